@@ -1,0 +1,82 @@
+"""Accounts: users, roles and passwords (werkzeug's salted hashes; no plain text anywhere)."""
+
+from __future__ import annotations
+
+import re
+
+from sqlmodel import Session, select
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from calibrate.models import ROLES, User
+
+USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+MIN_PASSWORD = 8
+
+
+class AccountError(ValueError):
+    """An account request that cannot be carried out."""
+
+
+def validate_username(username: str) -> str:
+    """Return the username if it is acceptable, else raise AccountError."""
+    if not USERNAME_RE.match(username or ""):
+        raise AccountError(
+            f"username {username!r} is not valid: use letters, digits, '.', '_', '@' or '-' (at most 100), starting with a letter or digit"
+        )
+    return username
+
+
+def validate_password(password: str) -> str:
+    """Return the password if it is long enough, else raise AccountError."""
+    if len(password) < MIN_PASSWORD:
+        raise AccountError(f"password must have at least {MIN_PASSWORD} characters")
+    return password
+
+
+def get_user(session: Session, username: str) -> User | None:
+    """Return the user with this username, or None."""
+    return session.exec(select(User).where(User.username == username)).first()
+
+
+def add_user(session: Session, username: str, *, role: str = "annotator", password: str | None = None,
+             display_name: str = "") -> User:
+    """Create a user; without a password the account exists but cannot log in."""
+    validate_username(username)
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+    if get_user(session, username) is not None:
+        raise AccountError(f"user {username!r} already exists")
+    user = User(username=username, role=role, display_name=display_name or username,
+                password_hash=generate_password_hash(validate_password(password)) if password is not None else None)
+    session.add(user)
+    session.flush()
+    return user
+
+
+def ensure_annotator(session: Session, username: str) -> User:
+    """Return the user named by an import, creating it without a password if needed."""
+    user = get_user(session, username)
+    if user is None:
+        user = User(username=validate_username(username), role="annotator", display_name=username)
+        session.add(user)
+        session.flush()
+    return user
+
+
+def set_password(session: Session, user: User, password: str) -> None:
+    """Set (or reset) a user's password."""
+    user.password_hash = generate_password_hash(validate_password(password))
+    session.add(user)
+
+
+def authenticate(session: Session, username: str, password: str) -> User | None:
+    """Return the active user whose password matches, else None (same answer for every failure)."""
+    user = get_user(session, username)
+    if user is None or not user.active or not user.password_hash:
+        # Spend the same time as a real check so usernames cannot be probed by timing.
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    return user if check_password_hash(user.password_hash, password) else None
+
+
+_DUMMY_HASH = generate_password_hash("not-a-real-password")

@@ -1,0 +1,296 @@
+"""SQLModel tables: the whole data model of calibrate.
+
+Relations (see docs/architecture.md):
+
+    Dataset ─< Sample ─< Context
+                      ─< Claim
+    Task ─< Guideline
+    Sample ─< Assignment >─ User
+    Task, Sample/Claim/Context, User ─< Label ─< LabelRevision
+    Prompt(task) ─< PromptVersion ─< FewShot
+    Judge(prompt version | imported) ─< JudgeRun ─< Verdict
+    ResponseCache (keyed by the hash of a rendered request)
+
+A label or a verdict points at one *target*: a sample, a claim or a context, named by the
+task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
+the foreign keys so that "one current label per (task, target, annotator)" and "one verdict
+per (judge, task, target)" are plain unique constraints (SQL treats NULLs as distinct, so a
+constraint over the three nullable foreign keys would not hold).
+
+Values are stored as text in their canonical form (a label string, or a number written by
+``calibrate.tasks.canonical_value``); the task's kind says how to read them back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+ROLES = ("annotator", "engineer", "admin")
+TARGETS = ("sample", "claim", "context")
+KINDS = ("categorical", "ordinal", "continuous")
+SPLITS = ("train", "dev", "test")
+
+
+def utcnow() -> datetime:
+    """Return the current time, timezone-aware in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def target_key(target: str, target_id: int) -> str:
+    """Return the stable key of a label or verdict target ("claim:42")."""
+    return f"{target}:{target_id}"
+
+
+class Dataset(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    source: str = Field(default="", max_length=1000)
+    is_demo: bool = Field(default=False)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Sample(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "external_id", name="uq_sample_dataset_external"),
+        Index("ix_sample_dataset_split", "dataset_id", "split"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
+    external_id: str = Field(max_length=500)
+    question: str = Field(sa_column=Column(Text, nullable=False))
+    answer: str = Field(sa_column=Column(Text, nullable=False))
+    ground_truth: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # "metadata" is reserved by SQLAlchemy's declarative base: the attribute is `meta`.
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column("metadata", JSON, nullable=False))
+    feedback: int | None = Field(default=None)
+    retrieved_ids: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    relevant_ids: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    content_hash: str = Field(max_length=64)
+    segmenter: str = Field(default="", max_length=50)
+    split: str | None = Field(default=None, max_length=10)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Context(SQLModel, table=True):
+    __table_args__ = (Index("ix_context_sample_rank", "sample_id", "rank"),)
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    rank: int
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    doc_id: str | None = Field(default=None, max_length=500)
+    # An --update that changes or drops a context retires it instead of deleting it, so the
+    # labels made on it survive (flagged stale).
+    active: bool = Field(default=True)
+
+
+class Claim(SQLModel, table=True):
+    __table_args__ = (Index("ix_claim_sample_index", "sample_id", "index"),)
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    index: int
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    start: int = Field(default=-1)  # -1: an imported claim that is not a substring of the answer
+    end: int = Field(default=-1)
+    active: bool = Field(default=True)
+
+
+class User(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    username: str = Field(index=True, unique=True, max_length=100)
+    display_name: str = Field(default="", max_length=200)
+    role: str = Field(default="annotator", max_length=20)
+    # None: the account exists (named by an import) but cannot log in until an admin sets one.
+    password_hash: str | None = Field(default=None, max_length=300)
+    active: bool = Field(default=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Task(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=100)
+    target: str = Field(max_length=10)
+    kind: str = Field(max_length=20)
+    # categorical: the declared labels; `excluded` are valid labels left out of statistics.
+    labels: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    excluded: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    scale_min: float | None = Field(default=None)
+    scale_max: float | None = Field(default=None)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    builtin: bool = Field(default=False)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Guideline(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("task_id", "version", name="uq_guideline_task_version"),)
+    id: int | None = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="task.id", ondelete="CASCADE")
+    version: int
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    author_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Assignment(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("sample_id", "user_id", name="uq_assignment_sample_user"),
+        Index("ix_assignment_user_status", "user_id", "status"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    # pending: queued; done: submitted; skipped (with reason); flagged for review.
+    status: str = Field(default="pending", max_length=20)
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    priority: int = Field(default=0)  # lower first; --negative-first puts feedback −1 at 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Label(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("task_id", "target_key", "annotator_id", "adjudicated", name="uq_label_current"),
+        Index("ix_label_sample", "sample_id"),
+        Index("ix_label_annotator", "annotator_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="task.id")
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    claim_id: int | None = Field(default=None, foreign_key="claim.id")
+    context_id: int | None = Field(default=None, foreign_key="context.id")
+    target_key: str = Field(max_length=40)
+    annotator_id: int = Field(foreign_key="user.id")
+    value: str = Field(max_length=200)
+    rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    evidence: list[int] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    guideline_version: int | None = Field(default=None)
+    # An adjudicated gold label: its own row, `annotator_id` is who decided.
+    adjudicated: bool = Field(default=False)
+    # Set when the target changed under the label (an --update of its sample).
+    stale: bool = Field(default=False)
+    stale_reason: str = Field(default="", max_length=500)
+    source: str = Field(default="ui", max_length=20)  # ui | import
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class LabelRevision(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    label_id: int = Field(foreign_key="label.id", ondelete="CASCADE", index=True)
+    action: str = Field(max_length=20)  # create | update | delete | stale
+    value: str = Field(max_length=200)
+    rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    changed_by_id: int | None = Field(default=None, foreign_key="user.id")
+    changed_at: datetime = Field(default_factory=utcnow)
+
+
+class Prompt(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=100)
+    task_id: int = Field(foreign_key="task.id")
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class PromptVersion(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("prompt_id", "number", name="uq_prompt_version_number"),
+        UniqueConstraint("prompt_id", "content_hash", name="uq_prompt_version_hash"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    prompt_id: int = Field(foreign_key="prompt.id", ondelete="CASCADE")
+    number: int
+    template: str = Field(sa_column=Column(Text, nullable=False))
+    system: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    model: str = Field(default="", max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    content_hash: str = Field(max_length=64)
+    parent_id: int | None = Field(default=None, foreign_key="promptversion.id")
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    author_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class FewShot(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="promptversion.id", ondelete="CASCADE", index=True)
+    order: int
+    sample_id: int = Field(foreign_key="sample.id")
+    claim_id: int | None = Field(default=None, foreign_key="claim.id")
+    context_id: int | None = Field(default=None, foreign_key="context.id")
+    target_key: str = Field(max_length=40)
+    value: str = Field(max_length=200)
+    rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class Judge(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    kind: str = Field(default="imported", max_length=20)  # prompt | imported
+    prompt_version_id: int | None = Field(default=None, foreign_key="promptversion.id")
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgeRun(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    judge_id: int = Field(foreign_key="judge.id", index=True)
+    dataset_id: int = Field(foreign_key="dataset.id")
+    status: str = Field(default="pending", max_length=20)  # pending|running|done|failed|stopped
+    backend: str = Field(default="", max_length=50)
+    model: str = Field(default="", max_length=200)
+    base_url: str = Field(default="", max_length=500)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    n_total: int = Field(default=0)
+    n_done: int = Field(default=0)
+    n_errors: int = Field(default=0)
+    n_cached: int = Field(default=0)
+    input_tokens: int = Field(default=0)
+    output_tokens: int = Field(default=0)
+    cost: float = Field(default=0.0)
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    started_at: datetime | None = Field(default=None)
+    finished_at: datetime | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Verdict(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint("judge_id", "task_id", "target_key", name="uq_verdict_target"),
+        Index("ix_verdict_sample", "sample_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    judge_id: int = Field(foreign_key="judge.id")
+    run_id: int | None = Field(default=None, foreign_key="judgerun.id")
+    task_id: int = Field(foreign_key="task.id")
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    claim_id: int | None = Field(default=None, foreign_key="claim.id")
+    context_id: int | None = Field(default=None, foreign_key="context.id")
+    target_key: str = Field(max_length=40)
+    # None: the call gave no usable verdict (status unparsed or error): counted, never scored.
+    value: str | None = Field(default=None, max_length=200)
+    status: str = Field(default="ok", max_length=20)  # ok | unparsed | error
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    latency_ms: float | None = Field(default=None)
+    input_tokens: int | None = Field(default=None)
+    output_tokens: int | None = Field(default=None)
+    cached: bool = Field(default=False)
+    source: str = Field(default="run", max_length=20)  # run | import
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ResponseCache(SQLModel, table=True):
+    key: str = Field(primary_key=True, max_length=64)
+    backend: str = Field(max_length=50)
+    model: str = Field(default="", max_length=200)
+    response: str = Field(sa_column=Column(Text, nullable=False))
+    input_tokens: int | None = Field(default=None)
+    output_tokens: int | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow)

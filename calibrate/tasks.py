@@ -1,0 +1,242 @@
+"""Tasks: what is labelled, on which target, with which kind of value.
+
+Three tasks are built in; users add their own with `calibrate task add`. Every label and
+every verdict is validated against its task by `canonical_value`, which returns the value in
+the one text form it is stored in (so "Supported", " supported" and "supported" are one label,
+and 4, "4" and 4.0 are one score).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from sqlmodel import Session, select
+
+from calibrate.models import KINDS, TARGETS, Guideline, Task
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+@dataclass(frozen=True)
+class BuiltinTask:
+    name: str
+    target: str
+    kind: str
+    labels: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+    scale: tuple[float, float] | None = None
+    description: str = ""
+    guidelines: str = ""
+
+
+BUILTIN_TASKS = (
+    BuiltinTask(
+        "claim_support",
+        "claim",
+        "categorical",
+        labels=("supported", "unsupported", "not_applicable"),
+        excluded=("not_applicable",),
+        description="Is each claim of the answer supported by the retrieved contexts?",
+        guidelines=(
+            "Supported: everything the claim states can be found in, or follows directly from, "
+            "the retrieved contexts (numbers, units and conditions included).\n"
+            "Unsupported: any part of the claim is absent from or contradicted by the contexts, "
+            "even if it is true in the world (a wrong dose, an invented source, a claim beyond "
+            "what the contexts say).\n"
+            "Not a claim: courtesy, advice to see a professional, or a question — nothing that "
+            "can be checked against the contexts."
+        ),
+    ),
+    BuiltinTask(
+        "answer_quality",
+        "sample",
+        "ordinal",
+        scale=(1, 5),
+        description="How good is the answer as a whole, on the rubric scale?",
+        guidelines=(
+            "5: correct, complete and fully grounded in the contexts.\n"
+            "4: correct and grounded, with a minor omission.\n"
+            "3: mostly right, but with an unsupported detail or a notable omission.\n"
+            "2: a material error or several unsupported claims.\n"
+            "1: wrong, unsafe or unrelated to the question."
+        ),
+    ),
+    BuiltinTask(
+        "context_relevance",
+        "context",
+        "categorical",
+        labels=("relevant", "not_relevant"),
+        description="Is each retrieved context relevant to the question?",
+        guidelines=(
+            "Relevant: the passage helps answer the question (even partly).\n"
+            "Not relevant: the passage does not help answer this question."
+        ),
+    ),
+)
+
+
+class TaskError(ValueError):
+    """A task definition or a value that does not fit its task."""
+
+
+def ensure_builtin_tasks(session: Session) -> None:
+    """Create the built-in tasks (and their first guideline) where missing."""
+    existing = set(session.exec(select(Task.name)).all())
+    for spec in BUILTIN_TASKS:
+        if spec.name in existing:
+            continue
+        task = Task(
+            name=spec.name,
+            target=spec.target,
+            kind=spec.kind,
+            labels=list(spec.labels) or None,
+            excluded=list(spec.excluded) or None,
+            scale_min=spec.scale[0] if spec.scale else None,
+            scale_max=spec.scale[1] if spec.scale else None,
+            description=spec.description,
+            builtin=True,
+        )
+        session.add(task)
+        session.flush()
+        session.add(Guideline(task_id=task.id, version=1, text=spec.guidelines))
+
+
+def parse_scale(text: str) -> tuple[float, float]:
+    """Parse a scale such as "1-5" or "0-1" or "-2-2" into (low, high)."""
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*", text or "")
+    if not match:
+        raise TaskError(f"scale must look like 1-5, got {text!r}")
+    low, high = float(match.group(1)), float(match.group(2))
+    if not low < high:
+        raise TaskError(f"scale must go from low to high, got {text!r}")
+    return low, high
+
+
+def add_task(
+    session: Session,
+    name: str,
+    *,
+    target: str,
+    kind: str,
+    labels: list[str] | None = None,
+    scale: tuple[float, float] | None = None,
+    description: str = "",
+    guidelines: str = "",
+) -> Task:
+    """Create a custom task after validating its definition."""
+    if not NAME_RE.match(name or ""):
+        raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
+    if target not in TARGETS:
+        raise TaskError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if kind not in KINDS:
+        raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if session.exec(select(Task).where(Task.name == name)).first() is not None:
+        raise TaskError(f"task {name!r} already exists")
+    if kind == "categorical":
+        clean = [label.strip() for label in (labels or []) if label.strip()]
+        if len(clean) < 2:
+            raise TaskError("a categorical task needs --labels with at least two labels, e.g. --labels A,B,tie")
+        if len(set(clean)) != len(clean):
+            raise TaskError(f"--labels has duplicates: {', '.join(clean)}")
+        if scale:
+            raise TaskError("--scale is for ordinal and continuous tasks, not categorical ones")
+        labels = clean
+    else:
+        if labels:
+            raise TaskError("--labels is for categorical tasks; use --scale for ordinal and continuous ones")
+        if kind == "ordinal" and scale is None:
+            raise TaskError("an ordinal task needs --scale, e.g. --scale 1-5")
+    task = Task(
+        name=name,
+        target=target,
+        kind=kind,
+        labels=labels if kind == "categorical" else None,
+        scale_min=scale[0] if scale else None,
+        scale_max=scale[1] if scale else None,
+        description=description,
+    )
+    session.add(task)
+    session.flush()
+    if guidelines:
+        session.add(Guideline(task_id=task.id, version=1, text=guidelines))
+    return task
+
+
+def get_task(session: Session, name: str) -> Task:
+    """Return a task by name, or raise TaskError naming the tasks that exist."""
+    task = session.exec(select(Task).where(Task.name == name)).first()
+    if task is None:
+        names = ", ".join(session.exec(select(Task.name).order_by(Task.name)).all()) or "none"
+        raise TaskError(f"unknown task {name!r} (tasks: {names})")
+    return task
+
+
+def format_number(x: float) -> str:
+    """Return the canonical text of a number: "4" for 4.0, "3.5" for 3.5."""
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(float(x))
+
+
+def canonical_value(task: Task, value: object) -> str:
+    """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
+    if value is None:
+        raise TaskError("value is missing")
+    if isinstance(value, bool):
+        raise TaskError(f"value must be {'a label' if task.kind == 'categorical' else 'a number'}, got {value!r}")
+    if task.kind == "categorical":
+        if isinstance(value, (int, float)):
+            text = format_number(value) if math.isfinite(value) else str(value)
+        elif isinstance(value, str):
+            text = value.strip()
+        else:
+            raise TaskError(f"value must be one of {', '.join(task.labels or [])}, got {type(value).__name__}")
+        labels = task.labels or []
+        if text in labels:
+            return text
+        folded = [label for label in labels if label.casefold() == text.casefold()]
+        if len(folded) == 1:
+            return folded[0]
+        raise TaskError(f"value {_short(text)!r} is not a label of task {task.name} ({', '.join(labels)})")
+    number = _as_number(value)
+    if number is None:
+        raise TaskError(f"value must be a number for task {task.name}, got {_short(str(value))!r}")
+    low, high = task.scale_min, task.scale_max
+    if (low is not None and number < low) or (high is not None and number > high):
+        raise TaskError(f"value {format_number(number)} is outside the scale of task {task.name} ({format_number(low)}–{format_number(high)})")
+    return format_number(number)
+
+
+def value_number(value: str) -> float:
+    """Return the number of a stored ordinal or continuous value."""
+    return float(value)
+
+
+def _as_number(value: object) -> float | None:
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        # A lone decimal comma ("3,5") is a Spanish-style decimal, not a thousands separator.
+        if text.count(",") == 1 and "." not in text:
+            text = text.replace(",", ".")
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def current_guideline(session: Session, task: Task) -> Guideline | None:
+    """Return the newest guideline version of a task."""
+    return session.exec(
+        select(Guideline).where(Guideline.task_id == task.id).order_by(Guideline.version.desc())
+    ).first()

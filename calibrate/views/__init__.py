@@ -1,0 +1,21 @@
+"""Blueprints: one per area. A view turns a request into one domain call and renders a template."""
+
+from __future__ import annotations
+
+from flask import Flask, render_template
+
+
+def init_app(app: Flask) -> None:
+    """Register the blueprints, the request hooks and the error pages."""
+    from calibrate.views import auth, datasets, security
+
+    security.init_app(app)
+    app.register_blueprint(auth.bp)
+    app.register_blueprint(datasets.bp)
+
+    for code in (400, 403, 404, 405, 413):
+        app.register_error_handler(code, _error_page)
+
+
+def _error_page(error):  # noqa: ANN001, ANN202
+    return render_template("error.html", error=error), error.code

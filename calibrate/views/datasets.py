@@ -1,0 +1,52 @@
+"""Browse datasets and their samples."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, g, redirect, render_template, request, url_for
+
+from calibrate.datasets import dataset_overview, get_dataset, sample_detail, sample_page
+from calibrate.db import get_session
+from calibrate.views.auth import login_required
+
+bp = Blueprint("datasets", __name__)
+
+PER_PAGE = 50
+
+
+@bp.route("/")
+def home():
+    """Send visitors to the datasets (or to the login page)."""
+    return redirect(url_for("datasets.index"))
+
+
+@bp.route("/datasets")
+@login_required
+def index():
+    """List the datasets."""
+    return render_template("datasets/index.html", rows=dataset_overview(get_session()))
+
+
+@bp.route("/datasets/<name>")
+@login_required
+def show(name: str):
+    """List a dataset's samples, a page at a time."""
+    session = get_session()
+    dataset = get_dataset(session, name) or abort(404)
+    page = max(request.args.get("page", 1, type=int), 1)
+    split = request.args.get("split") or None
+    rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
+    pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
+    return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split)
+
+
+@bp.route("/datasets/<name>/samples/<path:external_id>")
+@login_required
+def sample(name: str, external_id: str):
+    """Show one sample: question, contexts, the answer with its claims highlighted."""
+    session = get_session()
+    dataset = get_dataset(session, name) or abort(404)
+    # Blind by default: only engineers and admins see everyone's labels here.
+    detail = sample_detail(session, dataset, external_id, with_labels=g.user.role in ("engineer", "admin"))
+    if detail is None:
+        abort(404)
+    return render_template("datasets/sample.html", dataset=dataset, d=detail)

@@ -1,0 +1,74 @@
+"""Request hooks that every page gets: CSRF on unsafe methods, security headers, the user on g.
+
+CSRF: one random token per session, sent back in a form field `csrf_token` or, for htmx and
+scripts, in the `X-CSRFToken` header (base.html sets it for every htmx request).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+
+from flask import Flask, abort, g, request, session
+
+from calibrate.db import get_session
+from calibrate.models import User
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ]
+)
+
+
+def csrf_token() -> str:
+    """Return the session's CSRF token, creating it on first use."""
+    token = session.get("csrf_token")
+    if not token:
+        token = session["csrf_token"] = secrets.token_urlsafe(32)
+    return token
+
+
+def _check_csrf() -> None:
+    if request.method not in UNSAFE_METHODS:
+        return
+    expected = session.get("csrf_token")
+    sent = request.headers.get("X-CSRFToken") or request.form.get("csrf_token", "")
+    if not expected or not sent or not hmac.compare_digest(expected, sent):
+        abort(400, description="The form's security token is missing or expired. Reload the page and try again.")
+
+
+def _load_user() -> None:
+    g.user = None
+    user_id = session.get("user_id")
+    if user_id is not None:
+        user = get_session().get(User, user_id)
+        if user is not None and user.active and user.password_hash and session.get("pw") == user.password_hash[-16:]:
+            g.user = user
+        else:
+            session.pop("user_id", None)
+
+
+def _security_headers(response):  # noqa: ANN001, ANN202
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    return response
+
+
+def init_app(app: Flask) -> None:
+    """Install the hooks."""
+    app.before_request(_check_csrf)
+    app.before_request(_load_user)
+    app.after_request(_security_headers)
+    app.jinja_env.globals["csrf_token"] = csrf_token
