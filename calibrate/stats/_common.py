@@ -1,0 +1,95 @@
+"""Input coercion shared by the statistics modules (private).
+
+Everything here turns "array-like" input (lists, tuples, numpy arrays, pandas Series)
+into plain Python lists or float arrays and knows what counts as a missing value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def is_missing(value: Any) -> bool:
+    """Return ``True`` for ``None``, float NaN, ``pandas.NA`` and ``NaT``."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def to_list(values: Any) -> list:
+    """Return ``values`` as a Python list (numpy scalars converted to Python scalars)."""
+    if values is None:
+        return []
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
+        values = values.to_numpy(dtype=object)
+    if isinstance(values, np.ndarray):
+        return values.tolist()
+    if isinstance(values, (str, bytes)):
+        raise TypeError("expected a sequence of values, got a string")
+    return list(values)
+
+
+def check_same_length(**named: Sequence) -> int:
+    """Raise ``ValueError`` unless every sequence has the same length; return it."""
+    lengths = {name: len(seq) for name, seq in named.items()}
+    if len(set(lengths.values())) > 1:
+        desc = ", ".join(f"{k}={v}" for k, v in lengths.items())
+        raise ValueError(f"inputs must have the same length ({desc})")
+    return next(iter(lengths.values()), 0)
+
+
+def ordered_labels(values: Iterable) -> list:
+    """Return the distinct values, sorted when they are mutually comparable.
+
+    Falls back to order of first appearance for mixed types that cannot be sorted.
+    """
+    seen: dict = {}
+    for v in values:
+        if v not in seen:
+            seen[v] = None
+    labels = list(seen)
+    try:
+        return sorted(labels)
+    except TypeError:
+        return labels
+
+
+def validate_labels(labels: Any) -> list:
+    """Return ``labels`` as a list, rejecting duplicates and missing values."""
+    out = to_list(labels)
+    if any(is_missing(v) for v in out):
+        raise ValueError("labels must not contain missing values")
+    if len(set(out)) != len(out):
+        raise ValueError("labels must be distinct")
+    return out
+
+
+def encode(values: list, index: dict, what: str) -> np.ndarray:
+    """Map each value to its code through ``index``; unknown values raise ``ValueError``."""
+    try:
+        return np.fromiter((index[v] for v in values), dtype=np.int64, count=len(values))
+    except KeyError as exc:
+        raise ValueError(f"{what} contains {exc.args[0]!r}, which is not in labels") from None
+
+
+def is_numeric_label(value: Any) -> bool:
+    """Return ``True`` for real numbers usable as points on a scale."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def as_float_array(values: Any, what: str) -> np.ndarray:
+    """Return a 1-D float array; ``None``/NA become NaN; non-numeric values raise."""
+    items = to_list(values)
+    try:
+        arr = np.array([np.nan if is_missing(v) else v for v in items], dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be numeric") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional")
+    return arr
