@@ -1,0 +1,744 @@
+"""Sampling: choose what experts label, queue it for them, and optionally split it.
+
+`sample_dataset` is the one entry point (`calibrate sample` calls it). It is seeded and
+reproducible: the candidates are the dataset's samples sorted by external id, drawn in the
+order of `numpy.random.default_rng(seed).permutation(N)`, so the same dataset, seed and options
+take the same samples whatever the insertion order in the database and whatever assignments
+already exist. Running it again adds nothing that is already there. The caller owns the
+transaction and commits after it returns (nothing here commits; it flushes).
+
+Rules and the reasons for them: docs/sampling.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from sqlmodel import Session, col, select
+
+from calibrate.models import SPLITS, Assignment, Dataset, Sample, User, utcnow
+
+__all__ = [
+    "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
+    "allocate_strata", "combination_cycle", "largest_remainder", "parse_split_spec", "sample_dataset",
+]
+
+MISSING = "(missing)"  # the stratum of samples that lack the stratification field
+PRIORITY_NEGATIVE = 0  # --negative-first: feedback −1 is served first (lower priority first)
+PRIORITY_NORMAL = 1
+STRATIFY_TOP_LEVEL = ("feedback", "split")
+MAX_COMBINATIONS = 5000  # beyond this many annotator groups, balanced random groups instead
+_SEARCH_MAX_COMBINATIONS = 300
+_SEARCH_RESTARTS = 3
+_SEARCH_BUDGET = 500
+_CHUNK = 500  # ids per IN (...) clause
+
+
+class SamplingError(ValueError):
+    """A sampling request that cannot be carried out; the message says why and what to do."""
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+@dataclass
+class SamplingSummary:
+    """What one `sample_dataset` call did; `line()` is what the CLI prints."""
+
+    dataset: str
+    taken: int
+    eligible: int
+    assignments_added: int
+    assignments_existing: int
+    strata: dict[str, int]  # stratum → taken (empty when not stratified)
+    negatives: int  # taken samples with feedback −1
+    splits: dict[str, int]  # split → taken samples in it (empty when no split was asked for)
+    overlap: int
+    assignees: list[str]  # usernames assigned round-robin (empty: open slots)
+    seed: int = 0
+    requested: int | None = None  # n asked for (or computed from the fraction)
+    fraction: float | None = None
+    stratify_by: str | None = None
+    negative_first: bool = False
+    negatives_available: int = 0  # samples of the dataset with feedback −1
+    splits_kept: int = 0  # taken samples that already had a split (never moved)
+    slots_filled: int = 0  # open slots given to named annotators (counted in assignments_added)
+    external_ids: list[str] = field(default_factory=list)  # taken samples, in queue order
+
+    def line(self) -> str:
+        """Return a one-line description, e.g. for the CLI."""
+        if self.requested is not None and self.requested > self.taken:
+            head = f"sampled all {self.taken} samples of {self.dataset} (asked for {self.requested}; seed {self.seed}"
+        else:
+            head = f"sampled {self.taken} of {self.eligible} samples of {self.dataset} ("
+            if self.fraction is not None:
+                head += f"fraction {self.fraction:g}, "
+            head += f"seed {self.seed}"
+        details = [head]
+        if self.stratify_by:
+            details.append(f"stratified by {self.stratify_by}: {_plural(len(self.strata), 'stratum', 'strata')}")
+        if self.negative_first:
+            details.append(f"negative feedback first: {self.negatives} of {self.negatives_available} taken")
+        text = ", ".join(details) + ")"
+        queued = f"; {_plural(self.assignments_added, 'assignment')} added"
+        if self.assignments_existing:
+            queued += f", {self.assignments_existing} already there"
+        how = [f"overlap {self.overlap}"]
+        if self.assignees:
+            how.append(f"round-robin over {_plural(len(self.assignees), 'annotator')}")
+            if self.slots_filled:
+                how.append(f"{_plural(self.slots_filled, 'open slot')} filled")
+        else:
+            how.append("open slots")
+        text += queued + " (" + ", ".join(how) + ")"
+        if self.splits:
+            text += "; splits " + ", ".join(f"{name} {count}" for name, count in self.splits.items())
+            if self.splits_kept:
+                text += f" ({self.splits_kept} kept)"
+        return text
+
+
+# --------------------------------------------------------------------------- split spec
+
+
+def parse_split_spec(text: str) -> dict[str, float]:
+    """Parse "train=0.2,dev=0.4,test=0.4" (or "train=20%,...") into {split: fraction}.
+
+    Names are train, dev and test (a subset is fine, e.g. "dev=0.5,test=0.5"); each fraction
+    must be > 0 and together they must sum to 1 (within 1e-6). Raise SamplingError otherwise.
+    """
+    if text is None or not str(text).strip():
+        raise SamplingError("the split spec is empty: give e.g. train=0.2,dev=0.4,test=0.4")
+    parsed: dict[str, float] = {}
+    for part in str(text).split(","):
+        item = part.strip()
+        name, sep, value = item.partition("=")
+        name, value = name.strip().lower(), value.strip()
+        if not item or not sep or not name or not value:
+            raise SamplingError(f"split spec {text!r}: {item!r} is not NAME=FRACTION (e.g. train=0.2,dev=0.4,test=0.4)")
+        if name not in SPLITS:
+            raise SamplingError(f"split spec {text!r}: unknown split {name!r}; splits are {', '.join(SPLITS)}")
+        if name in parsed:
+            raise SamplingError(f"split spec {text!r}: {name} is given twice")
+        percent = value.endswith("%")
+        try:
+            number = float(value[:-1].strip() if percent else value)
+        except ValueError:
+            raise SamplingError(f"split spec {text!r}: {name}={value} is not a number") from None
+        parsed[name] = number / 100 if percent else number
+    _split_fractions(parsed, source=str(text))
+    return parsed
+
+
+def _split_fractions(split: dict[str, float], *, source: str | None = None) -> dict[str, Fraction]:
+    """Check a split spec and return exact fractions summing to 1, in the order train, dev, test."""
+    where = f"split spec {source!r}" if source is not None else "split"
+    if not split:
+        raise SamplingError(f"{where}: no splits given; give e.g. train=0.2,dev=0.4,test=0.4")
+    unknown = [name for name in split if name not in SPLITS]
+    if unknown:
+        raise SamplingError(f"{where}: unknown split {', '.join(map(repr, unknown))}; splits are {', '.join(SPLITS)}")
+    exact: dict[str, Fraction] = {}
+    for name in SPLITS:
+        if name not in split:
+            continue
+        value = split[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise SamplingError(f"{where}: {name} must be a fraction > 0, got {value!r}")
+        exact[name] = Fraction(repr(float(value)))  # repr: 0.2 is 1/5, not the binary double
+    total = sum(exact.values())
+    if abs(total - 1) > Fraction(1, 10**6):
+        shown = ", ".join(f"{name}={split[name]:g}" for name in exact)
+        raise SamplingError(f"{where}: the fractions must sum to 1, they sum to {float(total):g} ({shown})")
+    return {name: value / total for name, value in exact.items()}
+
+
+# --------------------------------------------------------------------------- apportionment
+
+
+def largest_remainder(total: int, weights: Sequence[int | Fraction], tiebreak: Sequence[Any] | None = None) -> list[int]:
+    """Split `total` seats in proportion to `weights` by the largest-remainder (Hamilton) method.
+
+    Each gets the floor of its exact quota, then the seats left over go one each to the largest
+    remainders. Ties go to the larger weight, then to the smaller `tiebreak` key (default: the
+    position). Exact arithmetic: no float rounding decides a seat.
+    """
+    weights = [Fraction(w) for w in weights]
+    if total < 0 or any(w < 0 for w in weights):
+        raise ValueError("largest_remainder needs a non-negative total and weights")
+    whole = sum(weights)
+    if total == 0 or not weights:
+        return [0] * len(weights)
+    if whole == 0:
+        raise ValueError("largest_remainder needs a positive weight")
+    quotas = [total * w / whole for w in weights]
+    seats = [math.floor(q) for q in quotas]
+    keys = tiebreak if tiebreak is not None else range(len(weights))
+    order = sorted(range(len(weights)), key=lambda i: (-(quotas[i] - seats[i]), -weights[i], keys[i]))
+    for i in order[: total - sum(seats)]:
+        seats[i] += 1
+    return seats
+
+
+def allocate_strata(n: int, sizes: dict[str, int], tiebreak: dict[str, Any] | None = None) -> dict[str, int]:
+    """Allocate `n` draws over strata of the given sizes: proportional, every stratum at least one.
+
+    Largest remainder first; then each stratum left at 0 gets one draw, taken from the stratum
+    whose allocation most exceeds its exact quota (ties: larger allocation, then `tiebreak`).
+    `n` ≥ the total takes everything; `n` < the number of strata raises SamplingError.
+    """
+    names = list(sizes)
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    if n < len(names):
+        raise SamplingError(f"cannot give each of {len(names)} strata a sample with n = {n}")
+    keys = [(tiebreak or {}).get(name, index) for index, name in enumerate(names)]
+    seats = largest_remainder(n, [sizes[name] for name in names], keys)
+    quotas = [Fraction(n * sizes[name], total) for name in names]
+    for i in sorted((i for i in range(len(names)) if seats[i] == 0), key=lambda i: (-sizes[names[i]], keys[i])):
+        donor = min((j for j in range(len(names)) if seats[j] > 1), key=lambda j: (-(seats[j] - quotas[j]), -seats[j], keys[j]))
+        seats[donor] -= 1
+        seats[i] = 1
+    return dict(zip(names, seats, strict=True))
+
+
+def _controlled_rounding(rows: Sequence[int], cols: Sequence[int]) -> list[list[int]]:
+    """Integer table with the given row and column sums, each cell the floor or ceiling of r·c/total.
+
+    Such a table always exists (the exact table is a feasible fractional flow); found by
+    greedy largest-remainder filling completed with augmenting paths.
+    """
+    total = sum(rows)
+    if total != sum(cols):
+        raise ValueError("row and column sums differ")
+    if total == 0:
+        return [[0] * len(cols) for _ in rows]
+    table = [[(r * c) // total for c in cols] for r in rows]
+    frac = [[Fraction(r * c, total) - table[h][s] for s, c in enumerate(cols)] for h, r in enumerate(rows)]
+    row_left = [r - sum(table[h]) for h, r in enumerate(rows)]
+    col_left = [c - sum(table[h][s] for h in range(len(rows))) for s, c in enumerate(cols)]
+    extra = [[0] * len(cols) for _ in rows]
+    cells = sorted(((h, s) for h in range(len(rows)) for s in range(len(cols)) if frac[h][s] > 0),
+                   key=lambda hs: (-frac[hs[0]][hs[1]], hs[0], hs[1]))
+    for h, s in cells:
+        if row_left[h] > 0 and col_left[s] > 0:
+            extra[h][s] = 1
+            row_left[h] -= 1
+            col_left[s] -= 1
+    while any(row_left):
+        start = next(h for h, left in enumerate(row_left) if left > 0)
+        # BFS over rows/columns: row → column by an unused cell, column → row by a used one.
+        parent_col: dict[int, int] = {}
+        parent_row: dict[int, int] = {}
+        queue, seen_rows, end = [start], {start}, None
+        while queue and end is None:
+            nxt = []
+            for h in queue:
+                for s in range(len(cols)):
+                    if frac[h][s] > 0 and not extra[h][s] and s not in parent_col:
+                        parent_col[s] = h
+                        if col_left[s] > 0:
+                            end = s
+                            break
+                        for h2 in range(len(rows)):
+                            if extra[h2][s] and h2 not in seen_rows:
+                                seen_rows.add(h2)
+                                parent_row[h2] = s
+                                nxt.append(h2)
+                if end is not None:
+                    break
+            queue = nxt
+        if end is None:  # pragma: no cover - impossible by the flow argument above
+            raise RuntimeError("controlled rounding found no augmenting path")
+        s = end
+        col_left[s] -= 1
+        while True:
+            h = parent_col[s]
+            extra[h][s] = 1
+            if h == start:
+                break
+            s_prev = parent_row[h]
+            extra[h][s_prev] = 0
+            s = s_prev
+        row_left[start] -= 1
+    return [[table[h][s] + extra[h][s] for s in range(len(cols))] for h in range(len(rows))]
+
+
+# --------------------------------------------------------------------------- annotator groups
+
+
+def _pair_cycle(n_users: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Every pair of range(n_users) once; after every prefix the loads differ by at most one.
+
+    Even n: the circle method's rounds of disjoint pairs (each round a perfect matching).
+    Odd n: Walecki's decomposition into Hamiltonian cycles, each cycle v0…v(n−1) taken as
+    its even edges, then the closing edge, then its odd edges.
+    """
+    label = [int(u) for u in rng.permutation(n_users)]
+    rounds: list[list[tuple[int, int]]] = []
+    if n_users % 2 == 0:
+        m = n_users - 1
+        for r in range(m):
+            pairs = [(r, n_users - 1)] + [((r + i) % m, (r - i) % m) for i in range(1, n_users // 2)]
+            rounds.append([pairs[int(i)] for i in rng.permutation(len(pairs))])
+    elif n_users >= 3:
+        m = (n_users - 1) // 2
+        for i in range(m):
+            path = [i]
+            for step in range(1, m + 1):
+                path.append((i + step) % (2 * m))
+                if step < m:
+                    path.append((i - step) % (2 * m))
+            cycle = [n_users - 1] + path
+            edges = [(cycle[j], cycle[(j + 1) % n_users]) for j in range(n_users)]
+            rounds.append(edges[0 : n_users - 1 : 2] + [edges[n_users - 1]] + edges[1 : n_users - 1 : 2])
+    ordered = [rounds[int(i)] for i in rng.permutation(len(rounds))]
+    return [tuple(sorted((label[a], label[b]))) for pairs in ordered for a, b in pairs]
+
+
+def _balanced_search(n_users: int, k: int, tie: np.ndarray, budget: int) -> list[tuple[int, ...]] | None:
+    """Depth-first search for an order of all k-subsets with loads within one after every prefix.
+
+    With loads at levels m and m+1 (L: the users at m), a set keeps the spread ≤ 1 iff it lies
+    inside L or contains all of L. Prefers sets that cover pairs not yet together. Gives up
+    (None) after `budget` nodes.
+    """
+    combos = list(itertools.combinations(range(n_users), k))
+    masks = [sum(1 << u for u in c) for c in combos]
+    pairs = [[a * n_users + b for a, b in itertools.combinations(c, 2)] for c in combos]
+    preference = sorted(range(len(combos)), key=lambda j: int(tie[j]))
+    loads = [0] * n_users
+    used = [False] * len(combos)
+    covered = [False] * (n_users * n_users)
+    sequence: list[int] = []
+    nodes = 0
+
+    def search() -> bool | None:
+        nonlocal nodes
+        if len(sequence) == len(combos):
+            return True
+        nodes += 1
+        if nodes > budget:
+            return None
+        low = min(loads)
+        low_mask = sum(1 << u for u in range(n_users) if loads[u] == low)
+        candidates = []
+        for j in preference:
+            if used[j]:
+                continue
+            if masks[j] & ~low_mask == 0:
+                inside = 0
+            elif masks[j] & low_mask == low_mask:
+                inside = 1
+            else:
+                continue
+            candidates.append((inside, -sum(1 for p in pairs[j] if not covered[p]), int(tie[j]), j))
+        candidates.sort()
+        for *_, j in candidates:
+            used[j] = True
+            sequence.append(j)
+            for u in combos[j]:
+                loads[u] += 1
+            added = [p for p in pairs[j] if not covered[p]]
+            for p in added:
+                covered[p] = True
+            found = search()
+            if found:
+                return True
+            for p in added:
+                covered[p] = False
+            for u in combos[j]:
+                loads[u] -= 1
+            used[j] = False
+            sequence.pop()
+            if found is None:
+                return None
+        return False
+
+    return [combos[j] for j in sequence] if search() else None
+
+
+def _greedy_cycle(n_users: int, k: int, tie: np.ndarray) -> list[tuple[int, ...]]:
+    """Every k-subset once, each step the unused set whose members are least loaded."""
+    combos = np.array(list(itertools.combinations(range(n_users), k)), dtype=np.int64)
+    count = len(combos)
+    loads = np.zeros(n_users, dtype=np.int64)
+    used = np.zeros(count, dtype=bool)
+    order = []
+    scale = k * count + 1
+    for _ in range(count):
+        member = loads[combos]
+        key = (member.max(axis=1) * scale + member.sum(axis=1)) * count + tie
+        key[used] = np.iinfo(np.int64).max
+        j = int(np.argmin(key))
+        used[j] = True
+        loads[combos[j]] += 1
+        order.append(tuple(int(u) for u in combos[j]))
+    return order
+
+
+def combination_cycle(n_users: int, k: int, seed: int) -> list[tuple[int, ...]]:
+    """Return every k-subset of range(n_users) once, in a seeded order that keeps loads even.
+
+    Used round-robin, sample i gets group i mod C(n_users, k): every pair of annotators shares
+    items once i reaches C(n_users, k), and the loads differ by at most one after every prefix
+    — guaranteed for k ∈ {1, 2, n−2, n−1, n} (constructions) and found by a bounded search for
+    the other k on small teams (all of them up to 8 annotators); otherwise a greedy order keeps
+    them close. (Whether such an order always exists is an open problem: Baranyai–Katona.)
+    """
+    if not 1 <= k <= n_users:
+        raise ValueError("need 1 <= k <= n_users")
+    rng = np.random.default_rng([seed, 2])
+    everyone = set(range(n_users))
+
+    def complement(groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        return [tuple(sorted(everyone - set(g))) for g in groups]
+
+    if k == n_users:
+        return [tuple(range(n_users))]
+    if k == 1 or k == n_users - 1:
+        singles = [(int(u),) for u in rng.permutation(n_users)]
+        return singles if k == 1 else complement(singles)
+    if k == 2 or k == n_users - 2:
+        pairs = _pair_cycle(n_users, rng)
+        return pairs if k == 2 else complement(pairs)
+    if k > n_users - k:  # the complements of a balanced order are balanced
+        return complement(combination_cycle(n_users, n_users - k, seed))
+    count = math.comb(n_users, k)
+    if count <= _SEARCH_MAX_COMBINATIONS:
+        for _ in range(_SEARCH_RESTARTS):
+            found = _balanced_search(n_users, k, rng.permutation(count), _SEARCH_BUDGET)
+            if found is not None:
+                return found
+    return _greedy_cycle(n_users, k, rng.permutation(count))
+
+
+def _assignee_groups(n_users: int, k: int, count: int, seed: int) -> list[tuple[int, ...]]:
+    """Return `count` groups of k user indexes, round-robin over the combination cycle."""
+    if count == 0:
+        return []
+    if k in (1, 2, n_users - 2, n_users - 1, n_users) or math.comb(n_users, k) <= MAX_COMBINATIONS:
+        cycle = combination_cycle(n_users, k, seed)
+        return [cycle[i % len(cycle)] for i in range(count)]
+    # Too many groups to cycle through: the k least loaded users, ties broken at random.
+    rng = np.random.default_rng([seed, 3])
+    loads = np.zeros(n_users, dtype=np.int64)
+    groups = []
+    for _ in range(count):
+        chosen = np.lexsort((rng.random(n_users), loads))[:k]
+        loads[chosen] += 1
+        groups.append(tuple(sorted(int(u) for u in chosen)))
+    return groups
+
+
+# --------------------------------------------------------------------------- database helpers
+
+
+def _dataset(session: Session, name: str) -> Dataset:
+    dataset = session.exec(select(Dataset).where(Dataset.name == name)).first()
+    if dataset is None:
+        names = list(session.exec(select(Dataset.name).order_by(Dataset.name)))
+        if not names:
+            raise SamplingError(f"unknown dataset {name!r}: there are no datasets yet (import samples first)")
+        shown = ", ".join(names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
+        raise SamplingError(f"unknown dataset {name!r}; existing datasets: {shown}")
+    return dataset
+
+
+def _assignees(session: Session, names: Sequence[str], overlap: int) -> list[User]:
+    """Return the named users (deduplicated, sorted by username); all must exist and be active."""
+    wanted = sorted({str(name).strip() for name in names if str(name).strip()})
+    found = {user.username: user for user in session.exec(select(User).where(col(User.username).in_(wanted)))}
+    unknown = [name for name in wanted if name not in found]
+    inactive = [name for name in wanted if name in found and not found[name].active]
+    if unknown or inactive:
+        problems = []
+        if unknown:
+            problems.append(f"unknown {'user' if len(unknown) == 1 else 'users'} {', '.join(unknown)}")
+        if inactive:
+            problems.append(f"inactive {'user' if len(inactive) == 1 else 'users'} {', '.join(inactive)}")
+        annotators = list(session.exec(
+            select(User.username).where(col(User.active).is_(True), User.role == "annotator").order_by(User.username)))
+        listing = ", ".join(annotators) if annotators else "none (add them with `calibrate users add NAME`)"
+        raise SamplingError(f"cannot assign: {'; '.join(problems)}; existing annotators: {listing}")
+    if len(wanted) < overlap:
+        raise SamplingError(
+            f"overlap {overlap} needs at least {overlap} annotators, but {len(wanted)} "
+            f"{'is' if len(wanted) == 1 else 'are'} named ({', '.join(wanted)})")
+    return [found[name] for name in wanted]
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass
+class _Candidate:
+    id: int
+    external_id: str
+    feedback: int | None
+    split: str | None
+    meta: Any
+    stratum: str = ""
+    draw: int = 0  # position in the seeded draw order
+    split_draw: int = 0  # position in the seeded split order
+
+
+_ABSENT = object()
+
+
+def _stratum_name(value: Any) -> str:
+    if value is _ABSENT or value is None:
+        return MISSING
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _metadata_value(meta: Any, path: str) -> Any:
+    if not isinstance(meta, dict):
+        return _ABSENT
+    if path in meta:
+        return meta[path]
+    current: Any = meta
+    for part in path.split("."):
+        if not isinstance(current, dict) or part not in current:
+            return _ABSENT
+        current = current[part]
+    return current
+
+
+def _metadata_fields(candidates: Sequence[_Candidate]) -> list[str]:
+    fields: set[str] = set()
+    for candidate in candidates:
+        if isinstance(candidate.meta, dict):
+            fields.update(str(key) for key in candidate.meta)
+    return sorted(fields)
+
+
+def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tuple[str, Callable[[_Candidate], str]]:
+    """Return the canonical field name and a function giving each candidate's stratum."""
+    text = spec.strip()
+    if text in STRATIFY_TOP_LEVEL:
+        return text, lambda c: _stratum_name(getattr(c, text))
+    for prefix in ("metadata.", "meta."):
+        if text.startswith(prefix) and text[len(prefix):]:
+            path = text[len(prefix):]
+            return f"metadata.{path}", lambda c: _stratum_name(_metadata_value(c.meta, path))
+    fields = _metadata_fields(candidates)
+    hint = f" (did you mean metadata.{text}?)" if text in fields else ""
+    raise SamplingError(
+        f"cannot stratify by {spec!r}{hint}: give metadata.FIELD, feedback or split; "
+        + (f"metadata fields of {dataset}: {', '.join(fields)}" if fields else f"the samples of {dataset} have no metadata"))
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def sample_dataset(session: Session, dataset: str, *, n: int | None = None, fraction: float | None = None, seed: int = 0,
+                   stratify_by: str | None = None, negative_first: bool = False, overlap: int = 1,
+                   assign: list[str] | None = None, split: dict[str, float] | None = None) -> SamplingSummary:
+    """Take a seeded sample of `dataset`, queue it for `overlap` annotators each, optionally split it.
+
+    - exactly one of `n` (n larger than the dataset takes all of it, and the summary says so)
+      or `fraction` (n = round(fraction × N), halves up, at least 1);
+    - `stratify_by` "metadata.FIELD", "feedback" or "split": proportional allocation by
+      largest remainder, every stratum at least one; a sample without the field is in "(missing)";
+    - `negative_first`: feedback −1 first (within each stratum's allocation when stratified);
+      their new assignments get priority 0, every other new assignment priority 1;
+    - `assign`: usernames, each group of `overlap` of them in turn (every pair shares items,
+      loads within one); without it, `overlap` open slots per sample (user None);
+    - `split`: {split: fraction} for the taken samples that have none yet (existing splits
+      are kept), by largest remainder over all taken samples, stratified like the draw.
+
+    Nothing already there is added again. The caller commits; this only flushes.
+    """
+    if (n is None) == (fraction is None):
+        raise SamplingError("give exactly one of n or fraction")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise SamplingError(f"n must be a whole number ≥ 1, got {n!r}")
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                 or not math.isfinite(fraction) or not 0 < fraction <= 1):
+        raise SamplingError(f"fraction must be > 0 and ≤ 1 (e.g. 0.02 for 2 %), got {fraction!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise SamplingError(f"seed must be a whole number ≥ 0, got {seed!r}")
+    seed = int(seed)
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
+        raise SamplingError(f"overlap must be a whole number ≥ 1, got {overlap!r}")
+    split_fractions = _split_fractions(split) if split is not None else None
+
+    session.flush()
+    ds = _dataset(session, dataset)
+    users = _assignees(session, assign, overlap) if assign else []
+
+    columns = [Sample.id, Sample.external_id, Sample.feedback, Sample.split]
+    if stratify_by is not None:
+        columns.append(Sample.meta)
+    rows = session.exec(select(*columns).where(Sample.dataset_id == ds.id)).all()
+    if not rows:
+        raise SamplingError(f"dataset {dataset!r} has no samples: import some first "
+                            f"(calibrate import samples FILE --dataset {dataset})")
+    candidates = sorted((_Candidate(row[0], row[1], row[2], row[3], row[4] if len(row) > 4 else None) for row in rows),
+                        key=lambda c: c.external_id)
+    total = len(candidates)
+
+    draw_order = np.random.default_rng(seed).permutation(total)
+    split_order = np.random.default_rng([seed, 1]).permutation(total)
+    for position, index in enumerate(draw_order):
+        candidates[int(index)].draw = position
+    for position, index in enumerate(split_order):
+        candidates[int(index)].split_draw = position
+
+    if n is not None:
+        requested = n
+    else:
+        requested = max(1, math.floor(Fraction(repr(float(fraction))) * total + Fraction(1, 2)))
+    target = min(requested, total)
+
+    # Strata (one unnamed stratum when not stratified).
+    field_name = None
+    if stratify_by is not None:
+        field_name, stratum_of = _stratifier(stratify_by, candidates, dataset)
+        for candidate in candidates:
+            candidate.stratum = stratum_of(candidate)
+        if all(c.stratum == MISSING for c in candidates):
+            if field_name.startswith("metadata."):
+                fields = _metadata_fields(candidates)
+                raise SamplingError(
+                    f"no sample of {dataset} has {field_name}; "
+                    + (f"metadata fields: {', '.join(fields)}" if fields else f"the samples of {dataset} have no metadata"))
+            raise SamplingError(f"no sample of {dataset} has {field_name} set; nothing to stratify by")
+    members: dict[str, list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        members[candidate.stratum].append(candidate)
+    names = sorted(members, key=lambda s: (s == MISSING, s))
+    sizes = {name: len(members[name]) for name in names}
+    if target < total and len(names) > target:
+        asked = f"n = {target}" if n is not None else f"fraction {fraction:g} of {total} samples gives n = {target}"
+        raise SamplingError(
+            f"cannot stratify by {field_name}: {asked} is fewer than its {len(names)} strata, and every stratum "
+            f"needs at least one sample; take at least {len(names)} or stratify by a coarser field")
+    first_draw = {name: min(c.draw for c in members[name]) for name in names}  # seeded tie-break
+    allocation = allocate_strata(target, sizes, first_draw)
+
+    def is_negative(c: _Candidate) -> bool:
+        return c.feedback == -1
+
+    def queue_key(c: _Candidate) -> tuple[int, int]:
+        return (0 if negative_first and is_negative(c) else 1, c.draw)
+
+    taken: list[_Candidate] = []
+    for name in names:
+        taken.extend(sorted(members[name], key=queue_key)[: allocation[name]])
+    taken.sort(key=queue_key)
+
+    splits_kept = 0
+    split_counts: dict[str, int] = {}
+    if split_fractions is not None:
+        splits_kept, split_counts = _assign_splits(session, taken, names, split_fractions)
+
+    groups = _assignee_groups(len(users), overlap, len(taken), seed) if users else []
+    added, existing, filled = _queue(session, taken, users, groups, overlap, negative_first)
+    session.flush()
+
+    return SamplingSummary(
+        dataset=ds.name, taken=len(taken), eligible=total, assignments_added=added, assignments_existing=existing,
+        strata={name: sum(1 for c in taken if c.stratum == name) for name in names} if field_name else {},
+        negatives=sum(1 for c in taken if is_negative(c)), splits=split_counts, overlap=overlap,
+        assignees=[user.username for user in users], seed=seed, requested=requested, fraction=fraction,
+        stratify_by=field_name, negative_first=negative_first,
+        negatives_available=sum(1 for c in candidates if is_negative(c)), splits_kept=splits_kept,
+        slots_filled=filled, external_ids=[c.external_id for c in taken],
+    )
+
+
+def _assign_splits(session: Session, taken: list[_Candidate], strata: list[str],
+                   fractions: dict[str, Fraction]) -> tuple[int, dict[str, int]]:
+    """Give a split to the taken samples that have none; return (kept, counts per split)."""
+    kept = sum(1 for c in taken if c.split is not None)
+    names = list(fractions)
+    base = sum(1 for c in taken if c.split is None or c.split in fractions)
+    targets = largest_remainder(base, [fractions[s] for s in names], [SPLITS.index(s) for s in names])
+    present = Counter(c.split for c in taken if c.split in fractions)
+    need = [max(0, t - present[s]) for s, t in zip(names, targets, strict=True)]
+    open_ = [c for c in taken if c.split is None]
+    if open_:
+        if sum(need) != len(open_):
+            need = largest_remainder(len(open_), need, [SPLITS.index(s) for s in names])
+        by_stratum = {name: sorted((c for c in open_ if c.stratum == name), key=lambda c: c.split_draw) for name in strata}
+        rows = [name for name in strata if by_stratum[name]]
+        table = _controlled_rounding([len(by_stratum[name]) for name in rows], need)
+        changes: dict[int, str] = {}
+        for name, counts in zip(rows, table, strict=True):
+            queue = iter(by_stratum[name])
+            for split_name, count in zip(names, counts, strict=True):
+                for _ in range(count):
+                    candidate = next(queue)
+                    candidate.split = split_name
+                    changes[candidate.id] = split_name
+        ids = sorted(changes)
+        for chunk in _chunks(ids):
+            for sample in session.exec(select(Sample).where(col(Sample.id).in_(chunk))):
+                sample.split = changes[sample.id]
+                session.add(sample)
+    counts = Counter(c.split for c in taken)
+    ordered = {s: counts[s] for s in SPLITS if counts[s] or s in fractions}
+    ordered.update({s: counts[s] for s in sorted(k for k in counts if k not in SPLITS and k is not None)})
+    return kept, ordered
+
+
+def _queue(session: Session, taken: list[_Candidate], users: list[User], groups: list[tuple[int, ...]],
+           overlap: int, negative_first: bool) -> tuple[int, int, int]:
+    """Create the assignments; return (added, already there, open slots filled)."""
+    existing: dict[int, list[Assignment]] = defaultdict(list)
+    ids = [c.id for c in taken]
+    for chunk in _chunks(ids):
+        for assignment in session.exec(select(Assignment).where(col(Assignment.sample_id).in_(chunk))
+                                       .order_by(col(Assignment.id))):
+            existing[assignment.sample_id].append(assignment)
+    added = already = filled = 0
+    new: list[Assignment] = []
+    for index, candidate in enumerate(taken):
+        priority = PRIORITY_NEGATIVE if negative_first and candidate.feedback == -1 else PRIORITY_NORMAL
+        present = existing[candidate.id]
+        if not users:
+            have = min(len(present), overlap)
+            already += have
+            for _ in range(overlap - have):
+                new.append(Assignment(sample_id=candidate.id, user_id=None, status="pending", priority=priority))
+                added += 1
+            continue
+        assigned = {a.user_id for a in present if a.user_id is not None}
+        open_slots = [a for a in present if a.user_id is None and a.status == "pending"]
+        for u in groups[index]:
+            user_id = users[u].id
+            if user_id in assigned:
+                already += 1
+                continue
+            if open_slots:
+                slot = open_slots.pop(0)
+                slot.user_id = user_id
+                slot.priority = priority
+                slot.updated_at = utcnow()
+                session.add(slot)
+                filled += 1
+            else:
+                new.append(Assignment(sample_id=candidate.id, user_id=user_id, status="pending", priority=priority))
+            assigned.add(user_id)
+            added += 1
+    session.add_all(new)
+    return added, already, filled
