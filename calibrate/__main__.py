@@ -1,0 +1,5 @@
+"""`python -m calibrate`: the same as the `calibrate` console script."""
+
+from calibrate.cli import main
+
+main()

@@ -1,0 +1,284 @@
+"""Charts of a calibration report as inline SVG: pure functions, text in, SVG text out.
+
+No JavaScript, no external fonts or images: each chart is one `<svg>` element that a browser,
+a printer and a PDF converter draw the same way. Every piece of text that reaches the SVG
+(labels, task names, axis titles) goes through `html.escape`, since labels and task names
+come from users' data.
+
+- `confusion_heatmap`: human gold (rows) × judge (columns), cells shaded by count.
+- `score_scatter`: human gold against judge for ordinal and continuous tasks, with a
+  deterministic jitter and the diagonal where they agree.
+- `agreement_chart`: one row per task, the alignment statistic with its confidence interval,
+  the threshold as a vertical line and the human–human ceiling as a marker.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+FONT = "-apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+INK = "#1f2328"
+MUTED = "#59636e"
+GRID = "#d1d9e0"
+OUTCOME_COLOURS = {"passed": "#1a7f37", "not passed": "#cf222e", "undefined": "#6e7781", "not judged": "#6e7781"}
+CEILING_COLOUR = "#8250df"
+THRESHOLD_COLOUR = "#bc4c00"
+POINT_COLOUR = "#0969da"
+CHAR_WIDTH = 6.6  # average width of a 12px sans-serif character, for layout only
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _f(x: float) -> str:
+    """Return a coordinate with at most one decimal."""
+    text = f"{x:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _clip(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: max(chars - 1, 1)] + "…"
+
+
+def _svg(width: float, height: float, body: list[str], *, label: str, kind: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart chart-{kind}" viewBox="0 0 {_f(width)} {_f(height)}" '
+        f'width="{_f(width)}" height="{_f(height)}" role="img" aria-label="{_e(label)}" '
+        f'font-family="{_e(FONT)}" font-size="12" fill="{INK}">'
+        f"<title>{_e(label)}</title>{''.join(body)}</svg>"
+    )
+
+
+def _text(x: float, y: float, text: str, *, anchor: str = "start", size: float | None = None, fill: str | None = None,
+          weight: str | None = None, extra: str = "", title: str | None = None) -> str:
+    attrs = f'x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}"'
+    if size:
+        attrs += f' font-size="{_f(size)}"'
+    if fill:
+        attrs += f' fill="{fill}"'
+    if weight:
+        attrs += f' font-weight="{weight}"'
+    tip = f"<title>{_e(title)}</title>" if title else ""
+    return f"<text {attrs}{extra}>{tip}{_e(text)}</text>"
+
+
+# --------------------------------------------------------------------------- confusion matrix
+
+
+def _shade(t: float) -> str:
+    """Return a blue from near-white (t=0) to dark (t=1)."""
+    low, high = (246, 248, 250), (9, 64, 140)
+    r, g, b = (round(a + (c - a) * t) for a, c in zip(low, high, strict=True))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def confusion_heatmap(labels: Sequence[str], matrix: Sequence[Sequence[int]], *, title: str = "Confusion matrix",
+                      row_axis: str = "human gold", column_axis: str = "judge") -> str:
+    """Return a confusion-matrix heat map: rows are `row_axis` labels, columns `column_axis` labels.
+
+    Cells are shaded by count (darkest = the largest cell) and carry their count; the
+    diagonal (agreement) is outlined.
+    """
+    k = len(labels)
+    counts = [[int(v) for v in row] for row in matrix]
+    biggest = max((v for row in counts for v in row), default=0)
+    shown = [_clip(str(lab), 18) for lab in labels]
+    label_px = max((len(s) for s in shown), default=1) * CHAR_WIDTH
+    cell = min(120, max(72, label_px + 16)) if k <= 3 else max(36, 288 // max(k, 1))
+    rotate = label_px > cell - 8
+    left = 28 + label_px + 8
+    top = 24 + (label_px * 0.75 + 12 if rotate else 22)
+    overhang = max(0.0, 0.77 * label_px - cell / 2) if rotate else 0.0  # a slanted last label reaches right
+    width = left + k * cell + 16 + overhang
+    height = top + k * cell + 16
+    body = [
+        _text(left + k * cell / 2, 16, column_axis, anchor="middle", weight="600"),
+        f'<text x="14" y="{_f(top + k * cell / 2)}" text-anchor="middle" font-weight="600" '
+        f'transform="rotate(-90 14 {_f(top + k * cell / 2)})">{_e(row_axis)}</text>',
+    ]
+    for j, lab in enumerate(shown):
+        cx = left + j * cell + cell / 2
+        if rotate:
+            body.append(_text(cx, top - 8, lab, anchor="start", extra=f' transform="rotate(-40 {_f(cx)} {_f(top - 8)})"',
+                              title=str(labels[j])))
+        else:
+            body.append(_text(cx, top - 8, lab, anchor="middle", title=str(labels[j])))
+    for i, lab in enumerate(shown):
+        cy = top + i * cell + cell / 2
+        body.append(_text(left - 8, cy + 4, lab, anchor="end", title=str(labels[i])))
+        for j in range(k):
+            value = counts[i][j] if i < len(counts) and j < len(counts[i]) else 0
+            t = value / biggest if biggest else 0.0
+            x, y = left + j * cell, top + i * cell
+            stroke = f' stroke="{INK}" stroke-width="1.5"' if i == j else f' stroke="{GRID}" stroke-width="1"'
+            tip = f"{row_axis}: {labels[i]} · {column_axis}: {labels[j]} · {value}"
+            body.append(f'<rect class="cell" x="{_f(x)}" y="{_f(y)}" width="{_f(cell)}" height="{_f(cell)}" '
+                        f'fill="{_shade(t)}"{stroke}><title>{_e(tip)}</title></rect>')
+            body.append(_text(x + cell / 2, y + cell / 2 + 5, str(value), anchor="middle", size=14 if cell >= 56 else 11,
+                              fill="#ffffff" if t > 0.55 else INK, weight="600", extra=' class="count"'))
+    return _svg(width, height, body, label=f"{title}: {row_axis} in rows, {column_axis} in columns", kind="confusion")
+
+
+# --------------------------------------------------------------------------- scatter
+
+
+def _ticks(lo: float, hi: float, *, integers: bool) -> list[float]:
+    if integers and hi - lo <= 10:
+        return [float(v) for v in range(math.ceil(lo), math.floor(hi) + 1)]
+    raw = (hi - lo) / 5
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag)
+    start = math.ceil(lo / step) * step
+    out, v = [], start
+    while v <= hi + 1e-9:
+        out.append(round(v, 10))
+        v += step
+    return out
+
+
+def _jitter(key: str, salt: str) -> float:
+    """Return a deterministic offset in [-1, 1] from a point's key."""
+    return (zlib.crc32(f"{salt}:{key}".encode()) % 20001) / 10000 - 1
+
+
+def _tick_text(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def score_scatter(points: Sequence[tuple[float, float, str]], *, scale: Sequence[float] | None = None,
+                  x_axis: str = "human gold", y_axis: str = "judge", title: str = "Human gold against judge") -> str:
+    """Return a scatter of (gold, judge, key) points with the diagonal judge = gold.
+
+    Points are jittered by an offset derived from their key (the same report draws the same
+    picture), by up to 3.5% of the axis range, so that ties on an integer scale stay visible.
+    """
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    values = xs + ys + (list(scale) if scale else [])
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    if hi <= lo:
+        lo, hi = lo - 1, hi + 1
+    integers = all(float(v).is_integer() for v in ([lo, hi]))
+    pad = 0.5 if integers and hi - lo <= 10 else 0.05 * (hi - lo)
+    d_lo, d_hi = lo - pad, hi + pad
+    size, left, bottom, top, right = 300.0, 56.0, 46.0, 14.0, 16.0
+    width, height = left + size + right, top + size + bottom
+
+    def sx(v: float) -> float:
+        return left + (v - d_lo) / (d_hi - d_lo) * size
+
+    def sy(v: float) -> float:
+        return top + size - (v - d_lo) / (d_hi - d_lo) * size
+
+    body = [f'<rect x="{_f(left)}" y="{_f(top)}" width="{_f(size)}" height="{_f(size)}" fill="#ffffff" stroke="{GRID}"/>']
+    for v in _ticks(lo, hi, integers=integers):
+        body.append(f'<line x1="{_f(sx(v))}" y1="{_f(top)}" x2="{_f(sx(v))}" y2="{_f(top + size)}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(f'<line x1="{_f(left)}" y1="{_f(sy(v))}" x2="{_f(left + size)}" y2="{_f(sy(v))}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(_text(sx(v), top + size + 16, _tick_text(v), anchor="middle", fill=MUTED))
+        body.append(_text(left - 8, sy(v) + 4, _tick_text(v), anchor="end", fill=MUTED))
+    body.append(f'<line class="diagonal" x1="{_f(sx(d_lo))}" y1="{_f(sy(d_lo))}" x2="{_f(sx(d_hi))}" y2="{_f(sy(d_hi))}" '
+                f'stroke="{MUTED}" stroke-width="1.2" stroke-dasharray="5 4"><title>judge = human gold</title></line>')
+    amplitude = 0.035 * (hi - lo)
+    for x, y, key in points:
+        jx, jy = x + amplitude * _jitter(key, "x"), y + amplitude * _jitter(key, "y")
+        body.append(f'<circle class="point" cx="{_f(sx(jx))}" cy="{_f(sy(jy))}" r="3.6" fill="{POINT_COLOUR}" '
+                    f'fill-opacity="0.45" stroke="{POINT_COLOUR}" stroke-width="0.8">'
+                    f"<title>{_e(f'{key}: gold {x:g}, judge {y:g}')}</title></circle>")
+    if not points:
+        body.append(_text(left + size / 2, top + size / 2, "no scored targets", anchor="middle", fill=MUTED))
+    body.append(_text(left + size / 2, height - 8, x_axis, anchor="middle", weight="600"))
+    body.append(f'<text x="14" y="{_f(top + size / 2)}" text-anchor="middle" font-weight="600" '
+                f'transform="rotate(-90 14 {_f(top + size / 2)})">{_e(y_axis)}</text>')
+    return _svg(width, height, body, label=f"{title} ({len(points)} points)", kind="scatter")
+
+
+# --------------------------------------------------------------------------- agreement against the threshold
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    """One task in the agreement chart."""
+
+    label: str
+    value: float | None
+    ci: tuple[float, float] | None
+    outcome: str
+    ceiling: float | None = None
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_label: str = "human–human agreement",
+                    ci_label: str = "95% CI") -> str:
+    """Return one row per task: the estimate (dot, coloured by outcome), its CI, the threshold and the human ceiling."""
+    numbers = [threshold, 0.0, 1.0]
+    for row in rows:
+        numbers += [v for v in (row.value, row.ceiling, *(row.ci or ())) if _finite(v)]
+    lo = max(-1.0, math.floor(min(numbers) * 10 + 1e-9) / 10)
+    hi = min(1.0, math.ceil(max(numbers) * 10 - 1e-9) / 10) if max(numbers) <= 1 else math.ceil(max(numbers))
+    label_chars = min(max((len(r.label) for r in rows), default=10), 34)
+    left = 16 + label_chars * CHAR_WIDTH + 12
+    plot = 420.0
+    value_col = 150.0
+    row_h, top, bottom = 34.0, 34.0, 64.0
+    width = left + plot + value_col
+    height = top + row_h * max(len(rows), 1) + bottom
+
+    def sx(v: float) -> float:
+        return left + (min(max(v, lo), hi) - lo) / (hi - lo) * plot
+
+    body = []
+    step = 0.1 if hi - lo <= 1.2 else 0.2 if hi - lo <= 2.01 else 0.5
+    lo = max(-1.0, math.floor(lo / step + 1e-9) * step)  # start the axis on a tick
+    tick = lo
+    base = top + row_h * max(len(rows), 1)
+    while tick <= hi + 1e-9:
+        body.append(f'<line x1="{_f(sx(tick))}" y1="{_f(top - 6)}" x2="{_f(sx(tick))}" y2="{_f(base)}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(_text(sx(tick), base + 16, f"{tick:.1f}".replace("-0.0", "0.0"), anchor="middle", fill=MUTED))
+        tick = round(tick + step, 10)
+    for i, row in enumerate(rows):
+        cy = top + row_h * i + row_h / 2
+        if i % 2 == 0:
+            body.append(f'<rect x="0" y="{_f(top + row_h * i)}" width="{_f(width)}" height="{_f(row_h)}" fill="#f6f8fa"/>')
+        body.append(_text(left - 12, cy + 4, _clip(row.label, 34), anchor="end", title=row.label))
+        colour = OUTCOME_COLOURS.get(row.outcome, MUTED)
+        if row.ci and all(_finite(v) for v in row.ci):
+            a, b = sx(row.ci[0]), sx(row.ci[1])
+            body.append(f'<g class="ci" stroke="{colour}" stroke-width="2.2">'
+                        f'<line x1="{_f(a)}" y1="{_f(cy)}" x2="{_f(b)}" y2="{_f(cy)}"/>'
+                        f'<line x1="{_f(a)}" y1="{_f(cy - 6)}" x2="{_f(a)}" y2="{_f(cy + 6)}"/>'
+                        f'<line x1="{_f(b)}" y1="{_f(cy - 6)}" x2="{_f(b)}" y2="{_f(cy + 6)}"/></g>')
+        if _finite(row.ceiling):
+            c = sx(row.ceiling)
+            body.append(f'<path class="ceiling" d="M{_f(c)} {_f(cy - 7)} L{_f(c + 7)} {_f(cy)} L{_f(c)} {_f(cy + 7)} '
+                        f'L{_f(c - 7)} {_f(cy)} Z" fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2">'
+                        f"<title>{_e(f'{ceiling_label}: {row.ceiling:.3f}')}</title></path>")
+        if _finite(row.value):
+            body.append(f'<circle class="estimate" cx="{_f(sx(row.value))}" cy="{_f(cy)}" r="6" fill="{colour}" stroke="#ffffff" '
+                        f'stroke-width="1.5"><title>{_e(f"{row.label}: {row.value:.3f} ({row.outcome})")}</title></circle>')
+            ci_text = f" [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.ci and all(_finite(v) for v in row.ci) else ""
+            body.append(_text(left + plot + 14, cy + 4, f"{row.value:.3f}{ci_text}", fill=colour, weight="600"))
+        else:
+            body.append(_text(sx(lo) + 8, cy + 4, "undefined", fill=MUTED, extra=' font-style="italic"'))
+            body.append(_text(left + plot + 14, cy + 4, "undefined", fill=MUTED, weight="600"))
+    tx = sx(threshold)
+    body.append(f'<line class="threshold" x1="{_f(tx)}" y1="{_f(top - 10)}" x2="{_f(tx)}" y2="{_f(base)}" '
+                f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
+    body.append(_text(tx, top - 16, f"threshold {threshold:g}", anchor="middle", fill=THRESHOLD_COLOUR, weight="600"))
+    ly = base + 42
+    lx = left
+    body.append(f'<circle cx="{_f(lx)}" cy="{_f(ly - 4)}" r="5" fill="{OUTCOME_COLOURS["passed"]}"/>')
+    body.append(f'<circle cx="{_f(lx + 12)}" cy="{_f(ly - 4)}" r="5" fill="{OUTCOME_COLOURS["not passed"]}"/>')
+    body.append(_text(lx + 22, ly, f"judge vs gold (passed / not passed), bar: {ci_label}", fill=MUTED))
+    cx = lx + 22 + 50 * CHAR_WIDTH
+    body.append(f'<path d="M{_f(cx)} {_f(ly - 10)} L{_f(cx + 6)} {_f(ly - 4)} L{_f(cx)} {_f(ly + 2)} L{_f(cx - 6)} {_f(ly - 4)} Z" '
+                f'fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2"/>')
+    body.append(_text(cx + 12, ly, ceiling_label, fill=MUTED))
+    return _svg(width, height, body, label=f"Agreement with {ci_label} against the threshold {threshold:g}", kind="agreement")

@@ -1,0 +1,123 @@
+"""The HTML report: one self-contained, printable file for an auditor who has never seen calibrate.
+
+No JavaScript, no network: styles are inline, charts are inline SVG made by `charts`. The
+template (templates/reports/report.html) is rendered with Jinja2 directly, so the CLI
+renders it without a Flask request; autoescaping is on, and the only markup passed in as
+safe is the SVG that `charts` builds (which escapes every text it draws).
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime, timezone
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from calibrate import PROJECT_ROOT, __version__
+from calibrate.reports import charts, summary
+
+
+@functools.cache
+def environment() -> Environment:
+    """Return the Jinja2 environment of the report templates (autoescaped, strict about missing names)."""
+    return Environment(loader=FileSystemLoader(PROJECT_ROOT / "templates"), autoescape=select_autoescape(["html"]),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def render_html(report: Any, *, generated: datetime | None = None) -> str:
+    """Return the report as one self-contained HTML page."""
+    return environment().get_template("reports/report.html").render(**context(report, generated=generated))
+
+
+def context(report: Any, *, generated: datetime | None = None) -> dict:
+    """Return the template context of a report: every number already worded by `summary`."""
+    data = report.data
+    when = data.get("generated_at") or (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    decisions = summary.decisions(data)
+    outcome, why = summary.overall(data)
+    ci_label = summary.confidence_text(data)
+    judged = [d for d in decisions if d.outcome != "not judged"]
+    chart = None
+    if judged:
+        rows = [charts.AgreementRow(label=f"{d.task} · {d.metric_name}", value=d.value, ci=d.ci, outcome=d.outcome,
+                                    ceiling=d.ceiling.value if d.ceiling else None) for d in judged]
+        chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label))
+    return {
+        "data": data,
+        "dataset": str(data.get("dataset") or ""),
+        "judge": data.get("judge"),
+        "generated": when,
+        "version": __version__,
+        "threshold": data.get("threshold"),
+        "ci_lower": bool(data.get("ci_lower")),
+        "ci_label": ci_label,
+        "outcome": outcome,
+        "outcome_reason": why,
+        "decisions": decisions,
+        "agreement_chart": chart,
+        "tasks": [task_context(name, section, report, ci_label) for name, section in (data.get("tasks") or {}).items()],
+        "rag": summary.rag(data),
+        "retrieval": summary.retrieval(data),
+        "methods": summary.methods(data),
+        "provenance": summary.provenance(data),
+        "is_demo": bool((data.get("provenance") or {}).get("is_demo")),
+    }
+
+
+def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
+    """Return what the template shows for one task."""
+    data = report.data
+    decision = summary.decision(name, section, data)
+    judged = "alignment" in section
+    confusion = section.get("confusion")
+    heatmap = None
+    if judged and section.get("kind") == "categorical" and confusion and confusion.get("labels"):
+        heatmap = Markup(charts.confusion_heatmap(confusion["labels"], confusion["matrix"], title=f"Confusion matrix of {name}",
+                                                  row_axis="human gold", column_axis="judge"))
+    scatter = None
+    if judged and section.get("kind") != "categorical":
+        points = []
+        for row in report.rows.get(name, []):
+            if row.excluded == "" and row.gold is not None and row.judge is not None:
+                try:
+                    points.append((float(row.gold), float(row.judge), f"{row.sample_id} {row.target}"))
+                except (TypeError, ValueError):
+                    continue
+        scatter = Markup(charts.score_scatter(points, scale=section.get("scale"), title=f"Human gold against judge, {name}"))
+    ties = [row for row in report.rows.get(name, []) if row.gold_source == "tie"]
+    needed = section.get("labels_needed")
+    return {
+        "name": name,
+        "kind": section.get("kind", ""),
+        "target": section.get("target", ""),
+        "noun": summary.noun(section.get("target", "")),
+        "noun_one": summary.noun(section.get("target", ""), 1),
+        "no_data": section.get("status") == "no_data",
+        "judged": judged,
+        "decision": decision,
+        "judge_note": summary.judge_note(section, data),
+        "statistics": summary.statistics(section),
+        "grouped": summary.grouped(section),
+        "grouped_info": section.get("grouped") or {},
+        "pooled": {key: summary.pooled(section, key) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r")},
+        "counts": summary.counts(section),
+        "excluded_total": summary.excluded_total(section),
+        "labels_needed": needed.get("note") if isinstance(needed, dict) else "",
+        "settled": judged and needed is None and decision.outcome in ("passed", "not passed"),
+        "heatmap": heatmap,
+        "scatter": scatter,
+        "per_label": [{"label": lab, **{k: summary.number(v.get(k)) for k in ("precision", "recall", "f1")},
+                       "support": v.get("support", "")} for lab, v in (section.get("per_label") or {}).items()],
+        "ceiling": decision.ceiling,
+        "human": section.get("human") or {},
+        "human_statistics": summary.human_statistics(section),
+        "pairwise": summary.pairwise(section),
+        "per_annotator": summary.per_annotator(section),
+        "ties": ties[:25],
+        "n_ties_listed": len(ties),
+        "scale_text": summary.scale(section.get("scale")),
+        "ci_label": ci_label,
+    }
+

@@ -1,0 +1,143 @@
+"""The Markdown report: a compact summary for a pull request or an issue.
+
+Untrusted text (dataset, judge, annotator and label names, notes) is neutralised by
+`escape`: it cannot open HTML, a link, an image, a code span or a table cell, and cannot
+break a line.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from calibrate import __version__
+from calibrate.reports import summary
+
+ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
+
+# Markdown punctuation that can start markup anywhere in a line; `<`, `>` and `&` become entities.
+_BACKSLASHED = set("\\`*_[]|~#!")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def escape(text: Any) -> str:
+    """Return `text` as inert Markdown on one line: no HTML, links, images, code, emphasis or cell breaks."""
+    out = []
+    for ch in " ".join(str(text).splitlines()):
+        if ch in _BACKSLASHED:
+            out.append("\\" + ch)
+        elif ch in _ENTITIES:
+            out.append(_ENTITIES[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
+    """Return the report as GitHub-flavoured Markdown."""
+    data = report.data
+    when = data.get("generated_at") or (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    ci_label = summary.confidence_text(data)
+    threshold = data.get("threshold")
+    outcome, why = summary.overall(data)
+    judge = data.get("judge")
+    lines = [f"# Calibration report: {escape(data.get('dataset', ''))}", ""]
+    meta = [f"**Judge:** {escape(judge) if judge is not None else 'none (human agreement only)'}",
+            f"**Threshold:** {escape(threshold)}{' (CI lower bound must pass)' if data.get('ci_lower') else ''}",
+            f"**Generated:** {escape(when)}", f"calibrate {escape(__version__)}"]
+    lines += [" · ".join(meta), ""]
+    heading = {"passed": "✅ PASSED", "not passed": "❌ NOT PASSED"}.get(outcome, "no decision")
+    lines += [f"## Decision: {heading}", "", escape(why), ""]
+
+    decisions = summary.decisions(data)
+    for d in decisions:
+        if d.outcome == "not judged":
+            if judge is not None:
+                lines.append(f"- {ICONS[d.outcome]} **{escape(d.task)}**: not judged. {escape(d.reason)}.")
+            continue
+        ceiling = f"; human–human {d.ceiling.text} ({escape(d.ceiling.name)})" if d.ceiling else ""
+        lines.append(f"- {ICONS[d.outcome]} **{escape(d.task)}**: {d.outcome}. {escape(d.reason)}; {ci_label} {d.ci_text}; "
+                     f"n = {d.n} {summary.noun(d.target, d.n)}; threshold {escape(threshold)}{ceiling}.")
+    if judge is not None and decisions:
+        lines.append("")
+
+    for name, section in (data.get("tasks") or {}).items():
+        lines += _task(name, section, data, ci_label)
+
+    rag = summary.rag(data)
+    if rag:
+        lines += ["## RAG metrics", "", _row(["metric", "human mean", "judge mean", "Spearman's ρ"]), "|---|---:|---:|---:|"]
+        lines += [_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
+        lines.append("")
+    retrieval = summary.retrieval(data)
+    if retrieval:
+        lines += ["Retrieval: " + ", ".join(f"{escape(name)} {value}" for name, value in retrieval) + ".", ""]
+
+    lines += ["## Methods", "", escape(_methods_paragraph(data)), ""]
+    lines += ["Provenance:", ""]
+    lines += [f"- {escape(name)}: {escape(value)}" for name, value in summary.provenance(data)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
+    decision = summary.decision(name, section, data)
+    target = section.get("target", "")
+    lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, per {summary.noun(target, 1)})", ""]
+    if section.get("status") == "no_data":
+        lines += ["This task has no data: no current human label and no verdict of the judge remain for it.", ""]
+    note = summary.judge_note(section, data)
+    if note:
+        lines += [f"**No comparison possible:** {escape(note)}.", ""]
+    stats = summary.statistics(section)
+    if stats:
+        lines += [_row(["statistic", "value", ci_label, "p", "note"]), "|---|---:|---|---:|---|"]
+        for s in stats:
+            value = f"**{s.value}**" if s.alignment else s.value
+            lines.append(_row([escape(s.name), value, s.ci or "—", escape(s.p) or "—", escape(s.note) or ""]))
+        lines.append("")
+    grouped = summary.grouped(section)
+    if grouped:
+        info = section.get("grouped") or {}
+        lines.append(f"Within groups of {escape(info.get('by'))} ({info.get('groups', 0)} groups, "
+                     f"{info.get('groups_skipped', 0)} skipped), averaged over groups:")
+        lines += [f"- {escape(s.name)} {s.value} (pooled {summary.pooled(section, s.key)}){'; ' + escape(s.note) if s.note else ''}"
+                  for s in grouped]
+        lines.append("")
+    human = section.get("human") or {}
+    parts = []
+    if decision.ceiling:
+        parts.append(f"{escape(decision.ceiling.name)} {decision.ceiling.text}")
+    parts += [f"{escape(s.name)} {s.value}" for s in summary.human_statistics(section)]
+    annotators = human.get("annotators") or []
+    who = f" over {human.get('n', 0)} {summary.noun(target, human.get('n', 0))} labelled by two or more of {len(annotators)} annotators"
+    note = f" ({escape(human['note'])})" if human.get("note") else ""
+    lines += [f"Human–human agreement{who}: {'; '.join(parts) or 'none'}{note}.", ""]
+    counts = [(label, count) for key, label, count, _ in summary.counts(section) if key not in ("n", "n_samples", "n_ties")]
+    if counts:
+        ties = f" Ties awaiting adjudication: {section['n_ties']}." if section.get("n_ties") else ""
+        lines += ["Excluded from the statistics: " + ", ".join(f"{label.lower()} {count}" for label, count in counts)
+                  + f" (scored: {section.get('n', 0)}).{ties}", ""]
+    needed = section.get("labels_needed")
+    if isinstance(needed, dict) and needed.get("note"):
+        lines += [f"Labels needed: {escape(needed['note'])}.", ""]
+    return lines
+
+
+def _methods_paragraph(data: dict) -> str:
+    boot = (data.get("method") or {}).get("bootstrap") or {}
+    return (
+        "Gold per target: the adjudicated label, else the majority of annotators (a tie gives no gold); for scores, "
+        "the mean of the annotators. Excluded and counted: unparsed verdicts, targets without gold, labels left out "
+        "of statistics (such as not_applicable) and few-shot examples of the judge's prompt. "
+        f"Intervals: {100 * boot.get('confidence', 0.95):g}% {boot.get('method', 'percentile')} cluster bootstrap over "
+        f"samples (answers), {boot.get('n_resamples', '?')} resamples, seed {boot.get('seed', '?')}. "
+        f"{summary.threshold_rule(data)}"
+        f"{' The CI lower bound must reach the threshold.' if data.get('ci_lower') else ''} "
+        "Human–human agreement is over targets with two or more annotators."
+    )

@@ -1,0 +1,458 @@
+"""What the HTML and Markdown reports say, worded once: numbers, decisions, counts and methods.
+
+Both human-readable renderers take their numbers and sentences from here, so a value shown
+in the HTML is the same text as in the Markdown (and the JSON value rounded to 3 decimals).
+Nothing here escapes: each renderer escapes for its own output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+DIGITS = 3
+
+METRIC_NAMES = {
+    "cohen_kappa": "Cohen's κ",
+    "percent_agreement": "Percent agreement",
+    "spearman_rho": "Spearman's ρ",
+    "kendall_tau": "Kendall's τ-b",
+    "pearson_r": "Pearson's r",
+    "weighted_kappa": "Quadratic weighted κ",
+    "fleiss_kappa": "Fleiss' κ",
+    "krippendorff_nominal": "Krippendorff's α (nominal)",
+    "krippendorff_ordinal": "Krippendorff's α (ordinal)",
+    "krippendorff_interval": "Krippendorff's α (interval)",
+}
+
+TARGET_NOUNS = {"claim": ("claim", "claims"), "context": ("context", "contexts"), "sample": ("answer", "answers")}
+
+# (label, what it counts); the order is the order of the tables.
+COUNTS = (
+    ("n", "Scored", "targets with both a usable verdict and human gold"),
+    ("n_samples", "Samples", "answers the scored targets belong to (the unit the bootstrap resamples)"),
+    ("n_unparsed", "Unparsed verdicts", "the judge gave no usable value (unparseable answer, or a call that failed for good)"),
+    ("n_no_gold", "No human gold", "a verdict but no human gold (ties included)"),
+    ("n_ties", "Ties", "annotators split evenly and nobody adjudicated: no gold, listed for adjudication"),
+    ("n_excluded_label", "Excluded label", "the gold or the verdict is a label left out of statistics (such as not_applicable)"),
+    ("n_fewshot", "Few-shot examples", "targets shown to the judge as examples in its prompt"),
+)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def number(value: Any, digits: int = DIGITS) -> str:
+    """Return `value` with `digits` decimals, or "undefined" when it has none (None, NaN)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "undefined"
+    text = f"{value:.{digits}f}"
+    if float(text) == 0:  # never show "-0.000"
+        text = f"{0:.{digits}f}"
+    return text
+
+
+def interval(ci: Any, digits: int = DIGITS) -> str:
+    """Return "[low, high]", or "no interval" when there is none."""
+    if not ci or len(ci) != 2 or any(number(v) == "undefined" for v in ci):
+        return "no interval"
+    return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]"
+
+
+def p_value(p: Any) -> str:
+    """Return a p-value as text ("< 0.001" below a thousandth), or "" when there is none."""
+    if number(p) == "undefined":
+        return ""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def percent(value: Any) -> str:
+    """Return a proportion as a percentage with one decimal, or "undefined"."""
+    if number(value) == "undefined":
+        return "undefined"
+    return f"{100 * value:.1f}%"
+
+
+def confidence_text(data: dict) -> str:
+    """Return the CI level as text, e.g. "95% CI"."""
+    conf = (data.get("method") or {}).get("bootstrap", {}).get("confidence", 0.95)
+    return f"{100 * conf:g}% CI"
+
+
+def noun(target: str, count: int | None = None) -> str:
+    """Return the word for a task's targets ("claims"), singular when `count` is 1."""
+    one, many = TARGET_NOUNS.get(target, ("target", "targets"))
+    return one if count == 1 else many
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One row of a statistics table."""
+
+    key: str
+    name: str
+    value: str
+    ci: str
+    p: str
+    note: str
+    defined: bool
+    alignment: bool = False
+
+
+def _stat(key: str, est: Any, *, name: str | None = None, alignment: bool = False, as_percent: bool = False) -> Stat:
+    """Return the table row of an estimate dict ({"value", "ci", "status", "note", "p_value"}) or a bare number."""
+    if not isinstance(est, dict):
+        est = {"value": est, "status": "ok" if est is not None else "undefined"}
+    value = est.get("value")
+    text = percent(value) if as_percent else number(value)
+    note = est.get("note") or ""
+    if text == "undefined" and not note:
+        note = "no data" if est.get("status") == "no_data" else "the statistic has no value for these data"
+    return Stat(key=key, name=name or METRIC_NAMES.get(key, key), value=text,
+                ci=interval(est.get("ci")) if "ci" in est else "", p=p_value(est.get("p_value")),
+                note=note, defined=text != "undefined", alignment=alignment)
+
+
+def statistics(section: dict) -> list[Stat]:
+    """Return the judge–gold statistics of a task section, the alignment statistic first."""
+    metric = (section.get("alignment") or {}).get("metric")
+    rows: list[Stat] = []
+    if section.get("kind") == "categorical":
+        if "cohen_kappa" in section:
+            rows.append(_stat("cohen_kappa", section["cohen_kappa"], alignment=metric == "cohen_kappa"))
+        if "percent_agreement" in section:
+            rows.append(_stat("percent_agreement", section["percent_agreement"], as_percent=True))
+    else:
+        for key in ("spearman_rho", "kendall_tau", "pearson_r", "weighted_kappa"):
+            if key in section:
+                rows.append(_stat(key, section[key], alignment=metric == key))
+    rows.sort(key=lambda s: not s.alignment)
+    return rows
+
+
+def grouped(section: dict) -> list[Stat]:
+    """Return the grouped (averaged over groups) statistics beside nothing else; empty without grouping."""
+    info = section.get("grouped")
+    if not info:
+        return []
+    return [_stat(key, info[key]) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r") if key in info]
+
+
+def pooled(section: dict, key: str) -> str:
+    """Return the pooled value of a statistic as text (to show beside its grouped average)."""
+    est = section.get(key)
+    return percent(est) if key == "percent_agreement" else number(est.get("value") if isinstance(est, dict) else est)
+
+
+def counts(section: dict) -> list[tuple[str, str, int, str]]:
+    """Return (key, label, count, meaning) for the counts present in a section."""
+    return [(key, label, int(section[key]), meaning) for key, label, meaning in COUNTS if key in section]
+
+
+def excluded_total(section: dict) -> int:
+    """Return how many targets with a verdict were left out of the statistics."""
+    return sum(int(section.get(k) or 0) for k in ("n_unparsed", "n_no_gold", "n_excluded_label", "n_fewshot"))
+
+
+# --------------------------------------------------------------------------- human ceiling
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The human–human agreement a task's judge is set beside (the same statistic as its alignment)."""
+
+    name: str
+    value: float | None
+    note: str
+
+    @property
+    def text(self) -> str:
+        return number(self.value)
+
+
+def ceiling(section: dict) -> Ceiling | None:
+    """Return the human–human counterpart of the task's alignment statistic, or None without humans.
+
+    Categorical: the mean of the defined pairwise Cohen's κ (like for like with the judge's
+    κ against gold), else Fleiss' κ. Scores: the mean pairwise Spearman's ρ, else
+    Krippendorff's ordinal α.
+    """
+    human = section.get("human")
+    if not human:
+        return None
+    categorical = section.get("kind") == "categorical"
+    pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
+    values = [p["value"] for p in pairs if number(p.get("value")) != "undefined"]
+    stat = "Cohen's κ" if categorical else "Spearman's ρ"
+    if values:
+        name = f"pairwise {stat}" if len(pairs) == 1 else f"mean pairwise {stat} ({len(values)} pairs)"
+        return Ceiling(name=name, value=sum(values) / len(values), note="")
+    fallback = human.get("fleiss_kappa") if categorical else (human.get("krippendorff_alpha") or {}).get("ordinal")
+    fallback_name = "Fleiss' κ" if categorical else "Krippendorff's α (ordinal)"
+    if isinstance(fallback, dict) and number(fallback.get("value")) != "undefined":
+        return Ceiling(name=fallback_name, value=fallback["value"], note="")
+    note = human.get("note") or (fallback or {}).get("note") or "no pair of annotators shares a target"
+    return Ceiling(name=f"pairwise {stat}", value=None, note=note)
+
+
+def human_statistics(section: dict) -> list[Stat]:
+    """Return the human–human agreement statistics of a section (Fleiss, Krippendorff)."""
+    human = section.get("human") or {}
+    rows = []
+    if "fleiss_kappa" in human:
+        rows.append(_stat("fleiss_kappa", human["fleiss_kappa"]))
+    for level in ("nominal", "ordinal", "interval"):
+        est = (human.get("krippendorff_alpha") or {}).get(level)
+        if est is not None:
+            rows.append(_stat(f"krippendorff_{level}", est))
+    return rows
+
+
+def pairwise(section: dict) -> list[dict]:
+    """Return the annotator pairs with their agreement as text (κ for categories, ρ for scores)."""
+    human = section.get("human") or {}
+    pairs = human.get("pairwise_kappa") if section.get("kind") == "categorical" else human.get("pairwise_spearman")
+    return [{"a": p.get("a"), "b": p.get("b"), "n": p.get("n", 0), "value": number(p.get("value")),
+             "note": p.get("note") or ""} for p in pairs or []]
+
+
+def per_annotator(section: dict) -> list[dict]:
+    """Return each annotator's agreement with the judge as text."""
+    key = "cohen_kappa" if section.get("kind") == "categorical" else "spearman_rho"
+    out = []
+    for row in section.get("per_annotator") or []:
+        est = row.get(key) or {}
+        out.append({"annotator": row.get("annotator"), "n": row.get("n", 0), "value": number(est.get("value")),
+                    "note": est.get("note") or "", "percent_agreement": percent(row.get("percent_agreement"))
+                    if "percent_agreement" in row else ""})
+    return out
+
+
+def judge_note(section: dict, data: dict) -> str:
+    """Return why the judge cannot be compared on a task (no verdicts, none usable), or ""."""
+    if data.get("judge") is None:
+        return ""
+    if section.get("judge_note"):
+        return str(section["judge_note"])
+    metric = (section.get("alignment") or {}).get("metric") or ("cohen_kappa" if section.get("kind") == "categorical" else "spearman_rho")
+    estimate = section.get(metric) if isinstance(section.get(metric), dict) else {}
+    return str(estimate.get("note") or "") if estimate.get("status") == "no_data" else ""
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A task's pass/fail line: the alignment statistic against the threshold."""
+
+    task: str
+    kind: str
+    target: str
+    metric: str
+    metric_name: str
+    value: float | None
+    ci: tuple[float, float] | None
+    n: int
+    outcome: str
+    reason: str
+    ceiling: Ceiling | None
+
+    @property
+    def value_text(self) -> str:
+        return number(self.value)
+
+    @property
+    def ci_text(self) -> str:
+        return interval(self.ci)
+
+
+def decision(name: str, section: dict, data: dict) -> Decision:
+    """Return the decision of one task (outcome: passed, not passed, undefined or not judged)."""
+    alignment = section.get("alignment")
+    threshold = data.get("threshold")
+    kind, target = section.get("kind", ""), section.get("target", "")
+    if not alignment:
+        default = "cohen_kappa" if kind == "categorical" else "spearman_rho"
+        reason = section.get("judge_note") or ("no judge was named: human agreement only" if data.get("judge") is None
+                                               else "the judge has no verdicts for this task")
+        return Decision(name, kind, target, default, METRIC_NAMES.get(default, default), None, None, int(section.get("n") or 0),
+                        "not judged", reason, ceiling(section))
+    metric = alignment.get("metric") or ""
+    metric_name = METRIC_NAMES.get(metric, metric)
+    value = alignment.get("value")
+    ci = alignment.get("ci")
+    ci = (ci[0], ci[1]) if ci and len(ci) == 2 and None not in ci else None
+    passed = section.get("passed")
+    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
+    if passed is None or number(value) == "undefined":
+        note = (section.get(metric) or {}).get("note") or "the statistic has no value"
+        outcome, reason = "undefined", f"{metric_name} is undefined: {note}"
+    elif data.get("ci_lower"):
+        if ci is None:
+            reason = f"{metric_name} = {number(value)} has no confidence interval, so its lower bound cannot reach {t}"
+        else:
+            sign = "≥" if passed else "<"
+            reason = f"CI lower bound {_beside(ci[0], threshold)} {sign} {t} ({metric_name} = {number(value)})"
+        outcome = "passed" if passed else "not passed"
+    else:
+        sign = "≥" if passed else "<"
+        outcome, reason = ("passed" if passed else "not passed"), f"{metric_name} = {_beside(value, threshold)} {sign} {t}"
+    return Decision(name, kind, target, metric, metric_name, value, ci, int(section.get("n") or 0), outcome, reason, ceiling(section))
+
+
+def _beside(value: float, threshold: float) -> str:
+    """Return `value` with enough decimals (3 to 6) that it does not look equal to the threshold."""
+    for digits in range(DIGITS, 7):
+        text = number(value, digits)
+        if float(text) != threshold or value == threshold:
+            return text
+    return number(value, 6)
+
+
+def decisions(data: dict) -> list[Decision]:
+    """Return the decision of every task of the report, in report order."""
+    return [decision(name, section, data) for name, section in (data.get("tasks") or {}).items()]
+
+
+def overall(data: dict) -> tuple[str, str]:
+    """Return the report's outcome ("passed", "not passed", "undefined" or "not judged") and why."""
+    if data.get("judge") is None:
+        return "not judged", "No judge was named: this report shows human agreement only and makes no pass/fail decision."
+    found = decisions(data)
+    rule = threshold_rule(data)
+    if not found:
+        return "not passed", "The dataset has no task with data, so nothing could be checked."
+    failed = [d.task for d in found if d.outcome == "not passed"]
+    undefined = [d.task for d in found if d.outcome == "undefined"]
+    unjudged = [d.task for d in found if d.outcome == "not judged"]
+    aside = f" Not judged (no verdicts, so not part of the decision): {', '.join(unjudged)}." if unjudged else ""
+    if data.get("passed"):
+        return "passed", f"Every judged task passed.{aside} {rule}"
+    if not failed and not undefined:
+        return "not passed", f"The judge has no verdicts on any task of this dataset.{aside} {rule}"
+    parts = []
+    if failed:
+        parts.append(f"not passed: {', '.join(failed)}")
+    if undefined:
+        parts.append(f"undefined: {', '.join(undefined)}")
+    return "not passed", f"Every judged task must pass ({'; '.join(parts)}).{aside} {rule}"
+
+
+def threshold_rule(data: dict) -> str:
+    """Return the threshold rule of the report in one sentence."""
+    t = data.get("threshold")
+    what = "the lower bound of the confidence interval of its alignment statistic" if data.get("ci_lower") else "its alignment statistic"
+    return (f"A task passes when {what} (Cohen's κ for categorical tasks, Spearman's ρ for ordinal and continuous "
+            f"ones) is at least {t}.")
+
+
+# --------------------------------------------------------------------------- methods and provenance
+
+
+def methods(data: dict) -> list[tuple[str, str]]:
+    """Return the methods text as (heading, paragraph) pairs, with this report's settings."""
+    boot = (data.get("method") or {}).get("bootstrap") or {}
+    n_res = boot.get("n_resamples", "?")
+    conf = boot.get("confidence", 0.95)
+    method = {"percentile": "percentile", "bca": "bias-corrected and accelerated (BCa)"}.get(boot.get("method"), str(boot.get("method")))
+    ci_lower = " The lower bound of the confidence interval, not the estimate, must reach the threshold (--ci-lower)." if data.get("ci_lower") else ""
+    return [
+        ("Human gold",
+         "Each target (a claim, a retrieved context or a whole answer) gets one gold value. For categorical tasks "
+         "it is the adjudicated label when an adjudicator decided one, otherwise the majority of the annotators' "
+         "current labels; a tie gives no gold (the target is listed for adjudication and counted under ties). For "
+         "ordinal and continuous tasks it is the adjudicated value, otherwise the mean of the annotators' values. "
+         "Labels whose claim or context changed after they were given (stale labels) are ignored."),
+        ("What is excluded, and why",
+         "A target is scored when it has both a usable verdict and human gold. Left out and counted: verdicts "
+         "that could not be parsed or whose call failed (unparsed), since there is no judgement to compare; "
+         "targets with a verdict but no gold (no gold, ties included), since there is nothing to compare with; "
+         "targets whose gold or verdict is a label the task excludes from statistics, such as not_applicable "
+         "(excluded label), since they are not claims that can be checked; and targets shown to the judge as "
+         "few-shot examples in its prompt (few-shot), since the judge has seen their answers."),
+        ("Judge–human agreement",
+         "Categorical tasks: Cohen's κ between the judge and the gold (chance-corrected agreement), percent "
+         "agreement, the confusion matrix and precision, recall and F1 per label. Ordinal and continuous tasks: "
+         "Spearman's ρ, Kendall's τ-b and Pearson's r between the judge and the gold, and quadratic weighted κ "
+         "when both are integers on the task's scale. With grouping, each statistic is also computed within "
+         "every group and averaged over the groups where it is defined (groups where either side is constant are "
+         "skipped and counted)."),
+        ("Human–human ceiling",
+         "Over the targets labelled by two or more annotators: pairwise Cohen's κ (Spearman's ρ for scores), "
+         "Fleiss' κ and Krippendorff's α (nominal for categories; ordinal and interval for scores). It shows how "
+         "far experts agree with each other, the level a judge can be expected to reach. The judge is compared "
+         "with the gold, which pools several annotators and is less noisy than any one of them, so a judge can "
+         "exceed the pairwise human figure."),
+        ("Confidence intervals",
+         f"{100 * conf:g}% {method} bootstrap intervals from {n_res} resamples (seed {boot.get('seed', '?')}). "
+         "The bootstrap resamples whole samples (answers) with all their claims or contexts, a cluster "
+         "bootstrap, because the claims of one answer are not independent. Human–human statistics have no "
+         "interval."),
+        ("Decision",
+         f"{threshold_rule(data)}{ci_lower} A statistic that is undefined gives no decision for its task, and the "
+         "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
+         "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
+         "labelled targets would be expected to settle a task whose interval straddles the threshold."),
+    ]
+
+
+def provenance(data: dict) -> list[tuple[str, str]]:
+    """Return the dataset's provenance as (field, text) pairs."""
+    prov = data.get("provenance") or {}
+    rows = [("Dataset", str(data.get("dataset") or "")),
+            ("Description", str(prov.get("description") or "none given")),
+            ("Source", str(prov.get("source") or "not recorded")),
+            ("Samples in the dataset", str(prov.get("n_samples", "unknown")))]
+    if prov.get("is_demo"):
+        rows.append(("Demo data", "yes: bundled synthetic demo data, not a real evaluation"))
+    judge = data.get("judge")
+    rows.append(("Judge", f"{judge} ({prov.get('judge_kind') or 'unknown kind'})" if judge is not None else "none"))
+    return rows
+
+
+# --------------------------------------------------------------------------- RAG
+
+
+RAG_NAMES = {
+    "faithfulness": "Faithfulness (share of supported claims per answer)",
+    "context_precision": "Context precision (rank-weighted, per answer)",
+}
+
+RETRIEVAL_NAMES = {"recall_at_k": "Recall@K", "precision_at_k": "Precision@K", "f1_at_k": "F1@K", "mrr": "MRR", "ndcg_at_k": "nDCG@K"}
+
+
+def rag(data: dict) -> list[dict]:
+    """Return the RAG metrics measured from the labels and from the judge, as text."""
+    out = []
+    for key, info in (data.get("rag") or {}).items():
+        if not isinstance(info, dict):
+            continue
+        rho = info.get("spearman_rho")
+        out.append({
+            "key": key, "name": RAG_NAMES.get(key, key),
+            "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),
+            "judge": number(info.get("judge_mean")) if "judge_mean" in info else "",
+            "n_judge": info.get("n_judge", ""),
+            "rho": number(rho.get("value")) if isinstance(rho, dict) else "",
+            "rho_note": (rho.get("note") or "") if isinstance(rho, dict) else "",
+        })
+    return out
+
+
+def retrieval(data: dict) -> list[tuple[str, str]]:
+    """Return the retrieval metrics (from the dataset's retrieved and relevant ids) as text."""
+    info = data.get("retrieval") or {}
+    k = info.get("k", "K")
+    return [(name.replace("K", str(k)), number(info[key])) for key, name in RETRIEVAL_NAMES.items() if key in info]
+
+
+def scale(bounds: Any) -> str:
+    """Return a task's scale as text ("1–5"), or "" without one."""
+    if not bounds or len(bounds) != 2 or any(number(v) == "undefined" for v in bounds):
+        return ""
+    return "–".join(f"{float(v):g}" for v in bounds)
