@@ -230,14 +230,16 @@ class SentenceSegmenter:
 
     def _period_ends(self, answer: str, start: int, period: int, word: str) -> bool:
         """Decide whether the lone period at `period`, followed by `word`, ends a sentence."""
-        key = _token_before(answer, start, period).lstrip(_OPENERS).lower()
+        raw = _token_before(answer, start, period).lstrip(_OPENERS)
+        key = raw.lower()
         if key in self._abbreviations:
             return False
         if key in WEAK_ABBREVIATIONS:
             return word[:1].isupper()
         if key in NUMBER_ABBREVIATIONS:
             return not word[:1].isdigit()
-        if _INITIALS.fullmatch(key):
+        # Initials are capitals ("J. Smith", "U.S."); a lone lowercase letter is a unit ("4 g.").
+        if _INITIALS.fullmatch(key) and raw[:1].isupper():
             return word.lower() in SENTENCE_STARTERS
         return True
 

@@ -89,12 +89,15 @@ ENGLISH = [
     ("Results:\n\n- Dose: 5 mg.", ["Results:", "Dose: 5 mg."]),
     (":\n- Item", ["Item"]),
     ("Hello.World is one token.", ["Hello.World is one token."]),
+    # A lone lowercase letter before a period is a unit, not an initial.
+    ("The maximum for adults is 4 g. Doses should be split.", ["The maximum for adults is 4 g.", "Doses should be split."]),
     ("", []),
     ("  \n\t ", []),
     ("...\n---\n* * *\n- ", []),
 ]
 
 SPANISH = [
+    ("No supere los 200 mg. Tome agua con 1 l. Evite el alcohol.", ["No supere los 200 mg.", "Tome agua con 1 l.", "Evite el alcohol."]),
     (CLINICAL, [
         "La dosis recomendada es 0,4 mg de ácido fólico al día.",
         "Según la Dra. Pérez, se debe iniciar antes de la concepción.",
