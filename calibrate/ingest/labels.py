@@ -1,0 +1,505 @@
+"""Import experts' labels and judges' verdicts on the samples of a dataset, all or nothing.
+
+A line names its target by the sample's id and, as its task requires, a claim index (claim
+tasks) or a context rank (context tasks), counted among the sample's active claims and
+contexts. The first pass validates every line and keeps only the key of each target (to find
+duplicates); the target rows are then loaded for the samples the file names, and the second
+pass resolves each line's claim or context and writes in batches. A problem found in the
+second pass (an index out of range) stops the writing, the pass still lists every such
+problem, and import_file rolls back its savepoint, so what was written before is undone.
+
+Labels are upserted on (task, target, annotator): the same value and rationale is unchanged;
+another one updates the label and keeps the old one in a LabelRevision("update"). Verdicts
+are upserted on (judge, task, target). `"value": null` records a judge call with no usable
+verdict (status "error" when an `error` is given, else "unparsed"); a value that is not
+valid for the task is a problem of the file, never an unparsed verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, select, update
+from sqlmodel import Session
+
+from calibrate.accounts import AccountError, ensure_annotator, validate_username
+from calibrate.ingest.fields import RecordCheck
+from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
+from calibrate.ingest.readers import Progress, Record, read_records
+from calibrate.models import (Claim, Context, Dataset, Judge, Label, LabelRevision, Sample, Task, User, Verdict,
+                              target_key, utcnow)
+from calibrate.tasks import TaskError, canonical_value, current_guideline
+
+LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale")
+VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
+                  "latency_ms", "input_tokens", "output_tokens")
+_LABEL_KNOWN, _VERDICT_KNOWN = frozenset(LABEL_FIELDS), frozenset(VERDICT_FIELDS)
+BATCH = 2000
+CHUNK = 500  # ids per IN (...) query
+
+_SAMPLES, _CLAIMS, _CONTEXTS = Sample.__table__, Claim.__table__, Context.__table__
+_LABELS, _REVISIONS, _VERDICTS = Label.__table__, LabelRevision.__table__, Verdict.__table__
+
+
+@dataclass(slots=True)
+class Line:
+    """One validated line: its target (not yet resolved to a claim or context row) and content."""
+
+    line: int | None
+    sample_id: int
+    external_id: str
+    task: Task
+    claim: int | None
+    context: int | None
+    who: str  # annotator or judge name
+    value: str | None
+    text: str  # rationale (labels) or reason (verdicts)
+    extra: dict[str, Any] = field(default_factory=dict)  # verdicts: status, error, raw, latency, tokens
+
+    def key(self) -> tuple:
+        return (self.task.id, self.sample_id, self.claim, self.context, self.who)
+
+
+class _Context:
+    """What validation needs to know about the database, loaded once."""
+
+    def __init__(self, session: Session, dataset: str, kind: str, judge: str | None) -> None:
+        ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
+        if ds is None:
+            names = session.scalars(select(Dataset.name).order_by(Dataset.name)).all()
+            raise reject(f"no dataset {dataset!r}: import its samples first "
+                         f"(datasets: {', '.join(names) if names else 'none yet'})")
+        self.dataset = ds
+        self.kind = kind
+        self.judge = judge
+        self.tasks = {task.name: task for task in session.scalars(select(Task))}
+        self.samples = dict(session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id)
+                                            .where(_SAMPLES.c.dataset_id == ds.id)).all())
+        if kind == "labels":
+            self.people = dict(session.execute(select(User.username, User.id)).all())
+        else:
+            self.people = {name: (pk, kind_) for name, pk, kind_ in session.execute(select(Judge.name, Judge.id, Judge.kind))}
+
+    def task_names(self) -> str:
+        return ", ".join(sorted(self.tasks))
+
+
+def check_header(kind: str, judge: str | None) -> Callable[[list[str]], list[tuple[str | None, str]]]:
+    """Return the CSV header check of a labels or verdicts file."""
+    fields = LABEL_FIELDS if kind == "labels" else VERDICT_FIELDS
+    required = ["sample_id", "task", "value", "annotator" if kind == "labels" else "judge"]
+    if kind == "verdicts" and judge:
+        required.remove("judge")
+
+    def check(columns: list[str]) -> list[tuple[str | None, str]]:
+        problems: list[tuple[str | None, str]] = []
+        for name in required:
+            if name not in columns:
+                hint = " (or give --judge NAME)" if name == "judge" else ""
+                problems.append((name, f"the header has no column {name!r}{hint}; required: {', '.join(required)}"))
+        for name in columns:
+            if name not in fields:
+                problems.append((name, f"unknown column (columns: {', '.join(fields)})"))
+        return problems
+
+    return check
+
+
+def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> Line | None:
+    """Validate one labels/verdicts record; return a Line, or None after filing problems."""
+    data = record.fields
+    verdicts = ctx.kind == "verdicts"
+    check.unknown(data, _VERDICT_KNOWN if verdicts else _LABEL_KNOWN)
+    external_id = check.identifier(data, "sample_id")
+    sample_id = None
+    if external_id is not None:
+        sample_id = ctx.samples.get(external_id)
+        if sample_id is None:
+            check.bad("sample_id", f"no sample {external_id!r} in dataset {ctx.dataset.name!r}")
+    task = None
+    task_name = check.text(data, "task", required=True, max_chars=100)
+    if task_name is not None:
+        task = ctx.tasks.get(task_name.strip())
+        if task is None:
+            check.bad("task", f"unknown task {task_name!r} (tasks: {ctx.task_names()})")
+    who = _judge(data, check, ctx) if verdicts else _annotator(data, check)
+    claim = check.integer(data, "claim", minimum=0, what="a claim index (0, 1, 2, …)")
+    context = check.integer(data, "context", minimum=0, what="a context rank (0, 1, 2, …)")
+    if task is not None:
+        _check_target(task, data, check)
+    value: str | None = None
+    extra: dict[str, Any] = {}
+    if verdicts:
+        value, extra = _verdict_value(data, check, task)
+        text = check.text(data, "reason", required=False, empty_ok=True) or ""
+    else:
+        if data.get("value") is None:
+            check.bad("value", "is missing")
+        elif task is not None:
+            try:
+                value = canonical_value(task, data["value"])
+            except TaskError as exc:
+                check.bad("value", str(exc))
+        text = check.text(data, "rationale", required=False, empty_ok=True) or ""
+    if not check.ok:
+        return None
+    return Line(record.line, sample_id, external_id, task, claim if task.target == "claim" else None,
+                context if task.target == "context" else None, who, value, text, extra)
+
+
+def _annotator(data: dict[str, Any], check: RecordCheck) -> str | None:
+    name = check.text(data, "annotator", required=True, max_chars=100)
+    if name is None:
+        return None
+    try:
+        return validate_username(name)
+    except AccountError as exc:
+        check.bad("annotator", str(exc))
+        return None
+
+
+def _judge(data: dict[str, Any], check: RecordCheck, ctx: _Context) -> str | None:
+    name = check.text(data, "judge", required=False, max_chars=200)
+    if name is None and data.get("judge") is None:
+        name = ctx.judge
+        if name is None:
+            check.bad("judge", "is missing (or give --judge NAME for the whole file)")
+            return None
+    elif name is not None and ctx.judge is not None and name != ctx.judge:
+        check.bad("judge", f"is {name!r} but --judge names {ctx.judge!r}: leave one out, or make them agree")
+        return None
+    if name is None:
+        return None
+    known = ctx.people.get(name)
+    if known is not None and known[1] != "imported":
+        check.bad("judge", f"{name!r} is the judge of a prompt version (its verdicts come from runs): "
+                           "import under another name")
+        return None
+    return name
+
+
+def _check_target(task: Task, data: dict[str, Any], check: RecordCheck) -> None:
+    """A claim task needs `claim`, a context task `context`, a sample task neither."""
+    needs = {"claim": "claim", "context": "context"}.get(task.target)
+    for name in ("claim", "context"):
+        given = data.get(name) is not None
+        if name == needs and not given:
+            what = "claim index (0-based, among the sample's claims)" if name == "claim" else "context rank (0-based)"
+            check.bad(name, f"is missing: task {task.name} judges each {name}, give its {what}")
+        elif name != needs and given:
+            target = "the whole sample" if task.target == "sample" else f"{task.target}s"
+            check.bad(name, f"is not allowed: task {task.name} judges {target}")
+
+
+def _verdict_value(data: dict[str, Any], check: RecordCheck, task: Task | None) -> tuple[str | None, dict[str, Any]]:
+    """Return a verdict's value and its other columns (status, error, raw, latency, tokens)."""
+    error = check.text(data, "error", required=False) or ""
+    raw_text = check.text(data, "raw", required=False, empty_ok=True) or ""
+    extra = {
+        "error": error, "raw": raw_text,
+        "latency_ms": check.number(data, "latency_ms"),
+        "input_tokens": check.integer(data, "input_tokens", minimum=0, what="a count (0 or more)"),
+        "output_tokens": check.integer(data, "output_tokens", minimum=0, what="a count (0 or more)"),
+    }
+    if "value" not in data and not check.cells:
+        check.bad("value", "is missing (null records a judge call that gave no usable verdict)")
+        return None, extra
+    raw_value = data.get("value")
+    if raw_value is None:
+        extra["status"] = "error" if error else "unparsed"
+        return None, extra
+    if error:
+        check.bad("error", "is only for a verdict whose value is null")
+    extra["status"] = "ok"
+    if task is None:
+        return None, extra
+    try:
+        return canonical_value(task, raw_value), extra
+    except TaskError as exc:
+        check.bad("value", f"{exc} (a verdict with no usable value is written \"value\": null)")
+        return None, extra
+
+
+# --------------------------------------------------------------------------- the imports
+
+
+def import_labels(session: Session, source: str | Path, fmt: str, *, dataset: str,
+                  progress: Callable[[int], object] | None = None, max_errors: int = 50,
+                  max_field_chars: int = 1_000_000) -> ImportSummary:
+    """Validate then upsert the labels of a file (annotators created without a password)."""
+    return _Import(session, source, fmt, "labels", dataset, None, progress, max_errors, max_field_chars).run()
+
+
+def import_verdicts(session: Session, source: str | Path, fmt: str, *, dataset: str, judge: str | None = None,
+                    progress: Callable[[int], object] | None = None, max_errors: int = 50,
+                    max_field_chars: int = 1_000_000) -> ImportSummary:
+    """Validate then upsert the verdicts of a file (the judge created if missing, kind "imported")."""
+    if judge is not None and (not judge.strip() or len(judge) > 200):
+        raise reject("--judge must be a name of 1 to 200 characters", field="judge")
+    return _Import(session, source, fmt, "verdicts", dataset, judge, progress, max_errors, max_field_chars).run()
+
+
+def _chunks(items: Iterable[int], size: int = CHUNK) -> Iterator[list[int]]:
+    items = sorted(items)
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class _Import:
+    def __init__(self, session: Session, source: str | Path, fmt: str, kind: str, dataset: str,
+                 judge: str | None, progress, max_errors: int, max_field_chars: int) -> None:  # noqa: ANN001
+        self.session = session
+        self.source = source
+        self.fmt = fmt
+        self.kind = kind
+        self.ctx = _Context(session, dataset, kind, judge)
+        self.problems = Problems(max_errors)
+        self.limit = max_field_chars
+        self.tick = Progress(progress)
+        self.now = utcnow()
+
+    def records(self) -> Iterator[Record]:
+        header = check_header(self.kind, self.ctx.judge) if self.fmt == "csv" else None
+        return read_records(self.source, self.fmt, header_check=header)
+
+    def lines(self, problems: Problems) -> Iterator[Line | Record]:
+        """Yield each valid Line, or the Record of a line with a problem (filed in `problems`)."""
+        cells = self.fmt == "csv"
+        for record in self.records():
+            self.tick()
+            if record.problem is not None:
+                problems.add_problem(record.problem)
+                yield record
+                continue
+            check = RecordCheck(record.line, cells=cells, problems=problems, limit=self.limit)
+            line = normalise_line(record, check, self.ctx)
+            yield record if line is None else line
+
+    def run(self) -> ImportSummary:
+        problems = self.problems
+        count = 0
+        seen: dict[tuple, int | None] = {}
+        claim_samples: set[int] = set()
+        context_samples: set[int] = set()
+        people: set[str] = set()
+        try:
+            for line in self.lines(problems):
+                if isinstance(line, Record):
+                    count += not line.whole_file
+                    continue
+                count += 1
+                key = line.key()
+                first = seen.get(key, -1)
+                if first != -1:
+                    problems.add(line.line, {"claim": "claim", "context": "context"}.get(line.task.target, "sample_id"),
+                                 f"duplicate: line {first} already gives {self._what(line)}")
+                    continue
+                seen[key] = line.line
+                people.add(line.who)
+                if line.claim is not None:
+                    claim_samples.add(line.sample_id)
+                elif line.context is not None:
+                    context_samples.add(line.sample_id)
+        except _Full:
+            raise problems.rejected(count) from None
+        self.tick.flush()
+        samples = {sample_id for _, sample_id, *_ in seen}
+        del seen
+        claims = self._targets(_CLAIMS, _CLAIMS.c.index, claim_samples)
+        contexts = self._targets(_CONTEXTS, _CONTEXTS.c.rank, context_samples)
+        writing = not problems
+        writer = (_LabelWriter if self.kind == "labels" else _VerdictWriter)(self, samples, people) if writing else None
+        # Pass 2: resolve targets and write while the file has no problem (import_file rolls the
+        # writes back if one turns up). Pass 1 has filed the lines' own problems already.
+        quiet = Problems(1 << 30)
+        try:
+            for line in self.lines(quiet):
+                if isinstance(line, Record):
+                    continue
+                target = self._resolve(line, claims, contexts)
+                if target is None:
+                    writing = False
+                elif writing:
+                    writer.add(line, *target)
+        except _Full:
+            raise problems.rejected(count) from None
+        if problems:
+            raise problems.rejected(count)
+        writer.flush()
+        self.tick.flush()
+        return ImportSummary(self.kind, self.ctx.dataset.name, writer.added, writer.updated, writer.unchanged)
+
+    def _what(self, line: Line) -> str:
+        target = (f"claim {line.claim} of" if line.claim is not None
+                  else f"context {line.context} of" if line.context is not None else "")
+        by = "annotator" if self.kind == "labels" else "judge"
+        return f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}".replace("on  ", "on ")
+
+    def _targets(self, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:  # noqa: ANN001
+        """Return (sample id, index or rank) -> row id of the active claims or contexts of the samples."""
+        out: dict[tuple[int, int], int] = {}
+        for chunk in _chunks(sample_ids):
+            for sample_id, at, pk in self.session.execute(
+                select(table.c.sample_id, position, table.c.id)
+                .where(table.c.sample_id.in_(chunk), table.c.active.is_(True))
+            ):
+                out[(sample_id, at)] = pk
+        return out
+
+    def _resolve(self, line: Line, claims: dict, contexts: dict) -> tuple[int | None, int | None, str] | None:
+        """Return (claim id, context id, target key) of a line, or None after filing a problem."""
+        if line.claim is not None:
+            pk = claims.get((line.sample_id, line.claim))
+            if pk is None:
+                self._out_of_range(line, "claim", claims)
+                return None
+            return pk, None, target_key("claim", pk)
+        if line.context is not None:
+            pk = contexts.get((line.sample_id, line.context))
+            if pk is None:
+                self._out_of_range(line, "context", contexts)
+                return None
+            return None, pk, target_key("context", pk)
+        return None, None, target_key("sample", line.sample_id)
+
+    def _out_of_range(self, line: Line, name: str, known: dict) -> None:
+        n = sum(1 for sample_id, _ in known if sample_id == line.sample_id)
+        index = line.claim if name == "claim" else line.context
+        have = f"{n} {name}{'' if n == 1 else 's'} (0–{n - 1})" if n else f"no {name}s"
+        noun = "claim index" if name == "claim" else "context rank"
+        self.problems.add(line.line, name, f"{noun} {index} is out of range: sample {line.external_id!r} has {have}")
+
+
+class _LabelWriter:
+    """Upsert labels in batches, with a LabelRevision for every create and update."""
+
+    def __init__(self, job: _Import, samples: set[int], people: set[str]) -> None:
+        session = self.session = job.session
+        self.now = job.now
+        self.added = self.updated = self.unchanged = 0
+        self.users = {name: job.ctx.people[name] if name in job.ctx.people else ensure_annotator(session, name).id
+                      for name in sorted(people)}
+        self.guidelines: dict[int, int | None] = {}
+        self.existing: dict[tuple[int, str, int], tuple[int, str, str, bool]] = {}
+        for chunk in _chunks(samples):
+            for row in session.execute(
+                select(_LABELS.c.id, _LABELS.c.task_id, _LABELS.c.target_key, _LABELS.c.annotator_id,
+                       _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.stale)
+                .where(_LABELS.c.sample_id.in_(chunk), _LABELS.c.adjudicated.is_(False))
+            ):
+                self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.id, row.value, row.rationale, row.stale)
+        self.next_id = (session.execute(select(func.max(_LABELS.c.id))).scalar() or 0) + 1
+        self.inserts: list[dict[str, Any]] = []
+        self.updates: list[dict[str, Any]] = []
+        self.revisions: list[dict[str, Any]] = []
+
+    def _guideline(self, task: Task) -> int | None:
+        if task.id not in self.guidelines:
+            guideline = current_guideline(self.session, task)
+            self.guidelines[task.id] = guideline.version if guideline is not None else None
+        return self.guidelines[task.id]
+
+    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
+        annotator_id = self.users[line.who]
+        old = self.existing.get((line.task.id, key, annotator_id))
+        if old is not None:
+            label_id, value, rationale, _stale = old
+            if (value, rationale) == (line.value, line.text):
+                self.unchanged += 1
+                return
+            self.updated += 1
+            self.updates.append({"b_id": label_id, "value": line.value, "rationale": line.text, "stale": False,
+                                 "stale_reason": "", "guideline_version": self._guideline(line.task),
+                                 "updated_at": self.now})
+            self.revisions.append({"label_id": label_id, "action": "update", "value": value, "rationale": rationale,
+                                   "changed_by_id": annotator_id, "changed_at": self.now})
+        else:
+            self.added += 1
+            label_id = self.next_id
+            self.next_id += 1
+            self.inserts.append({
+                "id": label_id, "task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id,
+                "context_id": context_id, "target_key": key, "annotator_id": annotator_id, "value": line.value,
+                "rationale": line.text, "evidence": None, "guideline_version": self._guideline(line.task),
+                "adjudicated": False, "stale": False, "stale_reason": "", "source": "import",
+                "created_at": self.now, "updated_at": self.now,
+            })
+            self.revisions.append({"label_id": label_id, "action": "create", "value": line.value,
+                                   "rationale": line.text, "changed_by_id": annotator_id, "changed_at": self.now})
+        if len(self.revisions) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        execute = self.session.execute
+        if self.inserts:
+            execute(insert(_LABELS), self.inserts)
+        if self.updates:
+            execute(update(_LABELS).where(_LABELS.c.id == bindparam("b_id")), self.updates)
+        if self.revisions:
+            execute(insert(_REVISIONS), self.revisions)
+        self.inserts, self.updates, self.revisions = [], [], []
+
+
+_VERDICT_COLUMNS = ("value", "status", "reason", "error", "raw", "latency_ms", "input_tokens", "output_tokens")
+
+
+class _VerdictWriter:
+    """Upsert verdicts in batches on (judge, task, target)."""
+
+    def __init__(self, job: _Import, samples: set[int], people: set[str]) -> None:
+        session = self.session = job.session
+        self.now = job.now
+        self.added = self.updated = self.unchanged = 0
+        self.judges: dict[str, int] = {}
+        for name in sorted(people):
+            known = job.ctx.people.get(name)
+            if known is None:
+                judge = Judge(name=name, kind="imported", description="created by an import of verdicts")
+                session.add(judge)
+                session.flush()
+                self.judges[name] = judge.id
+            else:
+                self.judges[name] = known[0]
+        self.existing: dict[tuple[int, int, str], tuple] = {}
+        judge_ids = list(self.judges.values())
+        for chunk in _chunks(samples):
+            for row in session.execute(
+                select(_VERDICTS.c.id, _VERDICTS.c.judge_id, _VERDICTS.c.task_id, _VERDICTS.c.target_key,
+                       *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
+                .where(_VERDICTS.c.sample_id.in_(chunk), _VERDICTS.c.judge_id.in_(judge_ids))
+            ):
+                self.existing[(row.judge_id, row.task_id, row.target_key)] = (
+                    row.id, tuple(row._mapping[name] for name in _VERDICT_COLUMNS))
+        self.inserts: list[dict[str, Any]] = []
+        self.updates: list[dict[str, Any]] = []
+
+    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
+        judge_id = self.judges[line.who]
+        content = {"value": line.value, "reason": line.text, **line.extra}
+        values = tuple(content[name] for name in _VERDICT_COLUMNS)
+        old = self.existing.get((judge_id, line.task.id, key))
+        if old is not None:
+            if old[1] == values:
+                self.unchanged += 1
+                return
+            self.updated += 1
+            self.updates.append({"b_id": old[0], **content, "source": "import", "run_id": None})
+        else:
+            self.added += 1
+            self.inserts.append({
+                "judge_id": judge_id, "run_id": None, "task_id": line.task.id, "sample_id": line.sample_id,
+                "claim_id": claim_id, "context_id": context_id, "target_key": key, **content,
+                "cached": False, "source": "import", "created_at": self.now,
+            })
+        if len(self.inserts) + len(self.updates) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.inserts:
+            self.session.execute(insert(_VERDICTS), self.inserts)
+        if self.updates:
+            self.session.execute(update(_VERDICTS).where(_VERDICTS.c.id == bindparam("b_id")), self.updates)
+        self.inserts, self.updates = [], []

@@ -1,0 +1,107 @@
+"""What an import reports: the problems of a rejected file, or the summary of an accepted one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ImportProblem:
+    """One thing wrong with an import file, located by line (1-based) and field where known."""
+
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class ImportRejected(Exception):
+    """A file that cannot be imported; nothing of it was written (the caller rolls back)."""
+
+    def __init__(self, problems: list[ImportProblem], *, truncated: bool = False, records: int = 0) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.line is not None, p.line or 0))
+        self.truncated = truncated
+        self.records = records
+        first = f": {self.problems[0]}{' …' if len(self.problems) > 1 else ''}" if self.problems else ""
+        super().__init__(self.summary() + first)
+
+    def summary(self) -> str:
+        """Return one line counting the problems and the records they are in."""
+        n = len(self.problems)
+        lines = {p.line for p in self.problems if p.line is not None}
+        count = f"more than {n:,} problems" if self.truncated else f"{n:,} problem{'' if n == 1 else 's'}"
+        if not lines or not self.records:
+            return count
+        records = f"the first {self.records:,}" if self.truncated else f"{self.records:,}"
+        return f"{count} in {len(lines):,} of {records} record{'' if self.records == 1 else 's'}"
+
+
+@dataclass
+class ImportSummary:
+    """What an accepted import did; `rejected` stays 0 since a bad file is rejected whole."""
+
+    kind: str
+    dataset: str
+    added: int
+    updated: int
+    unchanged: int
+    rejected: int = 0
+    flagged: int = 0
+
+    def line(self) -> str:
+        """Return the one line the CLI prints."""
+        head = f"{self.kind} → {self.dataset}: "
+        if self.unchanged and not (self.added or self.updated or self.flagged or self.rejected):
+            noun = "record" if self.unchanged == 1 else "records"
+            return head + f"nothing changed: every record was already imported ({self.unchanged:,} {noun})"
+        text = (f"{self.added:,} added, {self.updated:,} updated, {self.unchanged:,} unchanged, "
+                f"{self.rejected:,} rejected")
+        if self.flagged:
+            text += f", {self.flagged:,} label{'' if self.flagged == 1 else 's'} flagged stale"
+        return head + text
+
+
+class _Full(Exception):
+    """Raised inside a pass when `max_errors` problems are collected and one more arrives."""
+
+
+class Problems:
+    """Collects the problems of one file, stopping the pass once there are too many."""
+
+    def __init__(self, max_errors: int) -> None:
+        self.max_errors = max(1, max_errors)
+        self.items: list[ImportProblem] = []
+        self.truncated = False
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, line: int | None, field: str | None, message: str) -> None:
+        """Record a problem; raise _Full when there are already `max_errors`."""
+        self.add_problem(ImportProblem(line, field, message))
+
+    def add_problem(self, problem: ImportProblem) -> None:
+        """Record an ImportProblem; raise _Full when there are already `max_errors`."""
+        if len(self.items) >= self.max_errors:
+            self.truncated = True
+            raise _Full
+        self.items.append(problem)
+
+    def rejected(self, records: int) -> ImportRejected:
+        """Return the exception that rejects the file."""
+        return ImportRejected(self.items, truncated=self.truncated, records=records)
+
+
+def reject(message: str, *, line: int | None = None, field: str | None = None) -> ImportRejected:
+    """Return an ImportRejected for a single problem."""
+    return ImportRejected([ImportProblem(line, field, message)])

@@ -1,0 +1,343 @@
+"""Read import files record by record: JSONL, JSON (a list of objects) and CSV.
+
+Every reader is a generator over `Record`s and holds one record at a time, so a file of any
+length streams through in constant memory; each record carries the line it starts on. A
+problem the reader itself can see (bytes that are not UTF-8, a line that is not JSON, a CSV
+row with the wrong number of cells) comes out as a `Record` with `problem` set and no
+`fields`, so the caller lists it beside its own validation problems. A problem after which
+the rest of the file cannot be read (a JSON list broken in the middle, a bad CSV header)
+is the last record of the stream.
+
+CSV cells are text: the reader leaves them as strings and drops empty cells (an empty cell
+is an absent field); turning "3" into 3 or '["a", "b"]' into a list is the validator's job,
+because only it knows the field. The csv module is used rather than pandas because it reports
+exact physical line numbers, quoted cells that span lines included.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from calibrate.ingest.problems import ImportProblem, reject
+
+FORMATS = ("jsonl", "json", "csv")
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
+EMPTY_FILE = "file is empty: no records"
+CHUNK = 1 << 16
+
+# The csv module refuses fields over 128 KiB by default; the importer applies its own limit
+# (`max_field_chars`) with a message naming the field, so the csv module's must be higher.
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+HeaderCheck = Callable[[list[str]], list[tuple[str | None, str]]]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of a file: its fields, or the problem that kept the reader from reading it."""
+
+    line: int | None
+    fields: dict[str, Any] | None
+    problem: ImportProblem | None = None
+    whole_file: bool = False  # a problem of the file (empty, not a list, bad header), not of a record
+
+
+class Progress:
+    """Count rows for a progress callback (a tqdm bar's update), reporting every 1,000 rows."""
+
+    __slots__ = ("progress", "pending")
+
+    def __init__(self, progress: Callable[[int], object] | None) -> None:
+        self.progress = progress
+        self.pending = 0
+
+    def __call__(self) -> None:
+        self.pending += 1
+        if self.pending >= 1000:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.progress is not None and self.pending:
+            self.progress(self.pending)
+        self.pending = 0
+
+
+class _Stop(Exception):
+    """The rest of the file cannot be read; carries the last problem."""
+
+    def __init__(self, line: int | None, message: str, *, whole_file: bool = False) -> None:
+        super().__init__(message)
+        self.problem = ImportProblem(line, None, message)
+        self.whole_file = whole_file
+
+
+def detect_format(path: str | Path, fmt: str | None = None) -> str:
+    """Return the format of a file: `fmt` if given, else from its extension."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise reject(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXTENSIONS:
+        raise reject(f"cannot tell the format of {Path(path).name!r} from its extension "
+                     f"(.jsonl, .ndjson, .json or .csv): give --format {'|'.join(FORMATS)}")
+    return EXTENSIONS[suffix]
+
+
+def read_records(source: str | Path | IO[bytes], fmt: str, *, header_check: HeaderCheck | None = None) -> Iterator[Record]:
+    """Yield the records of a file (a path, or a binary file object left open) lazily.
+
+    `header_check` (CSV only) gets the column names and returns (column, message) problems;
+    if it returns any, they are yielded at the header's line and the rows are not read.
+    An empty file yields a single problem record.
+    """
+    opened = open(source, "rb") if isinstance(source, (str, Path)) else nullcontext(source)  # noqa: SIM115
+    with opened as fh:
+        if fmt == "jsonl":
+            reader = _read_jsonl(fh)
+        elif fmt == "json":
+            reader = _read_json_list(fh)
+        elif fmt == "csv":
+            reader = _read_csv(fh, header_check)
+        else:
+            raise ValueError(f"unknown format {fmt!r}")
+        count = 0
+        try:
+            for record in reader:
+                count += 1
+                yield record
+        except _Stop as stop:
+            yield Record(stop.problem.line, None, stop.problem, whole_file=stop.whole_file)
+            return
+        if not count:
+            yield Record(None, None, ImportProblem(None, None, EMPTY_FILE), whole_file=True)
+
+
+def _not_utf8(error: UnicodeDecodeError, *, in_line: bool = True) -> str:
+    where = f" at byte {error.start + 1} of the line" if in_line else ""
+    return f"not valid UTF-8 (byte 0x{error.object[error.start]:02x}{where}); save the file as UTF-8"
+
+
+def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
+    loads = json.loads
+    for number, raw in enumerate(fh, start=1):
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Record(number, None, ImportProblem(number, None, _not_utf8(exc)))
+            continue
+        if not text or text.isspace():
+            continue
+        try:
+            value = loads(text)
+        except json.JSONDecodeError as exc:
+            yield Record(number, None, ImportProblem(number, None, f"not valid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if type(value) is not dict:
+            yield Record(number, None, ImportProblem(number, None, f"must be a JSON object ({{...}}), found {_json_kind(value)}"))
+            continue
+        yield Record(number, value)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an object"
+
+
+class _JsonBuffer:
+    """A window over a UTF-8 byte stream decoded to text, tracking the line at `pos`."""
+
+    __slots__ = ("fh", "decoder", "text", "pos", "line", "eof", "newlines_read")
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text = ""
+        self.pos = 0
+        self.line = 1
+        self.eof = False
+        self.newlines_read = 0  # in the bytes read so far: the line of a decoding error
+
+    def fill(self, size: int = CHUNK) -> None:
+        """Read up to `size` more bytes, dropping the text before `pos`."""
+        data = self.fh.read(size)
+        try:
+            more = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            line = self.newlines_read + exc.object[: exc.start].count(b"\n") + 1
+            raise _Stop(line, _not_utf8(exc, in_line=False)) from None
+        self.newlines_read += data.count(b"\n")
+        if not data:
+            self.eof = True
+        if self.pos == 0 and self.line == 1 and not self.text and more.startswith("\ufeff"):
+            more = more[1:]
+        self.text = self.text[self.pos:] + more
+        self.pos = 0
+
+    def advance(self, to: int) -> None:
+        """Move `pos` to `to`, counting the lines passed."""
+        self.line += self.text.count("\n", self.pos, to)
+        self.pos = to
+
+    def peek(self) -> str:
+        """Skip whitespace and return the next character ("" at the end of the file)."""
+        while True:
+            text, pos = self.text, self.pos
+            end = len(text)
+            while pos < end and text[pos] in " \t\r\n":
+                pos += 1
+            self.advance(pos)
+            if pos < end:
+                return text[pos]
+            if self.eof:
+                return ""
+            self.fill()
+
+
+def _read_json_list(fh: IO[bytes]) -> Iterator[Record]:
+    """Parse a top-level JSON list element by element with raw_decode over a sliding buffer."""
+    buf = _JsonBuffer(fh)
+    raw_decode = json.JSONDecoder().raw_decode
+    first = buf.peek()
+    if first == "":
+        return
+    if first != "[":
+        kind = {"{": "an object", '"': "a string", "n": "null"}.get(first, "something else")
+        raise _Stop(buf.line, f"the file must hold a JSON list of objects ([{{...}}, {{...}}]), found {kind}",
+                    whole_file=True)
+    buf.advance(buf.pos + 1)
+    if buf.peek() == "]":
+        buf.advance(buf.pos + 1)
+        _expect_end(buf)
+        return
+    while True:
+        line = buf.line
+        size = CHUNK
+        while True:
+            try:
+                value, end = raw_decode(buf.text, buf.pos)
+            except json.JSONDecodeError as exc:
+                # Only an error at the end of the buffer (or an open string) may be a cut element;
+                # one earlier is final, so a bad element never makes us read the rest of the file.
+                if buf.eof or not (exc.msg.startswith("Unterminated string") or exc.pos >= len(buf.text) - 64):
+                    at = buf.line + buf.text.count("\n", buf.pos, exc.pos)
+                    raise _Stop(at, f"not valid JSON: {exc.msg}") from None
+            else:
+                # An element that ends exactly at the end of the buffer may continue (a number).
+                if end < len(buf.text) or buf.eof:
+                    break
+            buf.fill(size)
+            size *= 2  # a large element is re-parsed a logarithmic number of times, not linear
+        if type(value) is dict:
+            yield Record(line, value)
+        else:
+            yield Record(line, None, ImportProblem(line, None, f"each element of the list must be an object ({{...}}), found {_json_kind(value)}"))
+        buf.advance(end)
+        sep = buf.peek()
+        if sep == ",":
+            buf.advance(buf.pos + 1)
+            if buf.peek() == "]":
+                raise _Stop(buf.line, "not valid JSON: a comma before ']' (trailing comma)")
+            continue
+        if sep == "]":
+            buf.advance(buf.pos + 1)
+            _expect_end(buf)
+            return
+        if sep == "":
+            raise _Stop(buf.line, "not valid JSON: the list is not closed (']' is missing at the end of the file)")
+        raise _Stop(buf.line, "not valid JSON: expected ',' or ']' after an element of the list")
+
+
+def _expect_end(buf: _JsonBuffer) -> None:
+    if buf.peek() != "":
+        raise _Stop(buf.line, "not valid JSON: unexpected text after the end of the list")
+
+
+def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Record]:
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    bad_lines: list[tuple[int, str]] = []  # (line, message) of lines that are not UTF-8
+    physical = 0
+
+    def lines() -> Iterator[str]:
+        nonlocal physical
+        for raw in fh:
+            physical += 1
+            if physical == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad_lines.append((physical, _not_utf8(exc)))
+                yield raw.decode("utf-8", "replace")
+
+    reader = csv.reader(lines(), strict=True)
+
+    def next_row() -> list[str] | None:
+        try:
+            return next(reader)
+        except StopIteration:
+            return None
+        except csv.Error as exc:
+            raise _Stop(physical, f"not valid CSV: {exc}") from None
+
+    header = next_row()
+    while header is not None and not any(cell.strip() for cell in header):
+        header = next_row()
+    if header is None:
+        return
+    header_line = reader.line_num
+    if bad_lines:
+        raise _Stop(*bad_lines[0], whole_file=True)
+    columns = [cell.strip() for cell in header]
+    problems: list[tuple[str | None, str]] = []
+    for position, name in enumerate(columns, start=1):
+        if not name:
+            problems.append((None, f"column {position} of the header has no name (a pandas index? write the CSV with index=False)"))
+    seen: set[str] = set()
+    for name in columns:
+        if name and name in seen:
+            problems.append((name, "the header names this column twice"))
+        seen.add(name)
+    if not problems and header_check is not None:
+        problems = header_check(columns)
+    if problems:
+        for field, message in problems:
+            yield Record(header_line, None, ImportProblem(header_line, field, message), whole_file=True)
+        return
+    last = reader.line_num
+    width = len(columns)
+    while True:
+        row = next_row()
+        if row is None:
+            return
+        start, last = last + 1, reader.line_num
+        if bad_lines:
+            line, message = bad_lines[0]
+            bad_lines.clear()
+            yield Record(line, None, ImportProblem(line, None, message))
+            continue
+        if not any(cell.strip() for cell in row):
+            continue  # blank lines and rows of empty cells, as spreadsheets leave at the end
+        if len(row) != width:
+            yield Record(start, None, ImportProblem(start, None, f"the row has {len(row)} cells, the header has {width} columns"))
+            continue
+        yield Record(start, {name: cell for name, cell in zip(columns, row) if cell != ""})
