@@ -1,0 +1,117 @@
+"""CLI: init, users, tasks; exit codes; help everywhere."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from calibrate.cli import cli
+from calibrate.models import Task, User
+
+
+def test_init_is_idempotent(runner):
+    result = runner.invoke(["init"])
+    assert result.exit_code == 0
+    assert "up to date" in result.output
+
+
+def test_init_creates_then_reports_up_to_date(tmp_path):
+    from click.testing import CliRunner
+
+    url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    env = {"CALIBRATE_INSTANCE": str(tmp_path)}
+    first = CliRunner().invoke(cli, ["init", "--db", url], env=env)
+    assert first.exit_code == 0, first.output
+    assert "created database" in first.output
+    second = CliRunner().invoke(cli, ["init", "--db", url], env=env)
+    assert "up to date" in second.output
+
+
+def test_commands_refuse_an_uninitialised_database(tmp_path):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, ["task", "list", "--db", f"sqlite:///{tmp_path / 'none.sqlite'}"], env={"CALIBRATE_INSTANCE": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "calibrate init" in result.output
+
+
+def test_users_add_with_password_stdin(runner, session):
+    result = runner.invoke(["users", "add", "ana", "--role", "engineer", "--password-stdin"], input="s3cret-pass\n")
+    assert result.exit_code == 0, result.output
+    user = session.exec(select(User).where(User.username == "ana")).one()
+    assert user.role == "engineer"
+    assert user.password_hash and "s3cret-pass" not in user.password_hash
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["users", "add", "bob", "--password-stdin"], "short\n", "at least 8"),
+        (["users", "add", "bad name", "--no-password"], None, "not valid"),
+        (["users", "add", "x", "--role", "boss", "--no-password"], None, "Invalid value for '--role'"),
+    ],
+)
+def test_users_add_rejects_bad_input(runner, args, stdin, message):
+    result = runner.invoke(args, input=stdin)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_users_add_duplicate(runner):
+    assert runner.invoke(["users", "add", "eve", "--no-password"]).exit_code == 0
+    result = runner.invoke(["users", "add", "eve", "--no-password"])
+    assert result.exit_code == 2 and "already exists" in result.output
+
+
+def test_task_add_custom(runner, session):
+    result = runner.invoke(["task", "add", "preference", "--target", "sample", "--kind", "categorical", "--labels", "A,B,tie"])
+    assert result.exit_code == 0, result.output
+    task = session.exec(select(Task).where(Task.name == "preference")).one()
+    assert task.labels == ["A", "B", "tie"] and task.target == "sample" and not task.builtin
+    listing = runner.invoke(["task", "list"]).output
+    assert "preference\tsample\tcategorical\tA,B,tie" in listing
+    assert "claim_support\tclaim\tcategorical" in listing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["task", "add", "p", "--target", "sample", "--kind", "categorical"], "at least two labels"),
+        (["task", "add", "p", "--target", "sample", "--kind", "ordinal"], "needs --scale"),
+        (["task", "add", "p", "--target", "sample", "--kind", "ordinal", "--scale", "5-1"], "from low to high"),
+        (["task", "add", "p", "--target", "sample", "--kind", "ordinal", "--labels", "a,b"], "--labels is for categorical"),
+        (["task", "add", "Bad-Name", "--target", "sample", "--kind", "continuous"], "task name must be"),
+        (["task", "add", "claim_support", "--target", "claim", "--kind", "categorical", "--labels", "a,b"], "already exists"),
+        (["task", "add", "p", "--target", "page", "--kind", "ordinal"], "Invalid value for '--target'"),
+    ],
+)
+def test_task_add_rejects_bad_definitions(runner, args, message):
+    result = runner.invoke(args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def _all_commands(group, prefix=()):
+    import click
+
+    for name, command in group.commands.items():
+        yield (*prefix, name)
+        if isinstance(command, click.Group):
+            yield from _all_commands(command, (*prefix, name))
+
+
+@pytest.mark.parametrize("path", list(_all_commands(cli)), ids=" ".join)
+def test_every_command_has_help(path):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize("path", list(_all_commands(cli)), ids=" ".join)
+def test_every_command_is_documented(path):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    assert f"calibrate {' '.join(path)}" in doc

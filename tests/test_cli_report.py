@@ -1,0 +1,97 @@
+"""`calibrate report` and `calibrate gate` through the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calibrate.demo import DATASET, load_demo
+
+
+@pytest.fixture
+def demo_with_judges(engine, tmp_path, runner):
+    """The demo plus two imported judges: one that copies an expert, one that always says 'supported'."""
+    load_demo(engine)
+    from calibrate.demo import HERE
+
+    good, lazy = [], []
+    for line in (HERE / "labels.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["annotator"] != "dra.garcia" or row["task"] != "claim_support":
+            continue
+        good.append({"sample_id": row["sample_id"], "task": "claim_support", "claim": row["claim"], "value": row["value"]})
+        lazy.append({"sample_id": row["sample_id"], "task": "claim_support", "claim": row["claim"], "value": "supported"})
+    for name, rows in (("copycat", good), ("lazy", lazy)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+        result = runner.invoke(["import", "verdicts", str(path), "--dataset", DATASET, "--judge", name])
+        assert result.exit_code == 0, result.output
+
+
+def test_report_json_to_stdout(runner, demo_with_judges):
+    result = runner.invoke(["report", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    section = data["tasks"]["claim_support"]
+    assert data["dataset"] == DATASET and data["judge"] == "copycat"
+    assert section["cohen_kappa"]["value"] > 0.75 and section["passed"] is True
+    assert section["human"]["annotators"] == ["dra.garcia", "matrona.ruiz"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "html", "md", "csv"])
+def test_report_formats_to_file(runner, demo_with_judges, tmp_path, fmt):
+    out = tmp_path / f"report.{fmt}"
+    result = runner.invoke(["report", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--format", fmt, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 200
+
+
+def test_report_without_judge(runner, demo_with_judges):
+    result = runner.invoke(["report", "--dataset", DATASET, "--bootstrap", "200"])
+    data = json.loads(result.output)
+    assert data["judge"] is None and data["passed"] is None
+    assert data["tasks"]["answer_quality"]["human"]["n"] == 40
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dataset", "nope"], f"unknown dataset 'nope' (datasets: {DATASET})"),
+        (["--dataset", DATASET, "--judge", "nope"], "unknown judge 'nope' (judges: copycat, lazy)"),
+        (["--dataset", DATASET, "--judge", "copycat", "--group-by", "metadata.colour"], "metadata.topic"),
+    ],
+)
+def test_report_bad_input_exit_2(runner, demo_with_judges, args, message):
+    result = runner.invoke(["report", *args, "--bootstrap", "200"])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_gate_passes_and_fails(runner, demo_with_judges):
+    ok = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200"])
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.startswith("PASS claim_support: cohen_kappa")
+    bad = runner.invoke(["gate", "--dataset", DATASET, "--judge", "lazy", "--bootstrap", "200"])
+    assert bad.exit_code == 1
+    assert bad.output.startswith("FAIL claim_support")
+
+
+def test_gate_requires_named_tasks(runner, demo_with_judges):
+    result = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--task", "answer_quality", "--bootstrap", "200"])
+    assert result.exit_code == 1
+    assert "FAIL answer_quality: judge copycat has no verdicts" in result.output
+
+
+def test_gate_ci_lower_is_stricter(runner, demo_with_judges):
+    loose = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--min-kappa", "0.8", "--bootstrap", "200"])
+    strict = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--min-kappa", "0.8", "--ci-lower", "--bootstrap", "200"])
+    assert "CI lower bound" in strict.output
+    assert loose.exit_code == 0 or strict.exit_code == 1
+    assert strict.exit_code >= loose.exit_code
+
+
+def test_gate_bad_input(runner, demo_with_judges):
+    result = runner.invoke(["gate", "--dataset", DATASET, "--judge", "nope"])
+    assert result.exit_code == 2
