@@ -138,3 +138,11 @@ def login(client, make_user):
         return BeautifulSoup(page.data, "html.parser").select_one(".whoami input[name=csrf_token]")["value"]
 
     return do
+
+
+def pytest_collection_finish(session):
+    """Fail, never skip, when the suite's own dependencies are missing (CI must notice)."""
+    import importlib
+
+    for name in ("hypothesis", "statsmodels", "krippendorff", "playwright", "bs4", "sklearn", "scipy"):
+        importlib.import_module(name)
