@@ -346,7 +346,7 @@ def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFram
     if verdicts is not None:
         gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
         if scored.empty:
-            note = "the judge has no usable verdicts on targets with human gold" if len(verdicts) else "the judge has no verdicts for this task"
+            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
         else:
             kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)  # its notes name the labels
@@ -477,7 +477,7 @@ def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | 
         clusters = scored["sample_id"].to_numpy()
         boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, ci_method=options.ci_method, seed=options.seed)
         if scored.empty:
-            note = "the judge has no usable verdicts on targets with human gold" if len(verdicts) else "the judge has no verdicts for this task"
+            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
             rho = tau = Estimate.no_data(note)
             r = Estimate.no_data(note)
         else:

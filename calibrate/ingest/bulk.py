@@ -65,3 +65,27 @@ class BulkInsert:
         else:
             params = rows
         self.session.connection().exec_driver_sql(self.sql, params)
+
+
+def first_free_id(session: Session, table: Table) -> int:
+    """Return the id after the largest one in `table`, for rows the import numbers itself.
+
+    Safe because the caller holds the write lock: on SQLite the transaction began IMMEDIATE;
+    on PostgreSQL the table is locked here against concurrent inserts until commit.
+    """
+    from sqlalchemy import func, select, text
+
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(f'LOCK TABLE "{table.name}" IN SHARE ROW EXCLUSIVE MODE'))
+    return (session.execute(select(func.max(table.c.id))).scalar() or 0) + 1
+
+
+def sync_id_sequence(session: Session, table: Table) -> None:
+    """After explicit ids were inserted, move PostgreSQL's id sequence past them (SQLite needs nothing)."""
+    from sqlalchemy import text
+
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(
+            f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', 'id'), "
+            f'COALESCE((SELECT MAX(id) FROM "{table.name}"), 0) + 1, false)'
+        ))

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlmodel import Session
 
 from calibrate.accounts import AccountError, ensure_annotator, validate_username
 from calibrate.ingest.fields import RecordCheck
+from calibrate.ingest.bulk import first_free_id, sync_id_sequence
 from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import (Claim, Context, Dataset, Judge, Label, LabelRevision, Sample, Task, User, Verdict,
@@ -391,7 +392,7 @@ class _LabelWriter:
                 .where(_LABELS.c.sample_id.in_(chunk), _LABELS.c.adjudicated.is_(False))
             ):
                 self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.id, row.value, row.rationale, row.stale)
-        self.next_id = (session.execute(select(func.max(_LABELS.c.id))).scalar() or 0) + 1
+        self.next_id = first_free_id(session, _LABELS)
         self.inserts: list[dict[str, Any]] = []
         self.updates: list[dict[str, Any]] = []
         self.revisions: list[dict[str, Any]] = []
@@ -436,6 +437,7 @@ class _LabelWriter:
         execute = self.session.execute
         if self.inserts:
             execute(insert(_LABELS), self.inserts)
+            sync_id_sequence(self.session, _LABELS)
         if self.updates:
             execute(update(_LABELS).where(_LABELS.c.id == bindparam("b_id")), self.updates)
         if self.revisions:

@@ -3,7 +3,7 @@
 Two streaming passes over the file. The first validates every record and keeps only
 id → (content hash, line), so duplicates and changed samples are found without holding the
 records; the second re-reads the file and writes the new and updated samples in batches
-(`BulkInsert`; sample ids preallocated from max(id) + 1, safe because the caller's transaction
+(`BulkInsert`; sample ids preallocated from max(id) + 1 (`first_free_id`), safe because the caller's transaction
 holds SQLite's write lock). A file with any problem raises ImportRejected before anything is
 written; re-importing a file whose samples are all known and unchanged skips the second pass
 and writes nothing.
@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, or_, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlmodel import Session
 
-from calibrate.ingest.bulk import BulkInsert
+from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
 from calibrate.ingest.claims import SentenceSegmenter, locate_claims, segment
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
@@ -347,7 +347,7 @@ class _SampleWriter:
         self.session = session
         self.dataset_id = dataset_id
         self.now = utcnow()
-        self.next_id = (session.execute(select(func.max(_SAMPLES.c.id))).scalar() or 0) + 1
+        self.next_id = first_free_id(session, _SAMPLES)
         self.samples = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS)
         self.contexts = BulkInsert(session, _CONTEXTS, ("sample_id", "rank", "text", "doc_id", "active"))
         self.claims = BulkInsert(session, _CLAIMS, ("sample_id", "index", "text", "start", "end", "active"))
@@ -391,6 +391,7 @@ class _SampleWriter:
     def _insert(self) -> None:
         # Parents first: the foreign keys are checked row by row.
         self.samples.flush()
+        sync_id_sequence(self.session, _SAMPLES)
         self.contexts.flush()
         self.claims.flush()
 
