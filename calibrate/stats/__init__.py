@@ -15,6 +15,14 @@ correlation
 intervals
     Vectorised cluster bootstrap (percentile and BCa) for kappa and correlations, the
     paired difference of two statistics, and a generic loop-based cluster bootstrap.
+retrieval
+    Recall@K, Precision@K, F1@K, reciprocal rank and nDCG@K for a batch of queries, from a
+    padded relevance matrix.
+rag
+    Faithfulness (supported / claims) and rank-weighted context precision per answer.
+paired
+    A/B tests on paired per-question values: paired t-test, Wilcoxon signed-rank, paired
+    bootstrap interval of the mean difference, relative improvement.
 
 References
 ----------
@@ -37,6 +45,7 @@ from calibrate.stats.agreement import (
     per_label_prf,
     percent_agreement,
 )
+from calibrate.stats.comparison import discordant_counts, mcnemar_exact
 from calibrate.stats.correlation import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
 from calibrate.stats.intervals import (
     bootstrap_index_matrix,
@@ -48,19 +57,38 @@ from calibrate.stats.intervals import (
     kappa_resamples,
     paired_cluster_bootstrap_diff,
 )
+from calibrate.stats.paired import paired_bootstrap_diff, paired_t_test, relative_improvement, wilcoxon_signed_rank
+from calibrate.stats.rag import context_precision, faithfulness, faithfulness_counts
 from calibrate.stats.result import Estimate
+from calibrate.stats.retrieval import (
+    RetrievalMetrics,
+    mean_defined,
+    ndcg_at_k,
+    per_query_metrics,
+    precision_at_k,
+    ranked_matrix,
+    recall_at_k,
+    reciprocal_rank,
+    relevance_matrix,
+    retrieval_metrics,
+)
 
 __all__ = [
     "Estimate",
+    "RetrievalMetrics",
     "bootstrap_index_matrix",
     "cluster_bootstrap",
     "cluster_bootstrap_corr",
     "cluster_bootstrap_kappa",
     "cohen_kappa",
+    "context_precision",
     "confusion_matrix",
     "corr_resamples",
+    "discordant_counts",
     "disagreement_weights",
     "factorize_clusters",
+    "faithfulness",
+    "faithfulness_counts",
     "fleiss_kappa",
     "fleiss_kappa_counts",
     "grouped_correlation",
@@ -68,11 +96,25 @@ __all__ = [
     "kappa_resamples",
     "kendall_tau_b",
     "krippendorff_alpha",
+    "mean_defined",
+    "ndcg_at_k",
     "krippendorff_alpha_counts",
+    "mcnemar_exact",
+    "paired_bootstrap_diff",
     "paired_cluster_bootstrap_diff",
+    "paired_t_test",
     "pairwise_cohen_kappa",
     "pearson_r",
     "per_label_prf",
+    "per_query_metrics",
     "percent_agreement",
+    "precision_at_k",
+    "ranked_matrix",
+    "recall_at_k",
+    "reciprocal_rank",
+    "relative_improvement",
+    "relevance_matrix",
+    "retrieval_metrics",
     "spearman_rho",
+    "wilcoxon_signed_rank",
 ]
