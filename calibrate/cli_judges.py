@@ -1,0 +1,210 @@
+"""`calibrate prompt new|list|show|diff` and `calibrate judge run` (registered by calibrate.cli).
+
+Thin like the rest of the CLI: parse, call one domain function, print. Exit code 2 with a
+one-line `error:` for bad input, a missing API-key variable, bad credentials, an unknown
+model or an unreachable base URL.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from flask import Flask
+
+from calibrate.cli import BadInput, cli, db_option, ready_engine
+
+
+def _read(path: Path | None, what: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{what} {path}: {exc}") from exc
+
+
+@cli.group("prompt")
+def prompt_group() -> None:
+    """Manage judge prompts and their immutable versions."""
+
+
+@prompt_group.command("new")
+@click.argument("name")
+@click.option("--task", help="Task the prompt judges (needed for a new prompt).")
+@click.option("--template", "template_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Jinja2 template of the item message (default: the task's built-in one, or the previous version's).")
+@click.option("--system", "system_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="File with the system text (instructions, rubric, examples: the same for every item).")
+@click.option("--model", help="Model the version is meant for.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="A model parameter (repeatable), e.g. temperature=0.")
+@click.option("--few-shot", "few_shots", multiple=True, metavar="SAMPLE[:N]",
+              help="A human-labelled target shown as an example (repeatable): SAMPLE for answer tasks, SAMPLE:N for claim/context N.")
+@click.option("--no-few-shots", is_flag=True, help="Drop the previous version's examples.")
+@click.option("--dataset", help="Dataset of the few-shot samples (needed when an id exists in several).")
+@click.option("--note", default="", help="What changed and why.")
+@db_option
+def prompt_new_command(app: Flask, name: str, task: str | None, template_file: Path | None, system_file: Path | None,
+                       model: str | None, params: tuple[str, ...], few_shots: tuple[str, ...], no_few_shots: bool,
+                       dataset: str | None, note: str) -> None:
+    """Save a version of a prompt (a new prompt gets version 1); print NAME@N."""
+    from calibrate.db import write_session
+    from calibrate.judges import FewShotSpec, PromptError, save_version
+    from calibrate.judges.versions import parse_params
+
+    if few_shots and no_few_shots:
+        raise click.UsageError("--few-shot and --no-few-shots exclude each other")
+    template, system = _read(template_file, "--template"), _read(system_file, "--system")
+    try:
+        parsed = parse_params(params) if params else None
+        specs = [FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
+        with write_session(ready_engine(app)) as session:
+            if parsed is not None:
+                from sqlmodel import select
+
+                from calibrate.judges.versions import latest_version
+                from calibrate.models import Prompt
+
+                prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
+                previous = latest_version(session, prompt) if prompt else None
+                parsed = {**(previous.params if previous else {"temperature": 0}), **parsed}
+            result = save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
+                                  few_shots=specs, dataset=dataset, note=note)
+            line = result.line(name)
+    except PromptError as exc:
+        raise BadInput(str(exc)) from exc
+    click.echo(line)
+
+
+@prompt_group.command("list")
+@db_option
+def prompt_list_command(app: Flask) -> None:
+    """List prompts: name, task, versions, latest version, runs."""
+    from sqlmodel import Session
+
+    from calibrate.judges.versions import list_prompts
+
+    with Session(ready_engine(app)) as session:
+        for row in list_prompts(session):
+            click.echo(f"{row.prompt.name}\t{row.task}\t{row.versions} versions\tlatest {row.prompt.name}@{row.latest}\t{row.runs} runs")
+
+
+@prompt_group.command("show")
+@click.argument("ref", metavar="NAME@N")
+@db_option
+def prompt_show_command(app: Flask, ref: str) -> None:
+    """Show a version: model, parameters, few-shot examples, system text and template."""
+    from sqlmodel import Session
+
+    from calibrate.judges import PromptError, resolve_version
+    from calibrate.judges.versions import format_params, version_view
+
+    try:
+        with Session(ready_engine(app)) as session:
+            prompt, version = resolve_version(session, ref)
+            view = version_view(session, prompt, version)
+    except PromptError as exc:
+        raise BadInput(str(exc)) from exc
+    v = view.version
+    click.echo(f"{view.ref}  task {view.task.name}  hash {v.content_hash[:12]}  created {v.created_at:%Y-%m-%d %H:%M}"
+               + (f"  by {view.author}" if view.author else "") + (f"  from @{view.parent}" if view.parent else ""))
+    if v.note:
+        click.echo(f"note: {v.note}")
+    click.echo(f"model: {v.model or '(none: give --model to judge run)'}")
+    click.echo("params: " + (format_params(v.params).replace("\n", ", ") or "(none)"))
+    click.echo(f"few-shots: {len(view.examples)}")
+    for e in view.examples:
+        click.echo(f"  {e.ref} = {e.value}" + (f" | {e.rationale}" if e.rationale else ""))
+    click.echo("--- system")
+    click.echo(v.system)
+    click.echo("--- template")
+    click.echo(v.template)
+
+
+@prompt_group.command("diff")
+@click.argument("a", metavar="NAME@A")
+@click.argument("b", metavar="NAME@B")
+@db_option
+def prompt_diff_command(app: Flask, a: str, b: str) -> None:
+    """Print a unified diff of two versions (template, system, model, params, few-shots)."""
+    from sqlmodel import Session
+
+    from calibrate.judges import PromptError, resolve_version
+    from calibrate.judges.versions import unified_diff
+
+    try:
+        with Session(ready_engine(app)) as session:
+            prompt_a, version_a = resolve_version(session, a)
+            prompt_b, version_b = resolve_version(session, b)
+            if prompt_a.id != prompt_b.id:
+                raise PromptError(f"{a} and {b} are versions of different prompts")
+            text = unified_diff(session, prompt_a, version_a, version_b)
+    except PromptError as exc:
+        raise BadInput(str(exc)) from exc
+    click.echo(text)
+
+
+@cli.group("judge")
+def judge_group() -> None:
+    """Run judges over a dataset."""
+
+
+@judge_group.command("run")
+@click.option("--dataset", required=True, help="Dataset to judge.")
+@click.option("--prompt", "prompt_ref", required=True, metavar="NAME@N", help="Prompt version to run (its judge is NAME@N).")
+@click.option("--backend", type=click.Choice(["openai", "anthropic", "baseline"]), default="baseline", show_default=True)
+@click.option("--model", help="Model, when the version names none.")
+@click.option("--base-url", help="API base URL (default: OpenAI's or Anthropic's; e.g. http://localhost:11434/v1 for Ollama).")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; '' for none).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=512), default=8, show_default=True, help="Calls in flight at most.")
+@click.option("--max-calls", type=click.IntRange(min=1), help="Stop cleanly after this many HTTP calls (retries count).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Stop cleanly once this many tokens (input + output) are used.")
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), help="Only samples of this split.")
+@click.option("--labelled-only", is_flag=True, help="Only targets that carry a human label.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N targets.")
+@click.option("--rerun", is_flag=True, help="Judge targets that already have a verdict again (answers come from the cache).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Read timeout of one call, seconds.")
+@click.option("--max-attempts", type=click.IntRange(1, 10), default=5, show_default=True, help="Attempts per item.")
+@db_option
+def judge_run_command(app: Flask, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
+                      api_key_env: str | None, concurrency: int, max_calls: int | None, max_tokens: int | None,
+                      split: str | None, labelled_only: bool, limit: int | None, rerun: bool, timeout: float,
+                      max_attempts: int) -> None:
+    """Run a prompt version over a dataset and store one verdict per target (resumable)."""
+    from calibrate.judges import JudgeError, NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
+    from calibrate.judges.prices import load_prices
+
+    spec = RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
+                   api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun,
+                   options=RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
+                                      read_timeout=timeout, max_attempts=max_attempts))
+    engine = ready_engine(app)
+    try:
+        prices = load_prices(app.instance_path)
+        run_id = prepare_run(engine, spec)
+    except NothingToDo as exc:
+        click.echo(str(exc))
+        return
+    except JudgeError as exc:
+        raise BadInput(str(exc)) from exc
+    bar = None
+    progress = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"judging with {prompt_ref}", unit=" targets", file=sys.stderr, mininterval=0.3)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+    try:
+        summary = execute_run(engine, run_id, prices=prices, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    for line in summary.lines():
+        click.echo(line)
+    if summary.status == "failed":
+        raise BadInput(summary.error)

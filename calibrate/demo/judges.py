@@ -1,0 +1,62 @@
+"""Judge runs for the demo: two versions of a claim-support prompt, run with the offline
+baseline judge over the demo dataset, so the calibration screens have real data offline.
+
+- `demo-claims@1`: the built-in template; the baseline checks numbers only and asks that 30 %
+  of a claim's words occur in the contexts (a loose first try).
+- `demo-claims@2`: adds two few-shot examples from the train split (never scored for @2) and
+  the baseline's defaults: names checked too, 50 % of the words.
+
+Idempotent: the versions are content-hashed (saving them again creates nothing) and a run
+with nothing left to judge writes nothing.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+from sqlmodel import select
+
+from calibrate.db import write_session
+from calibrate.judges import FewShotSpec, NothingToDo, RunSpec, run_judge, save_version
+from calibrate.judges.versions import human_gold
+from calibrate.models import Claim, Dataset, Sample, Task
+
+PROMPT = "demo-claims"
+DATASET = "demo-prenatal"
+V1_PARAMS = {"temperature": 0, "baseline.entities": False, "baseline.min_overlap": 0.3}
+V2_PARAMS = {"temperature": 0, "baseline.entities": True, "baseline.min_overlap": 0.5}
+
+
+def _examples(session) -> list[FewShotSpec]:  # noqa: ANN001
+    """Pick one supported and one unsupported claim from the train split, with the experts' rationale."""
+    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    rows = session.exec(
+        select(Sample.external_id, Claim.index, Claim.id).join(Claim, Claim.sample_id == Sample.id).join(Dataset)
+        .where(Dataset.name == DATASET, Sample.split == "train", Claim.active).order_by(Sample.external_id, Claim.index)
+    ).all()
+    picked: dict[str, FewShotSpec] = {}
+    for external_id, index, claim_id in rows:
+        value, rationale = human_gold(session, task, f"claim:{claim_id}")
+        if value in ("supported", "unsupported") and value not in picked and (rationale or value == "supported"):
+            picked[value] = FewShotSpec(f"{external_id}:{index}")
+        if len(picked) == 2:
+            break
+    return [picked[v] for v in ("unsupported", "supported") if v in picked]
+
+
+def load_demo_judges(engine: Engine) -> list[str]:
+    """Create demo-claims@1 and @2 and run both with the baseline judge; return what was done."""
+    lines = []
+    with write_session(engine) as session:
+        first = save_version(session, PROMPT, task="claim_support", params=V1_PARAMS, few_shots=[],
+                             note="demo: built-in template; baseline checks numbers only, 30 % word overlap")
+        second = save_version(session, PROMPT, params=V2_PARAMS, few_shots=_examples(session), dataset=DATASET,
+                              note="demo: two few-shot examples from train; baseline also checks names, 50 % overlap")
+        refs = [f"{PROMPT}@{first.version.number}", f"{PROMPT}@{second.version.number}"]
+    for ref in refs:
+        try:
+            summary = run_judge(engine, RunSpec(dataset=DATASET, prompt=ref, backend="baseline"))
+        except NothingToDo:
+            lines.append(f"judge {ref}: already run on {DATASET}")
+        else:
+            lines.append(f"judge {ref}: {summary.n_done} claims judged by the offline baseline")
+    return lines

@@ -1,0 +1,36 @@
+"""Judges: versioned prompt templates, backends over httpx, tolerant parsing, runs, the baseline.
+
+Modules, by what they do:
+
+    errors      the exception tree (drawn at its top)
+    render      sandboxed Jinja2 templates: fields, save-time checks, built-in defaults
+    versions    prompts and immutable, content-hashed versions with few-shot examples; diffs
+    items       the targets a run judges and the fields templates see
+    backends    build_client (the one httpx client factory), OpenAI-compatible and Anthropic
+    parsing     reading a verdict out of an answer, or `unparsed` with the raw text kept
+    baseline    the offline, deterministic baseline judge
+    prices      the editable per-model price table
+    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume
+
+Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
+"""
+
+from calibrate.judges.errors import (
+    BackendError,
+    FatalBackendError,
+    JudgeError,
+    PromptError,
+    RateLimited,
+    RequestRejected,
+    RetryableError,
+    RunSetupError,
+    Unreachable,
+)
+from calibrate.judges.runner import NothingToDo, RunOptions, RunSpec, RunSummary, execute_run, prepare_run, run_judge
+from calibrate.judges.versions import FewShotSpec, SaveResult, resolve_version, save_version
+
+__all__ = [
+    "BackendError", "FatalBackendError", "FewShotSpec", "JudgeError", "NothingToDo", "PromptError", "RateLimited",
+    "RequestRejected", "RetryableError", "RunOptions", "RunSetupError", "RunSpec", "RunSummary", "SaveResult",
+    "Unreachable", "execute_run", "prepare_run", "resolve_version", "run_judge", "save_version",
+]

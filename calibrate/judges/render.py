@@ -1,0 +1,301 @@
+"""Judge prompt templates: a sandboxed Jinja2 environment, the fields a template may use, the
+check that runs when a version is saved, the built-in defaults, and rendering.
+
+A version has two templates:
+
+- ``system`` — the unchanging prefix: instructions, rubric, labels, few-shot examples. It may
+  use only the version's fields (``task``, ``examples``), so it renders to the same text for
+  every item: providers cache that prefix (Anthropic's ``cache_control``, OpenAI's automatic
+  prefix cache).
+- ``template`` — the item, sent last as the user message. It may use the item's fields too.
+
+Fields (see docs/judges.md):
+
+    task        name, description, kind, target, labels, scale_min, scale_max, guidelines
+    examples    list of: question, answer, ground_truth, contexts, claims, sample_id,
+                metadata, verdict, rationale, and claim or context (by the task's target)
+    question, answer, ground_truth, sample_id, metadata
+    contexts    list of: rank (0-based), text, doc_id
+    claims      list of: index (0-based), text
+    claim       (claim tasks) index, text
+    context     (context tasks) rank, text, doc_id
+
+A template that uses any other field is refused at save time with the field's name
+(`check_template`), so a run never fails for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from calibrate.judges.errors import PromptError
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance")
+MAX_TEMPLATE_CHARS = 100_000
+
+
+class _Any:
+    """A field whose inner structure is not checked (metadata, loop variables of unknown lists)."""
+
+
+ANY = _Any()
+SCALAR = "scalar"
+CONTEXT = {"rank": SCALAR, "text": SCALAR, "doc_id": SCALAR}
+CLAIM = {"index": SCALAR, "text": SCALAR}
+TASK = {name: SCALAR for name in ("name", "description", "kind", "target", "labels", "scale_min", "scale_max", "guidelines")}
+TASK["labels"] = ("list", SCALAR)
+JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop", "true", "false", "none",
+                           "True", "False", "None"})
+
+
+def item_fields(target: str) -> dict[str, Any]:
+    """Return the fields an item of a task with this target offers to templates."""
+    fields: dict[str, Any] = {
+        "question": SCALAR, "answer": SCALAR, "ground_truth": SCALAR, "sample_id": SCALAR, "metadata": ANY,
+        "contexts": ("list", CONTEXT), "claims": ("list", CLAIM),
+    }
+    if target == "claim":
+        fields["claim"] = CLAIM
+    elif target == "context":
+        fields["context"] = CONTEXT
+    return fields
+
+
+def version_fields(target: str) -> dict[str, Any]:
+    """Return the fields every item shares (allowed in the system text)."""
+    example = dict(item_fields(target), verdict=SCALAR, rationale=SCALAR)
+    return {"task": TASK, "examples": ("list", example)}
+
+
+@lru_cache(maxsize=1)
+def environment() -> SandboxedEnvironment:
+    """Return the sandboxed Jinja2 environment judge templates run in (no autoescape: this is not HTML)."""
+    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                                keep_trailing_newline=False)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def check_template(source: str, *, target: str, part: str) -> None:
+    """Raise PromptError if `source` (part "template" or "system") does not parse or uses an unknown field."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
+    env = environment()
+    try:
+        tree = env.parse(source)
+    except TemplateSyntaxError as exc:
+        raise PromptError(f"{part}: line {exc.lineno}: {exc.message}") from exc
+    allowed = dict(version_fields(target))
+    if part == "template":
+        allowed.update(item_fields(target))
+    _Checker(part, target, allowed).visit(tree, dict(allowed))
+    # A trial render catches what the walk cannot (a filter given the wrong type, sandbox refusals).
+    context = sample_context(target) if part == "template" else sample_version_context(target)
+    try:
+        env.from_string(source).render(context)
+    except TemplateError as exc:
+        raise PromptError(f"{part}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - any other failure of a user template is a save-time error
+        raise PromptError(f"{part}: fails to render: {type(exc).__name__}: {exc}") from exc
+
+
+class _Checker:
+    """Walk a template's syntax tree and refuse names and attributes that are not fields."""
+
+    def __init__(self, part: str, target: str, allowed: dict[str, Any]) -> None:
+        self.part = part
+        self.target = target
+        self.allowed = allowed
+
+    def fail(self, field: str, node: nodes.Node, detail: str = "") -> None:
+        names = ", ".join(sorted(self.allowed))
+        raise PromptError(f"{self.part}: line {node.lineno}: unknown field '{field}'{detail} (fields: {names})")
+
+    def visit(self, node: nodes.Node, scope: dict[str, Any]) -> None:
+        if isinstance(node, nodes.For):
+            self.visit(node.iter, scope)
+            inner = dict(scope, loop=ANY)
+            self.bind(node.target, self.element(self.spec(node.iter, scope)), inner)
+            if node.test is not None:
+                self.visit(node.test, inner)
+            for child in node.body:
+                self.visit(child, inner)
+            for child in node.else_:
+                self.visit(child, scope)
+            return
+        if isinstance(node, (nodes.Macro, nodes.CallBlock)):
+            inner = dict(scope, varargs=ANY, kwargs=ANY, caller=ANY)
+            for arg in node.args:
+                inner[arg.name] = ANY
+            for default in node.defaults:
+                self.visit(default, scope)
+            if isinstance(node, nodes.CallBlock):
+                self.visit(node.call, scope)
+            if isinstance(node, nodes.Macro):
+                scope[node.name] = ANY
+            for child in node.body:
+                self.visit(child, inner)
+            return
+        if isinstance(node, nodes.Assign):
+            self.visit(node.node, scope)
+            self.bind(node.target, ANY, scope)
+            return
+        if isinstance(node, nodes.AssignBlock):
+            for child in node.body:
+                self.visit(child, scope)
+            self.bind(node.target, ANY, scope)
+            return
+        if isinstance(node, nodes.With):
+            inner = dict(scope)
+            for target, value in zip(node.targets, node.values, strict=True):
+                self.visit(value, scope)
+                self.bind(target, ANY, inner)
+            for child in node.body:
+                self.visit(child, inner)
+            return
+        if isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)):
+            self.spec(node, scope)
+            if isinstance(node, nodes.Getitem):
+                self.visit(node.arg, scope)
+            return
+        for child in node.iter_child_nodes():
+            self.visit(child, scope)
+
+    def bind(self, target: nodes.Node, spec: Any, scope: dict[str, Any]) -> None:
+        if isinstance(target, nodes.Name):
+            scope[target.name] = spec
+        elif isinstance(target, nodes.Tuple):
+            for item in target.items:
+                self.bind(item, ANY, scope)
+
+    @staticmethod
+    def element(spec: Any) -> Any:
+        return spec[1] if isinstance(spec, tuple) and spec[0] == "list" else ANY
+
+    def spec(self, node: nodes.Node, scope: dict[str, Any]) -> Any:
+        """Return what a name or attribute chain refers to, failing on unknown fields."""
+        if isinstance(node, nodes.Name):
+            if node.name in scope:
+                return scope[node.name]
+            if node.name in JINJA_GLOBALS:
+                return ANY
+            if self.part == "system" and node.name in item_fields(self.target):
+                raise PromptError(
+                    f"system: line {node.lineno}: '{node.name}' is an item field; the system text must be the same "
+                    "for every item (so providers can cache it): use it in the template"
+                )
+            self.fail(node.name, node)
+        if isinstance(node, nodes.Getattr):
+            return self.member(node, self.spec(node.node, scope), node.attr)
+        if isinstance(node, nodes.Getitem):
+            parent = self.spec(node.node, scope)
+            if isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+                return self.member(node, parent, node.arg.value)
+            return self.element(parent)
+        self.visit(node, scope)
+        return ANY
+
+    def member(self, node: nodes.Node, parent: Any, attr: str) -> Any:
+        if isinstance(parent, dict):
+            if attr not in parent:
+                self.fail(_dotted(node), node, f" (known: {', '.join(parent)})")
+            return parent[attr]
+        if isinstance(parent, tuple) or parent == SCALAR:
+            # Methods of lists and strings (items, upper…) go to the sandbox, which allows safe ones.
+            return ANY
+        return ANY
+
+
+def _dotted(node: nodes.Node) -> str:
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.Getattr):
+        return f"{_dotted(node.node)}.{node.attr}"
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        return f"{_dotted(node.node)}.{node.arg.value}"
+    return "?"
+
+
+def sample_version_context(target: str) -> dict[str, Any]:
+    """Return version fields filled with placeholders (for trial renders)."""
+    example = dict(sample_context(target, with_version=False), verdict="supported", rationale="…")
+    return {"task": {"name": "task", "description": "…", "kind": "categorical", "target": target,
+                     "labels": ["a", "b"], "scale_min": 1, "scale_max": 5, "guidelines": "…"},
+            "examples": [example]}
+
+
+def sample_context(target: str, *, with_version: bool = True) -> dict[str, Any]:
+    """Return item fields filled with placeholders (for trial renders)."""
+    contexts = [{"rank": 0, "text": "…", "doc_id": "d"}]
+    claims = [{"index": 0, "text": "…"}]
+    item: dict[str, Any] = {"question": "…", "answer": "…", "ground_truth": "…", "sample_id": "s",
+                            "metadata": Metadata(), "contexts": contexts, "claims": claims}
+    if target == "claim":
+        item["claim"] = claims[0]
+    elif target == "context":
+        item["context"] = contexts[0]
+    if with_version:
+        item.update(sample_version_context(target))
+    return item
+
+
+class Metadata(dict):
+    """A sample's metadata: a missing key renders as an empty string instead of failing the run."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+    def __getattr__(self, key: str) -> Any:
+        return self[key]
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def default_templates(task_name: str, target: str) -> tuple[str, str]:
+    """Return the built-in (system, template) of a task; custom tasks get a generic pair."""
+    if task_name in BUILTIN_DEFAULTS:
+        return _read(f"{task_name}.system.j2"), _read(f"{task_name}.user.j2")
+    user = _read("generic.user.j2")
+    if target == "claim":
+        user += "\n\nClaim to judge: {{ claim.text }}"
+    elif target == "context":
+        user = "Question: {{ question }}\n\nPassage to judge: {{ context.text }}"
+    return _read("generic.system.j2"), user
+
+
+def _read(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8").rstrip("\n")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The messages of one judge call: the shared prefix first, the item last."""
+
+    system: str
+    user: str
+
+
+class Renderer:
+    """Render one version's messages: the system text once, the template per item."""
+
+    def __init__(self, system: str, template: str, version_context: dict[str, Any]) -> None:
+        env = environment()
+        self.version_context = version_context
+        self.system = env.from_string(system).render(version_context).strip() if system else ""
+        self.template = env.from_string(template)
+
+    def render(self, item: dict[str, Any]) -> Rendered:
+        """Return the messages for one item (the version's fields stay visible to the template)."""
+        return Rendered(self.system, self.template.render({**self.version_context, **item}).strip())

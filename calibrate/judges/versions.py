@@ -1,0 +1,504 @@
+"""Prompts and their immutable, numbered, content-hashed versions (with few-shot examples).
+
+A version's identity is the SHA-256 of its content (template, system text, model, parameters
+and few-shot examples, in order); note, author and parent are not content. Saving an edit
+creates version N+1; saving content identical to an existing version creates nothing and
+returns that version. Few-shot examples are human-labelled targets: their value is the human
+gold (adjudicated label, else the annotators' majority, else their mean for scores), they can
+never come from the `test` split, and they are never scored for the version that shows them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from calibrate.judges.errors import PromptError
+from calibrate.judges.render import check_template, default_templates
+from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Label, Prompt, PromptVersion, Sample, Task, User
+from calibrate.tasks import TaskError, format_number, get_task
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
+
+
+@dataclass(frozen=True)
+class FewShotSpec:
+    """A few-shot example as the engineer names it: `SAMPLE[:N]`, optionally with a rationale."""
+
+    ref: str
+    rationale: str | None = None
+
+
+@dataclass
+class ExampleRow:
+    """A resolved few-shot example, ready to store."""
+
+    sample_id: int
+    claim_id: int | None
+    context_id: int | None
+    target_key: str
+    value: str
+    rationale: str
+    ref: str = ""
+
+
+@dataclass
+class SaveResult:
+    version: PromptVersion
+    created: bool
+    prompt_created: bool = False
+
+    def line(self, prompt_name: str) -> str:
+        """Return what `prompt new` prints."""
+        ref = f"{prompt_name}@{self.version.number}"
+        return ref if self.created else f"{ref} (unchanged: identical to version {self.version.number})"
+
+
+# --------------------------------------------------------------------------- names
+
+
+def parse_ref(text: str) -> tuple[str, int | None]:
+    """Split "NAME@N" into (NAME, N); "NAME" alone means the latest version."""
+    name, sep, number = (text or "").strip().partition("@")
+    if not name:
+        raise PromptError(f"give a prompt as NAME@VERSION, got {text!r}")
+    if not sep:
+        return name, None
+    if not number.isdigit() or int(number) < 1:
+        raise PromptError(f"version must be a positive number in {text!r} (NAME@VERSION)")
+    return name, int(number)
+
+
+def get_prompt(session: Session, name: str) -> Prompt:
+    """Return a prompt by name, or raise PromptError naming the prompts that exist."""
+    prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
+    if prompt is None:
+        names = ", ".join(session.exec(select(Prompt.name).order_by(Prompt.name)).all()) or "none"
+        raise PromptError(f"unknown prompt {name!r} (prompts: {names})")
+    return prompt
+
+
+def latest_version(session: Session, prompt: Prompt) -> PromptVersion | None:
+    """Return the highest-numbered version of a prompt."""
+    return session.exec(
+        select(PromptVersion).where(PromptVersion.prompt_id == prompt.id).order_by(PromptVersion.number.desc())
+    ).first()
+
+
+def resolve_version(session: Session, ref: str) -> tuple[Prompt, PromptVersion]:
+    """Return the prompt and version named by "NAME@N" (or "NAME": the latest)."""
+    name, number = parse_ref(ref)
+    prompt = get_prompt(session, name)
+    if number is None:
+        version = latest_version(session, prompt)
+    else:
+        version = session.exec(
+            select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.number == number)
+        ).first()
+    if version is None:
+        numbers = session.exec(select(PromptVersion.number).where(PromptVersion.prompt_id == prompt.id).order_by(PromptVersion.number)).all()
+        raise PromptError(f"prompt {name} has no version {number} (versions: {', '.join(map(str, numbers)) or 'none'})")
+    return prompt, version
+
+
+def judge_name(prompt: Prompt, version: PromptVersion) -> str:
+    """Return the name a run of this version has in reports: NAME@N."""
+    return f"{prompt.name}@{version.number}"
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Parse `key=value` pairs; values are JSON when they parse (0.2, true, [1]) and text otherwise."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        pair = pair.strip()
+        if not pair or pair.startswith("#"):
+            continue
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PromptError(f"parameter must be key=value, got {pair!r}")
+        raw = raw.strip()
+        try:
+            params[key] = json.loads(raw)
+        except ValueError:
+            params[key] = raw
+    return params
+
+
+def format_params(params: dict[str, Any]) -> str:
+    """Return parameters as `key=value` lines (the inverse of parse_params)."""
+    return "\n".join(f"{key}={json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
+                     for key, value in sorted(params.items()))
+
+
+def parse_few_shot_lines(text: str) -> list[FewShotSpec]:
+    """Parse one few-shot per line: `SAMPLE[:N]` optionally followed by `| rationale`."""
+    specs = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        ref, sep, rationale = line.partition("|")
+        specs.append(FewShotSpec(ref.strip(), rationale.strip() if sep else None))
+    return specs
+
+
+# --------------------------------------------------------------------------- few-shots
+
+
+def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *, dataset: str | None = None) -> list[ExampleRow]:
+    """Turn `SAMPLE[:N]` references into examples with the human gold value and a rationale."""
+    rows: list[ExampleRow] = []
+    seen: set[str] = set()
+    for spec in specs:
+        row = _resolve_one(session, task, spec, dataset)
+        if row.target_key in seen:
+            raise PromptError(f"few-shot {spec.ref}: given twice")
+        seen.add(row.target_key)
+        rows.append(row)
+    return rows
+
+
+def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str | None) -> ExampleRow:
+    external, sep, position = spec.ref.rpartition(":") if ":" in spec.ref else (spec.ref, "", "")
+    if task.target == "sample" and sep:
+        # Sample ids may contain ":"; only a trailing number is a claim or context position.
+        external, position, sep = spec.ref, "", ""
+    if task.target != "sample" and not sep:
+        what = "claim index" if task.target == "claim" else "context rank"
+        raise PromptError(f"few-shot {spec.ref}: task {task.name} judges {task.target}s: write SAMPLE:N with the 0-based {what}")
+    if sep and not position.isdigit():
+        raise PromptError(f"few-shot {spec.ref}: {position!r} is not a 0-based index")
+    query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external)
+    if dataset:
+        query = query.where(Dataset.name == dataset)
+    found = session.exec(query).all()
+    if not found:
+        where = f" in dataset {dataset}" if dataset else ""
+        raise PromptError(f"few-shot {spec.ref}: no sample {external!r}{where}")
+    if len(found) > 1:
+        names = ", ".join(sorted(name for _, name in found))
+        raise PromptError(f"few-shot {spec.ref}: sample {external!r} exists in several datasets ({names}): name the dataset")
+    sample = found[0][0]
+    if sample.split == "test":
+        raise PromptError(f"few-shot {spec.ref}: the sample is in the test split, which is never shown to a judge")
+    claim_id = context_id = None
+    if task.target == "claim":
+        claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()
+        if claim is None:
+            raise PromptError(f"few-shot {spec.ref}: sample {external} has no claim {position}")
+        claim_id, key = claim.id, f"claim:{claim.id}"
+    elif task.target == "context":
+        context = session.exec(select(Context).where(Context.sample_id == sample.id, Context.rank == int(position), Context.active)).first()
+        if context is None:
+            raise PromptError(f"few-shot {spec.ref}: sample {external} has no context {position}")
+        context_id, key = context.id, f"context:{context.id}"
+    else:
+        key = f"sample:{sample.id}"
+    value, rationale = human_gold(session, task, key)
+    if value is None:
+        raise PromptError(f"few-shot {spec.ref}: no human gold label for this target ({rationale})")
+    return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
+
+
+def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str]:
+    """Return (gold value, rationale) of a target from the human labels, or (None, why not)."""
+    labels = session.exec(
+        select(Label).where(Label.task_id == task.id, Label.target_key == key, Label.stale == False)  # noqa: E712
+        .order_by(Label.adjudicated.desc(), Label.updated_at.desc(), Label.id)
+    ).all()
+    if not labels:
+        return None, "nobody labelled it"
+    adjudicated = [label for label in labels if label.adjudicated]
+    if adjudicated:
+        return adjudicated[0].value, adjudicated[0].rationale
+    if task.kind == "categorical":
+        counts: dict[str, int] = {}
+        for label in labels:
+            counts[label.value] = counts.get(label.value, 0) + 1
+        best = max(counts.values())
+        winners = [value for value, n in counts.items() if n == best]
+        if len(winners) > 1:
+            return None, f"the annotators disagree ({', '.join(sorted(winners))}) and nobody adjudicated"
+        value = winners[0]
+    else:
+        value = format_number(sum(float(label.value) for label in labels) / len(labels))
+    rationale = next((label.rationale for label in labels if label.value == value and label.rationale), "")
+    return value, rationale
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def content_hash(*, template: str, system: str, model: str, params: dict[str, Any], examples: list[ExampleRow]) -> str:
+    """Return the SHA-256 identity of a version's content."""
+    content = {
+        "template": template, "system": system, "model": model, "params": params,
+        "few_shots": [[row.target_key, row.value, row.rationale] for row in examples],
+    }
+    blob = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def validate_name(name: str) -> str:
+    """Return a valid prompt name or raise PromptError."""
+    if not NAME_RE.match(name or ""):
+        raise PromptError(f"prompt name must be letters, digits, '_', '-' or '.', at most 64, no '@'; got {name!r}")
+    return name
+
+
+def stored_examples(session: Session, version: PromptVersion) -> list[ExampleRow]:
+    """Return the few-shot examples of a version, in order."""
+    shots = session.exec(select(FewShot).where(FewShot.version_id == version.id).order_by(FewShot.order)).all()
+    return [ExampleRow(s.sample_id, s.claim_id, s.context_id, s.target_key, s.value, s.rationale) for s in shots]
+
+
+def save_version(
+    session: Session,
+    name: str,
+    *,
+    task: str | None = None,
+    template: str | None = None,
+    system: str | None = None,
+    model: str | None = None,
+    params: dict[str, Any] | None = None,
+    few_shots: list[FewShotSpec] | None = None,
+    dataset: str | None = None,
+    note: str = "",
+    author: User | None = None,
+    description: str = "",
+) -> SaveResult:
+    """Save a version of prompt `name` (creating the prompt with `task` if new); return it and whether it is new.
+
+    Fields left as None are taken from the latest version (for a new prompt: the task's
+    built-in template and system text, no model, temperature 0, no few-shots).
+    """
+    prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
+    prompt_created = prompt is None
+    if prompt is None:
+        validate_name(name)
+        if not task:
+            raise PromptError(f"prompt {name!r} is new: give its task")
+        try:
+            task_row = get_task(session, task)
+        except TaskError as exc:
+            raise PromptError(str(exc)) from exc
+        parent = None
+    else:
+        task_row = session.get(Task, prompt.task_id)
+        if task and task != task_row.name:
+            raise PromptError(f"prompt {name} judges task {task_row.name}, not {task}")
+        parent = latest_version(session, prompt)
+    if parent is None:
+        default_system, default_template = default_templates(task_row.name, task_row.target)
+        base = {"template": default_template, "system": default_system, "model": "", "params": dict(DEFAULT_PARAMS)}
+        base_examples: list[ExampleRow] = []
+    else:
+        base = {"template": parent.template, "system": parent.system, "model": parent.model, "params": dict(parent.params)}
+        base_examples = stored_examples(session, parent)
+    template = base["template"] if template is None else _normalise(template)
+    system = base["system"] if system is None else _normalise(system)
+    model = base["model"] if model is None else model.strip()
+    params = base["params"] if params is None else params
+    if not template.strip():
+        raise PromptError("template: empty")
+    check_template(template, target=task_row.target, part="template")
+    check_template(system, target=task_row.target, part="system")
+    _check_params(params)
+    examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset)
+    digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
+    if prompt is not None:
+        same = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.content_hash == digest)).first()
+        if same is not None:
+            return SaveResult(same, created=False)
+    if prompt is None:
+        prompt = Prompt(name=name, task_id=task_row.id, description=description)
+        session.add(prompt)
+        session.flush()
+    number = (session.exec(select(func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)).one() or 0) + 1
+    version = PromptVersion(prompt_id=prompt.id, number=number, template=template, system=system, model=model,
+                            params=params, content_hash=digest, parent_id=parent.id if parent else None,
+                            note=note.strip(), author_id=author.id if author else None)
+    session.add(version)
+    session.flush()
+    for order, row in enumerate(examples):
+        session.add(FewShot(version_id=version.id, order=order, sample_id=row.sample_id, claim_id=row.claim_id,
+                            context_id=row.context_id, target_key=row.target_key, value=row.value, rationale=row.rationale))
+    session.flush()
+    return SaveResult(version, created=True, prompt_created=prompt_created)
+
+
+def _normalise(text: str) -> str:
+    # Browsers send CRLF; the same template typed twice must hash the same.
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    if not isinstance(params, dict):
+        raise PromptError("params must be an object of key=value pairs")
+    for key in ("model", "messages", "system", "stream"):
+        if key in params:
+            raise PromptError(f"params: '{key}' is set by calibrate, not a parameter")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class PromptRow:
+    prompt: Prompt
+    task: str
+    versions: int
+    latest: int | None
+    runs: int
+
+
+def list_prompts(session: Session) -> list[PromptRow]:
+    """Return every prompt with its task, version count and number of runs."""
+    rows = []
+    for prompt, task_name in session.exec(select(Prompt, Task.name).join(Task).order_by(Prompt.name)).all():
+        versions, latest = session.exec(
+            select(func.count(PromptVersion.id), func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)
+        ).one()
+        runs = session.exec(
+            select(func.count(JudgeRun.id)).join(Judge).join(PromptVersion, PromptVersion.id == Judge.prompt_version_id)
+            .where(PromptVersion.prompt_id == prompt.id)
+        ).one()
+        rows.append(PromptRow(prompt, task_name, versions, latest, runs))
+    return rows
+
+
+def versions_of(session: Session, prompt: Prompt) -> list[PromptVersion]:
+    """Return a prompt's versions, newest first."""
+    return list(session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id).order_by(PromptVersion.number.desc())).all())
+
+
+@dataclass
+class ExampleView:
+    order: int
+    ref: str
+    target_key: str
+    value: str
+    rationale: str
+    text: str
+    question: str
+
+
+@dataclass
+class VersionView:
+    prompt: Prompt
+    version: PromptVersion
+    task: Task
+    examples: list[ExampleView]
+    author: str
+    parent: int | None
+    runs: list[JudgeRun] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.prompt.name}@{self.version.number}"
+
+
+def version_view(session: Session, prompt: Prompt, version: PromptVersion) -> VersionView:
+    """Return what `prompt show` and the version page display."""
+    task = session.get(Task, prompt.task_id)
+    examples = [example_view(session, order, row) for order, row in enumerate(stored_examples(session, version))]
+    author = session.get(User, version.author_id).username if version.author_id else ""
+    parent = session.get(PromptVersion, version.parent_id).number if version.parent_id else None
+    judge = session.exec(select(Judge).where(Judge.prompt_version_id == version.id)).first()
+    runs = list(session.exec(select(JudgeRun).where(JudgeRun.judge_id == judge.id).order_by(JudgeRun.id.desc())).all()) if judge else []
+    return VersionView(prompt, version, task, examples, author, parent, runs)
+
+
+def example_view(session: Session, order: int, row: ExampleRow) -> ExampleView:
+    """Describe one few-shot example with its sample id, target position and text."""
+    sample = session.get(Sample, row.sample_id)
+    ref, text = sample.external_id, sample.answer
+    if row.claim_id is not None:
+        claim = session.get(Claim, row.claim_id)
+        ref, text = f"{sample.external_id}:{claim.index}", claim.text
+    elif row.context_id is not None:
+        context = session.get(Context, row.context_id)
+        ref, text = f"{sample.external_id}:{context.rank}", context.text
+    return ExampleView(order, ref, row.target_key, row.value, row.rationale, text, sample.question)
+
+
+# --------------------------------------------------------------------------- diff
+
+
+@dataclass
+class DiffRow:
+    tag: str  # equal | replace | delete | insert
+    left_no: int | None
+    left: str
+    right_no: int | None
+    right: str
+
+
+@dataclass
+class VersionDiff:
+    a: VersionView
+    b: VersionView
+    fields: dict[str, list[DiffRow]]
+    changed: list[str]
+
+
+def side_by_side(left: str, right: str) -> list[DiffRow]:
+    """Return a line-by-line side-by-side diff (the rows a two-column view shows)."""
+    a, b = left.splitlines(), right.splitlines()
+    rows: list[DiffRow] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            rows += [DiffRow("equal", i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k]) for k in range(i2 - i1)]
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            li, rj = i1 + k, j1 + k
+            left_line = a[li] if li < i2 else None
+            right_line = b[rj] if rj < j2 else None
+            kind = "replace" if left_line is not None and right_line is not None else ("delete" if right_line is None else "insert")
+            rows.append(DiffRow(kind, li + 1 if left_line is not None else None, left_line or "",
+                                rj + 1 if right_line is not None else None, right_line or ""))
+    return rows
+
+
+def _examples_text(view: VersionView) -> str:
+    return "\n".join(f"{e.ref} = {e.value}" + (f" | {e.rationale}" if e.rationale else "") for e in view.examples)
+
+
+def diff_versions(session: Session, prompt: Prompt, a: PromptVersion, b: PromptVersion) -> VersionDiff:
+    """Compare two versions field by field: template, system, model, params, few-shots."""
+    va, vb = version_view(session, prompt, a), version_view(session, prompt, b)
+    texts = {
+        "template": (a.template, b.template),
+        "system": (a.system, b.system),
+        "model": (a.model, b.model),
+        "params": (format_params(a.params), format_params(b.params)),
+        "few-shots": (_examples_text(va), _examples_text(vb)),
+    }
+    fields = {name: side_by_side(left, right) for name, (left, right) in texts.items()}
+    changed = [name for name, (left, right) in texts.items() if left != right]
+    return VersionDiff(va, vb, fields, changed)
+
+
+def unified_diff(session: Session, prompt: Prompt, a: PromptVersion, b: PromptVersion) -> str:
+    """Return a unified diff of two versions (what `prompt diff` prints)."""
+    va, vb = version_view(session, prompt, a), version_view(session, prompt, b)
+    parts = []
+    for name, left, right in (
+        ("template", a.template, b.template), ("system", a.system, b.system), ("model", a.model, b.model),
+        ("params", format_params(a.params), format_params(b.params)), ("few-shots", _examples_text(va), _examples_text(vb)),
+    ):
+        lines = list(difflib.unified_diff(left.splitlines(), right.splitlines(), f"{va.ref} {name}", f"{vb.ref} {name}", lineterm=""))
+        parts.extend(lines)
+    return "\n".join(parts) if parts else f"{va.ref} and {vb.ref} have the same content"

@@ -1,0 +1,148 @@
+"""Judge prompts in the browser (engineers and admins): list, version view, new version from
+the previous one, side-by-side diff. Annotators get 403."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, url_for
+from sqlmodel import select
+
+from calibrate.db import get_session, get_write_session
+from calibrate.judges import PromptError
+from calibrate.judges.versions import (
+    diff_versions,
+    format_params,
+    get_prompt,
+    latest_version,
+    list_prompts,
+    parse_few_shot_lines,
+    parse_params,
+    save_version,
+    version_view,
+    versions_of,
+)
+from calibrate.models import Dataset, PromptVersion, Task
+from calibrate.views.auth import role_required
+
+bp = Blueprint("prompts", __name__)
+ENGINEERS = ("engineer", "admin")
+
+
+def _version_or_404(name: str, number: int):  # noqa: ANN202
+    session = get_session()
+    try:
+        prompt = get_prompt(session, name)
+    except PromptError:
+        abort(404)
+    version = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.number == number)).first()
+    if version is None:
+        abort(404)
+    return prompt, version
+
+
+def run_choices() -> list[str]:
+    """Return the backends the Run button offers: the baseline and the configured ones."""
+    return ["baseline", *sorted(current_app.config.get("JUDGE_BACKENDS", {}) or {})]
+
+
+@bp.route("/prompts")
+@role_required(*ENGINEERS)
+def index():
+    """List the prompts; offer a form for a new one."""
+    session = get_session()
+    tasks = session.exec(select(Task).order_by(Task.id)).all()
+    return render_template("prompts/index.html", rows=list_prompts(session), tasks=tasks)
+
+
+@bp.route("/prompts", methods=("POST",))
+@role_required(*ENGINEERS)
+def create():
+    """Create a prompt with the task's built-in template as version 1."""
+    name, task = request.form.get("name", "").strip(), request.form.get("task", "")
+    session = get_write_session()
+    try:
+        result = save_version(session, name, task=task, author=g.user, note="created from the built-in template")
+        session.commit()
+    except PromptError as exc:
+        session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("prompts.index"), code=303)
+    return redirect(url_for("prompts.show", name=name, number=result.version.number), code=303)
+
+
+@bp.route("/prompts/<name>")
+@role_required(*ENGINEERS)
+def latest(name: str):
+    """Send to the newest version of a prompt."""
+    session = get_session()
+    try:
+        version = latest_version(session, get_prompt(session, name))
+    except PromptError:
+        abort(404)
+    return redirect(url_for("prompts.show", name=name, number=version.number))
+
+
+@bp.route("/prompts/<name>/<int:number>")
+@role_required(*ENGINEERS)
+def show(name: str, number: int):
+    """Show one version: its template, system text, model, parameters, few-shots and runs."""
+    prompt, version = _version_or_404(name, number)
+    session = get_session()
+    view = version_view(session, prompt, version)
+    datasets = session.exec(select(Dataset.name).order_by(Dataset.name)).all()
+    return render_template("prompts/show.html", v=view, versions=versions_of(session, prompt), datasets=datasets,
+                           backends=run_choices(), params_text=format_params(version.params))
+
+
+def _form_fields(version: PromptVersion, view) -> dict:  # noqa: ANN001
+    return {
+        "template": version.template, "system": version.system, "model": version.model,
+        "params": format_params(version.params),
+        "few_shots": "\n".join(f"{e.ref}" + (f" | {e.rationale}" if e.rationale else "") for e in view.examples),
+        "note": "",
+    }
+
+
+@bp.route("/prompts/<name>/<int:number>/edit", methods=("GET", "POST"))
+@role_required(*ENGINEERS)
+def update(name: str, number: int):
+    """Edit a copy of a version; saving creates the next version (or nothing, if identical)."""
+    prompt, version = _version_or_404(name, number)
+    session = get_session()
+    view = version_view(session, prompt, version)
+    if request.method == "GET":
+        return render_template("prompts/edit.html", v=view, form=_form_fields(version, view), error=None)
+    form = {key: request.form.get(key, "") for key in ("template", "system", "model", "params", "few_shots", "note")}
+    session = get_write_session()
+    try:
+        result = save_version(
+            session, prompt.name, template=form["template"], system=form["system"], model=form["model"],
+            params=parse_params(form["params"].splitlines()), few_shots=parse_few_shot_lines(form["few_shots"]),
+            dataset=request.form.get("dataset") or None, note=form["note"], author=g.user,
+        )
+        session.commit()
+    except PromptError as exc:
+        session.rollback()
+        return render_template("prompts/edit.html", v=view, form=form, error=str(exc)), 400
+    if result.created:
+        flash(f"Saved {prompt.name}@{result.version.number}.", "info")
+    else:
+        flash(f"Nothing saved: identical to {prompt.name}@{result.version.number}.", "info")
+    return redirect(url_for("prompts.show", name=prompt.name, number=result.version.number), code=303)
+
+
+@bp.route("/prompts/<name>/diff")
+@role_required(*ENGINEERS)
+def diff(name: str):
+    """Compare two versions side by side (template, system, model, params, few-shots)."""
+    session = get_session()
+    try:
+        prompt = get_prompt(session, name)
+    except PromptError:
+        abort(404)
+    a, b = request.args.get("a", type=int), request.args.get("b", type=int)
+    if a is None or b is None:
+        abort(400, description="Choose two versions to compare (a and b).")
+    _, version_a = _version_or_404(name, a)
+    _, version_b = _version_or_404(name, b)
+    return render_template("prompts/diff.html", d=diff_versions(session, prompt, version_a, version_b),
+                           versions=versions_of(session, prompt))

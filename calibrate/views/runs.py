@@ -1,0 +1,122 @@
+"""Judge runs in the browser: the Run button (a background thread), the run page with live
+progress (htmx polls `/runs/<id>/status`), the list of runs, and Stop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from sqlalchemy import Engine
+from sqlmodel import select
+
+from calibrate.db import app_engine, get_session, get_write_session
+from calibrate.judges import JudgeError, NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
+from calibrate.judges.prices import load_prices
+from calibrate.judges.runner import request_stop, run_is_live
+from calibrate.models import Dataset, Judge, JudgeRun, Verdict
+from calibrate.views.auth import role_required
+from calibrate.views.prompts import ENGINEERS, run_choices
+
+bp = Blueprint("runs", __name__)
+log = logging.getLogger(__name__)
+
+
+def _execute_in_background(engine: Engine, run_id: int, prices: dict) -> None:
+    try:
+        execute_run(engine, run_id, prices=prices)
+    except Exception:  # noqa: BLE001 - the run row already says "failed"; keep the thread quiet
+        log.exception("judge run %s failed", run_id)
+
+
+def start_in_background(run_id: int) -> threading.Thread:
+    """Execute a prepared run in a daemon thread (the page polls its progress)."""
+    prices = load_prices(current_app.instance_path)
+    thread = threading.Thread(target=_execute_in_background, args=(app_engine(), run_id, prices),
+                              name=f"judge-run-{run_id}", daemon=True)
+    thread.start()
+    current_app.extensions.setdefault("judge_threads", {})[run_id] = thread
+    return thread
+
+
+@bp.route("/prompts/<name>/<int:number>/run", methods=("POST",))
+@role_required(*ENGINEERS)
+def create(name: str, number: int):
+    """Start a run of a version over a dataset (baseline, or a backend configured in JUDGE_BACKENDS)."""
+    choice = request.form.get("backend", "baseline")
+    if choice not in run_choices():
+        abort(400, description=f"Unknown backend {choice!r}.")
+    config = {"backend": "baseline"} if choice == "baseline" else dict(current_app.config["JUDGE_BACKENDS"][choice])
+    limit = request.form.get("limit", type=int)
+    options = RunOptions(concurrency=int(config.get("concurrency", 8)))
+    spec = RunSpec(dataset=request.form.get("dataset", ""), prompt=f"{name}@{number}", backend=config["backend"],
+                   model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
+                   split=request.form.get("split") or None, labelled_only=bool(request.form.get("labelled_only")),
+                   limit=limit if limit and limit > 0 else None, rerun=bool(request.form.get("rerun")), options=options)
+    try:
+        run_id = prepare_run(app_engine(), spec)
+    except NothingToDo as exc:
+        flash(str(exc), "info")
+        return redirect(url_for("prompts.show", name=name, number=number), code=303)
+    except JudgeError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("prompts.show", name=name, number=number), code=303)
+    start_in_background(run_id)
+    return redirect(url_for("runs.show", run_id=run_id), code=303)
+
+
+def _run_or_404(run_id: int) -> tuple[JudgeRun, Judge, Dataset]:
+    session = get_session()
+    run = session.get(JudgeRun, run_id) or abort(404)
+    return run, session.get(Judge, run.judge_id), session.get(Dataset, run.dataset_id)
+
+
+def _status_context(run_id: int) -> dict:
+    run, judge, dataset = _run_or_404(run_id)
+    session = get_session()
+    errors = session.exec(
+        select(Verdict).where(Verdict.run_id == run.id, Verdict.status.in_(("error", "unparsed"))).order_by(Verdict.id.desc()).limit(10)
+    ).all()
+    active = run.status in ("pending", "running") and run_is_live(run)
+    percent = int(100 * run.n_done / run.n_total) if run.n_total else 0
+    return {"run": run, "judge": judge, "dataset": dataset, "problems": errors, "active": active, "percent": percent,
+            "p": run.params or {}}
+
+
+@bp.route("/runs")
+@role_required(*ENGINEERS)
+def index():
+    """List the runs, newest first."""
+    session = get_session()
+    rows = session.exec(
+        select(JudgeRun, Judge.name, Dataset.name).join(Judge, Judge.id == JudgeRun.judge_id)
+        .join(Dataset, Dataset.id == JudgeRun.dataset_id).order_by(JudgeRun.id.desc()).limit(200)
+    ).all()
+    return render_template("runs/index.html", rows=rows)
+
+
+@bp.route("/runs/<int:run_id>")
+@role_required(*ENGINEERS)
+def show(run_id: int):
+    """Show a run with its live progress."""
+    return render_template("runs/show.html", **_status_context(run_id))
+
+
+@bp.route("/runs/<int:run_id>/status")
+@role_required(*ENGINEERS)
+def status(run_id: int):
+    """Return the progress fragment (polled by htmx while the run is active)."""
+    return render_template("runs/_status.html", **_status_context(run_id))
+
+
+@bp.route("/runs/<int:run_id>/stop", methods=("POST",))
+@role_required(*ENGINEERS)
+def stop(run_id: int):
+    """Ask a running run to stop after its current batch."""
+    session = get_write_session()
+    run = session.get(JudgeRun, run_id) or abort(404)
+    if run.status in ("pending", "running"):
+        request_stop(session, run)
+        session.commit()
+        flash("Stopping after the current batch; run it again to continue.", "info")
+    return redirect(url_for("runs.show", run_id=run_id), code=303)

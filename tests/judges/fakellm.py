@@ -1,0 +1,278 @@
+"""A real local LLM server for tests and benchmarks: OpenAI chat completions and Anthropic
+Messages on loopback, with injectable latency and faults.
+
+    server = FakeLLM(latency=0.05, faults={"429": 0.2, "500": 0.1}).start()
+    server.openai_base     # http://127.0.0.1:PORT/v1
+    server.anthropic_base  # http://127.0.0.1:PORT
+    server.stats()         # requests, statuses, faults, calls and answers per item
+    server.stop()
+
+Faults (probabilities per request, or `script`, a list consumed first, one fault per request):
+"429" (with Retry-After / retry-after-ms), "500", "timeout" (answers after `hang` seconds),
+"drop" (closes the connection without answering), "invalid_json" (a 200 whose body is cut
+short), "wrong_schema" (a 200 without choices/content), "garbage" (a well-formed answer whose
+text is no verdict), "ok". Checks: `api_key` (401 otherwise, echoing the key sent — the
+client must redact it), `models` (404 for others), `json_mode=False` (400 on response_format).
+
+Also a script: `python tests/judges/fakellm.py --port 0 --latency 0.05` prints the port and
+serves until killed; GET /_stats and POST /_reset work across processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away (timeouts, kill -9) is part of the tests, not an error
+
+
+class FakeLLM:
+    """A threaded HTTP server speaking the OpenAI and Anthropic wire formats."""
+
+    def __init__(self, *, latency: float = 0.0, faults: dict[str, float] | None = None, script: list[str] | None = None,
+                 labels: list[Any] | None = None, api_key: str | None = None, models: list[str] | None = None,
+                 json_mode: bool = True, retry_after: str | None = "0", retry_after_ms: str | None = None,
+                 hang: float = 1.0, seed: int = 0, port: int = 0) -> None:
+        self.latency = latency
+        self.faults = dict(faults or {})
+        self.script = list(script or [])
+        self.labels = list(labels or ["supported", "unsupported"])
+        self.api_key = api_key
+        self.models = models
+        self.json_mode = json_mode
+        self.retry_after = retry_after
+        self.retry_after_ms = retry_after_ms
+        self.hang = hang
+        self.rng = random.Random(seed)
+        self.port = port
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.keep_requests = True
+        self.reset()
+        self.httpd: _Server | None = None
+        self.thread: threading.Thread | None = None
+
+    # ---- lifecycle
+    def start(self) -> FakeLLM:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self.httpd = _Server(("127.0.0.1", self.port), handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def anthropic_base(self) -> str:
+        return self.url
+
+    # ---- bookkeeping
+    def reset(self) -> None:
+        with self.lock:
+            self.counts: Counter[str] = Counter()
+            self.calls: Counter[str] = Counter()
+            self.answers: Counter[str] = Counter()
+            self.requests = []
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": self.counts["requests"], "counts": dict(self.counts), "calls": dict(self.calls),
+                    "answers": dict(self.answers)}
+
+    def next_fault(self) -> str:
+        with self.lock:
+            if self.script:
+                return self.script.pop(0)
+            draw = self.rng.random()
+        total = 0.0
+        for name, probability in self.faults.items():
+            total += probability
+            if draw < total:
+                return name
+        return "ok"
+
+    def verdict_for(self, item_text: str) -> Any:
+        digest = int(hashlib.sha256(item_text.encode("utf-8")).hexdigest(), 16)
+        return self.labels[digest % len(self.labels)]
+
+
+def item_id(text: str) -> str:
+    """Return the id the server files an item's calls under (hash of the last user message)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    fake: FakeLLM
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError, OSError):
+            self.close_connection = True
+
+    def _send(self, status: int, body: bytes | dict, headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/_stats":
+            self._send(200, self.fake.stats())
+        else:
+            self._send(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        fake = self.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path == "/_reset":
+            fake.reset()
+            self._send(200, {"ok": True})
+            return
+        anthropic = self.path.rstrip("/").endswith("/v1/messages")
+        if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._send(400, {"error": {"message": "request body is not JSON"}})
+            return
+        messages = body.get("messages") or []
+        user = messages[-1].get("content", "") if messages else ""
+        key = item_id(user if isinstance(user, str) else json.dumps(user))
+        with fake.lock:
+            fake.counts["requests"] += 1
+            fake.counts["anthropic" if anthropic else "openai"] += 1
+            fake.calls[key] += 1
+            if fake.keep_requests:
+                fake.requests.append({"path": self.path, "body": body,
+                                      "headers": {k.lower(): v for k, v in self.headers.items()}})
+        sent_key = self.headers.get("x-api-key") if anthropic else (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        if fake.api_key is not None and sent_key != fake.api_key:
+            self._count("401")
+            self._send(401, _error(anthropic, "authentication_error", f"Incorrect API key provided: {sent_key}"))
+            return
+        if fake.models is not None and body.get("model") not in fake.models:
+            self._count("404")
+            self._send(404, _error(anthropic, "not_found_error", f"The model `{body.get('model')}` does not exist"))
+            return
+        if not anthropic and not fake.json_mode and "response_format" in body:
+            self._count("400")
+            self._send(400, _error(False, "invalid_request_error", "response_format is not supported by this server"))
+            return
+        fault = fake.next_fault()
+        self._count(fault)
+        if fake.latency:
+            time.sleep(fake.latency)
+        if fault == "429":
+            headers = {}
+            if fake.retry_after is not None:
+                headers["Retry-After"] = fake.retry_after
+            if fake.retry_after_ms is not None:
+                headers["retry-after-ms"] = fake.retry_after_ms
+            self._send(429, _error(anthropic, "rate_limit_error", "Rate limit reached"), headers)
+        elif fault == "500":
+            self._send(500, _error(anthropic, "api_error", "Internal server error"))
+        elif fault == "timeout":
+            time.sleep(fake.hang)
+            self._send(200, _answer(anthropic, body, fake.verdict_for(user)))
+        elif fault == "drop":
+            self.close_connection = True
+        elif fault == "invalid_json":
+            self._send(200, b'{"id": "x", "choices": [{"message": {"content": "{\\"verdict')
+        elif fault == "wrong_schema":
+            self._send(200, {"id": "x", "result": {"text": "supported"}})
+        elif fault == "garbage":
+            self._send(200, _answer(anthropic, body, None, text="I would rather not say."))
+            self._count_answer(key)
+        else:
+            self._send(200, _answer(anthropic, body, fake.verdict_for(user)))
+            self._count_answer(key)
+
+    def _count(self, name: str) -> None:
+        with self.fake.lock:
+            self.fake.counts[name] += 1
+
+    def _count_answer(self, key: str) -> None:
+        with self.fake.lock:
+            self.fake.answers[key] += 1
+
+
+def _error(anthropic: bool, kind: str, message: str) -> dict:
+    if anthropic:
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": None}}
+
+
+def _answer(anthropic: bool, body: dict, verdict: Any, *, text: str | None = None) -> dict:
+    content = text if text is not None else json.dumps({"verdict": verdict, "reason": "fake judge"})
+    prompt_chars = len(json.dumps(body.get("messages", ""))) + len(json.dumps(body.get("system", "")))
+    tokens_in, tokens_out = max(1, prompt_chars // 4), max(1, len(content) // 4)
+    if anthropic:
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model"),
+                "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "cache_read_input_tokens": 0}}
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--labels", default="supported,unsupported")
+    args = parser.parse_args()
+    server = FakeLLM(latency=args.latency, port=args.port, labels=args.labels.split(","))
+    server.keep_requests = False
+    server.start()
+    print(server.port, flush=True)
+    try:
+        server.thread.join()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The Run button, the run page and its live-progress fragment."""
+
+from __future__ import annotations
+
+import time
+
+from bs4 import BeautifulSoup
+from sqlmodel import func, select
+
+from calibrate.db import write_session
+from calibrate.judges import save_version
+from calibrate.models import JudgeRun, Verdict
+
+
+def soup(response):
+    return BeautifulSoup(response.data, "html.parser")
+
+
+def wait_done(client, run_id, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fragment = soup(client.get(f"/runs/{run_id}/status"))
+        root = fragment.select_one("#run-status")
+        if root["data-status"] not in ("pending", "running"):
+            return fragment
+        time.sleep(0.05)
+    raise AssertionError("the run did not finish")
+
+
+def test_run_button_starts_a_baseline_run_with_live_progress(app, client, login, engine, make_sample, session):
+    for i in range(3):
+        make_sample(external_id=f"s{i}", answer="Tome 0,4 mg al día. Tome 4 mg al día.",
+                    contexts=("Se recomienda: tome 0,4 mg al día de ácido fólico.",), claims=["Tome 0,4 mg al día.", "Tome 4 mg al día."])
+    with write_session(engine) as s:
+        save_version(s, "claims", task="claim_support")
+    token = login("eng", "engineer")
+    response = client.post("/prompts/claims/1/run", data={"dataset": "d", "backend": "baseline", "csrf_token": token})
+    assert response.status_code == 303
+    run_id = int(response.headers["Location"].rsplit("/", 1)[1])
+    page = soup(client.get(f"/runs/{run_id}"))
+    status = page.select_one("#run-status")
+    assert status is not None and page.select_one("#run-progress") is not None
+    fragment = wait_done(client, run_id)
+    app.extensions["judge_threads"][run_id].join(5)
+    root = fragment.select_one("#run-status")
+    assert root["data-status"] == "done" and not root.has_attr("hx-get")  # polling stops when done
+    assert fragment.select_one("#run-count").get_text() == "6/6"
+    values = dict(session.exec(select(Verdict.value, func.count()).group_by(Verdict.value)).all())
+    assert values == {"supported": 3, "unsupported": 3}
+    listing = soup(client.get("/runs"))
+    assert listing.select_one("#runs tbody tr td a")["href"] == f"/runs/{run_id}"
+    # Nothing left to judge: the button says so and starts nothing.
+    again = client.post("/prompts/claims/1/run", data={"dataset": "d", "backend": "baseline", "csrf_token": token},
+                        follow_redirects=True)
+    assert "nothing to do" in soup(again).select_one(".flash").get_text()
+    assert session.exec(select(func.count()).select_from(JudgeRun)).one() == 1
+
+
+def test_an_active_run_polls_its_status_fragment(client, login, engine, make_sample, session):
+    make_sample(external_id="s1")
+    with write_session(engine) as s:
+        save_version(s, "claims", task="claim_support")
+    from calibrate.judges import RunSpec, prepare_run
+
+    run_id = prepare_run(engine, RunSpec(dataset="d", prompt="claims@1"))  # pending, owned by this live process
+    login("eng", "engineer")
+    root = soup(client.get(f"/runs/{run_id}")).select_one("#run-status")
+    assert root["hx-get"] == f"/runs/{run_id}/status" and root["hx-trigger"] == "every 1s" and root["hx-swap"] == "outerHTML"
+    fragment = soup(client.get(f"/runs/{run_id}/status"))
+    assert fragment.select_one("#run-status")["id"] == "run-status" and fragment.select_one("html") is None
+
+
+def test_a_run_with_a_bad_request_says_why(client, login, engine, make_sample):
+    make_sample(external_id="s1")
+    with write_session(engine) as s:
+        save_version(s, "quality", task="answer_quality")
+    token = login("eng", "engineer")
+    page = client.post("/prompts/quality/1/run", data={"dataset": "nope", "backend": "baseline", "csrf_token": token},
+                       follow_redirects=True)
+    assert "unknown dataset 'nope'" in soup(page).select_one(".flash-error").get_text()
+    refused = client.post("/prompts/quality/1/run", data={"dataset": "d", "backend": "openai", "csrf_token": token})
+    assert refused.status_code == 400
