@@ -173,12 +173,29 @@ def _join_target(query, task: Task, model):  # noqa: ANN001, ANN202
 
 def _verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
     query = (
-        sa_select(Verdict.target_key, Verdict.sample_id, _position(task), Verdict.value, Verdict.status)
+        sa_select(Verdict.target_key, Verdict.sample_id, _position(task), Verdict.value, Verdict.status, _active(task))
         .join(Sample, Sample.id == Verdict.sample_id)
         .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id)
     )
     query = _join_target(query, task, Verdict)
-    return _frame(session, query, ["target_key", "sample_id", "position", "value", "status"])
+    frame = _frame(session, query, ["target_key", "sample_id", "position", "value", "status", "active"])
+    # A verdict on a claim or context that an --update retired is kept, but it is not one of the
+    # sample's current targets (RAG metrics leave it out).
+    frame["active"] = frame["active"].fillna(True).astype(bool)
+    return frame
+
+
+def _active(task: Task):  # noqa: ANN202
+    """Return the column saying whether a verdict's claim or context is still active (TRUE for sample targets)."""
+    from sqlalchemy import true
+
+    from calibrate.models import Claim, Context
+
+    if task.target == "claim":
+        return Claim.active
+    if task.target == "context":
+        return Context.active
+    return true()
 
 
 def _fewshot_keys(session: Session, judge: Judge | None) -> set[str]:
@@ -603,49 +620,308 @@ def _per_annotator_numeric(labels: pd.DataFrame, merged: pd.DataFrame) -> list[d
 
 
 # --------------------------------------------------------------------------- RAG metrics from the same labels
+#
+# Per-sample values from one side (the human gold or the judge's verdicts), computed by the pure
+# functions of stats.rag and stats.retrieval. `build_report` uses them on the frames it has
+# already read; `sample_metric` (the A/B test's entry point) reads what one metric needs.
+
+RAG_METRICS = ("faithfulness", "context_precision")
+RETRIEVAL_METRICS = {"recall": "recall", "precision": "precision", "f1": "f1", "ndcg": "ndcg", "mrr": "rr"}
+RETRIEVAL_SOURCES = {
+    "ids": "the samples' retrieved_ids (ranked) and relevant_ids",
+    "context_relevance_gold": ("the human gold of context_relevance: each sample's retrieved contexts in rank order, "
+                               "gold 'relevant' as relevant (a context without gold counts as not relevant); recall "
+                               "is relative to the relevant contexts that were retrieved, the only ones known"),
+    "context_relevance_judge": ("the judge's context_relevance verdicts: each sample's retrieved contexts in rank "
+                                "order, verdict 'relevant' as relevant (no usable verdict counts as not relevant)"),
+}
 
 
-def _faithfulness(merged: pd.DataFrame, excluded: set[str]) -> dict:
-    """Faithfulness per sample (supported / claims with a usable label) from gold and from the judge."""
-    def per_sample(column: str) -> pd.Series:
-        part = merged[merged[column].notna() & ~merged[column].isin(excluded) & (merged["excluded"] != "fewshot")]
-        return (part[column] == "supported").groupby(part["sample_id"]).mean().astype(float)
+def _claim_totals(session: Session, dataset: Dataset) -> pd.Series:
+    """Return sample id → number of active claims (the denominator of faithfulness)."""
+    from sqlalchemy import func
 
-    return _human_vs_judge(merged, per_sample)
+    from calibrate.models import Claim
+
+    query = (sa_select(Claim.sample_id, func.count())
+             .join(Sample, Sample.id == Claim.sample_id)
+             .where(Sample.dataset_id == dataset.id, Claim.active.is_(True))
+             .group_by(Claim.sample_id))
+    frame = _frame(session, query, ["sample_id", "n"])
+    return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
 
 
-def _human_vs_judge(merged: pd.DataFrame, per_sample) -> dict:  # noqa: ANN001
+def _per_sample(sample_ids: np.ndarray, values: np.ndarray) -> pd.Series:
+    return pd.Series(np.asarray(values, dtype=float), index=pd.Index(np.asarray(sample_ids, dtype=np.int64), name="sample_id"))
+
+
+def human_faithfulness(gold: pd.DataFrame, totals: pd.Series, *, excluded: set[str], skip: set[str] = frozenset()) -> tuple[pd.Series, int]:
+    """Return the gold faithfulness per sample and the claims of those samples left without gold.
+
+    Per sample with any gold row (ties included): supported / claims with a gold label,
+    leaving out claims whose gold is an excluded label (not_applicable) and the keys in
+    `skip` (few-shot examples). A claim without gold (a tie, or not labelled) is unknown, not
+    unsupported: it is left out and counted.
+    """
+    if gold.empty:
+        return _per_sample(np.zeros(0), np.zeros(0)), 0
+    rows = gold[~gold["target_key"].isin(skip)] if skip else gold
+    samples = pd.unique(gold["sample_id"]).astype(np.int64)
+    has_gold = rows["gold"].notna().to_numpy()
+    counted = has_gold & ~rows["gold"].isin(excluded).to_numpy()
+    supported = (rows["gold"] == "supported").to_numpy() & counted
+    codes = pd.Index(samples).get_indexer(rows["sample_id"].to_numpy(dtype=np.int64))
+    s, c = stats.faithfulness_counts(codes, supported, counted, n_groups=len(samples))
+    with_gold = np.bincount(codes, weights=has_gold.astype(float), minlength=len(samples))
+    claims = totals.reindex(samples, fill_value=0).to_numpy()
+    n_no_gold = int(np.clip(claims - with_gold - _skipped_per(gold, skip, samples), 0, None).sum())
+    return _per_sample(samples, stats.faithfulness(s, c)), n_no_gold
+
+
+def _skipped_per(frame: pd.DataFrame, skip: set[str], samples: np.ndarray) -> np.ndarray:
+    """Return per sample how many of its targets are in `skip` (few-shot examples)."""
+    if not skip:
+        return np.zeros(len(samples))
+    part = frame[frame["target_key"].isin(skip)].drop_duplicates("target_key")
+    codes = pd.Index(samples).get_indexer(part["sample_id"].to_numpy(dtype=np.int64))
+    return np.bincount(codes[codes >= 0], minlength=len(samples)).astype(float)
+
+
+def judge_faithfulness(verdicts: pd.DataFrame, totals: pd.Series, *, excluded: set[str],
+                       skip: set[str] = frozenset()) -> tuple[pd.Series, int]:
+    """Return the judge's faithfulness per sample and the claims counted without a usable verdict.
+
+    Per sample with any verdict: supported verdicts / the sample's active claims, less the
+    claims the judge called an excluded label (not_applicable) and few-shot examples (`skip`).
+    The division is by the claims, not by the verdicts returned: a claim whose verdict
+    failed, could not be parsed, or was never given counts as not supported.
+    """
+    if verdicts.empty:
+        return _per_sample(np.zeros(0), np.zeros(0)), 0
+    rows = verdicts[verdicts["active"].astype(bool)] if "active" in verdicts else verdicts
+    samples = pd.unique(rows["sample_id"]).astype(np.int64)
+    rows = rows[~rows["target_key"].isin(skip)] if skip else rows
+    ok = (rows["status"] == "ok").to_numpy() & rows["value"].notna().to_numpy()
+    excluded_rows = ok & rows["value"].isin(excluded).to_numpy()
+    usable = ok & ~excluded_rows
+    supported = usable & (rows["value"] == "supported").to_numpy()
+    codes = pd.Index(samples).get_indexer(rows["sample_id"].to_numpy(dtype=np.int64))
+    n = len(samples)
+    claims = totals.reindex(samples, fill_value=0).to_numpy(dtype=float)
+    counted = np.clip(claims - _skipped_per(verdicts, skip, samples)
+                      - np.bincount(codes, weights=excluded_rows.astype(float), minlength=n), 0, None)
+    hits = np.bincount(codes, weights=supported.astype(float), minlength=n)
+    valued = np.bincount(codes, weights=usable.astype(float), minlength=n)
+    counted = np.maximum(counted, valued)  # verdicts on claims the totals do not know (never expected)
+    return _per_sample(samples, stats.faithfulness(hits, counted)), int((counted - valued).sum())
+
+
+def relevance_by_sample(frame: pd.DataFrame, relevant: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the sample ids and their rank-ordered relevance matrix (samples × ranks, bool).
+
+    `frame` has one row per judged context (`sample_id`), `relevant` says whether each is
+    relevant and `ranks` gives its 0-based rank; ranks without a row are not relevant.
+    """
+    keep = ~pd.isna(ranks)
+    sample_col = frame["sample_id"].to_numpy(dtype=np.int64)
+    samples = pd.unique(sample_col).astype(np.int64)
+    codes = pd.Index(samples).get_indexer(sample_col[keep])
+    matrix = stats.ranked_matrix(codes, np.asarray(ranks[keep], dtype=np.int64), np.asarray(relevant, dtype=float)[keep],
+                                 n_groups=len(samples))
+    return samples, matrix.astype(bool)
+
+
+def _gold_rows(merged: pd.DataFrame) -> pd.DataFrame:
+    """Return the targets of a merged frame that have human gold rows (ties included, gold None)."""
+    return merged[merged["gold_source"].notna()] if "gold_source" in merged else merged.iloc[:0]
+
+
+def _gold_relevance(gold: pd.DataFrame, positions: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    ranks = gold["target_key"].map(positions).to_numpy(dtype=float)
+    return relevance_by_sample(gold, (gold["gold"] == "relevant").to_numpy(), ranks)
+
+
+def _judge_relevance(verdicts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    rows = verdicts[verdicts["active"].astype(bool)] if "active" in verdicts else verdicts
+    relevant = ((rows["status"] == "ok") & (rows["value"] == "relevant")).to_numpy()
+    return relevance_by_sample(rows, relevant, rows["position"].to_numpy(dtype=float))
+
+
+def _human_vs_judge(human: pd.Series, judge: pd.Series | None) -> dict:
     """Return the per-sample metric's mean from gold and from the judge, and their Spearman correlation."""
-    human = per_sample("gold")
-    out: dict[str, Any] = {"human_mean": float(human.mean()) if len(human) else None, "n_human": int(len(human))}
-    if "judge" in merged and merged["judge"].notna().any():
-        judge = per_sample("judge")
+    human = human[np.isfinite(human.to_numpy())]
+    out: dict[str, Any] = {"human_mean": float(human.mean()) if len(human) else None, "n_human": len(human)}
+    if judge is not None:
+        judge = judge[np.isfinite(judge.to_numpy())]
         both = human.index.intersection(judge.index)
         out["judge_mean"] = float(judge.mean()) if len(judge) else None
-        out["n_judge"] = int(len(judge))
+        out["n_judge"] = len(judge)
         est = stats.spearman_rho(human[both].to_numpy(), judge[both].to_numpy()) if len(both) else Estimate.no_data("no sample has both")
         out["spearman_rho"] = _estimate_dict(est, keep=("value", "p_value", "status", "note")) | {"n": est.n}
     return out
 
 
-def _context_precision(merged: pd.DataFrame, positions: dict[str, int]) -> dict:
+def _faithfulness(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str]) -> dict:
+    """Faithfulness per sample (supported / claims) from the gold and from the judge."""
+    human, no_gold = human_faithfulness(gold, totals, excluded=excluded, skip=fewshot)
+    judge, no_verdict = (judge_faithfulness(verdicts, totals, excluded=excluded, skip=fewshot)
+                         if verdicts is not None else (None, 0))
+    out = _human_vs_judge(human, judge)
+    out["n_claims_no_gold"] = no_gold
+    if verdicts is not None:
+        out["n_claims_no_verdict"] = no_verdict
+    return out
+
+
+def _context_precision(gold_relevance: tuple[np.ndarray, np.ndarray], verdicts: pd.DataFrame | None) -> dict:
     """Rank-weighted context precision per sample, (1/R) Σ_k precision@k · rel_k, from gold and judge.
 
-    A sample with no relevant context scores 0 (nothing useful was retrieved).
+    Contexts keep their retrieval rank; one without gold (or without a usable verdict) counts
+    as not relevant at its rank. A sample with no relevant context scores 0.
     """
-    def per_sample(column: str) -> pd.Series:
-        part = merged[merged[column].notna() & (merged["excluded"] != "fewshot")].copy()
-        part["rank"] = part["target_key"].map(positions)
-        part = part.sort_values(["sample_id", "rank"])
-        rel = (part[column] == "relevant").astype(float)
-        by = part["sample_id"]
-        hits = rel.groupby(by).cumsum()
-        k = rel.groupby(by).cumcount() + 1
-        weighted = (hits / k * rel).groupby(by).sum()
-        relevant = rel.groupby(by).sum()
-        return (weighted / relevant.where(relevant > 0)).fillna(0.0).astype(float)
+    samples, rel = gold_relevance
+    human = _per_sample(samples, stats.context_precision(rel))
+    judge = None
+    if verdicts is not None:
+        j_samples, j_rel = _judge_relevance(verdicts)
+        judge = _per_sample(j_samples, stats.context_precision(j_rel))
+    return _human_vs_judge(human, judge)
 
-    return _human_vs_judge(merged, per_sample)
+
+def _id_lists(session: Session, dataset: Dataset) -> tuple[np.ndarray, list, list, int]:
+    """Return the samples carrying both id lists (ids, retrieved lists, relevant lists) and how many lack them."""
+    import json
+
+    frame = _frame(session, sa_select(Sample.id, Sample.retrieved_ids, Sample.relevant_ids).where(Sample.dataset_id == dataset.id),
+                   ["sample_id", "retrieved", "relevant"])
+    ids, retrieved, relevant = [], [], []
+    for sid, ret, rel in zip(frame["sample_id"], frame["retrieved"], frame["relevant"], strict=True):
+        # SQLite hands JSON columns over as text (JSON null included); other drivers parse them.
+        ret = json.loads(ret) if isinstance(ret, str) else ret
+        rel = json.loads(rel) if isinstance(rel, str) else rel
+        if isinstance(ret, list) and isinstance(rel, list):
+            ids.append(sid)
+            retrieved.append(ret)
+            relevant.append(rel)
+    return np.asarray(ids, dtype=np.int64), retrieved, relevant, len(frame) - len(ids)
+
+
+def _retrieval_section(k: int, source: str, samples: np.ndarray, rel: np.ndarray, n_relevant: np.ndarray,
+                       n_skipped: int) -> dict:
+    per_query = stats.per_query_metrics(rel, n_relevant, k=k)
+    means = stats.retrieval.summarize(per_query, n_relevant)
+    n_no_relevant = int(np.count_nonzero(n_relevant <= 0))
+    section: dict[str, Any] = {
+        "k": k, "source": source, "n": len(samples) - n_no_relevant, "n_no_relevant": n_no_relevant,
+        "n_skipped": n_skipped,
+    }
+    for key, name in (("recall_at_k", "recall"), ("precision_at_k", "precision"), ("f1_at_k", "f1"), ("mrr", "rr"),
+                      ("ndcg_at_k", "ndcg")):
+        section[key] = means[name].value
+    notes = [RETRIEVAL_SOURCES[source]]
+    if n_no_relevant:
+        notes.append(f"{n_no_relevant} sample(s) without a relevant document are left out of the means")
+    if section["n"] == 0:
+        notes.append("no sample has a relevant document: every metric is undefined")
+    section["note"] = "; ".join(notes)
+    return section
+
+
+def _retrieval(session: Session, dataset: Dataset, k: int, gold_relevance: tuple[np.ndarray, np.ndarray] | None,
+               n_samples: int) -> dict | None:
+    """Return the report's retrieval section: from the samples' id lists, else from context_relevance gold."""
+    ids, retrieved, relevant, skipped = _id_lists(session, dataset)
+    if len(ids):
+        rel, n_relevant = stats.relevance_matrix(retrieved, relevant)
+        return _retrieval_section(k, "ids", ids, rel, n_relevant, skipped)
+    if gold_relevance is not None and len(gold_relevance[0]):
+        samples, rel = gold_relevance
+        return _retrieval_section(k, "context_relevance_gold", samples, rel, rel.sum(axis=1), n_samples - len(samples))
+    return None
+
+
+@dataclass
+class SampleValues:
+    """One metric per sample (index: sample primary key; NaN where undefined) and where it came from."""
+
+    values: pd.Series
+    source: str
+    note: str = ""
+
+
+def sample_field_values(session: Session, dataset: Dataset, field_name: str) -> dict[int, str | None]:
+    """Return sample id → the value of `metadata.FIELD`, `split` or `feedback` as text (CalibrationError if unknown)."""
+    return _group_values(session, dataset, field_name)
+
+
+def _task_named(session: Session, name: str) -> Task:
+    task = session.exec(select(Task).where(Task.name == name)).first()
+    if task is None:
+        raise CalibrationError(f"unknown task {name!r}")
+    return task
+
+
+def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Judge | None = None, k: int = 10) -> SampleValues:
+    """Return a metric per sample from the human gold (judge None) or from a judge's verdicts.
+
+    `metric`: "faithfulness", "context_precision", a retrieval metric ("recall", "precision",
+    "f1", "ndcg" at cut-off `k`, or "mrr"), or the name of an ordinal or continuous task on
+    whole samples (such as answer_quality: the gold mean or adjudicated value, or the judge's
+    score). Retrieval metrics from the human side use the samples' retrieved_ids and
+    relevant_ids when any sample carries both, else the context_relevance gold; from a judge,
+    its context_relevance verdicts.
+    """
+    side = f"judge {judge.name}" if judge is not None else "the human gold"
+    if metric == "faithfulness":
+        task = _task_named(session, "claim_support")
+        totals = _claim_totals(session, dataset)
+        excluded = set(task.excluded or [])
+        if judge is None:
+            values, _ = human_faithfulness(categorical_gold(_labels_frame(session, dataset, task)), totals, excluded=excluded)
+        else:
+            values, _ = judge_faithfulness(_require_verdicts(session, dataset, task, judge), totals, excluded=excluded,
+                                           skip=_fewshot_keys(session, judge))
+        return SampleValues(values, f"claim_support: {side}")
+    if metric == "context_precision" or metric in RETRIEVAL_METRICS:
+        if metric in RETRIEVAL_METRICS and judge is None:
+            ids, retrieved, relevant, _ = _id_lists(session, dataset)
+            if len(ids):
+                rel, n_relevant = stats.relevance_matrix(retrieved, relevant)
+                per_query = stats.per_query_metrics(rel, n_relevant, k=k)
+                return SampleValues(_per_sample(ids, per_query[RETRIEVAL_METRICS[metric]]), "ids", RETRIEVAL_SOURCES["ids"])
+        task = _task_named(session, "context_relevance")
+        if judge is None:
+            labels = _labels_frame(session, dataset, task)
+            samples, rel = _gold_relevance(categorical_gold(labels), _positions(labels, None))
+            source = "context_relevance_gold"
+        else:
+            samples, rel = _judge_relevance(_require_verdicts(session, dataset, task, judge))
+            source = "context_relevance_judge"
+        if metric == "context_precision":
+            return SampleValues(_per_sample(samples, stats.context_precision(rel)), f"context_relevance: {side}")
+        per_query = stats.per_query_metrics(rel, rel.sum(axis=1), k=k)
+        return SampleValues(_per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, RETRIEVAL_SOURCES[source])
+    task = session.exec(select(Task).where(Task.name == metric)).first()
+    if task is None or task.target != "sample" or task.kind == "categorical":
+        scored = ", ".join(session.exec(select(Task.name).where(Task.target == "sample", Task.kind != "categorical")
+                                        .order_by(Task.id)).all())
+        raise CalibrationError(f"unknown metric {metric!r} (metrics: faithfulness, context_precision, ndcg@K, recall@K, "
+                               f"precision@K, f1@K, mrr{', ' + scored if scored else ''})")
+    if judge is None:
+        gold = numeric_gold(_labels_frame(session, dataset, task))
+        return SampleValues(_per_sample(gold["sample_id"].to_numpy(dtype=np.int64), gold["gold"].astype(float).to_numpy()),
+                            f"{task.name}: {side} (adjudicated value, else the mean of the annotators)")
+    verdicts = _require_verdicts(session, dataset, task, judge)
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna()]
+    return SampleValues(_per_sample(usable["sample_id"].to_numpy(dtype=np.int64), usable["value"].astype(float).to_numpy()),
+                        f"{task.name}: {side}")
+
+
+def _require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
+    verdicts = _verdicts_frame(session, dataset, task, judge)
+    if verdicts.empty:
+        raise CalibrationError(f"judge {judge.name} has no {task.name} verdicts in {dataset.name}")
+    return verdicts
 
 
 # --------------------------------------------------------------------------- the report
@@ -692,6 +968,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                        "n_samples": len(external), "judge_kind": judge.kind if judge else None},
     }
     report = Report(data=data)
+    gold_relevance = None
     for task in all_tasks:
         labels = _labels_frame(session, dataset, task)
         verdicts = _verdicts_frame(session, dataset, task, judge) if judge else None
@@ -710,12 +987,23 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
         if task.name == "claim_support":
-            data["rag"]["faithfulness"] = _faithfulness(merged, set(task.excluded or []))
+            data["rag"]["faithfulness"] = _faithfulness(
+                _gold_rows(merged), verdicts, _claim_totals(session, dataset), set(task.excluded or []), fewshot)
         if task.name == "context_relevance":
-            data["rag"]["context_precision"] = _context_precision(merged, _positions(labels, verdicts))
+            gold_relevance = _gold_relevance(_gold_rows(merged), _positions(labels, verdicts))
+            data["rag"]["context_precision"] = _context_precision(gold_relevance, verdicts)
     decisions = [s.get("passed") for s in data["tasks"].values() if "passed" in s]
     if judge is not None:
         data["passed"] = all(d is True for d in decisions) if decisions else False
+    retrieval = _retrieval(session, dataset, options.k, gold_relevance, len(external))
+    if retrieval is not None:
+        # `retrieval` follows `rag` in the JSON (docs/report.md lists the keys in order).
+        items = list(data.items())
+        data.clear()
+        for key, value in items:
+            data[key] = value
+            if key == "rag":
+                data["retrieval"] = retrieval
     return report
 
 

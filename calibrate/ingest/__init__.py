@@ -1,4 +1,4 @@
-"""Importers that turn external RAG samples, experts' labels and judges' verdicts into calibrate's data.
+"""Importers that turn external RAG samples, experts' labels, judges' verdicts and TREC runs and qrels into calibrate's data.
 
 `import_file` is the one entry point (the CLI's `calibrate import` and the web import call it).
 The caller owns the transaction (`with write_session(engine) as session:`) and commits after
@@ -16,21 +16,24 @@ from sqlmodel import Session
 
 from calibrate.ingest.problems import ImportProblem, ImportRejected, ImportSummary, reject
 from calibrate.ingest.readers import FORMATS, detect_format
+from calibrate.ingest.trec import TrecSummary
 
-__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "import_file"]
+__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "TrecSummary", "import_file"]
 
-KINDS = ("samples", "labels", "verdicts")
+KINDS = ("samples", "labels", "verdicts", "run", "qrels")
+TREC_KINDS = ("run", "qrels")
 
 
 def import_file(session: Session, kind: str, path: str | Path, *, dataset: str, judge: str | None = None,
                 fmt: str | None = None, update: bool = False, description: str = "",
                 progress: Callable[[int], object] | None = None, max_errors: int = 50,
-                max_field_chars: int = 1_000_000) -> ImportSummary:
-    """Import a samples, labels or verdicts file into `dataset`, all or nothing.
+                max_field_chars: int = 1_000_000, where: str | None = None) -> ImportSummary | TrecSummary:
+    """Import a samples, labels, verdicts, TREC run or TREC qrels file into `dataset`, all or nothing.
 
     Raise ImportRejected (listing up to `max_errors` problems, each with its line and field)
     if anything in the file is wrong; then nothing of it has been written. `progress`, if
-    given, is called with numbers of rows processed (each row counts once per pass).
+    given, is called with numbers of rows processed (each row counts once per pass). `where`
+    (`metadata.FIELD=VALUE`, run and qrels only) limits the samples a TREC file applies to.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -38,8 +41,23 @@ def import_file(session: Session, kind: str, path: str | Path, *, dataset: str, 
         raise ValueError("judge is for verdicts")
     if kind != "samples" and update:
         raise ValueError("update is for samples")
+    if kind in TREC_KINDS and fmt is not None:
+        raise ValueError("TREC run and qrels files have one format (whitespace-separated columns)")
+    if kind not in TREC_KINDS and where is not None:
+        raise ValueError("where is for TREC run and qrels files")
     if not Path(path).is_file():
         raise reject(f"{path}: no such file")
+    if kind in TREC_KINDS:
+        from calibrate.ingest.trec import import_trec
+
+        savepoint = session.begin_nested()
+        try:
+            summary = import_trec(session, path, kind, dataset=dataset, where=where, progress=progress, max_errors=max_errors)
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+        return summary
     fmt = detect_format(path, fmt)
     limits = {"progress": progress, "max_errors": max_errors, "max_field_chars": max_field_chars}
     savepoint = session.begin_nested()

@@ -10,6 +10,7 @@ come from users' data.
   deterministic jitter and the diagonal where they agree.
 - `agreement_chart`: one row per task, the alignment statistic with its confidence interval,
   the threshold as a vertical line and the human–human ceiling as a marker.
+- `difference_chart`: an A/B difference with its confidence interval against zero.
 """
 
 from __future__ import annotations
@@ -151,8 +152,12 @@ def _tick_text(v: float) -> str:
 
 
 def score_scatter(points: Sequence[tuple[float, float, str]], *, scale: Sequence[float] | None = None,
-                  x_axis: str = "human gold", y_axis: str = "judge", title: str = "Human gold against judge") -> str:
+                  x_axis: str = "human gold", y_axis: str = "judge", title: str = "Human gold against judge",
+                  x_name: str = "gold", y_name: str = "judge") -> str:
     """Return a scatter of (gold, judge, key) points with the diagonal judge = gold.
+
+    `x_name` and `y_name` name the two values in each point's tooltip (the A/B report plots
+    system A against system B with the same chart).
 
     Points are jittered by an offset derived from their key (the same report draws the same
     picture), by up to 3.5% of the axis range, so that ties on an integer scale stay visible.
@@ -182,13 +187,13 @@ def score_scatter(points: Sequence[tuple[float, float, str]], *, scale: Sequence
         body.append(_text(sx(v), top + size + 16, _tick_text(v), anchor="middle", fill=MUTED))
         body.append(_text(left - 8, sy(v) + 4, _tick_text(v), anchor="end", fill=MUTED))
     body.append(f'<line class="diagonal" x1="{_f(sx(d_lo))}" y1="{_f(sy(d_lo))}" x2="{_f(sx(d_hi))}" y2="{_f(sy(d_hi))}" '
-                f'stroke="{MUTED}" stroke-width="1.2" stroke-dasharray="5 4"><title>judge = human gold</title></line>')
+                f'stroke="{MUTED}" stroke-width="1.2" stroke-dasharray="5 4"><title>{_e(f"{y_axis} = {x_axis}")}</title></line>')
     amplitude = 0.035 * (hi - lo)
     for x, y, key in points:
         jx, jy = x + amplitude * _jitter(key, "x"), y + amplitude * _jitter(key, "y")
         body.append(f'<circle class="point" cx="{_f(sx(jx))}" cy="{_f(sy(jy))}" r="3.6" fill="{POINT_COLOUR}" '
                     f'fill-opacity="0.45" stroke="{POINT_COLOUR}" stroke-width="0.8">'
-                    f"<title>{_e(f'{key}: gold {x:g}, judge {y:g}')}</title></circle>")
+                    f"<title>{_e(f'{key}: {x_name} {x:g}, {y_name} {y:g}')}</title></circle>")
     if not points:
         body.append(_text(left + size / 2, top + size / 2, "no scored targets", anchor="middle", fill=MUTED))
     body.append(_text(left + size / 2, height - 8, x_axis, anchor="middle", weight="600"))
@@ -282,3 +287,42 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
                 f'fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2"/>')
     body.append(_text(cx + 12, ly, ceiling_label, fill=MUTED))
     return _svg(width, height, body, label=f"Agreement with {ci_label} against the threshold {threshold:g}", kind="agreement")
+
+
+# --------------------------------------------------------------------------- a difference against zero
+
+
+def difference_chart(value: float | None, ci: Sequence[float] | None, *, label: str, ci_label: str = "95% CI") -> str:
+    """Return one estimate of a difference (dot) with its interval (bar) on an axis through zero (dashed)."""
+    numbers = [0.0] + [v for v in (value, *(ci or ())) if _finite(v)]
+    span = max(abs(v) for v in numbers) or 1.0
+    lo, hi = -span * 1.15, span * 1.15
+    left, plot, right = 24.0, 520.0, 24.0
+    top, row_h, bottom = 30.0, 40.0, 54.0
+    width, height = left + plot + right, top + row_h + bottom
+
+    def sx(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * plot
+
+    base = top + row_h
+    body = [f'<rect x="0" y="{_f(top)}" width="{_f(width)}" height="{_f(row_h)}" fill="#f6f8fa"/>']
+    for tick in _ticks(lo, hi, integers=False):
+        body.append(f'<line x1="{_f(sx(tick))}" y1="{_f(top)}" x2="{_f(sx(tick))}" y2="{_f(base)}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(_text(sx(tick), base + 16, _tick_text(tick), anchor="middle", fill=MUTED))
+    zero = sx(0.0)
+    body.append(f'<line class="zero" x1="{_f(zero)}" y1="{_f(top - 8)}" x2="{_f(zero)}" y2="{_f(base)}" stroke="{THRESHOLD_COLOUR}" '
+                f'stroke-width="1.6" stroke-dasharray="6 4"/>')
+    body.append(_text(zero, top - 12, "no difference", anchor="middle", fill=THRESHOLD_COLOUR, weight="600"))
+    cy = top + row_h / 2
+    if ci and all(_finite(v) for v in ci):
+        a, b = sx(ci[0]), sx(ci[1])
+        body.append(f'<g class="ci" stroke="{POINT_COLOUR}" stroke-width="2.2"><line x1="{_f(a)}" y1="{_f(cy)}" x2="{_f(b)}" y2="{_f(cy)}"/>'
+                    f'<line x1="{_f(a)}" y1="{_f(cy - 6)}" x2="{_f(a)}" y2="{_f(cy + 6)}"/>'
+                    f'<line x1="{_f(b)}" y1="{_f(cy - 6)}" x2="{_f(b)}" y2="{_f(cy + 6)}"/></g>')
+    if _finite(value):
+        body.append(f'<circle class="estimate" cx="{_f(sx(value))}" cy="{_f(cy)}" r="6" fill="{POINT_COLOUR}" stroke="#ffffff" '
+                    f'stroke-width="1.5"><title>{_e(f"{label}: {value:.3f}")}</title></circle>')
+    else:
+        body.append(_text(zero + 8, cy + 4, "undefined", fill=MUTED, extra=' font-style="italic"'))
+    body.append(_text(left, height - 8, f"{label}; bar: {ci_label}", fill=MUTED))
+    return _svg(width, height, body, label=f"{label} with its {ci_label}", kind="difference")

@@ -75,9 +75,15 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
         lines += ["## RAG metrics", "", _row(["metric", "human mean", "judge mean", "Spearman's ρ"]), "|---|---:|---:|---:|"]
         lines += [_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
         lines.append("")
+        notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
+        if notes:
+            lines += [*notes, ""]
     retrieval = summary.retrieval(data)
     if retrieval:
-        lines += ["Retrieval: " + ", ".join(f"{escape(name)} {value}" for name, value in retrieval) + ".", ""]
+        lines += [f"## Retrieval at K = {escape(retrieval.k)}", "", escape(retrieval.summary), "",
+                  _row(["metric", "mean"]), "|---|---:|"]
+        lines += [_row([escape(name), value]) for name, value, _ in retrieval.rows]
+        lines.append("")
 
     lines += ["## Methods", "", escape(_methods_paragraph(data)), ""]
     lines += ["Provenance:", ""]
@@ -140,4 +146,5 @@ def _methods_paragraph(data: dict) -> str:
         f"{summary.threshold_rule(data)}"
         f"{' The CI lower bound must reach the threshold.' if data.get('ci_lower') else ''} "
         "Human–human agreement is over targets with two or more annotators."
+        + (f" {summary.rag_methods(data)}" if summary.rag_methods(data) else "")
     )

@@ -398,6 +398,7 @@ def methods(data: dict) -> list[tuple[str, str]]:
          "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
          "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
          "labelled targets would be expected to settle a task whose interval straddles the threshold."),
+        *([("RAG and retrieval metrics", rag_methods(data))] if rag_methods(data) else []),
     ]
 
 
@@ -425,6 +426,16 @@ RAG_NAMES = {
 
 RETRIEVAL_NAMES = {"recall_at_k": "Recall@K", "precision_at_k": "Precision@K", "f1_at_k": "F1@K", "mrr": "MRR", "ndcg_at_k": "nDCG@K"}
 
+RETRIEVAL_SOURCES = {
+    "ids": "the samples' retrieved_ids (ranked) and relevant_ids",
+    "context_relevance_gold": ("the human gold of context_relevance (each answer's retrieved contexts in rank order; "
+                               "recall is relative to the relevant contexts that were retrieved)"),
+}
+
+
+def _count(n: Any, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
 
 def rag(data: dict) -> list[dict]:
     """Return the RAG metrics measured from the labels and from the judge, as text."""
@@ -433,22 +444,82 @@ def rag(data: dict) -> list[dict]:
         if not isinstance(info, dict):
             continue
         rho = info.get("spearman_rho")
+        notes = [rho.get("note")] if isinstance(rho, dict) and rho.get("note") else []
+        if info.get("n_claims_no_gold"):
+            notes.append(f"{_count(info['n_claims_no_gold'], 'claim', 'claims')} without human gold (ties, unlabelled) "
+                         "left out of the human value")
+        if info.get("n_claims_no_verdict"):
+            notes.append(f"{_count(info['n_claims_no_verdict'], 'claim', 'claims')} without a usable verdict counted as "
+                         "not supported in the judge's value")
         out.append({
             "key": key, "name": RAG_NAMES.get(key, key),
             "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),
             "judge": number(info.get("judge_mean")) if "judge_mean" in info else "",
             "n_judge": info.get("n_judge", ""),
             "rho": number(rho.get("value")) if isinstance(rho, dict) else "",
-            "rho_note": (rho.get("note") or "") if isinstance(rho, dict) else "",
+            "rho_note": "; ".join(notes),
         })
     return out
 
 
-def retrieval(data: dict) -> list[tuple[str, str]]:
-    """Return the retrieval metrics (from the dataset's retrieved and relevant ids) as text."""
-    info = data.get("retrieval") or {}
-    k = info.get("k", "K")
-    return [(name.replace("K", str(k)), number(info[key])) for key, name in RETRIEVAL_NAMES.items() if key in info]
+@dataclass(frozen=True)
+class Retrieval:
+    """The report's retrieval metrics as text, with what they were computed from."""
+
+    k: str
+    n: int
+    n_no_relevant: int
+    n_skipped: int
+    source: str
+    rows: list[tuple[str, str, str]]
+
+    @property
+    def summary(self) -> str:
+        """Return one sentence: the source, the samples averaged and those left out."""
+        parts = [(f"Mean over {_count(self.n, 'sample', 'samples')} with a relevant document, at K = {self.k}, "
+                  f"from {self.source}.")]
+        if self.n_no_relevant:
+            parts.append(f"{_count(self.n_no_relevant, 'sample has', 'samples have')} no relevant document: "
+                         "left out of the means (undefined, not zero).")
+        if self.n_skipped:
+            parts.append(f"{_count(self.n_skipped, 'sample has', 'samples have')} no relevance data and "
+                         f"{'is' if self.n_skipped == 1 else 'are'} not counted.")
+        return " ".join(parts)
+
+
+def retrieval(data: dict) -> Retrieval | None:
+    """Return the retrieval metrics as text (name with K, value, key), or None when the report has none."""
+    info = data.get("retrieval")
+    if not isinstance(info, dict):
+        return None
+    k = str(info.get("k", "K"))
+    rows = [(name.replace("@K", f"@{k}"), number(info.get(key)), key) for key, name in RETRIEVAL_NAMES.items() if key in info]
+    source = RETRIEVAL_SOURCES.get(info.get("source"), str(info.get("source") or "unknown"))
+    return Retrieval(k=k, n=int(info.get("n") or 0), n_no_relevant=int(info.get("n_no_relevant") or 0),
+                     n_skipped=int(info.get("n_skipped") or 0), source=source, rows=rows)
+
+
+def rag_methods(data: dict) -> str:
+    """Return how the RAG and retrieval metrics are defined, or "" when the report has none."""
+    parts = []
+    if data.get("rag"):
+        parts.append(
+            "Faithfulness of an answer is its supported claims divided by its claims (Es et al. 2023, RAGAS): for "
+            "the judge the denominator is every claim of the answer, so a claim whose verdict failed or is missing "
+            "counts as not supported; for the human gold it is the claims with gold (a tie is unknown, not "
+            "unsupported). Claims labelled not_applicable and few-shot examples are left out of both. Context "
+            "precision is (1/R) Σ_k precision@k · rel_k over the ranks k of the retrieved contexts, R the relevant "
+            "ones; a context without a judgement counts as not relevant at its rank, and an answer with no relevant "
+            "context scores 0.")
+    info = data.get("retrieval")
+    if isinstance(info, dict):
+        parts.append(
+            f"Retrieval at K = {info.get('k')}: Recall@K = relevant in the top K / relevant; Precision@K = relevant "
+            "in the top K / K; F1@K their harmonic mean; MRR the mean of 1 / rank of the first relevant document "
+            "over the whole ranking; nDCG@K with binary gain and the log2 discount, the ideal DCG over "
+            "min(relevant, K) documents (Järvelin & Kekäläinen 2002). A sample without any relevant document has no "
+            "value and is left out of the means (counted).")
+    return " ".join(parts)
 
 
 def scale(bounds: Any) -> str:

@@ -1,0 +1,214 @@
+"""A/B test between two RAG systems (or two retrieval settings) on the same questions.
+
+`compare_systems` takes the samples of one dataset, splits them by a field (for example
+`metadata.system`) into system A and system B, pairs them by question, measures one metric
+per sample from the experts' gold or from a judge, and tests the paired differences:
+
+- **Pairing.** A sample's question key is its `metadata.query_id` when it has one, else its
+  question text exactly. A question with a value on both sides is a pair; one with a value
+  on one side only is unpaired (counted). When one side has several samples of a question
+  (repeated runs), their values are averaged into one (counted in `n_repeated`).
+- **Direction.** Every difference is B − A: positive means B scores higher. `mean_a` and
+  `mean_b` are over the pairs; `relative_improvement` = (mean_b − mean_a) / |mean_a|.
+- **Tests.** Paired t-test, Wilcoxon signed-rank (zero differences dropped), and a paired
+  bootstrap interval of the mean difference (questions resampled with both their values),
+  from `calibrate.stats.paired`.
+
+The result's `data` is the JSON contract of docs/cli.md (`calibrate ab`); the renderers are
+in `calibrate/reports/ab_report.py`. Like `calibration`, this module takes a Session and
+never imports Flask.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import select as sa_select
+from sqlmodel import Session
+
+from calibrate import stats
+from calibrate.calibration import (
+    resolve_dataset,
+    resolve_judge,
+    sample_field_values,
+    sample_metric,
+)
+from calibrate.models import Sample
+
+#: Metrics with a fixed name; retrieval metrics take a cut-off (`ndcg@10`), and any ordinal or
+#: continuous task on whole samples (such as answer_quality) is a metric too.
+NAMED_METRICS = ("faithfulness", "context_precision", "mrr")
+CUTOFF_METRICS = ("ndcg", "recall", "precision", "f1")
+_CUTOFF = re.compile(r"^(ndcg|recall|precision|f1)@([1-9][0-9]{0,5})$")
+
+
+class ABError(ValueError):
+    """An A/B request that cannot be answered: an unknown value, a bad metric, or no pairs."""
+
+
+@dataclass
+class ABOptions:
+    bootstrap: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+    ci_method: str = "percentile"
+
+
+@dataclass
+class ABResult:
+    """The comparison; `data` has exactly the JSON shape of docs/cli.md (`calibrate ab`)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_metric(metric: str) -> tuple[str, int | None]:
+    """Return (metric name, cut-off K or None): "ndcg@10" → ("ndcg", 10)."""
+    text = metric.strip().lower()
+    match = _CUTOFF.match(text)
+    if match:
+        return match.group(1), int(match.group(2))
+    if text in CUTOFF_METRICS:
+        raise ABError(f"metric {metric!r} needs a cut-off, for example {text}@10")
+    return (text if text in NAMED_METRICS else metric.strip()), None
+
+
+def question_keys(session: Session, sample_ids: list[int]) -> dict[int, tuple[str, str]]:
+    """Return sample id → (key, how): `metadata.query_id` when present, else the question text."""
+    out: dict[int, tuple[str, str]] = {}
+    chunk = 5000
+    for start in range(0, len(sample_ids), chunk):
+        part = sample_ids[start: start + chunk]
+        for sid, question, meta in session.execute(sa_select(Sample.id, Sample.question, Sample.meta).where(Sample.id.in_(part))):
+            query_id = meta.get("query_id") if isinstance(meta, dict) else None
+            out[sid] = (str(query_id), "query_id") if query_id is not None and str(query_id) != "" else (question, "question")
+    return out
+
+
+def _side(values: pd.Series, samples: list[int], keys: dict[int, tuple[str, str]]) -> tuple[pd.Series, dict[str, list[int]], int, int]:
+    """Return the side's value per question key, the samples behind each, undefined samples, repeated keys."""
+    present = values.reindex(samples)
+    defined = present[np.isfinite(present.to_numpy(dtype=float))]
+    frame = pd.DataFrame({"key": [keys[s][0] for s in defined.index], "value": defined.to_numpy(dtype=float),
+                          "sample": defined.index.to_numpy()})
+    grouped = frame.groupby("key", sort=True)
+    means = grouped["value"].mean()
+    members = {key: list(part) for key, part in grouped["sample"]}
+    repeated = int((grouped.size() > 1).sum())
+    return means, members, len(samples) - len(defined), repeated
+
+
+def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: str, metric: str,
+                    source: str = "human", options: ABOptions | None = None) -> ABResult:
+    """Compare system `a` with system `b` (values of the field `by`) on `metric`, paired by question.
+
+    `source` is "human" (the experts' gold, or the samples' id lists for retrieval metrics)
+    or the name of a judge. Raises ABError or CalibrationError naming what exists when the
+    dataset, field, value, judge or metric is unknown, or when no question can be paired.
+    """
+    options = options or ABOptions()
+    dataset = resolve_dataset(session, dataset_name)
+    name, k = parse_metric(metric)
+    judge = None if source == "human" else resolve_judge(session, source)
+    groups = sample_field_values(session, dataset, by)
+    present = sorted({v for v in groups.values() if v is not None})
+    for flag, value in (("--a", a), ("--b", b)):
+        if value not in present:
+            shown = ", ".join(present[:20]) + (f", … ({len(present)} values)" if len(present) > 20 else "")
+            raise ABError(f"no sample of {dataset.name} has {by} = {value!r} ({flag}; values: {shown or 'none'})")
+    if a == b:
+        raise ABError(f"--a and --b are the same value ({a!r}): compare two different systems")
+    samples_a = sorted(s for s, v in groups.items() if v == a)
+    samples_b = sorted(s for s, v in groups.items() if v == b)
+    per_sample = sample_metric(session, dataset, name, judge=judge, k=k or 10)
+    if not np.isfinite(per_sample.values.to_numpy(dtype=float)).any():
+        raise ABError(f"no sample of {dataset.name} has a {metric} value (from {per_sample.source}): nothing to compare")
+    keys = question_keys(session, samples_a + samples_b)
+    mean_a_of, members_a, undefined_a, repeated_a = _side(per_sample.values, samples_a, keys)
+    mean_b_of, members_b, undefined_b, repeated_b = _side(per_sample.values, samples_b, keys)
+    paired = mean_a_of.index.intersection(mean_b_of.index).sort_values()
+    how = {h for s in samples_a + samples_b for _, h in [keys[s]]}
+    paired_by = ("metadata.query_id" if how == {"query_id"} else "the question text" if how == {"question"}
+                 else "metadata.query_id where the sample has one, else the question text")
+    if len(paired) == 0:
+        raise ABError(
+            f"no question has a {metric} value for both {by}={a} and {by}={b} (paired by {paired_by}): "
+            f"{by}={a} has {len(samples_a)} samples, {len(samples_a) - undefined_a} with a value; "
+            f"{by}={b} has {len(samples_b)} samples, {len(samples_b) - undefined_b} with a value")
+    x = mean_a_of[paired].to_numpy(dtype=float)
+    y = mean_b_of[paired].to_numpy(dtype=float)
+    boot = stats.paired_bootstrap_diff(x, y, n_resamples=options.bootstrap, confidence=options.confidence,
+                                       method=options.ci_method, seed=options.seed)
+    ttest = stats.paired_t_test(x, y)
+    wilcoxon = stats.wilcoxon_signed_rank(x, y)
+    relative = stats.relative_improvement(x, y)
+    from calibrate import __version__
+
+    external = _external_ids(session, [s for key in paired for s in (*members_a[key], *members_b[key])])
+    unpaired_a = len(mean_a_of) - len(paired)
+    unpaired_b = len(mean_b_of) - len(paired)
+    data: dict[str, Any] = {
+        "dataset": dataset.name,
+        "by": by, "a": a, "b": b,
+        "metric": metric, "k": k,
+        "source": source,
+        "values_from": per_sample.source,
+        "paired_by": paired_by,
+        "direction": "B − A: a positive difference means B scores higher",
+        "n_pairs": len(paired),
+        "n_unpaired": unpaired_a + unpaired_b,
+        "unpaired": {"a": unpaired_a, "b": unpaired_b},
+        "n_undefined": {"a": undefined_a, "b": undefined_b},
+        "n_repeated": {"a": repeated_a, "b": repeated_b},
+        "mean_a": float(x.mean()),
+        "mean_b": float(y.mean()),
+        "relative_improvement": relative.value,
+        "difference": {"value": boot.value, "ci": list(boot.ci) if boot.ci else None, "p_value": boot.p_value,
+                       "confidence": options.confidence, "method": options.ci_method, "n_resamples": options.bootstrap,
+                       "seed": options.seed, "status": boot.status, "note": boot.note},
+        "ttest": {"t": ttest.value, "p_value": ttest.p_value, "df": ttest.extra.get("df"), "status": ttest.status,
+                  "note": ttest.note},
+        "wilcoxon": {"statistic": wilcoxon.value, "p_value": wilcoxon.p_value, "n_nonzero": wilcoxon.extra.get("n_nonzero"),
+                     "status": wilcoxon.status, "note": wilcoxon.note},
+        "notes": _notes(per_sample.note, relative, undefined_a, undefined_b, repeated_a, repeated_b, unpaired_a, unpaired_b,
+                        by, a, b),
+        "pairs": [{"key": key, "a": float(va), "b": float(vb), "difference": float(vb - va),
+                   "samples_a": [external[s] for s in members_a[key]], "samples_b": [external[s] for s in members_b[key]]}
+                  for key, va, vb in zip(paired, x, y, strict=True)],
+        "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "calibrate_version": __version__,
+    }
+    return ABResult(data=data)
+
+
+def _external_ids(session: Session, sample_ids: list[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for start in range(0, len(sample_ids), 5000):
+        part = sample_ids[start: start + 5000]
+        out.update(session.execute(sa_select(Sample.id, Sample.external_id).where(Sample.id.in_(part))).all())
+    return out
+
+
+def _notes(source_note: str, relative: Any, undefined_a: int, undefined_b: int, repeated_a: int, repeated_b: int,
+           unpaired_a: int, unpaired_b: int, by: str, a: str, b: str) -> list[str]:
+    notes = [source_note] if source_note else []
+    if relative.value is None and relative.note:
+        notes.append(f"relative improvement undefined: {relative.note}")
+    for side, n in ((a, undefined_a), (b, undefined_b)):
+        if n:
+            notes.append(f"{n} sample(s) of {by}={side} have no value for the metric (no labels or verdicts, or no "
+                         "relevant document) and are left out")
+    for side, n in ((a, repeated_a), (b, repeated_b)):
+        if n:
+            notes.append(f"{n} question(s) have several samples in {by}={side}: their values are averaged")
+    for side, n in ((a, unpaired_a), (b, unpaired_b)):
+        if n:
+            notes.append(f"{n} question(s) have a value only in {by}={side}: unpaired, left out of the tests")
+    return notes
+
+
+__all__ = ["ABError", "ABOptions", "ABResult", "compare_systems", "parse_metric", "question_keys"]
