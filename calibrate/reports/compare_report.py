@@ -1,0 +1,99 @@
+"""Render a judge comparison (`calibrate.compare.compare_judges`) as JSON, HTML or Markdown.
+
+The HTML is self-contained like the calibration report (inline CSS from the same partial,
+no JavaScript, no network) and escapes every name and id it shows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from calibrate import __version__
+from calibrate.reports.html_report import environment
+
+FORMATS = ("json", "html", "md")
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "undefined" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(ci: list | None) -> str:
+    return "—" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _md(text: Any) -> str:
+    out = str(text)
+    for ch in "\\`*_[]<>|":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ")
+
+
+def headline(section: dict) -> str:
+    """Return one sentence saying whether B beat A on a task, with the evidence."""
+    diff = section["difference"]
+    if diff["value"] is None:
+        return f"the difference is undefined: {diff['note']}"
+    ci = diff.get("ci")
+    if ci and ci[0] > 0:
+        verdict = "B is better"
+    elif ci and ci[1] < 0:
+        verdict = "B is worse"
+    else:
+        verdict = "no clear difference (the CI includes 0)"
+    return f"{verdict}: {section['metric']} {_num(section['a']['value'])} → {_num(section['b']['value'])}, B − A = {diff['value']:+.3f} {_ci(ci)}"
+
+
+def render_compare_json(result: dict) -> str:
+    return json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_compare_markdown(result: dict) -> str:
+    lines = [f"## Judge comparison on {_md(result['dataset'])}: A = `{_md(result['judge_a'])}`, B = `{_md(result['judge_b'])}`", ""]
+    for name, section in result["tasks"].items():
+        lines += [f"### {_md(name)} ({section['common_n']} common targets in {section['n_samples']} samples)", "",
+                  f"**{_md(headline(section))}**", "",
+                  "| | A | B |", "|---|---|---|",
+                  f"| {section['metric']} | {_num(section['a']['value'])} | {_num(section['b']['value'])} |"]
+        if section["metric"] == "cohen_kappa":
+            lines.append(f"| accuracy vs gold | {_num(section['accuracy']['a'])} | {_num(section['accuracy']['b'])} |")
+            mc = section["mcnemar"]
+            tests = f"McNemar exact: fixed (b01) {mc['b01']}, broken (b10) {mc['b10']}, p = {_p(mc['p_value'])}"
+        else:
+            lines.append(f"| mean absolute error | {_num(section['mean_abs_error']['a'])} | {_num(section['mean_abs_error']['b'])} |")
+            tests = (f"paired t-test on per-sample absolute error: t = {_num(section['ttest']['t'])}, p = {_p(section['ttest']['p_value'])}; "
+                     f"Wilcoxon: p = {_p(section['wilcoxon']['p_value'])}")
+        flips = section["flips"]
+        lines += ["", tests, "", f"Flipped: {flips['n_fixed']} fixed by B, {flips['n_broken']} broken by B."]
+        if flips["broken"]:
+            lines.append("Broken: " + ", ".join(f"`{_md(t)}`" for t in flips["broken"][:30]) + (" …" if flips["n_broken"] > 30 else ""))
+        lines.append("")
+    if result.get("skipped"):
+        lines += ["Not compared: " + "; ".join(_md(s) for s in result["skipped"]), ""]
+    boot = result["method"]["bootstrap"]
+    lines.append(f"Paired cluster bootstrap over samples ({boot['n_resamples']} resamples, {boot['confidence']:.0%}, seed {boot['seed']}); "
+                 f"few-shot targets of either version excluded. calibrate {__version__}.")
+    return "\n".join(lines) + "\n"
+
+
+def render_compare_html(result: dict) -> str:
+    sections = [{"name": name, "s": section, "headline": headline(section),
+                 "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
+                 "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
+                 "p": _p, "num": _num} for name, section in result["tasks"].items()]
+    return environment().get_template("reports/compare.html").render(result=result, sections=sections, version=__version__)
+
+
+def render_compare(result: dict, fmt: str) -> str:
+    """Return the comparison rendered in `fmt` (json, html or md)."""
+    renderers = {"json": render_compare_json, "html": render_compare_html, "md": render_compare_markdown}
+    if fmt not in renderers:
+        raise ValueError(f"unknown comparison format {fmt!r} (formats: {', '.join(FORMATS)})")
+    return renderers[fmt](result)

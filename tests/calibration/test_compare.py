@@ -1,0 +1,149 @@
+"""Comparing two judges on the same targets, cross-checked with scikit-learn, SciPy and statsmodels."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from bs4 import BeautifulSoup
+from scipy import stats as sps
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.contingency_tables import mcnemar
+
+from calibrate.calibration import CalibrationError, Options
+from calibrate.compare import compare_judges
+from calibrate.reports.compare_report import render_compare
+
+FAST = Options(bootstrap=300)
+
+
+def _two_judges(store, n=20, claims=3, a_wrong=(), b_wrong=()):
+    gold = {}
+    for i in range(n):
+        sid = f"s{i}"
+        store.sample(sid, n_claims=claims)
+        for c in range(claims):
+            value = "supported" if (i * claims + c) % 3 else "unsupported"
+            gold[(sid, c)] = value
+            other = "unsupported" if value == "supported" else "supported"
+            store.label("claim_support", "ann", sid, value, claim=c)
+            store.verdict("A", "claim_support", sid, other if (sid, c) in a_wrong else value, claim=c)
+            store.verdict("B", "claim_support", sid, other if (sid, c) in b_wrong else value, claim=c)
+    store.commit()
+    return gold
+
+
+def test_categorical_comparison_matches_references(store, session):
+    a_wrong = {("s0", 0), ("s1", 1), ("s2", 2), ("s3", 0), ("s4", 1), ("s5", 2)}
+    b_wrong = {("s0", 0), ("s9", 1)}
+    gold = _two_judges(store, a_wrong=a_wrong, b_wrong=b_wrong)
+    result = compare_judges(session, "d", "A", "B", options=FAST)
+    keys = sorted(gold)
+    g = [gold[k] for k in keys]
+    flip = {"supported": "unsupported", "unsupported": "supported"}
+    a = [flip[gold[k]] if k in a_wrong else gold[k] for k in keys]
+    b = [flip[gold[k]] if k in b_wrong else gold[k] for k in keys]
+    assert result["common_n"] == 60 and result["task"] == "claim_support"
+    assert result["a"]["value"] == pytest.approx(cohen_kappa_score(g, a))
+    assert result["b"]["value"] == pytest.approx(cohen_kappa_score(g, b))
+    assert result["difference"]["value"] == pytest.approx(result["b"]["value"] - result["a"]["value"])
+    low, high = result["difference"]["ci"]
+    assert low <= result["difference"]["value"] <= high
+    right_a = np.array([x == y for x, y in zip(a, g)])
+    right_b = np.array([x == y for x, y in zip(b, g)])
+    table = [[int((right_a & right_b).sum()), int((right_a & ~right_b).sum())],
+             [int((~right_a & right_b).sum()), int((~right_a & ~right_b).sum())]]
+    assert (result["mcnemar"]["b01"], result["mcnemar"]["b10"]) == (5, 1)
+    assert result["mcnemar"]["p_value"] == pytest.approx(mcnemar(table, exact=True).pvalue)
+    assert sorted(result["flips"]["fixed"]) == sorted(["s1/claim/1", "s2/claim/2", "s3/claim/0", "s4/claim/1", "s5/claim/2"])
+    assert result["flips"]["broken"] == ["s9/claim/1"]
+    json.dumps(result, allow_nan=False)
+
+
+def test_score_comparison_uses_per_sample_absolute_error(store, session):
+    rng = np.random.default_rng(3)
+    gold = rng.integers(1, 6, 25)
+    a = np.clip(gold + rng.integers(-2, 3, 25), 1, 5)
+    b = np.clip(gold + rng.integers(-1, 2, 25), 1, 5)
+    for i in range(25):
+        store.sample(f"s{i}")
+        store.label("answer_quality", "ann", f"s{i}", int(gold[i]))
+        store.verdict("A", "answer_quality", f"s{i}", int(a[i]))
+        store.verdict("B", "answer_quality", f"s{i}", int(b[i]))
+    store.commit()
+    result = compare_judges(session, "d", "A", "B", options=FAST)
+    ea, eb = np.abs(a - gold), np.abs(b - gold)
+    assert result["metric"] == "spearman_rho"
+    assert result["a"]["value"] == pytest.approx(sps.spearmanr(gold, a).statistic)
+    assert result["ttest"]["p_value"] == pytest.approx(sps.ttest_rel(ea, eb).pvalue)
+    assert result["ttest"]["t"] == pytest.approx(sps.ttest_rel(ea, eb).statistic)
+    assert result["wilcoxon"]["p_value"] == pytest.approx(sps.wilcoxon(ea, eb).pvalue)
+    assert result["mcnemar"]["status"] == "not_applicable"
+
+
+def test_few_shot_targets_of_either_version_are_left_out(store, session):
+    from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
+    from sqlmodel import select
+
+    _two_judges(store, n=5)
+    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    prompt = Prompt(name="p", task_id=task.id)
+    session.add(prompt)
+    session.flush()
+    version = PromptVersion(prompt_id=prompt.id, number=1, template="t", content_hash="h")
+    session.add(version)
+    session.flush()
+    claim = store.claims[("s0", 0)]
+    session.add(FewShot(version_id=version.id, order=0, sample_id=claim.sample_id, claim_id=claim.id,
+                        target_key=f"claim:{claim.id}", value="supported"))
+    judge_b = session.exec(select(Judge).where(Judge.name == "B")).one()
+    judge_b.prompt_version_id = version.id
+    session.commit()
+    result = compare_judges(session, "d", "A", "B", options=FAST)
+    assert result["common_n"] == 14
+    assert result["tasks"]["claim_support"]["n_fewshot"] == 1
+    assert result["versions"] is None  # A is not a prompt version: no diff to show
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "message"),
+    [("A", "A", "two different judges"), ("A", "nope", "unknown judge 'nope'"), ("A", "C", "nothing to compare")],
+)
+def test_nothing_to_compare_says_what_is_missing(store, session, a, b, message):
+    _two_judges(store, n=3)
+    store.sample("x", n_claims=1)
+    store.verdict("C", "claim_support", "x", "supported", claim=0)  # C judged only an unlabelled target
+    store.commit()
+    with pytest.raises(CalibrationError) as info:
+        compare_judges(session, "d", a, b, options=FAST)
+    assert message in str(info.value)
+
+
+def test_renderers_escape_and_agree(store, session):
+    _two_judges(store, a_wrong={("s0", 0), ("s1", 1)})
+    result = compare_judges(session, "d", "A", "B", options=FAST)
+    result["judge_b"] = "<script>alert(1)</script>"
+    html = render_compare(result, "html")
+    page = BeautifulSoup(html, "html.parser")
+    assert page.select("script") == [] and "<script>alert" not in html
+    assert page.select_one(".judge-b").get_text() == "<script>alert(1)</script>"
+    assert f"{result['b']['value']:.3f}" in page.select_one("#task-claim_support .compare-headline").get_text()
+    md = render_compare(result, "md")
+    assert "\\<script\\>" in md and f"{result['difference']['value']:+.3f}" in md
+    assert json.loads(render_compare(result, "json"))["common_n"] == result["common_n"]
+
+
+def test_compare_command(runner, store, session, tmp_path):
+    _two_judges(store, a_wrong={("s0", 0), ("s1", 1), ("s2", 2)})
+    ok = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--bootstrap", "200"])
+    assert ok.exit_code == 0, ok.output
+    data = json.loads(ok.output)
+    assert {"common_n", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips"} <= set(data)
+    out = tmp_path / "c.html"
+    assert runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--format", "html", "-o", str(out), "--bootstrap", "200"]).exit_code == 0
+    assert out.read_text().startswith("<!doctype html>")
+    one = runner.invoke(["compare", "--dataset", "d", "--judge", "A"])
+    assert one.exit_code == 2 and "exactly two judges" in one.output
+    bad = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "Z"])
+    assert bad.exit_code == 2 and "unknown judge 'Z'" in bad.output
