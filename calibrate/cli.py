@@ -243,16 +243,18 @@ def task_list_command(app: Flask) -> None:
 
 
 @cli.command("import")
-@click.argument("kind", type=click.Choice(["samples", "labels", "verdicts"]))
+@click.argument("kind", type=click.Choice(["samples", "labels", "verdicts", "run", "qrels"]))
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--dataset", required=True, help="Dataset name (created by a samples import).")
 @click.option("--judge", help="Judge name for verdicts (else each line's `judge`).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv"]), help="File format (default: from the extension).")
 @click.option("--update", is_flag=True, help="Samples: replace changed samples with the same id (labels kept, flagged).")
 @click.option("--description", default="", help="Samples: description of a new dataset.")
+@click.option("--where", metavar="metadata.FIELD=VALUE", help="Run, qrels: only the samples with this metadata value (e.g. one system's).")
 @db_option
-def import_command(app: Flask, kind: str, file: Path, dataset: str, judge: str | None, fmt: str | None, update: bool, description: str) -> None:
-    """Import samples, labels or verdicts from JSONL, JSON or CSV (all or nothing)."""
+def import_command(app: Flask, kind: str, file: Path, dataset: str, judge: str | None, fmt: str | None, update: bool,
+                   description: str, where: str | None) -> None:
+    """Import samples, labels or verdicts (JSONL, JSON, CSV), or a TREC run or qrels file (all or nothing)."""
     from calibrate.db import write_session
     from calibrate.ingest import ImportRejected, import_file
 
@@ -260,6 +262,10 @@ def import_command(app: Flask, kind: str, file: Path, dataset: str, judge: str |
         raise click.UsageError("--judge is for verdicts")
     if kind != "samples" and update:
         raise click.UsageError("--update is for samples")
+    if kind in ("run", "qrels") and fmt:
+        raise click.UsageError("--format is for samples, labels and verdicts: TREC files have one format")
+    if kind not in ("run", "qrels") and where:
+        raise click.UsageError("--where is for run and qrels files")
     if not file.exists():
         raise BadInput(f"{file}: no such file")
     engine = ready_engine(app)
@@ -270,6 +276,7 @@ def import_command(app: Flask, kind: str, file: Path, dataset: str, judge: str |
                     session, kind, file, dataset=dataset, judge=judge, fmt=fmt, update=update,
                     description=description, progress=progress,
                     max_errors=app.config["IMPORT_MAX_ERRORS"], max_field_chars=app.config["IMPORT_MAX_FIELD_CHARS"],
+                    where=where,
                 )
         except ImportRejected as exc:
             for problem in exc.problems:
@@ -379,12 +386,7 @@ def report_command(app: Flask, dataset: str, judge: str | None, group_by: str | 
     from calibrate.reports import render
 
     report = _build(app, dataset, judge, _report_options(app, threshold, ci_lower, group_by, bootstrap, k, ci_method))
-    text = render(report, fmt)
-    if output:
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {fmt} report to {output}", err=True)
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
+    write_output(render(report, fmt), output, f"{fmt} report")
 
 
 @cli.command("gate")
@@ -409,6 +411,85 @@ def gate_command(app: Flask, dataset: str, judge: str, tasks: tuple[str, ...], m
     for line in lines:
         click.echo(line)
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+@cli.command("compare")
+@click.option("--dataset", required=True, help="Dataset both judges ran on.")
+@click.option("--judge", "judges", multiple=True, required=True, metavar="NAME",
+              help="Give twice: --judge A --judge B (B is compared against A).")
+@click.option("--task", help="Compare on this task only (default: every task both judged).")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Paired bootstrap resamples (default 2000).")
+@click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def compare_command(app: Flask, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
+                    ci_method: str, fmt: str, output: Path | None) -> None:
+    """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
+    from sqlmodel import Session
+
+    from calibrate.calibration import CalibrationError
+    from calibrate.compare import compare_judges
+    from calibrate.reports.compare_report import render_compare
+
+    if len(judges) != 2:
+        raise click.UsageError("give exactly two judges: --judge A --judge B")
+    options = _report_options(app, None, False, None, bootstrap, 10, ci_method)
+    try:
+        with Session(ready_engine(app)) as session:
+            result = compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
+    except CalibrationError as exc:
+        raise BadInput(str(exc)) from exc
+    write_output(render_compare(result, fmt), output, f"{fmt} comparison")
+
+
+def write_output(text: str, output: Path | None, what: str) -> None:
+    """Write a rendered document to a file (saying so on stderr) or to standard output."""
+    if output:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {what} to {output}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+# --------------------------------------------------------------------------- ab
+
+
+@cli.command("ab")
+@click.option("--dataset", required=True, help="Dataset holding both systems' samples.")
+@click.option("--by", "by", required=True, metavar="FIELD", help="Field that names the system, e.g. metadata.system.")
+@click.option("--a", "system_a", required=True, metavar="VALUE", help="System A, the baseline (a value of --by).")
+@click.option("--b", "system_b", required=True, metavar="VALUE", help="System B, compared with A (a value of --by).")
+@click.option("--metric", required=True,
+              help="faithfulness, context_precision, ndcg@K, recall@K, precision@K, f1@K, mrr, or a score task such as answer_quality.")
+@click.option("--source", default="human", show_default=True, metavar="human|JUDGE",
+              help="Measure from the experts' gold (and the samples' id lists), or from the named judge's verdicts.")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples of the paired difference (default 2000).")
+@click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def ab_command(app: Flask, dataset: str, by: str, system_a: str, system_b: str, metric: str, source: str,
+               bootstrap: int | None, ci_method: str, fmt: str, output: Path | None) -> None:
+    """Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."""
+    from sqlmodel import Session
+
+    from calibrate.ab import ABError, ABOptions, compare_systems
+    from calibrate.calibration import CalibrationError
+    from calibrate.reports.ab_report import render_ab
+
+    options = ABOptions(bootstrap=app.config["BOOTSTRAP"] if bootstrap is None else bootstrap,
+                        confidence=app.config["CONFIDENCE"], seed=app.config["SEED"], ci_method=ci_method)
+    try:
+        with Session(ready_engine(app)) as session:
+            result = compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source,
+                                     options=options)
+    except (ABError, CalibrationError) as exc:
+        raise BadInput(str(exc)) from exc
+    write_output(render_ab(result, fmt), output, f"{fmt} A/B comparison")
 
 
 # --------------------------------------------------------------------------- demo
@@ -441,3 +522,4 @@ def register_flask_commands(app: Flask) -> None:
 def main() -> None:
     """Run the console script."""
     cli(prog_name="calibrate")
+from calibrate import cli_judges  # noqa: E402,F401  (registers the prompt and judge commands)

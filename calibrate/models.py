@@ -139,7 +139,8 @@ class Guideline(SQLModel, table=True):
 class Assignment(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("sample_id", "user_id", name="uq_assignment_sample_user"),
-        Index("ix_assignment_user_status", "user_id", "status"),
+        # The queue: "my pending items, by priority, then in the seeded order of creation".
+        Index("ix_assignment_queue", "user_id", "status", "priority", "id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
@@ -182,9 +183,15 @@ class Label(SQLModel, table=True):
 class LabelRevision(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     label_id: int = Field(foreign_key="label.id", ondelete="CASCADE", index=True)
-    action: str = Field(max_length=20)  # create | update | delete | stale
+    # create: the new value; update (and stale): the previous value, rationale, evidence and
+    # guideline version, so an undo can restore them; undo: the value that was undone.
+    action: str = Field(max_length=20)  # create | update | undo | stale
     value: str = Field(max_length=200)
     rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    evidence: list[int] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    guideline_version: int | None = Field(default=None)
+    # ui: made in the workbench (only these can be undone there); None: an import or older.
+    source: str | None = Field(default=None, max_length=20)
     changed_by_id: int | None = Field(default=None, foreign_key="user.id")
     changed_at: datetime = Field(default_factory=utcnow)
 

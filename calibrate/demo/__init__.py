@@ -2,10 +2,15 @@
 
 `load_demo` is idempotent: running `calibrate demo` again changes nothing and prints the
 same logins. The text is synthetic, written for calibrate (see README.md in this folder).
+
+The experts' bundled labels are imported for every sample but `TO_LABEL`: those stay in both
+experts' queues, so logging in as one of them opens the workbench on items to label.
 """
 
 from __future__ import annotations
 
+import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +24,10 @@ from calibrate.models import Assignment, Dataset, Label, User
 HERE = Path(__file__).resolve().parent
 DATASET = "demo-prenatal"
 DESCRIPTION = "Demo: answers of a prenatal-care RAG assistant (synthetic, not medical advice), labelled by two experts."
+
+# Left for the experts to label in the workbench (their bundled labels on these are not imported).
+# demo-023 carries hostile markup copied from a web page: it must show as plain text.
+TO_LABEL = ("demo-023", "demo-036", "demo-037", "demo-038", "demo-039", "demo-040")
 
 # Demo logins are printed on purpose: this is sample data on a local machine.
 DEMO_USERS = (
@@ -39,6 +48,8 @@ class DemoResult:
         """Return what `calibrate demo` prints."""
         out = [*self.imports, "", "Demo logins (user / password / role):"]
         out += [f"  {name:<14} {password:<15} {role}" for name, password, role in self.logins]
+        out += ["", f"Log in as an expert to label the {len(TO_LABEL)} items waiting in their queue (keys: press ?);",
+                "as engineer or admin for adjudication, guidelines and the team."]
         return out
 
 
@@ -65,23 +76,37 @@ def load_demo(engine: Engine) -> DemoResult:
         dataset.source = "calibrate demo (synthetic)"
         session.add(dataset)
         session.flush()
-        summary = import_file(session, "labels", HERE / "labels.jsonl", dataset=DATASET)
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = import_file(session, "labels", _bundled_labels(Path(tmp)), dataset=DATASET)
         result.imports.append(summary.line())
         experts = [name for name, role, _, _ in DEMO_USERS if role == "annotator"]
         sampling = sample_dataset(session, DATASET, fraction=1.0, seed=0, stratify_by=None,
                                   overlap=2, assign=experts, split={"train": 0.2, "dev": 0.5, "test": 0.3})
         result.imports.append(sampling.line())
         _mark_labelled_done(session, dataset)
+    from calibrate.demo.judges import load_demo_judges
+
+    result.imports.extend(load_demo_judges(engine))
     return result
 
 
+def _bundled_labels(folder: Path) -> Path:
+    """Write the bundled labels minus those on `TO_LABEL` into `folder`; return the file."""
+    path = folder / "labels.jsonl"
+    lines = (HERE / "labels.jsonl").read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line for line in lines if line.strip() and json.loads(line)["sample_id"] not in TO_LABEL) + "\n",
+                    encoding="utf-8")
+    return path
+
+
 def _mark_labelled_done(session, dataset: Dataset) -> None:  # noqa: ANN001
-    """Mark the experts' assignments done where the bundled labels already cover the sample."""
+    """Mark the experts' assignments done where the bundled labels cover the sample (never `TO_LABEL`)."""
     from calibrate.models import Sample
 
     labelled = set(
         session.exec(
-            select(Label.sample_id, Label.annotator_id).join(Sample).where(Sample.dataset_id == dataset.id)
+            select(Label.sample_id, Label.annotator_id).join(Sample)
+            .where(Sample.dataset_id == dataset.id, Sample.external_id.not_in(TO_LABEL), Label.source == "import")
         ).all()
     )
     assignments = session.exec(

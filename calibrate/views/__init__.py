@@ -7,11 +7,17 @@ from flask import Flask, render_template
 
 def init_app(app: Flask) -> None:
     """Register the blueprints, the request hooks and the error pages."""
-    from calibrate.views import auth, datasets, security
+    from calibrate.views import adjudicate, admin, annotate, auth, datasets, guidelines, prompts, runs, security
 
     security.init_app(app)
     app.register_blueprint(auth.bp)
     app.register_blueprint(datasets.bp)
+    app.register_blueprint(annotate.bp)
+    app.register_blueprint(admin.bp)
+    app.register_blueprint(adjudicate.bp)
+    app.register_blueprint(guidelines.bp)
+    app.register_blueprint(prompts.bp)
+    app.register_blueprint(runs.bp)
 
     for code in (400, 403, 404, 405, 413):
         app.register_error_handler(code, _error_page)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, flash, g, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate.accounts import authenticate
 from calibrate.db import get_session
@@ -23,13 +23,48 @@ def _safe_next(target: str | None) -> str | None:
     return target
 
 
+def is_script_request() -> bool:
+    """Return whether the request comes from htmx or the workbench script (not a page load)."""
+    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
+
+
+def login_page_for_request() -> str:
+    """Return the login URL that comes back to the page the visitor is on."""
+    if is_script_request():
+        # The page is where the script runs, not the fragment URL it called.
+        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        back = _safe_next(current.path + (f"?{current.query}" if current.query else "")) if current.path else None
+        return url_for("auth.login", next=back) if back else url_for("auth.login")
+    return url_for("auth.login", next=request.full_path.rstrip("?"))
+
+
+def login_needed():
+    """Answer a visitor who is not logged in: a redirect for a page, 401 for a script.
+
+    A script (htmx, the workbench) gets 401 with `HX-Redirect` to the login page, so it can
+    keep the action it was sending and apply it after the login (nothing is lost when a
+    session expires mid-item).
+    """
+    if is_script_request():
+        response = make_response("Your session has ended: log in again; your last action will be applied then.", 401)
+        response.headers["HX-Redirect"] = login_page_for_request()
+        response.mimetype = "text/plain"
+        return response
+    return redirect(login_page_for_request())
+
+
+def landing_page(user) -> str:  # noqa: ANN001
+    """Return where a user lands after logging in: annotators on their queue, others on the datasets."""
+    return url_for("annotate.queue") if user.role == "annotator" else url_for("datasets.index")
+
+
 def login_required(view):
     """Send anonymous visitors to the login page, then back."""
 
     @functools.wraps(view)
     def wrapped(**kwargs):
         if g.user is None:
-            return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+            return login_needed()
         return view(**kwargs)
 
     return wrapped
@@ -42,7 +77,7 @@ def role_required(*roles: str):
         @functools.wraps(view)
         def wrapped(**kwargs):
             if g.user is None:
-                return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+                return login_needed()
             if g.user.role not in roles:
                 abort(403)
             return view(**kwargs)
@@ -66,9 +101,9 @@ def login():
         session["user_id"] = user.id
         # Changing the password (or an admin resetting it) logs out every other session.
         session["pw"] = user.password_hash[-16:]
-        return redirect(next_url or url_for("datasets.index"), code=303)
+        return redirect(next_url or landing_page(user), code=303)
     if g.user is not None:
-        return redirect(next_url or url_for("datasets.index"))
+        return redirect(next_url or landing_page(g.user))
     return render_template("auth/login.html", next=next_url)
 
 

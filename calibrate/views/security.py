@@ -38,13 +38,20 @@ def csrf_token() -> str:
     return token
 
 
-def _check_csrf() -> None:
+def _check_csrf():  # noqa: ANN202
     if request.method not in UNSAFE_METHODS:
-        return
+        return None
     expected = session.get("csrf_token")
     sent = request.headers.get("X-CSRFToken") or request.form.get("csrf_token", "")
     if not expected or not sent or not hmac.compare_digest(expected, sent):
+        if session.get("user_id") is None and request.headers.get("HX-Request") == "true":
+            # A script whose session ended (the cookie expired): ask for a login, so the
+            # workbench keeps the action and applies it afterwards. Nothing runs either way.
+            from calibrate.views.auth import login_needed
+
+            return login_needed()
         abort(400, description="The form's security token is missing or expired. Reload the page and try again.")
+    return None
 
 
 def _load_user() -> None:

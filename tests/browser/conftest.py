@@ -36,8 +36,16 @@ def live_server(app):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
+    # The loop runs while its map holds a socket, and the browser keeps connections alive:
+    # empty the map so the loop ends now (not after the join's timeout), then close them all.
+    channels = [channel for channel in server._map.values() if channel is not server]
+    server._map.clear()
+    server.trigger.pull_trigger()  # wake the loop's poll
     thread.join(timeout=5)
+    for channel in channels:
+        channel.close()
+    server.close()
+    server.task_dispatcher.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +87,7 @@ def browser_login(page, live_server, make_user):
         page.fill("input[name=username]", username)
         page.fill("input[name=password]", password)
         page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server}/datasets")
+        # Annotators land on their queue, engineers and admins on the datasets.
+        page.wait_for_url(lambda url: url in (f"{live_server}/datasets", f"{live_server}/annotate"))
 
     return do

@@ -67,7 +67,7 @@ def test_open_redirect_is_refused(client, make_user):
     make_user("ana")
     token = _token(client)
     response = client.post("/login?next=//evil.example/x", data={"username": "ana", "password": "password-123", "csrf_token": token})
-    assert response.headers["Location"] == "/datasets"
+    assert response.headers["Location"] == "/annotate"  # an annotator's own landing page, not the offered one
 
 
 def test_security_headers(client):

@@ -1,0 +1,208 @@
+"""Adjudication: where annotators disagree, an engineer or admin decides the gold label.
+
+A target is *disputed* when, among its annotators' current labels (not stale):
+
+- categorical tasks: there are two or more different values (a tie — no majority, so no gold
+  — or an outvoted minority);
+- ordinal and continuous tasks: the highest and the lowest value are `SPREAD` (2) or more
+  apart.
+
+The adjudicated label is its own Label row (`adjudicated = true`, `annotator_id` = who
+decided, `rationale` = the note, which is required); there is at most one per target:
+deciding again updates it and keeps the previous decision in a LabelRevision. The calibration
+report takes it as the gold over the majority.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import Float, cast, func
+from sqlmodel import Session, col, select
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.guidelines import current_version_of
+from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample, Task, User, utcnow
+from calibrate.tasks import TaskError, canonical_value
+
+SPREAD = 2
+MAX_NOTE_CHARS = 5000
+
+
+@dataclass
+class Vote:
+    annotator: str
+    value: str
+    rationale: str
+
+
+@dataclass
+class Dispute:
+    """One disputed target: who said what, and the decision if there is one."""
+
+    task: Task
+    target_key: str
+    sample: Sample
+    target_text: str
+    where: str
+    votes: list[Vote]
+    decision: Label | None = None
+    decided_by: str = ""
+    kind: str = ""  # tie | disagreement | spread
+    dataset: str = ""
+
+    @property
+    def dom_id(self) -> str:
+        return f"dispute-{self.task.id}-{self.target_key.replace(':', '-')}"
+
+
+@dataclass
+class DisputePage:
+    disputes: list[Dispute]
+    total: int
+    page: int
+    pages: int
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _votes_query(dataset: Dataset, task: Task):  # noqa: ANN202
+    return (select(Label.target_key).join(Sample, Sample.id == Label.sample_id)
+            .where(Sample.dataset_id == dataset.id, Label.task_id == task.id,
+                   col(Label.adjudicated).is_(False), col(Label.stale).is_(False)))
+
+
+def disputed_keys(session: Session, dataset: Dataset, task: Task):  # noqa: ANN201
+    """Return a subquery of the disputed target keys of a task in a dataset."""
+    query = _votes_query(dataset, task).group_by(Label.target_key)
+    if task.kind == "categorical":
+        query = query.having(func.count(func.distinct(Label.value)) > 1)
+    else:
+        number = cast(Label.value, Float)
+        query = query.having(func.max(number) - func.min(number) >= SPREAD)
+    return query.subquery()
+
+
+def disputes(session: Session, dataset: Dataset, task: Task, *, show: str = "open", page: int = 1,
+             per_page: int = 25) -> DisputePage:
+    """Return one page of a task's disputed targets in a dataset (open ones, decided ones, or all)."""
+    keys = disputed_keys(session, dataset, task)
+    decided = (select(Label.target_key).join(Sample, Sample.id == Label.sample_id)
+               .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, col(Label.adjudicated).is_(True)))
+    base = select(keys.c.target_key)
+    n_open = session.exec(select(func.count()).select_from(base.where(keys.c.target_key.not_in(decided)).subquery())).one()
+    n_decided = session.exec(select(func.count()).select_from(base.where(keys.c.target_key.in_(decided)).subquery())).one()
+    if show == "open":
+        base = base.where(keys.c.target_key.not_in(decided))
+        total = n_open
+    elif show == "decided":
+        base = base.where(keys.c.target_key.in_(decided))
+        total = n_decided
+    else:
+        total = n_open + n_decided
+    pages = max((total + per_page - 1) // per_page, 1)
+    page = min(max(page, 1), pages)
+    # Order by the target's numeric id (claim:9 before claim:10): the order of the data.
+    id_of = cast(func.substr(keys.c.target_key, func.instr(keys.c.target_key, ":") + 1), Float)
+    chosen = list(session.exec(base.order_by(id_of).offset((page - 1) * per_page).limit(per_page)).all())
+    return DisputePage(_load(session, task, chosen), total, page, pages, {"open": n_open, "decided": n_decided})
+
+
+def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
+    if not keys:
+        return []
+    rows = session.exec(
+        select(Label, User).join(User, User.id == Label.annotator_id)
+        .where(Label.task_id == task.id, col(Label.target_key).in_(keys), col(Label.stale).is_(False))
+        .order_by(User.username)
+    ).all()
+    by_key: dict[str, list[tuple[Label, User]]] = {}
+    for label, user in rows:
+        by_key.setdefault(label.target_key, []).append((label, user))
+    sample_ids = {label.sample_id for label, _ in rows}
+    samples = {s.id: s for s in session.exec(select(Sample).where(col(Sample.id).in_(sample_ids))).all()}
+    names = dict(session.exec(select(Dataset.id, Dataset.name).where(
+        col(Dataset.id).in_({s.dataset_id for s in samples.values()}))).all())
+    texts: dict[str, tuple[str, str]] = {}
+    ids = [int(k.split(":")[1]) for k in keys]
+    if task.target == "claim":
+        for claim in session.exec(select(Claim).where(col(Claim.id).in_(ids))).all():
+            texts[f"claim:{claim.id}"] = (claim.text, f"claim {claim.index + 1}")
+    elif task.target == "context":
+        for context in session.exec(select(Context).where(col(Context.id).in_(ids))).all():
+            texts[f"context:{context.id}"] = (context.text, f"context #{context.rank + 1}")
+    out = []
+    for key in keys:
+        entries = by_key.get(key, [])
+        if not entries:
+            continue
+        votes = [Vote(user.username, label.value, label.rationale) for label, user in entries if not label.adjudicated]
+        decision = next(((label, user) for label, user in entries if label.adjudicated), None)
+        sample = samples[entries[0][0].sample_id]
+        text, where = texts.get(key, (sample.answer, "the answer"))
+        out.append(Dispute(task, key, sample, text, where, votes, decision[0] if decision else None,
+                           decision[1].username if decision else "", _kind(task, votes), names[sample.dataset_id]))
+    return out
+
+
+def _kind(task: Task, votes: list[Vote]) -> str:
+    if task.kind != "categorical":
+        return "spread"
+    counts = Counter(v.value for v in votes).most_common()
+    return "tie" if len(counts) > 1 and counts[0][1] == counts[1][1] else "disagreement"
+
+
+def dispute(session: Session, task: Task, key: str) -> Dispute:
+    """Return one target's dispute view (whether or not it is still disputed)."""
+    found = _load(session, task, [key])
+    if not found:
+        raise NotFound(key)
+    return found[0]
+
+
+def adjudicate(session: Session, user: User, task: Task, key: str, value: object, note: str) -> Label:
+    """Set (or change) the adjudicated gold label of a target, with the decider's note."""
+    note = (note or "").replace("\r\n", "\n").strip()
+    if not note:
+        raise AnnotationError("write a note saying why: gold without a reason cannot be audited")
+    if len(note) > MAX_NOTE_CHARS:
+        raise AnnotationError(f"the note is longer than {MAX_NOTE_CHARS:,} characters")
+    try:
+        canonical = canonical_value(task, value)
+    except TaskError as exc:
+        raise AnnotationError(str(exc)) from None
+    votes = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,
+                                             col(Label.adjudicated).is_(False))).first()
+    if votes is None:
+        raise NotFound(key)
+    now = utcnow()
+    version = current_version_of(session, task.id)
+    gold = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,
+                                            col(Label.adjudicated).is_(True))).first()
+    if gold is None:
+        gold = Label(task_id=task.id, sample_id=votes.sample_id, claim_id=votes.claim_id, context_id=votes.context_id,
+                     target_key=key, annotator_id=user.id, value=canonical, rationale=note, adjudicated=True,
+                     guideline_version=version, source="adjudication", created_at=now, updated_at=now)
+        session.add(gold)
+        session.flush()
+        session.add(LabelRevision(label_id=gold.id, action="create", value=canonical, rationale=note,
+                                  guideline_version=version, source="adjudication", changed_by_id=user.id, changed_at=now))
+        return gold
+    if (gold.value, gold.rationale, gold.annotator_id) == (canonical, note, user.id):
+        return gold
+    session.add(LabelRevision(label_id=gold.id, action="update", value=gold.value, rationale=gold.rationale,
+                              evidence=gold.evidence, guideline_version=gold.guideline_version, source="adjudication",
+                              changed_by_id=user.id, changed_at=now))
+    gold.value, gold.rationale, gold.annotator_id, gold.guideline_version = canonical, note, user.id, version
+    gold.updated_at = now
+    session.add(gold)
+    session.flush()
+    return gold
+
+
+def task_by_name(session: Session, name: str) -> Task:
+    """Return a task by name, or raise NotFound."""
+    task = session.exec(select(Task).where(Task.name == name)).first()
+    if task is None:
+        raise NotFound(f"no task {name!r}")
+    return task

@@ -1,0 +1,374 @@
+"""The item an annotator labels: its targets, one *cell* per (task, target), and how complete it is.
+
+A cell is the unit of keyboard focus: a claim's claim_support, the answer's answer_quality, a
+context's context_relevance, and the same for custom tasks by their target. Each task gets a
+*widget* by kind: buttons (categorical labels, and ordinal scales of at most ten whole
+numbers) with their keys, or a number field (other scales, continuous values).
+
+Completeness: an item is *complete* when every required cell has a current label of mine
+(`REQUIRED_TASKS`, by default claim_support on every claim and answer_quality); a label made
+under an older guideline or flagged stale is still mine (blind rules count it), but must be
+confirmed before the item can be submitted.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from sqlalchemy import JSON, Boolean, and_, func, text
+from sqlalchemy import select as sa_select
+from sqlmodel import Session
+
+from calibrate.annotation import NotFound
+from calibrate.annotation.guidelines import rubric_levels
+from calibrate.datasets import AnswerPiece, answer_pieces
+from calibrate.models import Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
+
+REQUIRED_TASKS = ("claim_support", "answer_quality")
+
+# Labels and keys of the built-in tasks. `u` is undo, so "unsupported" is x (as in a cross).
+BUILTIN_CHOICES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "claim_support": (("supported", "Supported", "s"), ("unsupported", "Unsupported", "x"),
+                      ("not_applicable", "Not a claim", "n")),
+    "context_relevance": (("relevant", "Relevant", "y"), ("not_relevant", "Not relevant", "n")),
+}
+MAX_DIGIT_CHOICES = 9
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One button of a widget: the stored value, its text, its keys and (ordinal) its rubric text."""
+
+    value: str
+    text: str
+    keys: tuple[str, ...]
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Widget:
+    """How a task is labelled: buttons, or a number field with its range."""
+
+    kind: str  # "choices" | "number"
+    choices: tuple[Choice, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    step: str = "any"
+
+    def text_of(self, value: str | None) -> str:
+        """Return the text shown for a stored value."""
+        for choice in self.choices:
+            if choice.value == value:
+                return choice.text
+        return value or ""
+
+
+def widget_for(task: Task, guideline: Guideline | None) -> Widget:
+    """Return the widget of a task: its buttons and keys, or a number field."""
+    if task.kind == "categorical":
+        spec = BUILTIN_CHOICES.get(task.name) if task.builtin else None
+        if spec and [value for value, _, _ in spec] == list(task.labels or []):
+            return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
+        labels = list(task.labels or [])
+        return Widget("choices", tuple(
+            Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else ())
+            for i, label in enumerate(labels)))
+    low, high = task.scale_min, task.scale_max
+    if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
+            and float(high).is_integer() and 0 <= low and high <= 9):
+        rubric = rubric_levels(guideline.text) if guideline else {}
+        values = [str(v) for v in range(int(low), int(high) + 1)]
+        return Widget("choices", tuple(Choice(v, v, (v,), rubric.get(v, "")) for v in values), low, high, "1")
+    return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
+
+
+@dataclass
+class Cell:
+    """One (task, target) the annotator labels, with my current label on it."""
+
+    task: Task
+    widget: Widget
+    target: str  # sample | claim | context
+    target_id: int
+    position: int  # claim index, context rank, 0 for the sample
+    label: Label | None
+    version: int | None  # the task's current guideline version
+    required: bool
+
+    @property
+    def key(self) -> str:
+        return target_key(self.target, self.target_id)
+
+    @property
+    def dom_id(self) -> str:
+        return f"cell-{self.task.id}-{self.target}-{self.target_id}"
+
+    @property
+    def outdated(self) -> bool:
+        """Whether my label was made under an older guideline than the current one."""
+        label = self.label
+        return (label is not None and label.guideline_version is not None and self.version is not None
+                and label.guideline_version < self.version)
+
+    @property
+    def needs_confirming(self) -> bool:
+        return self.label is not None and (self.outdated or self.label.stale)
+
+    @property
+    def state(self) -> str:
+        """empty | saved | outdated (shown on the cell and read by the keyboard script)."""
+        if self.label is None:
+            return "empty"
+        return "outdated" if self.needs_confirming else "saved"
+
+    @property
+    def where(self) -> str:
+        """Return how the annotator names the target ("claim 3", "context #2", "the answer")."""
+        if self.target == "claim":
+            return f"claim {self.position + 1}"
+        if self.target == "context":
+            return f"context #{self.position + 1}"
+        return "the answer"
+
+
+@dataclass
+class TaskProgress:
+    task: Task
+    done: int
+    total: int
+    required: bool
+
+
+@dataclass
+class ItemStatus:
+    """How far the annotator is with an item, and what is missing before it can be submitted."""
+
+    progress: list[TaskProgress]
+    missing: list[Cell]
+    to_confirm: list[Cell]
+    assignment_status: str
+
+    @property
+    def complete(self) -> bool:
+        """Every required cell has a label of mine (the blind rules open on this)."""
+        return not self.missing
+
+    @property
+    def submittable(self) -> bool:
+        return not self.missing and not self.to_confirm
+
+    def explain(self) -> list[str]:
+        """Return, in words, what stands between the annotator and submitting."""
+        lines = []
+        by_task: dict[str, list[str]] = {}
+        for cell in self.missing:
+            by_task.setdefault(cell.task.name, []).append(cell.where)
+        for name, places in by_task.items():
+            lines.append(f"{name}: label {_list(places)}")
+        if self.to_confirm:
+            lines.append(f"confirm {_list([c.where for c in self.to_confirm])} (made under an older guideline or "
+                         "changed since: press the label's key again)")
+        return lines
+
+
+def _list(items: list[str], limit: int = 6) -> str:
+    shown = items[:limit]
+    text = ", ".join(shown)
+    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+@dataclass
+class ItemView:
+    """Everything the item page shows (and nothing of other people's labels: see review.py)."""
+
+    assignment: Assignment
+    sample: Sample
+    dataset: Dataset
+    contexts: list[Context]
+    claims: list[Claim]
+    pieces: list[AnswerPiece]
+    unplaced: list[Claim]
+    cells: list[Cell]  # in keyboard order: claims, the answer, contexts
+    guidelines: list[tuple[Task, Guideline]]
+    status: ItemStatus
+    by_target: dict[str, list[Cell]] = field(default_factory=dict)
+
+    def cells_of(self, target: str, target_id: int) -> list[Cell]:
+        """Return the cells of one target, in task order."""
+        return self.by_target.get(target_key(target, target_id), [])
+
+    @property
+    def sample_cells(self) -> list[Cell]:
+        return [c for c in self.cells if c.target == "sample"]
+
+    def cell(self, task_id: int, key: str) -> Cell | None:
+        """Return the cell of a task on a target."""
+        return next((c for c in self.by_target.get(key, []) if c.task.id == task_id), None)
+
+
+_ASSIGNMENTS, _SAMPLES, _DATASETS = Assignment.__table__, Sample.__table__, Dataset.__table__
+_CLAIMS, _CONTEXTS, _LABELS = Claim.__table__, Context.__table__, Label.__table__
+_TASKS, _GUIDELINES = Task.__table__, Guideline.__table__
+
+
+# The statements below run on every keystroke of every annotator: they are written once, as
+# text, so SQLAlchemy neither builds nor fingerprints a statement per request (that cost four
+# times the query itself). Plain SQL that SQLite and PostgreSQL both read.
+_STAMP = "(SELECT max(id) FROM task) AS task_max, (SELECT count(*) FROM task) AS task_count, " \
+         "(SELECT max(id) FROM guideline) AS guideline_max"
+_ASSIGNMENT_SQL = text("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, " + _STAMP +
+                       " FROM assignment a JOIN sample s ON s.id = a.sample_id WHERE a.id = :id AND a.user_id = :user_id")
+_STAMP_SQL = text("SELECT " + _STAMP)
+_CLAIMS_SQL = text('SELECT id, sample_id, "index", text, start, "end" FROM claim '
+                   'WHERE sample_id = :sample_id AND active ORDER BY "index"')
+_CONTEXTS_SQL = text("SELECT id, sample_id, rank, text, doc_id FROM context WHERE sample_id = :sample_id AND active ORDER BY rank")
+LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
+                "guideline_version, stale, stale_reason, source"
+_MY_LABELS_SQL = text(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id = :sample_id AND annotator_id = :user_id "
+                      "AND NOT adjudicated").columns(evidence=JSON, stale=Boolean)
+
+
+def get_assignment(session: Session, user: User, assignment_id: int):  # noqa: ANN201
+    """Return the user's own assignment (a row), or raise NotFound (also for someone else's)."""
+    row = session.connection().execute(_ASSIGNMENT_SQL, {"id": assignment_id, "user_id": user.id}).first()
+    if row is None:
+        raise NotFound(f"no assignment {assignment_id}")
+    return row
+
+
+# Tasks and guidelines are only ever added (a task is never edited; saving a guideline adds a
+# version), so (largest task id, number of tasks, largest guideline id) names their state: the
+# rows are read again only when it changes, and every other request pays one tiny query.
+_TASK_CACHE: dict[str, tuple[tuple, list, dict]] = {}
+_TASK_CACHE_LOCK = threading.Lock()
+
+
+def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[list, dict[int, object]]:
+    """Return every task (built-in first) and the current guideline of each task that has one.
+
+    `stamp`: the (task_max, task_count, guideline_max) the caller has just read, if it has.
+    """
+    conn = session.connection()
+    if stamp is None:
+        stamp = tuple(conn.execute(_STAMP_SQL).one())
+    key = str(conn.engine.url)
+    cached = _TASK_CACHE.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1], cached[2]
+    tasks, guidelines = _read_tasks_and_guidelines(conn)
+    with _TASK_CACHE_LOCK:
+        _TASK_CACHE[key] = (stamp, tasks, guidelines)
+    return tasks, guidelines
+
+
+def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:  # noqa: ANN001
+    from calibrate.tasks import BUILTIN_TASKS
+
+    newest = (sa_select(_GUIDELINES.c.task_id, func.max(_GUIDELINES.c.version).label("version"))
+              .group_by(_GUIDELINES.c.task_id).subquery())
+    rows = conn.execute(
+        sa_select(_TASKS, _GUIDELINES.c.id.label("g_id"), _GUIDELINES.c.version.label("g_version"),
+                  _GUIDELINES.c.text.label("g_text"), _GUIDELINES.c.created_at.label("g_created_at"))
+        .select_from(_TASKS.outerjoin(newest, newest.c.task_id == _TASKS.c.id)
+                     .outerjoin(_GUIDELINES, and_(_GUIDELINES.c.task_id == _TASKS.c.id, _GUIDELINES.c.version == newest.c.version)))
+    ).all()
+    order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
+    rows = sorted(rows, key=lambda t: (order.get(t.name, len(order)), t.name))
+    guidelines = {t.id: SimpleNamespace(id=t.g_id, task_id=t.id, version=t.g_version, text=t.g_text, created_at=t.g_created_at)
+                  for t in rows if t.g_id is not None}
+    return rows, guidelines
+
+
+@dataclass
+class ItemData:
+    """What an item needs from the database, read in a handful of plain queries (rows, not ORM objects)."""
+
+    assignment: object
+    tasks: list
+    guidelines: dict[int, object]
+    claims: list
+    contexts: list
+    labels: dict[tuple[int, str], object]
+    sample: object = None
+    dataset: object = None
+
+    def task(self, ref: str | int):  # noqa: ANN201
+        """Return a task row by name or id, or raise NotFound."""
+        for task in self.tasks:
+            if task.name == ref or (str(ref).isdigit() and task.id == int(ref)):
+                return task
+        raise NotFound(f"no task {ref!r}")
+
+
+def load_item(session: Session, user: User, assignment_id: int, *, page: bool = True) -> ItemData:
+    """Read one of the user's items: its assignment, tasks, claims, contexts and my labels (and, for the page, the texts).
+
+    Plain Core queries on the session's connection: this runs on every keystroke of every
+    annotator, and ORM objects would cost several times the queries themselves.
+    """
+    conn = session.connection()
+    assignment = get_assignment(session, user, assignment_id)
+    sample_id = assignment.sample_id
+    tasks, guidelines = tasks_and_guidelines(session, (assignment.task_max, assignment.task_count, assignment.guideline_max))
+    claims = conn.execute(_CLAIMS_SQL, {"sample_id": sample_id}).all()
+    contexts = conn.execute(_CONTEXTS_SQL, {"sample_id": sample_id}).all()
+    data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id))
+    if page:
+        data.sample = conn.execute(sa_select(_SAMPLES).where(_SAMPLES.c.id == sample_id)).one()
+        data.dataset = conn.execute(sa_select(_DATASETS).where(_DATASETS.c.id == data.sample.dataset_id)).one()
+    return data
+
+
+def my_labels(session: Session, sample_id: int, user_id: int) -> dict[tuple[int, str], object]:
+    """Return my current (not adjudicated) labels on a sample, by (task id, target key)."""
+    rows = session.connection().execute(_MY_LABELS_SQL, {"sample_id": sample_id, "user_id": user_id}).all()
+    return {(row.task_id, row.target_key): row for row in rows}
+
+
+def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRED_TASKS) -> ItemView:
+    """Return the item view of loaded item data."""
+    tasks, guidelines, mine = data.tasks, data.guidelines, data.labels
+    widgets = {task.id: widget_for(task, guidelines.get(task.id)) for task in tasks}
+
+    def cells_for(target: str, ids_positions: list[tuple[int, int]]) -> list[Cell]:
+        out = []
+        for target_id, position in ids_positions:
+            for task in tasks:
+                if task.target != target:
+                    continue
+                version = guidelines[task.id].version if task.id in guidelines else None
+                out.append(Cell(task, widgets[task.id], target, target_id, position,
+                                mine.get((task.id, target_key(target, target_id))), version, task.name in required))
+        return out
+
+    sample_id = data.assignment.sample_id
+    cells = (cells_for("claim", [(c.id, c.index) for c in data.claims]) + cells_for("sample", [(sample_id, 0)])
+             + cells_for("context", [(c.id, c.rank) for c in data.contexts]))
+    pieces, unplaced = answer_pieces(data.sample.answer, data.claims) if data.sample is not None else ([], [])
+    by_target: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_target.setdefault(cell.key, []).append(cell)
+    used = {cell.task.id for cell in cells}
+    shown_guidelines = [(task, guidelines[task.id]) for task in tasks if task.id in used and task.id in guidelines]
+    return ItemView(data.assignment, data.sample, data.dataset, data.contexts, data.claims, pieces, unplaced, cells,
+                    shown_guidelines, status_of(cells, data.assignment), by_target)
+
+
+def build_item(session: Session, assignment, user: User, *,  # noqa: ANN001
+               required: tuple[str, ...] | list[str] = REQUIRED_TASKS) -> ItemView:
+    """Return the item view of one of the user's assignments."""
+    return item_view(load_item(session, user, assignment.id), required=required)
+
+
+def status_of(cells: list[Cell], assignment) -> ItemStatus:  # noqa: ANN001
+    """Return the progress per task and what is missing or to confirm."""
+    progress: dict[int, TaskProgress] = {}
+    for cell in cells:
+        entry = progress.setdefault(cell.task.id, TaskProgress(cell.task, 0, 0, cell.required))
+        entry.total += 1
+        entry.done += cell.label is not None
+    missing = [c for c in cells if c.required and c.label is None]
+    to_confirm = [c for c in cells if c.required and c.needs_confirming]
+    return ItemStatus(list(progress.values()), missing, to_confirm, assignment.status)

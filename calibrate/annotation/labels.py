@@ -1,0 +1,284 @@
+"""Labels made in the workbench: save (an upsert with history), undo, and a label's history.
+
+One current label per (task, target, annotator) — the unique constraint `uq_label_current`
+makes that hold even under a double click or a replayed request: saving the same value twice
+changes nothing and writes no revision. Every change keeps the previous state in a
+LabelRevision ("update": the previous value, rationale, evidence and guideline version), with
+who and when. Undo walks my workbench revisions on the item backwards: an "undo" revision
+cancels the change before it, so pressing `u` repeatedly steps further back. Undoing a
+label's creation deletes the label (there was nothing before it; its revisions go with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from sqlalchemy import JSON, Boolean, bindparam, text
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.guidelines import current_version_of
+from calibrate.annotation.items import LABEL_COLUMNS
+from calibrate.models import TARGETS, Assignment, Claim, Context, Label, LabelRevision, Task, User, target_key, utcnow
+from calibrate.tasks import TaskError, canonical_value
+
+_CONTEXTS = Context.__table__
+
+MAX_RATIONALE_CHARS = 5000
+UI = "ui"
+
+
+@dataclass
+class Target:
+    """A resolved target of the assignment's sample."""
+
+    task: Task
+    kind: str
+    id: int
+    claim_id: int | None = None
+    context_id: int | None = None
+
+    @property
+    def key(self) -> str:
+        return target_key(self.kind, self.id)
+
+
+def _parse(task, key: str) -> tuple[str, int]:  # noqa: ANN001
+    kind, _, raw_id = (key or "").partition(":")
+    if kind not in TARGETS or not raw_id.isdigit():
+        raise AnnotationError(f"target must look like claim:ID, context:ID or sample:ID, got {key!r}")
+    if kind != task.target:
+        raise AnnotationError(f"task {task.name} labels {task.target}s, not {kind}s")
+    return kind, int(raw_id)
+
+
+def _target(task, kind: str, target_id: int) -> Target:  # noqa: ANN001
+    return Target(task, kind, target_id, claim_id=target_id if kind == "claim" else None,
+                  context_id=target_id if kind == "context" else None)
+
+
+def resolve_target(session: Session, assignment, task_ref: str | int, key: str) -> Target:  # noqa: ANN001
+    """Return the task and target named by a request, checking the target belongs to the assignment's sample."""
+    task = _task(session, task_ref)
+    kind, target_id = _parse(task, key)
+    if kind == "sample":
+        belongs = target_id == assignment.sample_id
+    else:
+        row = session.get(Claim if kind == "claim" else Context, target_id)
+        belongs = row is not None and row.sample_id == assignment.sample_id and row.active
+    if not belongs:
+        raise NotFound(key)
+    return _target(task, kind, target_id)
+
+
+def _task(session: Session, ref: str | int) -> Task:
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        task = session.get(Task, int(ref))
+    else:
+        task = session.exec(select(Task).where(Task.name == ref)).first()
+    if task is None:
+        raise NotFound(f"no task {ref!r}")
+    return task
+
+
+def target_in(data, task, key: str) -> Target:  # noqa: ANN001
+    """Return the target named by `key` if it belongs to the loaded item (no query), else raise."""
+    kind, target_id = _parse(task, key)
+    if kind == "sample":
+        belongs = target_id == data.assignment.sample_id
+    else:
+        belongs = any(row.id == target_id for row in (data.claims if kind == "claim" else data.contexts))
+    if not belongs:
+        raise NotFound(key)
+    return _target(task, kind, target_id)
+
+
+_NOW = Label.__table__.c.created_at.type
+_MY_LABEL_SQL = text(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
+                     "AND annotator_id = :user_id AND NOT adjudicated").columns(evidence=JSON, stale=Boolean)
+_INSERT_LABEL_SQL = text(
+    "INSERT INTO label (task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, "
+    "guideline_version, adjudicated, stale, stale_reason, source, created_at, updated_at) VALUES (:task_id, :sample_id, "
+    ":claim_id, :context_id, :key, :user_id, :value, :rationale, :evidence, :version, FALSE, FALSE, '', :source, :now, :now) "
+    "RETURNING id").bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW))
+_UPDATE_LABEL_SQL = text(
+    "UPDATE label SET value = :value, rationale = :rationale, evidence = :evidence, guideline_version = :version, "
+    "stale = :stale, stale_reason = :stale_reason, updated_at = :now WHERE id = :id"
+).bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW), bindparam("stale", type_=Boolean))
+_INSERT_REVISION_SQL = text(
+    "INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, changed_by_id, "
+    "changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :user_id, :now)"
+).bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW))
+
+
+def my_label(session: Session, task_id: int, key: str, user: User):  # noqa: ANN201
+    """Return my current (not adjudicated) label on a target, as a row."""
+    return session.connection().execute(_MY_LABEL_SQL, {"task_id": task_id, "key": key, "user_id": user.id}).first()
+
+
+def _context_ranks(session: Session, sample_id: int) -> set[int]:
+    return set(session.execute(sa_select(_CONTEXTS.c.rank).where(_CONTEXTS.c.sample_id == sample_id,
+                                                              _CONTEXTS.c.active.is_(True))).scalars())
+
+
+_UNKNOWN = object()
+
+
+class LabelState(NamedTuple):
+    """A label as just written (the same fields as a row read with LABEL_COLUMNS)."""
+
+    id: int
+    task_id: int
+    sample_id: int
+    claim_id: int | None
+    context_id: int | None
+    target_key: str
+    annotator_id: int
+    value: str
+    rationale: str
+    evidence: list[int] | None
+    guideline_version: int | None
+    stale: bool
+    stale_reason: str
+    source: str
+
+
+def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,  # noqa: ANN001
+               rationale: str | None = None, evidence_toggle: int | None = None,
+               existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None):  # noqa: ANN001, ANN201
+    """Set my label on a target: its value, rationale and/or evidence (a context rank to toggle); return it (a row).
+
+    Giving a value again under a newer guideline (or on a stale label) confirms it: the label
+    takes the current guideline version. Nothing changes, and no revision is written, when the
+    request repeats what is stored. Raise AnnotationError for a value that does not fit the
+    task, or for a rationale or evidence on a target that has no label yet. `existing`,
+    `version` and `context_ranks` may be passed by a caller that has already read them.
+    """
+    task = target.task
+    canonical = None
+    if value is not None:
+        try:
+            canonical = canonical_value(task, value)
+        except TaskError as exc:
+            raise AnnotationError(str(exc)) from None
+    if rationale is not None:
+        rationale = rationale.replace("\r\n", "\n").strip()
+        if len(rationale) > MAX_RATIONALE_CHARS:
+            raise AnnotationError(f"the rationale is longer than {MAX_RATIONALE_CHARS:,} characters")
+    if evidence_toggle is not None:
+        if target.kind != "claim":
+            raise AnnotationError("evidence is marked on claims")
+        ranks = context_ranks if context_ranks is not None else _context_ranks(session, assignment.sample_id)
+        if evidence_toggle not in ranks:
+            raise AnnotationError(f"this item has no context #{evidence_toggle + 1}")
+    if version is _UNKNOWN:
+        version = current_version_of(session, task.id)
+    label = my_label(session, task.id, target.key, user) if existing is _UNKNOWN else existing
+    now = utcnow()
+    conn = session.connection()
+    if label is None:
+        if canonical is None:
+            raise AnnotationError("choose a label first; the rationale and evidence are saved with it")
+        evidence = [evidence_toggle] if evidence_toggle is not None else None
+        label_id = conn.execute(_INSERT_LABEL_SQL, {
+            "task_id": task.id, "sample_id": assignment.sample_id, "claim_id": target.claim_id, "context_id": target.context_id,
+            "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
+            "version": version, "source": UI, "now": now}).scalar_one()
+        conn.execute(_INSERT_REVISION_SQL, {"label_id": label_id, "action": "create", "value": canonical,
+                                            "rationale": rationale or "", "evidence": evidence, "version": version,
+                                            "source": UI, "user_id": user.id, "now": now})
+        return LabelState(label_id, task.id, assignment.sample_id, target.claim_id, target.context_id, target.key, user.id,
+                          canonical, rationale or "", evidence, version, False, "", UI)
+    new_value = canonical if canonical is not None else label.value
+    new_rationale = rationale if rationale is not None else label.rationale
+    new_evidence = label.evidence
+    if evidence_toggle is not None:
+        chosen = set(label.evidence or [])
+        chosen.symmetric_difference_update({evidence_toggle})
+        new_evidence = sorted(chosen) or None
+    new_version = version if canonical is not None else label.guideline_version
+    new_stale = bool(label.stale) and canonical is None
+    if (new_value, new_rationale, new_evidence, new_version, new_stale) == (
+            label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale)):
+        return label
+    conn.execute(_INSERT_REVISION_SQL, {"label_id": label.id, "action": "update", "value": label.value,
+                                        "rationale": label.rationale, "evidence": label.evidence,
+                                        "version": label.guideline_version, "source": UI, "user_id": user.id, "now": now})
+    stale_reason = label.stale_reason if new_stale else ""
+    conn.execute(_UPDATE_LABEL_SQL, {"id": label.id, "value": new_value, "rationale": new_rationale, "evidence": new_evidence,
+                                     "version": new_version, "stale": new_stale, "stale_reason": stale_reason, "now": now})
+    return LabelState(label.id, task.id, label.sample_id, label.claim_id, label.context_id, label.target_key,
+                      label.annotator_id, new_value, new_rationale, new_evidence, new_version, new_stale, stale_reason,
+                      label.source)
+
+
+@dataclass
+class Undone:
+    """What an undo did: the target it touched and the label now there (None: removed)."""
+
+    task_id: int
+    target_key: str
+    label: Label | None
+    what: str
+
+
+def undo_last(session: Session, assignment: Assignment, user: User) -> Undone | None:
+    """Undo my last workbench change on this item's labels; return None when there is nothing to undo."""
+    rows = session.exec(
+        select(LabelRevision, Label).join(Label, LabelRevision.label_id == Label.id)
+        .where(Label.sample_id == assignment.sample_id, Label.annotator_id == user.id,
+               col(Label.adjudicated).is_(False), LabelRevision.changed_by_id == user.id, LabelRevision.source == UI,
+               col(LabelRevision.action).in_(("create", "update", "undo")))
+        .order_by(col(LabelRevision.id).desc())
+    ).all()
+    cancelled = 0
+    for revision, label in rows:
+        if revision.action == "undo":
+            cancelled += 1
+            continue
+        if cancelled:
+            cancelled -= 1
+            continue
+        if revision.action == "create":
+            task_id, key, value = label.task_id, label.target_key, label.value
+            session.delete(label)
+            session.flush()
+            return Undone(task_id, key, None, f"removed {value}")
+        now = utcnow()
+        session.add(LabelRevision(label_id=label.id, action="undo", value=label.value, rationale=label.rationale,
+                                  evidence=label.evidence, guideline_version=label.guideline_version, source=UI,
+                                  changed_by_id=user.id, changed_at=now))
+        before = label.value
+        label.value, label.rationale = revision.value, revision.rationale
+        label.evidence, label.guideline_version = revision.evidence, revision.guideline_version
+        label.updated_at = now
+        session.add(label)
+        session.flush()
+        return Undone(label.task_id, label.target_key, label, f"{before} → {label.value}" if before != label.value else "restored")
+    return None
+
+
+@dataclass
+class HistoryEntry:
+    action: str
+    value: str
+    rationale: str
+    evidence: list[int] | None
+    guideline_version: int | None
+    who: str
+    when: object
+
+
+def history(session: Session, target: Target, user: User) -> tuple[Label | None, list[HistoryEntry]]:
+    """Return my label on a target and its revisions, newest first (only mine: others' stay blind)."""
+    label = my_label(session, target.task.id, target.key, user)
+    if label is None:
+        return None, []
+    rows = session.exec(
+        select(LabelRevision, User).join(User, LabelRevision.changed_by_id == User.id, isouter=True)
+        .where(LabelRevision.label_id == label.id).order_by(col(LabelRevision.id).desc())
+    ).all()
+    return label, [HistoryEntry(r.action, r.value, r.rationale, r.evidence, r.guideline_version,
+                                u.username if u else "import", r.changed_at) for r, u in rows]

@@ -1,0 +1,89 @@
+"""Adjudication (engineers and admins): targets where annotators disagree, and the gold decision.
+
+The list is a page (filters by GET); deciding one target is an htmx form that answers with the
+updated dispute fragment (a plain form post gets a 303 back to the list).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, g, make_response, redirect, render_template, request, url_for
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.adjudication import adjudicate, dispute, disputes, task_by_name
+from calibrate.annotation.guidelines import tasks_in_order
+from calibrate.annotation.items import widget_for
+from calibrate.annotation.guidelines import current_versions
+from calibrate.annotation.queue import for_review
+from calibrate.datasets import dataset_names, get_dataset
+from calibrate.db import close_session, get_session, get_write_session
+from calibrate.views.auth import is_script_request, role_required
+
+bp = Blueprint("adjudicate", __name__, url_prefix="/adjudicate")
+
+REVIEWERS = ("engineer", "admin")
+SHOW = ("open", "decided", "all")
+
+
+@bp.after_request
+def _vary(response):  # noqa: ANN001, ANN202
+    response.vary.add("HX-Request")
+    return response
+
+
+@bp.errorhandler(NotFound)
+def _not_found(_exc):  # noqa: ANN001, ANN202
+    return render_template("error.html", error=HTTPNotFound()), 404
+
+
+@bp.errorhandler(AnnotationError)
+def _refused(exc: AnnotationError):  # noqa: ANN202
+    if is_script_request():
+        response = make_response(str(exc), 422)
+        response.mimetype = "text/plain"
+        return response
+    flash(str(exc), "error")
+    return redirect(url_for("adjudicate.index"), code=303)
+
+
+@bp.route("")
+@role_required(*REVIEWERS)
+def index():
+    """List the disputed targets of one task in one dataset, and the items flagged for review."""
+    db = get_session()
+    names = dataset_names(db)
+    tasks = tasks_in_order(db)
+    dataset_name = request.args.get("dataset") or (names[0] if names else None)
+    task_name = request.args.get("task") or (tasks[0].name if tasks else None)
+    show = request.args.get("show") if request.args.get("show") in SHOW else "open"
+    page_no = max(request.args.get("page", 1, type=int), 1)
+    page = task = dataset = widget = None
+    if dataset_name and task_name:
+        dataset = get_dataset(db, dataset_name)
+        if dataset is None:
+            raise NotFound(dataset_name)
+        task = task_by_name(db, task_name)
+        page = disputes(db, dataset, task, show=show, page=page_no)
+        widget = widget_for(task, current_versions(db).get(task.id))
+    return render_template("admin/adjudicate.html", datasets=names, tasks=tasks, dataset=dataset, task=task,
+                           show=show, page=page, widget=widget, review=for_review(db))
+
+
+@bp.route("/<task_name>/<target_key>", methods=("POST",))
+@role_required(*REVIEWERS)
+def decide(task_name: str, target_key: str):
+    """Set the adjudicated (gold) label of one target, with a note."""
+    db = get_write_session()
+    task = task_by_name(db, task_name)
+    adjudicate(db, g.user, task, target_key, request.form.get("value", ""), request.form.get("note", ""))
+    db.commit()
+    if not is_script_request():
+        flash(f"Gold set for {target_key}.", "done")
+        return redirect(request.form.get("back") if (request.form.get("back") or "").startswith("/adjudicate")
+                        else url_for("adjudicate.index"), code=303)
+    close_session()  # read the answer in an ordinary session, not a new write transaction
+    db = get_session()
+    task = task_by_name(db, task_name)
+    found = dispute(db, task, target_key)
+    widget = widget_for(task, current_versions(db).get(task.id))
+    return render_template("admin/_dispute.html", d=found, task=task, widget=widget, just_decided=True)

@@ -1,0 +1,121 @@
+"""The admin page: accounts (add, reset a password, deactivate), assigning work, progress, review list.
+
+Admin only. Full-page forms answer with a 303 back to the page and a message.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
+
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.queue import for_review, set_status, team_progress
+from calibrate.annotation.team import assign, create_user, get_user_by_id, reset_password, set_active, users
+from calibrate.datasets import dataset_names
+from calibrate.db import get_session, get_write_session
+from calibrate.models import ROLES, Assignment
+from calibrate.views.auth import role_required
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+
+
+@bp.errorhandler(NotFound)
+def _not_found(_exc):  # noqa: ANN001, ANN202
+    return render_template("error.html", error=HTTPNotFound()), 404
+
+
+@bp.errorhandler(AnnotationError)
+def _refused(exc: AnnotationError):  # noqa: ANN202
+    flash(str(exc), "error")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("")
+@role_required("admin")
+def index():
+    """Show the team, the assignment form, progress and the items waiting for review."""
+    db = get_session()
+    per_annotator, per_dataset = team_progress(db)
+    everyone = users(db)
+    return render_template(
+        "admin/index.html", users=everyone, roles=ROLES, datasets=dataset_names(db),
+        annotators=[u for u in everyone if u.active], per_annotator=per_annotator, per_dataset=per_dataset,
+        review=for_review(db),
+    )
+
+
+@bp.route("/users", methods=("POST",))
+@role_required("admin")
+def add_user():
+    """Add an account (there is no self-signup)."""
+    form = request.form
+    db = get_write_session()
+    user = create_user(db, form.get("username", ""), role=form.get("role", "annotator"), password=form.get("password", ""),
+                       display_name=form.get("display_name", ""))
+    db.commit()
+    flash(f"Added {user.username} ({user.role}).", "done")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("/users/<int:user_id>/password", methods=("POST",))
+@role_required("admin")
+def password(user_id: int):
+    """Reset a user's password (their other sessions end)."""
+    db = get_write_session()
+    user = get_user_by_id(db, user_id)
+    reset_password(db, user, request.form.get("password", ""))
+    db.commit()
+    flash(f"New password set for {user.username}.", "done")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("/users/<int:user_id>/active", methods=("POST",))
+@role_required("admin")
+def active(user_id: int):
+    """Deactivate an account (returning its pending items to the open pool) or activate it again."""
+    db = get_write_session()
+    user = get_user_by_id(db, user_id)
+    turn_on = request.form.get("active") == "1"
+    released = set_active(db, user, turn_on, acting=g.user, release=request.form.get("release") == "1")
+    db.commit()
+    if turn_on:
+        flash(f"{user.username} can log in again.", "done")
+    else:
+        flash(f"{user.username} is deactivated" + (f"; {released} pending item{'s' if released != 1 else ''} returned to the open pool." if released else "."), "done")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("/assign", methods=("POST",))
+@role_required("admin")
+def assign_work():
+    """Queue a dataset's sampled items for annotators with overlap K (the same as `calibrate sample`)."""
+    form = request.form
+    n = form.get("n", "").strip()
+    fraction = form.get("fraction", "").strip()
+    try:
+        n_value = int(n) if n else None
+        fraction_value = float(fraction) if fraction else None
+        seed = int(form.get("seed", "0") or 0)
+        overlap = int(form.get("overlap", "1") or 1)
+    except ValueError:
+        raise AnnotationError("n, seed and overlap must be whole numbers, fraction a number such as 0.02") from None
+    db = get_write_session()
+    summary = assign(db, form.get("dataset", ""), n=n_value, fraction=fraction_value, seed=seed, overlap=overlap,
+                     usernames=form.getlist("annotator"), negative_first=form.get("negative_first") == "1")
+    db.commit()
+    flash(summary.line(), "done")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("/assignments/<int:assignment_id>/reopen", methods=("POST",))
+@role_required("admin", "engineer")
+def reopen(assignment_id: int):
+    """Put a skipped or flagged item back in its annotator's queue."""
+    db = get_write_session()
+    assignment = db.get(Assignment, assignment_id) or abort(404)
+    set_status(db, assignment, "pending", "")
+    db.commit()
+    flash("Back in the queue.", "done")
+    back = request.form.get("back", "")
+    return redirect(back if back in (url_for("admin.index"), url_for("adjudicate.index")) else url_for("admin.index"), code=303)

@@ -1,0 +1,321 @@
+"""The annotation workbench: my queue, the item page, and the label, undo and submit actions.
+
+Each action is one domain call (calibrate.annotation) inside one write transaction that starts
+with BEGIN IMMEDIATE. A request from the workbench script (header `HX-Request: true`) gets the
+updated fragment (the cell, and the item status out of band); a plain form post (no script)
+gets a 303 back to the page. Someone else's assignment is a 404, never a hint that it exists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
+from sqlalchemy.exc import IntegrityError
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
+from calibrate.annotation.labels import history, my_label, resolve_target, save_label, target_in, undo_last
+from calibrate.annotation.queue import (Incomplete, claim_open_slot, my_assignments, my_queue, my_progress,
+                                        pending_assignment, set_status, submit)
+from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
+from calibrate.datasets import get_dataset
+from calibrate.db import close_session, get_session, get_write_session
+from calibrate.views.auth import _safe_next as safe_next
+from calibrate.views.auth import is_script_request, login_required, role_required
+
+bp = Blueprint("annotate", __name__)
+
+T = TypeVar("T")
+
+
+@bp.after_request
+def _vary(response):  # noqa: ANN001, ANN202
+    response.vary.add("HX-Request")
+    return response
+
+
+@bp.errorhandler(NotFound)
+def _not_found(_exc):  # noqa: ANN001, ANN202
+    return render_template("error.html", error=HTTPNotFound()), 404
+
+
+@bp.errorhandler(AnnotationError)
+def _unprocessable(exc: AnnotationError):  # noqa: ANN202
+    if is_script_request():
+        response = make_response(str(exc), 422)
+        response.mimetype = "text/plain"
+        return response
+    flash(str(exc), "error")
+    return redirect(_back(), code=303)
+
+
+def _back() -> str:
+    """Return the page the form was posted from (a path on this site), else the queue."""
+    referrer = urlsplit(request.referrer or "")
+    if referrer.netloc and referrer.netloc != request.host:
+        return url_for("annotate.queue")
+    return safe_next(referrer.path) or url_for("annotate.queue")
+
+
+def _required() -> tuple[str, ...]:
+    return tuple(current_app.config.get("ANNOTATE_REQUIRED_TASKS", REQUIRED_TASKS))
+
+
+def _review_mode() -> bool:
+    return bool(session.get("review_mode")) and g.user.role in REVIEWER_ROLES
+
+
+# SQLite has one writer at a time. Threads of this process that wait for it inside SQLite's
+# busy handler sleep in growing steps (up to 100 ms) and wake at random; waiting here instead,
+# on a lock, hands the database over as soon as it is free. Other processes still wait in
+# SQLite (BEGIN IMMEDIATE with its busy timeout).
+_WRITER = threading.Lock()
+
+
+def _write(action: Callable[..., T]) -> T:
+    """Run `action(session)` in a write transaction and commit; retry once on a unique-key race."""
+    with _WRITER:
+        try:
+            for attempt in (1, 2):
+                db = get_write_session()
+                try:
+                    result = action(db)
+                    db.commit()
+                    return result
+                except IntegrityError:
+                    db.rollback()
+                    if attempt == 2:
+                        raise
+        finally:
+            # Later reads of this request get an ordinary session: a read on the write session
+            # would BEGIN IMMEDIATE again, outside the lock, and hold SQLite's write lock to the end.
+            close_session()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- queue
+
+
+@bp.route("/annotate")
+@login_required
+def queue():
+    """Show my queue: progress per dataset, what I skipped or flagged, what I did last."""
+    db = get_session()
+    rows = my_queue(db, g.user)
+    return render_template(
+        "annotate/queue.html", rows=rows, review_mode=_review_mode(),
+        parked=my_assignments(db, g.user, ("skipped", "flagged")),
+        recent=my_assignments(db, g.user, ("done",), limit=10),
+        can_start=any(r.progress.pending or r.open_slots for r in rows),
+    )
+
+
+def _next_for(dataset_id: int | None):  # noqa: ANN202
+    """Return my next assignment (in the dataset if given, else anywhere), claiming an open slot if needed."""
+    db = get_session()
+    found = pending_assignment(db, g.user, dataset_id=dataset_id)
+    if found is None and dataset_id is not None:
+        found = pending_assignment(db, g.user)
+    if found is None:
+        def claim(db):  # noqa: ANN001, ANN202
+            slot = claim_open_slot(db, g.user, dataset_id=dataset_id)
+            return slot if slot is not None or dataset_id is None else claim_open_slot(db, g.user)
+        found = _write(claim)
+    return found
+
+
+@bp.route("/annotate/next")
+@login_required
+def next_item():
+    """Go to my next item (in `?dataset=NAME` first), or back to the queue when there is none."""
+    dataset_id = None
+    if request.args.get("dataset"):
+        dataset = get_dataset(get_session(), request.args["dataset"]) or abort(404)
+        dataset_id = dataset.id
+    found = _next_for(dataset_id)
+    if found is None:
+        flash("Nothing left to label. Thank you!", "done")
+        return redirect(url_for("annotate.queue"))
+    return redirect(url_for("annotate.show", assignment_id=found.id))
+
+
+# --------------------------------------------------------------------------- the item
+
+
+def _item(db, assignment_id: int, *, page: bool = True):  # noqa: ANN001, ANN202
+    return item_view(load_item(db, g.user, assignment_id, page=page), required=_required())
+
+
+@bp.route("/annotate/<int:assignment_id>")
+@login_required
+def show(assignment_id: int):
+    """Show one item to label."""
+    db = get_session()
+    item = _item(db, assignment_id)
+    reviewing = may_review(g.user, item, _review_mode())
+    return render_template(
+        "annotate/item.html", item=item, position=my_progress(db, g.user),
+        review_mode=_review_mode(), others=others_on(db, item, g.user) if reviewing else None,
+        reviewing=reviewing, task_names=task_names(db) if reviewing else {},
+    )
+
+
+@bp.context_processor
+def _item_urls():  # noqa: ANN202
+    """Give the item templates their action URLs once per request (not once per cell)."""
+    assignment_id = (request.view_args or {}).get("assignment_id")
+    if assignment_id is None:
+        return {}
+    return {"urls": {"label": url_for("annotate.label", assignment_id=assignment_id),
+                     "history": url_for("annotate.label_history", assignment_id=assignment_id)}}
+
+
+def _cell_response(item, task_id: int, key: str):  # noqa: ANN001, ANN202
+    """Answer a script with the cell's fragment (and the item status out of band), a form with a 303."""
+    cell = item.cell(task_id, key)
+    if not is_script_request():
+        return redirect(url_for("annotate.show", assignment_id=item.assignment.id) + (f"#{cell.dom_id}" if cell else ""), code=303)
+    html = render_template("annotate/_cell.html", item=item, cell=cell)
+    html += render_template("annotate/_status.html", item=item, oob=True, review_mode=_review_mode())
+    response = make_response(html)
+    if cell is not None:
+        response.headers["HX-Retarget"] = f"#{cell.dom_id}"
+    return response
+
+
+@bp.route("/annotate/<int:assignment_id>/label", methods=("POST",))
+@login_required
+def label(assignment_id: int):
+    """Save my label on one target of the item: a value, a rationale, or an evidence toggle."""
+    form = request.form
+    value = form.get("value", "").strip() or None
+    rationale = form.get("rationale") if "rationale" in form else None
+    evidence = form.get("evidence", "")
+    if evidence and not evidence.isdigit():
+        raise AnnotationError("evidence must be a context rank")
+
+    # Read the item (and check the request against it) before taking the write lock; inside it,
+    # read my label on the target again and write: the lock is held for three statements.
+    data = load_item(get_session(), g.user, assignment_id, page=False)
+    task = data.task(form.get("task", ""))
+    target = target_in(data, task, form.get("target", ""))
+    close_session()
+
+    def act(db):  # noqa: ANN001, ANN202
+        return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
+                          evidence_toggle=int(evidence) if evidence else None, existing=my_label(db, task.id, target.key, g.user),
+                          version=data.guidelines[task.id].version if task.id in data.guidelines else None,
+                          context_ranks={c.rank for c in data.contexts})
+
+    data.labels[(task.id, target.key)] = _write(act)
+    return _cell_response(item_view(data, required=_required()), task.id, target.key)
+
+
+@bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))
+@login_required
+def undo(assignment_id: int):
+    """Undo my last change on this item (again and again, further back)."""
+
+    def act(db):  # noqa: ANN001, ANN202
+        undone = undo_last(db, get_assignment(db, g.user, assignment_id), g.user)
+        return _item(db, assignment_id, page=False), undone
+
+    item, undone = _write(act)
+    if undone is None:
+        if is_script_request():
+            response = make_response("Nothing to undo on this item.", 200)
+            response.mimetype = "text/plain"
+            response.headers["X-Nothing"] = "1"
+            return response
+        flash("Nothing to undo on this item.", "info")
+        return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
+    return _cell_response(item, undone.task_id, undone.target_key)
+
+
+@bp.route("/annotate/<int:assignment_id>/submit", methods=("POST",))
+@login_required
+def submit_item(assignment_id: int):
+    """Submit the item (when complete) and go to the next one."""
+
+    # Read and check outside the write lock; the write itself is one idempotent UPDATE.
+    item = _item(get_session(), assignment_id, page=False)
+    if not item.status.submittable:
+        if is_script_request():
+            html = render_template("annotate/_status.html", item=item, oob=False, explain=True, review_mode=_review_mode())
+            response = make_response(html, 422)
+            response.headers["HX-Retarget"] = "#item-status"
+            return response
+        flash("Not submitted yet: " + "; ".join(item.status.explain()), "error")
+        return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
+    close_session()
+    _write(lambda db: submit(db, item.assignment, item.status))
+    return _go_next(item.assignment.dataset_id)
+
+
+def _go_next(dataset_id: int):  # noqa: ANN202
+    found = _next_for(dataset_id)
+    if found is None:
+        flash("Nothing left to label. Thank you!", "done")
+        url = url_for("annotate.queue")
+    else:
+        url = url_for("annotate.show", assignment_id=found.id)
+    if is_script_request():
+        response = make_response("", 204)
+        response.headers["HX-Redirect"] = url
+        return response
+    return redirect(url, code=303)
+
+
+@bp.route("/annotate/<int:assignment_id>/<any(skip, flag):action>", methods=("POST",))
+@login_required
+def park(assignment_id: int, action: str):
+    """Skip the item (with a reason) or flag it for review (with a note), and go to the next one."""
+    status = "skipped" if action == "skip" else "flagged"
+
+    def act(db):  # noqa: ANN001, ANN202
+        item = _item(db, assignment_id)
+        set_status(db, item.assignment, status, request.form.get("note", ""))
+        return item
+
+    item = _write(act)
+    flash(f"{item.sample.external_id}: {'skipped' if status == 'skipped' else 'flagged for review'}.", "info")
+    return _go_next(item.assignment.dataset_id)
+
+
+@bp.route("/annotate/<int:assignment_id>/history")
+@login_required
+def label_history(assignment_id: int):
+    """Show the history of my label on one target of the item (never anyone else's)."""
+    db = get_session()
+    assignment = get_assignment(db, g.user, assignment_id)
+    target = resolve_target(db, assignment, request.args.get("task", ""), request.args.get("target", ""))
+    label, entries = history(db, target, g.user)
+    return render_template("annotate/_history.html", label=label, entries=entries, task=target.task)
+
+
+@bp.route("/annotate/<int:assignment_id>/review")
+@login_required
+def review(assignment_id: int):
+    """Show other annotators' labels and the judges' verdicts on the item, if the blind rules allow it."""
+    db = get_session()
+    item = _item(db, assignment_id)
+    if not may_review(g.user, item, _review_mode()):
+        abort(403)
+    return render_template("annotate/_review.html", item=item, others=others_on(db, item, g.user),
+                           task_names=task_names(db))
+
+
+@bp.route("/annotate/review-mode", methods=("POST",))
+@role_required(*REVIEWER_ROLES)
+def review_mode():
+    """Turn review mode on or off (engineers and admins)."""
+    session["review_mode"] = request.form.get("on") == "1"
+    back = request.form.get("back", "")
+    if not back.startswith("/annotate"):
+        back = url_for("annotate.queue")
+    return redirect(back, code=303)

@@ -1,0 +1,82 @@
+"""Guidelines (engineers and admins): read and edit each task's guideline; re-queue outdated items.
+
+Saving adds a version (the old ones stay, and every label keeps the version it was made under).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, g, redirect, render_template, request, url_for
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation.adjudication import task_by_name
+from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
+from calibrate.datasets import get_dataset
+from calibrate.db import get_session, get_write_session
+from calibrate.views.auth import role_required
+
+bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
+
+EDITORS = ("engineer", "admin")
+
+
+@bp.errorhandler(NotFound)
+def _not_found(_exc):  # noqa: ANN001, ANN202
+    return render_template("error.html", error=HTTPNotFound()), 404
+
+
+@bp.errorhandler(AnnotationError)
+def _refused(exc: AnnotationError):  # noqa: ANN202
+    flash(str(exc), "error")
+    return redirect(request.path if request.method == "GET" else url_for("guidelines.index"), code=303)
+
+
+@bp.route("")
+@role_required(*EDITORS)
+def index():
+    """List the tasks with their current guideline version and outdated items."""
+    return render_template("admin/guidelines.html", rows=guideline_overview(get_session()))
+
+
+@bp.route("/<task_name>")
+@role_required(*EDITORS)
+def show(task_name: str):
+    """Show a task's guideline for editing, with its versions."""
+    db = get_session()
+    task = task_by_name(db, task_name)
+    versions = versions_of(db, task)
+    return render_template("admin/guideline.html", task=task, versions=versions,
+                           current=versions[0][0] if versions else None, outdated=outdated_assignments(db, task))
+
+
+@bp.route("/<task_name>", methods=("POST",))
+@role_required(*EDITORS)
+def update(task_name: str):
+    """Save a new version of a task's guideline."""
+    db = get_write_session()
+    task = task_by_name(db, task_name)
+    try:
+        guideline = save_guideline(db, task, request.form.get("text", ""), g.user)
+    except AnnotationError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("guidelines.show", task_name=task.name), code=303)
+    db.commit()
+    flash(f"Saved {task.name} guideline v{guideline.version}. New labels record v{guideline.version}.", "done")
+    return redirect(url_for("guidelines.show", task_name=task.name), code=303)
+
+
+@bp.route("/<task_name>/requeue", methods=("POST",))
+@role_required(*EDITORS)
+def requeue(task_name: str):
+    """Put items labelled under an older guideline back in their annotators' queues."""
+    db = get_write_session()
+    task = task_by_name(db, task_name)
+    dataset = None
+    if request.form.get("dataset"):
+        dataset = get_dataset(db, request.form["dataset"])
+        if dataset is None:
+            raise NotFound(request.form["dataset"])
+    count = requeue_outdated(db, task, dataset)
+    db.commit()
+    flash(f"Re-queued {count} item{'s' if count != 1 else ''}: their annotators will confirm each outdated {task.name} label.", "done")
+    return redirect(url_for("guidelines.show", task_name=task.name), code=303)

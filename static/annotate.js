@@ -1,0 +1,474 @@
+// calibrate workbench: keyboard-first labelling with write-ahead autosave (docs/annotation.md).
+//
+// Every action on an item (a label, a rationale, evidence, undo, submit, skip, flag) is put in
+// a queue that is mirrored in localStorage *before* it is sent, and leaves the queue only when
+// the server has answered. Actions go one at a time, in order, so "1 then 2" on a claim can
+// never land as "2 then 1". If the session has ended (401), the page goes to the login and,
+// back on the item, sends what was waiting; if the network or the server fails, it retries.
+// The server answers with HTML fragments (the cell, and the item status), swapped in here.
+(() => {
+  "use strict";
+
+  // The queue page: Enter on the focused "Start labelling" link opens the next item.
+  const start = document.querySelector("[data-autofocus]");
+  if (start) start.focus();
+
+  const root = document.getElementById("annotate");
+  if (!root) return;
+
+  const STORE = `calibrate.pending.${root.dataset.user}.${root.dataset.assignment}`;
+  const MAX_AGE_MS = 7 * 24 * 3600 * 1000;
+  const notice = document.getElementById("notice");
+  let pending = loadPending();
+  let sending = false;
+  let leaving = false;
+  let retryMs = 0;
+  let evidenceMode = false;
+  let focusedId = null;
+
+  // ------------------------------------------------------------------ storage
+
+  function loadPending() {
+    try {
+      const items = JSON.parse(localStorage.getItem(STORE) || "[]");
+      return Array.isArray(items) ? items.filter((a) => Date.now() - a.t < MAX_AGE_MS) : [];
+    } catch (_err) {
+      return [];
+    }
+  }
+
+  function persist() {
+    try {
+      if (pending.length) localStorage.setItem(STORE, JSON.stringify(pending));
+      else localStorage.removeItem(STORE);
+    } catch (_err) {
+      // Storage full or disabled: the queue still lives in memory for this page.
+    }
+  }
+
+  function csrfToken() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
+    } catch (_err) {
+      return "";
+    }
+  }
+
+  // ------------------------------------------------------------------ the action queue
+
+  function enqueue(url, fields, kind, cellId) {
+    if ((kind === "submit" || kind === "park") && pending.some((a) => a.kind === kind)) return;
+    pending.push({ id: `${Date.now()}-${Math.random().toString(36).slice(2)}`, url, fields, kind, cell: cellId, t: Date.now(), tries: 0 });
+    persist();
+    pump();
+  }
+
+  function finish(action) {
+    pending = pending.filter((a) => a.id !== action.id);
+    persist();
+  }
+
+  async function pump() {
+    if (sending || leaving || !pending.length) return;
+    sending = true;
+    const action = pending[0];
+    let response = null;
+    try {
+      response = await fetch(action.url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "HX-Request": "true", "HX-Current-URL": location.href, "X-CSRFToken": csrfToken() },
+        body: new URLSearchParams(action.fields),
+      });
+    } catch (_err) {
+      response = null;
+    }
+    sending = false;
+    if (response === null) return retryLater(action, "No connection");
+    await handle(action, response);
+    if (!leaving && pending.length && retryMs === 0) pump();
+  }
+
+  function retryLater(action, why) {
+    retryMs = Math.min(retryMs ? retryMs * 2 : 1000, 30000);
+    markCell(action.cell, "error", "not saved yet: retrying");
+    say(`${why}: ${pending.length} change${pending.length === 1 ? "" : "s"} waiting, retrying in ${Math.round(retryMs / 1000)} s. Nothing is lost.`, "error");
+    setTimeout(() => { retryMs = 0; pump(); }, retryMs);
+  }
+
+  async function handle(action, response) {
+    const status = response.status;
+    const redirect = response.headers.get("HX-Redirect");
+    if (status === 401) {
+      // The session ended: keep the action, log in, come back here and send it then.
+      leaving = true;
+      say("Your session has ended: log in again and your change will be saved.", "error");
+      location.assign(redirect || `${root.dataset.login}?next=${encodeURIComponent(location.pathname)}`);
+      return;
+    }
+    if (status === 400) {
+      // The page's security token is stale (a login in another tab): reload and send again.
+      action.tries += 1;
+      persist();
+      if (action.tries <= 2) { leaving = true; location.reload(); return; }
+      finish(action);
+      say("This change was refused (security token). Reload the page and make it again.", "error");
+      return;
+    }
+    if (status >= 500 || status === 0) return retryLater(action, `Server error ${status}`);
+    const text = await response.text();
+    if (status === 200 || status === 204) {
+      finish(action);
+      if (action.kind === "submit" || action.kind === "park") {
+        pending = pending.filter((a) => a.kind !== "submit" && a.kind !== "park");
+        persist();
+      }
+      if (redirect) { leaving = true; location.assign(redirect); return; }
+      if (response.headers.get("X-Nothing")) { say(text, "info"); return; }
+      const cell = swap(text, response.headers.get("HX-Retarget"));
+      if (action.kind === "undo" && cell) { focusCell(cell); say(`Undone: ${cell.dataset.where}`, "info"); }
+      if (!pending.length) say("", "");
+      return;
+    }
+    finish(action);
+    if (status === 422 && response.headers.get("HX-Retarget")) {
+      swap(text, response.headers.get("HX-Retarget"));
+      const first = cells().find((c) => c.dataset.required === "1" && c.dataset.state !== "saved");
+      if (first) focusCell(first);
+      return;
+    }
+    markCell(action.cell, "error", "not saved");
+    say(status === 404 || status === 403 ? "This item is not yours or no longer exists." : text, "error");
+  }
+
+  // ------------------------------------------------------------------ swapping fragments
+
+  // Replace the target with the server's fragment, and elements marked hx-swap-oob by id.
+  // A text field the annotator is typing in is kept (with its text and caret), never replaced.
+  function swap(html, selector) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    const fragment = template.content;
+    for (const oob of Array.from(fragment.querySelectorAll("[hx-swap-oob]"))) {
+      oob.remove();
+      oob.removeAttribute("hx-swap-oob");
+      const old = document.getElementById(oob.id);
+      if (old) morph(old, oob);
+    }
+    const fresh = fragment.firstElementChild;
+    const target = selector ? document.querySelector(selector) : null;
+    if (!fresh || !target) return null;
+    const result = morph(target, fresh);
+    syncMarks();
+    if (result.id === focusedId && !isTyping()) focusCell(result, { scroll: false });
+    return result;
+  }
+
+  function isTyping() {
+    const active = document.activeElement;
+    return !!(active && active.matches("textarea, input:not([type=hidden])"));
+  }
+
+  function morph(target, fresh) {
+    const active = document.activeElement;
+    if (!(active && target.contains(active) && active.matches("textarea, input"))) {
+      const wasFocused = active === target;
+      target.replaceWith(fresh);
+      if (wasFocused) fresh.focus({ preventScroll: true });
+      return fresh;
+    }
+    // Keep the part holding the field being edited; take every other part from the server.
+    for (const name of Array.from(target.attributes)) if (!fresh.hasAttribute(name.name)) target.removeAttribute(name.name);
+    for (const name of Array.from(fresh.attributes)) target.setAttribute(name.name, name.value);
+    const keep = Array.from(target.children).find((child) => child.contains(active));
+    const freshKeep = keep ? Array.from(fresh.children).find((child) => child.className === keep.className) : null;
+    for (const child of Array.from(target.children)) if (child !== keep) child.remove();
+    for (const child of Array.from(fresh.children)) {
+      if (child === freshKeep) continue;
+      if (keep && freshKeep && freshKeep.compareDocumentPosition(child) & Node.DOCUMENT_POSITION_PRECEDING) target.insertBefore(child, keep);
+      else target.appendChild(child);
+    }
+    return target;
+  }
+
+  // ------------------------------------------------------------------ cells and focus
+
+  function cells() {
+    return [
+      ...root.querySelectorAll("#claims .cell"),
+      ...root.querySelectorAll(".whole .cell"),
+      ...root.querySelectorAll("#contexts .cell"),
+    ];
+  }
+
+  function currentCell() {
+    return (focusedId && document.getElementById(focusedId)) || null;
+  }
+
+  function focusCell(cell, { scroll = true } = {}) {
+    if (!cell) return;
+    for (const el of root.querySelectorAll(".cell.focused, mark.focused, .context.evidence-shown")) {
+      el.classList.remove("focused", "evidence-shown");
+    }
+    focusedId = cell.id;
+    cell.classList.add("focused");
+    cell.focus({ preventScroll: true });
+    if (scroll) cell.scrollIntoView({ block: "nearest" });
+    const row = cell.closest(".claim-row");
+    if (row) {
+      const mark = root.querySelector(`mark.claim[data-claim="${row.dataset.claim}"]`);
+      if (mark) mark.classList.add("focused");
+      for (const chip of cell.querySelectorAll(".evidence .chip[aria-pressed=true]")) {
+        const context = root.querySelector(`.context[data-rank="${chip.value}"]`);
+        if (context) context.classList.add("evidence-shown");
+      }
+    }
+    const guide = root.querySelector(`.guideline[data-task="${cell.dataset.task}"]`);
+    if (guide) guide.open = true;
+  }
+
+  function move(step) {
+    const all = cells();
+    if (!all.length) return;
+    const index = all.indexOf(currentCell());
+    const next = index < 0 ? (step > 0 ? 0 : all.length - 1) : Math.min(Math.max(index + step, 0), all.length - 1);
+    focusCell(all[next]);
+  }
+
+  function needsWork(cell) {
+    return cell.dataset.state === "empty" || cell.dataset.state === "outdated" || cell.dataset.state === "error";
+  }
+
+  // After a label: the next required cell still to do (from here, wrapping), else the submit button.
+  function advance(from) {
+    const all = cells();
+    const index = all.indexOf(from);
+    const order = [...all.slice(index + 1), ...all.slice(0, index + 1)];
+    if (from.dataset.required === "1") {
+      const next = order.find((c) => c.dataset.required === "1" && needsWork(c));
+      if (next) return focusCell(next);
+      const button = document.getElementById("submit-button");
+      if (button) { focusedId = null; clearFocus(); button.focus(); button.scrollIntoView({ block: "nearest" }); }
+      return;
+    }
+    const next = all.slice(index + 1).find((c) => c.dataset.task === from.dataset.task && needsWork(c));
+    if (next) focusCell(next);
+  }
+
+  function clearFocus() {
+    for (const el of root.querySelectorAll(".cell.focused, mark.focused")) el.classList.remove("focused");
+  }
+
+  function markCell(cellId, state, text) {
+    const cell = cellId && document.getElementById(cellId);
+    if (!cell) return;
+    cell.dataset.state = state;
+    const line = cell.querySelector(".save-state");
+    if (line) { line.dataset.state = state; line.textContent = text; }
+  }
+
+  function syncMarks() {
+    for (const row of root.querySelectorAll(".claim-row")) {
+      const cell = row.querySelector(".cell");
+      const mark = root.querySelector(`mark.claim[data-claim="${row.dataset.claim}"]`);
+      if (mark && cell) mark.dataset.value = cell.dataset.value || "";
+    }
+  }
+
+  function say(text, kind) {
+    if (!notice) return;
+    notice.textContent = text;
+    notice.dataset.kind = kind;
+  }
+
+  // ------------------------------------------------------------------ actions
+
+  // Every form of the item goes through the queue (a plain post is the no-script fallback).
+  root.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (!form.matches("form[data-queue]")) return;
+    event.preventDefault();
+    const data = new FormData(form, event.submitter || undefined);
+    data.delete("csrf_token"); // sent fresh in a header: a replay after login has a new one
+    const fields = Array.from(data.entries()).map(([k, v]) => [k, String(v)]);
+    const cell = form.closest(".cell");
+    if (form.closest(".item-status")) return enqueue(form.action, fields, "submit", null);
+    const dialog = form.closest("dialog");
+    if (dialog) { dialog.close(); return enqueue(form.action, fields, "park", null); }
+    enqueue(form.action, fields, "label", cell ? cell.id : null);
+    if (!cell) return;
+    const chosen = event.submitter && event.submitter.name === "value" ? event.submitter : null;
+    const number = form.querySelector("[data-number]");
+    if (form.classList.contains("choices") && (chosen || number)) {
+      for (const button of form.querySelectorAll("button[name=value]")) button.setAttribute("aria-pressed", String(button === chosen));
+      cell.dataset.value = chosen ? chosen.value : number.value;
+      for (const part of cell.querySelectorAll(".rationale, .evidence, .history-link")) part.hidden = false;
+      markCell(cell.id, "saving", "saving…");
+      syncMarks();
+      advance(cell);
+    } else if (event.submitter && event.submitter.name === "evidence") {
+      const on = event.submitter.getAttribute("aria-pressed") !== "true";
+      event.submitter.setAttribute("aria-pressed", String(on));
+      markCell(cell.id, "saving", "saving…");
+    } else {
+      markCell(cell.id, "saving", "saving…");
+    }
+  });
+
+  // A rationale is saved when the field is left, if it changed.
+  root.addEventListener("focusout", (event) => {
+    const field = event.target;
+    if (field.name === "rationale" && field.value !== field.defaultValue) {
+      field.defaultValue = field.value;
+      field.form.requestSubmit();
+    }
+  });
+
+  root.addEventListener("click", (event) => {
+    const opener = event.target.closest("[data-open]");
+    if (opener) { openDialog(opener.dataset.open); return; }
+    if (event.target.closest("[data-close]")) { event.target.closest("dialog").close(); return; }
+    const history = event.target.closest("[data-history]");
+    if (history) { showHistory(history.dataset.history); return; }
+    const review = event.target.closest("[data-review]");
+    if (review) { showReview(review.dataset.review); return; }
+    const mark = event.target.closest("mark.claim");
+    if (mark) {
+      const row = root.querySelector(`.claim-row[data-claim="${mark.dataset.claim}"] .cell`);
+      if (row) focusCell(row);
+      return;
+    }
+    const cell = event.target.closest(".cell");
+    if (cell && !event.target.closest("button, textarea, input")) focusCell(cell, { scroll: false });
+  });
+
+  function openDialog(id) {
+    const dialog = document.getElementById(id);
+    if (dialog && !dialog.open) dialog.showModal();
+  }
+
+  async function fetchFragment(url) {
+    const response = await fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true", "HX-Current-URL": location.href } });
+    if (response.status === 401) { location.assign(response.headers.get("HX-Redirect") || root.dataset.login); return null; }
+    if (!response.ok) { say(await response.text() || `Error ${response.status}`, "error"); return null; }
+    return response.text();
+  }
+
+  async function showHistory(url) {
+    const html = await fetchFragment(url);
+    if (html === null) return;
+    const holder = document.getElementById("history");
+    if (holder) swapPlain(holder, html);
+    openDialog("history-dialog");
+  }
+
+  async function showReview(url) {
+    const html = await fetchFragment(url);
+    if (html === null) return;
+    const holder = document.getElementById("review");
+    if (holder) swapPlain(holder, html).scrollIntoView({ block: "start" });
+  }
+
+  function swapPlain(target, html) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    const fresh = template.content.firstElementChild;
+    target.replaceWith(fresh);
+    return fresh;
+  }
+
+  function labelWithKey(cell, key) {
+    const button = Array.from(cell.querySelectorAll("form.choices button[name=value]"))
+      .find((b) => (b.dataset.keys || "").split(" ").includes(key));
+    if (button) { button.form.requestSubmit(button); return true; }
+    const number = cell.querySelector("[data-number]");
+    if (number && /^[0-9.,-]$/.test(key)) { number.focus(); return "typing"; }
+    return false;
+  }
+
+  function toggleEvidence(cell, rank) {
+    const chip = cell.querySelector(`.evidence:not([hidden]) button[name=evidence][value="${rank}"]`);
+    if (chip) chip.form.requestSubmit(chip);
+    else say(cell.dataset.value ? `There is no context #${rank + 1}.` : "Label the claim first, then mark its evidence.", "info");
+  }
+
+  function undo() {
+    enqueue(root.dataset.undo, [], "undo", null);
+  }
+
+  function submitItem() {
+    const form = root.querySelector(".item-status form[data-queue]");
+    if (form) form.requestSubmit();
+  }
+
+  function backToCell(field) {
+    const cell = field.closest(".cell");
+    field.blur();
+    if (cell) focusCell(cell, { scroll: false });
+  }
+
+  // ------------------------------------------------------------------ keys
+
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented || event.isComposing) return;
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (root.querySelector("dialog[open]")) return; // dialogs: their own fields, Esc closes
+    const field = event.target.closest && event.target.closest("input, textarea, select");
+    if (field) {
+      if (field.name === "rationale" || field.matches("[data-number]")) {
+        if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); field.defaultValue = field.value; field.form.requestSubmit(); backToCell(field); }
+        else if (event.key === "Escape") { event.preventDefault(); backToCell(field); }
+      }
+      return;
+    }
+    const onControl = event.target.closest && event.target.closest("a, summary, button:not(.choice):not(.chip)");
+    const key = event.key;
+    const cell = (event.target.closest && event.target.closest(".cell")) || currentCell();
+    if (evidenceMode) {
+      evidenceMode = false;
+      say("", "");
+      if (/^[1-9]$/.test(key) && cell) { event.preventDefault(); toggleEvidence(cell, Number(key) - 1); return; }
+    }
+    let handled = true;
+    if (key === "j" || key === "ArrowDown") move(1);
+    else if (key === "k" || key === "ArrowUp") move(-1);
+    else if (key === "u") undo();
+    else if (key === "Enter") { if (onControl) return; submitItem(); }
+    else if (key === "?") openDialog("help");
+    else if (key === "g") { const gt = document.getElementById("ground-truth"); if (gt) gt.open = !gt.open; }
+    else if (key === "o") { const long = root.querySelectorAll("details.long"); const open = !Array.from(long).some((d) => d.open); long.forEach((d) => { d.open = open; }); }
+    else if (key === "S" && event.shiftKey) openDialog("skip-dialog");
+    else if (key === "F" && event.shiftKey) openDialog("flag-dialog");
+    else if (key === "v") { const button = root.querySelector("[data-review]"); if (button) showReview(button.dataset.review); else handled = false; }
+    else if (key === "r" && cell) {
+      const area = cell.querySelector(".rationale:not([hidden]) textarea");
+      if (area) area.focus(); else say("Label it first; then r writes the rationale.", "info");
+    } else if (key === "e" && cell) {
+      if (cell.querySelector(".evidence:not([hidden])")) { evidenceMode = true; say("Evidence: press the number of the context (1–9).", "info"); }
+      else say(cell.querySelector(".evidence") ? "Label the claim first, then e and a number mark its evidence." : "Evidence is marked on claims.", "info");
+    } else if (key === "h" && cell) {
+      const link = cell.querySelector("[data-history]:not([hidden])");
+      if (link) showHistory(link.dataset.history); else handled = false;
+    } else if (cell && key.length === 1) {
+      const result = labelWithKey(cell, key);
+      if (result === "typing") return; // the digit goes into the number field
+      handled = !!result;
+    } else handled = false;
+    if (handled) event.preventDefault();
+  });
+
+  // ------------------------------------------------------------------ start
+
+  syncMarks();
+  const all = cells();
+  const first = all.find((c) => c.dataset.required === "1" && needsWork(c)) || all[0];
+  if (first && !location.hash) focusCell(first, { scroll: false });
+  else if (location.hash) {
+    const target = document.getElementById(location.hash.slice(1));
+    if (target && target.classList.contains("cell")) focusCell(target);
+  }
+  if (pending.length) {
+    say(`Saving ${pending.length} change${pending.length === 1 ? "" : "s"} made before the page was left…`, "info");
+    pump();
+  }
+})();

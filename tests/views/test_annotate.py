@@ -1,0 +1,417 @@
+"""The workbench views: item page structure, label/undo/submit actions, security and blind rules."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlmodel import func, select
+
+from calibrate.accounts import get_user
+from calibrate.models import Assignment, Claim, Context, Judge, Label, LabelRevision, Verdict
+from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
+
+HX = {"HX-Request": "true"}
+
+
+def _soup(response):
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+def _assign(session, sample, user, status="pending"):
+    assignment = Assignment(sample_id=sample.id, user_id=user.id, status=status)
+    session.add(assignment)
+    session.commit()
+    return assignment
+
+
+def _claims(session, sample):
+    return list(session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)))
+
+
+@pytest.fixture
+def item(session, make_sample, login):
+    """Ana, logged in, with one assigned item whose text is hostile (two claims, one context)."""
+    token = login("ana")
+    ana = get_user(session, "ana")
+    sample = make_sample()
+    assignment = _assign(session, sample, ana)
+    return SimpleNamespace(token=token, user=ana, sample=sample, assignment=assignment, url=f"/annotate/{assignment.id}",
+                           claims=_claims(session, sample))
+
+
+def _label(client, item, target, value=None, *, task="claim_support", token=None, headers=HX, **fields):
+    data = {"task": task, "target": target, **fields}
+    if value is not None:
+        data["value"] = value
+    return client.post(f"{item.url}/label", data=data, headers={**headers, "X-CSRFToken": token or item.token})
+
+
+def _label_all(client, item, value="supported", quality="4"):
+    for claim in item.claims:
+        assert _label(client, item, f"claim:{claim.id}", value).status_code == 200
+    assert _label(client, item, f"sample:{item.sample.id}", quality, task="answer_quality").status_code == 200
+
+
+def _fresh(session):
+    """End the test session's read transaction (a WAL snapshot) so it sees what the app wrote."""
+    session.commit()
+    session.expire_all()
+
+
+def _count(session, model):
+    _fresh(session)
+    return session.exec(select(func.count()).select_from(model)).one()
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def test_item_page_shows_everything_to_label_with_its_keys(client, item):
+    page = _soup(client.get(item.url))
+    root = page.select_one("#annotate")
+    assert root.has_attr("hx-disable")
+    assert page.select_one("#question").get_text() == XSS_QUESTION
+    assert [li["data-rank"] for li in page.select("#contexts > li.context")] == ["0"]
+    assert page.select_one("#contexts .doc-id").get_text() == "doc-0"
+    assert page.select_one("#contexts .ctx-text").get_text() == XSS_CONTEXT
+    assert page.select_one("#answer").get_text() == XSS_ANSWER
+    assert [m["data-claim"] for m in page.select("#answer mark.claim")] == ["0", "1"]
+    rows = page.select("#claims > li.claim-row")
+    assert [r.select_one(".claim-text").get_text() for r in rows] == [c.text for c in item.claims]
+    cell = rows[0].select_one(".cell")
+    assert cell["data-target"] == f"claim:{item.claims[0].id}" and cell["data-state"] == "empty"
+    buttons = cell.select("button[name=value]")
+    assert [(b["value"], b["data-keys"], [k.get_text() for k in b.select("kbd")]) for b in buttons] == [
+        ("supported", "1 s", ["1", "s"]), ("unsupported", "2 x", ["2", "x"]), ("not_applicable", "3 n", ["3", "n"])]
+    quality = page.select_one(".whole .cell[data-task=answer_quality]")
+    assert [b["value"] for b in quality.select("button[name=value]")] == ["1", "2", "3", "4", "5"]
+    assert quality.select_one("button[value='5'] .hint").get_text().startswith("correct, complete")
+    assert [c["data-task"] for c in page.select("#contexts .cell")] == ["context_relevance"]
+    assert [d["data-task"] for d in page.select("#guidelines details.guideline")] == ["claim_support", "answer_quality", "context_relevance"]
+    help_keys = {k.get_text() for k in page.select("#help kbd")}
+    assert {"j", "k", "1", "s", "x", "n", "u", "Enter", "?", "r", "e", "h", "g"} <= help_keys
+    assert page.select_one("#item-status #submit-button") is not None
+
+
+def test_item_page_has_no_inline_script_style_or_handler(client, item):
+    page = _soup(client.get(item.url))
+    assert all(s.get("src", "").startswith("/static/") for s in page.select("script"))
+    assert page.select("[style]") == [] and page.select("style") == []
+    assert [el.name for el in page.find_all(True) if any(attr.startswith("on") for attr in el.attrs)] == []
+    assert page.select("#annotate img, #annotate a[href^=javascript]") == []
+
+
+def test_long_contexts_are_collapsed_and_the_ground_truth_can_be_hidden(client, session, make_sample, login):
+    login("ana")
+    sample = make_sample(contexts=["corto", "x" * 2000], ground_truth="Respuesta de referencia")
+    assignment = _assign(session, sample, get_user(session, "ana"))
+    page = _soup(client.get(f"/annotate/{assignment.id}"))
+    contexts = page.select("#contexts > li")
+    assert contexts[0].select_one("details") is None
+    assert contexts[1].select_one("details.long p.ctx-text").get_text() == "x" * 2000
+    ground_truth = page.select_one("details#ground-truth")
+    assert ground_truth.has_attr("open") and "Respuesta de referencia" in ground_truth.get_text()
+
+
+def test_a_custom_continuous_task_gets_a_number_field(client, session, make_sample, login):
+    from calibrate.tasks import add_task
+
+    add_task(session, "confidence", target="sample", kind="continuous", scale=(0, 1))
+    session.commit()
+    login("ana")
+    assignment = _assign(session, make_sample(), get_user(session, "ana"))
+    cell = _soup(client.get(f"/annotate/{assignment.id}")).select_one(".cell[data-task=confidence]")
+    field = cell.select_one("input[type=number][name=value]")
+    assert (field["min"], field["max"], field["step"]) == ("0.0", "1.0", "any")
+
+
+# --------------------------------------------------------------------------- labelling
+
+
+def test_a_label_answers_with_its_cell_and_the_item_status(client, session, item):
+    target = f"claim:{item.claims[0].id}"
+    response = _label(client, item, target, "unsupported")
+    assert response.status_code == 200
+    assert "HX-Request" in response.headers["Vary"]
+    page = _soup(response)
+    cell = page.select_one(".cell")
+    assert f"#{cell['id']}" == response.headers["HX-Retarget"]
+    assert (cell["data-target"], cell["data-state"], cell["data-value"]) == (target, "saved", "unsupported")
+    assert page.select_one("button[aria-pressed=true]")["value"] == "unsupported"
+    assert cell.select_one(".save-state").get_text(strip=True) == "✓ saved"
+    status = page.select_one("#item-status")
+    assert status["hx-swap-oob"] == "true"
+    progress = {li["data-task"]: li.select_one(".count").get_text() for li in status.select(".task-progress li")}
+    assert progress == {"claim_support": "1/2", "answer_quality": "0/1", "context_relevance": "0/1"}
+    _fresh(session)
+    label = session.exec(select(Label)).one()
+    assert (label.value, label.annotator_id, label.source) == ("unsupported", item.user.id, "ui")
+
+
+def test_a_label_from_a_plain_form_redirects_back(client, item):
+    target = f"claim:{item.claims[0].id}"
+    response = client.post(f"{item.url}/label", data={"task": "claim_support", "target": target, "value": "supported",
+                                                      "csrf_token": item.token})
+    assert response.status_code == 303
+    assert response.headers["Location"].startswith(f"{item.url}#cell-")
+    page = _soup(client.get(item.url))
+    assert page.select_one(f".cell[data-target='{target}']")["data-state"] == "saved"
+
+
+def test_a_double_post_never_duplicates(client, session, item):
+    target = f"claim:{item.claims[0].id}"
+    for _ in range(3):
+        assert _label(client, item, target, "supported").status_code == 200
+    assert _count(session, Label) == 1
+    assert _count(session, LabelRevision) == 1
+
+
+def test_rationale_and_evidence(client, session, item):
+    target = f"claim:{item.claims[0].id}"
+    assert _label(client, item, target, rationale="antes de etiquetar").status_code == 422
+    _label(client, item, target, "supported")
+    page = _soup(_label(client, item, target, rationale="<b>dice</b> 0,4 mg"))
+    assert page.select_one("textarea[name=rationale]").get_text() == "<b>dice</b> 0,4 mg"
+    page = _soup(_label(client, item, target, evidence="0"))
+    assert [b["value"] for b in page.select(".evidence button[aria-pressed=true]")] == ["0"]
+    assert _label(client, item, target, evidence="5").status_code == 422
+    _fresh(session)
+    label = session.exec(select(Label)).one()
+    assert (label.rationale, label.evidence) == ("<b>dice</b> 0,4 mg", [0])
+
+
+@pytest.mark.parametrize(("task", "target", "value", "status"), [
+    ("claim_support", "claim:{claim}", "maybe", 422),
+    ("answer_quality", "sample:{sample}", "9", 422),
+    ("claim_support", "sample:{sample}", "supported", 422),
+    ("claim_support", "nonsense", "supported", 422),
+    ("no_such_task", "claim:{claim}", "supported", 404),
+])
+def test_bad_labels_are_refused_and_nothing_is_saved(client, session, item, task, target, value, status):
+    target = target.format(claim=item.claims[0].id, sample=item.sample.id)
+    response = _label(client, item, target, value, task=task)
+    assert response.status_code == status
+    assert _count(session, Label) == 0
+
+
+def test_undo(client, session, item):
+    target = f"claim:{item.claims[1].id}"
+    _label(client, item, target, "supported")
+    _label(client, item, target, "unsupported")
+    response = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
+    cell = _soup(response).select_one(".cell")
+    assert (cell["data-target"], cell["data-value"]) == (target, "supported")
+    response = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
+    assert _soup(response).select_one(".cell")["data-state"] == "empty"
+    assert _count(session, Label) == 0
+    nothing = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
+    assert (nothing.status_code, nothing.headers.get("X-Nothing")) == (200, "1")
+
+
+def test_history_lists_my_changes(client, item):
+    target = f"claim:{item.claims[0].id}"
+    _label(client, item, target, "supported")
+    _label(client, item, target, "not_applicable")
+    page = _soup(client.get(f"{item.url}/history", query_string={"task": "claim_support", "target": target}, headers=HX))
+    rows = [[td.get_text() for td in tr.select("td")][1:4] for tr in page.select("#history tbody tr")]
+    assert rows == [["ana", "changed from", "supported"], ["ana", "created as", "supported"]]
+
+
+# --------------------------------------------------------------------------- submit, skip, flag
+
+
+def test_submit_explains_what_is_missing(client, session, item):
+    _label(client, item, f"claim:{item.claims[0].id}", "supported")
+    response = client.post(f"{item.url}/submit", headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == 422 and response.headers["HX-Retarget"] == "#item-status"
+    missing = [li.get_text() for li in _soup(response).select("#item-status .missing li")]
+    assert missing == ["claim_support: label claim 2", "answer_quality: label the answer"]
+    _fresh(session)
+    assert session.get(Assignment, item.assignment.id).status == "pending"
+
+
+def test_submit_goes_to_the_next_item_then_back_to_the_queue(client, session, make_sample, item):
+    second = _assign(session, make_sample(external_id="s2"), item.user)
+    _label_all(client, item)
+    response = client.post(f"{item.url}/submit", headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == 204 and response.headers["HX-Redirect"] == f"/annotate/{second.id}"
+    _fresh(session)
+    assert session.get(Assignment, item.assignment.id).status == "done"
+    # a second submit (double Enter) changes nothing and still moves on
+    again = client.post(f"{item.url}/submit", data={"csrf_token": item.token})
+    assert again.status_code == 303 and again.headers["Location"] == f"/annotate/{second.id}"
+    item2 = SimpleNamespace(**{**vars(item), "sample": session.get(type(item.sample), second.sample_id),
+                               "url": f"/annotate/{second.id}", "claims": _claims(session, session.get(type(item.sample), second.sample_id))})
+    _label_all(client, item2)
+    last = client.post(f"{item2.url}/submit", data={"csrf_token": item.token})
+    assert last.headers["Location"] == "/annotate"
+    assert "Nothing left to label" in _soup(client.get("/annotate")).select_one(".flash").get_text()
+
+
+@pytest.mark.parametrize(("action", "status"), [("skip", "skipped"), ("flag", "flagged")])
+def test_skip_and_flag_need_a_note_and_move_on(client, session, item, action, status):
+    refused = client.post(f"{item.url}/{action}", data={"note": ""}, headers={**HX, "X-CSRFToken": item.token})
+    assert refused.status_code == 422
+    response = client.post(f"{item.url}/{action}", data={"note": "contexto truncado"}, headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == 204 and response.headers["HX-Redirect"] == "/annotate"
+    _fresh(session)
+    assignment = session.get(Assignment, item.assignment.id)
+    assert (assignment.status, assignment.note) == (status, "contexto truncado")
+    parked = _soup(client.get("/annotate")).select("#parked tbody tr")
+    assert [tr.select("td")[1].get_text() for tr in parked] == [status]
+
+
+# --------------------------------------------------------------------------- queue
+
+
+def test_the_queue_page_and_next_item(client, session, make_sample, login):
+    login("ana")
+    ana = get_user(session, "ana")
+    first = _assign(session, make_sample(external_id="s1"), ana)
+    _assign(session, make_sample(external_id="s2"), ana, status="done")
+    open_slot = Assignment(sample_id=make_sample(external_id="s3").id, user_id=None)
+    session.add(open_slot)
+    session.commit()
+    page = _soup(client.get("/annotate"))
+    row = page.select_one("#my-progress tr[data-dataset=d]")
+    assert row.select_one(".done-count").get_text() == "1/2" and row.select_one(".pending").get_text() == "1"
+    assert page.select_one("#start")["href"] == "/annotate/next"
+    assert client.get("/annotate/next").headers["Location"] == f"/annotate/{first.id}"
+    session.delete(session.get(Assignment, first.id))
+    session.commit()
+    # nothing of mine left: the open slot is claimed for me
+    assert client.get("/annotate/next?dataset=d").headers["Location"] == f"/annotate/{open_slot.id}"
+    _fresh(session)
+    assert session.get(Assignment, open_slot.id).user_id == ana.id
+    assert client.get("/annotate/next?dataset=nope").status_code == 404
+
+
+# --------------------------------------------------------------------------- security
+
+
+def test_a_post_without_csrf_token_is_rejected_and_saves_nothing(client, session, item):
+    target = f"claim:{item.claims[0].id}"
+    assert client.post(f"{item.url}/label", data={"task": "claim_support", "target": target, "value": "supported"}).status_code == 400
+    assert client.post(f"{item.url}/label", data={"task": "claim_support", "target": target, "value": "supported"},
+                       headers={**HX, "X-CSRFToken": "forged"}).status_code == 400
+    assert _count(session, Label) == 0
+
+
+def test_an_expired_session_asks_a_script_to_log_in_and_saves_nothing(app, session, item):
+    """No cookie any more: the script gets 401 and where to log in (and then come back), not a 400."""
+    fresh = app.test_client()
+    target = f"claim:{item.claims[0].id}"
+    response = fresh.post(f"{item.url}/label", data={"task": "claim_support", "target": target, "value": "supported"},
+                          headers={**HX, "X-CSRFToken": item.token, "HX-Current-URL": f"http://localhost{item.url}"})
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"] == f"/login?next={item.url}"
+    assert _count(session, Label) == 0
+    assert fresh.post(f"{item.url}/label", data={"task": "claim_support"}).status_code == 400  # a plain form: CSRF as before
+    assert fresh.get(item.url).headers["Location"] == f"/login?next={item.url}"
+
+
+ENDPOINTS = [
+    ("get", ""), ("post", "/label"), ("post", "/undo"), ("post", "/submit"), ("post", "/skip"), ("post", "/flag"),
+    ("get", "/history?task=claim_support&target=claim:{claim}"), ("get", "/review"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ENDPOINTS)
+def test_another_annotators_assignment_is_not_found(client, session, make_sample, make_user, login, method, path):
+    token = login("ana")
+    bea = make_user("bea")
+    sample = make_sample()
+    theirs = _assign(session, sample, bea)
+    claim = _claims(session, sample)[0]
+    url = f"/annotate/{theirs.id}{path.format(claim=claim.id)}"
+    data = {"task": "claim_support", "target": f"claim:{claim.id}", "value": "supported", "note": "x"}
+    response = client.get(url) if method == "get" else client.post(url, data=data, headers={**HX, "X-CSRFToken": token})
+    assert response.status_code == 404
+    assert _count(session, Label) == 0
+    _fresh(session)
+    assert session.get(Assignment, theirs.id).status == "pending"
+
+
+def test_guessing_the_target_of_another_item_is_not_found(client, session, make_sample, make_user, item):
+    other = make_sample(external_id="s2")
+    bea = make_user("bea")
+    _assign(session, other, bea)
+    for kind, target_id, task in (("claim", _claims(session, other)[0].id, "claim_support"),
+                                  ("sample", other.id, "answer_quality"),
+                                  ("context", session.exec(select(Context.id).where(Context.sample_id == other.id)).first(), "context_relevance")):
+        value = {"claim_support": "supported", "answer_quality": "3", "context_relevance": "relevant"}[task]
+        assert _label(client, item, f"{kind}:{target_id}", value, task=task).status_code == 404
+        response = client.get(f"{item.url}/history", query_string={"task": task, "target": f"{kind}:{target_id}"})
+        assert response.status_code == 404
+    assert _count(session, Label) == 0
+
+
+# --------------------------------------------------------------------------- blind rules
+
+
+@pytest.fixture
+def others(session, make_sample, make_user):
+    """A sample another annotator labelled (with a rationale) and a judge saw (with a reason)."""
+    sample = make_sample(external_id="shared")
+    bea = make_user("bea")
+    claims = _claims(session, sample)
+    from calibrate.tasks import get_task
+
+    task = get_task(session, "claim_support")
+    for claim in claims:
+        session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
+                          annotator_id=bea.id, value="unsupported", rationale="BEA-SECRET-RATIONALE", source="import"))
+    judge = Judge(name="judge-x")
+    session.add(judge)
+    session.flush()
+    session.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=sample.id, claim_id=claims[0].id,
+                        target_key=f"claim:{claims[0].id}", value="supported", reason="JUDGE-SECRET-REASON"))
+    session.commit()
+    return sample
+
+
+def _complete_as(client, session, sample, username, role):
+    from calibrate.views import auth  # noqa: F401  (the login fixture did the rest)
+
+    user = get_user(session, username)
+    assignment = _assign(session, sample, user)
+    url = f"/annotate/{assignment.id}"
+    return SimpleNamespace(url=url, sample=sample, claims=_claims(session, sample), assignment=assignment, user=user)
+
+
+def _text(response):
+    return response.get_data(as_text=True)
+
+
+def test_an_annotator_never_sees_others_labels_or_verdicts(client, session, login, others):
+    token = login("ana")
+    item = _complete_as(client, session, others, "ana", "annotator")
+    item.token = token
+    assert "SECRET" not in _text(client.get(item.url))
+    _label_all(client, item)
+    page = client.get(item.url)
+    assert "SECRET" not in _text(page) and "judge-x" not in _text(page)
+    assert client.get(f"{item.url}/review").status_code == 403
+    assert client.post("/annotate/review-mode", data={"on": "1", "csrf_token": token}).status_code == 403
+
+
+def test_an_engineer_in_review_mode_sees_them_once_their_labels_are_complete(client, session, login, others):
+    token = login("eng", "engineer")
+    item = _complete_as(client, session, others, "eng", "engineer")
+    item.token = token
+    client.post("/annotate/review-mode", data={"on": "1", "back": item.url, "csrf_token": token})
+    assert "SECRET" not in _text(client.get(item.url))
+    assert client.get(f"{item.url}/review").status_code == 403
+    responses = [_label(client, item, f"claim:{c.id}", "supported") for c in item.claims]
+    responses.append(_label(client, item, f"sample:{item.sample.id}", "4", task="answer_quality"))
+    # the status that completes the item offers the reveal; the ones before do not
+    assert [bool(_soup(r).select("#item-status [data-review]")) for r in responses] == [False] * len(item.claims) + [True]
+    review = _soup(client.get(f"{item.url}/review", headers=HX))
+    assert {td.get_text() for td in review.select("tr.other-label td")} >= {"bea", "unsupported", "BEA-SECRET-RATIONALE"}
+    assert {td.get_text() for td in review.select("tr.verdict td")} >= {"judge judge-x", "supported", "JUDGE-SECRET-REASON"}
+    page = _soup(client.get(item.url))
+    assert page.select_one("#review tr.verdict") is not None
+    client.post("/annotate/review-mode", data={"on": "0", "back": item.url, "csrf_token": token})
+    assert "SECRET" not in _text(client.get(item.url))
