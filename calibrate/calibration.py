@@ -49,6 +49,8 @@ class Options:
     seed: int = 0
     ci_method: str = "percentile"
     k: int = 10
+    split: str | None = None  # only the samples of this split (train, dev, test); None: every sample
+    budget_half_width: float = 0.05  # the CI half-width the label budget aims at
 
 
 @dataclass
@@ -311,6 +313,101 @@ def labels_needed(n: int, ci: tuple[float, float] | None, value: float | None, t
     }
 
 
+BUDGET_CANDIDATES = 200
+
+# Model name prefix → family, for the self-preference guard (a judge grading its own family's answers).
+MODEL_FAMILIES = {"gpt": "openai", "chatgpt": "openai", "o1": "openai", "o3": "openai", "o4": "openai", "text-davinci": "openai",
+                  "claude": "anthropic", "gemini": "google", "gemma": "google", "palm": "google", "llama": "meta",
+                  "mistral": "mistral", "mixtral": "mistral", "ministral": "mistral", "codestral": "mistral",
+                  "qwen": "qwen", "deepseek": "deepseek", "command": "cohere", "phi": "microsoft", "grok": "xai"}
+
+
+def model_family(model: str | None) -> str | None:
+    """Return the family of a model name (`openai/gpt-4o-mini` → openai, `llama-3.1-8b` → meta), or None for no model."""
+    name = (model or "").strip().lower().rsplit("/", 1)[-1]
+    if not name:
+        return None
+    for prefix in sorted(MODEL_FAMILIES, key=len, reverse=True):
+        if name.startswith(prefix):
+            return MODEL_FAMILIES[prefix]
+    import re
+
+    match = re.match(r"[a-z]+", name)
+    return match.group(0) if match else name
+
+
+def self_preference_warnings(session: Session, dataset: Dataset, judge: Judge | None, samples: set[int] | None = None) -> list[dict]:
+    """Return a warning per generator model (sample `metadata.generator_model`) of the judge's own model family.
+
+    The judge's models: its prompt version's `model` and the models of its runs on the dataset
+    (imported judges name no model: nothing to compare).
+    """
+    from calibrate.models import JudgeRun, PromptVersion
+
+    if judge is None:
+        return []
+    models = set(session.exec(select(JudgeRun.model).where(JudgeRun.judge_id == judge.id, JudgeRun.dataset_id == dataset.id)).all())
+    if judge.prompt_version_id is not None:
+        version = session.get(PromptVersion, judge.prompt_version_id)
+        models.add(version.model if version else "")
+    families = {model_family(m): m for m in sorted(models) if model_family(m)}
+    if not families:
+        return []
+    counts: dict[str, int] = {}
+    for sid, meta in session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all():
+        if samples is not None and sid not in samples:
+            continue
+        generator = meta.get("generator_model") if isinstance(meta, dict) else None
+        if generator:
+            counts[str(generator)] = counts.get(str(generator), 0) + 1
+    out = []
+    for generator, n in sorted(counts.items()):
+        family = model_family(generator)
+        if family in families:
+            out.append({"kind": "self_preference", "judge_model": families[family], "generator_model": generator,
+                        "family": family, "n_samples": n,
+                        "message": (f"the judge model {families[family]} is of the same family ({family}) as the generator "
+                                    f"{generator} of {n} samples: judges tend to prefer their own family's answers, so "
+                                    f"check its alignment on those samples (--group-by metadata.generator_model)")})
+    return out
+
+
+def label_budget(n: int, ci: tuple[float, float] | list | None, target_half_width: float,
+                 candidates: list[str] | None = None) -> dict | None:
+    """Estimate how many more labelled targets would bring the CI half-width under `target_half_width`.
+
+    Assumes the half-width shrinks as 1/√n: n_needed = n · (half_width / target)². `candidates`
+    (target keys the judge already judged but that have no gold, in data order) say which to label
+    first; the first `more_targets` of them (at most 200) are listed. None without a CI.
+    """
+    if ci is None or n <= 0 or None in ci or target_half_width <= 0:
+        return None
+    half = (ci[1] - ci[0]) / 2
+    total = n if half <= target_half_width else math.ceil(round(n * (half / target_half_width) ** 2, 9))  # round: float noise
+    more = max(total - n, 0)
+    candidates = candidates or []
+    chosen = candidates[: min(more, BUDGET_CANDIDATES)]
+    if more == 0:
+        note = f"the CI half-width {half:.3f} is already within {target_half_width:g}"
+    else:
+        note = (f"the CI half-width is {half:.3f} with n = {n}; about {more} more labelled targets (n ≈ {total}) would be "
+                f"expected to bring it under {target_half_width:g}, assuming it shrinks as 1/√n")
+        if len(candidates) < more:
+            note += (f"; only {len(candidates)} judged targets lack gold, so the judge must also judge "
+                     f"{more - len(candidates)} more targets")
+    return {"target_half_width": target_half_width, "half_width": half, "more_targets": more,
+            "candidates": chosen, "n_candidates": len(candidates), "note": note}
+
+
+def _budget_candidates(merged: pd.DataFrame) -> list[str]:
+    """Return the targets with a usable verdict but no gold (labelling them adds to n), by sample then target."""
+    mask = (merged["excluded"] == "no_gold").to_numpy()
+    if not mask.any():
+        return []
+    pairs = zip(merged["sample_id"].to_numpy()[mask].tolist(), merged["target_key"].to_numpy()[mask].tolist(), strict=True)
+    return [key for _, key in sorted(pairs, key=lambda p: (p[0], int(p[1].partition(":")[2])))]
+
+
 def _decide(alignment: dict, options: Options) -> bool | None:
     value = alignment.get("value")
     if value is None:
@@ -325,10 +422,11 @@ def _decide(alignment: dict, options: Options) -> bool | None:
 
 
 def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
-                         groups: dict[int, str | None] | None, options: Options) -> tuple[dict, pd.DataFrame]:
+                         groups: dict[int, str | None] | None, options: Options, *,
+                         gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     excluded_labels = set(task.excluded or [])
-    gold = categorical_gold(labels)
+    gold = categorical_gold(labels) if gold is None else gold
     section: dict[str, Any] = {"kind": task.kind, "target": task.target}
     merged = gold.copy()
     if verdicts is not None:
@@ -376,6 +474,12 @@ def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFram
             )
         section["cohen_kappa"] = _estimate_dict(kappa)
         section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
+        if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
+            alignment = {"metric": "cohen_kappa", "value": kappa.value, "ci": list(kappa.ci) if kappa.ci else None}
+            section["alignment"] = alignment
+            section["passed"] = _decide(alignment, options)
+            section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, _budget_candidates(merged))
+            return section, merged
         matrix = stats.confusion_matrix(gold_v, judge_v, labels=stat_labels) if gold_v else np.zeros((len(stat_labels),) * 2, int)
         section["confusion"] = {"labels": stat_labels, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
         section["per_label"] = _per_label(gold_v, judge_v, stat_labels)
@@ -386,6 +490,7 @@ def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFram
         section["alignment"] = alignment
         section["passed"] = _decide(alignment, options)
         section["labels_needed"] = labels_needed(section["n"], kappa.ci, kappa.value, options.threshold)
+        section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, _budget_candidates(merged))
     section["human"] = _human_categorical(labels, stat_labels, excluded_labels)
     if len(merged) == 0:
         section["status"] = "no_data"
@@ -460,8 +565,9 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
 
 
 def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
-                     groups: dict[int, str | None] | None, options: Options) -> tuple[dict, pd.DataFrame]:
-    gold = numeric_gold(labels)
+                     groups: dict[int, str | None] | None, options: Options, *,
+                     gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
+    gold = numeric_gold(labels) if gold is None else gold
     section: dict[str, Any] = {"kind": task.kind, "target": task.target}
     merged = gold.copy()
     if verdicts is not None:
@@ -497,6 +603,8 @@ def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | 
             note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
             rho = tau = Estimate.no_data(note)
             r = Estimate.no_data(note)
+        elif light:  # the alignment and its decision only (the dashboard's rows)
+            rho = _with_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot), stats.spearman_rho(x, y))
         else:
             rho = stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot)
             tau = stats.cluster_bootstrap_corr(x, y, clusters, method="kendall", **boot)
@@ -505,6 +613,12 @@ def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | 
             rho = _with_p(rho, point_rho)
             tau = _with_p(tau, point_tau)
         section["spearman_rho"] = _estimate_dict(rho, keep=("value", "ci", "p_value", "status", "note"))
+        if light:
+            alignment = {"metric": "spearman_rho", "value": rho.value, "ci": list(rho.ci) if rho.ci else None}
+            section["alignment"] = alignment
+            section["passed"] = _decide(alignment, options)
+            section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, _budget_candidates(merged))
+            return section, merged
         section["kendall_tau"] = _estimate_dict(tau, keep=("value", "ci", "p_value", "status", "note"))
         section["pearson_r"] = _estimate_dict(r, keep=("value", "p_value", "status", "note"))
         section["weighted_kappa"] = _weighted_kappa(task, x, y, labels, scored)
@@ -522,6 +636,7 @@ def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | 
         section["alignment"] = alignment
         section["passed"] = _decide(alignment, options)
         section["labels_needed"] = labels_needed(section["n"], rho.ci, rho.value, options.threshold)
+        section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, _budget_candidates(merged))
     section["human"] = _human_numeric(labels)
     if len(merged) == 0:
         section["status"] = "no_data"
@@ -917,6 +1032,56 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
                         f"{task.name}: {side}")
 
 
+def _split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:
+    """Return the ids of the dataset's samples in `split` (CalibrationError naming the splits if none)."""
+    rows = session.execute(sa_select(Sample.id, Sample.split).where(Sample.dataset_id == dataset.id)).all()
+    ids = {sid for sid, value in rows if value == split}
+    if not ids:
+        present = sorted({value for _, value in rows if value})
+        raise CalibrationError(f"no sample of {dataset.name} is in split {split!r} (splits: {', '.join(present) or 'none'})")
+    return ids
+
+
+def alignment_sections(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
+                       options: Options | None = None) -> dict[str, dict | None]:
+    """Return judge name → its task section reduced to n, the excluded counts, the alignment and `passed`
+    (None for a judge without verdicts for the task), each computed exactly as `build_report` does.
+
+    The labels and the gold are loaded once for all judges: this is what the dashboard of many
+    prompt versions needs, without the per-label, per-annotator and human–human parts.
+    """
+    options = options or Options()
+    dataset = resolve_dataset(session, dataset_name)
+    task = _task_named(session, task_name)
+    in_split = _split_samples(session, dataset, options.split) if options.split else None
+    labels = _labels_frame(session, dataset, task)
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    categorical = task.kind == "categorical"
+    gold = categorical_gold(labels) if categorical else numeric_gold(labels)
+    section_of = _categorical_section if categorical else _numeric_section
+    judges = [resolve_judge(session, name) for name in judge_names]
+    # One query for every judge's verdicts (the columns of _verdicts_frame, plus the judge).
+    query = (
+        sa_select(Verdict.judge_id, Verdict.target_key, Verdict.sample_id, _position(task), Verdict.value, Verdict.status, _active(task))
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id)
+    )  # every judge's: _frame's raw cursor cannot expand an IN list, and the unwanted ones are dropped by the groupby
+    every = _frame(session, _join_target(query, task, Verdict), ["judge_id", "target_key", "sample_id", "position", "value", "status", "active"])
+    every["active"] = every["active"].fillna(True).astype(bool)
+    if in_split is not None:
+        every = every[every["sample_id"].isin(in_split)]
+    by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
+    out: dict[str, dict | None] = {}
+    for judge in judges:
+        verdicts = by_judge.get(judge.id)
+        if verdicts is None or verdicts.empty:
+            out[judge.name] = None
+            continue
+        out[judge.name], _ = section_of(task, labels, verdicts, _fewshot_keys(session, judge), None, options, gold=gold, light=True)
+    return out
+
+
 def _require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
     verdicts = _verdicts_frame(session, dataset, task, judge)
     if verdicts.empty:
@@ -943,6 +1108,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
     groups = _group_values(session, dataset, options.group_by) if options.group_by else None
     fewshot = _fewshot_keys(session, judge)
     external = _external_ids(session, dataset)
+    in_split = _split_samples(session, dataset, options.split) if options.split else None
 
     from datetime import datetime, timezone
 
@@ -967,11 +1133,17 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         "provenance": {"source": dataset.source, "description": dataset.description, "is_demo": dataset.is_demo,
                        "n_samples": len(external), "judge_kind": judge.kind if judge else None},
     }
+    if options.split:
+        data["provenance"]["split"] = options.split  # the judge and human statistics cover this split only
     report = Report(data=data)
     gold_relevance = None
     for task in all_tasks:
         labels = _labels_frame(session, dataset, task)
         verdicts = _verdicts_frame(session, dataset, task, judge) if judge else None
+        if in_split is not None:
+            labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+            if verdicts is not None:
+                verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
         if labels.empty and (verdicts is None or verdicts.empty):
             continue  # a task with no data in this dataset gets no section
         no_verdicts = verdicts is not None and verdicts.empty
@@ -992,6 +1164,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if task.name == "context_relevance":
             gold_relevance = _gold_relevance(_gold_rows(merged), _positions(labels, verdicts))
             data["rag"]["context_precision"] = _context_precision(gold_relevance, verdicts)
+    data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
     decisions = [s.get("passed") for s in data["tasks"].values() if "passed" in s]
     if judge is not None:
         data["passed"] = all(d is True for d in decisions) if decisions else False

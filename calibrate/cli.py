@@ -345,10 +345,10 @@ def sample_command(app: Flask, dataset: str, n: int | None, fraction: float | No
 # --------------------------------------------------------------------------- report / gate
 
 
-def _report_options(app: Flask, threshold, ci_lower, group_by, bootstrap, k, ci_method):  # noqa: ANN001
+def _report_options(app: Flask, threshold, ci_lower, group_by, bootstrap, k, ci_method, split=None, budget=0.05):  # noqa: ANN001
     from calibrate.calibration import Options
 
-    return Options(
+    return Options(split=split, budget_half_width=budget,
         threshold=app.config["THRESHOLD"] if threshold is None else threshold,
         ci_lower=ci_lower, group_by=group_by,
         bootstrap=app.config["BOOTSTRAP"] if bootstrap is None else bootstrap,
@@ -368,6 +368,22 @@ def _build(app: Flask, dataset: str, judge: str | None, options, tasks=None):  #
         raise BadInput(str(exc)) from exc
 
 
+def _versions(app: Flask, dataset: str, judge: str, options):  # noqa: ANN001, ANN202
+    from sqlmodel import Session
+
+    from calibrate.calibration import CalibrationError
+    from calibrate.loop import versions_section
+
+    try:
+        with Session(ready_engine(app)) as session:
+            section = versions_section(session, dataset, judge, options=options)
+    except CalibrationError as exc:
+        raise BadInput(str(exc)) from exc
+    if section is None:
+        raise BadInput(f"--versions: {judge} is an imported judge, not a prompt version")
+    return section
+
+
 @cli.command("report")
 @click.option("--dataset", required=True, help="Dataset to report on.")
 @click.option("--judge", help="Judge to calibrate (a prompt run is PROMPT@VERSION); without it, the human-only parts.")
@@ -377,15 +393,26 @@ def _build(app: Flask, dataset: str, judge: str | None, options, tasks=None):  #
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
 @click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="K of the retrieval metrics.")
+@click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@click.option("--versions", "with_versions", is_flag=True,
+              help="Add the versions section: every version of the judge's prompt, and the latest two compared.")
+@click.option("--budget-half-width", "budget", type=click.FloatRange(min=0.001, max=1), default=0.05, show_default=True,
+              help="CI half-width the label budget aims at.")
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(app: Flask, dataset: str, judge: str | None, group_by: str | None, threshold: float | None, ci_lower: bool,
-                   bootstrap: int | None, ci_method: str, k: int, fmt: str, output: Path | None) -> None:
+                   bootstrap: int | None, ci_method: str, k: int, split: str | None, with_versions: bool, budget: float,
+                   fmt: str, output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     from calibrate.reports import render
 
-    report = _build(app, dataset, judge, _report_options(app, threshold, ci_lower, group_by, bootstrap, k, ci_method))
+    report = _build(app, dataset, judge, _report_options(app, threshold, ci_lower, group_by, bootstrap, k, ci_method, split, budget))
+    if with_versions:
+        if not judge:
+            raise BadInput("--versions needs --judge (a prompt version, PROMPT@N)")
+        report.data["versions"] = _versions(app, dataset, judge, _report_options(app, threshold, ci_lower, None, bootstrap, k,
+                                                                                 ci_method, split, budget))
     write_output(render(report, fmt), output, f"{fmt} report")
 
 

@@ -301,3 +301,38 @@ class ResponseCache(SQLModel, table=True):
     input_tokens: int | None = Field(default=None)
     output_tokens: int | None = Field(default=None)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Triage(SQLModel, table=True):
+    """An engineer's verdict on one disagreement between a judge and the human gold (calibrate/loop.py)."""
+
+    __table_args__ = (UniqueConstraint("judge_id", "task_id", "target_key", name="uq_triage_target"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", index=True)
+    judge_id: int = Field(foreign_key="judge.id", ondelete="CASCADE")
+    task_id: int = Field(foreign_key="task.id")
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    target_key: str = Field(max_length=40)
+    kind: str = Field(max_length=30)  # judge_error | human_error | ambiguous_guideline
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class TestEvaluation(SQLModel, table=True):
+    """One look at the frozen test split: a judge's score there, computed on demand and recorded (calibrate/loop.py)."""
+
+    __test__ = False  # not a pytest class
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", index=True)
+    judge_id: int = Field(foreign_key="judge.id", ondelete="CASCADE")
+    task_id: int = Field(foreign_key="task.id")
+    metric: str = Field(default="", max_length=30)
+    value: float | None = Field(default=None)
+    ci_low: float | None = Field(default=None)
+    ci_high: float | None = Field(default=None)
+    n: int = Field(default=0)
+    passed: bool | None = Field(default=None)
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)

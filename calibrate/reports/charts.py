@@ -326,3 +326,79 @@ def difference_chart(value: float | None, ci: Sequence[float] | None, *, label: 
         body.append(_text(zero + 8, cy + 4, "undefined", fill=MUTED, extra=' font-style="italic"'))
     body.append(_text(left, height - 8, f"{label}; bar: {ci_label}", fill=MUTED))
     return _svg(width, height, body, label=f"{label} with its {ci_label}", kind="difference")
+
+
+# --------------------------------------------------------------------------- alignment across versions
+
+
+@dataclass(frozen=True)
+class VersionPoint:
+    """One judge (a prompt version or an imported judge) in the versions chart."""
+
+    label: str
+    value: float | None
+    ci: tuple[float, float] | None
+    outcome: str
+
+
+def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling: float | None = None,
+                   metric: str = "alignment", ci_label: str = "95% CI") -> str:
+    """Return the alignment of each version in order: a line through the estimates, the CI as a band,
+    the threshold as a dashed line and the human–human ceiling as a dotted line."""
+    numbers = [threshold, 0.0, 1.0]
+    for p in points:
+        numbers += [v for v in (p.value, *(p.ci or ())) if _finite(v)]
+    if _finite(ceiling):
+        numbers.append(ceiling)
+    lo = max(-1.0, math.floor(min(numbers) * 5 + 1e-9) / 5)
+    hi = min(1.0, math.ceil(max(numbers) * 5 - 1e-9) / 5)
+    left, top, plot_h, bottom, right = 96.0, 30.0, 240.0, 70.0, 150.0  # left: room for the first slanted label
+    step_x = 64.0 if len(points) <= 12 else 36.0
+    plot_w = max(step_x * max(len(points) - 1, 1), 240.0)
+    width, height = left + plot_w + right, top + plot_h + bottom
+
+    def sx(i: int) -> float:
+        return left + (plot_w / 2 if len(points) == 1 else i * plot_w / (len(points) - 1))
+
+    def sy(v: float) -> float:
+        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+
+    body = []
+    tick = lo
+    while tick <= hi + 1e-9:
+        body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(_text(left - 8, sy(tick) + 4, f"{tick:.1f}".replace("-0.0", "0.0"), anchor="end", fill=MUTED))
+        tick = round(tick + 0.2, 10)
+    with_ci = [(i, p) for i, p in enumerate(points) if p.ci and all(_finite(v) for v in p.ci)]
+    if with_ci:
+        upper = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[1]))}" for i, p in with_ci)
+        lower = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[0]))}" for i, p in reversed(with_ci))
+        body.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" stroke="none">'
+                    f"<title>{_e(ci_label)}</title></polygon>")
+    defined = [(i, p) for i, p in enumerate(points) if _finite(p.value)]
+    if len(defined) > 1:
+        path = " ".join(f"{_f(sx(i))},{_f(sy(p.value))}" for i, p in defined)
+        body.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
+    ty = sy(threshold)
+    body.append(f'<line class="threshold" x1="{_f(left)}" y1="{_f(ty)}" x2="{_f(left + plot_w)}" y2="{_f(ty)}" '
+                f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
+    body.append(_text(left + plot_w + 8, ty + 4, f"threshold {threshold:g}", fill=THRESHOLD_COLOUR, weight="600"))
+    if _finite(ceiling):
+        cy = sy(ceiling)
+        body.append(f'<line class="ceiling" x1="{_f(left)}" y1="{_f(cy)}" x2="{_f(left + plot_w)}" y2="{_f(cy)}" '
+                    f'stroke="{CEILING_COLOUR}" stroke-width="1.6" stroke-dasharray="2 3"/>')
+        body.append(_text(left + plot_w + 8, cy + 4 + (14 if abs(cy - ty) < 14 else 0), f"human–human {ceiling:.2f}",
+                          fill=CEILING_COLOUR, weight="600"))
+    for i, p in enumerate(points):
+        x = sx(i)
+        body.append(_text(x, top + plot_h + 18, _clip(p.label, 14), anchor="end", fill=MUTED, title=p.label,
+                          extra=f' transform="rotate(-30 {_f(x)} {_f(top + plot_h + 18)})"'))
+        if _finite(p.value):
+            colour = OUTCOME_COLOURS.get(p.outcome, MUTED)
+            ci_text = f" [{p.ci[0]:.3f}, {p.ci[1]:.3f}]" if p.ci and all(_finite(v) for v in p.ci) else ""
+            body.append(f'<circle class="estimate" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" fill="{colour}" stroke="#ffffff" '
+                        f'stroke-width="1.5"><title>{_e(f"{p.label}: {p.value:.3f}{ci_text} ({p.outcome})")}</title></circle>')
+    body.append(f'<text x="14" y="{_f(top + plot_h / 2)}" text-anchor="middle" font-weight="600" '
+                f'transform="rotate(-90 14 {_f(top + plot_h / 2)})">{_e(metric)}</text>')
+    return _svg(width, height, body, label=f"{metric} across {len(points)} versions with {ci_label}, threshold {threshold:g}",
+                kind="versions")

@@ -54,6 +54,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     lines += [" · ".join(meta), ""]
     heading = {"passed": "✅ PASSED", "not passed": "❌ NOT PASSED"}.get(outcome, "no decision")
     lines += [f"## Decision: {heading}", "", escape(why), ""]
+    for warning in data.get("warnings") or []:
+        lines += [f"> ⚠️ **Warning ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
 
     decisions = summary.decisions(data)
     for d in decisions:
@@ -85,6 +87,27 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
         lines += [_row([escape(name), value]) for name, value, _ in retrieval.rows]
         lines.append("")
 
+    versions = data.get("versions")
+    if versions:
+        lines += [f"## Versions of {escape(versions.get('prompt', ''))}", "",
+                  _row(["version", "alignment", ci_label, "n", "passed", "changed", "note"]), "|---|---:|---|---:|---|---|---|"]
+        for v in versions.get("versions") or []:
+            lines.append(_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
+                               summary.interval(v.get("ci")), escape(v.get("n") if v.get("n") is not None else "—"),
+                               escape({True: "yes", False: "no"}.get(v.get("passed"), "—")),
+                               escape(", ".join(v.get("changed") or []) or "—"), escape(v.get("note") or "")]))
+        lines.append("")
+        comparison = versions.get("comparison")
+        if comparison:
+            diff = comparison.get("difference") or {}
+            flips = comparison.get("flips") or {}
+            lines += [escape(f"{comparison.get('judge_b')} minus {comparison.get('judge_a')} on {comparison.get('common_n')} common "
+                             f"targets ({comparison.get('scope')}): {summary.number(diff.get('value'))} "
+                             f"{ci_label} {summary.interval(diff.get('ci'))}; McNemar p = "
+                             f"{summary.p_value((comparison.get('mcnemar') or {}).get('p_value'))}; "
+                             f"fixed {flips.get('fixed', 0)}, broken {flips.get('broken', 0)}."), ""]
+        elif versions.get("comparison_note"):
+            lines += [escape(versions["comparison_note"]), ""]
     lines += ["## Methods", "", escape(_methods_paragraph(data)), ""]
     lines += ["Provenance:", ""]
     lines += [f"- {escape(name)}: {escape(value)}" for name, value in summary.provenance(data)]

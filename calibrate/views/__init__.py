@@ -7,7 +7,7 @@ from flask import Flask, render_template
 
 def init_app(app: Flask) -> None:
     """Register the blueprints, the request hooks and the error pages."""
-    from calibrate.views import adjudicate, admin, annotate, auth, datasets, guidelines, prompts, runs, security
+    from calibrate.views import adjudicate, admin, annotate, auth, calibration_loop, datasets, guidelines, prompts, runs, security
 
     security.init_app(app)
     app.register_blueprint(auth.bp)
@@ -18,6 +18,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(guidelines.bp)
     app.register_blueprint(prompts.bp)
     app.register_blueprint(runs.bp)
+    app.register_blueprint(calibration_loop.bp)
 
     for code in (400, 403, 404, 405, 413):
         app.register_error_handler(code, _error_page)

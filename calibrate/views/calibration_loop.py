@@ -1,0 +1,171 @@
+"""The calibration loop in the browser (engineers and admins): the dashboard of every judge of a
+dataset and task on one split, a judge's disagreements with the human gold, one disagreement
+opened, and "add as few-shot example". Annotators get 403."""
+
+from __future__ import annotations
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from markupsafe import Markup
+
+from calibrate.annotation import AnnotationError
+from calibrate.calibration import CalibrationError, Options
+from calibrate.db import get_session, get_write_session
+from calibrate.judges import PromptError
+from calibrate.loop import (
+    DEFAULT_SPLIT,
+    TRIAGE_KINDS,
+    add_fewshot,
+    dashboard,
+    disagreement_detail,
+    disagreements,
+    evaluate_on_test,
+    triage,
+)
+from calibrate.models import Prompt
+from calibrate.reports import charts
+from calibrate.views.auth import role_required
+from calibrate.views.prompts import ENGINEERS
+
+bp = Blueprint("loop", __name__)
+
+
+def _options() -> Options:
+    config = current_app.config
+    budget = request.args.get("budget", 0.05, type=float)
+    budget = budget if budget is not None and 0 < budget <= 1 else 0.05
+    return Options(threshold=config["THRESHOLD"], bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"],
+                   budget_half_width=budget)
+
+
+@bp.route("/calibration")
+@role_required(*ENGINEERS)
+def index():
+    """List the datasets, each linking to its calibration dashboard."""
+    from calibrate.datasets import dataset_names
+
+    return render_template("calibration/index.html", names=dataset_names(get_session()))
+
+
+@bp.route("/datasets/<name>/calibration")
+@role_required(*ENGINEERS)
+def show(name: str):
+    """Show every judge of a task on the dataset, on the dev split unless `?split=` says otherwise (`all`: every sample)."""
+    task = request.args.get("task") or "claim_support"
+    split = request.args.get("split", DEFAULT_SPLIT)
+    split = None if split in ("", "all") else split
+    try:
+        board = dashboard(get_session(), name, task=task, split=split, options=_options())
+    except CalibrationError as exc:
+        abort(404, description=str(exc))
+    chart = None
+    if board.scored:
+        confidence = current_app.config["CONFIDENCE"]
+        points = [charts.VersionPoint(label=r.judge, value=r.value, ci=r.ci,
+                                      outcome="passed" if r.passed else "not passed" if r.passed is False else "undefined")
+                  for r in board.rows if r.ran]
+        chart = Markup(charts.versions_chart(points, threshold=board.threshold, ceiling=board.ceiling,
+                                             metric=board.scored[0].metric or "alignment", ci_label=f"{confidence:.0%} CI"))
+    return render_template("calibration/dashboard.html", board=board, chart=chart)
+
+
+def _split_arg() -> str | None:
+    split = request.args.get("split", DEFAULT_SPLIT)
+    return None if split in ("", "all") else split
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/disagreements")
+@role_required(*ENGINEERS)
+def disagreement_list(name: str, judge: str):
+    """List the targets where the judge differs from the gold (filters: pair, agreement, meta=FIELD=VALUE)."""
+    task = request.args.get("task") or "claim_support"
+    try:
+        found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
+                              agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None)
+    except CalibrationError as exc:
+        abort(404, description=str(exc))
+    return render_template("calibration/disagreements.html", found=found, args=request.args)
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/disagreements/<target>")
+@role_required(*ENGINEERS)
+def disagreement(name: str, judge: str, target: str):
+    """Open one target: the item, the human labels and rationales, the judge's verdict, reason and raw response."""
+    try:
+        detail = disagreement_detail(get_session(), name, judge, target, task=request.args.get("task") or "claim_support")
+    except CalibrationError as exc:
+        abort(404, description=str(exc))
+    return render_template("calibration/disagreement.html", d=detail, kinds=TRIAGE_KINDS)
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/disagreements/<target>/fewshot", methods=("POST",))
+@role_required(*ENGINEERS)
+def fewshot(name: str, judge: str, target: str):
+    """Create the next version of the judge's prompt with this target as a few-shot example."""
+    task = request.form.get("task") or "claim_support"
+    session = get_write_session()
+    try:
+        result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user)
+    except (CalibrationError, PromptError) as exc:
+        session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
+    prompt_name = session.get(Prompt, result.version.prompt_id).name
+    session.commit()
+    if result.created:
+        flash(f"Created {prompt_name}@{result.version.number} with {target} as a few-shot example; "
+              f"run it to see its scores (the example is excluded from them).", "info")
+    else:
+        flash(f"Unchanged: identical to version {result.version.number}.", "info")
+    return redirect(url_for("prompts.show", name=prompt_name, number=result.version.number), code=303)
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/disagreements/<target>/triage", methods=("POST",))
+@role_required(*ENGINEERS)
+def triage_one(name: str, judge: str, target: str):
+    """Record the triage of one disagreement (human_error also flags the sample for adjudication)."""
+    task = request.form.get("task") or "claim_support"
+    session = get_write_session()
+    try:
+        result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
+                        note=request.form.get("note", ""), user=g.user)
+    except (CalibrationError, AnnotationError) as exc:
+        session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
+    session.commit()
+    message = f"Triaged {target} as {result.triage.kind.replace('_', ' ')}."
+    if result.triage.kind == "human_error":
+        message += (" The sample is flagged for review on the adjudication page." if result.flagged
+                    else " No queue assignment to flag: adjudicate it from the adjudication page.")
+    flash(message, "info")
+    return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/evaluate-test", methods=("POST",))
+@role_required(*ENGINEERS)
+def evaluate_test(name: str, judge: str):
+    """Compute the judge's score on the frozen test split, on demand; the look is recorded."""
+    task = request.form.get("task") or "claim_support"
+    back = request.form.get("split") or DEFAULT_SPLIT
+    session = get_write_session()
+    try:
+        row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
+    except CalibrationError as exc:
+        session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+    session.commit()
+    value = "undefined" if row.value is None else f"{row.value:.3f}"
+    ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
+    flash(f"{judge} on test: {row.metric} {value}{ci}, n = {row.n} (this look is recorded).", "info")
+    return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)

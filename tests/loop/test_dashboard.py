@@ -1,0 +1,219 @@
+"""The calibration dashboard: every judge of a task on one split, its chart, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlmodel import select
+
+from calibrate.calibration import CalibrationError, Options, build_report
+from calibrate.db import write_session
+from calibrate.demo import DATASET, load_demo
+from calibrate.judges import save_version
+from calibrate.loop import dashboard
+from calibrate.models import Label, Sample
+
+
+@pytest.fixture
+def demo(engine):
+    load_demo(engine)
+    return DATASET
+
+
+def soup(response):
+    return BeautifulSoup(response.data, "html.parser")
+
+
+def test_dashboard_rows_are_the_report_on_the_split(demo, session):
+    board = dashboard(session, demo, options=Options(bootstrap=200))
+    assert board.split == "dev" and not board.message
+    assert [r.judge for r in board.rows] == ["demo-claims@1", "demo-claims@2"]
+    for row in board.rows:
+        section = build_report(session, demo, row.judge, options=Options(bootstrap=200, split="dev"),
+                               tasks=["claim_support"]).data["tasks"]["claim_support"]
+        assert row.value == section["alignment"]["value"] and list(row.ci) == section["alignment"]["ci"]
+        assert (row.n, row.n_fewshot, row.n_no_gold, row.n_unparsed) == (
+            section["n"], section["n_fewshot"], section["n_no_gold"], section["n_unparsed"])
+        assert row.passed == section["passed"] and row.cost == 0.0
+    assert board.ceiling is not None and board.n_labelled > 0
+
+
+def test_split_filter_keeps_only_that_splits_samples(demo, session):
+    dev_ids = set(session.exec(select(Sample.id).where(Sample.split == "dev")).all())
+    dev_targets = set(session.exec(select(Label.target_key).where(Label.sample_id.in_(dev_ids))).all())
+    full = build_report(session, demo, "demo-claims@1", options=Options(bootstrap=100))
+    dev = build_report(session, demo, "demo-claims@1", options=Options(bootstrap=100, split="dev"))
+    assert dev.data["provenance"]["split"] == "dev" and "split" not in full.data["provenance"]
+    assert 0 < dev.data["tasks"]["claim_support"]["n"] < full.data["tasks"]["claim_support"]["n"]
+    scored = {r.target for r in dev.rows["claim_support"]}
+    assert scored <= dev_targets | {r.target for r in dev.rows["claim_support"] if r.gold is None}
+    with pytest.raises(CalibrationError, match="no sample of .* is in split 'nope' \\(splits: .*dev"):
+        build_report(session, demo, "demo-claims@1", options=Options(split="nope"))
+
+
+def test_bad_input_gives_a_message_not_an_empty_chart(demo, session, engine):
+    assert "no sample in split 'nope'" in dashboard(session, demo, split="nope").message
+    # a split that exists but has no labels for the task
+    dev_ids = session.exec(select(Sample.id).where(Sample.split == "dev")).all()
+    for label in session.exec(select(Label).where(Label.sample_id.in_(dev_ids))).all():
+        session.delete(label)
+    session.commit()
+    message = dashboard(session, demo, split="dev").message
+    assert "no claim_support labels in split dev" in message
+    assert not dashboard(session, demo, split="train", options=Options(bootstrap=100)).message
+    # a version without any run is a row with a note, not a point
+    with write_session(engine) as s:
+        save_version(s, "demo-claims", template=None, note="unrun", params={"temperature": 0.5})
+    session.rollback()  # end the read snapshot: see the new version
+    board = dashboard(session, demo, split="train", options=Options(bootstrap=100))
+    unrun = board.rows[-1]
+    assert unrun.judge == "demo-claims@3" and not unrun.ran and "no run of this version" in unrun.note
+    assert len(board.scored) == 2
+    with pytest.raises(CalibrationError, match="unknown task"):
+        dashboard(session, demo, task="nope")
+
+
+def test_dashboard_page_shows_rows_and_chart(app, demo, client, login):
+    app.config["BOOTSTRAP"] = 200
+    login("eng", "engineer")
+    page = soup(client.get(f"/datasets/{demo}/calibration"))
+    rows = page.select("#judges tbody tr[data-judge]")
+    assert [r["data-judge"] for r in rows] == ["demo-claims@1", "demo-claims@2"]
+    assert rows[1].select_one(".passed").get_text(strip=True) == "passed"
+    assert page.select_one("select[name=split] option[selected]")["value"] == "dev"
+    svg = page.select_one("#versions-chart svg")
+    assert svg is not None and len(svg.select("circle.estimate")) == 2
+    assert svg.select_one("polygon.ci-band") and svg.select_one("line.threshold") and svg.select_one("line.ceiling")
+    assert not page.select("[style]") and not page.select("script:not([src])")
+    bad = soup(client.get(f"/datasets/{demo}/calibration?split=nope"))
+    assert "no sample in split" in bad.select_one("#dashboard-message").get_text() and bad.select_one("svg") is None
+    # the test split is frozen: neither it nor "all samples" (which includes it) shows scores
+    for split in ("test", "all"):
+        frozen = soup(client.get(f"/datasets/{demo}/calibration?split={split}"))
+        assert "frozen" in frozen.select_one("#dashboard-message").get_text() and frozen.select_one("#judges") is None
+    assert client.get("/datasets/nope/calibration").status_code == 404
+
+
+def test_annotators_get_403(demo, client, login):
+    login("ana", "annotator")
+    assert client.get(f"/datasets/{demo}/calibration").status_code == 403
+    assert client.get("/calibration").status_code == 403
+
+
+def test_cli_report_split(demo, runner):
+    out = runner.invoke(["report", "--dataset", demo, "--judge", "demo-claims@1", "--split", "dev", "--bootstrap", "100"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["provenance"]["split"] == "dev"
+    bad = runner.invoke(["report", "--dataset", demo, "--split", "nope"])
+    assert bad.exit_code == 2 and "(splits: dev, test, train)" in bad.output
+
+
+def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
+    from calibrate.reports.charts import VersionPoint, versions_chart
+
+    svg = BeautifulSoup(versions_chart([
+        VersionPoint("<script>x</script>@1", 0.5, (0.4, 0.6), "not passed"),
+        VersionPoint("p@2", 0.8, (0.7, 0.9), "passed"),
+        VersionPoint("p@3", None, None, "undefined"),
+    ], threshold=0.75, ceiling=0.82), "html.parser")
+    assert svg.select_one("script") is None and "<script>x</script>@1" in svg.get_text()
+    assert len(svg.select("circle.estimate")) == 2 and svg.select_one("polygon.ci-band")
+    assert svg.select_one("line.threshold") and svg.select_one("line.ceiling")
+
+
+def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login):
+    from calibrate.loop import disagreements, evaluate_on_test
+    from calibrate.models import TestEvaluation
+
+    assert dashboard(session, demo, split="test").message.startswith("the test split of")
+    assert "frozen" in disagreements(session, demo, "demo-claims@1", split="test").message
+    board = dashboard(session, demo, options=Options(bootstrap=100))
+    assert board.test_looks == 0 and board.rows[0].test is None
+    row = evaluate_on_test(session, demo, "demo-claims@2", options=Options(bootstrap=100))
+    session.commit()
+    expected = build_report(session, demo, "demo-claims@2", options=Options(bootstrap=100, split="test"),
+                            tasks=["claim_support"]).data["tasks"]["claim_support"]
+    assert row.value == expected["alignment"]["value"] and row.n == expected["n"] and row.created_at is not None
+    app.config["BOOTSTRAP"] = 100
+    token = login("eng", "engineer")
+    page = soup(client.get(f"/datasets/{demo}/calibration"))
+    assert page.select_one("#test-looks").get_text() == "1"
+    form = page.select_one("#judges tr[data-judge='demo-claims@1'] form.evaluate-test")
+    assert client.post(form["action"], data={"task": "claim_support"}).status_code == 400  # CSRF
+    done = soup(client.post(form["action"], data={"task": "claim_support", "split": "dev", "csrf_token": token}, follow_redirects=True))
+    assert "demo-claims@1 on test: cohen_kappa" in done.select_one(".flash").get_text()
+    assert done.select_one("#test-looks").get_text() == "2"
+    assert done.select_one("#judges tr[data-judge='demo-claims@1'] .test-score").get_text()
+    assert len(session.exec(select(TestEvaluation)).all()) == 2
+    with pytest.raises(CalibrationError, match="no test split"):
+        from calibrate.db import write_session
+        from calibrate.models import Sample as S
+        with write_session(session.get_bind()) as s:
+            for sample in s.exec(select(S).where(S.split == "test")).all():
+                sample.split = "dev"
+        session.rollback()
+        evaluate_on_test(session, demo, "demo-claims@1")
+
+
+def test_label_budget_formula_json_and_dashboard(demo, session, client, login, app, runner):
+    import math
+
+    from calibrate.calibration import label_budget
+
+    budget = label_budget(100, (0.6, 0.8), 0.05, ["claim:3", "claim:4"])
+    assert budget["more_targets"] == 300 and budget["candidates"] == ["claim:3", "claim:4"] and "only 2" in budget["note"]
+    assert label_budget(100, (0.74, 0.76), 0.05)["more_targets"] == 0
+    assert label_budget(0, (0.1, 0.2), 0.05) is None and label_budget(10, None, 0.05) is None
+    out = runner.invoke(["report", "--dataset", demo, "--judge", "demo-claims@1", "--split", "dev", "--bootstrap", "100",
+                         "--budget-half-width", "0.1"])
+    section = json.loads(out.output)["tasks"]["claim_support"]
+    half = (section["alignment"]["ci"][1] - section["alignment"]["ci"][0]) / 2
+    assert section["budget"]["target_half_width"] == 0.1
+    assert section["budget"]["more_targets"] == max(math.ceil(round(section["n"] * (half / 0.1) ** 2, 9)) - section["n"], 0)
+    assert section["budget"]["n_candidates"] == section["n_no_gold"]
+    assert len(section["budget"]["candidates"]) == min(section["budget"]["more_targets"], section["n_no_gold"])
+    board = dashboard(session, demo, options=Options(bootstrap=100, budget_half_width=0.1))
+    assert board.rows[0].budget["more_targets"] == section["budget"]["more_targets"]
+    app.config["BOOTSTRAP"] = 100
+    login("eng", "engineer")
+    page = soup(client.get(f"/datasets/{demo}/calibration?budget=0.1"))
+    cell = page.select_one("#judges tr[data-judge='demo-claims@1'] .budget span")
+    assert cell.get_text() == str(section["budget"]["more_targets"])
+
+
+def test_self_preference_guard(demo, session, client, login, app, runner):
+    from calibrate.calibration import model_family
+    from calibrate.models import Judge, PromptVersion
+    from calibrate.reports import render
+
+    assert model_family("openai/gpt-4o") == model_family("gpt-4o-mini") == "openai"
+    assert model_family("llama-3.1-8b-instruct") == "meta" and model_family("claude-3-5-sonnet") == "anthropic"
+    assert model_family("") is None and model_family("acme-7b") == "acme"
+    assert build_report(session, demo, "demo-claims@1", options=Options(bootstrap=100)).data["warnings"] == []
+    judge = session.exec(select(Judge).where(Judge.name == "demo-claims@1")).one()
+    session.get(PromptVersion, judge.prompt_version_id).model = "openai/gpt-4o"
+    session.commit()
+    report = build_report(session, demo, "demo-claims@1", options=Options(bootstrap=100))
+    [warning] = report.data["warnings"]
+    assert warning["kind"] == "self_preference" and warning["generator_model"] == "gpt-4o-mini" and warning["family"] == "openai"
+    assert warning["n_samples"] > 0
+    md = render(report, "md")
+    decision = md.split("## Decision")[1].split("\n## ")[0]
+    assert "⚠️ **Warning" in decision and "same family" in decision
+    html = BeautifulSoup(render(report, "html"), "html.parser")
+    assert "gpt-4o-mini" in html.select_one("[data-warning=self_preference]").get_text()
+    assert build_report(session, demo, "demo-claims@2", options=Options(bootstrap=100)).data["warnings"] == []
+    app.config["BOOTSTRAP"] = 100
+    login("eng", "engineer")
+    page = soup(client.get(f"/datasets/{demo}/calibration"))
+    assert len(page.select("#judges tr.row-warning[data-warning=self_preference]")) == 1
+
+
+def test_calibration_index_links_every_dataset(demo, client, login):
+    login("eng", "engineer")
+    page = soup(client.get("/datasets"))
+    assert page.select_one("nav a[href='/calibration']") is not None
+    listing = soup(client.get("/calibration"))
+    assert [a["href"] for a in listing.select("#calibration-datasets a")] == [f"/datasets/{demo}/calibration"]
