@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import http.client
-import json
 import os
 import platform
 import random

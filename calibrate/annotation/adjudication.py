@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import Float, cast, func
+from sqlalchemy import Float, case, cast, func
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
@@ -66,46 +67,39 @@ class DisputePage:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _votes_query(dataset: Dataset, task: Task):  # noqa: ANN202
-    return (select(Label.target_key).join(Sample, Sample.id == Label.sample_id)
-            .where(Sample.dataset_id == dataset.id, Label.task_id == task.id,
-                   col(Label.adjudicated).is_(False), col(Label.stale).is_(False)))
+def _disputed(session: Session, dataset: Dataset, task: Task) -> list[tuple[str, bool]]:
+    """Return (target key, decided?) of every disputed target of a task in a dataset, in data order.
 
-
-def disputed_keys(session: Session, dataset: Dataset, task: Task):  # noqa: ANN201
-    """Return a subquery of the disputed target keys of a task in a dataset."""
-    query = _votes_query(dataset, task).group_by(Label.target_key)
+    One pass over the task's labels in the dataset: the annotators' votes decide whether a target
+    is disputed, an adjudicated label among them whether it is decided.
+    """
+    voting = Label.adjudicated.is_(False)
     if task.kind == "categorical":
-        query = query.having(func.count(func.distinct(Label.value)) > 1)
+        disputed = func.count(func.distinct(case((voting, Label.value)))) > 1
     else:
-        number = cast(Label.value, Float)
-        query = query.having(func.max(number) - func.min(number) >= SPREAD)
-    return query.subquery()
+        number = case((voting, cast(Label.value, Float)))
+        disputed = func.max(number) - func.min(number) >= SPREAD
+    rows = session.execute(
+        sa_select(Label.target_key, func.max(case((Label.adjudicated.is_(True), 1), else_=0)))
+        # IN (the dataset's sample ids, from an index) instead of a join: no sample row is read.
+        .where(Label.sample_id.in_(sa_select(Sample.id).where(Sample.dataset_id == dataset.id)),
+               Label.task_id == task.id, Label.stale.is_(False))
+        .group_by(Label.target_key).having(disputed)
+    ).all()
+    # Data order: by the target's numeric id (claim:9 before claim:10).
+    return sorted(((key, bool(decided)) for key, decided in rows), key=lambda row: int(row[0].partition(":")[2]))
 
 
 def disputes(session: Session, dataset: Dataset, task: Task, *, show: str = "open", page: int = 1,
              per_page: int = 25) -> DisputePage:
     """Return one page of a task's disputed targets in a dataset (open ones, decided ones, or all)."""
-    keys = disputed_keys(session, dataset, task)
-    decided = (select(Label.target_key).join(Sample, Sample.id == Label.sample_id)
-               .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, col(Label.adjudicated).is_(True)))
-    base = select(keys.c.target_key)
-    n_open = session.exec(select(func.count()).select_from(base.where(keys.c.target_key.not_in(decided)).subquery())).one()
-    n_decided = session.exec(select(func.count()).select_from(base.where(keys.c.target_key.in_(decided)).subquery())).one()
-    if show == "open":
-        base = base.where(keys.c.target_key.not_in(decided))
-        total = n_open
-    elif show == "decided":
-        base = base.where(keys.c.target_key.in_(decided))
-        total = n_decided
-    else:
-        total = n_open + n_decided
+    everything = _disputed(session, dataset, task)
+    counts = {"open": sum(not decided for _, decided in everything), "decided": sum(decided for _, decided in everything)}
+    chosen = [key for key, decided in everything if show == "all" or decided == (show == "decided")]
+    total = len(chosen)
     pages = max((total + per_page - 1) // per_page, 1)
     page = min(max(page, 1), pages)
-    # Order by the target's numeric id (claim:9 before claim:10): the order of the data.
-    id_of = cast(func.substr(keys.c.target_key, func.instr(keys.c.target_key, ":") + 1), Float)
-    chosen = list(session.exec(base.order_by(id_of).offset((page - 1) * per_page).limit(per_page)).all())
-    return DisputePage(_load(session, task, chosen), total, page, pages, {"open": n_open, "decided": n_decided})
+    return DisputePage(_load(session, task, chosen[(page - 1) * per_page: page * per_page]), total, page, pages, counts)
 
 
 def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:

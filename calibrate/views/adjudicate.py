@@ -11,9 +11,8 @@ from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.adjudication import adjudicate, dispute, disputes, task_by_name
-from calibrate.annotation.guidelines import tasks_in_order
+from calibrate.annotation.guidelines import current_versions, tasks_in_order
 from calibrate.annotation.items import widget_for
-from calibrate.annotation.guidelines import current_versions
 from calibrate.annotation.queue import for_review
 from calibrate.datasets import dataset_names, get_dataset
 from calibrate.db import close_session, get_session, get_write_session

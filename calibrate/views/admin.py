@@ -6,7 +6,6 @@ Admin only. Full-page forms answer with a 303 back to the page and a message.
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-
 from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.annotation import AnnotationError, NotFound

@@ -1,9 +1,10 @@
 """The annotation workbench: my queue, the item page, and the label, undo and submit actions.
 
-Each action is one domain call (calibrate.annotation) inside one write transaction that starts
-with BEGIN IMMEDIATE. A request from the workbench script (header `HX-Request: true`) gets the
-updated fragment (the cell, and the item status out of band); a plain form post (no script)
-gets a 303 back to the page. Someone else's assignment is a 404, never a hint that it exists.
+Each action reads and checks the item, then makes its domain call (calibrate.annotation) in a
+write transaction that starts with BEGIN IMMEDIATE, behind the process's writer lock (`_write`).
+A request from the workbench script (header `HX-Request: true`) gets the updated fragment (the
+cell, and the item status out of band); a plain form post (no script) gets a 303 back to the
+page. Someone else's assignment is a 404, never a hint that it exists.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
+from flask import (Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session,
+                   url_for)
 from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
 from calibrate.annotation.labels import history, my_label, resolve_target, save_label, target_in, undo_last
-from calibrate.annotation.queue import (Incomplete, claim_open_slot, my_assignments, my_queue, my_progress,
-                                        pending_assignment, set_status, submit)
+from calibrate.annotation.queue import (claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment,
+                                        set_status, submit)
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.datasets import get_dataset
 from calibrate.db import close_session, get_session, get_write_session

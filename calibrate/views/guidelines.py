@@ -10,7 +10,8 @@ from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.adjudication import task_by_name
-from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
+from calibrate.annotation.guidelines import (guideline_overview, outdated_assignments, requeue_outdated, save_guideline,
+                                             versions_of)
 from calibrate.datasets import get_dataset
 from calibrate.db import get_session, get_write_session
 from calibrate.views.auth import role_required

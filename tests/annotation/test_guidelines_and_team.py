@@ -7,7 +7,8 @@ from sqlmodel import select
 
 from calibrate.accounts import authenticate
 from calibrate.annotation import AnnotationError
-from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
+from calibrate.annotation.guidelines import (guideline_overview, outdated_assignments, requeue_outdated, save_guideline,
+                                             versions_of)
 from calibrate.annotation.labels import resolve_target, save_label
 from calibrate.annotation.team import assign, create_user, reset_password, set_active
 from calibrate.models import Assignment, Guideline

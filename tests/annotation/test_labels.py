@@ -8,7 +8,8 @@ from sqlmodel import col, func, select
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import save_guideline
 from calibrate.annotation.labels import history, resolve_target, save_label, undo_last
-from calibrate.models import Label, LabelRevision, LabelRevision as Rev
+from calibrate.models import Label, LabelRevision
+from calibrate.models import LabelRevision as Rev
 
 
 def _labels(session, **where):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from playwright.sync_api import expect
 from sqlmodel import col, select
 
 from calibrate.accounts import get_user
 from calibrate.models import Assignment, Claim, Label
 from calibrate.tasks import get_task
-from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 
 
 def _assign(session, sample, username, status="pending"):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from bs4 import BeautifulSoup
+from hostile import XSS_ANSWER
 from sqlmodel import col, select
 
 from calibrate.models import Claim, Label
 from calibrate.tasks import get_task
-from hostile import XSS_ANSWER
 
 
 def _soup(response):

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 from bs4 import BeautifulSoup
+from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from sqlmodel import func, select
 
 from calibrate.accounts import get_user
 from calibrate.models import Assignment, Claim, Context, Judge, Label, LabelRevision, Verdict
-from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 
 HX = {"HX-Request": "true"}
 
@@ -372,9 +372,8 @@ def others(session, make_sample, make_user):
     return sample
 
 
-def _complete_as(client, session, sample, username, role):
-    from calibrate.views import auth  # noqa: F401  (the login fixture did the rest)
-
+def _assigned(session, sample, username):
+    """Assign the sample to a (logged-in) user; return what the label helpers need."""
     user = get_user(session, username)
     assignment = _assign(session, sample, user)
     url = f"/annotate/{assignment.id}"
@@ -387,7 +386,7 @@ def _text(response):
 
 def test_an_annotator_never_sees_others_labels_or_verdicts(client, session, login, others):
     token = login("ana")
-    item = _complete_as(client, session, others, "ana", "annotator")
+    item = _assigned(session, others, "ana")
     item.token = token
     assert "SECRET" not in _text(client.get(item.url))
     _label_all(client, item)
@@ -399,7 +398,7 @@ def test_an_annotator_never_sees_others_labels_or_verdicts(client, session, logi
 
 def test_an_engineer_in_review_mode_sees_them_once_their_labels_are_complete(client, session, login, others):
     token = login("eng", "engineer")
-    item = _complete_as(client, session, others, "eng", "engineer")
+    item = _assigned(session, others, "eng")
     item.token = token
     client.post("/annotate/review-mode", data={"on": "1", "back": item.url, "csrf_token": token})
     assert "SECRET" not in _text(client.get(item.url))
