@@ -421,13 +421,15 @@ def _decide(alignment: dict, options: Options) -> bool | None:
 # --------------------------------------------------------------------------- per task
 
 
-def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
-                         groups: dict[int, str | None] | None, options: Options, *,
-                         gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
-    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
-    excluded_labels = set(task.excluded or [])
-    gold = categorical_gold(labels) if gold is None else gold
-    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
+def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
+                  excluded_labels: set[str] = frozenset()) -> pd.DataFrame:
+    """Join gold and verdicts per target and say why each target is left out of the statistics.
+
+    Column `excluded`: "" (scored: gold and a usable verdict), "fewshot", "unparsed" (the verdict
+    has no usable value), "no_gold" (a verdict but no gold, ties included), "excluded_label"
+    (gold or verdict is a label the task keeps out of statistics). Column `scored`: whether
+    the target counts (gold and a usable verdict, not excluded).
+    """
     merged = gold.copy()
     if verdicts is not None:
         merged = gold.merge(verdicts[["target_key", "sample_id", "value", "status"]].rename(columns={"value": "judge", "sample_id": "v_sample"}),
@@ -442,11 +444,25 @@ def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFram
     has_verdict = merged["status"].notna()
     usable = has_verdict & merged["judge"].notna() & (merged["status"] == "ok")
     has_gold = merged["gold"].notna()
-    merged.loc[(merged["excluded"] == "") & has_verdict & ~usable, "excluded"] = "unparsed"
-    merged.loc[(merged["excluded"] == "") & usable & ~has_gold, "excluded"] = "no_gold"
-    na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
-    merged.loc[(merged["excluded"] == "") & usable & has_gold & na, "excluded"] = "excluded_label"
-    scored = merged[(merged["excluded"] == "") & usable & has_gold]
+    open_ = merged["excluded"] == ""
+    merged.loc[open_ & has_verdict & ~usable, "excluded"] = "unparsed"
+    merged.loc[open_ & usable & ~has_gold, "excluded"] = "no_gold"
+    if excluded_labels:
+        na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
+        merged.loc[open_ & usable & has_gold & na, "excluded"] = "excluded_label"
+    merged["scored"] = (merged["excluded"] == "") & usable & has_gold
+    return merged
+
+
+def _categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
+                         groups: dict[int, str | None] | None, options: Options, *,
+                         gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
+    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+    excluded_labels = set(task.excluded or [])
+    gold = categorical_gold(labels) if gold is None else gold
+    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
+    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels)
+    scored = merged[merged["scored"]]
 
     section["n"] = int(len(scored))
     if task.target != "sample":
@@ -569,23 +585,8 @@ def _numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | 
                      gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
     gold = numeric_gold(labels) if gold is None else gold
     section: dict[str, Any] = {"kind": task.kind, "target": task.target}
-    merged = gold.copy()
-    if verdicts is not None:
-        merged = gold.merge(verdicts[["target_key", "sample_id", "value", "status"]].rename(columns={"value": "judge", "sample_id": "v_sample"}),
-                            on="target_key", how="outer")
-        merged["sample_id"] = merged["sample_id"].fillna(merged["v_sample"])
-        merged = merged.drop(columns=["v_sample"])
-    else:
-        merged["judge"] = None
-        merged["status"] = None
-    merged["excluded"] = ""
-    merged.loc[merged["target_key"].isin(fewshot), "excluded"] = "fewshot"
-    has_verdict = merged["status"].notna()
-    usable = has_verdict & merged["judge"].notna() & (merged["status"] == "ok")
-    has_gold = merged["gold"].notna()
-    merged.loc[(merged["excluded"] == "") & has_verdict & ~usable, "excluded"] = "unparsed"
-    merged.loc[(merged["excluded"] == "") & usable & ~has_gold, "excluded"] = "no_gold"
-    scored = merged[(merged["excluded"] == "") & usable & has_gold]
+    merged = join_verdicts(gold, verdicts, fewshot)
+    scored = merged[merged["scored"]]
     section["n"] = int(len(scored))
     if task.target != "sample":
         section["n_samples"] = int(scored["sample_id"].nunique())
