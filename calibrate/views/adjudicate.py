@@ -6,16 +6,16 @@ updated dispute fragment (a plain form post gets a 303 back to the list).
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, g, make_response, redirect, render_template, request, url_for
-from werkzeug.exceptions import NotFound as HTTPNotFound
+from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
-from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation import NotFound
 from calibrate.annotation.adjudication import adjudicate, dispute, disputes, task_by_name
 from calibrate.annotation.guidelines import current_versions, tasks_in_order
 from calibrate.annotation.items import widget_for
 from calibrate.annotation.queue import for_review
 from calibrate.datasets import dataset_names, get_dataset
 from calibrate.db import close_session, get_session, get_write_session
+from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import is_script_request, role_required
 
 bp = Blueprint("adjudicate", __name__, url_prefix="/adjudicate")
@@ -24,25 +24,9 @@ REVIEWERS = ("engineer", "admin")
 SHOW = ("open", "decided", "all")
 
 
-@bp.after_request
-def _vary(response):  # noqa: ANN001, ANN202
-    response.vary.add("HX-Request")
-    return response
 
 
-@bp.errorhandler(NotFound)
-def _not_found(_exc):  # noqa: ANN001, ANN202
-    return render_template("error.html", error=HTTPNotFound()), 404
-
-
-@bp.errorhandler(AnnotationError)
-def _refused(exc: AnnotationError):  # noqa: ANN202
-    if is_script_request():
-        response = make_response(str(exc), 422)
-        response.mimetype = "text/plain"
-        return response
-    flash(str(exc), "error")
-    return redirect(url_for("adjudicate.index"), code=303)
+install_refusal_handlers(bp, lambda: url_for("adjudicate.index"), script_aware=True, vary_on_htmx=True)
 
 
 @bp.route("")

@@ -6,28 +6,21 @@ Admin only. Full-page forms answer with a 303 back to the page and a message.
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
-from werkzeug.exceptions import NotFound as HTTPNotFound
 
-from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation import AnnotationError
 from calibrate.annotation.queue import for_review, set_status, team_progress
 from calibrate.annotation.team import assign, create_user, get_user_by_id, reset_password, set_active, users
 from calibrate.datasets import dataset_names
 from calibrate.db import get_session, get_write_session
 from calibrate.models import ROLES, Assignment
+from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import role_required
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 
-@bp.errorhandler(NotFound)
-def _not_found(_exc):  # noqa: ANN001, ANN202
-    return render_template("error.html", error=HTTPNotFound()), 404
 
-
-@bp.errorhandler(AnnotationError)
-def _refused(exc: AnnotationError):  # noqa: ANN202
-    flash(str(exc), "error")
-    return redirect(url_for("admin.index"), code=303)
+install_refusal_handlers(bp, lambda: url_for("admin.index"))
 
 
 @bp.route("")

@@ -17,9 +17,8 @@ from urllib.parse import urlsplit
 from flask import (Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session,
                    url_for)
 from sqlalchemy.exc import IntegrityError
-from werkzeug.exceptions import NotFound as HTTPNotFound
 
-from calibrate.annotation import AnnotationError, NotFound
+from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
 from calibrate.annotation.labels import history, my_label, resolve_target, save_label, target_in, undo_last
 from calibrate.annotation.queue import (claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment,
@@ -27,6 +26,7 @@ from calibrate.annotation.queue import (claim_open_slot, my_assignments, my_prog
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.datasets import get_dataset
 from calibrate.db import close_session, get_session, get_write_session
+from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import _safe_next as safe_next
 from calibrate.views.auth import is_script_request, login_required, role_required
 
@@ -35,25 +35,9 @@ bp = Blueprint("annotate", __name__)
 T = TypeVar("T")
 
 
-@bp.after_request
-def _vary(response):  # noqa: ANN001, ANN202
-    response.vary.add("HX-Request")
-    return response
 
 
-@bp.errorhandler(NotFound)
-def _not_found(_exc):  # noqa: ANN001, ANN202
-    return render_template("error.html", error=HTTPNotFound()), 404
-
-
-@bp.errorhandler(AnnotationError)
-def _unprocessable(exc: AnnotationError):  # noqa: ANN202
-    if is_script_request():
-        response = make_response(str(exc), 422)
-        response.mimetype = "text/plain"
-        return response
-    flash(str(exc), "error")
-    return redirect(_back(), code=303)
+install_refusal_handlers(bp, lambda: _back(), script_aware=True, vary_on_htmx=True)
 
 
 def _back() -> str:

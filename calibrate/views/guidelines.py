@@ -6,7 +6,6 @@ Saving adds a version (the old ones stay, and every label keeps the version it w
 from __future__ import annotations
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
-from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.adjudication import task_by_name
@@ -14,6 +13,7 @@ from calibrate.annotation.guidelines import (guideline_overview, outdated_assign
                                              versions_of)
 from calibrate.datasets import get_dataset
 from calibrate.db import get_session, get_write_session
+from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import role_required
 
 bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
@@ -21,15 +21,8 @@ bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
 EDITORS = ("engineer", "admin")
 
 
-@bp.errorhandler(NotFound)
-def _not_found(_exc):  # noqa: ANN001, ANN202
-    return render_template("error.html", error=HTTPNotFound()), 404
 
-
-@bp.errorhandler(AnnotationError)
-def _refused(exc: AnnotationError):  # noqa: ANN202
-    flash(str(exc), "error")
-    return redirect(request.path if request.method == "GET" else url_for("guidelines.index"), code=303)
+install_refusal_handlers(bp, lambda: request.path if request.method == "GET" else url_for("guidelines.index"))
 
 
 @bp.route("")
