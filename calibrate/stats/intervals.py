@@ -634,6 +634,13 @@ def _run(
     return Estimate(value=theta, n=n_rows, ci=ci, note="; ".join(notes), extra=info), values
 
 
+
+def _run_one(engine: Any, **kwargs: Any) -> Estimate:
+    """Bootstrap one engine's own statistic (kappa or a correlation) and return its estimate."""
+    est, _ = _run([engine], lambda value: value, **kwargs)
+    return est
+
+
 def _check_options(n_resamples: int, confidence: float, method: str) -> None:
     _check_resamples(n_resamples)
     if not 0.0 < confidence < 1.0:
@@ -824,18 +831,8 @@ def cluster_bootstrap_kappa(
     engine = _KappaEngine(a, b, cl, g, n_labels, w)
     if a.size < 2 or not np.isfinite(engine.point()):
         return Estimate.undefined(a.size, _kappa_undefined_note(a, b), n_clusters=g, **extra)
-    est, _ = _run(
-        [engine],
-        lambda k: k,
-        n_rows=a.size,
-        n_clusters=g,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=method,
-        seed=seed,
-        extra=extra,
-    )
-    return est
+    return _run_one(engine, n_rows=a.size, n_clusters=g, n_resamples=n_resamples, confidence=confidence,
+                    method=method, seed=seed, extra=extra)
 
 
 def cluster_bootstrap_corr(
@@ -893,18 +890,8 @@ def cluster_bootstrap_corr(
             return Estimate.no_data(note, **extra)
         return Estimate.undefined(xa.size, note, n_clusters=g, **extra)
     engine = _corr_engine(method, xa, ya, cl, g)
-    est, _ = _run(
-        [engine],
-        lambda r: r,
-        n_rows=xa.size,
-        n_clusters=g,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=ci_method,
-        seed=seed,
-        extra=extra,
-    )
-    return est
+    return _run_one(engine, n_rows=xa.size, n_clusters=g, n_resamples=n_resamples, confidence=confidence,
+                    method=ci_method, seed=seed, extra=extra)
 
 
 def paired_cluster_bootstrap_diff(

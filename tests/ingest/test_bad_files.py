@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
 
 from calibrate.models import Context, Sample
-
-DATA = Path(__file__).resolve().parent.parent / "data"
-BAD, GOOD = DATA / "bad", DATA / "good"
-
-
-def dump(db_url: str) -> str:
-    con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-    try:
-        return "\n".join(con.iterdump())
-    finally:
-        con.close()
+from ingest_helpers import BAD, GOOD, dump
 
 
 @pytest.fixture

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
 
-from calibrate.db import write_session
 from calibrate.ingest import ImportRejected, import_file
 from calibrate.ingest.claims import segment
 from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample
-
-GOOD = Path(__file__).resolve().parent.parent / "data" / "good"
-
-
-def run_import(engine, kind, path, dataset="d", **kwargs):
-    with write_session(engine) as session:
-        return import_file(session, kind, path, dataset=dataset, **kwargs)
-
-
-def dump(db_url: str) -> str:
-    con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-    try:
-        return "\n".join(con.iterdump())
-    finally:
-        con.close()
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
+from ingest_helpers import GOOD, dump, run_import, write_jsonl
 
 
 def good_rows() -> list[dict]:

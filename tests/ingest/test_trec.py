@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
 
-from calibrate.db import write_session
-from calibrate.ingest import ImportRejected, import_file
+from calibrate.ingest import ImportRejected
 from calibrate.models import Sample
+from ingest_helpers import dump, run_import
+
 
 SAMPLES = [
     {"id": "s1", "question": "Folic acid?", "answer": "0.4 mg.", "contexts": [], "metadata": {"query_id": "q1", "system": "a"}},
@@ -26,22 +26,9 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def run_import(engine, kind, path, dataset="d", **kwargs):
-    with write_session(engine) as session:
-        return import_file(session, kind, path, dataset=dataset, **kwargs)
-
-
 def stored(engine, column):
     with Session(engine) as session:
         return {s.external_id: getattr(s, column) for s in session.exec(select(Sample))}
-
-
-def dump(db_url: str) -> str:
-    con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-    try:
-        return "\n".join(con.iterdump())
-    finally:
-        con.close()
 
 
 @pytest.fixture
