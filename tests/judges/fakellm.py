@@ -7,6 +7,13 @@ Messages on loopback, with injectable latency and faults.
     server.stats()         # requests, statuses, faults, calls and answers per item
     server.stop()
 
+`POST /v1/embeddings` answers OpenAI-style embeddings: per input text a deterministic
+hashed bag of words (dimension 64, lower-cased words, raw counts, not normalised), so
+texts sharing words have a higher cosine; `data` is listed in reverse order (each item with
+its `index`, so a client must order by it) and `usage.prompt_tokens` is the number of words.
+It honours `api_key`, `models`, latency and the faults below (for embeddings "garbage" is a
+well-formed answer with one vector too few) and counts under "embeddings" in `stats()`.
+
 Faults (probabilities per request, or `script`, a list consumed first, one fault per request):
 "429" (with Retry-After / retry-after-ms), "500", "timeout" (answers after `hang` seconds),
 "drop" (closes the connection without answering), "invalid_json" (a 200 whose body is cut
@@ -24,6 +31,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -170,7 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
             return
         anthropic = self.path.rstrip("/").endswith("/v1/messages")
-        if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
+        embeddings = self.path.rstrip("/").endswith("/embeddings")
+        if not (anthropic or embeddings) and not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
         try:
@@ -180,10 +189,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         messages = body.get("messages") or []
         user = messages[-1].get("content", "") if messages else ""
+        if embeddings:
+            user = body.get("input", "")
         key = item_id(user if isinstance(user, str) else json.dumps(user))
         with fake.lock:
             fake.counts["requests"] += 1
-            fake.counts["anthropic" if anthropic else "openai"] += 1
+            fake.counts["anthropic" if anthropic else "embeddings" if embeddings else "openai"] += 1
             fake.calls[key] += 1
             if fake.keep_requests:
                 fake.requests.append({"path": self.path, "body": body,
@@ -216,18 +227,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, _error(anthropic, "api_error", "Internal server error"))
         elif fault == "timeout":
             time.sleep(fake.hang)
-            self._send(200, _answer(anthropic, body, fake.verdict_for(user)))
+            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user)))
         elif fault == "drop":
             self.close_connection = True
         elif fault == "invalid_json":
             self._send(200, b'{"id": "x", "choices": [{"message": {"content": "{\\"verdict')
         elif fault == "wrong_schema":
             self._send(200, {"id": "x", "result": {"text": "supported"}})
+        elif fault == "garbage" and embeddings:
+            answer = _embeddings(body)
+            self._send(200, {**answer, "data": answer["data"][1:]})
         elif fault == "garbage":
             self._send(200, _answer(anthropic, body, None, text="I would rather not say."))
             self._count_answer(key)
         else:
-            self._send(200, _answer(anthropic, body, fake.verdict_for(user)))
+            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user)))
             self._count_answer(key)
 
     def _count(self, name: str) -> None:
@@ -256,6 +270,23 @@ def _answer(anthropic: bool, body: dict, verdict: Any, *, text: str | None = Non
     return {"id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
+
+
+def embedding_of(text: str, dimension: int = 64) -> list[float]:
+    """Return the fake server's vector for a text: its words hashed into `dimension` counts."""
+    vector = [0.0] * dimension
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.sha256(word.encode("utf-8")).hexdigest(), 16) % dimension] += 1.0
+    return vector
+
+
+def _embeddings(body: dict) -> dict:
+    texts = body.get("input", "")
+    texts = [t if isinstance(t, str) else json.dumps(t) for t in (texts if isinstance(texts, list) else [texts])]
+    data = [{"object": "embedding", "index": i, "embedding": embedding_of(text)} for i, text in enumerate(texts)]
+    words = sum(len(re.findall(r"\w+", text)) for text in texts)
+    return {"object": "list", "model": body.get("model"), "data": data[::-1],
+            "usage": {"prompt_tokens": words, "total_tokens": words}}
 
 
 def main() -> None:
