@@ -34,6 +34,7 @@ from calibrate.judges.errors import (
     Unreachable,
 )
 from calibrate.judges.render import Rendered
+from calibrate.judges.transport import H11Transport
 
 BACKENDS = ("openai", "anthropic", "baseline")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -137,7 +138,11 @@ def build_client(
     max_connections: int = 8,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """Return the AsyncClient a run uses: explicit timeouts, auth headers, enough connections."""
+    """Return the AsyncClient a run uses: explicit timeouts, auth headers, enough connections.
+
+    Plain-http endpoints go through `transport.H11Transport` (far less CPU per call: see its
+    docstring), https ones through httpx's default transport in a `ShardedTransport`.
+    """
     headers = {"user-agent": "calibrate-judge"}
     if endpoint.backend == "openai" and api_key:
         headers["authorization"] = f"Bearer {api_key}"
@@ -147,7 +152,8 @@ def build_client(
             headers["x-api-key"] = api_key
     timeout = httpx.Timeout(read_timeout, connect=connect_timeout, write=max(read_timeout, 30.0), pool=None)
     if transport is None:
-        transport = ShardedTransport(max_connections)
+        plain = bool(endpoint.base_url) and httpx.URL(endpoint.base_url).scheme == "http"
+        transport = H11Transport(max_connections) if plain else ShardedTransport(max_connections)
     return httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport, follow_redirects=False,
                              trust_env=False)
 
@@ -213,6 +219,7 @@ class HTTPBackend:
         self.endpoint = endpoint
         self.model = endpoint.model
         self.url = endpoint.base_url.rstrip("/") + self.path
+        self.target = httpx.URL(self.url)  # parsed once, not per call (~3 % of a call's CPU on loopback)
         self.params = {k: v for k, v in params.items() if not k.startswith("baseline.") and k not in LOCAL_PARAMS}
         self.redact = redact or Redactor(None)
 
@@ -233,7 +240,7 @@ class HTTPBackend:
     async def post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
         where = self.url
         try:
-            response = await client.post(self.url, json=body)
+            response = await client.post(self.target, json=body)
         except httpx.ConnectTimeout as exc:
             raise Unreachable(self.redact(f"cannot reach {where}: connect timeout")) from exc
         except httpx.TimeoutException as exc:
