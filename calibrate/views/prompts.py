@@ -98,7 +98,7 @@ def _form_fields(version: PromptVersion, view) -> dict:  # noqa: ANN001
         "template": version.template, "system": version.system, "model": version.model,
         "params": format_params(version.params),
         "few_shots": "\n".join(f"{e.ref}" + (f" | {e.rationale}" if e.rationale else "") for e in view.examples),
-        "note": "",
+        "note": "", "dataset": "",
     }
 
 
@@ -111,13 +111,13 @@ def update(name: str, number: int):
     view = version_view(session, prompt, version)
     if request.method == "GET":
         return render_template("prompts/edit.html", v=view, form=_form_fields(version, view), error=None)
-    form = {key: request.form.get(key, "") for key in ("template", "system", "model", "params", "few_shots", "note")}
+    form = {key: request.form.get(key, "") for key in ("template", "system", "model", "params", "few_shots", "note", "dataset")}
     session = get_write_session()
     try:
         result = save_version(
             session, prompt.name, template=form["template"], system=form["system"], model=form["model"],
             params=parse_params(form["params"].splitlines()), few_shots=parse_few_shot_lines(form["few_shots"]),
-            dataset=request.form.get("dataset") or None, note=form["note"], author=g.user,
+            dataset=form["dataset"].strip() or None, note=form["note"], author=g.user,
         )
         session.commit()
     except PromptError as exc:
