@@ -3,10 +3,12 @@
 The database is built with bulk SQL (fast, independent of the import code): 100,000 samples of
 four claims and three contexts; two earlier annotators labelled every claim and every answer
 (1,000,000 labels, each with its "create" revision; 200,000 done assignments); each bench
-annotator has pending items of their own. The app runs in its own process under waitress
-(`threads=8`, like `calibrate serve`), wrapped in a WSGI middleware that reports the server
-time of each request (`Server-Timing: app;dur=…`: from the WSGI call to the response headers,
-so waitress's queueing is not in it; the clients' own latency, which is, is reported too).
+annotator has pending items of their own. The app runs in its own process(es) as
+`calibrate serve --workers N --threads T` runs it (waitress for one process, gunicorn's
+threaded workers for more; `--server gunicorn` with one worker compares the two servers),
+wrapped in a WSGI middleware that reports the server time of each request
+(`Server-Timing: app;dur=…, cpu;dur=…`: from the WSGI call to the response headers, so the
+server's queueing is not in it; the clients' own latency, which is, is reported too).
 
 The load generator (this process, loopback only) runs 16 clients on threads with http.client
 and keep-alive, each logged in as its own annotator, for a fixed time. Each client does what an
@@ -23,6 +25,7 @@ server (idle) and measures, in the page, from the keydown (performance.now()) to
 "saved" state being in the DOM (a MutationObserver).
 
     .venv/bin/python bench/bench_annotate.py [--samples 100000] [--clients 16] [--seconds 30] [--keys 200]
+        [--workers 1] [--server waitress|gunicorn] [--threads 4] [--keep PRISTINE.sqlite]
 
 Prints a Markdown section for bench/results/annotate.md.
 """
@@ -162,15 +165,20 @@ def timed(environ, start_response):
         return start_response(status, headers, exc_info)
     return app(environ, start)
 
-waitress.serve(timed, host="127.0.0.1", port=int(sys.argv[2]), threads=THREADS, ident="calibrate", _quiet=True)
+WORKERS, SERVER = int(sys.argv[5]), sys.argv[6]
+if SERVER == "waitress":  # what `calibrate serve` runs
+    waitress.serve(timed, host="127.0.0.1", port=int(sys.argv[2]), threads=THREADS, ident="calibrate", _quiet=True)
+else:  # what `calibrate serve --workers N` runs
+    from calibrate.server import serve_processes
+    serve_processes(timed, host="127.0.0.1", port=int(sys.argv[2]), threads=THREADS, workers=WORKERS)
 '''
 
 
-def start_server(db: Path, port: int, threads: int) -> subprocess.Popen:
+def start_server(db: Path, port: int, threads: int, workers: int, server: str) -> subprocess.Popen:
     # waitress logs a line whenever requests queue up: to a file, never to a pipe nobody reads
     log = open(db.parent / "server.log", "wb")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen([sys.executable, "-c", SERVER, f"sqlite:///{db}", str(port), str(db.parent), str(threads)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen([sys.executable, "-c", SERVER, f"sqlite:///{db}", str(port), str(db.parent), str(threads),
+                                str(workers), server], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -320,9 +328,16 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """Return the user + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """Return the user + system CPU time so far of a process and its children (gunicorn's workers) (Linux /proc)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a process that just ended
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def run_clients(ports: list[int], n: int, seconds: float, phase: str, clients: list[Client] | None = None) -> tuple[list[Client], float]:
@@ -481,9 +496,15 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200, help="keystrokes measured in the browser (0: skip)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--threads", type=int, default=4, help="waitress threads per process (calibrate serve --threads)")
-    parser.add_argument("--workers", type=int, default=1, help="server processes (calibrate serve on consecutive ports)")
+    parser.add_argument("--workers", type=int, default=1, help="server processes, as `calibrate serve --workers N`")
+    parser.add_argument("--server", choices=("waitress", "gunicorn"),
+                        help="default: as `calibrate serve` (waitress for one process, gunicorn for more); "
+                        "gunicorn with --workers 1 compares the servers")
     parser.add_argument("--keep", help="build the database once at this path and reuse it (each run works on a copy)")
     args = parser.parse_args()
+    args.server = args.server or ("waitress" if args.workers == 1 else "gunicorn")
+    if args.server == "waitress" and args.workers != 1:
+        parser.error("waitress serves one process: use --server gunicorn for more")
     per_user = 2000
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -497,8 +518,8 @@ def main() -> None:
         with sqlite3.connect(db) as con:
             labels_before = con.execute("SELECT count(*) FROM label").fetchone()[0]
             samples = con.execute("SELECT count(*) FROM sample").fetchone()[0]
-        ports = [args.port + k for k in range(args.workers)]
-        servers = [start_server(db, port, args.threads) for port in ports]
+        ports = [args.port]
+        servers = [start_server(db, args.port, args.threads, args.workers, args.server)]
 
         def cpu() -> float:
             return sum(cpu_seconds(server.pid) for server in servers)
@@ -534,8 +555,10 @@ def main() -> None:
     print(f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
           f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}; load average before the run: {load_before:.2f}")
     print(f"- command: `python bench/bench_annotate.py --samples {args.samples} --clients {args.clients} "
-          f"--seconds {args.seconds:g} --workers {args.workers} --threads {args.threads} --keys {args.keys}`")
-    print(f"- server: waitress, {args.workers} process{'es' if args.workers > 1 else ''} × {args.threads} threads; CPU used: {work_cpu * 100:.0f} % in the annotate phase, "
+          f"--seconds {args.seconds:g} --workers {args.workers} --server {args.server} --threads {args.threads} --keys {args.keys}`")
+    server = "waitress, 1 process" if args.server == "waitress" else \
+        f"gunicorn (gthread), {args.workers} worker process{'es' if args.workers > 1 else ''}"
+    print(f"- server: {server} × {args.threads} threads; CPU used: {work_cpu * 100:.0f} % in the annotate phase, "
           f"{burst_cpu * 100:.0f} % in the writes-only phase (of {os.cpu_count()} CPUs)")
     print()
     print("| request | count | per s | server p50 ms | server p95 ms | server p99 ms | client p50 ms | client p95 ms | app CPU p50 ms |")

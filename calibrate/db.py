@@ -11,15 +11,19 @@ writers that both read first deadlock into "database is locked" despite the busy
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
+from collections import namedtuple
 from collections.abc import Iterator
+from datetime import datetime
 
 from flask import current_app, g
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 _engines: dict[str, Engine] = {}
+_immediate_engines: dict[Engine, Engine] = {}
 _lock = threading.Lock()
 
 
@@ -38,6 +42,16 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
     def _on_begin(conn):  # noqa: ANN001
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _immediate(engine: Engine) -> Engine:
+    """Return the engine whose transactions start with BEGIN IMMEDIATE on SQLite (made once per engine)."""
+    if not is_sqlite(engine):
+        return engine
+    immediate = _immediate_engines.get(engine)
+    if immediate is None:
+        immediate = _immediate_engines[engine] = engine.execution_options(sqlite_begin="IMMEDIATE")
+    return immediate
 
 
 def get_engine(url: str, *, busy_timeout: float = 10) -> Engine:
@@ -61,7 +75,20 @@ def dispose_engine(url: str) -> None:
     with _lock:
         engine = _engines.pop(url, None)
     if engine is not None:
+        _immediate_engines.pop(engine, None)
         engine.dispose()
+
+
+def forget_connections_after_fork() -> None:
+    """Drop (without closing) the pooled connections a forked server process inherited.
+
+    A SQLite connection must not be used across fork(); closing it in the child would also
+    disturb the parent's, so the child only forgets it and opens its own.
+    """
+    with _lock:
+        engines = list(_engines.values())
+    for engine in engines:
+        engine.dispose(close=False)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -76,14 +103,86 @@ def write_session(engine: Engine) -> Iterator[Session]:
     On other databases it is an ordinary session. The caller's block is one transaction:
     an exception rolls everything back.
     """
-    bind = engine.execution_options(sqlite_begin="IMMEDIATE") if is_sqlite(engine) else engine
-    with Session(bind, expire_on_commit=False) as session:
+    with Session(_immediate(engine), expire_on_commit=False) as session:
         try:
             yield session
             session.commit()
         except BaseException:
             session.rollback()
             raise
+
+
+class Statement:
+    """A statement of the keystroke path, written once as text with `:name` parameters.
+
+    On SQLite it runs on the driver's connection, inside the session's transaction: SQLAlchemy's
+    own work per execution (cache lookup, result metadata, type processing) cost up to ten times
+    the query (measured: an item's labels 100 µs against 8 µs; a label POST runs eight such
+    statements). Elsewhere it runs through SQLAlchemy `text()` with the same parameters. Rows
+    have the columns as attributes either way. `json_fields`: the columns read and the
+    parameters written as JSON; datetime parameters are stored as SQLAlchemy stores them on SQLite.
+    """
+
+    def __init__(self, sql: str, *, json_fields: tuple[str, ...] = ()) -> None:
+        self.sql = sql
+        self.json_fields = frozenset(json_fields)
+        clause = text(sql)
+        params = [bindparam(name, type_=JSON) for name in json_fields if f":{name}" in sql]
+        if params:
+            clause = clause.bindparams(*params)
+        if json_fields and sql.lstrip().upper().startswith("SELECT"):
+            clause = clause.columns(**dict.fromkeys(json_fields, JSON))
+        self.clause = clause
+        self._row_types: dict[tuple[str, ...], type] = {}
+
+    def _driver_params(self, params: dict) -> dict:
+        out = {}
+        for name, value in params.items():
+            if isinstance(value, datetime):
+                value = value.strftime("%Y-%m-%d %H:%M:%S.%f")
+            elif name in self.json_fields and value is not None:
+                value = json.dumps(value)
+            out[name] = value
+        return out
+
+    def _row(self, cursor, values: tuple):  # noqa: ANN001, ANN202
+        names = tuple(column[0] for column in cursor.description)
+        row_type = self._row_types.get(names)
+        if row_type is None:
+            row_type = self._row_types[names] = namedtuple("Row", names)  # noqa: PYI024
+        if self.json_fields:
+            values = tuple(json.loads(v) if v is not None and n in self.json_fields else v for n, v in zip(names, values))
+        return row_type(*values)
+
+    def _run(self, session: Session, params: dict):  # noqa: ANN202
+        connection = session.connection()
+        if connection.dialect.name != "sqlite":
+            return None, connection.execute(self.clause, params)
+        cursor = connection.connection.driver_connection.cursor()
+        cursor.row_factory = self._row
+        cursor.execute(self.sql, self._driver_params(params))
+        return cursor, None
+
+    def all(self, session: Session, params: dict) -> list:
+        """Return every row."""
+        cursor, result = self._run(session, params)
+        return result.all() if result is not None else cursor.fetchall()
+
+    def first(self, session: Session, params: dict):  # noqa: ANN201
+        """Return the first row, or None."""
+        rows = self.all(session, params)
+        return rows[0] if rows else None
+
+    def scalar(self, session: Session, params: dict):  # noqa: ANN201
+        """Return the first column of the first row (an INSERT's RETURNING id)."""
+        row = self.first(session, params)
+        return row[0] if row is not None else None
+
+    def execute(self, session: Session, params: dict) -> None:
+        """Run a statement that returns no rows."""
+        cursor, _result = self._run(session, params)
+        if cursor is not None:
+            cursor.close()
 
 
 def app_engine() -> Engine:
@@ -102,9 +201,7 @@ def get_write_session() -> Session:
     """Return the request's session for a write that reads first (BEGIN IMMEDIATE on SQLite)."""
     if "db_session" in g:
         g.db_session.close()
-    engine = app_engine()
-    bind = engine.execution_options(sqlite_begin="IMMEDIATE") if is_sqlite(engine) else engine
-    g.db_session = Session(bind, expire_on_commit=False)
+    g.db_session = Session(_immediate(app_engine()), expire_on_commit=False)
     return g.db_session
 
 

@@ -24,6 +24,8 @@
   let leaving = false;
   let retryMs = 0;
   let evidenceMode = false;
+  // E, then a context's number, then a sentence's number: null, {} (waiting for the context), {rank}.
+  let sentencePick = null;
   let focusedId = null;
 
   // ------------------------------------------------------------------ storage
@@ -104,6 +106,13 @@
       leaving = true;
       say("Your session has ended: log in again and your change will be saved.", "error");
       location.assign(redirect || `${root.dataset.login}?next=${encodeURIComponent(location.pathname)}`);
+      return;
+    }
+    if (status === 400 && response.headers.get("X-Invalid-Field")) {
+      // A field the server refused (a sentence the context does not have): say so, do not resend.
+      finish(action);
+      markCell(action.cell, "error", "not saved");
+      say(await response.text(), "error");
       return;
     }
     if (status === 400) {
@@ -207,7 +216,7 @@
 
   function focusCell(cell, { scroll = true } = {}) {
     if (!cell) return;
-    for (const el of root.querySelectorAll(".cell.focused, mark.focused, .context.evidence-shown")) {
+    for (const el of root.querySelectorAll(".cell.focused, mark.focused, .context.evidence-shown, .sentence.evidence-shown")) {
       el.classList.remove("focused", "evidence-shown");
     }
     focusedId = cell.id;
@@ -218,9 +227,13 @@
     if (row) {
       const mark = root.querySelector(`mark.claim[data-claim="${row.dataset.claim}"]`);
       if (mark) mark.classList.add("focused");
-      for (const chip of cell.querySelectorAll(".evidence .chip[aria-pressed=true]")) {
+      for (const chip of cell.querySelectorAll(".evidence .chip[name=evidence][aria-pressed=true]")) {
         const context = root.querySelector(`.context[data-rank="${chip.value}"]`);
         if (context) context.classList.add("evidence-shown");
+      }
+      for (const chip of cell.querySelectorAll(".evidence .sentence-chip[aria-pressed=true]")) {
+        const sentence = root.querySelector(`.context[data-rank="${chip.dataset.rank}"] .sentence[data-sentence="${chip.dataset.sentence}"]`);
+        if (sentence) sentence.classList.add("evidence-shown");
       }
     }
     const guide = root.querySelector(`.guideline[data-task="${cell.dataset.task}"]`);
@@ -306,7 +319,7 @@
       markCell(cell.id, "saving", "saving…");
       syncMarks();
       advance(cell);
-    } else if (event.submitter && event.submitter.name === "evidence") {
+    } else if (event.submitter && (event.submitter.name === "evidence" || event.submitter.name === "evidence_sentence")) {
       const on = event.submitter.getAttribute("aria-pressed") !== "true";
       event.submitter.setAttribute("aria-pressed", String(on));
       markCell(cell.id, "saving", "saving…");
@@ -336,6 +349,12 @@
     if (mark) {
       const row = root.querySelector(`.claim-row[data-claim="${mark.dataset.claim}"] .cell`);
       if (row) focusCell(row);
+      return;
+    }
+    const sentence = event.target.closest("#contexts .sentence");
+    if (sentence) {
+      // Selecting text (to copy it) is not a click on the sentence.
+      if (!window.getSelection().toString()) toggleSentence(currentCell(), sentence.closest(".context"), Number(sentence.dataset.sentence));
       return;
     }
     const cell = event.target.closest(".cell");
@@ -392,6 +411,21 @@
     else say(cell.dataset.value ? `There is no context #${rank + 1}.` : "Label the claim first, then mark its evidence.", "info");
   }
 
+  // Mark (or unmark) one sentence of a context as evidence of the focused claim.
+  function toggleSentence(cell, context, index) {
+    const form = cell && cell.closest(".claim-row") ? cell.querySelector("form.evidence") : null;
+    if (!form) { say("Focus a claim first (j/k), then pick the sentence that supports it.", "info"); return; }
+    if (form.hidden) { say("Label the claim first, then mark its evidence.", "info"); return; }
+    const sentence = context && context.querySelector(`.sentence[data-sentence="${index}"]`);
+    if (!sentence) { say(context ? `Context #${Number(context.dataset.rank) + 1} has no sentence ${index + 1}.` : "There is no such context.", "info"); return; }
+    const data = new FormData(form);
+    data.delete("csrf_token");
+    data.set("evidence_sentence", `${context.dataset.contextId}:${index}`);
+    enqueue(form.action, Array.from(data.entries()).map(([k, v]) => [k, String(v)]), "label", cell.id);
+    sentence.classList.toggle("evidence-shown");
+    markCell(cell.id, "saving", "saving…");
+  }
+
   function undo() {
     enqueue(root.dataset.undo, [], "undo", null);
   }
@@ -429,6 +463,26 @@
       say("", "");
       if (/^[1-9]$/.test(key) && cell) { event.preventDefault(); toggleEvidence(cell, Number(key) - 1); return; }
     }
+    if (sentencePick) {
+      const pick = sentencePick;
+      sentencePick = null;
+      if (/^[1-9]$/.test(key) && cell) {
+        event.preventDefault();
+        if (pick.rank === undefined) {
+          const context = root.querySelector(`.context[data-rank="${Number(key) - 1}"]`);
+          if (!context) { root.classList.remove("picking-sentence"); say(`There is no context #${key}.`, "info"); return; }
+          sentencePick = { rank: Number(key) - 1 };
+          say(`Evidence in context #${key}: press the number of the sentence (1–9).`, "info");
+          return;
+        }
+        say("", "");
+        root.classList.remove("picking-sentence");
+        toggleSentence(cell, root.querySelector(`.context[data-rank="${pick.rank}"]`), Number(key) - 1);
+        return;
+      }
+      root.classList.remove("picking-sentence");
+      say("", "");
+    }
     let handled = true;
     if (key === "j" || key === "ArrowDown") move(1);
     else if (key === "k" || key === "ArrowUp") move(-1);
@@ -446,6 +500,12 @@
     } else if (key === "e" && cell) {
       if (cell.querySelector(".evidence:not([hidden])")) { evidenceMode = true; say("Evidence: press the number of the context (1–9).", "info"); }
       else say(cell.querySelector(".evidence") ? "Label the claim first, then e and a number mark its evidence." : "Evidence is marked on claims.", "info");
+    } else if (key === "E" && event.shiftKey && cell) {
+      if (cell.querySelector(".evidence:not([hidden])")) {
+        sentencePick = {};
+        root.classList.add("picking-sentence");
+        say("Evidence sentence: press the number of the context (1–9), then of the sentence (1–9).", "info");
+      } else say(cell.querySelector(".evidence") ? "Label the claim first, then E marks a sentence as its evidence." : "Evidence is marked on claims.", "info");
     } else if (key === "h" && cell) {
       const link = cell.querySelector("[data-history]:not([hidden])");
       if (link) showHistory(link.dataset.history); else handled = false;

@@ -36,6 +36,7 @@ class Vote:
     annotator: str
     value: str
     rationale: str
+    evidence: list | None = None  # Label.evidence: context ranks and sentences (docs/formats.md)
 
 
 @dataclass
@@ -130,7 +131,8 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
         entries = by_key.get(key, [])
         if not entries:
             continue
-        votes = [Vote(user.username, label.value, label.rationale) for label, user in entries if not label.adjudicated]
+        votes = [Vote(user.username, label.value, label.rationale, label.evidence) for label, user in entries
+                 if not label.adjudicated]
         decision = next(((label, user) for label, user in entries if label.adjudicated), None)
         sample = samples[entries[0][0].sample_id]
         text, where = texts.get(key, (sample.answer, "the answer"))

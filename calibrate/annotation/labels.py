@@ -7,6 +7,14 @@ LabelRevision ("update": the previous value, rationale, evidence and guideline v
 who and when. Undo walks my workbench revisions on the item backwards: an "undo" revision
 cancels the change before it, so pressing `u` repeatedly steps further back. Undoing a
 label's creation deletes the label (there was nothing before it; its revisions go with it).
+
+Evidence (`Label.evidence`, JSON) is a list of what supports a claim, each entry either a
+context rank (an int: the whole context, the only kind before sentences) or one sentence of a
+context, an object `{"context": rank, "sentence": i, "start": s, "end": e, "text": "..."}`:
+`i` is the 0-based index among the context's sentences as `calibrate.ingest.claims.segment`
+cuts it, `[s, e)` its character span in the context and `text` the sentence itself (so a
+reader needs neither the segmenter nor the context). Entries are kept sorted by (rank,
+sentence), a whole context before its sentences.
 """
 
 from __future__ import annotations
@@ -14,13 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sqlalchemy import JSON, Boolean, bindparam, text
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import LABEL_COLUMNS
+from calibrate.db import Statement
+from calibrate.ingest.claims import segment
 from calibrate.models import TARGETS, Assignment, Claim, Context, Label, LabelRevision, Task, User, target_key, utcnow
 from calibrate.tasks import TaskError, canonical_value
 
@@ -95,27 +104,25 @@ def target_in(data, task, key: str) -> Target:  # noqa: ANN001
     return _target(task, kind, target_id)
 
 
-_NOW = Label.__table__.c.created_at.type
-_MY_LABEL_SQL = text(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
-                     "AND annotator_id = :user_id AND NOT adjudicated").columns(evidence=JSON, stale=Boolean)
-_INSERT_LABEL_SQL = text(
+_MY_LABEL_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
+                          "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence",))
+_INSERT_LABEL_SQL = Statement(
     "INSERT INTO label (task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, "
     "guideline_version, adjudicated, stale, stale_reason, source, created_at, updated_at) VALUES (:task_id, :sample_id, "
     ":claim_id, :context_id, :key, :user_id, :value, :rationale, :evidence, :version, FALSE, FALSE, '', :source, :now, :now) "
-    "RETURNING id").bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW))
-_UPDATE_LABEL_SQL = text(
+    "RETURNING id", json_fields=("evidence",))
+_UPDATE_LABEL_SQL = Statement(
     "UPDATE label SET value = :value, rationale = :rationale, evidence = :evidence, guideline_version = :version, "
-    "stale = :stale, stale_reason = :stale_reason, updated_at = :now WHERE id = :id"
-).bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW), bindparam("stale", type_=Boolean))
-_INSERT_REVISION_SQL = text(
+    "stale = :stale, stale_reason = :stale_reason, updated_at = :now WHERE id = :id", json_fields=("evidence",))
+_INSERT_REVISION_SQL = Statement(
     "INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, changed_by_id, "
-    "changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :user_id, :now)"
-).bindparams(bindparam("evidence", type_=JSON), bindparam("now", type_=_NOW))
+    "changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :user_id, :now)",
+    json_fields=("evidence",))
 
 
 def my_label(session: Session, task_id: int, key: str, user: User):  # noqa: ANN201
     """Return my current (not adjudicated) label on a target, as a row."""
-    return session.connection().execute(_MY_LABEL_SQL, {"task_id": task_id, "key": key, "user_id": user.id}).first()
+    return _MY_LABEL_SQL.first(session, {"task_id": task_id, "key": key, "user_id": user.id})
 
 
 def _context_ranks(session: Session, sample_id: int) -> set[int]:
@@ -124,6 +131,46 @@ def _context_ranks(session: Session, sample_id: int) -> set[int]:
 
 
 _UNKNOWN = object()
+
+
+class EvidenceError(AnnotationError):
+    """A sentence named as evidence that is not one of the item's (HTTP 400, naming the form field)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def sentence_evidence(contexts, context_id: int, index: int, *, field: str = "evidence_sentence") -> dict:  # noqa: ANN001
+    """Return the evidence entry of sentence `index` of the context `context_id` among the item's `contexts`.
+
+    Raise EvidenceError when the context is not one of these (another sample's, or retired) or
+    has no such sentence.
+    """
+    context = next((c for c in contexts if c.id == context_id), None)
+    if context is None:
+        raise EvidenceError(field, f"context {context_id} is not one of this item's contexts")
+    sentences = segment(context.text)
+    if not 0 <= index < len(sentences):
+        raise EvidenceError(field, f"context #{context.rank + 1} has {len(sentences)} sentence(s), not a sentence {index + 1}")
+    span = sentences[index]
+    return {"context": context.rank, "sentence": index, "start": span.start, "end": span.end, "text": span.text}
+
+
+def _evidence_key(entry: int | dict) -> tuple[int, int]:
+    """Return the identity and sort key of an evidence entry: (context rank, sentence index; -1 for the whole context)."""
+    return (entry, -1) if isinstance(entry, int) else (entry["context"], entry["sentence"])
+
+
+def toggle_evidence(evidence: list | None, entry: int | dict) -> list | None:
+    """Return `evidence` with `entry` added, or removed if it is there (None when nothing is left)."""
+    chosen = {_evidence_key(e): e for e in evidence or []}
+    key = _evidence_key(entry)
+    if key in chosen:
+        del chosen[key]
+    else:
+        chosen[key] = entry
+    return [chosen[k] for k in sorted(chosen)] or None
 
 
 class LabelState(NamedTuple):
@@ -138,7 +185,7 @@ class LabelState(NamedTuple):
     annotator_id: int
     value: str
     rationale: str
-    evidence: list[int] | None
+    evidence: list | None
     guideline_version: int | None
     stale: bool
     stale_reason: str
@@ -146,14 +193,15 @@ class LabelState(NamedTuple):
 
 
 def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,  # noqa: ANN001
-               rationale: str | None = None, evidence_toggle: int | None = None,
+               rationale: str | None = None, evidence_toggle: int | dict | None = None,
                existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None):  # noqa: ANN001, ANN201
-    """Set my label on a target: its value, rationale and/or evidence (a context rank to toggle); return it (a row).
+    """Set my label on a target: its value, rationale and/or evidence (an entry to toggle); return it (a row).
 
     Giving a value again under a newer guideline (or on a stale label) confirms it: the label
     takes the current guideline version. Nothing changes, and no revision is written, when the
-    request repeats what is stored. Raise AnnotationError for a value that does not fit the
-    task, or for a rationale or evidence on a target that has no label yet. `existing`,
+    request repeats what is stored. `evidence_toggle` is a context rank, or a sentence entry from
+    `sentence_evidence`. Raise AnnotationError for a value that does not fit the task, or for a
+    rationale or evidence on a target that has no label yet. `existing`,
     `version` and `context_ranks` may be passed by a caller that has already read them.
     """
     task = target.task
@@ -171,44 +219,42 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
         if target.kind != "claim":
             raise AnnotationError("evidence is marked on claims")
         ranks = context_ranks if context_ranks is not None else _context_ranks(session, assignment.sample_id)
-        if evidence_toggle not in ranks:
-            raise AnnotationError(f"this item has no context #{evidence_toggle + 1}")
+        rank = _evidence_key(evidence_toggle)[0]
+        if rank not in ranks:
+            raise AnnotationError(f"this item has no context #{rank + 1}")
     if version is _UNKNOWN:
         version = current_version_of(session, task.id)
     label = my_label(session, task.id, target.key, user) if existing is _UNKNOWN else existing
     now = utcnow()
-    conn = session.connection()
     if label is None:
         if canonical is None:
             raise AnnotationError("choose a label first; the rationale and evidence are saved with it")
-        evidence = [evidence_toggle] if evidence_toggle is not None else None
-        label_id = conn.execute(_INSERT_LABEL_SQL, {
+        evidence = toggle_evidence(None, evidence_toggle) if evidence_toggle is not None else None
+        label_id = _INSERT_LABEL_SQL.scalar(session, {
             "task_id": task.id, "sample_id": assignment.sample_id, "claim_id": target.claim_id, "context_id": target.context_id,
             "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
-            "version": version, "source": UI, "now": now}).scalar_one()
-        conn.execute(_INSERT_REVISION_SQL, {"label_id": label_id, "action": "create", "value": canonical,
-                                            "rationale": rationale or "", "evidence": evidence, "version": version,
-                                            "source": UI, "user_id": user.id, "now": now})
+            "version": version, "source": UI, "now": now})
+        _INSERT_REVISION_SQL.execute(session, {"label_id": label_id, "action": "create", "value": canonical,
+                                               "rationale": rationale or "", "evidence": evidence, "version": version,
+                                               "source": UI, "user_id": user.id, "now": now})
         return LabelState(label_id, task.id, assignment.sample_id, target.claim_id, target.context_id, target.key, user.id,
                           canonical, rationale or "", evidence, version, False, "", UI)
     new_value = canonical if canonical is not None else label.value
     new_rationale = rationale if rationale is not None else label.rationale
     new_evidence = label.evidence
     if evidence_toggle is not None:
-        chosen = set(label.evidence or [])
-        chosen.symmetric_difference_update({evidence_toggle})
-        new_evidence = sorted(chosen) or None
+        new_evidence = toggle_evidence(label.evidence, evidence_toggle)
     new_version = version if canonical is not None else label.guideline_version
     new_stale = bool(label.stale) and canonical is None
     if (new_value, new_rationale, new_evidence, new_version, new_stale) == (
             label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale)):
         return label
-    conn.execute(_INSERT_REVISION_SQL, {"label_id": label.id, "action": "update", "value": label.value,
-                                        "rationale": label.rationale, "evidence": label.evidence,
-                                        "version": label.guideline_version, "source": UI, "user_id": user.id, "now": now})
+    _INSERT_REVISION_SQL.execute(session, {"label_id": label.id, "action": "update", "value": label.value,
+                                           "rationale": label.rationale, "evidence": label.evidence,
+                                           "version": label.guideline_version, "source": UI, "user_id": user.id, "now": now})
     stale_reason = label.stale_reason if new_stale else ""
-    conn.execute(_UPDATE_LABEL_SQL, {"id": label.id, "value": new_value, "rationale": new_rationale, "evidence": new_evidence,
-                                     "version": new_version, "stale": new_stale, "stale_reason": stale_reason, "now": now})
+    _UPDATE_LABEL_SQL.execute(session, {"id": label.id, "value": new_value, "rationale": new_rationale, "evidence": new_evidence,
+                                        "version": new_version, "stale": new_stale, "stale_reason": stale_reason, "now": now})
     return LabelState(label.id, task.id, label.sample_id, label.claim_id, label.context_id, label.target_key,
                       label.annotator_id, new_value, new_rationale, new_evidence, new_version, new_stale, stale_reason,
                       label.source)
@@ -265,7 +311,7 @@ class HistoryEntry:
     action: str
     value: str
     rationale: str
-    evidence: list[int] | None
+    evidence: list | None
     guideline_version: int | None
     who: str
     when: object

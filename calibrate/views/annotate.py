@@ -20,7 +20,8 @@ from sqlalchemy.exc import IntegrityError
 
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
-from calibrate.annotation.labels import history, my_label, resolve_target, save_label, target_in, undo_last
+from calibrate.annotation.labels import (EvidenceError, history, my_label, resolve_target, save_label, sentence_evidence,
+                                         target_in, undo_last)
 from calibrate.annotation.queue import (claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment,
                                         set_status, submit)
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
@@ -153,12 +154,14 @@ def show(assignment_id: int):
 
 @bp.context_processor
 def _item_urls():  # noqa: ANN202
-    """Give the item templates their action URLs once per request (not once per cell)."""
+    """Give the item templates their action URLs once per request (not once per cell, nor per template)."""
     assignment_id = (request.view_args or {}).get("assignment_id")
     if assignment_id is None:
         return {}
-    return {"urls": {"label": url_for("annotate.label", assignment_id=assignment_id),
-                     "history": url_for("annotate.label_history", assignment_id=assignment_id)}}
+    if "item_urls" not in g:
+        g.item_urls = {"label": url_for("annotate.label", assignment_id=assignment_id),
+                       "history": url_for("annotate.label_history", assignment_id=assignment_id)}
+    return {"urls": g.item_urls}
 
 
 def _cell_response(item, task_id: int, key: str):  # noqa: ANN001, ANN202
@@ -177,13 +180,21 @@ def _cell_response(item, task_id: int, key: str):  # noqa: ANN001, ANN202
 @bp.route("/annotate/<int:assignment_id>/label", methods=("POST",))
 @login_required
 def label(assignment_id: int):
-    """Save my label on one target of the item: a value, a rationale, or an evidence toggle."""
+    """Save my label on one target of the item: a value, a rationale, or an evidence toggle.
+
+    Evidence: `evidence` is a context rank (the whole context); `evidence_sentence` is
+    `CONTEXT_ID:SENTENCE_INDEX`, one sentence of one of the item's contexts (else 400, naming the field).
+    """
     form = request.form
     value = form.get("value", "").strip() or None
     rationale = form.get("rationale") if "rationale" in form else None
     evidence = form.get("evidence", "")
     if evidence and not evidence.isdigit():
         raise AnnotationError("evidence must be a context rank")
+    sentence = form.get("evidence_sentence", "")
+    context_id, _, index = sentence.partition(":")
+    if sentence and not (context_id.isdigit() and index.isdigit()):
+        return _bad_field("evidence_sentence", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX")
 
     # Read the item (and check the request against it) before taking the write lock; inside it,
     # read my label on the target again and write: the lock is held for three statements.
@@ -191,15 +202,32 @@ def label(assignment_id: int):
     task = data.task(form.get("task", ""))
     target = target_in(data, task, form.get("target", ""))
     close_session()
+    toggle: int | dict | None = int(evidence) if evidence else None
+    if sentence:
+        try:
+            toggle = sentence_evidence(data.contexts, int(context_id), int(index))
+        except EvidenceError as exc:
+            return _bad_field(exc.field, str(exc))
 
     def act(db):  # noqa: ANN001, ANN202
         return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
-                          evidence_toggle=int(evidence) if evidence else None, existing=my_label(db, task.id, target.key, g.user),
+                          evidence_toggle=toggle, existing=my_label(db, task.id, target.key, g.user),
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
                           context_ranks={c.rank for c in data.contexts})
 
     data.labels[(task.id, target.key)] = _write(act)
     return _cell_response(item_view(data, required=_required()), task.id, target.key)
+
+
+def _bad_field(field: str, message: str):  # noqa: ANN202
+    """Answer a malformed form field with 400 naming it (for the script: `X-Invalid-Field`, so it does not
+    take the 400 for a stale CSRF token and reload)."""
+    if not is_script_request():
+        abort(400, description=message)
+    response = make_response(message, 400)
+    response.mimetype = "text/plain"
+    response.headers["X-Invalid-Field"] = field
+    return response
 
 
 @bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))

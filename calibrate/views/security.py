@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from datetime import datetime
 
 from flask import Flask, abort, g, request, session
+from sqlalchemy.orm import make_transient_to_detached
 
-from calibrate.db import get_session
+from calibrate.db import Statement, get_session
 from calibrate.models import User
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -54,13 +56,23 @@ def _check_csrf():  # noqa: ANN202
     return None
 
 
+# Every request of a logged-in user reads their row: one plain statement (an ORM get cost a
+# tenth of a label POST). The User is built detached: no view changes g.user, and a session
+# it is added to takes it as the existing row.
+_USER_SQL = Statement('SELECT id, username, display_name, role, password_hash, active, created_at FROM "user" WHERE id = :id')
+
+
 def _load_user() -> None:
     g.user = None
     user_id = session.get("user_id")
     if user_id is not None:
-        user = get_session().get(User, user_id)
-        if user is not None and user.active and user.password_hash and session.get("pw") == user.password_hash[-16:]:
-            g.user = user
+        row = _USER_SQL.first(get_session(), {"id": user_id})
+        if row is not None and row.active and row.password_hash and session.get("pw") == row.password_hash[-16:]:
+            created = row.created_at
+            g.user = User(id=row.id, username=row.username, display_name=row.display_name, role=row.role,
+                          password_hash=row.password_hash, active=bool(row.active),
+                          created_at=datetime.fromisoformat(created) if isinstance(created, str) else created)
+            make_transient_to_detached(g.user)
         else:
             session.pop("user_id", None)
 

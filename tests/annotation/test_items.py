@@ -7,9 +7,10 @@ from sqlmodel import select
 
 from calibrate.annotation import NotFound
 from calibrate.annotation.guidelines import rubric_levels, save_guideline
-from calibrate.annotation.items import build_item, get_assignment, widget_for
+from calibrate.annotation.items import build_item, context_pieces, get_assignment, widget_for
 from calibrate.annotation.labels import resolve_target, save_label
 from calibrate.annotation.review import may_review, others_on
+from calibrate.ingest.claims import segment
 from calibrate.models import Guideline, Judge, Label, Verdict
 from calibrate.tasks import add_task
 
@@ -172,3 +173,39 @@ def test_others_on_an_item_are_everyone_but_me_and_the_verdicts(work, session, r
     assert [(who, label.value) for who, label in others.labels[key]] == [("bea", "unsupported")]
     assert [(judge, verdict.value) for judge, verdict in others.verdicts[key]] == [("j1", "supported")]
     assert all(isinstance(label, Label) for _, label in others.labels[key])
+
+
+@pytest.mark.parametrize("text", [
+    "Tome 0,4 mg al día. Antes del <b>embarazo</b>! ¿Y después? Sí.",
+    "  Con espacios delante.\n\n- una lista\n- de dos\nSin punto final",
+    "Sin frases",
+    "",
+])
+def test_context_pieces_number_the_segmenters_sentences_and_keep_every_character(text):
+    pieces = context_pieces(text)
+    assert "".join(p.text for p in pieces) == text
+    assert [(p.sentence, p.text) for p in pieces if p.sentence is not None] == [(i, s.text) for i, s in enumerate(segment(text))]
+
+
+def test_the_keystroke_statements_read_the_same_rows_on_the_driver_and_through_sqlalchemy(session, work, monkeypatch):
+    """Statement runs on SQLite's driver directly, and through SQLAlchemy on other databases: same rows either way."""
+    from calibrate.annotation import items
+
+    ana = work.user("ana")
+    sample = work.sample()
+    assignment = work.assign(sample, ana)
+    target = resolve_target(session, assignment, "claim_support", f"claim:{work.claims(sample)[0].id}")
+    save_label(session, assignment, ana, target, value="supported")
+    save_label(session, assignment, ana, target, evidence_toggle=1)
+    session.commit()
+    statements = [(items._ASSIGNMENT_SQL, {"id": assignment.id, "user_id": ana.id}),
+                  (items._CLAIMS_SQL, {"sample_id": sample.id}), (items._CONTEXTS_SQL, {"sample_id": sample.id}),
+                  (items._MY_LABELS_SQL, {"sample_id": sample.id, "user_id": ana.id})]
+    driver = [[row._asdict() for row in statement.all(session, params)] for statement, params in statements]
+    session.commit()
+    monkeypatch.setattr(session.get_bind().dialect, "name", "not-sqlite")
+    through = [[row._asdict() for row in statement.all(session, params)] for statement, params in statements]
+    monkeypatch.undo()
+    assert through == driver
+    assert [len(rows) for rows in driver] == [1, 3, 2, 1]
+    assert driver[3][0]["evidence"] == [1] and driver[3][0]["value"] == "supported"

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from bs4 import BeautifulSoup
 from sqlmodel import col, func, select
 
+from calibrate.accounts import get_user
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import save_guideline
-from calibrate.annotation.labels import history, resolve_target, save_label, undo_last
-from calibrate.models import Label, LabelRevision
+from calibrate.annotation.labels import (EvidenceError, history, resolve_target, save_label, sentence_evidence,
+                                         toggle_evidence, undo_last)
+from calibrate.models import Assignment, Claim, Context, Label, LabelRevision
 from calibrate.models import LabelRevision as Rev
+from calibrate.tasks import get_task
 
 
 def _labels(session, **where):
@@ -280,3 +286,220 @@ def test_one_label_per_target_even_when_two_sessions_write_at_once(engine, item)
     assert errors == []
     with Session(engine) as s:
         assert s.exec(select(func.count()).select_from(Label)).one() == 1
+
+
+# --------------------------------------------------------------------------- evidence per sentence
+
+SENTENCES = "Tome 0,4 mg al día. Antes del <script>alert(1)</script> embarazo! ¿Y después? Sí."
+
+
+@pytest.fixture
+def evidence_item(work):
+    ana = work.user("ana")
+    sample = work.sample(contexts=(SENTENCES, "Otra fuente. Con dos frases."))
+    assignment = work.assign(sample, ana)
+    return work, ana, sample, assignment
+
+
+def test_sentence_evidence_names_the_sentence_by_index_span_and_text(session, evidence_item):
+    work, _ana, sample, _assignment = evidence_item
+    first, second = work.contexts(sample)
+    entry = sentence_evidence([first, second], first.id, 1)
+    assert entry == {"context": 0, "sentence": 1, "start": 20, "end": 65,
+                     "text": "Antes del <script>alert(1)</script> embarazo!"}
+    assert SENTENCES[entry["start"]:entry["end"]] == entry["text"]
+    assert sentence_evidence([first, second], second.id, 1)["text"] == "Con dos frases."
+
+
+@pytest.mark.parametrize("which, index, message", [
+    ("first", 4, "context #1 has 4 sentence(s), not a sentence 5"),
+    ("second", 2, "context #2 has 2 sentence(s), not a sentence 3"),
+    ("other", 0, "is not one of this item's contexts"),
+])
+def test_sentence_evidence_refuses_what_the_item_does_not_have(session, evidence_item, work, which, index, message):
+    _work, _ana, sample, _assignment = evidence_item
+    contexts = work.contexts(sample)
+    other = work.contexts(work.sample("s2", contexts=("Ajena. Del todo.",)))[0]
+    context = {"first": contexts[0], "second": contexts[1], "other": other}[which]
+    with pytest.raises(EvidenceError, match=re.escape(message)) as caught:
+        sentence_evidence(contexts, context.id, index)
+    assert caught.value.field == "evidence_sentence"
+    assert str(caught.value).startswith("evidence_sentence: ")
+
+
+def test_sentence_evidence_toggles_beside_whole_contexts_and_old_values_stay_readable(session, evidence_item):
+    work, ana, sample, assignment = evidence_item
+    contexts = work.contexts(sample)
+    target = _claim_target(work, session, assignment, sample)
+    save_label(session, assignment, ana, target, value="supported")
+    # An old, context-only value (a list of ranks) as stored before sentences existed.
+    label = _labels(session)[0]
+    label.evidence = [1]
+    session.add(label)
+    session.flush()
+    s2 = sentence_evidence(contexts, contexts[0].id, 2)
+    s0 = sentence_evidence(contexts, contexts[0].id, 0)
+    assert save_label(session, assignment, ana, target, evidence_toggle=s2).evidence == [s2, 1]
+    assert save_label(session, assignment, ana, target, evidence_toggle=0).evidence == [0, s2, 1]
+    assert save_label(session, assignment, ana, target, evidence_toggle=s0).evidence == [0, s0, s2, 1]
+    assert save_label(session, assignment, ana, target, evidence_toggle=s2).evidence == [0, s0, 1]
+    session.commit()
+    stored = _labels(session)[0]
+    session.refresh(stored)
+    assert stored.evidence == [0, s0, 1]
+    # Each toggle is a change kept in history (the previous evidence), and undo restores it.
+    assert [r.evidence for r in _revisions(session, stored.id)][-1] == [0, s0, s2, 1]
+    undo_last(session, assignment, ana)
+    session.commit()
+    session.refresh(stored)
+    assert stored.evidence == [0, s0, s2, 1]
+
+
+def test_toggle_evidence_treats_a_sentence_and_its_whole_context_apart():
+    sentence = {"context": 0, "sentence": 0, "start": 0, "end": 3, "text": "Uno"}
+    assert toggle_evidence(None, sentence) == [sentence]
+    assert toggle_evidence([sentence], 0) == [0, sentence]
+    assert toggle_evidence([0, sentence], dict(sentence)) == [0]
+    assert toggle_evidence([0], 0) is None
+
+
+# The workbench view (Flask test client, real SQLite file).
+
+def _hx(token):
+    return {"HX-Request": "true", "X-CSRFToken": token}
+
+
+@pytest.fixture
+def web_item(session, make_sample, login):
+    token = login("ana")
+    ana = get_user(session, "ana")
+    sample = make_sample(contexts=(SENTENCES, "Otra fuente. Con dos frases."))
+    other = make_sample(external_id="s2", contexts=("Ajena. Del todo.",))
+    assignment = Assignment(sample_id=sample.id, user_id=ana.id, status="pending")
+    session.add(assignment)
+    session.commit()
+    claim = session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)).first()
+    contexts = list(session.exec(select(Context).where(Context.sample_id == sample.id).order_by(Context.rank)))
+    foreign = session.exec(select(Context).where(Context.sample_id == other.id)).one()
+    return token, f"/annotate/{assignment.id}", f"claim:{claim.id}", contexts, foreign
+
+
+def _post(client, url, token, target, **fields):
+    return client.post(f"{url}/label", data={"task": "claim_support", "target": target, **fields}, headers=_hx(token))
+
+
+def test_marking_a_sentence_saves_it_and_the_page_shows_it(client, session, web_item):
+    token, url, target, contexts, _foreign = web_item
+    assert _post(client, url, token, target, value="supported").status_code == 200
+    response = _post(client, url, token, target, evidence_sentence=f"{contexts[0].id}:1")
+    assert response.status_code == 200
+    cell = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+    [chip] = cell.select(".evidence .sentence-chip[aria-pressed=true]")
+    assert (chip["value"], chip["data-rank"], chip["data-sentence"], chip.get_text()) == (f"{contexts[0].id}:1", "0", "1", "#1.2")
+    assert chip["title"] == "Antes del <script>alert(1)</script> embarazo!"
+    session.commit()
+    [label] = _labels(session)
+    assert label.evidence == [{"context": 0, "sentence": 1, "start": 20, "end": 65,
+                               "text": "Antes del <script>alert(1)</script> embarazo!"}]
+    # The item page: every sentence of every context is a span carrying its index; the text stays escaped.
+    page = client.get(url)
+    html = page.get_data(as_text=True)
+    assert "<script>alert(1)" not in html
+    soup = BeautifulSoup(html, "html.parser")
+    first = soup.select_one(f"#context-{contexts[0].id}")
+    assert [(s["data-sentence"], s.get_text()) for s in first.select(".sentence")] == [
+        ("0", "Tome 0,4 mg al día."), ("1", "Antes del <script>alert(1)</script> embarazo!"), ("2", "¿Y después?"), ("3", "Sí.")]
+    assert first.select_one(".ctx-text").get_text() == SENTENCES
+    assert soup.select_one(f"[data-target='{target}'] .sentence-chip")["data-sentence"] == "1"
+    # Pressing the chip again unmarks it.
+    _post(client, url, token, target, evidence_sentence=f"{contexts[0].id}:1")
+    session.commit()
+    session.expire_all()
+    assert _labels(session)[0].evidence is None
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{first}:4", "evidence_sentence: context #1 has 4 sentence(s), not a sentence 5"),
+    ("{second}:9", "evidence_sentence: context #2 has 2 sentence(s), not a sentence 10"),
+    ("{foreign}:0", "evidence_sentence: context {foreign} is not one of this item's contexts"),
+    ("1:x", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX"),
+    ("7", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX"),
+])
+def test_a_sentence_the_item_does_not_have_is_400_naming_the_field(client, session, web_item, value, message):
+    token, url, target, contexts, foreign = web_item
+    ids = {"first": contexts[0].id, "second": contexts[1].id, "foreign": foreign.id}
+    assert _post(client, url, token, target, value="supported").status_code == 200
+    response = _post(client, url, token, target, evidence_sentence=value.format(**ids))
+    assert response.status_code == 400
+    assert response.get_data(as_text=True) == message.format(**ids)
+    assert response.headers["X-Invalid-Field"] == "evidence_sentence"
+    # A plain form post (no script) gets the error page, naming the field too.
+    form = client.post(f"{url}/label", data={"task": "claim_support", "target": target, "csrf_token": token,
+                                              "evidence_sentence": value.format(**ids)})
+    assert form.status_code == 400 and "evidence_sentence" in form.get_data(as_text=True)
+    session.commit()
+    assert _labels(session)[0].evidence is None
+
+
+def test_marking_a_sentence_needs_the_csrf_token_and_a_label(client, session, web_item):
+    token, url, target, contexts, _foreign = web_item
+    refused = client.post(f"{url}/label", data={"task": "claim_support", "target": target,
+                                                "evidence_sentence": f"{contexts[0].id}:0"}, headers={"HX-Request": "true"})
+    assert refused.status_code == 400 and "security token" in refused.get_data(as_text=True)
+    first = _post(client, url, token, target, evidence_sentence=f"{contexts[0].id}:0")
+    assert first.status_code == 422 and "choose a label first" in first.get_data(as_text=True)
+    session.commit()
+    assert _labels(session) == []
+
+
+def test_review_mode_and_history_show_sentence_evidence_escaped(client, session, web_item, login):
+    token, url, target, contexts, _foreign = web_item
+    _post(client, url, token, target, value="supported")
+    _post(client, url, token, target, evidence_sentence=f"{contexts[0].id}:1")
+    _post(client, url, token, target, evidence="1")
+    history = BeautifulSoup(client.get(f"{url}/history?task=claim_support&target={target}").get_data(as_text=True), "html.parser")
+    assert [li.get_text() for li in history.select("tbody tr")[0].select(".evidence-list li")] == [
+        "context #1, sentence 2: Antes del <script>alert(1)</script> embarazo!"]
+    # An engineer in review mode, with their own labels on the item complete, sees ana's evidence.
+    session.commit()  # end the test session's snapshot before writing
+    client.post("/logout", data={"csrf_token": token})
+    eng_token = login("eng", "engineer")
+    eng = get_user(session, "eng")
+    mine = Assignment(sample_id=contexts[0].sample_id, user_id=eng.id, status="pending")
+    session.add(mine)
+    session.commit()
+    eng_url = f"/annotate/{mine.id}"
+    client.post("/annotate/review-mode", data={"on": "1", "csrf_token": eng_token})
+    for key in BeautifulSoup(client.get(eng_url).get_data(as_text=True), "html.parser").select(".cell[data-required='1']"):
+        value = "supported" if key["data-task"] == "claim_support" else "4"
+        assert _post_task(client, eng_url, eng_token, key["data-task"], key["data-target"], value).status_code == 200
+    review = client.get(f"{eng_url}/review")
+    assert review.status_code == 200
+    assert "<script>alert(1)" not in review.get_data(as_text=True)
+    row = next(tr for tr in BeautifulSoup(review.get_data(as_text=True), "html.parser").select("tr.other-label")
+               if tr.select("td")[2].get_text() == "ana" and tr.select("td")[1].get_text() == "claim_support")
+    assert [li.get_text() for li in row.select(".evidence-list li")] == [
+        "context #1, sentence 2: Antes del <script>alert(1)</script> embarazo!", "context #2"]
+
+
+def _post_task(client, url, token, task, target, value):
+    return client.post(f"{url}/label", data={"task": task, "target": target, "value": value}, headers=_hx(token))
+
+
+def test_the_adjudication_page_shows_each_annotators_evidence(client, session, make_sample, make_user, login):
+    sample = make_sample(contexts=(SENTENCES,))
+    claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == 0)).one()
+    context = session.exec(select(Context).where(Context.sample_id == sample.id)).one()
+    task = get_task(session, "claim_support")
+    sentence = sentence_evidence([context], context.id, 1)
+    for name, value, evidence in (("ana", "supported", [sentence]), ("bea", "unsupported", [0])):
+        user = make_user(name)
+        session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
+                          annotator_id=user.id, value=value, evidence=evidence, source="ui"))
+    session.commit()
+    login("eng", "engineer")
+    response = client.get("/adjudicate?dataset=d&task=claim_support")
+    assert "<script>alert(1)" not in response.get_data(as_text=True)
+    rows = BeautifulSoup(response.get_data(as_text=True), "html.parser").select("#disputes .votes tbody tr")
+    assert [[li.get_text() for li in tr.select(".evidence-list li")] for tr in rows] == [
+        ["context #1, sentence 2: Antes del <script>alert(1)</script> embarazo!"], ["context #1"]]

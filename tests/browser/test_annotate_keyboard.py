@@ -215,3 +215,45 @@ def test_an_annotator_cannot_open_or_read_another_annotators_work(page, live_ser
     # through my own assignment of the same sample, the history shows only mine: nothing
     response = page.goto(f"{live_server}/annotate/{a1.id}/history?task=claim_support&target=claim:{claim.id}")
     assert response.status == 200 and "BEA-ONLY" not in page.content()
+
+
+def test_mark_sentences_as_evidence_by_click_and_by_keys_and_they_stay_marked(page, live_server, session, make_sample, make_user):
+    make_user("ana")
+    sample = make_sample(external_id="s1", answer="Tome 0,4 mg. Empiece antes.", claims=["Tome 0,4 mg.", "Empiece antes."],
+                         contexts=("Se recomienda ácido fólico. La dosis es 0,4 mg diarios. Desde un mes <b>antes</b>.",))
+    assignment = _assign(session, sample, "ana")
+    _login(page, live_server)
+    page.goto(f"{live_server}/annotate/{assignment.id}")
+    page.keyboard.press("1")  # claim 1: supported; the focus moves on to claim 2
+    page.keyboard.press("k")  # back to claim 1
+    claim = page.locator("#claims .cell").first
+    expect(claim.locator(".save-state")).to_have_attribute("data-state", "saved")
+    sentences = page.locator("#contexts .context").first.locator(".sentence")
+    expect(sentences).to_have_count(3)
+    sentences.nth(1).click()
+    expect(claim.locator(".sentence-chip[aria-pressed=true]")).to_have_text("#1.2")
+    # The keyboard path: Shift+E, the context's number, the sentence's number (shown while picking).
+    page.keyboard.press("Shift+E")
+    expect(page.locator("#annotate.picking-sentence")).to_have_count(1)
+    page.keyboard.press("1")
+    page.keyboard.press("3")
+    expect(page.locator("#annotate.picking-sentence")).to_have_count(0)
+    expect(claim.locator(".sentence-chip[aria-pressed=true]")).to_have_text(["#1.2", "#1.3"])
+    expect(claim.locator(".save-state")).to_have_attribute("data-state", "saved")
+    session.commit()
+    label = session.exec(select(Label).where(Label.sample_id == sample.id)).one()
+    assert [(e["context"], e["sentence"], e["text"]) for e in label.evidence] == [
+        (0, 1, "La dosis es 0,4 mg diarios."), (0, 2, "Desde un mes <b>antes</b>.")]
+    # Reload: the marks are still there, and focusing the claim highlights its sentences in the context.
+    page.reload()
+    page.keyboard.press("k")
+    claim = page.locator("#claims .cell").first
+    expect(claim).to_have_class("cell focused")
+    expect(claim.locator(".sentence-chip[aria-pressed=true]")).to_have_text(["#1.2", "#1.3"])
+    expect(page.locator("#contexts .sentence.evidence-shown")).to_have_text(["La dosis es 0,4 mg diarios.", "Desde un mes <b>antes</b>."])
+    # Pressing a chip unmarks that sentence.
+    claim.locator(".sentence-chip").first.click()
+    expect(claim.locator(".sentence-chip")).to_have_text(["#1.3"])
+    session.commit()
+    session.expire_all()
+    assert [e["sentence"] for e in session.exec(select(Label).where(Label.sample_id == sample.id)).one().evidence] == [2]
