@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from calibrate.annotation.uncertainty import queue_mode
 from calibrate.calibration import (
+    DERIVED_GOLD,
     CalibrationError,
     Options,
     alignment_sections,
@@ -84,6 +86,7 @@ class Dashboard:
     test_looks: int = 0  # every judge's looks at the test split of this dataset and task
     budget_half_width: float = 0.05
     has_test: bool = False
+    queue_mode: str = "sampled"  # the order annotators get the dataset's pending items in (annotation.uncertainty)
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -155,6 +158,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
                       splits=_splits(session, dataset),
                       tasks=list(session.exec(select(Task.name).order_by(Task.id)).all()))
     board.has_test = TEST_SPLIT in board.splits
+    board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
     board.test_looks = sum(count for count, _ in looks.values())
     frozen = frozen_test_message(dataset.name, split, board.splits)
@@ -166,6 +170,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
                          f"(splits: {', '.join(board.splits) or 'none — assign them with calibrate sample --split'})")
         return board
     board.n_labelled = _n_labelled(session, dataset, task_row, split)
+    if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
+        board.n_labelled += _n_labelled(session, dataset, _task(session, DERIVED_GOLD[task_row.name]), split)
     if board.n_labelled == 0:
         where = f"in split {split}" if split else "in any split"
         board.message = f"no {task_row.name} labels {where} of {dataset.name}: label some targets first or choose another split"
@@ -550,7 +556,7 @@ test_looks.__test__ = False  # not a pytest test
 def versions_section(session: Session, dataset_name: str, judge_name: str, *, options: Options | None = None) -> dict | None:
     """Return the `versions` section of a prompt-version judge's report: every version of its prompt with its
     alignment and CI on the report's split, what changed from the version before, and `compare_judges` of the
-    latest two versions that ran. None for an imported judge."""
+    latest two versions that ran, on the same split. None for an imported judge."""
     from calibrate.calibration import resolve_judge
     from calibrate.compare import compare_judges
     from calibrate.judges.versions import diff_versions
@@ -589,9 +595,63 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
     except CalibrationError as exc:
         out["comparison_note"] = str(exc)
         return out
-    out["comparison"] = {"scope": "every sample of the dataset: compare_judges has no split filter"}
+    out["comparison"] = {"scope": f"the samples of split {options.split}" if options.split else "every sample of the dataset"}
     out["comparison"] |= {k: full.get(k) for k in ("judge_a", "judge_b", "common_n", "metric", "a", "b", "difference",
                                                    "mcnemar", "ttest", "wilcoxon")}
     flips = full.get("flips") or {}
     out["comparison"]["flips"] = {"fixed": len(flips.get("fixed") or []), "broken": len(flips.get("broken") or [])}
     return out
+
+
+# --------------------------------------------------------------------------- compare two judges in the browser
+
+
+@dataclass
+class JudgeComparison:
+    """The engineers' compare page: the choices of its form, and `compare_judges` of the two picked (or why not)."""
+
+    dataset: str
+    task: str
+    split: str | None
+    a: str
+    b: str
+    judges: list[str] = field(default_factory=list)  # every judge of the task, as on the dashboard
+    tasks: list[str] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)
+    result: dict | None = None
+    message: str = ""
+
+
+def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str, *, task: str = "claim_support",
+                split: str | None = DEFAULT_SPLIT, options: Options | None = None) -> JudgeComparison:
+    """Return `compare_judges` of B against A on one split (what `calibrate compare --split` gives), or a message.
+
+    Raises CalibrationError only for an unknown dataset or task; every other bad input (no judge
+    picked, the same judge twice, an unknown judge, a version without any run, the frozen test
+    split, a split without samples, no common targets) gives a `message` saying what is missing.
+    """
+    from calibrate.compare import compare_judges
+
+    dataset = resolve_dataset(session, dataset_name)
+    task_row = _task(session, task)
+    page = JudgeComparison(dataset=dataset.name, task=task_row.name, split=split, a=judge_a, b=judge_b,
+                           tasks=list(session.exec(select(Task.name).order_by(Task.id)).all()), splits=_splits(session, dataset))
+    listed = _judges(session, dataset, task_row)
+    page.judges = [judge.name if judge else f"{prompt.name}@{version.number}" for judge, prompt, version in listed]
+    not_run = {f"{prompt.name}@{version.number}" for judge, prompt, version in listed if judge is None}
+    if not (judge_a and judge_b):
+        page.message = "pick two judges to compare: A (the baseline) and B"
+    elif judge_a == judge_b:
+        page.message = f"pick two different judges: A and B are both {judge_a}"
+    elif not_run & {judge_a, judge_b}:
+        page.message = "; ".join(f"{name} has no run on {dataset.name}: run it first" for name in (judge_a, judge_b) if name in not_run)
+    else:
+        page.message = frozen_test_message(dataset.name, split, page.splits)
+    if page.message:
+        return page
+    opts = Options(**{**(options or Options()).__dict__, "split": split, "group_by": None})
+    try:
+        page.result = compare_judges(session, dataset.name, judge_a, judge_b, task=task_row.name, options=opts)
+    except CalibrationError as exc:
+        page.message = str(exc)
+    return page

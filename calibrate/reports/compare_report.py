@@ -7,6 +7,7 @@ no JavaScript, no network) and escapes every name and id it shows.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from calibrate import __version__
@@ -56,7 +57,8 @@ def render_compare_json(result: dict) -> str:
 
 
 def render_compare_markdown(result: dict) -> str:
-    lines = [f"## Judge comparison on {_md(result['dataset'])}: A = `{_md(result['judge_a'])}`, B = `{_md(result['judge_b'])}`", ""]
+    scope = f" (split {_md(result['split'])})" if result.get("split") else ""
+    lines = [f"## Judge comparison on {_md(result['dataset'])}{scope}: A = `{_md(result['judge_a'])}`, B = `{_md(result['judge_b'])}`", ""]
     for name, section in result["tasks"].items():
         lines += [f"### {_md(name)} ({section['common_n']} common targets in {section['n_samples']} samples)", "",
                   f"**{_md(headline(section))}**", "",
@@ -83,12 +85,28 @@ def render_compare_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_compare_html(result: dict) -> str:
+def compare_context(result: dict, link: Callable[[str, str, str], str] | None = None) -> dict:
+    """Return the template context of a comparison (templates/reports/_compare_body.html).
+
+    `link(task, side, target_key)` gives the URL a flipped target opens (side: "fixed" or
+    "broken"); the self-contained report has none, the engineers' page links each flip to
+    the disagreement of the judge that got it wrong.
+    """
+    def flips(name: str, section: dict, side: str) -> list[tuple[str, str | None]]:
+        ids, keys = section["flips"][side], section["flips"].get(f"{side}_keys") or []
+        hrefs = [link(name, side, key) for key in keys] if link else []
+        return list(zip(ids, hrefs + [None] * (len(ids) - len(hrefs)), strict=True))
+
     sections = [{"name": name, "s": section, "headline": headline(section),
                  "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
                  "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
+                 "fixed": flips(name, section, "fixed"), "broken": flips(name, section, "broken"),
                  "p": _p, "num": _num} for name, section in result["tasks"].items()]
-    return environment().get_template("reports/compare.html").render(result=result, sections=sections, version=__version__)
+    return {"result": result, "sections": sections}
+
+
+def render_compare_html(result: dict) -> str:
+    return environment().get_template("reports/compare.html").render(**compare_context(result), version=__version__)
 
 
 def render_compare(result: dict, fmt: str) -> str:

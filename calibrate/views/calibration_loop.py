@@ -1,6 +1,7 @@
 """The calibration loop in the browser (engineers and admins): the dashboard of every judge of a
 dataset and task on one split, a judge's disagreements with the human gold, one disagreement
-opened, and "add as few-shot example". Annotators get 403."""
+opened, "add as few-shot example", two judges compared, and the order of the annotation queue
+(uncertain first or as sampled). Annotators get 403."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from flask import (
 from markupsafe import Markup
 
 from calibrate.annotation import AnnotationError
+from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import CalibrationError, Options
 from calibrate.db import get_session, get_write_session
 from calibrate.judges import PromptError
@@ -25,6 +27,7 @@ from calibrate.loop import (
     DEFAULT_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
+    compare_two,
     dashboard,
     disagreement_detail,
     disagreements,
@@ -33,6 +36,7 @@ from calibrate.loop import (
 )
 from calibrate.models import Prompt
 from calibrate.reports import charts
+from calibrate.reports.compare_report import compare_context
 from calibrate.views.auth import role_required
 from calibrate.views.prompts import ENGINEERS
 
@@ -168,4 +172,44 @@ def evaluate_test(name: str, judge: str):
     value = "undefined" if row.value is None else f"{row.value:.3f}"
     ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
     flash(f"{judge} on test: {row.metric} {value}{ci}, n = {row.n} (this look is recorded).", "info")
+    return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+
+
+@bp.route("/datasets/<name>/calibration/compare")
+@role_required(*ENGINEERS)
+def compare(name: str):
+    """Compare judge B against judge A on one split: `calibrate compare --split`, with each flip linked to its disagreement."""
+    task = request.args.get("task") or "claim_support"
+    a, b = request.args.get("a", "").strip(), request.args.get("b", "").strip()
+    try:
+        page = compare_two(get_session(), name, a, b, task=task, split=_split_arg(), options=_options())
+    except CalibrationError as exc:
+        abort(404, description=str(exc))
+    context = {"result": None, "sections": []}
+    if page.result is not None:
+
+        def link(task_name: str, side: str, target: str) -> str:
+            # a target fixed by B was one of A's disagreements; one broken by B is one of B's
+            judge = page.a if side == "fixed" else page.b
+            return url_for("loop.disagreement", name=page.dataset, judge=judge, target=target, task=task_name)
+
+        context = compare_context(page.result, link)
+    return render_template("calibration/compare.html", page=page, **context)
+
+
+@bp.route("/datasets/<name>/calibration/queue-order", methods=("POST",))
+@role_required(*ENGINEERS)
+def queue_order(name: str):
+    """Put the dataset's pending annotation items in uncertain-first order (by the task's judges) or back in the sampled order."""
+    task = request.form.get("task") or "claim_support"
+    back = request.form.get("split") or DEFAULT_SPLIT
+    session = get_write_session()
+    try:
+        result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
+    except AnnotationError as exc:
+        session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+    session.commit()
+    flash(result.line(), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)

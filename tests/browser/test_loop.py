@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sqlmodel import select
 
+from calibrate.calibration import Options
+from calibrate.compare import compare_judges
 from calibrate.db import write_session
 from calibrate.demo import DATASET, load_demo
 from calibrate.judges import RunSpec, execute_run, prepare_run, save_version
@@ -47,3 +49,26 @@ def test_disagreement_to_fewshot_to_v2(page, live_server, browser_login, engine,
     # ... and it is that target which v2 does not score: it is no longer among v2's disagreements.
     page.click("#judges tr[data-judge='claims@2'] a.disagreements")
     assert page.locator(f"#disagreements tr[data-target='{target}']").count() == 0
+
+
+def test_compare_two_versions_from_the_dashboard(page, live_server, browser_login, engine, session):
+    load_demo(engine)
+    browser_login("eng", "engineer")
+    page.goto(f"{live_server}/datasets/{DATASET}/calibration")
+    # the form is pre-filled with the last two judges that ran
+    assert page.locator("#compare-form select[name=a]").input_value() == "demo-claims@1"
+    assert page.locator("#compare-form select[name=b]").input_value() == "demo-claims@2"
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration/compare?*")
+    cells = page.locator("#task-claim_support table.stats tbody tr").first.locator("td")
+    expected = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", task="claim_support",
+                              options=Options(bootstrap=100, split="dev"))  # the point values do not depend on the bootstrap
+    assert cells.nth(1).inner_text() == f"{expected['a']['value']:.3f}"
+    assert cells.nth(2).inner_text() == f"{expected['b']['value']:.3f}"
+    n_fixed, n_broken = expected["flips"]["n_fixed"], expected["flips"]["n_broken"]
+    assert f"{n_fixed} fixed by B, {n_broken} broken by B" in page.locator("#task-claim_support .flips").inner_text()
+    flips = page.locator("#task-claim_support .flips a")
+    assert flips.count() == n_fixed + n_broken > 0
+    flips.first.click()
+    page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration/judges/*/disagreements/claim:*")
+    assert page.locator("#gold").inner_text() and page.locator("#judge-raw").count() == 1

@@ -147,3 +147,53 @@ def test_compare_command(runner, store, session, tmp_path):
     assert one.exit_code == 2 and "exactly two judges" in one.output
     bad = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "Z"])
     assert bad.exit_code == 2 and "unknown judge 'Z'" in bad.output
+
+
+def test_split_keeps_only_that_splits_samples_everywhere(store, session, runner):
+    """Moving a sample to test takes its flips and targets out of the dev comparison, and only those."""
+    a_wrong = {("s0", 0), ("s1", 1), ("s2", 2), ("s3", 0)}
+    b_wrong = {("s3", 0), ("s9", 1)}
+    _two_judges(store, a_wrong=a_wrong, b_wrong=b_wrong)
+    for sample in store.samples.values():
+        sample.split = "dev"
+    store.samples["s1"].split = "test"
+    store.samples["s9"].split = "test"
+    session.commit()
+    everywhere = compare_judges(session, "d", "A", "B", options=FAST)
+    dev = compare_judges(session, "d", "A", "B", options=Options(bootstrap=300, split="dev"))
+    assert (everywhere["common_n"], dev["common_n"]) == (60, 54) and dev["split"] == "dev"
+    assert sorted(dev["flips"]["fixed"]) == ["s0/claim/0", "s2/claim/2"] and dev["flips"]["broken"] == []
+    assert (dev["mcnemar"]["b01"], dev["mcnemar"]["b10"]) == (2, 0)
+    keys = [(f"s{i}", c) for i in range(20) if f"s{i}" not in ("s1", "s9") for c in range(3)]
+    gold = ["supported" if (int(s[1:]) * 3 + c) % 3 else "unsupported" for s, c in keys]
+    flip = {"supported": "unsupported", "unsupported": "supported"}
+    a = [flip[g] if k in a_wrong else g for k, g in zip(keys, gold)]
+    assert dev["a"]["value"] == pytest.approx(cohen_kappa_score(gold, a))
+    test = compare_judges(session, "d", "A", "B", options=Options(bootstrap=300, split="test"))
+    assert test["common_n"] == 6 and test["flips"]["fixed"] == ["s1/claim/1"] and test["flips"]["broken"] == ["s9/claim/1"]
+    with pytest.raises(CalibrationError, match="no sample of d is in split 'train' \\(splits: dev, test\\)"):
+        compare_judges(session, "d", "A", "B", options=Options(bootstrap=300, split="train"))
+    out = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--split", "dev", "--bootstrap", "200"])
+    assert out.exit_code == 0 and json.loads(out.output)["common_n"] == 54
+    md = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--split", "dev", "--bootstrap", "200", "--format", "md"])
+    assert "(split dev)" in md.output.splitlines()[0]
+    html = BeautifulSoup(runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--split", "dev",
+                                        "--bootstrap", "200", "--format", "html"]).output, "html.parser")
+    assert html.select_one("dd.split").get_text() == "split dev"
+
+
+def test_stale_labels_do_not_count_towards_the_gold(store, session):
+    from sqlmodel import select
+
+    from calibrate.models import Label, User
+
+    _two_judges(store, n=4, a_wrong={("s0", 0)})
+    before = compare_judges(session, "d", "A", "B", options=FAST)
+    store.label("claim_support", "bea", "s0", "supported", claim=0)  # s0's claim 0 is "unsupported" for ann
+    store.commit()
+    assert compare_judges(session, "d", "A", "B", options=FAST)["common_n"] == before["common_n"] - 1  # a 1–1 tie: no gold
+    stale = session.exec(select(Label).join(User, User.id == Label.annotator_id).where(User.username == "bea")).one()
+    stale.stale = True  # the sample changed after bea labelled it
+    session.commit()
+    after = compare_judges(session, "d", "A", "B", options=FAST)
+    assert after["common_n"] == before["common_n"] and after["flips"] == before["flips"]

@@ -10,20 +10,9 @@ from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, build_report
 from calibrate.db import write_session
-from calibrate.demo import DATASET, load_demo
 from calibrate.judges import save_version
 from calibrate.loop import dashboard
 from calibrate.models import Label, Sample
-
-
-@pytest.fixture
-def demo(engine):
-    load_demo(engine)
-    return DATASET
-
-
-def soup(response):
-    return BeautifulSoup(response.data, "html.parser")
 
 
 def test_dashboard_rows_are_the_report_on_the_split(demo, session):
@@ -75,7 +64,7 @@ def test_bad_input_gives_a_message_not_an_empty_chart(demo, session, engine):
         dashboard(session, demo, task="nope")
 
 
-def test_dashboard_page_shows_rows_and_chart(app, demo, client, login):
+def test_dashboard_page_shows_rows_and_chart(app, demo, client, login, soup):
     app.config["BOOTSTRAP"] = 200
     login("eng", "engineer")
     page = soup(client.get(f"/datasets/{demo}/calibration"))
@@ -123,7 +112,7 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
     assert svg.select_one("line.threshold") and svg.select_one("line.ceiling")
 
 
-def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login):
+def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
     from calibrate.loop import disagreements, evaluate_on_test
     from calibrate.models import TestEvaluation
 
@@ -157,7 +146,7 @@ def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, 
         evaluate_on_test(session, demo, "demo-claims@1")
 
 
-def test_label_budget_formula_json_and_dashboard(demo, session, client, login, app, runner):
+def test_label_budget_formula_json_and_dashboard(demo, session, client, login, app, runner, soup):
     import math
 
     from calibrate.calibration import label_budget
@@ -183,7 +172,7 @@ def test_label_budget_formula_json_and_dashboard(demo, session, client, login, a
     assert cell.get_text() == str(section["budget"]["more_targets"])
 
 
-def test_self_preference_guard(demo, session, client, login, app, runner):
+def test_self_preference_guard(demo, session, client, login, app, runner, soup):
     from calibrate.calibration import model_family
     from calibrate.models import Judge, PromptVersion
     from calibrate.reports import render
@@ -211,7 +200,7 @@ def test_self_preference_guard(demo, session, client, login, app, runner):
     assert len(page.select("#judges tr.row-warning[data-warning=self_preference]")) == 1
 
 
-def test_calibration_index_links_every_dataset(demo, client, login):
+def test_calibration_index_links_every_dataset(demo, client, login, soup):
     login("eng", "engineer")
     page = soup(client.get("/datasets"))
     assert page.select_one("nav a[href='/calibration']") is not None

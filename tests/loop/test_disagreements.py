@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from bs4 import BeautifulSoup
 from hostile import XSS_ANSWER
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, alignment_sections
-from calibrate.demo import DATASET, load_demo
 from calibrate.judges import PromptError
 from calibrate.judges.versions import stored_examples
 from calibrate.loop import add_fewshot, disagreement_detail, disagreements
 from calibrate.models import Claim, Judge, Sample, Verdict
-
-
-@pytest.fixture
-def demo(engine):
-    load_demo(engine)
-    return DATASET
-
-
-def soup(response):
-    return BeautifulSoup(response.data, "html.parser")
 
 
 def copy_verdicts(session, source, name, version_id):
@@ -91,7 +79,7 @@ def test_test_split_and_imported_judges_are_refused(demo, session):
         disagreement_detail(session, demo, "demo-claims@1", "sample:1")
 
 
-def test_pages_escape_model_text_and_post_needs_csrf(demo, client, login, session):
+def test_pages_escape_model_text_and_post_needs_csrf(demo, client, login, session, soup):
     target = disagreements(session, demo, "demo-claims@1").items[0].target
     verdict = session.exec(select(Verdict).join(Judge).where(Judge.name == "demo-claims@1", Verdict.target_key == target)).one()
     verdict.raw, verdict.reason = XSS_ANSWER, XSS_ANSWER
@@ -122,7 +110,7 @@ def test_annotators_get_403(demo, client, login, session):
     assert client.post(f"/datasets/{demo}/calibration/judges/demo-claims@1/evaluate-test", data={"csrf_token": token}).status_code == 403
 
 
-def test_triage_is_stored_counted_and_human_error_goes_to_adjudication(demo, session, client, login):
+def test_triage_is_stored_counted_and_human_error_goes_to_adjudication(demo, session, client, login, soup):
     from calibrate.annotation.queue import for_review
     from calibrate.loop import dashboard, triage
     from calibrate.models import Triage

@@ -22,8 +22,12 @@ def test_report_versions_section_json_md_html(engine, session, runner):
     dev = json.loads(runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-claims@2", "--split", "dev",
                                     "--bootstrap", "200"]).output)["tasks"]["claim_support"]["alignment"]
     assert section["versions"][1]["value"] == dev["value"] and section["versions"][1]["ci"] == dev["ci"]
-    expected = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", task="claim_support", options=Options(bootstrap=200))
+    expected = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", task="claim_support",
+                              options=Options(bootstrap=200, split="dev"))
+    everywhere = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", task="claim_support", options=Options(bootstrap=200))
     comparison = section["comparison"]
+    # the comparison honours --split like the rest of the report: the dev numbers, not every sample's
+    assert comparison["scope"] == "the samples of split dev" and comparison["common_n"] == expected["common_n"] < everywhere["common_n"]
     assert comparison["difference"] == expected["difference"] and comparison["mcnemar"] == expected["mcnemar"]
     assert comparison["flips"] == {"fixed": len(expected["flips"]["fixed"]), "broken": len(expected["flips"]["broken"])}
     md = runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-claims@2", "--bootstrap", "200", "--versions",

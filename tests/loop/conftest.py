@@ -1,0 +1,21 @@
+"""Fixtures of the calibration-loop tests: the bundled demo (two prompt versions that ran) and a parsed page."""
+
+from __future__ import annotations
+
+import pytest
+from bs4 import BeautifulSoup
+
+from calibrate.demo import DATASET, load_demo
+
+
+@pytest.fixture
+def demo(engine):
+    """Load the demo; return its dataset's name."""
+    load_demo(engine)
+    return DATASET
+
+
+@pytest.fixture
+def soup():
+    """Return a function that parses a response's HTML."""
+    return lambda response: BeautifulSoup(response.data, "html.parser")
