@@ -1,25 +1,12 @@
-"""Fixtures for the report renderers: reports built from labels and verdicts stored directly.
-
-The `Store` builder lives in tests/calibration/conftest.py; it is loaded from there by path
-(conftest modules are not importable by name across test folders).
-"""
+"""Fixtures for the report renderers: reports built from labels and verdicts stored directly."""
 
 from __future__ import annotations
 
-import importlib.util
-import random
-from pathlib import Path
-
 import pytest
+from labelstore import Store
+from report_helpers import fill
 
 from calibrate.calibration import Options, build_report
-
-_spec = importlib.util.spec_from_file_location("calibration_store", Path(__file__).parent.parent / "calibration" / "conftest.py")
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
-Store = _module.Store
-
-HOSTILE = "<script>alert(1)</script>"
 
 
 @pytest.fixture
@@ -36,38 +23,6 @@ def report_of(session, store):
         return build_report(session, store.dataset.name, judge, options=Options(bootstrap=200, **options))
 
     return build
-
-
-def fill(store, *, n=24, seed=0, annotators=("ann1", "ann2"), judge="j"):
-    """Store claims, answer scores and contexts with two annotators and a judge that mostly agrees.
-
-    Sample s0's first claim has an unparsed verdict; s1's first claim is not_applicable for both
-    annotators; the rest is random with a fixed seed, so ties appear.
-    """
-    rng = random.Random(seed)
-    for i in range(n):
-        sid = f"s{i}"
-        store.sample(sid, 3, 2, meta={"topic": "abc"[i % 3]})
-        for c in range(3):
-            truth = "supported" if rng.random() < 0.6 else "unsupported"
-            if i == 1 and c == 0:
-                truth = "not_applicable"
-            for a in annotators:
-                flip = rng.random() < 0.1 and truth != "not_applicable"
-                store.label("claim_support", a, sid, ("unsupported" if truth == "supported" else "supported") if flip else truth, claim=c)
-            if i == 0 and c == 0:
-                store.verdict(judge, "claim_support", sid, None, claim=c)
-            else:
-                store.verdict(judge, "claim_support", sid, truth if rng.random() < 0.85 else "supported", claim=c)
-        q = rng.randint(1, 5)
-        for a in annotators:
-            store.label("answer_quality", a, sid, min(5, max(1, q + rng.choice([0, 0, 1, -1]))))
-        store.verdict(judge, "answer_quality", sid, min(5, max(1, q + rng.choice([0, 1, -1]))))
-        for r in range(2):
-            v = rng.choice(["relevant", "not_relevant"])
-            for a in annotators:
-                store.label("context_relevance", a, sid, v, context=r)
-            store.verdict(judge, "context_relevance", sid, v if rng.random() < 0.9 else "relevant", context=r)
 
 
 @pytest.fixture

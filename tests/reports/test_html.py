@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from bs4 import BeautifulSoup
-from conftest import HOSTILE, fill
+from report_helpers import HOSTILE, fill
 from sqlmodel import select
 
 from calibrate.models import Label, User

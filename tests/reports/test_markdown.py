@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import HOSTILE, fill
+from report_helpers import HOSTILE, fill
 from sqlmodel import select
 
 from calibrate.models import User
