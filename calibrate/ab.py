@@ -10,6 +10,13 @@ per sample from the experts' gold or from a judge, and tests the paired differen
   (repeated runs), their values are averaged into one (counted in `n_repeated`).
 - **Direction.** Every difference is B − A: positive means B scores higher. `mean_a` and
   `mean_b` are over the pairs; `relative_improvement` = (mean_b − mean_a) / |mean_a|.
+- **Values.** From `calibration.sample_metric`: the human side of a metric task
+  (faithfulness, context_precision, answer_relevancy, context_recall) is the gold the report
+  calibrates metric judges against (`calibration.task_gold`: direct expert values first,
+  faithfulness and context precision otherwise derived from claim_support and
+  context_relevance gold), so the two never disagree; the judge side is a metric judge's
+  per-sample scores (faithfulness and context precision also from a claim_support or
+  context_relevance judge).
 - **Tests.** Paired t-test, Wilcoxon signed-rank (zero differences dropped), and a paired
   bootstrap interval of the mean difference (questions resampled with both their values),
   from `calibrate.stats.paired`.
@@ -39,10 +46,13 @@ from calibrate.calibration import (
     sample_metric,
 )
 from calibrate.models import Sample
+from calibrate.tasks import METRIC_TASKS
 
-#: Metrics with a fixed name; retrieval metrics take a cut-off (`ndcg@10`), and any ordinal or
-#: continuous task on whole samples (such as answer_quality) is a metric too.
-NAMED_METRICS = ("faithfulness", "context_precision", "mrr")
+#: Metrics with a fixed name (the metric tasks, whose human values are the report's gold and
+#: whose judge values are a metric judge's scores, and MRR); retrieval metrics take a cut-off
+#: (`ndcg@10`), and any ordinal or continuous task on whole samples (such as answer_quality)
+#: is a metric too.
+NAMED_METRICS = (*METRIC_TASKS, "mrr")
 CUTOFF_METRICS = ("ndcg", "recall", "precision", "f1")
 _CUTOFF = re.compile(r"^(ndcg|recall|precision|f1)@([1-9][0-9]{0,5})$")
 

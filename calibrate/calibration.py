@@ -33,6 +33,7 @@ from sqlmodel import Session, select
 from calibrate import stats
 from calibrate.models import Dataset, FewShot, Judge, Label, Sample, Task, User, Verdict
 from calibrate.stats import Estimate
+from calibrate.tasks import format_number
 
 
 class CalibrationError(ValueError):
@@ -877,11 +878,16 @@ def _human_vs_judge(human: pd.Series, judge: pd.Series | None) -> dict:
     return out
 
 
-def _faithfulness(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str]) -> dict:
-    """Faithfulness per sample (supported / claims) from the gold and from the judge."""
+def _faithfulness(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str],
+                  metric: pd.Series | None = None) -> dict:
+    """Faithfulness per sample (supported / claims) from the gold and from the judge.
+
+    `metric`: the judge's per-sample scores when it is a faithfulness metric judge (no
+    claim_support verdicts of its own).
+    """
     human, no_gold = human_faithfulness(gold, totals, excluded=excluded, skip=fewshot)
     judge, no_verdict = (judge_faithfulness(verdicts, totals, excluded=excluded, skip=fewshot)
-                         if verdicts is not None else (None, 0))
+                         if verdicts is not None else (metric, 0))
     out = _human_vs_judge(human, judge)
     out["n_claims_no_gold"] = no_gold
     if verdicts is not None:
@@ -889,15 +895,17 @@ def _faithfulness(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.
     return out
 
 
-def _context_precision(gold_relevance: tuple[np.ndarray, np.ndarray], verdicts: pd.DataFrame | None) -> dict:
+def _context_precision(gold_relevance: tuple[np.ndarray, np.ndarray], verdicts: pd.DataFrame | None,
+                       metric: pd.Series | None = None) -> dict:
     """Rank-weighted context precision per sample, (1/R) Σ_k precision@k · rel_k, from gold and judge.
 
     Contexts keep their retrieval rank; one without gold (or without a usable verdict) counts
-    as not relevant at its rank. A sample with no relevant context scores 0.
+    as not relevant at its rank. A sample with no relevant context scores 0. `metric`: the
+    judge's per-sample scores when it is a context_precision metric judge.
     """
     samples, rel = gold_relevance
     human = _per_sample(samples, stats.context_precision(rel))
-    judge = None
+    judge = metric
     if verdicts is not None:
         j_samples, j_rel = _judge_relevance(verdicts)
         judge = _per_sample(j_samples, stats.context_precision(j_rel))
@@ -985,18 +993,28 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
     whole samples (such as answer_quality: the gold mean or adjudicated value, or the judge's
     score). Retrieval metrics from the human side use the samples' retrieved_ids and
     relevant_ids when any sample carries both, else the context_relevance gold; from a judge,
-    its context_relevance verdicts.
+    its context_relevance verdicts. A metric judge of faithfulness or context_precision gives
+    its own per-sample scores. The human faithfulness and context precision are `task_gold`'s,
+    the gold the report calibrates metric judges against (direct expert values first, else
+    derived), so an A/B test and a report never disagree on a sample's human value.
     """
     side = f"judge {judge.name}" if judge is not None else "the human gold"
+    if judge is not None and metric in DERIVED_GOLD:
+        scores = _metric_scores(session, dataset, judge, metric, None)
+        if scores is not None:  # a metric judge: its own per-sample scores
+            return SampleValues(scores, f"{metric}: {side} (metric judge)")
+    if judge is None and metric in DERIVED_GOLD:
+        task = _task_named(session, metric)
+        gold = task_gold(session, dataset, task, _labels_frame(session, dataset, task))
+        direct = int((gold["gold_source"] != f"derived:{DERIVED_GOLD[metric]}").sum()) if len(gold) else 0
+        return SampleValues(_per_sample(gold["sample_id"].to_numpy(dtype=np.int64), gold["gold"].astype(float).to_numpy()),
+                            f"{DERIVED_GOLD[metric]}: {side}" + (f" (direct {metric} values for {direct} samples)" if direct else ""))
     if metric == "faithfulness":
         task = _task_named(session, "claim_support")
         totals = _claim_totals(session, dataset)
         excluded = set(task.excluded or [])
-        if judge is None:
-            values, _ = human_faithfulness(categorical_gold(_labels_frame(session, dataset, task)), totals, excluded=excluded)
-        else:
-            values, _ = judge_faithfulness(_require_verdicts(session, dataset, task, judge), totals, excluded=excluded,
-                                           skip=_fewshot_keys(session, judge))
+        values, _ = judge_faithfulness(_require_verdicts(session, dataset, task, judge), totals, excluded=excluded,
+                                       skip=_fewshot_keys(session, judge))
         return SampleValues(values, f"claim_support: {side}")
     if metric == "context_precision" or metric in RETRIEVAL_METRICS:
         if metric in RETRIEVAL_METRICS and judge is None:
@@ -1019,8 +1037,8 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
         return SampleValues(_per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, RETRIEVAL_SOURCES[source])
     task = session.exec(select(Task).where(Task.name == metric)).first()
     if task is None or task.target != "sample" or task.kind == "categorical":
-        scored = ", ".join(session.exec(select(Task.name).where(Task.target == "sample", Task.kind != "categorical")
-                                        .order_by(Task.id)).all())
+        scored = ", ".join(name for name in session.exec(select(Task.name).where(Task.target == "sample", Task.kind != "categorical")
+                                                         .order_by(Task.id)).all() if name not in DERIVED_GOLD)
         raise CalibrationError(f"unknown metric {metric!r} (metrics: faithfulness, context_precision, ndcg@K, recall@K, "
                                f"precision@K, f1@K, mrr{', ' + scored if scored else ''})")
     if judge is None:
@@ -1059,7 +1077,7 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
     categorical = task.kind == "categorical"
-    gold = categorical_gold(labels) if categorical else numeric_gold(labels)
+    gold = task_gold(session, dataset, task, labels, in_split)
     section_of = _categorical_section if categorical else _numeric_section
     judges = [resolve_judge(session, name) for name in judge_names]
     # One query for every judge's verdicts (the columns of _verdicts_frame, plus the judge).
@@ -1081,6 +1099,112 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
             continue
         out[judge.name], _ = section_of(task, labels, verdicts, _fewshot_keys(session, judge), None, options, gold=gold, light=True)
     return out
+
+
+# --------------------------------------------------------------------------- gold of metric tasks
+
+# Metric tasks whose human gold is derived from another task's labels, per sample, with the same
+# computation as the report's `rag` section (human_faithfulness, stats.context_precision).
+DERIVED_GOLD = {"faithfulness": "claim_support", "context_precision": "context_relevance"}
+
+
+def task_gold(session: Session, dataset: Dataset, task: Task, labels: pd.DataFrame,
+              in_split: set[int] | None = None) -> pd.DataFrame:
+    """Return the gold of a task per target, as `categorical_gold`/`numeric_gold` do.
+
+    For the metric tasks faithfulness and context_precision (DERIVED_GOLD), a sample's gold is
+    its direct human value where experts gave one (adjudicated, else their mean: they judged
+    the metric itself), else the metric computed from the claim_support or context_relevance
+    gold exactly as the report's `rag` section does (gold_source "derived:TASK"); samples whose
+    derived value is undefined (no countable claim with gold) have none. Other metric tasks
+    have direct labels only.
+    """
+    if task.kind == "categorical":
+        return categorical_gold(labels)
+    direct = numeric_gold(labels)
+    source_name = DERIVED_GOLD.get(task.name)
+    if source_name is None:
+        return direct
+    source = _task_named(session, source_name)
+    source_labels = _labels_frame(session, dataset, source)
+    if in_split is not None:
+        source_labels = source_labels[source_labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    totals = _claim_totals(session, dataset) if source_name == "claim_support" else None
+    values = _derived_metric(source, categorical_gold(source_labels), totals, _positions(source_labels, None))
+    keys = [f"sample:{sid}" for sid in values.index]
+    derived = pd.DataFrame({"target_key": keys, "sample_id": values.index.to_numpy(dtype=np.int64),
+                            "gold": values.to_numpy(), "gold_source": f"derived:{source_name}"})
+    derived = derived[~derived["target_key"].isin(direct["target_key"])]
+    return pd.concat([direct, derived], ignore_index=True) if len(direct) else derived.reset_index(drop=True)
+
+
+def _derived_metric(source: Task, gold: pd.DataFrame, totals: pd.Series | None, positions: dict[str, int]) -> pd.Series:
+    """Return the defined per-sample metric computed from a gold frame of its source task
+    (faithfulness from claim_support, context precision from context_relevance)."""
+    if source.name == "claim_support":
+        values, _ = human_faithfulness(gold, totals, excluded=set(source.excluded or []))
+    else:
+        samples, rel = _gold_relevance(gold, positions)
+        values = _per_sample(samples, stats.context_precision(rel))
+    return values[np.isfinite(values.to_numpy())]
+
+
+def annotator_metric_labels(session: Session, dataset: Dataset, task: Task, labels: pd.DataFrame,
+                            in_split: set[int] | None = None) -> pd.DataFrame:
+    """Return a derived-gold metric task's labels plus each annotator's own value per sample.
+
+    An annotator's faithfulness (or context precision) of a sample is the metric computed from
+    their own claim_support (context_relevance) labels, as the gold is from everyone's: the
+    human–human agreement and the per-annotator rows of a metric task then compare experts on
+    the metric itself, and the dashboard has its ceiling. A direct label of the annotator on the
+    sample takes precedence, as in `task_gold`. Other tasks: `labels` unchanged.
+    """
+    source_name = DERIVED_GOLD.get(task.name)
+    if source_name is None:
+        return labels
+    source = _task_named(session, source_name)
+    source_labels = _labels_frame(session, dataset, source)
+    if in_split is not None:
+        source_labels = source_labels[source_labels["sample_id"].isin(in_split)]
+    current = source_labels[~source_labels["stale"] & ~source_labels["adjudicated"]]
+    totals = _claim_totals(session, dataset) if source_name == "claim_support" else None
+    positions = _positions(source_labels, None)
+    direct = set(zip(labels["annotator"], labels["target_key"])) if len(labels) else set()
+    frames = [labels] if len(labels) else []
+    for annotator, own in current.groupby("annotator", sort=True):
+        values = _derived_metric(source, own[["target_key", "sample_id"]].assign(gold=own["value"].to_numpy()), totals, positions)
+        keys = [f"sample:{sid}" for sid in values.index]
+        frame = pd.DataFrame({"target_key": keys, "sample_id": values.index.to_numpy(dtype=np.int64), "position": None,
+                              "annotator": annotator, "value": [format_number(v) for v in values.to_numpy()],
+                              "adjudicated": False, "stale": False})
+        frames.append(frame[[(annotator, key) not in direct for key in keys]])
+    if not frames:
+        return labels
+    return pd.concat(frames, ignore_index=True).astype({"adjudicated": bool, "stale": bool})
+
+
+def _metric_scores(session: Session, dataset: Dataset, judge: Judge | None, name: str,
+                   in_split: set[int] | None) -> pd.Series | None:
+    """Return a metric judge's usable per-sample scores of metric task `name` (None: it has none)."""
+    if judge is None:
+        return None
+    task = _task_named(session, name)
+    verdicts = _verdicts_frame(session, dataset, task, judge)
+    if in_split is not None:
+        verdicts = verdicts[verdicts["sample_id"].isin(in_split)]
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna()]
+    if usable.empty:
+        return None
+    return _per_sample(usable["sample_id"].to_numpy(dtype=np.int64), usable["value"].astype(float).to_numpy())
+
+
+def missing_gold_note(task: Task) -> str:
+    """Return what a report says when a task has verdicts but no human gold at all."""
+    how = f"import experts' values with `calibrate import labels` (task {task.name}, a value in 0–1)"
+    if task.name in DERIVED_GOLD:
+        return (f"no human gold for {task.name}: it is derived per sample from the {DERIVED_GOLD[task.name]} labels, "
+                f"and none of those samples has any; label {DERIVED_GOLD[task.name]} or {how}")
+    return f"no human gold for {task.name}: annotators do not label it on the item page; {how}"
 
 
 def _require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
@@ -1145,6 +1269,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
             if verdicts is not None:
                 verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+        direct_labels = labels
+        if task.name in DERIVED_GOLD and ((tasks and task.name in tasks) or (verdicts is not None and not verdicts.empty)):
+            # asked for, or judged: compare the experts on the metric too (each from their own labels)
+            labels = annotator_metric_labels(session, dataset, task, labels, in_split)
         if labels.empty and (verdicts is None or verdicts.empty):
             continue  # a task with no data in this dataset gets no section
         no_verdicts = verdicts is not None and verdicts.empty
@@ -1153,18 +1281,23 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if task.kind == "categorical":
             section, merged = _categorical_section(task, labels, verdicts, fewshot, groups, options)
         else:
-            section, merged = _numeric_section(task, labels, verdicts, fewshot, groups, options)
+            gold = task_gold(session, dataset, task, direct_labels, in_split)
+            section, merged = _numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold)
+            if gold.empty and verdicts is not None:
+                section["gold_note"] = section["spearman_rho"]["note"] = missing_gold_note(task)
         if no_verdicts:
             section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
         if task.name == "claim_support":
+            metric = _metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
             data["rag"]["faithfulness"] = _faithfulness(
-                _gold_rows(merged), verdicts, _claim_totals(session, dataset), set(task.excluded or []), fewshot)
+                _gold_rows(merged), verdicts, _claim_totals(session, dataset), set(task.excluded or []), fewshot, metric)
         if task.name == "context_relevance":
             gold_relevance = _gold_relevance(_gold_rows(merged), _positions(labels, verdicts))
-            data["rag"]["context_precision"] = _context_precision(gold_relevance, verdicts)
+            metric = _metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
+            data["rag"]["context_precision"] = _context_precision(gold_relevance, verdicts, metric)
     data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
     decisions = [s.get("passed") for s in data["tasks"].values() if "passed" in s]
     if judge is not None:

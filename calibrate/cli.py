@@ -124,23 +124,40 @@ def init_command(app: Flask) -> None:
     click.echo(init_database(app))
 
 
-def serve_app(app: Flask, host: str, port: int, threads: int) -> None:
-    """Serve the app with waitress (a production WSGI server) until interrupted."""
-    import waitress
+DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
 
+
+def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, workers: int = 1) -> None:
+    """Serve the app until interrupted: waitress in this process, or gunicorn with `workers` processes.
+
+    One CPython process runs Python on one core at a time; waitress cannot fork, so several
+    processes on one port are gunicorn's (threaded workers sharing the listening socket).
+    """
     click.echo(f"calibrate is serving on http://{host}:{port}/  (Ctrl+C to stop)")
-    waitress.serve(app, host=host, port=port, threads=threads, ident="calibrate")
+    if workers <= 1:
+        import waitress
+
+        waitress.serve(app, host=host, port=port, threads=threads, ident="calibrate")
+        return
+    try:
+        from calibrate.server import serve_processes
+    except ImportError as exc:  # gunicorn is not installed on Windows
+        raise click.UsageError(f"--workers {workers} needs gunicorn, which runs on Unix only ({exc})") from exc
+    serve_processes(app, host=host, port=port, threads=threads, workers=workers)
 
 
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
-@click.option("--threads", default=8, show_default=True, type=int, help="Worker threads.")
+@click.option("--threads", default=DEFAULT_THREADS, show_default=True, type=int,
+              help="Request threads per process (4 measured best: bench/results/annotate.md).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Server processes on the port: 1 is waitress in this process, more is gunicorn (Unix).")
 @db_option
-def serve_command(app: Flask, host: str, port: int, threads: int) -> None:
-    """Serve the workbench with a production WSGI server (waitress)."""
+def serve_command(app: Flask, host: str, port: int, threads: int, workers: int) -> None:
+    """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""
     ready_engine(app)
-    serve_app(app, host, port, threads)
+    serve_app(app, host, port, threads, workers)
 
 
 # --------------------------------------------------------------------------- users / tasks
@@ -342,6 +359,32 @@ def sample_command(app: Flask, dataset: str, n: int | None, fraction: float | No
     click.echo(summary.line())
 
 
+@cli.group("queue")
+def queue_group() -> None:
+    """The order annotators get a dataset's pending items in."""
+
+
+@queue_group.command("order")
+@click.option("--dataset", required=True, help="Dataset whose pending items are reordered.")
+@click.option("--mode", type=click.Choice(["uncertain", "sampled"]), required=True,
+              help="uncertain: where the judges disagree or are least sure first; sampled: back to the order of `calibrate sample`.")
+@click.option("--task", default="claim_support", show_default=True, help="Task whose verdicts measure the uncertainty.")
+@click.option("--judge", "judges", multiple=True, metavar="NAME", help="A judge of the committee (repeatable; default every judge with verdicts).")
+@db_option
+def queue_order_command(app: Flask, dataset: str, mode: str, task: str, judges: tuple[str, ...]) -> None:
+    """Put a dataset's pending items in uncertain-first order, or back in the sampled order."""
+    from calibrate.annotation import AnnotationError
+    from calibrate.annotation.uncertainty import order_queue
+    from calibrate.db import write_session
+
+    try:
+        with write_session(ready_engine(app)) as session:
+            result = order_queue(session, dataset, mode=mode, task=task, judges=list(judges))
+    except AnnotationError as exc:
+        raise BadInput(str(exc)) from exc
+    click.echo(result.line())
+
+
 # --------------------------------------------------------------------------- report / gate
 
 
@@ -394,6 +437,7 @@ def _versions(app: Flask, dataset: str, judge: str, options):  # noqa: ANN001, A
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
 @click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="K of the retrieval metrics.")
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@click.option("--task", "tasks", multiple=True, help="Report only these tasks (repeatable; default every task with data).")
 @click.option("--versions", "with_versions", is_flag=True,
               help="Add the versions section: every version of the judge's prompt, and the latest two compared.")
 @click.option("--budget-half-width", "budget", type=click.FloatRange(min=0.001, max=1), default=0.05, show_default=True,
@@ -402,12 +446,13 @@ def _versions(app: Flask, dataset: str, judge: str, options):  # noqa: ANN001, A
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(app: Flask, dataset: str, judge: str | None, group_by: str | None, threshold: float | None, ci_lower: bool,
-                   bootstrap: int | None, ci_method: str, k: int, split: str | None, with_versions: bool, budget: float,
-                   fmt: str, output: Path | None) -> None:
+                   bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...], with_versions: bool,
+                   budget: float, fmt: str, output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     from calibrate.reports import render
 
-    report = _build(app, dataset, judge, _report_options(app, threshold, ci_lower, group_by, bootstrap, k, ci_method, split, budget))
+    report = _build(app, dataset, judge, _report_options(app, threshold, ci_lower, group_by, bootstrap, k, ci_method, split, budget),
+                    tasks=list(tasks) or None)
     if with_versions:
         if not judge:
             raise BadInput("--versions needs --judge (a prompt version, PROMPT@N)")
@@ -450,11 +495,12 @@ def gate_command(app: Flask, dataset: str, judge: str, tasks: tuple[str, ...], m
 @click.option("--task", help="Compare on this task only (default: every task both judged).")
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Paired bootstrap resamples (default 2000).")
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def compare_command(app: Flask, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
-                    ci_method: str, fmt: str, output: Path | None) -> None:
+                    ci_method: str, split: str | None, fmt: str, output: Path | None) -> None:
     """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
     from sqlmodel import Session
 
@@ -464,7 +510,7 @@ def compare_command(app: Flask, dataset: str, judges: tuple[str, ...], task: str
 
     if len(judges) != 2:
         raise click.UsageError("give exactly two judges: --judge A --judge B")
-    options = _report_options(app, None, False, None, bootstrap, 10, ci_method)
+    options = _report_options(app, None, False, None, bootstrap, 10, ci_method, split)
     try:
         with Session(ready_engine(app)) as session:
             result = compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
@@ -537,7 +583,7 @@ def demo_command(app: Flask, no_serve: bool, host: str, port: int) -> None:
         click.echo(line)
     if not no_serve:
         click.echo("")
-        serve_app(app, host, port, threads=8)
+        serve_app(app, host, port)
 
 
 def register_flask_commands(app: Flask) -> None:

@@ -1,9 +1,10 @@
 """Tasks: what is labelled, on which target, with which kind of value.
 
-Three tasks are built in; users add their own with `calibrate task add`. Every label and
-every verdict is validated against its task by `canonical_value`, which returns the value in
-the one text form it is stored in (so "Supported", " supported" and "supported" are one label,
-and 4, "4" and 4.0 are one score).
+Three labelling tasks are built in, and four metric tasks (`METRIC_TASKS`) that metric judges
+score per sample and that annotators never label item by item; users add their own with
+`calibrate task add`. Every label and every verdict is validated against its task by
+`canonical_value`, which returns the value in the one text form it is stored in (so
+"Supported", " supported" and "supported" are one label, and 4, "4" and 4.0 are one score).
 """
 
 from __future__ import annotations
@@ -74,7 +75,47 @@ BUILTIN_TASKS = (
             "Not relevant: the passage does not help answer this question."
         ),
     ),
+    # Metric tasks: one score in 0–1 per sample, computed by a metric judge from per-claim,
+    # per-context or per-statement steps (calibrate.judges.metrics). Judge-side tasks: no
+    # labelling widget and no part in an item's completion; their human gold is derived
+    # (faithfulness, context_precision) or imported with `calibrate import labels`.
+    BuiltinTask(
+        "faithfulness",
+        "sample",
+        "continuous",
+        scale=(0, 1),
+        description="Share of the answer's claims supported by the retrieved contexts (0–1).",
+        guidelines=("Supported claims / claims of the answer, leaving out claims that state nothing checkable. "
+                    "Gold is derived from the claim_support labels unless a direct value is imported."),
+    ),
+    BuiltinTask(
+        "answer_relevancy",
+        "sample",
+        "continuous",
+        scale=(0, 1),
+        description="How well the answer addresses the question (0–1): mean cosine similarity of the question "
+                    "with questions the answer would answer.",
+        guidelines="0: the answer does not address the question (or is noncommittal); 1: it addresses exactly it.",
+    ),
+    BuiltinTask(
+        "context_precision",
+        "sample",
+        "continuous",
+        scale=(0, 1),
+        description="Rank-weighted precision of the retrieved contexts (0–1): (1/R) Σ_k precision@k · rel_k.",
+        guidelines=("Relevant contexts ranked first score high. Gold is derived from the context_relevance labels "
+                    "unless a direct value is imported."),
+    ),
+    BuiltinTask(
+        "context_recall",
+        "sample",
+        "continuous",
+        scale=(0, 1),
+        description="Share of the ground truth's statements that can be attributed to the retrieved contexts (0–1).",
+        guidelines="Attributed statements of the ground truth / its statements.",
+    ),
 )
+METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
 class TaskError(ValueError):

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
+import csv
+import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 from hostile import XSS_QUESTION
+from labelstore import Store
 from scipy import stats as sps
 
 from calibrate.ab import ABError, compare_systems, parse_metric
 
-_spec = importlib.util.spec_from_file_location("calibration_store", Path(__file__).parent / "calibration" / "conftest.py")
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -26,9 +24,18 @@ SUPPORTED = {"q0": (2, 3), "q1": (1, 4), "q2": (3, 3), "q3": (0, 2), "q4": (4, 4
 
 
 @pytest.fixture
-def systems(session):
-    """Two systems answering the same questions; q6 and q7 have no query_id (paired by question text)."""
-    store = _module.Store(session)
+def systems(systems_store):
+    """Two systems answering the same questions: (question, system) → the human faithfulness."""
+    return systems_store[1]
+
+
+@pytest.fixture
+def systems_store(session):
+    """Two systems answering the same questions; q6 and q7 have no query_id (paired by question text).
+
+    Returns the store (to add labels and verdicts) and (question, system) → the human faithfulness.
+    """
+    store = Store(session)
     expected = {}
     for q, (sa, sb) in SUPPORTED.items():
         for system, supported in (("rag-a", sa), (HOSTILE, sb)):
@@ -48,7 +55,7 @@ def systems(session):
     extra = store.sample("q9-b", n_claims=2, meta={"system": HOSTILE, "query_id": "q9"})  # no labels: undefined
     extra.question = "unlabelled"
     store.commit()
-    return expected
+    return store, expected
 
 
 def _ab(runner, *args):
@@ -98,6 +105,78 @@ def test_judge_source_and_retrieval_metrics(runner, systems):
     assert mrr["mean_a"] == pytest.approx(np.mean([1 / r for r in rank_a]))
 
 
+def _agrees_with_scipy(data, a, b):
+    """Assert the A/B JSON's means and tests on the pairs a (system A) and b (system B) equal scipy's."""
+    assert data["n_pairs"] == len(a)
+    assert data["mean_a"] == pytest.approx(a.mean()) and data["mean_b"] == pytest.approx(b.mean())
+    assert data["difference"]["value"] == pytest.approx((b - a).mean())
+    ref_t = sps.ttest_rel(b, a)
+    assert data["ttest"]["t"] == pytest.approx(ref_t.statistic) and data["ttest"]["p_value"] == pytest.approx(ref_t.pvalue)
+    ref_w = sps.wilcoxon(b, a)
+    assert data["wilcoxon"]["statistic"] == pytest.approx(ref_w.statistic)
+    assert data["wilcoxon"]["p_value"] == pytest.approx(ref_w.pvalue)
+
+
+def test_direct_expert_faithfulness_takes_precedence_as_in_the_report(runner, systems_store):
+    store, expected = systems_store
+    # q0-a: two experts' direct values, mean 0.8 (derived from claim_support: 0.5); q1-b: an adjudicated
+    # 0.1 over an expert's 0.6 (derived: 1.0); q9-b has no claim_support labels, so only its direct value
+    # makes it defined (and unpaired: q9 has no sample of system A).
+    store.label("faithfulness", "ann", "q0-a", 0.9)
+    store.label("faithfulness", "ann2", "q0-a", 0.7)
+    store.label("faithfulness", "ann", "q1-b", 0.6)
+    store.label("faithfulness", "lead", "q1-b", 0.1, adjudicated=True)
+    store.label("faithfulness", "ann", "q9-b", 0.5)
+    for sid in store.samples:  # a metric judge, so that the report has a faithfulness section to compare with
+        store.verdict("fj", "faithfulness", sid, 0.5)
+    store.commit()
+    gold = {**expected, ("q0", "rag-a"): 0.8, ("q1", HOSTILE): 0.1}
+    result = _ab(runner, "--metric", "faithfulness")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    questions = [q for q, (_, b) in SUPPORTED.items() if b is not None]
+    _agrees_with_scipy(data, np.array([gold[(q, "rag-a")] for q in questions]), np.array([gold[(q, HOSTILE)] for q in questions]))
+    assert data["values_from"] == "claim_support: the human gold (direct faithfulness values for 3 samples)"
+    assert data["unpaired"] == {"a": 1, "b": 1} and data["n_undefined"] == {"a": 0, "b": 0}
+    # The report calibrates the metric judge against the same per-sample gold: the two never disagree.
+    report = runner.invoke(["report", "--dataset", "d", "--judge", "fj", "--task", "faithfulness", "--format", "csv"])
+    assert report.exit_code == 0, report.output
+    rows = [row for row in csv.DictReader(io.StringIO(report.output)) if row["task"] == "faithfulness" and row["gold"]]
+    report_gold = {row["sample_id"]: float(row["gold"]) for row in rows}
+    ab_gold = {sid: pair[side] for pair in data["pairs"] for side in ("a", "b") for sid in pair[f"samples_{side}"]}
+    assert len(ab_gold) == 16 and ab_gold == pytest.approx({sid: report_gold[sid] for sid in ab_gold})
+    assert report_gold["q0-a"] == pytest.approx(0.8) and report_gold["q9-b"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("metric", ["answer_relevancy", "context_recall"])
+def test_metric_tasks_from_direct_labels_and_from_a_metric_judge(runner, systems_store, metric):
+    store, _ = systems_store
+    rng = np.random.default_rng(7)
+    human, judged = {}, {}
+    for sid in sorted(store.samples):
+        if sid == "q2-b":  # no label, and an unparsed verdict: no value on either side, so q2 is unpaired
+            store.verdict("mj", metric, sid, None)
+            continue
+        human[sid] = round(float(rng.uniform()), 3)
+        judged[sid] = round(float(rng.uniform()), 3)
+        store.label(metric, "ann", sid, human[sid])
+        store.verdict("mj", metric, sid, judged[sid])
+    store.commit()
+    questions = ["q0", "q1", "q3", "q4", "q5", "q6", "q7"]
+    for source, values, values_from in (
+            ("human", human, f"{metric}: the human gold (adjudicated value, else the mean of the annotators)"),
+            ("mj", judged, f"{metric}: judge mj")):
+        result = _ab(runner, "--metric", metric, "--source", source)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["values_from"] == values_from
+        _agrees_with_scipy(data, np.array([values[f"{q}-a"] for q in questions]), np.array([values[f"{q}-b"] for q in questions]))
+        assert data["unpaired"] == {"a": 2, "b": 1} and data["n_undefined"] == {"a": 0, "b": 1}
+    # A judge without verdicts for the metric is named, not compared as empty.
+    refused = _ab(runner, "--metric", metric, "--source", "j")
+    assert refused.exit_code == 2 and f"judge j has no {metric} verdicts in d" in refused.output
+
+
 def test_html_is_self_contained_and_escaped(runner, systems, tmp_path):
     out = tmp_path / "ab.html"
     result = _ab(runner, "--metric", "faithfulness", "--format", "html", "-o", str(out))
@@ -142,7 +221,7 @@ def test_bad_input_is_one_line_and_exit_2(runner, systems, args, message):
 
 
 def test_no_pairs_is_a_clear_message(session, runner):
-    store = _module.Store(session)
+    store = Store(session)
     for sid, system in (("a1", "x"), ("b1", "y")):
         sample = store.sample(sid, n_claims=1, meta={"system": system, "query_id": sid})
         store.label("claim_support", "ann", sid, "supported", claim=0)
@@ -155,7 +234,7 @@ def test_no_pairs_is_a_clear_message(session, runner):
 
 
 def test_one_pair_gives_undefined_tests_with_notes(session):
-    store = _module.Store(session)
+    store = Store(session)
     for sid, system in (("a1", "x"), ("b1", "y")):
         store.sample(sid, n_claims=2, meta={"system": system, "query_id": "q"})
         store.label("claim_support", "ann", sid, "supported", claim=0)
@@ -168,7 +247,8 @@ def test_one_pair_gives_undefined_tests_with_notes(session):
 
 
 @pytest.mark.parametrize(("text", "parsed"), [("ndcg@10", ("ndcg", 10)), ("Recall@5", ("recall", 5)), ("mrr", ("mrr", None)),
-                                              ("answer_quality", ("answer_quality", None))])
+                                              ("answer_quality", ("answer_quality", None)),
+                                              ("Answer_Relevancy", ("answer_relevancy", None))])
 def test_parse_metric(text, parsed):
     assert parse_metric(text) == parsed
 

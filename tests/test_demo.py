@@ -81,3 +81,65 @@ def test_demo_opens_on_the_workbench_for_an_expert(engine, client):
     item = client.get(client.get("/annotate/next").headers["Location"])
     page = BeautifulSoup(item.data, "html.parser")
     assert page.select_one("#external-id").get_text() in TO_LABEL
+
+
+def test_demo_metric_judges_are_calibrated_against_the_experts_derived_gold(engine, session, runner, client):
+    """demo-faithfulness@1 and demo-context-precision@1 score every answer offline; the report and the
+    dashboard calibrate the faithfulness judge against the faithfulness of the experts' claim gold."""
+    import csv
+    import io
+    import json
+    from collections import defaultdict
+    from pathlib import Path
+
+    import pytest
+    from scipy import stats as sps
+
+    from calibrate.demo import judges as demo_judges
+    from calibrate.models import Judge, Task, Verdict
+
+    load_demo(engine)
+    for name, task_name, _ in demo_judges.METRIC_JUDGES:
+        verdicts = session.exec(select(Verdict).join(Judge).join(Task, Task.id == Verdict.task_id)
+                                .where(Judge.name == f"{name}@1", Task.name == task_name)).all()
+        assert len(verdicts) == 40 and {v.target_key.split(":")[0] for v in verdicts} == {"sample"}
+        assert all(v.status == "ok" and 0 <= float(v.value) <= 1 for v in verdicts)
+
+    result = runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-faithfulness@1", "--task", "faithfulness",
+                            "--format", "json", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.output)["tasks"]["faithfulness"]
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(
+        ["report", "--dataset", DATASET, "--judge", "demo-faithfulness@1", "--task", "faithfulness", "--format", "csv"]).output)))
+    scored = {r["sample_id"]: (float(r["gold"]), float(r["judge"])) for r in rows if r["gold"] and r["judge_status"] == "ok"}
+    assert {r["gold_source"] for r in rows if r["gold"]} == {"derived:claim_support"}
+    assert section["n"] == len(scored) == 34  # the six samples left for the experts to label have no gold
+    gold, judged = zip(*scored.values(), strict=True)
+    assert section["alignment"]["value"] == pytest.approx(sps.spearmanr(gold, judged).statistic)
+    assert section["alignment"]["value"] > 0.5  # the offline baseline tracks the experts on this demo
+    # The derived gold by hand, on samples where both experts agree on every claim: supported / claims
+    # that are not not_applicable.
+    by_sample: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for line in (Path(demo_judges.__file__).parent / "labels.jsonl").read_text(encoding="utf-8").splitlines():
+        label = json.loads(line)
+        if label["task"] == "claim_support":
+            by_sample[label["sample_id"]][label["claim"]].add(label["value"])
+    agreed = {sid: [v.pop() for v in claims.values()] for sid, claims in by_sample.items()
+              if sid in scored and all(len(v) == 1 for v in claims.values())}
+    assert len(agreed) > 10
+    for sid, values in agreed.items():
+        countable = [v for v in values if v != "not_applicable"]
+        assert scored[sid][0] == pytest.approx(countable.count("supported") / len(countable)), sid
+
+    token = BeautifulSoup(client.get("/login").data, "html.parser").select_one("input[name=csrf_token]")["value"]
+    name, _, _, password = DEMO_USERS[2]
+    assert client.post("/login", data={"username": name, "password": password, "csrf_token": token}).status_code == 303
+    # The dashboard (dev split by default: the test split is frozen) shows the judge as the report does on dev.
+    for task_name, judge in (("faithfulness", "demo-faithfulness@1"), ("context_precision", "demo-context-precision@1")):
+        dev = json.loads(runner.invoke(["report", "--dataset", DATASET, "--judge", judge, "--task", task_name, "--split", "dev",
+                                        "--format", "json", "--bootstrap", "200"]).output)["tasks"][task_name]
+        assert dev["n"] > 0 and dev["alignment"]["value"] is not None
+        page = BeautifulSoup(client.get(f"/datasets/{DATASET}/calibration?task={task_name}").data, "html.parser")
+        row = page.select_one(f'#judges tr[data-judge="{judge}"]')
+        assert row.select_one(".n").get_text() == str(dev["n"])
+        assert row.select_one(".value").get_text() == f"{dev['alignment']['value']:.3f}"

@@ -127,10 +127,11 @@ def requeue_outdated(session: Session, task: Task, dataset: Dataset | None = Non
 
 
 def tasks_in_order(session: Session) -> list[Task]:
-    """Return the tasks: built-in ones first (claim_support, answer_quality, context_relevance), then by name."""
-    from calibrate.tasks import BUILTIN_TASKS
+    """Return the tasks annotators label: built-in ones first (claim_support, answer_quality, context_relevance),
+    then by name (the metric tasks, scored per sample by metric judges, are not among them)."""
+    from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
 
     order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
-    tasks = session.exec(select(Task)).all()
+    tasks = [t for t in session.exec(select(Task)).all() if t.name not in METRIC_TASKS]
     return sorted(tasks, key=lambda t: (order.get(t.name, len(order)), t.name))
 

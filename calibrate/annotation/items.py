@@ -17,13 +17,15 @@ import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from sqlalchemy import JSON, Boolean, and_, func, text
+from sqlalchemy import and_, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate.annotation import NotFound
 from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
+from calibrate.db import Statement
+from calibrate.ingest.claims import segment
 from calibrate.models import Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
@@ -207,32 +209,63 @@ class ItemView:
         """Return the cell of a task on a target."""
         return next((c for c in self.by_target.get(key, []) if c.task.id == task_id), None)
 
+    def context_pieces(self, context) -> list[ContextPiece]:  # noqa: ANN001
+        """Return a context's text as plain runs and numbered sentences (the page marks evidence on these).
 
-_ASSIGNMENTS, _SAMPLES, _DATASETS = Assignment.__table__, Sample.__table__, Dataset.__table__
-_CLAIMS, _CONTEXTS, _LABELS = Claim.__table__, Context.__table__, Label.__table__
+        Computed when the page asks (never on a label POST): segmenting is for showing.
+        """
+        return context_pieces(context.text)
+
+
+@dataclass(frozen=True)
+class ContextPiece:
+    """A run of a context's text: between sentences (sentence None), or sentence `sentence` (0-based)."""
+
+    text: str
+    sentence: int | None = None
+
+
+def context_pieces(text: str) -> list[ContextPiece]:
+    """Split a context into the sentences `segment` finds (the indexes evidence refers to) and the runs between."""
+    pieces: list[ContextPiece] = []
+    pos = 0
+    for index, span in enumerate(segment(text)):
+        if span.start > pos:
+            pieces.append(ContextPiece(text[pos:span.start]))
+        pieces.append(ContextPiece(span.text, index))
+        pos = span.end
+    if pos < len(text):
+        pieces.append(ContextPiece(text[pos:]))
+    return pieces
+
+
 _TASKS, _GUIDELINES = Task.__table__, Guideline.__table__
 
 
 # The statements below run on every keystroke of every annotator: they are written once, as
-# text, so SQLAlchemy neither builds nor fingerprints a statement per request (that cost four
-# times the query itself). Plain SQL that SQLite and PostgreSQL both read.
+# text, and on SQLite run on the driver itself (see Statement: SQLAlchemy's work per execution
+# cost several times the queries). Plain SQL that SQLite and PostgreSQL both read.
 _STAMP = "(SELECT max(id) FROM task) AS task_max, (SELECT count(*) FROM task) AS task_count, " \
          "(SELECT max(id) FROM guideline) AS guideline_max"
-_ASSIGNMENT_SQL = text("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, " + _STAMP +
-                       " FROM assignment a JOIN sample s ON s.id = a.sample_id WHERE a.id = :id AND a.user_id = :user_id")
-_STAMP_SQL = text("SELECT " + _STAMP)
-_CLAIMS_SQL = text('SELECT id, sample_id, "index", text, start, "end" FROM claim '
-                   'WHERE sample_id = :sample_id AND active ORDER BY "index"')
-_CONTEXTS_SQL = text("SELECT id, sample_id, rank, text, doc_id FROM context WHERE sample_id = :sample_id AND active ORDER BY rank")
+_ASSIGNMENT_SQL = Statement("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, " + _STAMP +
+                            " FROM assignment a JOIN sample s ON s.id = a.sample_id WHERE a.id = :id AND a.user_id = :user_id")
+_STAMP_SQL = Statement("SELECT " + _STAMP)
+_CLAIMS_SQL = Statement('SELECT id, sample_id, "index", text, start, "end" FROM claim '
+                        'WHERE sample_id = :sample_id AND active ORDER BY "index"')
+_CONTEXTS_SQL = Statement("SELECT id, sample_id, rank, text, doc_id FROM context WHERE sample_id = :sample_id AND active "
+                          "ORDER BY rank")
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
                 "guideline_version, stale, stale_reason, source"
-_MY_LABELS_SQL = text(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id = :sample_id AND annotator_id = :user_id "
-                      "AND NOT adjudicated").columns(evidence=JSON, stale=Boolean)
+# What the item page shows of the sample and its dataset.
+_SAMPLE_SQL = Statement("SELECT id, dataset_id, external_id, question, answer, ground_truth FROM sample WHERE id = :id")
+_DATASET_SQL = Statement("SELECT id, name, is_demo FROM dataset WHERE id = :id")
+_MY_LABELS_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id = :sample_id AND annotator_id = :user_id "
+                           "AND NOT adjudicated", json_fields=("evidence",))
 
 
 def get_assignment(session: Session, user: User, assignment_id: int):  # noqa: ANN201
     """Return the user's own assignment (a row), or raise NotFound (also for someone else's)."""
-    row = session.connection().execute(_ASSIGNMENT_SQL, {"id": assignment_id, "user_id": user.id}).first()
+    row = _ASSIGNMENT_SQL.first(session, {"id": assignment_id, "user_id": user.id})
     if row is None:
         raise NotFound(f"no assignment {assignment_id}")
     return row
@@ -252,7 +285,7 @@ def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[
     """
     conn = session.connection()
     if stamp is None:
-        stamp = tuple(conn.execute(_STAMP_SQL).one())
+        stamp = tuple(_STAMP_SQL.first(session, {}))
     key = str(conn.engine.url)
     cached = _TASK_CACHE.get(key)
     if cached is not None and cached[0] == stamp:
@@ -264,7 +297,7 @@ def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[
 
 
 def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:  # noqa: ANN001
-    from calibrate.tasks import BUILTIN_TASKS
+    from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
 
     newest = (sa_select(_GUIDELINES.c.task_id, func.max(_GUIDELINES.c.version).label("version"))
               .group_by(_GUIDELINES.c.task_id).subquery())
@@ -275,7 +308,8 @@ def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:  # noqa:
                      .outerjoin(_GUIDELINES, and_(_GUIDELINES.c.task_id == _TASKS.c.id, _GUIDELINES.c.version == newest.c.version)))
     ).all()
     order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
-    rows = sorted(rows, key=lambda t: (order.get(t.name, len(order)), t.name))
+    # Metric tasks are scored per sample by metric judges, not labelled on the item page.
+    rows = sorted((t for t in rows if t.name not in METRIC_TASKS), key=lambda t: (order.get(t.name, len(order)), t.name))
     guidelines = {t.id: SimpleNamespace(id=t.g_id, task_id=t.id, version=t.g_version, text=t.g_text, created_at=t.g_created_at)
                   for t in rows if t.g_id is not None}
     return rows, guidelines
@@ -305,32 +339,45 @@ class ItemData:
 def load_item(session: Session, user: User, assignment_id: int, *, page: bool = True) -> ItemData:
     """Read one of the user's items: its assignment, tasks, claims, contexts and my labels (and, for the page, the texts).
 
-    Plain Core queries on the session's connection: this runs on every keystroke of every
-    annotator, and ORM objects would cost several times the queries themselves.
+    Plain statements (rows, not ORM objects): this runs on every keystroke of every annotator,
+    and ORM objects would cost several times the queries themselves.
     """
-    conn = session.connection()
     assignment = get_assignment(session, user, assignment_id)
     sample_id = assignment.sample_id
     tasks, guidelines = tasks_and_guidelines(session, (assignment.task_max, assignment.task_count, assignment.guideline_max))
-    claims = conn.execute(_CLAIMS_SQL, {"sample_id": sample_id}).all()
-    contexts = conn.execute(_CONTEXTS_SQL, {"sample_id": sample_id}).all()
+    claims = _CLAIMS_SQL.all(session, {"sample_id": sample_id})
+    contexts = _CONTEXTS_SQL.all(session, {"sample_id": sample_id})
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id))
     if page:
-        data.sample = conn.execute(sa_select(_SAMPLES).where(_SAMPLES.c.id == sample_id)).one()
-        data.dataset = conn.execute(sa_select(_DATASETS).where(_DATASETS.c.id == data.sample.dataset_id)).one()
+        data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
+        data.dataset = _DATASET_SQL.first(session, {"id": data.sample.dataset_id})
     return data
 
 
 def my_labels(session: Session, sample_id: int, user_id: int) -> dict[tuple[int, str], object]:
     """Return my current (not adjudicated) labels on a sample, by (task id, target key)."""
-    rows = session.connection().execute(_MY_LABELS_SQL, {"sample_id": sample_id, "user_id": user_id}).all()
+    rows = _MY_LABELS_SQL.all(session, {"sample_id": sample_id, "user_id": user_id})
     return {(row.task_id, row.target_key): row for row in rows}
+
+
+# The widgets of the cached tasks and guidelines (the same list and dict objects until they
+# change): built once, not on every keystroke.
+_WIDGETS: tuple[object, object, dict[int, Widget]] = (None, None, {})
+
+
+def _widgets(tasks: list, guidelines: dict[int, object]) -> dict[int, Widget]:
+    global _WIDGETS  # noqa: PLW0603 - one entry, replaced whole (an atomic assignment)
+    cached_tasks, cached_guidelines, widgets = _WIDGETS
+    if cached_tasks is not tasks or cached_guidelines is not guidelines:
+        widgets = {task.id: widget_for(task, guidelines.get(task.id)) for task in tasks}
+        _WIDGETS = (tasks, guidelines, widgets)
+    return widgets
 
 
 def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRED_TASKS) -> ItemView:
     """Return the item view of loaded item data."""
     tasks, guidelines, mine = data.tasks, data.guidelines, data.labels
-    widgets = {task.id: widget_for(task, guidelines.get(task.id)) for task in tasks}
+    widgets = _widgets(tasks, guidelines)
 
     def cells_for(target: str, ids_positions: list[tuple[int, int]]) -> list[Cell]:
         out = []

@@ -1,10 +1,21 @@
-"""Judge runs for the demo: two versions of a claim-support prompt, run with the offline
-baseline judge over the demo dataset, so the calibration screens have real data offline.
+"""Judge runs for the demo: two versions of a claim-support prompt and two metric judges, run
+with the offline baseline judge over the demo dataset, so the calibration screens have real
+data offline.
 
 - `demo-claims@1`: the built-in template; the baseline checks numbers only and asks that 30 %
   of a claim's words occur in the contexts (a loose first try).
 - `demo-claims@2`: adds two few-shot examples from the train split (never scored for @2) and
   the baseline's defaults: names checked too, 50 % of the words.
+- `demo-faithfulness@1`: the faithfulness metric judge (built-in template, one step per claim,
+  the baseline's defaults): one score per answer, calibrated against the faithfulness the
+  experts' claim_support gold gives.
+- `demo-context-precision@1`: the context_precision metric judge (one step per retrieved
+  context): calibrated against the context precision of the experts' context_relevance gold
+  (demo-001 … demo-020 have it).
+
+answer_relevancy and context_recall judges are not loaded: their human gold can only be
+direct expert values of the metric, and the demo has none, so their dashboards would show
+verdicts with nothing to calibrate against.
 
 Idempotent: the versions are content-hashed (saving them again creates nothing) and a run
 with nothing left to judge writes nothing.
@@ -24,6 +35,12 @@ PROMPT = "demo-claims"
 DATASET = "demo-prenatal"
 V1_PARAMS = {"temperature": 0, "baseline.entities": False, "baseline.min_overlap": 0.3}
 V2_PARAMS = {"temperature": 0, "baseline.entities": True, "baseline.min_overlap": 0.5}
+# Metric judges: (prompt name, metric task, note), each version 1 of its prompt with the baseline's defaults.
+METRIC_JUDGES = (
+    ("demo-faithfulness", "faithfulness", "demo: faithfulness metric judge, one baseline claim check per claim"),
+    ("demo-context-precision", "context_precision", "demo: context precision metric judge, one baseline relevance "
+                                                    "check per retrieved context"),
+)
 
 
 def _examples(session) -> list[FewShotSpec]:  # noqa: ANN001
@@ -44,19 +61,22 @@ def _examples(session) -> list[FewShotSpec]:  # noqa: ANN001
 
 
 def load_demo_judges(engine: Engine) -> list[str]:
-    """Create demo-claims@1 and @2 and run both with the baseline judge; return what was done."""
+    """Create demo-claims@1 and @2 and the metric judges, and run each with the baseline judge; return what was done."""
     lines = []
     with write_session(engine) as session:
         first = save_version(session, PROMPT, task="claim_support", params=V1_PARAMS, few_shots=[],
                              note="demo: built-in template; baseline checks numbers only, 30 % word overlap")
         second = save_version(session, PROMPT, params=V2_PARAMS, few_shots=_examples(session), dataset=DATASET,
                               note="demo: two few-shot examples from train; baseline also checks names, 50 % overlap")
-        refs = [f"{PROMPT}@{first.version.number}", f"{PROMPT}@{second.version.number}"]
-    for ref in refs:
+        refs = [(f"{PROMPT}@{first.version.number}", "claims"), (f"{PROMPT}@{second.version.number}", "claims")]
+        for name, task, note in METRIC_JUDGES:
+            version = save_version(session, name, task=task, params={"temperature": 0}, note=note).version
+            refs.append((f"{name}@{version.number}", "answers"))
+    for ref, unit in refs:
         try:
             summary = run_judge(engine, RunSpec(dataset=DATASET, prompt=ref, backend="baseline"))
         except NothingToDo:
             lines.append(f"judge {ref}: already run on {DATASET}")
         else:
-            lines.append(f"judge {ref}: {summary.n_done} claims judged by the offline baseline")
+            lines.append(f"judge {ref}: {summary.n_done} {unit} judged by the offline baseline")
     return lines

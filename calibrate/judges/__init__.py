@@ -7,10 +7,12 @@ Modules, by what they do:
     versions    prompts and immutable, content-hashed versions with few-shot examples; diffs
     items       the targets a run judges and the fields templates see
     backends    build_client (the one httpx client factory), OpenAI-compatible and Anthropic
+    transport   the lean plain-HTTP/1.1 httpx transport (h11 over asyncio) for http:// endpoints
     parsing     reading a verdict out of an answer, or `unparsed` with the raw text kept
     baseline    the offline, deterministic baseline judge
     prices      the editable per-model price table
-    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume
+    metrics     metric judges (faithfulness, answer relevancy, context precision and recall): steps, scores
+    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume (metric runs too)
 
 Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
 """

@@ -20,6 +20,11 @@ Fields (see docs/judges.md):
     claim       (claim tasks) index, text
     context     (context tasks) rank, text, doc_id
 
+Metric tasks (faithfulness, answer_relevancy, context_precision, context_recall) render one
+*step* per call, with the step's field beside the sample's (`STEP_FIELDS`): faithfulness
+`claim`, context_precision `context`, context_recall `statement` (index, text: a sentence of
+the ground truth), answer_relevancy `n_questions`.
+
 A template that uses any other field is refused at save time with the field's name
 (`check_template`), so a run never fails for it.
 """
@@ -37,7 +42,8 @@ from jinja2.sandbox import SandboxedEnvironment
 from calibrate.judges.errors import PromptError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance")
+BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
+                    "faithfulness", "answer_relevancy", "context_precision", "context_recall")
 MAX_TEMPLATE_CHARS = 100_000
 
 
@@ -51,12 +57,20 @@ CONTEXT = {"rank": SCALAR, "text": SCALAR, "doc_id": SCALAR}
 CLAIM = {"index": SCALAR, "text": SCALAR}
 TASK = {name: SCALAR for name in ("name", "description", "kind", "target", "labels", "scale_min", "scale_max", "guidelines")}
 TASK["labels"] = ("list", SCALAR)
+STATEMENT = {"index": SCALAR, "text": SCALAR}
+# The field each step of a metric task adds to the sample's (calibrate.judges.metrics).
+STEP_FIELDS: dict[str, dict[str, Any]] = {
+    "faithfulness": {"claim": CLAIM},
+    "context_precision": {"context": CONTEXT},
+    "context_recall": {"statement": STATEMENT},
+    "answer_relevancy": {"n_questions": SCALAR},
+}
 JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop", "true", "false", "none",
                            "True", "False", "None"})
 
 
-def item_fields(target: str) -> dict[str, Any]:
-    """Return the fields an item of a task with this target offers to templates."""
+def item_fields(target: str, task: str | None = None) -> dict[str, Any]:
+    """Return the fields an item of a task with this target (and name, for metric steps) offers to templates."""
     fields: dict[str, Any] = {
         "question": SCALAR, "answer": SCALAR, "ground_truth": SCALAR, "sample_id": SCALAR, "metadata": ANY,
         "contexts": ("list", CONTEXT), "claims": ("list", CLAIM),
@@ -65,6 +79,7 @@ def item_fields(target: str) -> dict[str, Any]:
         fields["claim"] = CLAIM
     elif target == "context":
         fields["context"] = CONTEXT
+    fields.update(STEP_FIELDS.get(task or "", {}))
     return fields
 
 
@@ -84,8 +99,11 @@ def environment() -> SandboxedEnvironment:
 # --------------------------------------------------------------------------- checking
 
 
-def check_template(source: str, *, target: str, part: str) -> None:
-    """Raise PromptError if `source` (part "template" or "system") does not parse or uses an unknown field."""
+def check_template(source: str, *, target: str, part: str, task: str | None = None) -> None:
+    """Raise PromptError if `source` (part "template" or "system") does not parse or uses an unknown field.
+
+    `task` names the task so a metric task's step fields (`STEP_FIELDS`) are known.
+    """
     if len(source) > MAX_TEMPLATE_CHARS:
         raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
     env = environment()
@@ -95,10 +113,10 @@ def check_template(source: str, *, target: str, part: str) -> None:
         raise PromptError(f"{part}: line {exc.lineno}: {exc.message}") from exc
     allowed = dict(version_fields(target))
     if part == "template":
-        allowed.update(item_fields(target))
-    _Checker(part, target, allowed).visit(tree, dict(allowed))
+        allowed.update(item_fields(target, task))
+    _Checker(part, target, allowed, task).visit(tree, dict(allowed))
     # A trial render catches what the walk cannot (a filter given the wrong type, sandbox refusals).
-    context = sample_context(target) if part == "template" else sample_version_context(target)
+    context = sample_context(target, task=task) if part == "template" else sample_version_context(target)
     try:
         env.from_string(source).render(context)
     except TemplateError as exc:
@@ -110,10 +128,11 @@ def check_template(source: str, *, target: str, part: str) -> None:
 class _Checker:
     """Walk a template's syntax tree and refuse names and attributes that are not fields."""
 
-    def __init__(self, part: str, target: str, allowed: dict[str, Any]) -> None:
+    def __init__(self, part: str, target: str, allowed: dict[str, Any], task: str | None = None) -> None:
         self.part = part
         self.target = target
         self.allowed = allowed
+        self.task = task
 
     def fail(self, field: str, node: nodes.Node, detail: str = "") -> None:
         names = ", ".join(sorted(self.allowed))
@@ -187,7 +206,7 @@ class _Checker:
                 return scope[node.name]
             if node.name in JINJA_GLOBALS:
                 return ANY
-            if self.part == "system" and node.name in item_fields(self.target):
+            if self.part == "system" and node.name in item_fields(self.target, self.task):
                 raise PromptError(
                     f"system: line {node.lineno}: '{node.name}' is an item field; the system text must be the same "
                     "for every item (so providers can cache it): use it in the template"
@@ -232,7 +251,7 @@ def sample_version_context(target: str) -> dict[str, Any]:
             "examples": [example]}
 
 
-def sample_context(target: str, *, with_version: bool = True) -> dict[str, Any]:
+def sample_context(target: str, *, with_version: bool = True, task: str | None = None) -> dict[str, Any]:
     """Return item fields filled with placeholders (for trial renders)."""
     contexts = [{"rank": 0, "text": "…", "doc_id": "d"}]
     claims = [{"index": 0, "text": "…"}]
@@ -242,6 +261,8 @@ def sample_context(target: str, *, with_version: bool = True) -> dict[str, Any]:
         item["claim"] = claims[0]
     elif target == "context":
         item["context"] = contexts[0]
+    placeholders = {"claim": claims[0], "context": contexts[0], "statement": {"index": 0, "text": "…"}, "n_questions": 3}
+    item.update({name: placeholders[name] for name in STEP_FIELDS.get(task or "", {})})
     if with_version:
         item.update(sample_version_context(target))
     return item

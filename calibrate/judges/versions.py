@@ -23,7 +23,7 @@ from sqlmodel import Session, select
 from calibrate.judges.errors import PromptError
 from calibrate.judges.render import check_template, default_templates
 from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Label, Prompt, PromptVersion, Sample, Task, User
-from calibrate.tasks import TaskError, format_number, get_task
+from calibrate.tasks import METRIC_TASKS, TaskError, format_number, get_task
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -313,9 +313,13 @@ def save_version(
     params = base["params"] if params is None else params
     if not template.strip():
         raise PromptError("template: empty")
-    check_template(template, target=task_row.target, part="template")
-    check_template(system, target=task_row.target, part="system")
+    check_template(template, target=task_row.target, part="template", task=task_row.name)
+    check_template(system, target=task_row.target, part="system", task=task_row.name)
     _check_params(params)
+    if few_shots and task_row.name in METRIC_TASKS:
+        raise PromptError(f"few-shot examples are not supported for the metric task {task_row.name}: its calls judge "
+                          "single claims, contexts or statements, which have no gold of that task to show; "
+                          "write examples into the template text instead")
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
     if prompt is not None:

@@ -85,7 +85,8 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
                     points.append((float(row.gold), float(row.judge), f"{row.sample_id} {row.target}"))
                 except (TypeError, ValueError):
                     continue
-        scatter = Markup(charts.score_scatter(points, scale=section.get("scale"), title=f"Human gold against judge, {name}"))
+        if points:  # no scored target (no gold, say): the section's note says why, no empty chart
+            scatter = Markup(charts.score_scatter(points, scale=section.get("scale"), title=f"Human gold against judge, {name}"))
     ties = [row for row in report.rows.get(name, []) if row.gold_source == "tie"]
     needed = section.get("labels_needed")
     return {

@@ -12,7 +12,17 @@ hashed bag of words (dimension 64, lower-cased words, raw counts, not normalised
 texts sharing words have a higher cosine; `data` is listed in reverse order (each item with
 its `index`, so a client must order by it) and `usage.prompt_tokens` is the number of words.
 It honours `api_key`, `models`, latency and the faults below (for embeddings "garbage" is a
-well-formed answer with one vector too few) and counts under "embeddings" in `stats()`.
+well-formed answer with one vector too few) and counts under "embeddings" in `stats()`;
+`embeddings_script` is a list of faults consumed first by embeddings requests only (so a test
+can fault the embeddings call of a run whose chat and embeddings requests interleave).
+
+With `questions=True` the server also answers the answer-relevancy step: a chat request whose
+system or user text asks for `"questions"` (the reply shape of the built-in answer_relevancy
+template) gets `{"questions": questions_for(answer, n), "noncommittal": 0|1}`, where the answer
+is the text after the last "Answer:" of the user message and n the N of "Write N questions"
+(default 3); it is noncommittal (no questions) when the answer contains `noncommittal` (a
+case-insensitive marker, default "I don't know"). Off by default: other tests rely on every
+chat answer being a verdict.
 
 Faults (probabilities per request, or `script`, a list consumed first, one fault per request):
 "429" (with Retry-After / retry-after-ms), "500", "timeout" (answers after `hang` seconds),
@@ -54,10 +64,14 @@ class FakeLLM:
     def __init__(self, *, latency: float = 0.0, faults: dict[str, float] | None = None, script: list[str] | None = None,
                  labels: list[Any] | None = None, api_key: str | None = None, models: list[str] | None = None,
                  json_mode: bool = True, retry_after: str | None = "0", retry_after_ms: str | None = None,
-                 hang: float = 1.0, seed: int = 0, port: int = 0) -> None:
+                 hang: float = 1.0, seed: int = 0, port: int = 0, questions: bool = False,
+                 noncommittal: str = "I don't know", embeddings_script: list[str] | None = None) -> None:
         self.latency = latency
         self.faults = dict(faults or {})
         self.script = list(script or [])
+        self.embeddings_script = list(embeddings_script or [])
+        self.questions = questions
+        self.noncommittal = noncommittal
         self.labels = list(labels or ["supported", "unsupported"])
         self.api_key = api_key
         self.models = models
@@ -114,8 +128,10 @@ class FakeLLM:
             return {"requests": self.counts["requests"], "counts": dict(self.counts), "calls": dict(self.calls),
                     "answers": dict(self.answers)}
 
-    def next_fault(self) -> str:
+    def next_fault(self, *, embeddings: bool = False) -> str:
         with self.lock:
+            if embeddings and self.embeddings_script:
+                return self.embeddings_script.pop(0)
             if self.script:
                 return self.script.pop(0)
             draw = self.rng.random()
@@ -129,6 +145,30 @@ class FakeLLM:
     def verdict_for(self, item_text: str) -> Any:
         digest = int(hashlib.sha256(item_text.encode("utf-8")).hexdigest(), 16)
         return self.labels[digest % len(self.labels)]
+
+    def answer_text(self, body: dict, user: Any) -> str | None:
+        """Return the question-generation answer when `questions` is on and the request asks for one, else None."""
+        if not self.questions or not isinstance(user, str):
+            return None
+        parts = [body.get("system")] + [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]
+        # A part is a string, or (Anthropic) a list of content blocks with their "text".
+        texts = [t for part in parts for t in (part if isinstance(part, list) else [part])]
+        texts = [t.get("text") if isinstance(t, dict) else t for t in texts]
+        if not any(isinstance(t, str) and '"questions"' in t for t in texts):
+            return None
+        answer = user.rsplit("Answer:", 1)[-1].strip()
+        wanted = re.search(r"Write (\d+) questions", user)
+        if self.noncommittal.lower() in answer.lower():
+            return json.dumps({"questions": [], "noncommittal": 1, "reason": "fake judge: noncommittal"})
+        return json.dumps({"questions": questions_for(answer, int(wanted.group(1)) if wanted else 3), "noncommittal": 0,
+                           "reason": "fake judge"})
+
+
+def questions_for(answer: str, n: int) -> list[str]:
+    """Return the questions the fake server generates for an answer: its words dealt into n groups."""
+    words = re.findall(r"\w+", answer)
+    questions = [f"What about {' '.join(words[i::n])}?" for i in range(n) if words[i::n]]
+    return questions or ["What is this about?"]
 
 
 def item_id(text: str) -> str:
@@ -212,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._count("400")
             self._send(400, _error(False, "invalid_request_error", "response_format is not supported by this server"))
             return
-        fault = fake.next_fault()
+        fault = fake.next_fault(embeddings=embeddings)
         self._count(fault)
         if fake.latency:
             time.sleep(fake.latency)
@@ -227,7 +267,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, _error(anthropic, "api_error", "Internal server error"))
         elif fault == "timeout":
             time.sleep(fake.hang)
-            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user)))
+            self._send(200, _embeddings(body) if embeddings
+                       else _answer(anthropic, body, fake.verdict_for(user), text=fake.answer_text(body, user)))
         elif fault == "drop":
             self.close_connection = True
         elif fault == "invalid_json":
@@ -241,7 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, _answer(anthropic, body, None, text="I would rather not say."))
             self._count_answer(key)
         else:
-            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user)))
+            self._send(200, _embeddings(body) if embeddings
+                       else _answer(anthropic, body, fake.verdict_for(user), text=fake.answer_text(body, user)))
             self._count_answer(key)
 
     def _count(self, name: str) -> None:
