@@ -1125,17 +1125,25 @@ def task_gold(session: Session, dataset: Dataset, task: Task, labels: pd.DataFra
     source_name = DERIVED_GOLD.get(task.name)
     if source_name is None:
         return direct
-    source = _task_named(session, source_name)
-    source_labels = _labels_frame(session, dataset, source)
-    if in_split is not None:
-        source_labels = source_labels[source_labels["sample_id"].isin(in_split)].reset_index(drop=True)
-    totals = _claim_totals(session, dataset) if source_name == "claim_support" else None
+    source, source_labels, totals = _metric_source(session, dataset, source_name, in_split)
     values = _derived_metric(source, categorical_gold(source_labels), totals, _positions(source_labels, None))
     keys = [f"sample:{sid}" for sid in values.index]
     derived = pd.DataFrame({"target_key": keys, "sample_id": values.index.to_numpy(dtype=np.int64),
                             "gold": values.to_numpy(), "gold_source": f"derived:{source_name}"})
     derived = derived[~derived["target_key"].isin(direct["target_key"])]
     return pd.concat([direct, derived], ignore_index=True) if len(direct) else derived.reset_index(drop=True)
+
+
+def _metric_source(session: Session, dataset: Dataset, source_name: str,
+                   in_split: set[int] | None) -> tuple[Task, pd.DataFrame, pd.Series | None]:
+    """Return the source task of a derived metric, its labels (in the split) and, for
+    claim_support, the claims per sample (faithfulness's denominator)."""
+    source = _task_named(session, source_name)
+    source_labels = _labels_frame(session, dataset, source)
+    if in_split is not None:
+        source_labels = source_labels[source_labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    totals = _claim_totals(session, dataset) if source_name == "claim_support" else None
+    return source, source_labels, totals
 
 
 def _derived_metric(source: Task, gold: pd.DataFrame, totals: pd.Series | None, positions: dict[str, int]) -> pd.Series:
@@ -1162,12 +1170,8 @@ def annotator_metric_labels(session: Session, dataset: Dataset, task: Task, labe
     source_name = DERIVED_GOLD.get(task.name)
     if source_name is None:
         return labels
-    source = _task_named(session, source_name)
-    source_labels = _labels_frame(session, dataset, source)
-    if in_split is not None:
-        source_labels = source_labels[source_labels["sample_id"].isin(in_split)]
+    source, source_labels, totals = _metric_source(session, dataset, source_name, in_split)
     current = source_labels[~source_labels["stale"] & ~source_labels["adjudicated"]]
-    totals = _claim_totals(session, dataset) if source_name == "claim_support" else None
     positions = _positions(source_labels, None)
     direct = set(zip(labels["annotator"], labels["target_key"])) if len(labels) else set()
     frames = [labels] if len(labels) else []

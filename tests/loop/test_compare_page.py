@@ -10,6 +10,7 @@ from calibrate.db import write_session
 from calibrate.judges import save_version
 from calibrate.models import Assignment, Judge, Sample, Verdict
 from hostile import XSS_ANSWER
+from loop_helpers import copy_verdicts
 
 
 def test_compare_page_shows_what_calibrate_compare_gives_on_the_split(demo, client, login, session, app, soup):
@@ -92,13 +93,7 @@ def test_no_common_targets_says_what_is_missing(demo, client, login, session, so
 
 def test_names_are_escaped(demo, client, login, session, soup):
     source = session.exec(select(Judge).where(Judge.name == "demo-claims@2")).one()
-    hostile = Judge(name=XSS_ANSWER[:100], kind="imported")
-    session.add(hostile)
-    session.flush()
-    for v in session.exec(select(Verdict).where(Verdict.judge_id == source.id)).all():
-        session.add(Verdict(judge_id=hostile.id, task_id=v.task_id, sample_id=v.sample_id, claim_id=v.claim_id,
-                            target_key=v.target_key, value=v.value, status=v.status, source="import"))
-    session.commit()
+    hostile = copy_verdicts(session, source, XSS_ANSWER[:100])
     login("eng", "engineer")
     response = client.get(f"/datasets/{demo}/calibration/compare", query_string={"a": "demo-claims@1", "b": hostile.name, "split": "dev"})
     page = soup(response)

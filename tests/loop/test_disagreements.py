@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hostile import XSS_ANSWER
+from loop_helpers import copy_verdicts
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, alignment_sections
@@ -11,18 +12,6 @@ from calibrate.judges import PromptError
 from calibrate.judges.versions import stored_examples
 from calibrate.loop import add_fewshot, disagreement_detail, disagreements
 from calibrate.models import Claim, Judge, Sample, Verdict
-
-
-def copy_verdicts(session, source, name, version_id):
-    """Give a version the verdicts of another judge (a run without running)."""
-    judge = Judge(name=name, kind="prompt", prompt_version_id=version_id)
-    session.add(judge)
-    session.flush()
-    for v in session.exec(select(Verdict).where(Verdict.judge_id == source.id)).all():
-        session.add(Verdict(judge_id=judge.id, task_id=v.task_id, sample_id=v.sample_id, claim_id=v.claim_id,
-                            target_key=v.target_key, value=v.value, status=v.status, source="import"))
-    session.commit()
-    return judge
 
 
 def test_list_and_filters(demo, session):
