@@ -503,3 +503,14 @@ def test_the_adjudication_page_shows_each_annotators_evidence(client, session, m
     rows = BeautifulSoup(response.get_data(as_text=True), "html.parser").select("#disputes .votes tbody tr")
     assert [[li.get_text() for li in tr.select(".evidence-list li")] for tr in rows] == [
         ["context #1, sentence 2: Antes del <script>alert(1)</script> embarazo!"], ["context #1"]]
+
+
+def test_a_crafted_post_cannot_label_a_metric_task(client, session, web_item):
+    """Metric tasks are judge-side: the item has no widget for them, and a hand-made POST is refused."""
+    token, url, _target, _contexts, _foreign = web_item
+    sample_target = f"sample:{session.exec(select(Assignment)).first().sample_id}"
+    response = client.post(f"{url}/label", data={"task": "faithfulness", "target": sample_target, "value": "1"},
+                           headers=_hx(token))
+    assert response.status_code == 404
+    session.rollback()
+    assert session.exec(select(Label)).all() == []
