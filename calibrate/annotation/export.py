@@ -1,0 +1,100 @@
+"""Labels out: a dataset's expert labels in the format `calibrate import labels` reads.
+
+The experts' work lives in the database; teams also need it as a file — to back it up, to
+train or evaluate elsewhere, to move it to another calibrate. By default the export is exactly
+the labels import format (docs/formats.md, "Labels"), so exporting and importing into another
+database gives back the same labels: only current labels on current targets are written
+(stale labels, whose claim or context changed under them, and adjudicated gold labels are
+counted and left out: the import takes neither). `full=True` adds what the import does not
+read — evidence, guideline version, adjudicated and stale flags, source, timestamps — and then
+includes adjudicated and stale labels too, for an archive rather than a round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select as sa_select
+from sqlmodel import Session
+
+from calibrate.annotation import AnnotationError
+from calibrate.ingest.labels import LABEL_FIELDS
+from calibrate.models import Claim, Context, Dataset, Label, Sample, Task, User
+
+FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
+
+
+@dataclass
+class LabelExport:
+    """The exported rows (dicts in `fields` order, absent keys for fields that do not apply) and what was left out."""
+
+    dataset: str
+    fields: tuple[str, ...]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    n_stale: int = 0  # left out (default export): the target changed under the label
+    n_adjudicated: int = 0  # left out (default export): gold decisions, not an annotator's label
+
+    def summary(self) -> str:
+        """Return the line the CLI prints on stderr."""
+        left = [f"{n} {what}" for n, what in ((self.n_stale, "stale"), (self.n_adjudicated, "adjudicated")) if n]
+        return (f"exported {len(self.rows)} labels of {self.dataset}"
+                + (f" (left out: {', '.join(left)}; --full includes them)" if left else ""))
+
+
+def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | None = None, split: str | None = None,
+                  full: bool = False) -> LabelExport:
+    """Return the labels of a dataset, in sample order, then task, target and annotator.
+
+    Raises AnnotationError for an unknown dataset or task, or a split the dataset does not have.
+    """
+    dataset = session.exec(sa_select(Dataset).where(Dataset.name == dataset_name)).scalar_one_or_none()
+    if dataset is None:
+        names = ", ".join(session.exec(sa_select(Dataset.name).order_by(Dataset.name)).scalars()) or "none"
+        raise AnnotationError(f"unknown dataset {dataset_name!r} (datasets: {names})")
+    query = (
+        sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
+                  Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
+                  Label.created_at, Label.updated_at)
+        .join(Sample, Sample.id == Label.sample_id)
+        .join(User, User.id == Label.annotator_id)
+        .join(Task, Task.id == Label.task_id)
+        .outerjoin(Claim, Claim.id == Label.claim_id)
+        .outerjoin(Context, Context.id == Label.context_id)
+        .where(Sample.dataset_id == dataset.id)
+        .order_by(Sample.id, Task.id, Claim.index, Context.rank, User.username, Label.adjudicated)
+    )
+    if tasks:
+        known = set(session.exec(sa_select(Task.name)).scalars())
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            raise AnnotationError(f"unknown task {unknown[0]!r} (tasks: {', '.join(sorted(known))})")
+        query = query.where(Task.name.in_(tasks))
+    if split:
+        splits = set(session.exec(sa_select(Sample.split).where(Sample.dataset_id == dataset.id).distinct()).scalars()) - {None}
+        if split not in splits:
+            raise AnnotationError(f"{dataset.name} has no split {split!r} (splits: {', '.join(sorted(splits)) or 'none'})")
+        query = query.where(Sample.split == split)
+    out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
+    for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,
+         created, updated) in session.exec(query):
+        if not full and (stale or adjudicated):
+            out.n_stale += bool(stale)
+            out.n_adjudicated += bool(adjudicated) and not stale
+            continue
+        row: dict[str, Any] = {"sample_id": sample, "annotator": annotator, "task": task, "value": value}
+        if claim is not None:
+            row["claim"] = claim
+        if context is not None:
+            row["context"] = context
+        if rationale:
+            row["rationale"] = rationale
+        if full:
+            row.update(evidence=evidence or [], guideline_version=guideline, adjudicated=bool(adjudicated),
+                       stale=bool(stale), source=source, created_at=_iso(created), updated_at=_iso(updated))
+        out.rows.append(row)
+    return out
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment is not None else None
