@@ -12,7 +12,8 @@ Modules, by what they do:
     baseline    the offline, deterministic baseline judge
     prices      the editable per-model price table
     metrics     metric judges (faithfulness, answer relevancy, context precision and recall): steps, scores
-    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume (metric runs too)
+    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume
+    metric_runs a metric judge's run: one job per sample of step calls, on the runner's machinery
 
 Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
 """

@@ -13,7 +13,7 @@ template with the step's field beside the sample's (`render.STEP_FIELDS`):
 This module is the pure part: which steps a sample has (`steps_for`), why a sample has nothing
 to measure (`skip_reason`), reading a step's answer (`read_step`, `read_questions`), the score
 (`score_steps`, `relevancy`), and the offline baseline's step answers (`BaselineSteps`). The
-runner (`calibrate.judges.runner`) makes the calls with its cache, retries, budgets and
+runner (`calibrate.judges.metric_runs` on `calibrate.judges.runner`) makes the calls with its cache, retries, budgets and
 concurrency and stores one verdict per sample.
 
 Rules (docs/judges.md, "Metric judges"; formulas in docs/statistics.md §8):

@@ -1,0 +1,268 @@
+"""Metric judges' runs: one job per sample made of its step calls (calibrate/judges/metrics.py
+says which steps and how they score), executed with the runner's cache, retries, budgets and
+concurrency (`Execution`), and written as one verdict per sample by the runner's `Writer`.
+
+Split from runner.py, which calls `check_metric_setup`, `measurable` and `run_metric` for a
+metric task; everything else about a run (setup, resume, writing, stopping) is the runner's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from calibrate.judges import metrics
+from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
+from calibrate.judges.baseline import settings_from
+from calibrate.judges.embeddings import Embedded, EmbeddingClient, TfidfEmbedder, decode, embedding_cache_key, encode
+from calibrate.judges.items import Target, item_for, load_items
+from calibrate.judges.prices import Price, load_prices, price_for
+from calibrate.judges.render import Renderer
+from calibrate.judges.runner import (
+    CacheEntry,
+    Execution,
+    Job,
+    Outcome,
+    RunOptions,
+    Writer,
+    _cached_responses,
+    _run_async,
+    _write_in_batches,
+    cache_key,
+    run_coroutine,
+)
+from calibrate.models import JudgeRun, PromptVersion, ResponseCache, Task
+
+
+def check_metric_setup(task: Task, version: PromptVersion, endpoint: Endpoint) -> None:
+    """Refuse, before any call, a metric version whose parameters cannot run on this backend."""
+    if endpoint.backend == "baseline":
+        settings_from(version.params)
+    if task.name == "answer_relevancy":
+        metrics.n_questions(version.params)
+        metrics.embedder_choice(version.params, endpoint.backend)
+
+
+def measurable(session: Session, task: Task, targets: list[Target]) -> tuple[list[Target], dict[str, int]]:
+    """Return the samples a metric can measure, and the skipped ones counted by reason."""
+    items = load_items(session, {t.sample_id for t in targets})
+    kept, skipped = [], {}
+    for target in targets:
+        reason = metrics.skip_reason(task.name, items[target.sample_id])
+        if reason is None:
+            kept.append(target)
+        else:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return kept, skipped
+
+
+@dataclass
+class MetricJob:
+    """One sample of an HTTP metric run: its fields, its steps, and their calls (rendered, with cache keys)."""
+
+    target: Target
+    item: dict[str, Any]
+    steps: list[metrics.Step]
+    jobs: list[Job]
+
+
+def metric_outcome(task: Task, target: Target, score: metrics.Score, steps: list[Outcome]) -> Outcome:
+    """Return the sample's outcome from its score and its step calls (tokens, cost and latency summed).
+
+    Tokens are those of the calls made for it; a sample answered wholly from the cache carries
+    the tokens the cache recorded, and counts as cached.
+    """
+    cached = all(o.cached for o in steps)
+    spent = steps if cached else [o for o in steps if not o.cached]
+    latency = None if cached else sum(o.latency_ms or 0.0 for o in spent)
+    return Outcome(target, "ok" if score.value is not None else "unparsed", score.text, score.reason,
+                   score.raw(task.name), "" if score.value is not None else score.reason, latency,
+                   sum(o.input_tokens or 0 for o in spent), sum(o.output_tokens or 0 for o in spent), cached=cached,
+                   cost=sum(o.cost for o in spent),
+                   step_cache=[e for o in steps if not o.cached for e in o.cache_entries()])
+
+
+class MetricExecution(Execution):
+    """A metric run's async part: each job is a sample, judged by its step calls.
+
+    Every step goes through `Execution.call` (retries, Retry-After, budget, adaptive limit);
+    steps whose answer is in the cache are not called. A step that ends in an error makes the
+    sample's verdict an error (no partial score); a run stopped mid-sample keeps the step
+    answers it paid for in the cache and leaves the sample unjudged.
+    """
+
+    def __init__(self, *args: Any, cache: dict[str, ResponseCache], embed: TfidfEmbedder | EmbeddingClient | None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache = cache
+        self.embed = embed  # TfidfEmbedder, or EmbeddingClient (answer relevancy over HTTP), or None
+        self.leftover: list[CacheEntry] = []
+
+    def outcome(self, job: Job, completion: Any, *, cached: bool) -> Outcome:
+        """Return a step's answer unread (the metric reads it); embeddings are stored encoded and never priced."""
+        if isinstance(completion, Embedded):
+            text = encode(completion.vectors)
+            return Outcome(job.target, "ok", raw=text, latency_ms=None, input_tokens=completion.input_tokens,
+                           output_tokens=0, cache_key=job.cache_key, cache_text=text)
+        cost = 0.0
+        if self.price is not None:
+            cost = self.price.cost(completion.input_tokens or 0, completion.output_tokens or 0, completion.cached_input_tokens)
+        return Outcome(job.target, "ok", raw=completion.text, latency_ms=completion.latency_ms,
+                       input_tokens=completion.input_tokens, output_tokens=completion.output_tokens, cost=cost,
+                       cache_key=job.cache_key, cache_text=completion.text)
+
+    async def answer(self, jobs: list[Job]) -> list[Outcome] | None:
+        """Return the answers of some steps (cache first); None if the run stopped before all were answered."""
+        out: list[Outcome | None] = [None] * len(jobs)
+        calls = []
+        for i, job in enumerate(jobs):
+            row = self.cache.get(job.cache_key)
+            if row is not None:
+                out[i] = Outcome(job.target, "ok", raw=row.response, input_tokens=row.input_tokens,
+                                 output_tokens=row.output_tokens, cached=True, cache_key=job.cache_key)
+            else:
+                calls.append(i)
+        if calls and not self.succeeded_once:
+            # The first call goes alone: a bad key, model or URL stops the run here.
+            first, calls = calls[0], calls[1:]
+            out[first] = await Execution.call(self, jobs[first])
+            if out[first] is not None and out[first].status == "error":
+                # The sample is an error already: its later steps are not called.
+                for i in calls:
+                    out[i] = Outcome(jobs[i].target, "error", error="not called: an earlier step failed")
+                return out
+        answered = await asyncio.gather(*(Execution.call(self, jobs[i]) for i in calls))
+        for i, outcome in zip(calls, answered, strict=True):
+            out[i] = outcome
+        if any(o is None for o in out):
+            self.leftover += [e for o in out if o is not None and not o.cached for e in o.cache_entries()]
+            return None
+        return out
+
+    async def call(self, job: MetricJob) -> Outcome | None:  # type: ignore[override]
+        """Judge one sample: its steps, then its score; None when the run stops before it is judged."""
+        answers = await self.answer(job.jobs)
+        if answers is None:
+            return None
+        failed = [(step, o) for step, o in zip(job.steps, answers, strict=True) if o.status == "error"]
+        if failed:
+            return self.failed(job, answers, failed)
+        if self.task.name != "answer_relevancy":
+            results = [metrics.read_step(self.task.name, step.name, o.raw) for step, o in zip(job.steps, answers, strict=True)]
+            return metric_outcome(self.task, job.target, metrics.score_steps(self.task.name, results), answers)
+        questions = metrics.read_questions(answers[0].raw)
+        if questions.error:
+            return metric_outcome(self.task, job.target, metrics.unparsed_questions(questions), answers)
+        texts = [job.item["question"], *questions.questions]
+        if questions.noncommittal:
+            vectors = np.zeros((len(texts), 0))
+        elif isinstance(self.embed, EmbeddingClient):
+            key = embedding_cache_key(self.embed, texts)
+            embed_job = Job(job.target, job.jobs[0].rendered, key, send=lambda client, _rendered: self.embed.embed(client, texts))
+            got = await self.answer([embed_job])
+            if got is None:
+                self.leftover += answers[0].cache_entries() if not answers[0].cached else []
+                return None
+            if got[0].status == "error":
+                return self.failed(job, answers + got, [(metrics.Step("embeddings", {}), got[0])])
+            answers += got
+            vectors = decode(got[0].raw)
+        else:
+            vectors = self.embed.embed(texts)
+        return metric_outcome(self.task, job.target, metrics.relevancy(vectors[0], vectors[1:], questions), answers)
+
+    def failed(self, job: MetricJob, answers: list[Outcome], failed: list[tuple[metrics.Step, Outcome]]) -> Outcome:
+        """Return the error outcome of a sample whose step failed (its other new answers still go to the cache)."""
+        step, first = failed[0]
+        more = f" (and {len(failed) - 1} more failed steps)" if len(failed) > 1 else ""
+        return Outcome(job.target, "error", error=f"{step.name}: {first.error}{more}",
+                       step_cache=[e for o in answers if o.status != "error" and not o.cached for e in o.cache_entries()])
+
+
+def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, version: PromptVersion, context: dict[str, Any],
+                endpoint: Endpoint, samples: dict[int, dict[str, Any]], pending: list[Target], options: RunOptions, *,
+                transport: httpx.AsyncBaseTransport | None, prices: dict[str, Price] | None,
+                sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None) -> tuple[str, str, bool, float]:
+    """Judge a metric version's pending samples; return (status, error, priced, call seconds)."""
+    check_metric_setup(task, version, endpoint)
+    items = {t.sample_id: item_for(t, samples) for t in pending}
+    plans = [(t, metrics.steps_for(task.name, items[t.sample_id], version.params)) for t in pending]
+    api_key = read_api_key(endpoint)
+    redact = Redactor(api_key)
+    embedder: TfidfEmbedder | EmbeddingClient | None = None
+    if task.name == "answer_relevancy":
+        embedder = (EmbeddingClient(endpoint, str(version.params["embedding_model"]), redact)
+                    if metrics.embedder_choice(version.params, endpoint.backend) == "http"
+                    else metrics.tfidf_embedder(list(items.values())))
+    if endpoint.backend == "baseline":
+        _run_baseline(writer, task, version, items, plans, embedder, options)
+        return "done", "", True, 0.0
+    backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact)
+    table = prices if prices is not None else load_prices()
+    price = price_for(table, endpoint.model)
+    renderer = Renderer(version.system, version.template, context)
+    jobs = []
+    for target, steps in plans:
+        rendered = [renderer.render({**items[target.sample_id], **step.fields}) for step in steps]
+        jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered]))
+    cache = _cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
+    if isinstance(embedder, EmbeddingClient):
+        # Embeddings of questions already generated (a resumed or repeated run) are looked up too.
+        keys = set()
+        for mj in jobs:
+            row = cache.get(mj.jobs[0].cache_key)
+            questions = metrics.read_questions(row.response) if row is not None else None
+            if questions is not None and not questions.error and not questions.noncommittal:
+                keys.add(embedding_cache_key(embedder, [mj.item["question"], *questions.questions]))
+        cache.update(_cached_responses(engine, keys))
+    execution = MetricExecution(engine, run, task, options, writer, backend=backend, price=price,
+                                sleep=sleep or asyncio.sleep, rng=random.Random(seed), cache=cache, embed=embedder)
+    run_coroutine(_run_async(execution, endpoint, api_key, options, transport, deque(jobs)))
+    if execution.leftover:
+        writer.write([], cache=execution.leftover)
+    status, error = "done", ""
+    if execution.fatal:
+        status, error = "failed", redact(execution.fatal)
+    elif execution.stopped:
+        status, error = "stopped", execution.stopped
+    return status, error, price is not None, getattr(execution, "call_seconds", 0.0)
+
+
+def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dict[int, dict[str, Any]],
+                         plans: list[tuple[Target, list[metrics.Step]]], embedder: TfidfEmbedder | None,
+                         options: RunOptions) -> None:
+    """Judge a metric version offline: the baseline answers each step, the metric scores them as for an LLM."""
+    corpus = [item["question"] for item in items.values()] + [c["text"] for item in items.values() for c in item["contexts"]]
+    answers = metrics.BaselineSteps(task.name, settings_from(version.params), corpus)
+
+    def outcomes() -> Iterator[Outcome]:
+        for target, steps in plans:
+            started = time.perf_counter()
+            item = items[target.sample_id]
+            raws = [answers.answer(item, step) for step in steps]
+            if task.name == "answer_relevancy":
+                questions = metrics.read_questions(raws[0])
+                if questions.error:
+                    score = metrics.unparsed_questions(questions)
+                else:
+                    vectors = embedder.embed([item["question"], *questions.questions])
+                    score = metrics.relevancy(vectors[0], vectors[1:], questions)
+            else:
+                score = metrics.score_steps(task.name, [metrics.read_step(task.name, step.name, raw)
+                                                        for step, raw in zip(steps, raws, strict=True)])
+            outcome = metric_outcome(task, target, score, [Outcome(target, "ok", raw=raw, input_tokens=0, output_tokens=0)
+                                                           for raw in raws])
+            outcome.latency_ms = (time.perf_counter() - started) * 1000
+            yield outcome
+
+    _write_in_batches(writer, outcomes(), max(options.batch_size, 50))
