@@ -769,7 +769,13 @@ def _claim_totals(session: Session, dataset: Dataset) -> pd.Series:
 
 
 def _per_sample(sample_ids: np.ndarray, values: np.ndarray) -> pd.Series:
-    return pd.Series(np.asarray(values, dtype=float), index=pd.Index(np.asarray(sample_ids, dtype=np.int64), name="sample_id"))
+    """Return the values by sample id, in id order.
+
+    The order rows come back in is the database's (PostgreSQL's hash joins differ from
+    SQLite's loops); sorting here keeps means and correlations identical to the last digit.
+    """
+    series = pd.Series(np.asarray(values, dtype=float), index=pd.Index(np.asarray(sample_ids, dtype=np.int64), name="sample_id"))
+    return series.sort_index()
 
 
 def human_faithfulness(gold: pd.DataFrame, totals: pd.Series, *, excluded: set[str], skip: set[str] = frozenset()) -> tuple[pd.Series, int]:

@@ -6,6 +6,10 @@ pysqlite's own transaction handling is turned off so that SQLAlchemy emits BEGIN
 a write transaction that reads first must start with BEGIN IMMEDIATE, or two concurrent
 writers that both read first deadlock into "database is locked" despite the busy timeout.
 `write_session()` gives such a session; plain `Session(engine)` reads with a deferred BEGIN.
+
+PostgreSQL has no BEGIN IMMEDIATE: there a write session's transaction first takes one
+transaction-level advisory lock, so writers that read first take turns as on SQLite (the
+domain code counts on it: read, decide, write) while readers never wait.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from sqlmodel import Session
 _engines: dict[str, Engine] = {}
 _immediate_engines: dict[Engine, Engine] = {}
 _lock = threading.Lock()
+# The key of the advisory lock PostgreSQL write sessions take (any fixed number; this is "cali").
+PG_WRITE_LOCK = 0x63616C69
 
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
@@ -44,13 +50,26 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+def _install_postgres_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        if conn.get_execution_options().get("write_lock"):
+            # Released by the transaction's COMMIT or ROLLBACK, never held across them.
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK})")
+
+
 def _immediate(engine: Engine) -> Engine:
-    """Return the engine whose transactions start with BEGIN IMMEDIATE on SQLite (made once per engine)."""
-    if not is_sqlite(engine):
+    """Return the engine whose transactions take the write lock first (made once per engine).
+
+    SQLite: BEGIN IMMEDIATE. PostgreSQL: the advisory lock `PG_WRITE_LOCK`. Other databases:
+    the engine itself.
+    """
+    if engine.dialect.name not in ("sqlite", "postgresql"):
         return engine
     immediate = _immediate_engines.get(engine)
     if immediate is None:
-        immediate = _immediate_engines[engine] = engine.execution_options(sqlite_begin="IMMEDIATE")
+        options = {"sqlite_begin": "IMMEDIATE"} if is_sqlite(engine) else {"write_lock": True}
+        immediate = _immediate_engines[engine] = engine.execution_options(**options)
     return immediate
 
 
@@ -66,6 +85,8 @@ def get_engine(url: str, *, busy_timeout: float = 10) -> Engine:
             engine = create_engine(url, **kwargs)
             if parsed.get_backend_name() == "sqlite":
                 _install_sqlite_hooks(engine, busy_timeout)
+            elif parsed.get_backend_name() == "postgresql":
+                _install_postgres_hooks(engine)
             _engines[url] = engine
         return engine
 
@@ -98,10 +119,9 @@ def is_sqlite(engine: Engine) -> bool:
 
 @contextlib.contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
-    """Yield a session whose transaction starts with BEGIN IMMEDIATE on SQLite; commit on success.
+    """Yield a session whose transaction takes the write lock first (see `_immediate`); commit on success.
 
-    On other databases it is an ordinary session. The caller's block is one transaction:
-    an exception rolls everything back.
+    The caller's block is one transaction: an exception rolls everything back.
     """
     with Session(_immediate(engine), expire_on_commit=False) as session:
         try:
@@ -198,7 +218,7 @@ def get_session() -> Session:
 
 
 def get_write_session() -> Session:
-    """Return the request's session for a write that reads first (BEGIN IMMEDIATE on SQLite)."""
+    """Return the request's session for a write that reads first (it takes the write lock: see `_immediate`)."""
     if "db_session" in g:
         g.db_session.close()
     g.db_session = Session(_immediate(app_engine()), expire_on_commit=False)

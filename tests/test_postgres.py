@@ -1,0 +1,460 @@
+"""calibrate on PostgreSQL: the flows of a real install, against a throwaway cluster of its own.
+
+The session fixture `pg_cluster` starts a cluster from the installed server binaries
+(`initdb`, `pg_ctl` under /usr/lib/postgresql/*/bin; as the `postgres` user when the suite runs
+as root, because initdb refuses root), listening on a unix socket in its own temporary folder.
+One database is migrated with Alembic like a real install and every test gets a copy of it
+(`CREATE DATABASE … TEMPLATE`, a file copy). Overriding `db_url` points conftest's engine,
+session, app, client, login and runner at that copy, so the tests below drive the same
+fixtures and flows as the SQLite suite; numbers are checked equal to the same flow on SQLite.
+
+The server binaries are a test requirement like Chromium: without them these tests fail
+(one line: what to install), they are never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from bs4 import BeautifulSoup
+from click.testing import CliRunner
+from sqlalchemy import text
+from sqlmodel import Session, SQLModel, func, select
+
+from calibrate import create_app
+from calibrate.calibration import Options, build_report
+from calibrate.compare import compare_judges
+from calibrate.db import dispose_engine, get_engine, write_session
+from calibrate.demo import DATASET, DEMO_USERS, load_demo
+from calibrate.judges.runner import RunSpec, run_judge
+from calibrate.migrations import upgrade
+from calibrate.models import Assignment, Claim, Label, LabelRevision, ResponseCache, Verdict
+from calibrate.tasks import ensure_builtin_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "judges"))
+
+from fakellm import FakeLLM  # noqa: E402
+from judge_helpers import fast_options, write_samples  # noqa: E402
+from server_helpers import free_port, request, start_workers  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+DATA = Path(__file__).resolve().parent / "data"
+HX = {"HX-Request": "true"}
+# Every judge the demo stores, and the number of resamples that keeps the comparison quick.
+DEMO_JUDGES = ("demo-claims@1", "demo-claims@2", "demo-faithfulness@1", "demo-context-precision@1")
+QUICK = Options(bootstrap=200)
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def _server_bin(root: Path = Path("/usr/lib/postgresql")) -> Path:
+    """Return the folder of the newest installed PostgreSQL server binaries (Debian's layout, else PATH), or fail in one line."""
+    found = sorted(root.glob("*/bin/initdb"),
+                   key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    initdb = found[-1] if found else shutil.which("initdb")
+    if initdb is None:
+        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql", pytrace=False)
+    return Path(initdb).parent
+
+
+@dataclass
+class Cluster:
+    """A running throwaway cluster: its socket folder and port, and the databases made from templates."""
+
+    socket_dir: str
+    port: int
+    templates: set[str] = field(default_factory=set)
+    copies: int = 0
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://calibrate@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def admin(self, sql: str) -> None:
+        """Run a statement outside a transaction (CREATE DATABASE cannot run inside one)."""
+        import psycopg
+
+        with psycopg.connect(host=self.socket_dir, port=self.port, user="calibrate", dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(sql)
+
+    def template(self, name: str, fill) -> str:  # noqa: ANN001
+        """Return the name of a template database, made once: migrated, built-in tasks, then `fill(engine)`."""
+        if name not in self.templates:
+            self.admin(f"CREATE DATABASE {name}")
+            url = self.url(name)
+            engine = get_engine(url)
+            upgrade(engine)
+            with write_session(engine) as session:
+                ensure_builtin_tasks(session)
+            fill(engine)
+            dispose_engine(url)  # a template must have no open connection when it is copied
+            self.templates.add(name)
+        return name
+
+    def copy(self, template: str) -> str:
+        """Return the URL of a new database copied from a template."""
+        self.copies += 1
+        name = f"test_{self.copies}"
+        self.admin(f"CREATE DATABASE {name} TEMPLATE {template}")
+        return self.url(name)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """Start a PostgreSQL cluster on a unix socket in a temporary folder; stop and delete it at the end."""
+    bin_dir = _server_bin()
+    as_user: list[str] = []
+    root = tempfile.mkdtemp(prefix="calibrate-pg-")  # short: a unix socket path has ~100 bytes
+    if os.geteuid() == 0:  # initdb refuses root: the Debian package's `postgres` user runs it
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail("initdb refuses root and there is no `postgres` user: apt-get install postgresql, "
+                        "or run the tests as another user", pytrace=False)
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, log, port = f"{root}/data", f"{root}/server.log", free_port()
+
+    def run(*args: str) -> None:
+        done = subprocess.run([*as_user, *args], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            log_text = Path(log).read_text() if Path(log).exists() else ""
+            pytest.fail(f"{' '.join(args)} failed: {done.stderr.strip()} {log_text[-2000:]}", pytrace=False)
+
+    # Throwaway: no fsync, trust on the socket only (no TCP listener at all).
+    options = f"-p {port} -k {root} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    try:
+        run(str(bin_dir / "initdb"), "-D", data, "-U", "calibrate", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+        run(str(bin_dir / "pg_ctl"), "-D", data, "-l", log, "-o", options, "-w", "start")
+        yield Cluster(socket_dir=root, port=port)
+    finally:
+        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
+                       capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def demo():
+    """Ask for the demo: a test that names this fixture gets a database with the demo loaded."""
+    return DATASET
+
+
+@pytest.fixture
+def db_url(pg_cluster, request):
+    """Return the URL of a fresh PostgreSQL database: migrated, built-in tasks (and the demo, for `demo` tests)."""
+    if "demo" in request.fixturenames:
+        template = pg_cluster.template("template_demo", load_demo)
+    else:
+        template = pg_cluster.template("template_empty", lambda engine: None)
+    url = pg_cluster.copy(template)
+    yield url
+    dispose_engine(url)
+
+
+@pytest.fixture(scope="module")
+def sqlite_demo(template_db, tmp_path_factory):
+    """The same demo on SQLite (the suite's usual migrated template): the reference for the numbers."""
+    path = tmp_path_factory.mktemp("sqlite-demo") / "calibrate.sqlite"
+    shutil.copyfile(template_db, path)
+    url = f"sqlite:///{path}"
+    load_demo(get_engine(url))
+    yield SimpleNamespace(url=url, engine=get_engine(url),
+                          app=create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": "test",
+                                          "INSTANCE_PATH": str(path.parent / "instance")}))
+    dispose_engine(url)
+
+
+def _dump(engine) -> dict[str, list[tuple]]:  # noqa: ANN001
+    """Return every row of every table, in primary-key order."""
+    with engine.connect() as conn:
+        return {table.name: [tuple(row) for row in conn.execute(table.select().order_by(*table.primary_key.columns))]
+                for table in SQLModel.metadata.sorted_tables}
+
+
+def _as_json(data: dict) -> str:
+    """Return a report's data as JSON without its timestamp (NaN compares equal to NaN this way)."""
+    return json.dumps({k: v for k, v in data.items() if k != "generated_at"}, sort_keys=True, default=str)
+
+
+def _soup(response):  # noqa: ANN001, ANN202
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+# --------------------------------------------------------------------------- schema and imports
+
+
+def test_missing_server_binaries_fail_with_the_line_to_install_them(monkeypatch, tmp_path):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match=r"^PostgreSQL server binaries \(initdb, pg_ctl\) not found: apt-get install postgresql$"):
+        _server_bin(tmp_path)
+    (tmp_path / "9" / "bin").mkdir(parents=True)
+    (tmp_path / "15" / "bin").mkdir(parents=True)
+    for version in ("9", "15"):
+        (tmp_path / version / "bin" / "initdb").touch()
+    assert _server_bin(tmp_path) == tmp_path / "15" / "bin"  # the newest, by number not by text
+
+
+def test_the_cluster_is_postgresql_and_the_schema_matches_the_models(engine):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    assert engine.dialect.name == "postgresql"
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT current_setting('server_version_num')::int")).scalar() >= 120000
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": False}), SQLModel.metadata)
+    assert diff == []
+
+
+def test_the_demo_loads_once_and_ids_keep_counting_after_it(engine, session, demo, sqlite_demo):
+    counts = {table: len(rows) for table, rows in _dump(engine).items()}
+    assert counts == {table: len(rows) for table, rows in _dump(sqlite_demo.engine).items()}
+    assert (counts["sample"], counts["claim"], counts["label"], counts["assignment"]) == (40, 184, 500, 80)
+    before = _dump(engine)
+    again = load_demo(engine)
+    assert _dump(engine) == before
+    assert any("unchanged" in line or "nothing changed" in line for line in again.lines())
+    # Imports insert explicit ids; the sequences must have moved past them, or the next
+    # ordinary insert collides with an imported row.
+    from calibrate.accounts import add_user
+
+    claim = session.exec(select(Claim)).first()
+    task_id = session.exec(select(Label.task_id).where(Label.claim_id.is_not(None))).first()
+    label = Label(task_id=task_id, sample_id=claim.sample_id, claim_id=claim.id, annotator_id=add_user(session, "new").id,
+                  value="supported", target_key=f"claim:{claim.id}")
+    session.add(label)
+    session.commit()
+    assert label.id > max(row[0] for row in before["label"])
+
+
+def test_good_files_import_and_a_bad_file_is_rejected_whole(runner, engine):
+    for kind, file, extra in (("samples", "samples.jsonl", []), ("labels", "labels.jsonl", []),
+                              ("verdicts", "verdicts.jsonl", ["--judge", "gpt"])):
+        result = runner.invoke(["import", kind, str(DATA / "good" / file), "--dataset", "d", *extra])
+        assert result.exit_code == 0, result.output
+    for kind, file in (("samples", "samples.csv"), ("samples", "samples.json"), ("samples", "samples_ragas.jsonl")):
+        result = runner.invoke(["import", kind, str(DATA / "good" / file), "--dataset", file.replace(".", "-")])
+        assert result.exit_code == 0 and " 3 added" in result.output, result.output
+    before = _dump(engine)
+    assert len(before["sample"]) == 12 and len(before["label"]) == 7 and len(before["verdict"]) == 4
+    # Files whose problems are only found against the stored rows (a changed sample, a claim
+    # index past the sample's claims, a sample the dataset lacks).
+    for kind, file in (("samples", "changed_sample.jsonl"), ("labels", "claim_out_of_range.jsonl"),
+                       ("labels", "unknown_sample.jsonl"), ("samples", "duplicate_ids.jsonl")):
+        result = runner.invoke(["import", kind, str(DATA / "bad" / file), "--dataset", "d"])
+        assert result.exit_code == 2 and "rejected, nothing imported" in result.output, result.output
+        assert _dump(engine) == before
+
+
+# --------------------------------------------------------------------------- labelling through the web
+
+
+def test_labelling_autosaves_keeps_revisions_never_duplicates_and_submits(client, session, make_sample, login):
+    from calibrate.accounts import get_user
+
+    token = login("ana")
+    ana = get_user(session, "ana")
+    sample = make_sample()
+    assignment = Assignment(sample_id=sample.id, user_id=ana.id)
+    session.add(assignment)
+    session.commit()
+    url = f"/annotate/{assignment.id}"
+    claims = session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)).all()
+
+    def label(target: str, value: str | None = None, task: str = "claim_support", **fields):  # noqa: ANN202
+        data = {"task": task, "target": target, **fields} | ({"value": value} if value is not None else {})
+        return client.post(f"{url}/label", data=data, headers={**HX, "X-CSRFToken": token})
+
+    def count(model) -> int:  # noqa: ANN001
+        session.commit()  # end the read transaction and forget loaded rows: see what the app committed
+        session.expire_all()
+        return session.exec(select(func.count()).select_from(model)).one()
+
+    page = _soup(client.get(url))
+    assert page.select_one(f".cell[data-target='claim:{claims[0].id}']")["data-state"] == "empty"
+    first = f"claim:{claims[0].id}"
+    for _ in range(3):  # a double (triple) POST
+        cell = _soup(label(first, "supported")).select_one(".cell")
+        assert (cell["data-state"], cell["data-value"]) == ("saved", "supported")
+    assert (count(Label), count(LabelRevision)) == (1, 1)
+    assert label(first, "unsupported").status_code == 200
+    assert label(first, rationale="<b>dice</b> 0,4 mg", evidence="0").status_code == 200
+    assert label(first, "maybe").status_code == 422
+    assert count(LabelRevision) >= 2
+    stored = session.exec(select(Label)).one()
+    assert (stored.value, stored.rationale, stored.evidence) == ("unsupported", "<b>dice</b> 0,4 mg", [0])
+    history = _soup(client.get(f"{url}/history", query_string={"task": "claim_support", "target": first}, headers=HX))
+    assert [[td.get_text() for td in tr.select("td")][1:4] for tr in history.select("#history tbody tr")][-2:] == [
+        ["ana", "changed from", "supported"], ["ana", "created as", "supported"]]
+    missing = client.post(f"{url}/submit", headers={**HX, "X-CSRFToken": token})
+    assert missing.status_code == 422
+    assert label(f"claim:{claims[1].id}", "supported").status_code == 200
+    assert label(f"sample:{sample.id}", "4", task="answer_quality").status_code == 200
+    done = client.post(f"{url}/submit", headers={**HX, "X-CSRFToken": token})
+    assert done.status_code == 204 and done.headers["HX-Redirect"] == "/annotate"
+    again = client.post(f"{url}/submit", data={"csrf_token": token})
+    assert again.status_code == 303
+    assert count(Label) == 3
+    assert session.get(Assignment, assignment.id).status == "done"
+
+
+# --------------------------------------------------------------------------- judges
+
+
+def test_a_baseline_run_and_an_http_run_then_its_rerun_from_the_cache(runner, engine, session, tmp_path):
+    from calibrate.ingest import import_file
+    from calibrate.judges import save_version
+
+    with write_session(engine) as s:
+        import_file(s, "samples", write_samples(tmp_path / "many.jsonl", 6, 5), dataset="many")
+        save_version(s, "claims", task="claim_support", model="fake-model")
+    result = runner.invoke(["judge", "run", "--dataset", "many", "--prompt", "claims@1", "--backend", "baseline"])
+    assert result.exit_code == 0 and "30/30 targets judged" in result.output, result.output
+    server = FakeLLM().start()
+    try:
+        spec = RunSpec(dataset="many", prompt="claims@1", backend="openai", base_url=server.openai_base, api_key_env="",
+                       options=fast_options(), rerun=True)
+        first = run_judge(engine, spec)
+        assert (first.status, first.n_ok, server.stats()["counts"]["openai"]) == ("done", 30, 30)
+        server.reset()
+        again = run_judge(engine, spec)
+        assert (again.status, again.n_ok, again.n_cached, again.calls) == ("done", 30, 30, 0)
+        assert server.stats()["requests"] == 0
+    finally:
+        server.stop()
+    session.commit()
+    assert session.exec(select(func.count()).select_from(ResponseCache)).one() == 30
+    latest = session.exec(select(Verdict.target_key, func.count()).where(Verdict.run_id == again.run_id)
+                          .group_by(Verdict.target_key)).all()
+    assert len(latest) == 30 and {n for _, n in latest} == {1}
+
+
+# --------------------------------------------------------------------------- reports, compare, dashboard, queue
+
+
+def test_reports_and_comparisons_equal_the_same_demo_on_sqlite(session, demo, sqlite_demo):
+    with Session(sqlite_demo.engine) as reference:
+        for judge in DEMO_JUDGES:
+            expected = build_report(reference, DATASET, judge, options=QUICK).data
+            got = build_report(session, DATASET, judge, options=QUICK).data
+            assert _as_json(got) == _as_json(expected), judge
+        for options in (QUICK, Options(bootstrap=200, split="dev")):
+            expected = compare_judges(reference, DATASET, "demo-claims@1", "demo-claims@2", options=options)
+            got = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", options=options)
+            assert _as_json(got) == _as_json(expected)
+    assert expected["tasks"]["claim_support"]["common_n"] > 0
+
+
+def _judges_table(client, username: str, password: str) -> list[list[str]]:  # noqa: ANN001
+    """Log a test client in and return the dashboard's judge rows as text (one list of cells per judge)."""
+    token = _soup(client.get("/login")).select_one("input[name=csrf_token]")["value"]
+    assert client.post("/login", data={"username": username, "password": password, "csrf_token": token}).status_code == 303
+    page = _soup(client.get(f"/datasets/{DATASET}/calibration"))
+    return [[cell.get_text(" ", strip=True) for cell in row.select("td, th")] for row in page.select("#judges tbody tr[data-judge]")]
+
+
+def test_cli_report_dashboard_and_queue_order_agree_with_sqlite(runner, client, demo, sqlite_demo):
+    def on_sqlite(args: list[str]) -> str:
+        from calibrate.cli import cli
+
+        return CliRunner().invoke(cli, args, obj=sqlite_demo.app, catch_exceptions=False).output
+
+    report = ["report", "--dataset", DATASET, "--judge", "demo-claims@2", "--format", "json", "--bootstrap", "200"]
+    result = runner.invoke(report)
+    assert result.exit_code == 0, result.output
+    assert _as_json(json.loads(result.output)) == _as_json(json.loads(on_sqlite(report)))
+    _, _, _, password = next(user for user in DEMO_USERS if user[0] == "engineer")
+    table = _judges_table(client, "engineer", password)
+    assert [row[0] for row in table] == ["demo-claims@1", "demo-claims@2"]
+    assert table == _judges_table(sqlite_demo.app.test_client(), "engineer", password)
+    for mode in ("uncertain", "sampled"):
+        order = ["queue", "order", "--dataset", DATASET, "--mode", mode]
+        result = runner.invoke(order)
+        assert result.exit_code == 0 and "12 of 12 pending items moved" in result.output, result.output
+        assert result.output == on_sqlite(order)
+
+
+# --------------------------------------------------------------------------- several writers
+
+
+def test_write_transactions_that_read_first_take_turns_and_lose_no_update(engine, make_sample, session):
+    """What BEGIN IMMEDIATE gives on SQLite: writers of other connections (other workers) wait, none overwrites."""
+    import threading
+    import time
+
+    sample = make_sample()
+    assignment = Assignment(sample_id=sample.id, priority=0)
+    session.add(assignment)
+    session.commit()
+    start = threading.Barrier(4)
+
+    def bump() -> None:
+        start.wait()
+        with write_session(engine) as s:
+            row = s.get(Assignment, assignment.id)
+            seen = row.priority
+            time.sleep(0.05)  # another worker's writer runs now, unless it waits for this one
+            row.priority = seen + 1
+            s.add(row)
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    session.expire_all()
+    assert session.get(Assignment, assignment.id).priority == 4
+
+
+def test_two_server_workers_label_the_same_item_at_once_without_duplicates(db_url, session, make_sample, make_user, tmp_path):
+    """`calibrate serve --workers 2` on PostgreSQL: the same POSTs at once, from eight connections to two worker
+    processes, store each label once and the item is submitted."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    ana = make_user("ana")
+    sample = make_sample()
+    assignment = Assignment(sample_id=sample.id, user_id=ana.id)
+    session.add(assignment)
+    session.commit()
+    claims = session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)).all()
+    server, port, response, page = start_workers(db_url, tmp_path, workers=2, threads=4)
+    try:
+        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+        response, _ = request(port, "POST", "/login", {"username": "ana", "password": "password-123", "csrf_token": token}, cookie)
+        assert response.status == 303
+        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        response, page = request(port, "GET", "/datasets", cookie=cookie)
+        cookie = (response.getheader("Set-Cookie") or cookie).split(";", 1)[0]  # the session now holds the form token
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+        posts = [{"task": "claim_support", "target": f"claim:{claim.id}", "value": "supported", "csrf_token": token}
+                 for claim in claims] * 8 + [
+                {"task": "answer_quality", "target": f"sample:{sample.id}", "value": "4", "csrf_token": token}] * 8
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda body: request(port, "POST", f"/annotate/{assignment.id}/label", body, cookie)[0].status,
+                                     posts))
+        assert statuses == [303] * len(posts)  # a plain form's answer: back to the item
+        response, _ = request(port, "POST", f"/annotate/{assignment.id}/submit", {"csrf_token": token}, cookie)
+        assert response.status == 303
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0]
+    assert server.returncode == 0, output
+    session.commit()
+    session.expire_all()
+    assert session.exec(select(func.count()).select_from(Label)).one() == len(claims) + 1
+    assert session.exec(select(func.count()).select_from(LabelRevision)).one() == len(claims) + 1
+    assert session.get(Assignment, assignment.id).status == "done"
