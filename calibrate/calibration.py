@@ -1136,7 +1136,9 @@ def task_gold(session: Session, dataset: Dataset, task: Task, labels: pd.DataFra
     keys = [f"sample:{sid}" for sid in values.index]
     derived = pd.DataFrame({"target_key": keys, "sample_id": values.index.to_numpy(dtype=np.int64),
                             "gold": values.to_numpy(), "gold_source": f"derived:{source_name}"})
-    derived = derived[~derived["target_key"].isin(direct["target_key"])]
+    # Metric tasks judge whole samples: a sample with a direct value keeps only that. (By sample id,
+    # not key: callers such as compare key targets by integer id, derived rows by "sample:ID".)
+    derived = derived[~derived["sample_id"].isin(direct["sample_id"])]
     return pd.concat([direct, derived], ignore_index=True) if len(direct) else derived.reset_index(drop=True)
 
 

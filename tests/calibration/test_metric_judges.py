@@ -170,6 +170,24 @@ def test_metric_judges_on_the_dashboard_compare_and_gate(store, session):
     assert not ok and lines[0].startswith("FAIL faithfulness: spearman_rho -1.000")
 
 
+def test_compare_of_metric_judges_takes_a_direct_value_over_the_derived_one(store, session):
+    """compare reads targets by integer id; a direct expert value must still replace the derived gold, not add a row."""
+    from calibrate.compare import compare_judges
+
+    gold = faithfulness_store(store)
+    store.label("faithfulness", "expert", "a", 0.1)  # the experts' own value for "a" (derived: 1.0)
+    for sid, value in gold.items():
+        store.verdict("faith@1", "faithfulness", sid, value)
+        store.verdict("faith@2", "faithfulness", sid, 1 - value)
+    store.commit()
+    result = compare_judges(session, "d", "faith@1", "faith@2", task="faithfulness", options=_options())["tasks"]["faithfulness"]
+    assert result["common_n"] == 5  # one row per answer
+    expected = {**gold, "a": 0.1}
+    sids = "abcde"
+    rho_a = sps.spearmanr([expected[s] for s in sids], [gold[s] for s in sids]).statistic
+    assert result["a"]["value"] == pytest.approx(rho_a)
+
+
 def test_metric_tasks_get_no_labelling_widget(session, store):
     from calibrate.annotation.items import tasks_and_guidelines
 
