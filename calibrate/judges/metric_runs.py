@@ -53,8 +53,10 @@ def check_metric_setup(task: Task, version: PromptVersion, endpoint: Endpoint) -
         metrics.embedder_choice(version.params, endpoint.backend)
 
 
-def measurable(session: Session, task: Task, targets: list[Target]) -> tuple[list[Target], dict[str, int]]:
-    """Return the samples a metric can measure, and the skipped ones counted by reason."""
+def measurable(session: Session, task: Task, targets: list[Target]
+               ) -> tuple[list[Target], dict[str, int], dict[int, dict[str, Any]]]:
+    """Return the samples a metric can measure, the skipped ones counted by reason, and the
+    items read to decide (sample id → fields: a run reuses them instead of reading them again)."""
     items = load_items(session, {t.sample_id for t in targets})
     kept, skipped = [], {}
     for target in targets:
@@ -63,7 +65,7 @@ def measurable(session: Session, task: Task, targets: list[Target]) -> tuple[lis
             kept.append(target)
         else:
             skipped[reason] = skipped.get(reason, 0) + 1
-    return kept, skipped
+    return kept, skipped, items
 
 
 @dataclass

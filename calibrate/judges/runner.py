@@ -246,7 +246,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             raise RunSetupError(f"no {task.target} of dataset {dataset.name} to judge for task {task.name} with these options")
         skipped: dict[str, int] = {}
         if is_metric(task):
-            targets, skipped = metric_runs.measurable(session, task, targets)
+            targets, skipped, _ = metric_runs.measurable(session, task, targets)
             if not targets:
                 raise RunSetupError(f"nothing to measure for {task.name} in {dataset.name}: {skipped_text(skipped)}")
         name = judge_name(prompt, version)
@@ -692,11 +692,13 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         endpoint = Endpoint(ep.get("backend", "baseline"), ep.get("base_url", ""), ep.get("model", ""), ep.get("api_key_env"))
         targets = select_targets(session, dataset, task, scope, exclude=fewshot_keys(session, version))
         skipped: dict[str, int] = {}
+        loaded = None
         if is_metric(task):
-            targets, skipped = metric_runs.measurable(session, task, targets)
+            targets, skipped, loaded = metric_runs.measurable(session, task, targets)
         done = set() if rerun else _done_keys(session, judge, task, {t.key for t in targets})
         pending = [t for t in targets if t.key not in done]
-        samples = load_items(session, {t.sample_id for t in pending})
+        samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
+                   else load_items(session, {t.sample_id for t in pending}))
         context = version_context(session, version, task)
         base = Totals(n_done=len(targets) - len(pending), n_errors=0, n_cached=run.n_cached, input_tokens=run.input_tokens,
                       output_tokens=run.output_tokens, cost=run.cost, calls=int(params.get("calls", 0)),
