@@ -412,14 +412,15 @@ def export_labels_command(app: Flask, dataset: str, tasks: tuple[str, ...], spli
 
     from sqlmodel import Session
 
-    from calibrate.annotation import AnnotationError
     from calibrate.annotation.export import export_labels
+    from calibrate.calibration import CalibrationError
     from calibrate.reports.csv_report import neutralise
+    from calibrate.tasks import TaskError
 
     try:
         with Session(ready_engine(app)) as session:
             result = export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
-    except AnnotationError as exc:
+    except (CalibrationError, TaskError) as exc:
         raise BadInput(str(exc)) from exc
     if fmt == "jsonl":
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)

@@ -18,9 +18,10 @@ from typing import Any
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
-from calibrate.annotation import AnnotationError
+from calibrate.calibration import _split_samples, resolve_dataset
 from calibrate.ingest.labels import LABEL_FIELDS
-from calibrate.models import Claim, Context, Dataset, Label, Sample, Task, User
+from calibrate.models import Claim, Context, Label, Sample, Task, User
+from calibrate.tasks import get_task
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -46,12 +47,10 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
                   full: bool = False) -> LabelExport:
     """Return the labels of a dataset, in sample order, then task, target and annotator.
 
-    Raises AnnotationError for an unknown dataset or task, or a split the dataset does not have.
+    Raises CalibrationError for an unknown dataset or a split the dataset does not have, and
+    TaskError for an unknown task (each naming the ones that exist).
     """
-    dataset = session.exec(sa_select(Dataset).where(Dataset.name == dataset_name)).scalar_one_or_none()
-    if dataset is None:
-        names = ", ".join(session.exec(sa_select(Dataset.name).order_by(Dataset.name)).scalars()) or "none"
-        raise AnnotationError(f"unknown dataset {dataset_name!r} (datasets: {names})")
+    dataset = resolve_dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
                   Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
@@ -65,15 +64,9 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         .order_by(Sample.id, Task.id, Claim.index, Context.rank, User.username, Label.adjudicated)
     )
     if tasks:
-        known = set(session.exec(sa_select(Task.name)).scalars())
-        unknown = [t for t in tasks if t not in known]
-        if unknown:
-            raise AnnotationError(f"unknown task {unknown[0]!r} (tasks: {', '.join(sorted(known))})")
-        query = query.where(Task.name.in_(tasks))
+        query = query.where(Task.id.in_([get_task(session, name).id for name in tasks]))
     if split:
-        splits = set(session.exec(sa_select(Sample.split).where(Sample.dataset_id == dataset.id).distinct()).scalars()) - {None}
-        if split not in splits:
-            raise AnnotationError(f"{dataset.name} has no split {split!r} (splits: {', '.join(sorted(splits)) or 'none'})")
+        _split_samples(session, dataset, split)  # a split without samples: an error naming the splits
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
     for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,

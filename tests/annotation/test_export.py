@@ -102,7 +102,7 @@ def test_split_filter_and_bad_input(runner, session):
     assert rows and {r["sample_id"] for r in rows} == {"s1"}
     for args, message in ((["--dataset", "nope"], "unknown dataset 'nope' (datasets: d)"),
                           (["--dataset", "d", "--task", "helpfulness"], "unknown task 'helpfulness'"),
-                          (["--dataset", "d", "--split", "test"], "d has no split 'test' (splits: dev)")):
+                          (["--dataset", "d", "--split", "test"], "no sample of d is in split 'test' (splits: dev)")):
         out = runner.invoke(["export", "labels", *args])
         assert out.exit_code == 2 and message in out.output, out.output
     assert session.exec(select(Dataset)).all() and session.exec(select(Claim)).all()
