@@ -212,7 +212,9 @@ def test_query_order_does_not_matter(queries, k, rnd):
     first = retrieval_metrics([q[0] for q in queries], [q[1] for q in queries], k=k)
     second = retrieval_metrics([queries[i][0] for i in order], [queries[i][1] for i in order], k=k)
     for name in first.per_query:
-        assert np.array_equal(first.per_query[name][order], second.per_query[name], equal_nan=True)
+        # Not exact equality: a query's row position changes how numpy's SIMD loops group the
+        # sums, which can move the last bit; the metric of a query must not depend on it.
+        assert np.allclose(first.per_query[name][order], second.per_query[name], rtol=1e-12, atol=1e-15, equal_nan=True)
         a, b = first.means[name].value, second.means[name].value
         assert (a is None and b is None) or a == pytest.approx(b)
 
