@@ -12,8 +12,9 @@ Modules, by what they do:
     baseline    the offline, deterministic baseline judge
     prices      the editable per-model price table
     metrics     metric judges (faithfulness, answer relevancy, context precision and recall): steps, scores
-    runner      prepare/execute runs: cache, concurrency, retries, budgets, resume
-    metric_runs a metric judge's run: one job per sample of step calls, on the runner's machinery
+    execution   the run machinery: writer, adaptive concurrency, retries, budgets, the event loop
+    runner      prepare/execute runs: setup, cache first, resume, stop
+    metric_runs a metric judge's run: one job per sample of step calls, on execution's machinery
 
 Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
 """

@@ -1,9 +1,10 @@
 """Metric judges' runs: one job per sample made of its step calls (calibrate/judges/metrics.py
-says which steps and how they score), executed with the runner's cache, retries, budgets and
-concurrency (`Execution`), and written as one verdict per sample by the runner's `Writer`.
+says which steps and how they score), executed with the shared run machinery of execution.py
+(cache, retries, budgets, concurrency: `Execution`) and written as one verdict per sample by
+its `Writer`.
 
-Split from runner.py, which calls `check_metric_setup`, `measurable` and `run_metric` for a
-metric task; everything else about a run (setup, resume, writing, stopping) is the runner's.
+runner.py calls `check_metric_setup`, `measurable` and `run_metric` for a metric task;
+everything else about a run (setup, resume, stopping) is the runner's.
 """
 
 from __future__ import annotations
@@ -28,18 +29,18 @@ from calibrate.judges.embeddings import Embedded, EmbeddingClient, TfidfEmbedder
 from calibrate.judges.items import Target, item_for, load_items
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.runner import (
+from calibrate.judges.execution import (
     CacheEntry,
     Execution,
     Job,
     Outcome,
     RunOptions,
     Writer,
-    _cached_responses,
-    _run_async,
-    _write_in_batches,
     cache_key,
+    cached_responses,
+    run_calls,
     run_coroutine,
+    write_in_batches,
 )
 from calibrate.models import JudgeRun, PromptVersion, ResponseCache, Task
 
@@ -217,7 +218,7 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
     for target, steps in plans:
         rendered = [renderer.render({**items[target.sample_id], **step.fields}) for step in steps]
         jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered]))
-    cache = _cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
+    cache = cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
     if isinstance(embedder, EmbeddingClient):
         # Embeddings of questions already generated (a resumed or repeated run) are looked up too.
         keys = set()
@@ -226,10 +227,10 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
             questions = metrics.read_questions(row.response) if row is not None else None
             if questions is not None and not questions.error and not questions.noncommittal:
                 keys.add(embedding_cache_key(embedder, [mj.item["question"], *questions.questions]))
-        cache.update(_cached_responses(engine, keys))
+        cache.update(cached_responses(engine, keys))
     execution = MetricExecution(engine, run, task, options, writer, backend=backend, price=price,
                                 sleep=sleep or asyncio.sleep, rng=random.Random(seed), cache=cache, embed=embedder)
-    run_coroutine(_run_async(execution, endpoint, api_key, options, transport, deque(jobs)))
+    run_coroutine(run_calls(execution, endpoint, api_key, options, transport, deque(jobs)))
     if execution.leftover:
         writer.write([], cache=execution.leftover)
     status, error = "done", ""
@@ -267,4 +268,4 @@ def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dic
             outcome.latency_ms = (time.perf_counter() - started) * 1000
             yield outcome
 
-    _write_in_batches(writer, outcomes(), max(options.batch_size, 50))
+    write_in_batches(writer, outcomes(), max(options.batch_size, 50))

@@ -22,7 +22,7 @@ from calibrate.judges.backends import (
 )
 from calibrate.judges.errors import FatalBackendError, RateLimited, RequestRejected, RetryableError, Unreachable
 from calibrate.judges.render import Rendered
-from calibrate.judges.runner import run_coroutine
+from calibrate.judges.execution import run_coroutine
 
 OPENAI = Endpoint("openai", "http://llm.test/v1", "m", "KEY")
 ANTHROPIC = Endpoint("anthropic", "http://llm.test", "claude-x", "KEY")

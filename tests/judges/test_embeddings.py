@@ -26,7 +26,7 @@ from calibrate.judges.embeddings import (
     encode,
 )
 from calibrate.judges.errors import FatalBackendError, RateLimited, RequestRejected, RetryableError, RunSetupError, Unreachable
-from calibrate.judges.runner import run_coroutine
+from calibrate.judges.execution import run_coroutine
 from calibrate.models import ResponseCache
 
 OPENAI = Endpoint("openai", "http://llm.test/v1", "chat-model", "KEY")

@@ -109,10 +109,10 @@ def test_a_garbage_answer_is_unparsed_with_its_raw_text(engine, session, fake_ll
 
 
 def test_429_lowers_the_concurrency(engine, fake_llm, claims_dataset, claims_prompt):
-    from calibrate.judges import runner
+    from calibrate.judges import execution
 
     seen = []
-    original = runner.AdaptiveLimit.rate_limited
+    original = execution.AdaptiveLimit.rate_limited
 
     def spy(self):
         original(self)
@@ -120,11 +120,11 @@ def test_429_lowers_the_concurrency(engine, fake_llm, claims_dataset, claims_pro
 
     fake_llm.faults = {"429": 0.5}
     claims_dataset(n_samples=10, claims_per_sample=5)
-    runner.AdaptiveLimit.rate_limited = spy
+    execution.AdaptiveLimit.rate_limited = spy
     try:
         run_judge(engine, spec(fake_llm, claims_prompt(), options=fast_options(concurrency=16, max_attempts=8)))
     finally:
-        runner.AdaptiveLimit.rate_limited = original
+        execution.AdaptiveLimit.rate_limited = original
     assert seen and min(seen) < 16
 
 
