@@ -7,14 +7,13 @@ import re
 from sqlmodel import Session, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from calibrate.errors import AccountError
 from calibrate.models import ROLES, User
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 MIN_PASSWORD = 8
 
 
-class AccountError(ValueError):
-    """An account request that cannot be carried out."""
 
 
 def validate_username(username: str) -> str:

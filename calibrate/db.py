@@ -10,6 +10,12 @@ writers that both read first deadlock into "database is locked" despite the busy
 PostgreSQL has no BEGIN IMMEDIATE: there a write session's transaction first takes one
 transaction-level advisory lock, so writers that read first take turns as on SQLite (the
 domain code counts on it: read, decide, write) while readers never wait.
+
+This module is the one home of SQL that skips SQLAlchemy's per-row work, for the two paths
+where it was measured to matter: `Statement` (the keystroke path: a label save runs eight)
+and `read_frame` (a report reads 10^5–10^6 rows into a pandas frame). Everything else uses
+SQLModel/SQLAlchemy queries; ingest/bulk.py adds prepared multi-row INSERTs for imports. No
+Flask here: the request's session and the writer lock are views/session.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
 
-from flask import current_app, g
 from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
@@ -58,7 +63,7 @@ def _install_postgres_hooks(engine: Engine) -> None:
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK})")
 
 
-def _immediate(engine: Engine) -> Engine:
+def write_engine(engine: Engine) -> Engine:
     """Return the engine whose transactions take the write lock first (made once per engine).
 
     SQLite: BEGIN IMMEDIATE. PostgreSQL: the advisory lock `PG_WRITE_LOCK`. Other databases:
@@ -119,11 +124,11 @@ def is_sqlite(engine: Engine) -> bool:
 
 @contextlib.contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
-    """Yield a session whose transaction takes the write lock first (see `_immediate`); commit on success.
+    """Yield a session whose transaction takes the write lock first (see `write_engine`); commit on success.
 
     The caller's block is one transaction: an exception rolls everything back.
     """
-    with Session(_immediate(engine), expire_on_commit=False) as session:
+    with Session(write_engine(engine), expire_on_commit=False) as session:
         try:
             yield session
             session.commit()
@@ -205,33 +210,24 @@ class Statement:
             cursor.close()
 
 
-def app_engine() -> Engine:
-    """Return the engine of the current Flask app."""
-    return get_engine(current_app.config["DATABASE_URL"], busy_timeout=current_app.config["SQLITE_BUSY_TIMEOUT"])
+def read_frame(session: Session, query, columns: list[str]):  # noqa: ANN001, ANN201
+    """Return a Core query's rows as a pandas DataFrame, read straight through the DB-API cursor.
 
+    Reports read hundreds of thousands of rows; SQLAlchemy's per-row Result processing costs
+    about ten times the query itself, and these columns need none of it. The statement runs on
+    the session's connection, inside its transaction. JSON columns come back as the driver
+    gives them (text on SQLite, parsed on PostgreSQL).
+    """
+    import pandas as pd  # noqa: PLC0415 - a heavy library, loaded by the commands that read frames only
 
-def get_session() -> Session:
-    """Return the request's session (one per request, closed at teardown)."""
-    if "db_session" not in g:
-        g.db_session = Session(app_engine(), expire_on_commit=False)
-    return g.db_session
-
-
-def get_write_session() -> Session:
-    """Return the request's session for a write that reads first (it takes the write lock: see `_immediate`)."""
-    if "db_session" in g:
-        g.db_session.close()
-    g.db_session = Session(_immediate(app_engine()), expire_on_commit=False)
-    return g.db_session
-
-
-def close_session(_exc: BaseException | None = None) -> None:
-    """Close the request's session, rolling back whatever was not committed."""
-    session = g.pop("db_session", None)
-    if session is not None:
-        session.close()
-
-
-def init_app(app) -> None:  # noqa: ANN001
-    """Register the teardown that closes each request's session."""
-    app.teardown_appcontext(close_session)
+    conn = session.connection()
+    compiled = query.compile(dialect=conn.dialect)
+    params = compiled.construct_params()
+    if compiled.positional:
+        params = tuple(params[name] for name in compiled.positiontup)
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(str(compiled), params)
+        return pd.DataFrame(cursor.fetchall(), columns=columns)
+    finally:
+        cursor.close()

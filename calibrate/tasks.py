@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, select
 
+from calibrate.errors import TaskError
 from calibrate.models import KINDS, TARGETS, Guideline, Task
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -118,8 +119,6 @@ BUILTIN_TASKS = (
 METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
-class TaskError(ValueError):
-    """A task definition or a value that does not fit its task."""
 
 
 def ensure_builtin_tasks(session: Session) -> None:
@@ -205,13 +204,13 @@ def add_task(
     return task
 
 
-def get_task(session: Session, name: str) -> Task:
-    """Return a task by name, or raise TaskError naming the tasks that exist."""
-    task = session.exec(select(Task).where(Task.name == name)).first()
-    if task is None:
-        names = ", ".join(session.exec(select(Task.name).order_by(Task.name)).all()) or "none"
-        raise TaskError(f"unknown task {name!r} (tasks: {names})")
-    return task
+def describe_values(task: Task) -> str:
+    """Return a task's values as `task list` shows them: its labels, its scale, or "any"."""
+    if task.labels:
+        return ",".join(task.labels)
+    if task.scale_min is not None:
+        return f"{task.scale_min:g}-{task.scale_max:g}"
+    return "any"
 
 
 def format_number(x: float) -> str:

@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from sqlmodel import Session
 
 from calibrate import create_app
-from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from calibrate.db import dispose_engine, get_engine, write_session
 from calibrate.migrations import upgrade
 from calibrate.tasks import ensure_builtin_tasks

@@ -13,8 +13,7 @@ from hostile import XSS_QUESTION
 from labelstore import Store
 from scipy import stats as sps
 
-from calibrate.ab import ABError, compare_systems, parse_metric
-
+from calibrate.calibration.ab import ABError, compare_systems, parse_metric
 
 HOSTILE = "<script>alert(1)</script>"
 

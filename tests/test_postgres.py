@@ -34,7 +34,7 @@ from sqlmodel import Session, SQLModel, func, select
 
 from calibrate import create_app
 from calibrate.calibration import Options, build_report
-from calibrate.compare import compare_judges
+from calibrate.calibration.compare import compare_judges
 from calibrate.db import dispose_engine, get_engine, write_session
 from calibrate.demo import DATASET, DEMO_USERS, load_demo
 from calibrate.judges.runner import RunSpec, run_judge
@@ -392,7 +392,6 @@ def test_cli_report_dashboard_and_queue_order_agree_with_sqlite(runner, client, 
 def test_write_transactions_that_read_first_take_turns_and_lose_no_update(engine, make_sample, session):
     """What BEGIN IMMEDIATE gives on SQLite: writers of other connections (other workers) wait, none overwrites."""
     import threading
-    import time
 
     sample = make_sample()
     assignment = Assignment(sample_id=sample.id, priority=0)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from server_helpers import request, start_workers
 
 from calibrate.server import gunicorn_options

@@ -18,13 +18,6 @@ Rules and the reasons for them: docs/annotation.md.
 
 from __future__ import annotations
 
-
-class AnnotationError(ValueError):
-    """A request that cannot be carried out as asked; the message says why (HTTP 422)."""
-
-
-class NotFound(LookupError):
-    """Something that does not exist, or that this user may not see (HTTP 404, never which)."""
-
+from calibrate.errors import AnnotationError, NotFound
 
 __all__ = ["AnnotationError", "NotFound"]

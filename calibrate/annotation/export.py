@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
-from calibrate.calibration import _split_samples, resolve_dataset
+from calibrate import lookup
+from calibrate.calibration.frames import split_samples
 from calibrate.ingest.labels import LABEL_FIELDS
 from calibrate.models import Claim, Context, Label, Sample, Task, User
-from calibrate.tasks import get_task
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -47,10 +47,10 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
                   full: bool = False) -> LabelExport:
     """Return the labels of a dataset, in sample order, then task, target and annotator.
 
-    Raises CalibrationError for an unknown dataset or a split the dataset does not have, and
-    TaskError for an unknown task (each naming the ones that exist).
+    Raises NotFound for an unknown dataset or task and CalibrationError for a split the dataset
+    does not have (each naming the ones that exist).
     """
-    dataset = resolve_dataset(session, dataset_name)
+    dataset = lookup.dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
                   Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
@@ -64,9 +64,9 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         .order_by(Sample.id, Task.id, Claim.index, Context.rank, User.username, Label.adjudicated)
     )
     if tasks:
-        query = query.where(Task.id.in_([get_task(session, name).id for name in tasks]))
+        query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
     if split:
-        _split_samples(session, dataset, split)  # a split without samples: an error naming the splits
+        split_samples(session, dataset, split)  # a split without samples: an error naming the splits
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
     for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,

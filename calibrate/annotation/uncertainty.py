@@ -52,7 +52,9 @@ from sqlalchemy import bindparam, or_, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
+from calibrate import lookup
 from calibrate.annotation import AnnotationError
+from calibrate.db import read_frame  # the raw-cursor read: one row per judge and target can be millions
 from calibrate.models import Assignment, Dataset, Judge, Sample, Task, Verdict
 
 MODES = ("uncertain", "sampled")
@@ -134,17 +136,6 @@ class QueueOrder:
                 + (f"; first: {top}." if top else "."))
 
 
-def _resolve(session: Session, dataset_name: str, task_name: str) -> tuple[Dataset, Task]:
-    """Return the dataset and task, or raise AnnotationError naming the ones that exist."""
-    from calibrate.calibration import CalibrationError, resolve_dataset
-    from calibrate.tasks import TaskError, get_task
-
-    try:
-        return resolve_dataset(session, dataset_name), get_task(session, task_name)
-    except (CalibrationError, TaskError) as exc:
-        raise AnnotationError(str(exc)) from exc
-
-
 def committee(session: Session, dataset: Dataset, task: Task, names: list[str] | None = None) -> list[Judge]:
     """Return the judges whose verdicts decide the order: `names`, else every judge with verdicts for the task on the dataset."""
     judged = session.exec(
@@ -169,9 +160,7 @@ def sample_uncertainty(session: Session, dataset: Dataset, task: Task, judges: l
     query = (sa_select(Verdict.sample_id, Verdict.target_key, Verdict.value, Verdict.status)
              .join(Sample, Sample.id == Verdict.sample_id)
              .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, or_(*(Verdict.judge_id == j.id for j in judges))))
-    from calibrate.calibration import _frame  # the raw-cursor read: one row per judge and target can be millions
-
-    frame = _frame(session, query, ["sample_id", "target_key", "value", "status"])
+    frame = read_frame(session, query, ["sample_id", "target_key", "value", "status"])
     if frame.empty:
         return pd.Series(dtype=float)
     scale = (task.scale_min, task.scale_max) if task.scale_min is not None and task.scale_max is not None else None
@@ -192,12 +181,12 @@ def order_queue(session: Session, dataset_name: str, *, mode: str, task: str = "
                 judges: list[str] | None = None) -> QueueOrder:
     """Put the dataset's pending items in uncertain-first order (by `task`'s verdicts of `judges`) or back in the sampled order.
 
-    Writes: call it in a write transaction; the caller commits. Raises AnnotationError for an
-    unknown dataset, task or mode, or judges without verdicts.
+    Writes: call it in a write transaction; the caller commits. Raises NotFound for an unknown
+    dataset or task, AnnotationError for an unknown mode or judges without verdicts.
     """
     if mode not in MODES:
         raise AnnotationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    dataset, task_row = _resolve(session, dataset_name, task)
+    dataset, task_row = lookup.dataset(session, dataset_name), lookup.task(session, task)
     out = QueueOrder(dataset=dataset.name, task=task_row.name, mode=mode)
     rows = session.execute(
         sa_select(Assignment.id, Assignment.sample_id, Assignment.priority).join(Sample, Sample.id == Assignment.sample_id)

@@ -26,9 +26,9 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from calibrate.calibration.gold import human_gold
 from calibrate.db import write_session
 from calibrate.judges import FewShotSpec, NothingToDo, RunSpec, run_judge, save_version
-from calibrate.judges.versions import human_gold
 from calibrate.models import Claim, Dataset, Sample, Task
 
 PROMPT = "demo-claims"

@@ -25,13 +25,14 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlmodel import Session
 
+from calibrate import lookup
 from calibrate.accounts import AccountError, ensure_annotator, validate_username
-from calibrate.ingest.fields import RecordCheck
+from calibrate.errors import NotFound
 from calibrate.ingest.bulk import first_free_id, sync_id_sequence
+from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import (Claim, Context, Dataset, Judge, Label, LabelRevision, Sample, Task, User, Verdict,
-                              target_key, utcnow)
+from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict, target_key, utcnow
 from calibrate.tasks import TaskError, canonical_value, current_guideline
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale")
@@ -68,17 +69,15 @@ class _Context:
     """What validation needs to know about the database, loaded once."""
 
     def __init__(self, session: Session, dataset: str, kind: str, judge: str | None) -> None:
-        ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
-        if ds is None:
-            names = session.scalars(select(Dataset.name).order_by(Dataset.name)).all()
-            raise reject(f"no dataset {dataset!r}: import its samples first "
-                         f"(datasets: {', '.join(names) if names else 'none yet'})")
-        self.dataset = ds
+        try:
+            self.dataset = lookup.dataset(session, dataset, hint="import its samples first")
+        except NotFound as exc:
+            raise reject(str(exc)) from exc
         self.kind = kind
         self.judge = judge
         self.tasks = {task.name: task for task in session.scalars(select(Task))}
         self.samples = dict(session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id)
-                                            .where(_SAMPLES.c.dataset_id == ds.id)).all())
+                                            .where(_SAMPLES.c.dataset_id == self.dataset.id)).all())
         if kind == "labels":
             self.people = dict(session.execute(select(User.username, User.id)).all())
         else:

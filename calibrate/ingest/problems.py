@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calibrate.errors import CalibrateError
+
 
 @dataclass(frozen=True)
 class ImportProblem:
@@ -22,15 +24,28 @@ class ImportProblem:
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
 
-class ImportRejected(Exception):
+class ImportRejected(CalibrateError):
     """A file that cannot be imported; nothing of it was written (the caller rolls back)."""
 
     def __init__(self, problems: list[ImportProblem], *, truncated: bool = False, records: int = 0) -> None:
         self.problems = sorted(problems, key=lambda p: (p.line is not None, p.line or 0))
         self.truncated = truncated
         self.records = records
+        self.source = ""  # the file's name, set by import_file
         first = f": {self.problems[0]}{' …' if len(self.problems) > 1 else ''}" if self.problems else ""
         super().__init__(self.summary() + first)
+
+    def details(self) -> list[str]:
+        """Return the problems, one line each, prefixed with the file's name."""
+        source = self.source or "file"
+        lines = [f"{source}: {problem}" for problem in self.problems]
+        if self.truncated:
+            lines.append(f"{source}: … stopped after {len(self.problems)} problems")
+        return lines
+
+    def headline(self) -> str:
+        """Return the last line: the file is rejected and nothing of it imported."""
+        return f"{self.source or 'file'}: rejected, nothing imported ({self.summary()})"
 
     def summary(self) -> str:
         """Return one line counting the problems and the records they are in."""

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session, col, select
 
-from calibrate.models import SPLITS, Assignment, Dataset, Sample, User, utcnow
+from calibrate import lookup
+from calibrate.errors import SamplingError
+from calibrate.models import SPLITS, Assignment, Sample, User, utcnow
 
 __all__ = [
     "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
@@ -42,8 +44,6 @@ _SEARCH_BUDGET = 500
 _CHUNK = 500  # ids per IN (...) clause
 
 
-class SamplingError(ValueError):
-    """A sampling request that cannot be carried out; the message says why and what to do."""
 
 
 # --------------------------------------------------------------------------- summary
@@ -447,17 +447,6 @@ def _assignee_groups(n_users: int, k: int, count: int, seed: int) -> list[tuple[
 # --------------------------------------------------------------------------- database helpers
 
 
-def _dataset(session: Session, name: str) -> Dataset:
-    dataset = session.exec(select(Dataset).where(Dataset.name == name)).first()
-    if dataset is None:
-        names = list(session.exec(select(Dataset.name).order_by(Dataset.name)))
-        if not names:
-            raise SamplingError(f"unknown dataset {name!r}: there are no datasets yet (import samples first)")
-        shown = ", ".join(names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
-        raise SamplingError(f"unknown dataset {name!r}; existing datasets: {shown}")
-    return dataset
-
-
 def _assignees(session: Session, names: Sequence[str], overlap: int) -> list[User]:
     """Return the named users (deduplicated, sorted by username); all must exist and be active."""
     wanted = sorted({str(name).strip() for name in names if str(name).strip()})
@@ -582,7 +571,7 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     split_fractions = _split_fractions(split) if split is not None else None
 
     session.flush()
-    ds = _dataset(session, dataset)
+    ds = lookup.dataset(session, dataset, hint="import samples first")
     users = _assignees(session, assign, overlap) if assign else []
 
     columns = [Sample.id, Sample.external_id, Sample.feedback, Sample.split]

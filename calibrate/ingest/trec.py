@@ -34,9 +34,11 @@ from pathlib import Path
 from sqlalchemy import bindparam, select, update
 from sqlmodel import Session
 
+from calibrate import lookup
+from calibrate.errors import NotFound
 from calibrate.ingest.problems import Problems, _Full, reject
 from calibrate.ingest.readers import EMPTY_FILE, Progress
-from calibrate.models import Dataset, Sample, utcnow
+from calibrate.models import Sample, utcnow
 
 KINDS = ("run", "qrels")
 COLUMNS = {"run": ("qid", "Q0", "docid", "rank", "score", "tag"), "qrels": ("qid", "iteration", "docid", "relevance")}
@@ -175,10 +177,10 @@ def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, 
     """Import a TREC run (`kind="run"`) or qrels file onto the samples of `dataset`, all or nothing."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
-    if ds is None:
-        names = session.scalars(select(Dataset.name).order_by(Dataset.name)).all()
-        raise reject(f"no dataset {dataset!r}: import its samples first (datasets: {', '.join(names) if names else 'none yet'})")
+    try:
+        ds = lookup.dataset(session, dataset, hint="import its samples first")
+    except NotFound as exc:
+        raise reject(str(exc)) from exc
     condition = _parse_where(where)
     problems = Problems(max_errors)
     tick = Progress(progress)

@@ -1,4 +1,4 @@
-"""Exceptions of the judges package.
+"""Exceptions of the judges package (under calibrate.errors.CalibrateError, the root of every error).
 
     JudgeError                      anything in calibrate.judges that the caller should report
     ├── PromptError                 a prompt or version that cannot be saved or found
@@ -24,8 +24,10 @@ it through `redact` before raising.
 
 from __future__ import annotations
 
+from calibrate.errors import CalibrateError
 
-class JudgeError(Exception):
+
+class JudgeError(CalibrateError):
     """Base of every error the judges package raises on purpose."""
 
 

@@ -26,9 +26,6 @@ from calibrate.judges import metrics
 from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import settings_from
 from calibrate.judges.embeddings import Embedded, EmbeddingClient, TfidfEmbedder, decode, embedding_cache_key, encode
-from calibrate.judges.items import Target, item_for, load_items
-from calibrate.judges.prices import Price, load_prices, price_for
-from calibrate.judges.render import Renderer
 from calibrate.judges.execution import (
     CacheEntry,
     Execution,
@@ -42,6 +39,9 @@ from calibrate.judges.execution import (
     run_coroutine,
     write_in_batches,
 )
+from calibrate.judges.items import Target, item_for, load_items
+from calibrate.judges.prices import Price, load_prices, price_for
+from calibrate.judges.render import Renderer
 from calibrate.models import JudgeRun, PromptVersion, ResponseCache, Task
 
 

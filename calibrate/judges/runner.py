@@ -37,7 +37,9 @@ import httpx
 from sqlalchemy import Engine
 from sqlmodel import Session, func, select
 
+from calibrate import lookup
 from calibrate.db import write_session
+from calibrate.judges import metric_runs
 from calibrate.judges.backends import (
     DEFAULT_BASE_URLS,
     DEFAULT_KEY_ENV,
@@ -46,8 +48,12 @@ from calibrate.judges.backends import (
     make_backend,
     read_api_key,
 )
-from calibrate.judges import metric_runs
 from calibrate.judges.baseline import BaselineJudge, settings_from
+from calibrate.judges.errors import (
+    JudgeError,
+    PromptError,
+    RunSetupError,
+)
 from calibrate.judges.execution import (
     Execution,
     Job,
@@ -62,16 +68,11 @@ from calibrate.judges.execution import (
     run_coroutine,
     write_in_batches,
 )
-from calibrate.judges.errors import (
-    JudgeError,
-    PromptError,
-    RunSetupError,
-)
 from calibrate.judges.items import Scope, Target, fewshot_keys, item_for, load_items, select_targets, version_context
+from calibrate.judges.metrics import is_metric
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.metrics import is_metric
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 
@@ -192,18 +193,15 @@ def run_is_live(run: JudgeRun) -> bool:
 def prepare_run(engine: Engine, spec: RunSpec) -> int:
     """Check the request, create the judge and a run (or take up an interrupted one); return the run id.
 
-    Raises RunSetupError (or PromptError) with a one-line reason, NothingToDo when every
-    target already has a verdict.
+    Raises RunSetupError (or PromptError) with a one-line reason, NotFound for an unknown
+    dataset or prompt, NothingToDo when every target already has a verdict.
     """
     if spec.options.concurrency < 1:
         raise RunSetupError("--concurrency must be at least 1")
     if spec.split not in (None, "train", "dev", "test"):
         raise RunSetupError(f"--split must be train, dev or test; got {spec.split!r}")
     with write_session(engine) as session:
-        dataset = session.exec(select(Dataset).where(Dataset.name == spec.dataset)).first()
-        if dataset is None:
-            names = ", ".join(session.exec(select(Dataset.name).order_by(Dataset.name)).all()) or "none"
-            raise RunSetupError(f"unknown dataset {spec.dataset!r} (datasets: {names})")
+        dataset = lookup.dataset(session, spec.dataset)
         prompt, version = resolve_version(session, spec.prompt)
         task = session.get(Task, prompt.task_id)
         endpoint = endpoint_for(spec, version)

@@ -20,10 +20,11 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from calibrate import lookup
 from calibrate.judges.errors import PromptError
 from calibrate.judges.render import check_template, default_templates
 from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Label, Prompt, PromptVersion, Sample, Task, User
-from calibrate.tasks import METRIC_TASKS, TaskError, format_number, get_task
+from calibrate.tasks import METRIC_TASKS, format_number
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -77,15 +78,6 @@ def parse_ref(text: str) -> tuple[str, int | None]:
     return name, int(number)
 
 
-def get_prompt(session: Session, name: str) -> Prompt:
-    """Return a prompt by name, or raise PromptError naming the prompts that exist."""
-    prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
-    if prompt is None:
-        names = ", ".join(session.exec(select(Prompt.name).order_by(Prompt.name)).all()) or "none"
-        raise PromptError(f"unknown prompt {name!r} (prompts: {names})")
-    return prompt
-
-
 def latest_version(session: Session, prompt: Prompt) -> PromptVersion | None:
     """Return the highest-numbered version of a prompt."""
     return session.exec(
@@ -94,19 +86,10 @@ def latest_version(session: Session, prompt: Prompt) -> PromptVersion | None:
 
 
 def resolve_version(session: Session, ref: str) -> tuple[Prompt, PromptVersion]:
-    """Return the prompt and version named by "NAME@N" (or "NAME": the latest)."""
+    """Return the prompt and version named by "NAME@N" (or "NAME": the latest); NotFound names what exists."""
     name, number = parse_ref(ref)
-    prompt = get_prompt(session, name)
-    if number is None:
-        version = latest_version(session, prompt)
-    else:
-        version = session.exec(
-            select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.number == number)
-        ).first()
-    if version is None:
-        numbers = session.exec(select(PromptVersion.number).where(PromptVersion.prompt_id == prompt.id).order_by(PromptVersion.number)).all()
-        raise PromptError(f"prompt {name} has no version {number} (versions: {', '.join(map(str, numbers)) or 'none'})")
-    return prompt, version
+    prompt = lookup.prompt(session, name)
+    return prompt, lookup.prompt_version(session, prompt, number)
 
 
 def judge_name(prompt: Prompt, version: PromptVersion) -> str:
@@ -290,10 +273,7 @@ def save_version(
         validate_name(name)
         if not task:
             raise PromptError(f"prompt {name!r} is new: give its task")
-        try:
-            task_row = get_task(session, task)
-        except TaskError as exc:
-            raise PromptError(str(exc)) from exc
+        task_row = lookup.task(session, task)
         parent = None
     else:
         task_row = session.get(Task, prompt.task_id)

@@ -9,7 +9,7 @@ Every format renders the same `Report` object (built once by
 - ``csv``: one row per target per task, with formula injection neutralised.
 
 This package takes a `Report` and never imports Flask: the CLI renders without a request.
-`ab_report` renders an A/B comparison (`calibrate.ab.ABResult`) the same way, as JSON, HTML
+`ab_report` renders an A/B comparison (`calibrate.calibration.ab.ABResult`) the same way, as JSON, HTML
 or Markdown.
 """
 

@@ -1,4 +1,4 @@
-"""Render an A/B comparison (`calibrate.ab.ABResult`) as JSON, HTML or Markdown.
+"""Render an A/B comparison (`calibrate.calibration.ab.ABResult`) as JSON, HTML or Markdown.
 
 Like the calibration report: JSON is `result.data` exactly; HTML is one self-contained page
 (inline styles from templates/reports/_style.html, inline SVG charts, no JavaScript, every

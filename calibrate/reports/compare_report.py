@@ -1,4 +1,4 @@
-"""Render a judge comparison (`calibrate.compare.compare_judges`) as JSON, HTML or Markdown.
+"""Render a judge comparison (`calibrate.calibration.compare.compare_judges`) as JSON, HTML or Markdown.
 
 The HTML is self-contained like the calibration report (inline CSS from the same partial,
 no JavaScript, no network) and escapes every name and id it shows.

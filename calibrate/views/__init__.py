@@ -1,15 +1,32 @@
-"""Blueprints: one per area. A view turns a request into one domain call and renders a template."""
+"""Blueprints: one per area. A view turns a request into one domain call and renders a template.
+
+The request's database session and the writer lock are session.py's; every refusal a domain
+call raises (calibrate.errors) is answered in one place, errors.py.
+"""
 
 from __future__ import annotations
 
 from flask import Flask, render_template
 
+from calibrate.views import (
+    adjudicate,
+    admin,
+    annotate,
+    auth,
+    calibration_loop,
+    datasets,
+    errors,
+    guidelines,
+    prompts,
+    runs,
+    security,
+)
+
 
 def init_app(app: Flask) -> None:
     """Register the blueprints, the request hooks and the error pages."""
-    from calibrate.views import adjudicate, admin, annotate, auth, calibration_loop, datasets, guidelines, prompts, runs, security
-
     security.init_app(app)
+    errors.init_app(app)
     app.register_blueprint(auth.bp)
     app.register_blueprint(datasets.bp)
     app.register_blueprint(annotate.bp)

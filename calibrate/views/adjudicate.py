@@ -14,9 +14,9 @@ from calibrate.annotation.guidelines import current_versions, tasks_in_order
 from calibrate.annotation.items import widget_for
 from calibrate.annotation.queue import for_review
 from calibrate.datasets import dataset_names, get_dataset
-from calibrate.db import close_session, get_session, get_write_session
-from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import is_script_request, role_required
+from calibrate.views.errors import refuse_back_to
+from calibrate.views.session import close_session, get_session, get_write_session
 
 bp = Blueprint("adjudicate", __name__, url_prefix="/adjudicate")
 
@@ -26,7 +26,7 @@ SHOW = ("open", "decided", "all")
 
 
 
-install_refusal_handlers(bp, lambda: url_for("adjudicate.index"), script_aware=True, vary_on_htmx=True)
+refuse_back_to(bp, lambda: url_for("adjudicate.index"), script_aware=True, vary_on_htmx=True)
 
 
 @bp.route("")

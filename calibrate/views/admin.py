@@ -11,16 +11,16 @@ from calibrate.annotation import AnnotationError
 from calibrate.annotation.queue import for_review, set_status, team_progress
 from calibrate.annotation.team import assign, create_user, get_user_by_id, reset_password, set_active, users
 from calibrate.datasets import dataset_names
-from calibrate.db import get_session, get_write_session
 from calibrate.models import ROLES, Assignment
-from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import role_required
+from calibrate.views.errors import refuse_back_to
+from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 
 
-install_refusal_handlers(bp, lambda: url_for("admin.index"))
+refuse_back_to(bp, lambda: url_for("admin.index"))
 
 
 @bp.route("")

@@ -1,7 +1,7 @@
 """The annotation workbench: my queue, the item page, and the label, undo and submit actions.
 
 Each action reads and checks the item, then makes its domain call (calibrate.annotation) in a
-write transaction that starts with BEGIN IMMEDIATE, behind the process's writer lock (`_write`).
+write transaction that starts with BEGIN IMMEDIATE, behind the process's writer lock (`views.session.write`).
 A request from the workbench script (header `HX-Request: true`) gets the updated fragment (the
 cell, and the item status out of band); a plain form post (no script) gets a 303 back to the
 page. Someone else's assignment is a 404, never a hint that it exists.
@@ -9,27 +9,29 @@ page. Someone else's assignment is a 404, never a hint that it exists.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from flask import (Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session,
-                   url_for)
-from sqlalchemy.exc import IntegrityError
+from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
-from calibrate.annotation.labels import (EvidenceError, history, my_label, resolve_target, save_label, sentence_evidence,
-                                         target_in, undo_last)
-from calibrate.annotation.queue import (claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment,
-                                        set_status, submit)
+from calibrate.annotation.labels import (
+    EvidenceError,
+    history,
+    my_label,
+    resolve_target,
+    save_label,
+    sentence_evidence,
+    target_in,
+    undo_last,
+)
+from calibrate.annotation.queue import claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment, set_status, submit
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.datasets import get_dataset
-from calibrate.db import close_session, get_session, get_write_session
-from calibrate.views.refusals import install_refusal_handlers
-from calibrate.views.auth import _safe_next as safe_next
-from calibrate.views.auth import is_script_request, login_required, role_required
+from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
+from calibrate.views.errors import refuse_back_to
+from calibrate.views.session import close_session, get_session, write
 
 bp = Blueprint("annotate", __name__)
 
@@ -38,7 +40,7 @@ T = TypeVar("T")
 
 
 
-install_refusal_handlers(bp, lambda: _back(), script_aware=True, vary_on_htmx=True)
+refuse_back_to(bp, lambda: _back(), script_aware=True, vary_on_htmx=True)
 
 
 def _back() -> str:
@@ -55,35 +57,6 @@ def _required() -> tuple[str, ...]:
 
 def _review_mode() -> bool:
     return bool(session.get("review_mode")) and g.user.role in REVIEWER_ROLES
-
-
-# SQLite has one writer at a time. Threads of this process that wait for it inside SQLite's
-# busy handler sleep in growing steps (up to 100 ms) and wake at random; waiting here instead,
-# on a lock, hands the database over as soon as it is free. Other processes still wait in
-# SQLite (BEGIN IMMEDIATE with its busy timeout).
-_WRITER = threading.Lock()
-
-
-def _write(action: Callable[..., T]) -> T:
-    """Run `action(session)` in a write transaction and commit; retry once on a unique-key race."""
-    with _WRITER:
-        try:
-            for attempt in (1, 2):
-                db = get_write_session()
-                try:
-                    result = action(db)
-                    db.commit()
-                    return result
-                except IntegrityError:
-                    db.rollback()
-                    if attempt == 2:
-                        raise
-        finally:
-            # Later reads of this request get an ordinary session: a read on the write session
-            # would BEGIN IMMEDIATE again, outside the lock, and hold SQLite's write lock to the end.
-            close_session()
-    raise AssertionError("unreachable")  # pragma: no cover
-
 
 # --------------------------------------------------------------------------- queue
 
@@ -112,7 +85,7 @@ def _next_for(dataset_id: int | None):  # noqa: ANN202
         def claim(db):  # noqa: ANN001, ANN202
             slot = claim_open_slot(db, g.user, dataset_id=dataset_id)
             return slot if slot is not None or dataset_id is None else claim_open_slot(db, g.user)
-        found = _write(claim)
+        found = write(claim)
     return found
 
 
@@ -215,7 +188,7 @@ def label(assignment_id: int):
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
                           context_ranks={c.rank for c in data.contexts})
 
-    data.labels[(task.id, target.key)] = _write(act)
+    data.labels[(task.id, target.key)] = write(act)
     return _cell_response(item_view(data, required=_required()), task.id, target.key)
 
 
@@ -239,7 +212,7 @@ def undo(assignment_id: int):
         undone = undo_last(db, get_assignment(db, g.user, assignment_id), g.user)
         return _item(db, assignment_id, page=False), undone
 
-    item, undone = _write(act)
+    item, undone = write(act)
     if undone is None:
         if is_script_request():
             response = make_response("Nothing to undo on this item.", 200)
@@ -267,7 +240,7 @@ def submit_item(assignment_id: int):
         flash("Not submitted yet: " + "; ".join(item.status.explain()), "error")
         return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
     close_session()
-    _write(lambda db: submit(db, item.assignment, item.status))
+    write(lambda db: submit(db, item.assignment, item.status))
     return _go_next(item.assignment.dataset_id)
 
 
@@ -296,7 +269,7 @@ def park(assignment_id: int, action: str):
         set_status(db, item.assignment, status, request.form.get("note", ""))
         return item
 
-    item = _write(act)
+    item = write(act)
     flash(f"{item.sample.external_id}: {'skipped' if status == 'skipped' else 'flagged for review'}.", "info")
     return _go_next(item.assignment.dataset_id)
 

@@ -8,12 +8,12 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate.accounts import authenticate
-from calibrate.db import get_session
+from calibrate.views.session import get_session
 
 bp = Blueprint("auth", __name__)
 
 
-def _safe_next(target: str | None) -> str | None:
+def safe_next(target: str | None) -> str | None:
     """Return `target` if it is a path on this site (no open redirects), else None."""
     if not target:
         return None
@@ -33,7 +33,7 @@ def login_page_for_request() -> str:
     if is_script_request():
         # The page is where the script runs, not the fragment URL it called.
         current = urlsplit(request.headers.get("HX-Current-URL", ""))
-        back = _safe_next(current.path + (f"?{current.query}" if current.query else "")) if current.path else None
+        back = safe_next(current.path + (f"?{current.query}" if current.query else "")) if current.path else None
         return url_for("auth.login", next=back) if back else url_for("auth.login")
     return url_for("auth.login", next=request.full_path.rstrip("?"))
 
@@ -90,7 +90,7 @@ def role_required(*roles: str):
 @bp.route("/login", methods=("GET", "POST"))
 def login():
     """Show the login form; log in."""
-    next_url = _safe_next(request.values.get("next"))
+    next_url = safe_next(request.values.get("next"))
     if request.method == "POST":
         user = authenticate(get_session(), request.form.get("username", "").strip(), request.form.get("password", ""))
         if user is None:

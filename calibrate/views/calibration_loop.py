@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from flask import (
     Blueprint,
-    abort,
     current_app,
     flash,
     g,
@@ -18,12 +17,9 @@ from flask import (
 )
 from markupsafe import Markup
 
-from calibrate.annotation import AnnotationError
 from calibrate.annotation.uncertainty import order_queue
-from calibrate.calibration import CalibrationError, Options
-from calibrate.db import get_session, get_write_session
-from calibrate.judges import PromptError
-from calibrate.loop import (
+from calibrate.calibration import Options
+from calibrate.calibration.loop import (
     DEFAULT_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
@@ -38,7 +34,9 @@ from calibrate.models import Prompt
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
 from calibrate.views.auth import role_required
+from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
+from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("loop", __name__)
 
@@ -67,10 +65,7 @@ def show(name: str):
     task = request.args.get("task") or "claim_support"
     split = request.args.get("split", DEFAULT_SPLIT)
     split = None if split in ("", "all") else split
-    try:
-        board = dashboard(get_session(), name, task=task, split=split, options=_options())
-    except CalibrationError as exc:
-        abort(404, description=str(exc))
+    board = dashboard(get_session(), name, task=task, split=split, options=_options())
     chart = None
     if board.scored:
         confidence = current_app.config["CONFIDENCE"]
@@ -92,11 +87,8 @@ def _split_arg() -> str | None:
 def disagreement_list(name: str, judge: str):
     """List the targets where the judge differs from the gold (filters: pair, agreement, meta=FIELD=VALUE)."""
     task = request.args.get("task") or "claim_support"
-    try:
-        found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
-                              agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None)
-    except CalibrationError as exc:
-        abort(404, description=str(exc))
+    found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
+                          agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None)
     return render_template("calibration/disagreements.html", found=found, args=request.args)
 
 
@@ -104,10 +96,7 @@ def disagreement_list(name: str, judge: str):
 @role_required(*ENGINEERS)
 def disagreement(name: str, judge: str, target: str):
     """Open one target: the item, the human labels and rationales, the judge's verdict, reason and raw response."""
-    try:
-        detail = disagreement_detail(get_session(), name, judge, target, task=request.args.get("task") or "claim_support")
-    except CalibrationError as exc:
-        abort(404, description=str(exc))
+    detail = disagreement_detail(get_session(), name, judge, target, task=request.args.get("task") or "claim_support")
     return render_template("calibration/disagreement.html", d=detail, kinds=TRIAGE_KINDS)
 
 
@@ -116,13 +105,9 @@ def disagreement(name: str, judge: str, target: str):
 def fewshot(name: str, judge: str, target: str):
     """Create the next version of the judge's prompt with this target as a few-shot example."""
     task = request.form.get("task") or "claim_support"
+    back_to(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task))
     session = get_write_session()
-    try:
-        result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user)
-    except (CalibrationError, PromptError) as exc:
-        session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
+    result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user)
     prompt_name = session.get(Prompt, result.version.prompt_id).name
     session.commit()
     if result.created:
@@ -138,14 +123,10 @@ def fewshot(name: str, judge: str, target: str):
 def triage_one(name: str, judge: str, target: str):
     """Record the triage of one disagreement (human_error also flags the sample for adjudication)."""
     task = request.form.get("task") or "claim_support"
+    back_to(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task))
     session = get_write_session()
-    try:
-        result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
-                        note=request.form.get("note", ""), user=g.user)
-    except (CalibrationError, AnnotationError) as exc:
-        session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
+    result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
+                    note=request.form.get("note", ""), user=g.user)
     session.commit()
     message = f"Triaged {target} as {result.triage.kind.replace('_', ' ')}."
     if result.triage.kind == "human_error":
@@ -161,13 +142,9 @@ def evaluate_test(name: str, judge: str):
     """Compute the judge's score on the frozen test split, on demand; the look is recorded."""
     task = request.form.get("task") or "claim_support"
     back = request.form.get("split") or DEFAULT_SPLIT
+    back_to(url_for("loop.show", name=name, task=task, split=back))
     session = get_write_session()
-    try:
-        row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
-    except CalibrationError as exc:
-        session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+    row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
     session.commit()
     value = "undefined" if row.value is None else f"{row.value:.3f}"
     ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
@@ -181,10 +158,7 @@ def compare(name: str):
     """Compare judge B against judge A on one split: `calibrate compare --split`, with each flip linked to its disagreement."""
     task = request.args.get("task") or "claim_support"
     a, b = request.args.get("a", "").strip(), request.args.get("b", "").strip()
-    try:
-        page = compare_two(get_session(), name, a, b, task=task, split=_split_arg(), options=_options())
-    except CalibrationError as exc:
-        abort(404, description=str(exc))
+    page = compare_two(get_session(), name, a, b, task=task, split=_split_arg(), options=_options())
     context = {"result": None, "sections": []}
     if page.result is not None:
 
@@ -203,13 +177,9 @@ def queue_order(name: str):
     """Put the dataset's pending annotation items in uncertain-first order (by the task's judges) or back in the sampled order."""
     task = request.form.get("task") or "claim_support"
     back = request.form.get("split") or DEFAULT_SPLIT
+    back_to(url_for("loop.show", name=name, task=task, split=back))
     session = get_write_session()
-    try:
-        result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
-    except AnnotationError as exc:
-        session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+    result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
     session.commit()
     flash(result.line(), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, abort, g, redirect, render_template, request, url_for
 
 from calibrate.datasets import dataset_overview, get_dataset, sample_detail, sample_page
-from calibrate.db import get_session
 from calibrate.views.auth import login_required
+from calibrate.views.session import get_session
 
 bp = Blueprint("datasets", __name__)
 

@@ -9,12 +9,11 @@ from flask import Blueprint, flash, g, redirect, render_template, request, url_f
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.adjudication import task_by_name
-from calibrate.annotation.guidelines import (guideline_overview, outdated_assignments, requeue_outdated, save_guideline,
-                                             versions_of)
+from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
 from calibrate.datasets import get_dataset
-from calibrate.db import get_session, get_write_session
-from calibrate.views.refusals import install_refusal_handlers
 from calibrate.views.auth import role_required
+from calibrate.views.errors import refuse_back_to
+from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
 
@@ -22,7 +21,7 @@ EDITORS = ("engineer", "admin")
 
 
 
-install_refusal_handlers(bp, lambda: request.path if request.method == "GET" else url_for("guidelines.index"))
+refuse_back_to(bp, lambda: request.path if request.method == "GET" else url_for("guidelines.index"))
 
 
 @bp.route("")

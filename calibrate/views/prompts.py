@@ -6,12 +6,11 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, url_for
 from sqlmodel import select
 
-from calibrate.db import get_session, get_write_session
-from calibrate.judges import PromptError
+from calibrate import lookup
+from calibrate.errors import CalibrateError
 from calibrate.judges.versions import (
     diff_versions,
     format_params,
-    get_prompt,
     latest_version,
     list_prompts,
     parse_few_shot_lines,
@@ -22,6 +21,8 @@ from calibrate.judges.versions import (
 )
 from calibrate.models import Dataset, PromptVersion, Task
 from calibrate.views.auth import role_required
+from calibrate.views.errors import back_to
+from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("prompts", __name__)
 ENGINEERS = ("engineer", "admin")
@@ -29,10 +30,7 @@ ENGINEERS = ("engineer", "admin")
 
 def _version_or_404(name: str, number: int):  # noqa: ANN202
     session = get_session()
-    try:
-        prompt = get_prompt(session, name)
-    except PromptError:
-        abort(404)
+    prompt = lookup.prompt(session, name)
     version = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.number == number)).first()
     if version is None:
         abort(404)
@@ -58,14 +56,10 @@ def index():
 def create():
     """Create a prompt with the task's built-in template as version 1."""
     name, task = request.form.get("name", "").strip(), request.form.get("task", "")
+    back_to(url_for("prompts.index"))
     session = get_write_session()
-    try:
-        result = save_version(session, name, task=task, author=g.user, note="created from the built-in template")
-        session.commit()
-    except PromptError as exc:
-        session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("prompts.index"), code=303)
+    result = save_version(session, name, task=task, author=g.user, note="created from the built-in template")
+    session.commit()
     return redirect(url_for("prompts.show", name=name, number=result.version.number), code=303)
 
 
@@ -74,10 +68,7 @@ def create():
 def latest(name: str):
     """Send to the newest version of a prompt."""
     session = get_session()
-    try:
-        version = latest_version(session, get_prompt(session, name))
-    except PromptError:
-        abort(404)
+    version = latest_version(session, lookup.prompt(session, name))
     return redirect(url_for("prompts.show", name=name, number=version.number))
 
 
@@ -120,7 +111,7 @@ def update(name: str, number: int):
             dataset=form["dataset"].strip() or None, note=form["note"], author=g.user,
         )
         session.commit()
-    except PromptError as exc:
+    except CalibrateError as exc:  # the form again, with what was typed and why it was refused
         session.rollback()
         return render_template("prompts/edit.html", v=view, form=form, error=str(exc)), 400
     if result.created:
@@ -135,10 +126,7 @@ def update(name: str, number: int):
 def diff(name: str):
     """Compare two versions side by side (template, system, model, params, few-shots)."""
     session = get_session()
-    try:
-        prompt = get_prompt(session, name)
-    except PromptError:
-        abort(404)
+    prompt = lookup.prompt(session, name)
     a, b = request.args.get("a", type=int), request.args.get("b", type=int)
     if a is None or b is None:
         abort(400, description="Choose two versions to compare (a and b).")

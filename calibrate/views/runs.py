@@ -10,13 +10,14 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from calibrate.db import app_engine, get_session, get_write_session
-from calibrate.judges import JudgeError, NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
+from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
 from calibrate.judges.prices import load_prices
 from calibrate.judges.runner import request_stop, run_is_live
 from calibrate.models import Dataset, Judge, JudgeRun, Verdict
 from calibrate.views.auth import role_required
+from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS, run_choices
+from calibrate.views.session import app_engine, get_session, get_write_session
 
 bp = Blueprint("runs", __name__)
 log = logging.getLogger(__name__)
@@ -53,13 +54,11 @@ def create(name: str, number: int):
                    model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
                    split=request.form.get("split") or None, labelled_only=bool(request.form.get("labelled_only")),
                    limit=limit if limit and limit > 0 else None, rerun=bool(request.form.get("rerun")), options=options)
+    back_to(url_for("prompts.show", name=name, number=number))
     try:
         run_id = prepare_run(app_engine(), spec)
-    except NothingToDo as exc:
+    except NothingToDo as exc:  # not a refusal: every target is judged already
         flash(str(exc), "info")
-        return redirect(url_for("prompts.show", name=name, number=number), code=303)
-    except JudgeError as exc:
-        flash(str(exc), "error")
         return redirect(url_for("prompts.show", name=name, number=number), code=303)
     start_in_background(run_id)
     return redirect(url_for("runs.show", run_id=run_id), code=303)

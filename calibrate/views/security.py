@@ -13,8 +13,9 @@ from datetime import datetime
 from flask import Flask, abort, g, request, session
 from sqlalchemy.orm import make_transient_to_detached
 
-from calibrate.db import Statement, get_session
+from calibrate.db import Statement
 from calibrate.models import User
+from calibrate.views.session import get_session
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

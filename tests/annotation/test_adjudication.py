@@ -7,7 +7,8 @@ from sqlmodel import col, select
 
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.adjudication import adjudicate, disputes
-from calibrate.calibration import _labels_frame, categorical_gold, numeric_gold
+from calibrate.calibration.frames import labels_frame
+from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.models import Dataset, Label, LabelRevision
 
 
@@ -67,7 +68,7 @@ def test_the_decision_is_one_gold_row_and_the_report_takes_it(work, session, vot
     task = work.task("claim_support")
     boss, other_boss = work.user("boss", "admin"), work.user("eng", "engineer")
     key = f"claim:{work.claims(sample)[0].id}"
-    frame = _labels_frame(session, _dataset(session), task)
+    frame = labels_frame(session, _dataset(session), task)
     assert categorical_gold(frame).set_index("target_key").loc[key, "gold_source"] == "tie"
 
     with pytest.raises(AnnotationError, match="write a note"):
@@ -83,7 +84,7 @@ def test_the_decision_is_one_gold_row_and_the_report_takes_it(work, session, vot
     history = session.exec(select(LabelRevision).where(LabelRevision.label_id == gold.id).order_by(LabelRevision.id)).all()
     assert [(h.action, h.value, h.changed_by_id) for h in history] == [("create", "unsupported", boss.id), ("update", "unsupported", other_boss.id)]
 
-    gold_row = categorical_gold(_labels_frame(session, _dataset(session), task)).set_index("target_key").loc[key]
+    gold_row = categorical_gold(labels_frame(session, _dataset(session), task)).set_index("target_key").loc[key]
     assert (gold_row["gold"], gold_row["gold_source"]) == ("supported", "adjudicated")
     assert [d.sample.external_id for d in disputes(session, _dataset(session), task).disputes] == []
     decided = disputes(session, _dataset(session), task, show="decided").disputes
@@ -95,7 +96,7 @@ def test_a_score_decision_is_the_numeric_gold(work, session, votes):
     task = work.task("answer_quality")
     adjudicate(session, work.user("boss", "admin"), task, f"sample:{sample.id}", "4", "la respuesta omite un detalle menor")
     session.commit()
-    gold = numeric_gold(_labels_frame(session, _dataset(session), task)).set_index("target_key").loc[f"sample:{sample.id}"]
+    gold = numeric_gold(labels_frame(session, _dataset(session), task)).set_index("target_key").loc[f"sample:{sample.id}"]
     assert (gold["gold"], gold["gold_source"]) == (4.0, "adjudicated")
 
 

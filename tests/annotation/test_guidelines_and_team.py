@@ -7,10 +7,10 @@ from sqlmodel import select
 
 from calibrate.accounts import authenticate
 from calibrate.annotation import AnnotationError
-from calibrate.annotation.guidelines import (guideline_overview, outdated_assignments, requeue_outdated, save_guideline,
-                                             versions_of)
+from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
 from calibrate.annotation.labels import resolve_target, save_label
 from calibrate.annotation.team import assign, create_user, reset_password, set_active
+from calibrate.errors import NotFound
 from calibrate.models import Assignment, Guideline
 
 
@@ -84,5 +84,5 @@ def test_assigning_work_uses_the_sampler_with_overlap(work, session):
     assert len(per_sample) == 4 and all(len(users) == 2 for users in per_sample.values())
     with pytest.raises(AnnotationError, match="overlap 4 needs at least 4 annotators"):
         assign(session, "d", n=2, overlap=4, usernames=["ana", "bea"])
-    with pytest.raises(AnnotationError, match="unknown dataset"):
+    with pytest.raises(NotFound, match="unknown dataset"):
         assign(session, "nope", n=1)

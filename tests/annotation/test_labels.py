@@ -8,14 +8,13 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlmodel import col, func, select
 
+from calibrate import lookup
 from calibrate.accounts import get_user
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import save_guideline
-from calibrate.annotation.labels import (EvidenceError, history, resolve_target, save_label, sentence_evidence,
-                                         toggle_evidence, undo_last)
+from calibrate.annotation.labels import EvidenceError, history, resolve_target, save_label, sentence_evidence, toggle_evidence, undo_last
 from calibrate.models import Assignment, Claim, Context, Label, LabelRevision
 from calibrate.models import LabelRevision as Rev
-from calibrate.tasks import get_task
 
 
 def _labels(session, **where):
@@ -490,7 +489,7 @@ def test_the_adjudication_page_shows_each_annotators_evidence(client, session, m
     sample = make_sample(contexts=(SENTENCES,))
     claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == 0)).one()
     context = session.exec(select(Context).where(Context.sample_id == sample.id)).one()
-    task = get_task(session, "claim_support")
+    task = lookup.task(session, "claim_support")
     sentence = sentence_evidence([context], context.id, 1)
     for name, value, evidence in (("ana", "supported", [sentence]), ("bea", "unsupported", [0])):
         user = make_user(name)

@@ -5,16 +5,25 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-
 import pytest
 from sqlmodel import Session, col, func, select
 
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import build_item
 from calibrate.annotation.labels import resolve_target, save_label
-from calibrate.annotation.queue import (Incomplete, claim_open_slot, my_queue, open_slots, pending_assignment,
-                                        release_pending, set_status, submit, team_progress)
+from calibrate.annotation.queue import (
+    Incomplete,
+    claim_open_slot,
+    my_queue,
+    open_slots,
+    pending_assignment,
+    release_pending,
+    set_status,
+    submit,
+    team_progress,
+)
 from calibrate.db import write_session
+from calibrate.errors import NotFound
 from calibrate.models import Assignment, User
 
 
@@ -264,7 +273,7 @@ def test_uncertain_first_with_chosen_judges_and_unparsed_verdicts(work, session)
     assert _served_order(work, session, ana) == ["first", "second"]
     with pytest.raises(AnnotationError, match="no claim_support verdicts of nobody on d \\(judges with verdicts: j1, j2, j3\\)"):
         order_queue(session, "d", mode="uncertain", judges=["nobody"])
-    with pytest.raises(AnnotationError, match="unknown dataset 'nope'"):
+    with pytest.raises(NotFound, match="unknown dataset 'nope'"):
         order_queue(session, "nope", mode="uncertain")
     with pytest.raises(AnnotationError, match="mode must be one of"):
         order_queue(session, "d", mode="random")

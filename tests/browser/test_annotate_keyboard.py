@@ -9,9 +9,9 @@ from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from playwright.sync_api import expect
 from sqlmodel import col, select
 
+from calibrate import lookup
 from calibrate.accounts import get_user
 from calibrate.models import Assignment, Claim, Label
-from calibrate.tasks import get_task
 
 
 def _assign(session, sample, username, status="pending"):
@@ -205,7 +205,7 @@ def test_an_annotator_cannot_open_or_read_another_annotators_work(page, live_ser
     make_user("bea")
     theirs = _assign(session, first, "bea")
     claim = session.exec(select(Claim).where(Claim.sample_id == first.id, Claim.index == 0)).one()
-    session.add(Label(task_id=get_task(session, "claim_support").id, sample_id=first.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
+    session.add(Label(task_id=lookup.task(session, "claim_support").id, sample_id=first.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
                       annotator_id=get_user(session, "bea").id, value="unsupported", rationale="BEA-ONLY"))
     session.commit()
     _login(page, live_server)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlmodel import select
 
 from calibrate.calibration import Options
-from calibrate.compare import compare_judges
+from calibrate.calibration.compare import compare_judges
 from calibrate.db import write_session
 from calibrate.demo import DATASET, load_demo
 from calibrate.judges import RunSpec, execute_run, prepare_run, save_version

@@ -10,6 +10,7 @@ from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
 
 from calibrate.calibration import CalibrationError, Options, build_report, labels_needed
+from calibrate.errors import NotFound
 
 FAST = Options(bootstrap=200)
 
@@ -201,17 +202,17 @@ def test_report_without_judge_has_the_human_parts(store, session):
 
 
 @pytest.mark.parametrize(
-    ("dataset", "judge", "options", "message"),
+    ("dataset", "judge", "options", "error", "message"),
     [
-        ("nope", None, FAST, "unknown dataset 'nope' (datasets: d)"),
-        ("d", "nope", FAST, "unknown judge 'nope' (judges: j)"),
-        ("d", "j", Options(bootstrap=200, group_by="metadata.colour"), "metadata.topic"),
-        ("d", "j", Options(bootstrap=200, group_by="colour"), "cannot group by"),
+        ("nope", None, FAST, NotFound, "unknown dataset 'nope' (datasets: d)"),
+        ("d", "nope", FAST, NotFound, "unknown judge 'nope' (judges: j)"),
+        ("d", "j", Options(bootstrap=200, group_by="metadata.colour"), CalibrationError, "metadata.topic"),
+        ("d", "j", Options(bootstrap=200, group_by="colour"), CalibrationError, "cannot group by"),
     ],
 )
-def test_bad_requests_name_what_exists(store, session, dataset, judge, options, message):
+def test_bad_requests_name_what_exists(store, session, dataset, judge, options, error, message):
     _claims(store, n_samples=2)
-    with pytest.raises(CalibrationError) as info:
+    with pytest.raises(error) as info:
         build_report(session, dataset, judge, options=options)
     assert message in str(info.value)
 

@@ -12,7 +12,8 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.contingency_tables import mcnemar
 
 from calibrate.calibration import CalibrationError, Options
-from calibrate.compare import compare_judges
+from calibrate.calibration.compare import compare_judges
+from calibrate.errors import NotFound
 from calibrate.reports.compare_report import render_compare
 
 FAST = Options(bootstrap=300)
@@ -83,8 +84,9 @@ def test_score_comparison_uses_per_sample_absolute_error(store, session):
 
 
 def test_few_shot_targets_of_either_version_are_left_out(store, session):
-    from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
     from sqlmodel import select
+
+    from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
 
     _two_judges(store, n=5)
     task = session.exec(select(Task).where(Task.name == "claim_support")).one()
@@ -107,15 +109,16 @@ def test_few_shot_targets_of_either_version_are_left_out(store, session):
 
 
 @pytest.mark.parametrize(
-    ("a", "b", "message"),
-    [("A", "A", "two different judges"), ("A", "nope", "unknown judge 'nope'"), ("A", "C", "nothing to compare")],
+    ("a", "b", "error", "message"),
+    [("A", "A", CalibrationError, "two different judges"), ("A", "nope", NotFound, "unknown judge 'nope'"),
+     ("A", "C", CalibrationError, "nothing to compare")],
 )
-def test_nothing_to_compare_says_what_is_missing(store, session, a, b, message):
+def test_nothing_to_compare_says_what_is_missing(store, session, a, b, error, message):
     _two_judges(store, n=3)
     store.sample("x", n_claims=1)
     store.verdict("C", "claim_support", "x", "supported", claim=0)  # C judged only an unlabelled target
     store.commit()
-    with pytest.raises(CalibrationError) as info:
+    with pytest.raises(error) as info:
         compare_judges(session, "d", a, b, options=FAST)
     assert message in str(info.value)
 

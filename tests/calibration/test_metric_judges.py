@@ -80,9 +80,9 @@ def test_direct_labels_on_a_metric_take_precedence_over_the_derived_gold(store, 
     store.label("faithfulness", "expert", "a", 0.25)
     store.commit()
     task = store.task("faithfulness")
-    from calibrate.calibration import _labels_frame
+    from calibrate.calibration.frames import labels_frame
 
-    gold = task_gold(session, store.dataset, task, _labels_frame(session, store.dataset, task)).set_index("target_key")
+    gold = task_gold(session, store.dataset, task, labels_frame(session, store.dataset, task)).set_index("target_key")
     a, b = f"sample:{store.samples['a'].id}", f"sample:{store.samples['b'].id}"
     assert gold.loc[a, "gold"] == 0.25 and gold.loc[a, "gold_source"] == "mean"
     assert gold.loc[b, "gold"] == pytest.approx(2 / 3) and gold.loc[b, "gold_source"] == "derived:claim_support"
@@ -150,9 +150,9 @@ def test_hostile_text_in_a_metric_report_is_escaped(store, session):
 
 
 def test_metric_judges_on_the_dashboard_compare_and_gate(store, session):
-    from calibrate.calibration import gate_lines
-    from calibrate.compare import compare_judges
-    from calibrate.loop import dashboard
+    from calibrate.calibration.compare import compare_judges
+    from calibrate.calibration.loop import dashboard
+    from calibrate.reports.gate import gate_lines
 
     gold = faithfulness_store(store)
     for sid, value in gold.items():
@@ -172,7 +172,7 @@ def test_metric_judges_on_the_dashboard_compare_and_gate(store, session):
 
 def test_compare_of_metric_judges_takes_a_direct_value_over_the_derived_one(store, session):
     """compare reads targets by integer id; a direct expert value must still replace the derived gold, not add a row."""
-    from calibrate.compare import compare_judges
+    from calibrate.calibration.compare import compare_judges
 
     gold = faithfulness_store(store)
     store.label("faithfulness", "expert", "a", 0.1)  # the experts' own value for "a" (derived: 1.0)

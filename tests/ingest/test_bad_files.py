@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from ingest_helpers import BAD, GOOD, dump
 from sqlmodel import Session, select
 
 from calibrate.models import Context, Sample
-from ingest_helpers import BAD, GOOD, dump
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ CASES = [
     ("verdict_outside.jsonl", "verdicts", ["--judge", "gpt"],
      ["line 1, field 'value': value 'mostly supported' is not a label of task claim_support"]),
     ("judge_mismatch.jsonl", "verdicts", ["--judge", "gpt"], ["line 2, field 'judge': is 'claude' but --judge names 'gpt'"]),
-    ("labels.jsonl", "labels", ["--dataset", "nope"], ["no dataset 'nope': import its samples first (datasets: d)"]),
+    ("labels.jsonl", "labels", ["--dataset", "nope"], ["unknown dataset 'nope' (datasets: d): import its samples first"]),
 ]
 
 

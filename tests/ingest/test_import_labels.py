@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from ingest_helpers import GOOD, dump, run_import, write_jsonl
 from sqlmodel import Session, select
 
 from calibrate.db import write_session
 from calibrate.ingest import ImportRejected
 from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict
 from calibrate.tasks import add_task
-from ingest_helpers import GOOD, dump, run_import, write_jsonl
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_each_wrong_label_field_is_named_with_its_line(dataset, tmp_path, row, e
 
 def test_labels_into_a_dataset_that_does_not_exist_name_the_ones_that_do(dataset):
     assert rejected(dataset, "labels", GOOD / "labels.jsonl", dataset="dd") == [
-        "no dataset 'dd': import its samples first (datasets: d)"]
+        "unknown dataset 'dd' (datasets: d): import its samples first"]
 
 
 def test_claim_indices_count_the_samples_claims(dataset, tmp_path):

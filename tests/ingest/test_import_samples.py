@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from ingest_helpers import GOOD, dump, run_import, write_jsonl
 from sqlmodel import Session, select
 
 from calibrate.ingest import ImportRejected, import_file
 from calibrate.ingest.claims import segment
 from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample
-from ingest_helpers import GOOD, dump, run_import, write_jsonl
 
 
 def good_rows() -> list[dict]:

@@ -12,6 +12,7 @@ from fractions import Fraction
 import pytest
 from sqlmodel import select
 
+from calibrate.errors import NotFound
 from calibrate.ingest.sampling import (
     MISSING,
     PRIORITY_NEGATIVE,
@@ -472,7 +473,6 @@ def populated(session):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"dataset": "nope", "n": 5}, "unknown dataset 'nope'; existing datasets: alpha, beta, empty"),
     ({"dataset": "empty", "n": 5}, "dataset 'empty' has no samples"),
     ({"dataset": "alpha", "n": 5, "stratify_by": "metadata.colour"}, "no sample of alpha has metadata.colour; metadata fields: lang, topic"),
     ({"dataset": "alpha", "n": 5, "stratify_by": "topic"}, "did you mean metadata.topic?"),
@@ -498,8 +498,14 @@ def test_errors_are_clear(populated, kwargs, message):
     assert populated.exec(select(Assignment)).all() == []
 
 
+def test_unknown_dataset_names_the_ones_that_exist(populated):
+    with pytest.raises(NotFound, match=re.escape("unknown dataset 'nope' (datasets: alpha, beta, empty): import samples first")):
+        sample_dataset(populated, "nope", n=5)
+    assert populated.exec(select(Assignment)).all() == []
+
+
 def test_unknown_dataset_when_there_are_none(session):
-    with pytest.raises(SamplingError, match="there are no datasets yet"):
+    with pytest.raises(NotFound, match=re.escape("(datasets: none yet): import samples first")):
         sample_dataset(session, "d", n=1)
 
 

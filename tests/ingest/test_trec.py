@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from ingest_helpers import dump, run_import
 from sqlmodel import Session, select
 
 from calibrate.ingest import ImportRejected
 from calibrate.models import Sample
-from ingest_helpers import dump, run_import
-
 
 SAMPLES = [
     {"id": "s1", "question": "Folic acid?", "answer": "0.4 mg.", "contexts": [], "metadata": {"query_id": "q1", "system": "a"}},
@@ -123,7 +122,7 @@ def test_bytes_that_are_not_utf8_name_their_line(dataset, tmp_path):
 
 
 def test_unknown_dataset_is_rejected(dataset, tmp_path):
-    with pytest.raises(ImportRejected, match=r"no dataset 'x': import its samples first \(datasets: d\)"):
+    with pytest.raises(ImportRejected, match=r"unknown dataset 'x' \(datasets: d\): import its samples first"):
         run_import(dataset, "run", write(tmp_path / "r.run", "q1 Q0 d1 1 1 t\n"), dataset="x")
 
 

@@ -21,8 +21,8 @@ from calibrate.judges.backends import (
     retry_after,
 )
 from calibrate.judges.errors import FatalBackendError, RateLimited, RequestRejected, RetryableError, Unreachable
-from calibrate.judges.render import Rendered
 from calibrate.judges.execution import run_coroutine
+from calibrate.judges.render import Rendered
 
 OPENAI = Endpoint("openai", "http://llm.test/v1", "m", "KEY")
 ANTHROPIC = Endpoint("anthropic", "http://llm.test", "claude-x", "KEY")

@@ -20,8 +20,7 @@ from judge_helpers import fast_options
 from sqlmodel import func, select
 
 from calibrate.db import write_session
-from calibrate.judges import PromptError, RunSetupError, RunSpec, run_judge, save_version
-from calibrate.judges import metrics
+from calibrate.judges import PromptError, RunSetupError, RunSpec, metrics, run_judge, save_version
 from calibrate.judges.embeddings import TfidfEmbedder
 from calibrate.models import ResponseCache, Sample, Task, Verdict
 

@@ -19,8 +19,8 @@ import pytest
 from calibrate.judges import transport as transport_module
 from calibrate.judges.backends import Endpoint, OpenAIBackend, ShardedTransport, build_client
 from calibrate.judges.errors import RetryableError, Unreachable
-from calibrate.judges.render import Rendered
 from calibrate.judges.execution import run_coroutine
+from calibrate.judges.render import Rendered
 from calibrate.judges.transport import AsyncioStream, H11Transport
 
 MESSAGES = Rendered("You judge.", "Claim: x")

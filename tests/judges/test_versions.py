@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
+from calibrate.errors import NotFound
 from calibrate.judges import FewShotSpec, PromptError, resolve_version, save_version
 from calibrate.judges.versions import diff_versions, parse_params, parse_ref, side_by_side
 from calibrate.models import FewShot, Label, PromptVersion, Task
@@ -78,7 +79,7 @@ def test_a_new_prompt_needs_a_task_and_a_valid_name(session):
         save_version(session, "p")
     with pytest.raises(PromptError, match="prompt name"):
         save_version(session, "bad@name", task="claim_support")
-    with pytest.raises(PromptError, match="unknown task"):
+    with pytest.raises(NotFound, match="unknown task"):
         save_version(session, "p", task="nope")
 
 
@@ -95,9 +96,9 @@ def test_refs_and_params():
 def test_resolving_versions_names_what_exists(session):
     save_version(session, "p", task="claim_support")
     assert resolve_version(session, "p")[1].number == 1
-    with pytest.raises(PromptError, match=r"no version 4 \(versions: 1\)"):
+    with pytest.raises(NotFound, match=r"no version 4 \(versions: 1\)"):
         resolve_version(session, "p@4")
-    with pytest.raises(PromptError, match=r"unknown prompt 'q' \(prompts: p\)"):
+    with pytest.raises(NotFound, match=r"unknown prompt 'q' \(prompts: p\)"):
         resolve_version(session, "q@1")
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from hostile import XSS_ANSWER
+from loop_helpers import copy_verdicts
 from sqlmodel import select
 
 from calibrate.calibration import Options
-from calibrate.compare import compare_judges
+from calibrate.calibration.compare import compare_judges
 from calibrate.db import write_session
 from calibrate.judges import save_version
 from calibrate.models import Assignment, Judge, Sample, Verdict
-from hostile import XSS_ANSWER
-from loop_helpers import copy_verdicts
 
 
 def test_compare_page_shows_what_calibrate_compare_gives_on_the_split(demo, client, login, session, app, soup):

@@ -9,9 +9,10 @@ from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, build_report
+from calibrate.calibration.loop import dashboard
 from calibrate.db import write_session
+from calibrate.errors import NotFound
 from calibrate.judges import save_version
-from calibrate.loop import dashboard
 from calibrate.models import Label, Sample
 
 
@@ -60,7 +61,7 @@ def test_bad_input_gives_a_message_not_an_empty_chart(demo, session, engine):
     unrun = board.rows[-1]
     assert unrun.judge == "demo-claims@3" and not unrun.ran and "no run of this version" in unrun.note
     assert len(board.scored) == 2
-    with pytest.raises(CalibrationError, match="unknown task"):
+    with pytest.raises(NotFound, match="unknown task"):
         dashboard(session, demo, task="nope")
 
 
@@ -113,7 +114,7 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
-    from calibrate.loop import disagreements, evaluate_on_test
+    from calibrate.calibration.loop import disagreements, evaluate_on_test
     from calibrate.models import TestEvaluation
 
     assert dashboard(session, demo, split="test").message.startswith("the test split of")
@@ -173,7 +174,7 @@ def test_label_budget_formula_json_and_dashboard(demo, session, client, login, a
 
 
 def test_self_preference_guard(demo, session, client, login, app, runner, soup):
-    from calibrate.calibration import model_family
+    from calibrate.judges.families import model_family
     from calibrate.models import Judge, PromptVersion
     from calibrate.reports import render
 

@@ -7,7 +7,7 @@ import json
 from bs4 import BeautifulSoup
 
 from calibrate.calibration import Options
-from calibrate.compare import compare_judges
+from calibrate.calibration.compare import compare_judges
 from calibrate.demo import DATASET, load_demo
 
 

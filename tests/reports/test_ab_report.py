@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from bs4 import BeautifulSoup
 
-from calibrate.ab import ABResult
+from calibrate.calibration.ab import ABResult
 from calibrate.reports import charts
 from calibrate.reports.ab_report import FORMATS, headline, render_ab
 

@@ -7,8 +7,8 @@ from bs4 import BeautifulSoup
 from hostile import XSS_ANSWER
 from sqlmodel import col, select
 
+from calibrate import lookup
 from calibrate.models import Claim, Label
-from calibrate.tasks import get_task
 
 
 def _soup(response):
@@ -20,7 +20,7 @@ def dispute(session, make_sample, make_user):
     """Claim 0 of a hostile sample: ana says supported, bea unsupported (a tie)."""
     sample = make_sample()
     claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == 0)).one()
-    task = get_task(session, "claim_support")
+    task = lookup.task(session, "claim_support")
     for name, value in (("ana", "supported"), ("bea", "unsupported")):
         user = make_user(name)
         session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
@@ -53,7 +53,7 @@ def test_deciding_sets_the_gold_and_answers_with_the_fragment(client, session, l
                            headers={"HX-Request": "true", "X-CSRFToken": token})
     assert response.status_code == 200
     article = _soup(response).select_one("article.dispute")
-    assert article["id"] == f"dispute-{get_task(session, 'claim_support').id}-{dispute.replace(':', '-')}"
+    assert article["id"] == f"dispute-{lookup.task(session, 'claim_support').id}-{dispute.replace(':', '-')}"
     assert article.select_one(".badge.gold").get_text() == "gold: unsupported"
     assert article.select_one("button[aria-pressed=true]")["value"] == "unsupported"
     session.commit()

@@ -152,14 +152,14 @@ def test_an_engineer_edits_a_guideline_as_a_new_version(client, session, login):
 
 
 def test_requeue_outdated_items_from_the_guideline_page(client, session, make_user, make_sample, login):
-    from calibrate.tasks import get_task
+    from calibrate import lookup
 
     token = login("eng", "engineer")
     ana = make_user("ana")
     sample = make_sample()
     done = Assignment(sample_id=sample.id, user_id=ana.id, status="done")
     session.add(done)
-    task = get_task(session, "answer_quality")
+    task = lookup.task(session, "answer_quality")
     session.add(Label(task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}", annotator_id=ana.id,
                       value="4", guideline_version=1))
     session.commit()

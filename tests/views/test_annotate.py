@@ -357,9 +357,9 @@ def others(session, make_sample, make_user):
     sample = make_sample(external_id="shared")
     bea = make_user("bea")
     claims = _claims(session, sample)
-    from calibrate.tasks import get_task
+    from calibrate import lookup
 
-    task = get_task(session, "claim_support")
+    task = lookup.task(session, "claim_support")
     for claim in claims:
         session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id, target_key=f"claim:{claim.id}",
                           annotator_id=bea.id, value="unsupported", rationale="BEA-SECRET-RATIONALE", source="import"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bs4 import BeautifulSoup
-
 from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 
 
@@ -66,9 +65,10 @@ def test_long_context_collapsed(client, login, make_sample):
 
 
 def test_labels_hidden_from_annotators(client, login, make_sample, session):
+    from sqlmodel import select
+
     from calibrate.accounts import ensure_annotator
     from calibrate.models import Claim, Label, Task
-    from sqlmodel import select
 
     sample = make_sample()
     other = ensure_annotator(session, "other")
@@ -82,9 +82,10 @@ def test_labels_hidden_from_annotators(client, login, make_sample, session):
 
 
 def test_labels_shown_to_engineers(client, login, make_sample, session):
+    from sqlmodel import select
+
     from calibrate.accounts import ensure_annotator
     from calibrate.models import Claim, Label, Task
-    from sqlmodel import select
 
     sample = make_sample()
     other = ensure_annotator(session, "other")

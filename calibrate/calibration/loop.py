@@ -18,17 +18,36 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from calibrate import lookup
+from calibrate.annotation.queue import set_status
 from calibrate.annotation.uncertainty import queue_mode
-from calibrate.calibration import (
+from calibrate.calibration.compare import compare_judges
+from calibrate.calibration.gold import (
+    human_gold,
+)
+from calibrate.calibration.options import Options
+from calibrate.calibration.rag import (
     DERIVED_GOLD,
-    CalibrationError,
-    Options,
+)
+from calibrate.calibration.report import (
     alignment_sections,
     build_report,
-    resolve_dataset,
+)
+from calibrate.errors import CalibrationError, NotFound
+from calibrate.judges.families import (
     self_preference_warnings,
 )
+from calibrate.judges.versions import (
+    FewShotSpec,
+    diff_versions,
+    latest_version,
+    save_version,
+    stored_examples,
+)
 from calibrate.models import (
+    Assignment,
+    Claim,
+    Context,
     Dataset,
     Judge,
     JudgeRun,
@@ -37,7 +56,11 @@ from calibrate.models import (
     PromptVersion,
     Sample,
     Task,
+    TestEvaluation,
+    Triage,
+    User,
     Verdict,
+    utcnow,
 )
 from calibrate.reports.summary import ceiling
 
@@ -94,14 +117,6 @@ class Dashboard:
         return [r for r in self.rows if r.value is not None]
 
 
-def _task(session: Session, name: str) -> Task:
-    task = session.exec(select(Task).where(Task.name == name)).first()
-    if task is None:
-        names = ", ".join(session.exec(select(Task.name).order_by(Task.id)).all())
-        raise CalibrationError(f"unknown task {name!r} (tasks: {names})")
-    return task
-
-
 def _judges(session: Session, dataset: Dataset, task: Task) -> list[tuple[Judge | None, Prompt | None, PromptVersion | None]]:
     """Return the versions of the task's prompts (with their judge, if one ran) then the imported judges."""
     judged = set(session.exec(
@@ -147,12 +162,12 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
               options: Options | None = None) -> Dashboard:
     """Return every judge of `task` on the dataset with its alignment on `split` (None: every sample).
 
-    Raises CalibrationError for an unknown dataset or task; a split without labels or a
+    Raises NotFound for an unknown dataset or task; a split without labels or a
     dataset without judges gives a dashboard whose `message` says what is missing.
     """
     base = options or Options()
-    dataset = resolve_dataset(session, dataset_name)
-    task_row = _task(session, task)
+    dataset = lookup.dataset(session, dataset_name)
+    task_row = lookup.task(session, task)
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
                       budget_half_width=base.budget_half_width,
                       splits=_splits(session, dataset),
@@ -171,7 +186,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         return board
     board.n_labelled = _n_labelled(session, dataset, task_row, split)
     if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
-        board.n_labelled += _n_labelled(session, dataset, _task(session, DERIVED_GOLD[task_row.name]), split)
+        board.n_labelled += _n_labelled(session, dataset, lookup.task(session, DERIVED_GOLD[task_row.name]), split)
     if board.n_labelled == 0:
         where = f"in split {split}" if split else "in any split"
         board.message = f"no {task_row.name} labels {where} of {dataset.name}: label some targets first or choose another split"
@@ -266,11 +281,11 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     `pair` is `GOLD→JUDGE` (or `GOLD->JUDGE`); `agreement` is `unanimous` (every annotator gave
     the same label) or `split`; `meta` is `FIELD=VALUE` on the sample's metadata. Few-shot
     examples of the judge's version, unparsed verdicts and targets without gold are not listed
-    (they are not scored). Raises CalibrationError for an unknown dataset, judge, task, split or
+    (they are not scored). Raises NotFound for an unknown dataset, judge or task, CalibrationError for a split or
     a malformed filter.
     """
-    _task(session, task)
-    dataset_row = resolve_dataset(session, dataset_name)
+    lookup.task(session, task)
+    dataset_row = lookup.dataset(session, dataset_name)
     frozen = frozen_test_message(dataset_row.name, split, _splits(session, dataset_row))
     if frozen:
         return DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
@@ -285,9 +300,8 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         return out
     items = [Disagreement(r.target, r.sample_id, r.claim if r.claim is not None else r.context, str(r.gold), str(r.judge), r.humans)
              for r in report.rows[task] if r.agree is False]
-    from calibrate.calibration import resolve_judge
 
-    kinds = triage_of(session, resolve_judge(session, judge_name), _task(session, task))
+    kinds = triage_of(session, lookup.judge(session, judge_name), lookup.task(session, task))
     for d in items:
         d.triage = kinds.get(d.target, "")
     out.total = len(items)
@@ -301,7 +315,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         key, sep, value = meta.partition("=")
         if not sep or not key.strip():
             raise CalibrationError(f"metadata filter must be FIELD=VALUE, not {meta!r}")
-        dataset = resolve_dataset(session, dataset_name)
+        dataset = lookup.dataset(session, dataset_name)
         rows = session.exec(select(Sample.external_id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
         keep = {ext for ext, m in rows if isinstance(m, dict) and str(m.get(key.strip())) == value.strip()}
         items = [d for d in items if d.sample in keep]
@@ -340,13 +354,10 @@ class DisagreementDetail:
 def disagreement_detail(session: Session, dataset_name: str, judge_name: str, target: str,
                         *, task: str = "claim_support") -> DisagreementDetail:
     """Return one target of a dataset with its human labels, the gold and the judge's verdict."""
-    from calibrate.calibration import resolve_judge
-    from calibrate.judges.versions import human_gold
-    from calibrate.models import Claim, Context, User
 
-    dataset = resolve_dataset(session, dataset_name)
-    judge = resolve_judge(session, judge_name)
-    task_row = _task(session, task)
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name)
+    task_row = lookup.task(session, task)
     kind, _, raw_id = target.partition(":")
     if kind != task_row.target or not raw_id.isdigit():
         raise CalibrationError(f"{target!r} is not a {task_row.target} target of task {task_row.name}")
@@ -394,13 +405,6 @@ def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: st
     Raises CalibrationError when the judge is imported, and the judges module's PromptError when the
     target cannot be an example (test split, no gold, already an example).
     """
-    from calibrate.judges.versions import (
-        FewShotSpec,
-        latest_version,
-        save_version,
-        stored_examples,
-    )
-    from calibrate.models import Claim, Context
 
     detail = disagreement_detail(session, dataset_name, judge_name, target, task=task)
     if detail.prompt is None:
@@ -442,8 +446,6 @@ def triage(session: Session, dataset_name: str, judge_name: str, target: str, ki
     review" list of the adjudication page; when no such assignment exists (labels imported without
     a queue), the triage is still recorded and `flagged` is False.
     """
-    from calibrate.annotation.queue import set_status
-    from calibrate.models import Assignment, Triage, utcnow
 
     if kind not in TRIAGE_KINDS:
         raise CalibrationError(f"triage must be one of {', '.join(TRIAGE_KINDS)}, not {kind!r}")
@@ -472,7 +474,6 @@ def triage(session: Session, dataset_name: str, judge_name: str, target: str, ki
 
 def triage_counts(session: Session, dataset: Dataset, task: Task) -> dict[int, dict[str, int]]:
     """Return judge id → {triage kind: count} for a dataset and task."""
-    from calibrate.models import Triage
 
     out: dict[int, dict[str, int]] = {}
     rows = session.exec(select(Triage.judge_id, Triage.kind, func.count()).where(Triage.dataset_id == dataset.id, Triage.task_id == task.id)
@@ -484,7 +485,6 @@ def triage_counts(session: Session, dataset: Dataset, task: Task) -> dict[int, d
 
 def triage_of(session: Session, judge: Judge, task: Task) -> dict[str, str]:
     """Return target key → triage kind of a judge's triaged disagreements."""
-    from calibrate.models import Triage
 
     return dict(session.exec(select(Triage.target_key, Triage.kind).where(Triage.judge_id == judge.id, Triage.task_id == task.id)).all())
 
@@ -512,12 +512,10 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
 
     Raises CalibrationError when the dataset has no test split or the judge no verdicts there.
     """
-    from calibrate.calibration import resolve_judge
-    from calibrate.models import TestEvaluation
 
-    dataset = resolve_dataset(session, dataset_name)
-    judge = resolve_judge(session, judge_name)
-    task_row = _task(session, task)
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name)
+    task_row = lookup.task(session, task)
     if TEST_SPLIT not in _splits(session, dataset):
         raise CalibrationError(f"{dataset.name} has no test split (splits: {', '.join(_splits(session, dataset)) or 'none'})")
     opts = Options(**{**(options or Options()).__dict__, "split": TEST_SPLIT, "group_by": None})
@@ -536,7 +534,6 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
 
 def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:
     """Return judge id → (times its test score was computed, the latest TestEvaluation)."""
-    from calibrate.models import TestEvaluation
 
     out: dict[int, tuple[int, object]] = {}
     rows = session.exec(select(TestEvaluation).where(TestEvaluation.dataset_id == dataset.id, TestEvaluation.task_id == task.id)
@@ -557,12 +554,9 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
     """Return the `versions` section of a prompt-version judge's report: every version of its prompt with its
     alignment and CI on the report's split, what changed from the version before, and `compare_judges` of the
     latest two versions that ran, on the same split. None for an imported judge."""
-    from calibrate.calibration import resolve_judge
-    from calibrate.compare import compare_judges
-    from calibrate.judges.versions import diff_versions
 
     options = options or Options()
-    judge = resolve_judge(session, judge_name)
+    judge = lookup.judge(session, judge_name)
     if judge.prompt_version_id is None:
         return None
     prompt = session.get(Prompt, session.get(PromptVersion, judge.prompt_version_id).prompt_id)
@@ -626,14 +620,13 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
                 split: str | None = DEFAULT_SPLIT, options: Options | None = None) -> JudgeComparison:
     """Return `compare_judges` of B against A on one split (what `calibrate compare --split` gives), or a message.
 
-    Raises CalibrationError only for an unknown dataset or task; every other bad input (no judge
+    Raises NotFound only for an unknown dataset or task; every other bad input (no judge
     picked, the same judge twice, an unknown judge, a version without any run, the frozen test
     split, a split without samples, no common targets) gives a `message` saying what is missing.
     """
-    from calibrate.compare import compare_judges
 
-    dataset = resolve_dataset(session, dataset_name)
-    task_row = _task(session, task)
+    dataset = lookup.dataset(session, dataset_name)
+    task_row = lookup.task(session, task)
     page = JudgeComparison(dataset=dataset.name, task=task_row.name, split=split, a=judge_a, b=judge_b,
                            tasks=list(session.exec(select(Task.name).order_by(Task.id)).all()), splits=_splits(session, dataset))
     listed = _judges(session, dataset, task_row)
@@ -652,6 +645,6 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
     opts = Options(**{**(options or Options()).__dict__, "split": split, "group_by": None})
     try:
         page.result = compare_judges(session, dataset.name, judge_a, judge_b, task=task_row.name, options=opts)
-    except CalibrationError as exc:
+    except (CalibrationError, NotFound) as exc:  # an unknown judge, nothing in common: said on the page
         page.message = str(exc)
     return page

@@ -34,19 +34,32 @@ from sqlalchemy import or_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
-from calibrate import stats
-from calibrate.calibration import (
+from calibrate import lookup, stats
+from calibrate.calibration.frames import (
+    adjudication_order,
+    fewshot_keys,
+    split_samples,
+)
+from calibrate.calibration.options import Options
+from calibrate.calibration.rag import (
     DERIVED_GOLD,
-    CalibrationError,
-    Options,
-    _fewshot_keys,
-    _frame,
-    _split_samples,
-    resolve_dataset,
-    resolve_judge,
     task_gold,
 )
-from calibrate.models import Claim, Context, Dataset, FewShot, Judge, Label, PromptVersion, Sample, Task, Verdict, target_key
+from calibrate.db import read_frame
+from calibrate.errors import CalibrationError
+from calibrate.models import (
+    Claim,
+    Context,
+    Dataset,
+    FewShot,
+    Judge,
+    Label,
+    PromptVersion,
+    Sample,
+    Task,
+    Verdict,
+    target_key,
+)
 from calibrate.stats import Estimate
 
 MAX_FLIPS_LISTED = 500
@@ -108,13 +121,14 @@ def _gold(session: Session, dataset: Dataset, task: Task, split: str | None) -> 
     most of the comparison's time.
     """
     # Stale labels never count towards the gold: they are left out in SQL rather than read and dropped.
-    query = _in_split(sa_select(_target_id(task, Label), Label.sample_id, Label.value, Label.adjudicated)
+    query = _in_split(sa_select(_target_id(task, Label), Label.sample_id, Label.value, Label.adjudicated, *adjudication_order())
                       .join(Sample, Sample.id == Label.sample_id)
                       .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, Label.stale.is_(False)), split)
-    labels = _frame(session, query, ["target_key", "sample_id", "value", "adjudicated"]).astype({"adjudicated": bool})
+    labels = read_frame(session, query, ["target_key", "sample_id", "value", "adjudicated", "updated_at", "label_id"]
+                        ).astype({"adjudicated": bool})
     labels["stale"] = False
     # Metric tasks (faithfulness, context_precision) add gold derived from claim or context labels.
-    in_split = _split_samples(session, dataset, split) if split and task.name in DERIVED_GOLD else None
+    in_split = split_samples(session, dataset, split) if split and task.name in DERIVED_GOLD else None
     gold = task_gold(session, dataset, task, labels, in_split)
     gold = gold[gold["gold"].notna()]
     return gold.assign(target_key=_as_ids(gold["target_key"]))
@@ -125,7 +139,7 @@ def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: J
     query = (sa_select(Verdict.judge_id, _target_id(task, Verdict), Verdict.sample_id, Verdict.value, Verdict.status)
              .join(Sample, Sample.id == Verdict.sample_id)
              .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, or_(Verdict.judge_id == a.id, Verdict.judge_id == b.id)))
-    frame = _frame(session, _in_split(query, split), ["judge_id", "target_key", "sample_id", "value", "status"])
+    frame = read_frame(session, _in_split(query, split), ["judge_id", "target_key", "sample_id", "value", "status"])
     is_a = (frame["judge_id"] == a.id).to_numpy()
     return frame[is_a].reset_index(drop=True), frame[~is_a].reset_index(drop=True)
 
@@ -226,8 +240,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     Raise CalibrationError when there is nothing to compare, naming what is missing.
     """
     options = options or Options()
-    dataset = resolve_dataset(session, dataset_name)
-    a, b = resolve_judge(session, judge_a), resolve_judge(session, judge_b)
+    dataset = lookup.dataset(session, dataset_name)
+    a, b = lookup.judge(session, judge_a), lookup.judge(session, judge_b)
     if a.id == b.id:
         raise CalibrationError("compare two different judges")
     tasks = list(session.exec(select(Task).order_by(Task.id)).all())
@@ -238,9 +252,9 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
             raise CalibrationError(f"unknown task {task!r} (tasks: {names})")
     split = options.split
     if split:
-        _split_samples(session, dataset, split)  # a split without samples: an error naming the splits
+        split_samples(session, dataset, split)  # a split without samples: an error naming the splits
     where = f" in split {split}" if split else ""
-    excluded = _fewshot_keys(session, a) | _fewshot_keys(session, b)
+    excluded = fewshot_keys(session, a) | fewshot_keys(session, b)
     result: dict[str, Any] = {"dataset": dataset.name, "judge_a": a.name, "judge_b": b.name, "split": split, "tasks": {}}
     missing = []
     for t in tasks:

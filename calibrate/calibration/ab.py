@@ -36,16 +36,42 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sqlalchemy import select as sa_select
-from sqlmodel import Session
+from sqlmodel import Session, select
 
-from calibrate import stats
-from calibrate.calibration import (
-    resolve_dataset,
-    resolve_judge,
+from calibrate import __version__, lookup, stats
+from calibrate.calibration.frames import (
+    claim_totals,
+    fewshot_keys,
+    labels_frame,
+    per_sample,
+    require_verdicts,
     sample_field_values,
-    sample_metric,
+    target_positions,
 )
-from calibrate.models import Sample
+from calibrate.calibration.gold import (
+    categorical_gold,
+    numeric_gold,
+)
+from calibrate.calibration.rag import (
+    DERIVED_GOLD,
+    gold_relevance,
+    judge_faithfulness,
+    judge_relevance,
+    metric_scores,
+    task_gold,
+)
+from calibrate.calibration.retrieval import (
+    RETRIEVAL_METRICS,
+    RETRIEVAL_SOURCES,
+    id_lists,
+)
+from calibrate.errors import ABError, CalibrationError
+from calibrate.models import (
+    Dataset,
+    Judge,
+    Sample,
+    Task,
+)
 from calibrate.tasks import METRIC_TASKS
 
 #: Metrics with a fixed name (the metric tasks, whose human values are the report's gold and
@@ -55,10 +81,6 @@ from calibrate.tasks import METRIC_TASKS
 NAMED_METRICS = (*METRIC_TASKS, "mrr")
 CUTOFF_METRICS = ("ndcg", "recall", "precision", "f1")
 _CUTOFF = re.compile(r"^(ndcg|recall|precision|f1)@([1-9][0-9]{0,5})$")
-
-
-class ABError(ValueError):
-    """An A/B request that cannot be answered: an unknown value, a bad metric, or no pairs."""
 
 
 @dataclass
@@ -74,6 +96,81 @@ class ABResult:
     """The comparison; `data` has exactly the JSON shape of docs/cli.md (`calibrate ab`)."""
 
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SampleValues:
+    """One metric per sample (index: sample primary key; NaN where undefined) and where it came from."""
+
+    values: pd.Series
+    source: str
+    note: str = ""
+
+
+def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Judge | None = None, k: int = 10) -> SampleValues:
+    """Return a metric per sample from the human gold (judge None) or from a judge's verdicts.
+
+    `metric`: "faithfulness", "context_precision", a retrieval metric ("recall", "precision",
+    "f1", "ndcg" at cut-off `k`, or "mrr"), or the name of an ordinal or continuous task on
+    whole samples (such as answer_quality: the gold mean or adjudicated value, or the judge's
+    score). Retrieval metrics from the human side use the samples' retrieved_ids and
+    relevant_ids when any sample carries both, else the context_relevance gold; from a judge,
+    its context_relevance verdicts. A metric judge of faithfulness or context_precision gives
+    its own per-sample scores. The human faithfulness and context precision are `task_gold`'s,
+    the gold the report calibrates metric judges against (direct expert values first, else
+    derived), so an A/B test and a report never disagree on a sample's human value.
+    """
+    side = f"judge {judge.name}" if judge is not None else "the human gold"
+    if judge is not None and metric in DERIVED_GOLD:
+        scores = metric_scores(session, dataset, judge, metric, None)
+        if scores is not None:  # a metric judge: its own per-sample scores
+            return SampleValues(scores, f"{metric}: {side} (metric judge)")
+    if judge is None and metric in DERIVED_GOLD:
+        task = lookup.task(session, metric)
+        gold = task_gold(session, dataset, task, labels_frame(session, dataset, task))
+        direct = int((gold["gold_source"] != f"derived:{DERIVED_GOLD[metric]}").sum()) if len(gold) else 0
+        return SampleValues(per_sample(gold["sample_id"].to_numpy(dtype=np.int64), gold["gold"].astype(float).to_numpy()),
+                            f"{DERIVED_GOLD[metric]}: {side}" + (f" (direct {metric} values for {direct} samples)" if direct else ""))
+    if metric == "faithfulness":
+        task = lookup.task(session, "claim_support")
+        totals = claim_totals(session, dataset)
+        excluded = set(task.excluded or [])
+        values, _ = judge_faithfulness(require_verdicts(session, dataset, task, judge), totals, excluded=excluded,
+                                       skip=fewshot_keys(session, judge))
+        return SampleValues(values, f"claim_support: {side}")
+    if metric == "context_precision" or metric in RETRIEVAL_METRICS:
+        if metric in RETRIEVAL_METRICS and judge is None:
+            ids, retrieved, relevant, _ = id_lists(session, dataset)
+            if len(ids):
+                rel, n_relevant = stats.relevance_matrix(retrieved, relevant)
+                per_query = stats.per_query_metrics(rel, n_relevant, k=k)
+                return SampleValues(per_sample(ids, per_query[RETRIEVAL_METRICS[metric]]), "ids", RETRIEVAL_SOURCES["ids"])
+        task = lookup.task(session, "context_relevance")
+        if judge is None:
+            labels = labels_frame(session, dataset, task)
+            samples, rel = gold_relevance(categorical_gold(labels), target_positions(labels, None))
+            source = "context_relevance_gold"
+        else:
+            samples, rel = judge_relevance(require_verdicts(session, dataset, task, judge))
+            source = "context_relevance_judge"
+        if metric == "context_precision":
+            return SampleValues(per_sample(samples, stats.context_precision(rel)), f"context_relevance: {side}")
+        per_query = stats.per_query_metrics(rel, rel.sum(axis=1), k=k)
+        return SampleValues(per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, RETRIEVAL_SOURCES[source])
+    task = session.exec(select(Task).where(Task.name == metric)).first()
+    if task is None or task.target != "sample" or task.kind == "categorical":
+        scored = ", ".join(name for name in session.exec(select(Task.name).where(Task.target == "sample", Task.kind != "categorical")
+                                                         .order_by(Task.id)).all() if name not in DERIVED_GOLD)
+        raise CalibrationError(f"unknown metric {metric!r} (metrics: faithfulness, context_precision, ndcg@K, recall@K, "
+                               f"precision@K, f1@K, mrr{', ' + scored if scored else ''})")
+    if judge is None:
+        gold = numeric_gold(labels_frame(session, dataset, task))
+        return SampleValues(per_sample(gold["sample_id"].to_numpy(dtype=np.int64), gold["gold"].astype(float).to_numpy()),
+                            f"{task.name}: {side} (adjudicated value, else the mean of the annotators)")
+    verdicts = require_verdicts(session, dataset, task, judge)
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna()]
+    return SampleValues(per_sample(usable["sample_id"].to_numpy(dtype=np.int64), usable["value"].astype(float).to_numpy()),
+                        f"{task.name}: {side}")
 
 
 def parse_metric(metric: str) -> tuple[str, int | None]:
@@ -121,9 +218,9 @@ def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: 
     dataset, field, value, judge or metric is unknown, or when no question can be paired.
     """
     options = options or ABOptions()
-    dataset = resolve_dataset(session, dataset_name)
+    dataset = lookup.dataset(session, dataset_name)
     name, k = parse_metric(metric)
-    judge = None if source == "human" else resolve_judge(session, source)
+    judge = None if source == "human" else lookup.judge(session, source)
     groups = sample_field_values(session, dataset, by)
     present = sorted({v for v in groups.values() if v is not None})
     for flag, value in (("--a", a), ("--b", b)):
@@ -156,9 +253,8 @@ def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: 
     ttest = stats.paired_t_test(x, y)
     wilcoxon = stats.wilcoxon_signed_rank(x, y)
     relative = stats.relative_improvement(x, y)
-    from calibrate import __version__
 
-    external = _external_ids(session, [s for key in paired for s in (*members_a[key], *members_b[key])])
+    external = _external_ids_of(session, [s for key in paired for s in (*members_a[key], *members_b[key])])
     unpaired_a = len(mean_a_of) - len(paired)
     unpaired_b = len(mean_b_of) - len(paired)
     data: dict[str, Any] = {
@@ -195,7 +291,7 @@ def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: 
     return ABResult(data=data)
 
 
-def _external_ids(session: Session, sample_ids: list[int]) -> dict[int, str]:
+def _external_ids_of(session: Session, sample_ids: list[int]) -> dict[int, str]:
     out: dict[int, str] = {}
     for start in range(0, len(sample_ids), 5000):
         part = sample_ids[start: start + 5000]

@@ -1,8 +1,7 @@
-"""`calibrate prompt new|list|show|diff` and `calibrate judge run` (registered by calibrate.cli).
+"""`calibrate prompt new|list|show|diff` and `calibrate judge run`.
 
-Thin like the rest of the CLI: parse, call one domain function, print. Exit code 2 with a
-one-line `error:` for bad input, a missing API-key variable, bad credentials, an unknown
-model or an unreachable base URL.
+Exit code 2 with a one-line `error:` for bad input, a missing API-key variable, bad
+credentials, an unknown model or an unreachable base URL.
 """
 
 from __future__ import annotations
@@ -11,9 +10,24 @@ import sys
 from pathlib import Path
 
 import click
-from flask import Flask
+from sqlmodel import Session
 
-from calibrate.cli import BadInput, cli, db_option, ready_engine
+from calibrate import lookup
+from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.db import write_session
+from calibrate.errors import NotFound
+from calibrate.judges import FewShotSpec, NothingToDo, PromptError, RunOptions, RunSpec, execute_run, prepare_run, save_version
+from calibrate.judges.prices import load_prices
+from calibrate.judges.versions import (
+    DEFAULT_PARAMS,
+    format_params,
+    latest_version,
+    list_prompts,
+    parse_params,
+    resolve_version,
+    unified_diff,
+    version_view,
+)
 
 
 def _read(path: Path | None, what: str) -> str | None:
@@ -25,7 +39,7 @@ def _read(path: Path | None, what: str) -> str | None:
         raise BadInput(f"{what} {path}: {exc}") from exc
 
 
-@cli.group("prompt")
+@click.group("prompt")
 def prompt_group() -> None:
     """Manage judge prompts and their immutable versions."""
 
@@ -45,47 +59,33 @@ def prompt_group() -> None:
 @click.option("--dataset", help="Dataset of the few-shot samples (needed when an id exists in several).")
 @click.option("--note", default="", help="What changed and why.")
 @db_option
-def prompt_new_command(app: Flask, name: str, task: str | None, template_file: Path | None, system_file: Path | None,
+def prompt_new_command(settings: Settings, name: str, task: str | None, template_file: Path | None, system_file: Path | None,
                        model: str | None, params: tuple[str, ...], few_shots: tuple[str, ...], no_few_shots: bool,
                        dataset: str | None, note: str) -> None:
     """Save a version of a prompt (a new prompt gets version 1); print NAME@N."""
-    from calibrate.db import write_session
-    from calibrate.judges import FewShotSpec, PromptError, save_version
-    from calibrate.judges.versions import parse_params
-
     if few_shots and no_few_shots:
         raise click.UsageError("--few-shot and --no-few-shots exclude each other")
     template, system = _read(template_file, "--template"), _read(system_file, "--system")
-    try:
-        parsed = parse_params(params) if params else None
-        specs = [FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
-        with write_session(ready_engine(app)) as session:
-            if parsed is not None:
-                from sqlmodel import select
-
-                from calibrate.judges.versions import latest_version
-                from calibrate.models import Prompt
-
-                prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
-                previous = latest_version(session, prompt) if prompt else None
-                parsed = {**(previous.params if previous else {"temperature": 0}), **parsed}
-            result = save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
-                                  few_shots=specs, dataset=dataset, note=note)
-            line = result.line(name)
-    except PromptError as exc:
-        raise BadInput(str(exc)) from exc
+    parsed = parse_params(params) if params else None
+    specs = [FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
+    with write_session(ready_engine(settings)) as session:
+        if parsed is not None:  # --param changes the named parameters of the latest version, keeping the others
+            try:
+                previous = latest_version(session, lookup.prompt(session, name))
+            except NotFound:
+                previous = None
+            parsed = {**(previous.params if previous else DEFAULT_PARAMS), **parsed}
+        result = save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
+                              few_shots=specs, dataset=dataset, note=note)
+        line = result.line(name)
     click.echo(line)
 
 
 @prompt_group.command("list")
 @db_option
-def prompt_list_command(app: Flask) -> None:
+def prompt_list_command(settings: Settings) -> None:
     """List prompts: name, task, versions, latest version, runs."""
-    from sqlmodel import Session
-
-    from calibrate.judges.versions import list_prompts
-
-    with Session(ready_engine(app)) as session:
+    with Session(ready_engine(settings)) as session:
         for row in list_prompts(session):
             click.echo(f"{row.prompt.name}\t{row.task}\t{row.versions} versions\tlatest {row.prompt.name}@{row.latest}\t{row.runs} runs")
 
@@ -93,19 +93,11 @@ def prompt_list_command(app: Flask) -> None:
 @prompt_group.command("show")
 @click.argument("ref", metavar="NAME@N")
 @db_option
-def prompt_show_command(app: Flask, ref: str) -> None:
+def prompt_show_command(settings: Settings, ref: str) -> None:
     """Show a version: model, parameters, few-shot examples, system text and template."""
-    from sqlmodel import Session
-
-    from calibrate.judges import PromptError, resolve_version
-    from calibrate.judges.versions import format_params, version_view
-
-    try:
-        with Session(ready_engine(app)) as session:
-            prompt, version = resolve_version(session, ref)
-            view = version_view(session, prompt, version)
-    except PromptError as exc:
-        raise BadInput(str(exc)) from exc
+    with Session(ready_engine(settings)) as session:
+        prompt, version = resolve_version(session, ref)
+        view = version_view(session, prompt, version)
     v = view.version
     click.echo(f"{view.ref}  task {view.task.name}  hash {v.content_hash[:12]}  created {v.created_at:%Y-%m-%d %H:%M}"
                + (f"  by {view.author}" if view.author else "") + (f"  from @{view.parent}" if view.parent else ""))
@@ -126,26 +118,18 @@ def prompt_show_command(app: Flask, ref: str) -> None:
 @click.argument("a", metavar="NAME@A")
 @click.argument("b", metavar="NAME@B")
 @db_option
-def prompt_diff_command(app: Flask, a: str, b: str) -> None:
+def prompt_diff_command(settings: Settings, a: str, b: str) -> None:
     """Print a unified diff of two versions (template, system, model, params, few-shots)."""
-    from sqlmodel import Session
-
-    from calibrate.judges import PromptError, resolve_version
-    from calibrate.judges.versions import unified_diff
-
-    try:
-        with Session(ready_engine(app)) as session:
-            prompt_a, version_a = resolve_version(session, a)
-            prompt_b, version_b = resolve_version(session, b)
-            if prompt_a.id != prompt_b.id:
-                raise PromptError(f"{a} and {b} are versions of different prompts")
-            text = unified_diff(session, prompt_a, version_a, version_b)
-    except PromptError as exc:
-        raise BadInput(str(exc)) from exc
+    with Session(ready_engine(settings)) as session:
+        prompt_a, version_a = resolve_version(session, a)
+        prompt_b, version_b = resolve_version(session, b)
+        if prompt_a.id != prompt_b.id:
+            raise PromptError(f"{a} and {b} are versions of different prompts")
+        text = unified_diff(session, prompt_a, version_a, version_b)
     click.echo(text)
 
 
-@cli.group("judge")
+@click.group("judge")
 def judge_group() -> None:
     """Run judges over a dataset."""
 
@@ -167,31 +151,26 @@ def judge_group() -> None:
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Read timeout of one call, seconds.")
 @click.option("--max-attempts", type=click.IntRange(1, 10), default=5, show_default=True, help="Attempts per item.")
 @db_option
-def judge_run_command(app: Flask, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
+def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
                       api_key_env: str | None, concurrency: int, max_calls: int | None, max_tokens: int | None,
                       split: str | None, labelled_only: bool, limit: int | None, rerun: bool, timeout: float,
                       max_attempts: int) -> None:
     """Run a prompt version over a dataset and store one verdict per target (resumable)."""
-    from calibrate.judges import JudgeError, NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
-    from calibrate.judges.prices import load_prices
-
     spec = RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
                    api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun,
                    options=RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
                                       read_timeout=timeout, max_attempts=max_attempts))
-    engine = ready_engine(app)
+    engine = ready_engine(settings)
+    prices = load_prices(settings["INSTANCE_PATH"])
     try:
-        prices = load_prices(app.instance_path)
         run_id = prepare_run(engine, spec)
-    except NothingToDo as exc:
+    except NothingToDo as exc:  # not a refusal: every target is judged already
         click.echo(str(exc))
         return
-    except JudgeError as exc:
-        raise BadInput(str(exc)) from exc
     bar = None
     progress = None
     if sys.stderr.isatty():
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415 - only an interactive terminal shows a bar
 
         bar = tqdm(desc=f"judging with {prompt_ref}", unit=" targets", file=sys.stderr, mininterval=0.3)
 

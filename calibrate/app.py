@@ -1,0 +1,55 @@
+"""The Flask application: `create_app(test_config=None)` (import it from `calibrate`, which loads this lazily).
+
+Settings come from calibrate/settings.py (the same the command line reads); this adds what only
+a web app needs: the secret key (generated once per install into the instance folder), the
+request's database session, the blueprints, the error handling, and the CLI commands under
+`flask --app calibrate <command>`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from flask import Flask
+
+from calibrate import PROJECT_ROOT, cli, views
+from calibrate.settings import load_settings
+from calibrate.views import session
+
+
+def _secret_key(instance: Path) -> str:
+    """Return this install's secret key, generating it into the instance folder on first use."""
+    path = instance / "secret_key"
+    if not path.exists():
+        # O_EXCL: two processes starting at once must not end up with different keys.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    """Create and configure the calibrate Flask app."""
+    settings = load_settings(test_config)
+    instance = Path(settings["INSTANCE_PATH"])
+    instance.mkdir(parents=True, exist_ok=True)
+    app = Flask(
+        "calibrate",
+        instance_path=str(instance),
+        instance_relative_config=True,
+        template_folder=str(PROJECT_ROOT / "templates"),
+        static_folder=str(PROJECT_ROOT / "static"),
+    )
+    app.config.update(settings)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = _secret_key(instance)
+    session.init_app(app)
+    views.init_app(app)
+    cli.register_flask_commands(app)
+    return app

@@ -1,0 +1,51 @@
+"""Calibration: labels and judges' verdicts → gold, statistics, the Report, comparisons and the loop.
+
+The public API (import these names from `calibrate.calibration`; the modules are loaded on
+first use, so naming one API does not load pandas and SciPy for the rest):
+
+    build_report(session, dataset, judge, options=, tasks=) → Report     report.py
+    Options, Report, ItemRow, alignment_sections                          options.py, report.py
+    gold_frame, categorical_gold, numeric_gold, human_gold, GOLD_RULE     gold.py  (the one gold rule)
+    task_gold, DERIVED_GOLD                                               rag.py   (metric tasks' gold)
+    labels_needed, label_budget                                           budget.py
+    compare_judges                                                        compare.py (`calibrate compare`)
+    compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
+    dashboard, disagreements, versions_section, …                         loop.py  (the engineer's loop)
+    CalibrationError, ABError                                             calibrate/errors.py
+
+Modules, in the order data flows: frames (read labels and verdicts into frames), gold,
+sections (a task's statistics), budget, rag and retrieval (the RAG system's own metrics),
+report (build_report), compare, ab, loop. The gate's PASS/FAIL wording is reports/gate.py;
+model families and the self-preference guard are judges/families.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from calibrate.errors import ABError, CalibrationError
+
+_API = {
+    "Options": "options",
+    "Report": "report", "ItemRow": "report", "build_report": "report", "alignment_sections": "report",
+    "gold_frame": "gold", "categorical_gold": "gold", "numeric_gold": "gold", "human_gold": "gold", "GOLD_RULE": "gold",
+    "task_gold": "rag", "DERIVED_GOLD": "rag",
+    "labels_needed": "budget", "label_budget": "budget",
+    "compare_judges": "compare",
+    "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
+    "dashboard": "loop", "disagreements": "loop", "disagreement_detail": "loop", "add_fewshot": "loop",
+    "triage": "loop", "evaluate_on_test": "loop", "versions_section": "loop", "compare_two": "loop",
+}
+
+__all__ = ["ABError", "CalibrationError", *sorted(_API)]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the module of a public name on first use (PEP 562)."""
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,175 @@
+"""Read labels, verdicts and sample fields into pandas frames (through `db.read_frame`'s raw cursor).
+
+Every statistic of the package starts from these frames: one row per label or verdict, with
+the target's key ("claim:42"), its sample's primary key and its claim index or context rank
+(`position`). Reports read 10^5–10^6 rows, so the reads skip SQLAlchemy's per-row work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import case, func, literal, true
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, select
+
+from calibrate.db import read_frame
+from calibrate.errors import CalibrationError
+from calibrate.models import (
+    Claim,
+    Context,
+    Dataset,
+    FewShot,
+    Judge,
+    Label,
+    Sample,
+    Task,
+    User,
+    Verdict,
+)
+
+LABEL_COLUMNS = ["target_key", "sample_id", "position", "annotator", "value", "adjudicated", "stale", "updated_at", "label_id"]
+
+
+def adjudication_order() -> tuple:
+    """Return the columns gold.py orders adjudications by (`updated_at`, `label_id`): set on adjudicated rows only.
+
+    NULL elsewhere, so the reads of 10^5 ordinary labels carry no timestamps they never use.
+    """
+    adjudicated = Label.adjudicated.is_(True)
+    return (case((adjudicated, Label.updated_at), else_=None).label("updated_at"),
+            case((adjudicated, Label.id), else_=None).label("label_id"))
+
+
+def labels_frame(session: Session, dataset: Dataset, task: Task) -> pd.DataFrame:
+    """Return the task's labels on the dataset, one row per label (columns LABEL_COLUMNS)."""
+    query = (
+        sa_select(Label.target_key, Label.sample_id, position_column(task), User.username,
+                  Label.value, Label.adjudicated, Label.stale, *adjudication_order())
+        .join(User, User.id == Label.annotator_id)
+        .join(Sample, Sample.id == Label.sample_id)
+        .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
+    )
+    query = join_target(query, task, Label)
+    frame = read_frame(session, query, LABEL_COLUMNS)
+    return frame.astype({"adjudicated": bool, "stale": bool})
+
+
+def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
+    """Return the judge's verdicts on the task in the dataset (target_key, sample_id, position, value, status, active)."""
+    query = (
+        sa_select(Verdict.target_key, Verdict.sample_id, position_column(task), Verdict.value, Verdict.status, active_column(task))
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id)
+    )
+    query = join_target(query, task, Verdict)
+    frame = read_frame(session, query, ["target_key", "sample_id", "position", "value", "status", "active"])
+    # A verdict on a claim or context that an --update retired is kept, but it is not one of the
+    # sample's current targets (RAG metrics leave it out).
+    frame["active"] = frame["active"].fillna(True).astype(bool)
+    return frame
+
+
+def position_column(task: Task):  # noqa: ANN202
+    """Return the column giving a target's claim index or context rank (NULL for sample targets)."""
+
+    if task.target == "claim":
+        return Claim.index
+    if task.target == "context":
+        return Context.rank
+    return literal(None)
+
+
+def join_target(query, task: Task, model):  # noqa: ANN001, ANN202
+    """Join the claim or context a label's or verdict's target is (for its position and whether it is active)."""
+    if task.target == "claim":
+        return query.outerjoin(Claim, Claim.id == model.claim_id)
+    if task.target == "context":
+        return query.outerjoin(Context, Context.id == model.context_id)
+    return query
+
+
+def active_column(task: Task):  # noqa: ANN202
+    """Return the column saying whether a verdict's claim or context is still active (TRUE for sample targets)."""
+
+    if task.target == "claim":
+        return Claim.active
+    if task.target == "context":
+        return Context.active
+    return true()
+
+
+def fewshot_keys(session: Session, judge: Judge | None) -> set[str]:
+    if judge is None or judge.prompt_version_id is None:
+        return set()
+    return set(session.exec(select(FewShot.target_key).where(FewShot.version_id == judge.prompt_version_id)).all())
+
+
+def sample_field_values(session: Session, dataset: Dataset, field_name: str) -> dict[int, str | None]:
+    """Return sample id → the value of `metadata.FIELD` (or a top-level field) as text."""
+    key = field_name.removeprefix("metadata.")
+    if field_name.startswith("metadata."):
+        rows = session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
+        values = {sid: (None if not isinstance(meta, dict) or meta.get(key) is None else str(meta.get(key))) for sid, meta in rows}
+        if all(v is None for v in values.values()):
+            present = sorted({k for _, meta in rows if isinstance(meta, dict) for k in meta})
+            raise CalibrationError(
+                f"no sample of {dataset.name} has {field_name} (metadata fields: {', '.join('metadata.' + k for k in present) or 'none'})"
+            )
+        return values
+    if field_name in ("split", "feedback"):
+        column = getattr(Sample, field_name)
+        rows = session.execute(sa_select(Sample.id, column).where(Sample.dataset_id == dataset.id)).all()
+        return {sid: (None if v is None else str(v)) for sid, v in rows}
+    raise CalibrationError(f"cannot group by {field_name!r}: use metadata.FIELD, split or feedback")
+
+
+def external_ids(session: Session, dataset: Dataset) -> dict[int, str]:
+    return dict(session.execute(sa_select(Sample.id, Sample.external_id).where(Sample.dataset_id == dataset.id)).all())
+
+
+def split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:
+    """Return the ids of the dataset's samples in `split` (CalibrationError naming the splits if none)."""
+    rows = session.execute(sa_select(Sample.id, Sample.split).where(Sample.dataset_id == dataset.id)).all()
+    ids = {sid for sid, value in rows if value == split}
+    if not ids:
+        present = sorted({value for _, value in rows if value})
+        raise CalibrationError(f"no sample of {dataset.name} is in split {split!r} (splits: {', '.join(present) or 'none'})")
+    return ids
+
+
+def claim_totals(session: Session, dataset: Dataset) -> pd.Series:
+    """Return sample id → number of active claims (the denominator of faithfulness)."""
+
+    query = (sa_select(Claim.sample_id, func.count())
+             .join(Sample, Sample.id == Claim.sample_id)
+             .where(Sample.dataset_id == dataset.id, Claim.active.is_(True))
+             .group_by(Claim.sample_id))
+    frame = read_frame(session, query, ["sample_id", "n"])
+    return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
+
+
+def per_sample(sample_ids: np.ndarray, values: np.ndarray) -> pd.Series:
+    """Return the values by sample id, in id order.
+
+    The order rows come back in is the database's (PostgreSQL's hash joins differ from
+    SQLite's loops); sorting here keeps means and correlations identical to the last digit.
+    """
+    series = pd.Series(np.asarray(values, dtype=float), index=pd.Index(np.asarray(sample_ids, dtype=np.int64), name="sample_id"))
+    return series.sort_index()
+
+
+def target_positions(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> dict[str, int]:
+    """Return target_key → claim index or context rank."""
+    out: dict[str, int] = {}
+    for frame in (labels, verdicts):
+        if frame is not None and not frame.empty and frame["position"].notna().any():
+            out.update(zip(frame["target_key"], frame["position"].astype("Int64"), strict=True))
+    return out
+
+
+def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
+    verdicts = verdicts_frame(session, dataset, task, judge)
+    if verdicts.empty:
+        raise CalibrationError(f"judge {judge.name} has no {task.name} verdicts in {dataset.name}")
+    return verdicts

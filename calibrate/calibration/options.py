@@ -1,0 +1,21 @@
+"""The options of a calibration report (`calibrate report`, `gate`, `compare`, the dashboard)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Options:
+    """What a report computes and how: the pass threshold, the bootstrap, grouping, the split, the label budget."""
+
+    threshold: float = 0.75
+    ci_lower: bool = False
+    group_by: str | None = None
+    bootstrap: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+    ci_method: str = "percentile"
+    k: int = 10
+    split: str | None = None  # only the samples of this split (train, dev, test); None: every sample
+    budget_half_width: float = 0.05  # the CI half-width the label budget aims at

@@ -1,0 +1,286 @@
+"""Build the Report: labels and a judge's verdicts → gold, exclusions, arrays → statistics.
+
+One function, `build_report`, makes the `Report` that every output renders (JSON, HTML,
+Markdown, CSV, the web dashboard and `calibrate gate`), so they never disagree.
+
+Per task and target:
+
+- **Human gold**: calibration/gold.py's rule (docs/statistics.md). Stale labels (their claim
+  or context changed after labelling) are left out.
+- **Excluded and counted**: targets whose verdict has no usable value (`n_unparsed`), targets
+  with a verdict but no gold (`n_no_gold`, ties included), targets whose gold or verdict is a
+  label the task excludes from statistics such as `not_applicable` (`n_excluded_label`), and
+  targets used as few-shot examples of the judged prompt version (`n_fewshot`).
+- **Uncertainty**: a bootstrap that resamples samples (answers), not claims, because the
+  claims of one answer are not independent.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, select
+
+from calibrate import __version__, lookup
+from calibrate.calibration.frames import (
+    active_column,
+    claim_totals,
+    external_ids,
+    fewshot_keys,
+    join_target,
+    labels_frame,
+    position_column,
+    sample_field_values,
+    split_samples,
+    target_positions,
+    verdicts_frame,
+)
+from calibrate.calibration.gold import GOLD_RULE
+from calibrate.calibration.options import Options
+from calibrate.calibration.rag import (
+    DERIVED_GOLD,
+    annotator_metric_labels,
+    context_precision_section,
+    faithfulness_section,
+    gold_relevance,
+    gold_rows,
+    metric_scores,
+    missing_gold_note,
+    task_gold,
+)
+from calibrate.calibration.retrieval import (
+    retrieval_section,
+)
+from calibrate.calibration.sections import (
+    categorical_section,
+    numeric_section,
+)
+from calibrate.db import read_frame
+from calibrate.errors import CalibrationError
+from calibrate.judges.families import (
+    self_preference_warnings,
+)
+from calibrate.models import (
+    Sample,
+    Task,
+    Verdict,
+)
+
+
+@dataclass
+class ItemRow:
+    """One target of one task: what each annotator said, the gold, the judge, and whether they agree."""
+
+    task: str
+    target: str
+    sample_id: str
+    claim: int | None
+    context: int | None
+    humans: dict[str, str]
+    gold: str | None
+    gold_source: str
+    judge: str | None
+    judge_status: str
+    agree: bool | None
+    excluded: str = ""
+    group: str | None = None
+
+
+@dataclass
+class Report:
+    """Everything a calibration report says; `data` has exactly the JSON shape of docs/report.md.
+
+    `rows` (one `ItemRow` per target, for the CSV and the item views) is built on first use:
+    the JSON report and the gate never pay for it.
+    """
+
+    data: dict[str, Any]
+    adjudication: dict[str, list[str]] = field(default_factory=dict)
+    row_builders: dict[str, Any] = field(default_factory=dict, repr=False)
+    _rows: dict[str, list[ItemRow]] | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> dict[str, list[ItemRow]]:
+        """Return the per-target rows of every task."""
+        if self._rows is None:
+            self._rows = {name: build() for name, build in self.row_builders.items()}
+        return self._rows
+
+    @property
+    def passed(self) -> bool | None:
+        return self.data.get("passed")
+
+
+def build_report(session: Session, dataset_name: str, judge_name: str | None = None, *,
+                 options: Options | None = None, tasks: list[str] | None = None) -> Report:
+    """Build the calibration report of a judge (or, without one, the human-only parts) on a dataset."""
+    options = options or Options()
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name) if judge_name else None
+    all_tasks = list(session.exec(select(Task).order_by(Task.id)).all())
+    if tasks:
+        known = {t.name: t for t in all_tasks}
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            raise CalibrationError(f"unknown task {unknown[0]!r} (tasks: {', '.join(known)})")
+        all_tasks = [known[t] for t in tasks]
+    groups = sample_field_values(session, dataset, options.group_by) if options.group_by else None
+    fewshot = fewshot_keys(session, judge)
+    external = external_ids(session, dataset)
+    in_split = split_samples(session, dataset, options.split) if options.split else None
+
+    data: dict[str, Any] = {
+        "dataset": dataset.name,
+        "judge": judge.name if judge else None,
+        "threshold": options.threshold,
+        "ci_lower": options.ci_lower,
+        "passed": None,
+        "tasks": {},
+        "rag": {},
+        "method": {
+            "bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence, "seed": options.seed,
+                          "method": options.ci_method, "resampled_unit": "sample"},
+            "gold": GOLD_RULE,
+            "alignment": {"categorical": "cohen_kappa", "ordinal": "spearman_rho", "continuous": "spearman_rho"},
+        },
+        "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "calibrate_version": __version__,
+        "provenance": {"source": dataset.source, "description": dataset.description, "is_demo": dataset.is_demo,
+                       "n_samples": len(external), "judge_kind": judge.kind if judge else None},
+    }
+    if options.split:
+        data["provenance"]["split"] = options.split  # the judge and human statistics cover this split only
+    report = Report(data=data)
+    relevance = None
+    for task in all_tasks:
+        labels = labels_frame(session, dataset, task)
+        verdicts = verdicts_frame(session, dataset, task, judge) if judge else None
+        if in_split is not None:
+            labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+            if verdicts is not None:
+                verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+        direct_labels = labels
+        if task.name in DERIVED_GOLD and ((tasks and task.name in tasks) or (verdicts is not None and not verdicts.empty)):
+            # asked for, or judged: compare the experts on the metric too (each from their own labels)
+            labels = annotator_metric_labels(session, dataset, task, labels, in_split)
+        if labels.empty and (verdicts is None or verdicts.empty):
+            continue  # a task with no data in this dataset gets no section
+        no_verdicts = verdicts is not None and verdicts.empty
+        if no_verdicts:
+            verdicts = None  # the judge did not judge this task: human-only section, not a failure
+        if task.kind == "categorical":
+            section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options)
+        else:
+            gold = task_gold(session, dataset, task, direct_labels, in_split)
+            section, merged = numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold)
+            if gold.empty and verdicts is not None:
+                section["gold_note"] = section["spearman_rho"]["note"] = missing_gold_note(task)
+        if no_verdicts:
+            section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
+        data["tasks"][task.name] = section
+        report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
+        report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
+        if task.name == "claim_support":
+            metric = metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
+            data["rag"]["faithfulness"] = faithfulness_section(
+                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric)
+        if task.name == "context_relevance":
+            relevance = gold_relevance(gold_rows(merged), target_positions(labels, verdicts))
+            metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
+            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric)
+    data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
+    decisions = [s.get("passed") for s in data["tasks"].values() if "passed" in s]
+    if judge is not None:
+        data["passed"] = all(d is True for d in decisions) if decisions else False
+    retrieval = retrieval_section(session, dataset, options.k, relevance, len(external))
+    if retrieval is not None:
+        # `retrieval` follows `rag` in the JSON (docs/report.md lists the keys in order).
+        items = list(data.items())
+        data.clear()
+        for key, value in items:
+            data[key] = value
+            if key == "rag":
+                data["retrieval"] = retrieval
+    return report
+
+
+def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, merged: pd.DataFrame,
+               external: dict[int, str], groups: dict[int, str | None] | None) -> list[ItemRow]:
+    positions = target_positions(labels, verdicts)
+    humans: dict[str, dict[str, str]] = {}
+    if not labels.empty:
+        current = labels[~labels["stale"] & ~labels["adjudicated"]]
+        for key, annotator, value in zip(current["target_key"], current["annotator"], current["value"], strict=True):
+            humans.setdefault(key, {})[annotator] = value
+    rows = []
+    numeric = task.kind != "categorical"
+    for rec in merged.sort_values(["sample_id", "target_key"]).itertuples(index=False):
+        gold = None if pd.isna(rec.gold) else rec.gold
+        judge = None if rec.judge is None or (isinstance(rec.judge, float) and math.isnan(rec.judge)) else rec.judge
+        status = rec.status if isinstance(rec.status, str) else "none"
+        if numeric and gold is not None:
+            gold = _fmt_number(float(gold))
+        agree = None
+        if gold is not None and judge is not None and rec.excluded == "":
+            agree = (abs(float(gold) - float(judge)) < 0.5) if numeric else (gold == judge)
+        sample_id = int(rec.sample_id)
+        pos = positions.get(rec.target_key)
+        rows.append(ItemRow(
+            task=task.name, target=rec.target_key, sample_id=external.get(sample_id, str(sample_id)),
+            claim=pos if task.target == "claim" else None, context=pos if task.target == "context" else None,
+            humans=humans.get(rec.target_key, {}), gold=gold,
+            gold_source=rec.gold_source if isinstance(rec.gold_source, str) else "none",
+            judge=judge, judge_status=status, agree=agree, excluded=rec.excluded,
+            group=groups.get(sample_id) if groups else None,
+        ))
+    return rows
+
+
+def _fmt_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
+
+
+def alignment_sections(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
+                       options: Options | None = None) -> dict[str, dict | None]:
+    """Return judge name → its task section reduced to n, the excluded counts, the alignment and `passed`
+    (None for a judge without verdicts for the task), each computed exactly as `build_report` does.
+
+    The labels and the gold are loaded once for all judges: this is what the dashboard of many
+    prompt versions needs, without the per-label, per-annotator and human–human parts.
+    """
+    options = options or Options()
+    dataset = lookup.dataset(session, dataset_name)
+    task = lookup.task(session, task_name)
+    in_split = split_samples(session, dataset, options.split) if options.split else None
+    labels = labels_frame(session, dataset, task)
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    categorical = task.kind == "categorical"
+    gold = task_gold(session, dataset, task, labels, in_split)
+    section_of = categorical_section if categorical else numeric_section
+    judges = [lookup.judge(session, name) for name in judge_names]
+    # One query for every judge's verdicts (the columns of verdicts_frame, plus the judge).
+    query = (
+        sa_select(Verdict.judge_id, Verdict.target_key, Verdict.sample_id, position_column(task), Verdict.value, Verdict.status, active_column(task))
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id)
+    )  # every judge's: read_frame's raw cursor cannot expand an IN list, and the unwanted ones are dropped by the groupby
+    every = read_frame(session, join_target(query, task, Verdict), ["judge_id", "target_key", "sample_id", "position", "value", "status", "active"])
+    every["active"] = every["active"].fillna(True).astype(bool)
+    if in_split is not None:
+        every = every[every["sample_id"].isin(in_split)]
+    by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
+    out: dict[str, dict | None] = {}
+    for judge in judges:
+        verdicts = by_judge.get(judge.id)
+        if verdicts is None or verdicts.empty:
+            out[judge.name] = None
+            continue
+        out[judge.name], _ = section_of(task, labels, verdicts, fewshot_keys(session, judge), None, options, gold=gold, light=True)
+    return out

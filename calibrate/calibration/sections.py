@@ -1,0 +1,357 @@
+"""A task's section of the report: gold joined with verdicts, the judge–human statistics, the human ceiling.
+
+`categorical_section` (Cohen's kappa, confusion, per label, per annotator, grouped) and
+`numeric_section` (Spearman, Kendall, Pearson, weighted kappa) each return the section's
+JSON and the merged frame (one row per target: gold, judge, why it is excluded) that the
+item rows and the RAG metrics reuse.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calibrate import stats
+from calibrate.calibration.budget import budget_candidates, label_budget, labels_needed
+from calibrate.calibration.gold import categorical_gold, numeric_gold
+from calibrate.calibration.options import Options
+from calibrate.models import (
+    Task,
+)
+from calibrate.stats import Estimate
+
+
+def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "status", "note")) -> dict:
+    """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one)."""
+    full = est.to_dict()
+    out = {k: full[k] for k in keep if k in full}
+    if est.p_value is not None:
+        out["p_value"] = est.p_value
+    return out
+
+
+def decide(alignment: dict, options: Options) -> bool | None:
+    value = alignment.get("value")
+    if value is None:
+        return None
+    if options.ci_lower:
+        ci = alignment.get("ci")
+        return ci is not None and ci[0] >= options.threshold
+    return value >= options.threshold
+
+
+def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
+                  excluded_labels: set[str] = frozenset()) -> pd.DataFrame:
+    """Join gold and verdicts per target and say why each target is left out of the statistics.
+
+    Column `excluded`: "" (scored: gold and a usable verdict), "fewshot", "unparsed" (the verdict
+    has no usable value), "no_gold" (a verdict but no gold, ties included), "excluded_label"
+    (gold or verdict is a label the task keeps out of statistics). Column `scored`: whether
+    the target counts (gold and a usable verdict, not excluded).
+    """
+    merged = gold.copy()
+    if verdicts is not None:
+        merged = gold.merge(verdicts[["target_key", "sample_id", "value", "status"]].rename(columns={"value": "judge", "sample_id": "v_sample"}),
+                            on="target_key", how="outer")
+        merged["sample_id"] = merged["sample_id"].fillna(merged["v_sample"])
+        merged = merged.drop(columns=["v_sample"])
+    else:
+        merged["judge"] = None
+        merged["status"] = None
+    merged["excluded"] = ""
+    merged.loc[merged["target_key"].isin(fewshot), "excluded"] = "fewshot"
+    has_verdict = merged["status"].notna()
+    usable = has_verdict & merged["judge"].notna() & (merged["status"] == "ok")
+    has_gold = merged["gold"].notna()
+    open_ = merged["excluded"] == ""
+    merged.loc[open_ & has_verdict & ~usable, "excluded"] = "unparsed"
+    merged.loc[open_ & usable & ~has_gold, "excluded"] = "no_gold"
+    if excluded_labels:
+        na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
+        merged.loc[open_ & usable & has_gold & na, "excluded"] = "excluded_label"
+    merged["scored"] = (merged["excluded"] == "") & usable & has_gold
+    return merged
+
+
+def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
+                         groups: dict[int, str | None] | None, options: Options, *,
+                         gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
+    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+    excluded_labels = set(task.excluded or [])
+    gold = categorical_gold(labels) if gold is None else gold
+    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
+    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels)
+    scored = merged[merged["scored"]]
+
+    section["n"] = int(len(scored))
+    if task.target != "sample":
+        section["n_samples"] = int(scored["sample_id"].nunique())
+    section["n_unparsed"] = int((merged["excluded"] == "unparsed").sum())
+    section["n_no_gold"] = int((merged["excluded"] == "no_gold").sum())
+    section["n_excluded_label"] = int((merged["excluded"] == "excluded_label").sum())
+    section["n_fewshot"] = int((merged["excluded"] == "fewshot").sum())
+    section["n_ties"] = int((gold["gold_source"] == "tie").sum()) if not gold.empty else 0
+    section["labels"] = stat_labels
+
+    if verdicts is not None:
+        gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
+        if scored.empty:
+            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
+            kappa = Estimate.no_data(note)
+        else:
+            kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)  # its notes name the labels
+        if kappa.status == "ok":
+            index = {lab: i for i, lab in enumerate(stat_labels)}
+            kappa = stats.cluster_bootstrap_kappa(
+                [index[v] for v in gold_v], [index[v] for v in judge_v], scored["sample_id"].to_numpy(),
+                n_labels=len(stat_labels), n_resamples=options.bootstrap, confidence=options.confidence,
+                method=options.ci_method, seed=options.seed,
+            )
+        section["cohen_kappa"] = estimate_dict(kappa)
+        section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
+        if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
+            alignment = {"metric": "cohen_kappa", "value": kappa.value, "ci": list(kappa.ci) if kappa.ci else None}
+            section["alignment"] = alignment
+            section["passed"] = decide(alignment, options)
+            section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, budget_candidates(merged))
+            return section, merged
+        matrix = stats.confusion_matrix(gold_v, judge_v, labels=stat_labels) if gold_v else np.zeros((len(stat_labels),) * 2, int)
+        section["confusion"] = {"labels": stat_labels, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
+        section["per_label"] = _per_label(gold_v, judge_v, stat_labels)
+        section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
+        if groups is not None:
+            section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by)
+        alignment = {"metric": "cohen_kappa", "value": kappa.value, "ci": list(kappa.ci) if kappa.ci else None}
+        section["alignment"] = alignment
+        section["passed"] = decide(alignment, options)
+        section["labels_needed"] = labels_needed(section["n"], kappa.ci, kappa.value, options.threshold)
+        section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, budget_candidates(merged))
+    section["human"] = _human_categorical(labels, stat_labels, excluded_labels)
+    if len(merged) == 0:
+        section["status"] = "no_data"
+    return section, merged
+
+
+def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
+    if not gold:
+        return {lab: {"precision": None, "recall": None, "f1": None, "support": 0} for lab in labels}
+    prf = stats.per_label_prf(gold, judge, labels=labels)
+    return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
+
+
+def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> dict:
+    current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
+    annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
+    multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
+    shared = current[multi] if not current.empty else current
+    out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
+    if shared.empty:
+        out["status"] = "no_data"
+        out["note"] = "no target was labelled by two or more annotators"
+        out["pairwise_kappa"] = []
+        out["fleiss_kappa"] = estimate_dict(Estimate.no_data(out["note"]))
+        out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(out["note"]))}
+        return out
+    out["pairwise_kappa"] = [
+        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, "note": est.note}
+        for a, b, est in _pairwise(shared, lambda x, y: stats.cohen_kappa(x, y, labels=stat_labels))
+    ]
+    counts = _unit_counts(shared["target_key"], shared["value"].map({lab: i for i, lab in enumerate(stat_labels)}), len(stat_labels))
+    out["fleiss_kappa"] = estimate_dict(stats.fleiss_kappa_counts(counts, labels=stat_labels))
+    out["krippendorff_alpha"] = {"nominal": estimate_dict(stats.krippendorff_alpha_counts(counts, level="nominal", values=stat_labels))}
+    return out
+
+
+def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
+    """Return a units × k matrix counting how many raters gave each unit each code."""
+    unit_index, uniques = pd.factorize(units)
+    counts = np.zeros((len(uniques), k), dtype=np.int64)
+    np.add.at(counts, (unit_index, codes.to_numpy(dtype=np.int64)), 1)
+    return counts
+
+
+def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> list[dict]:
+    judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & ~merged["judge"].isin(excluded) & (merged["excluded"] != "fewshot")]
+    current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
+    out = []
+    for annotator, group in (current.groupby("annotator") if not current.empty else []):
+        pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
+        human, judge = pairs["value"].to_numpy(), pairs["judge"].to_numpy()
+        est = stats.cohen_kappa(human, judge, labels=stat_labels) if len(pairs) else Estimate.no_data("no shared targets with the judge")
+        out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
+                    "percent_agreement": float((human == judge).mean()) if len(pairs) else None})
+    return out
+
+
+def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_labels: list[str], by: str | None) -> dict:
+    values = scored["sample_id"].map(groups)
+    used, skipped, kappas = 0, 0, []
+    for _, part in scored.groupby(values, dropna=False):
+        est = stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=stat_labels)
+        if est.value is None:
+            skipped += 1
+        else:
+            used += 1
+            kappas.append(est.value)
+    mean = float(np.mean(kappas)) if kappas else None
+    note = "" if kappas else "kappa is undefined in every group"
+    return {"by": by, "groups": used, "groups_skipped": skipped,
+            "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", "note": note}}
+
+
+def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
+                     groups: dict[int, str | None] | None, options: Options, *,
+                     gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
+    gold = numeric_gold(labels) if gold is None else gold
+    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
+    merged = join_verdicts(gold, verdicts, fewshot)
+    scored = merged[merged["scored"]]
+    section["n"] = int(len(scored))
+    if task.target != "sample":
+        section["n_samples"] = int(scored["sample_id"].nunique())
+    section["n_unparsed"] = int((merged["excluded"] == "unparsed").sum())
+    section["n_no_gold"] = int((merged["excluded"] == "no_gold").sum())
+    section["n_fewshot"] = int((merged["excluded"] == "fewshot").sum())
+    if task.scale_min is not None:
+        section["scale"] = [_plain_number(task.scale_min), _plain_number(task.scale_max)]
+    if verdicts is not None:
+        x = scored["gold"].astype(float).to_numpy()
+        y = scored["judge"].astype(float).to_numpy()
+        clusters = scored["sample_id"].to_numpy()
+        boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, ci_method=options.ci_method, seed=options.seed)
+        if scored.empty:
+            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
+            rho = tau = Estimate.no_data(note)
+            r = Estimate.no_data(note)
+        elif light:  # the alignment and its decision only (the dashboard's rows)
+            rho = _with_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot), stats.spearman_rho(x, y))
+        else:
+            rho = stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot)
+            tau = stats.cluster_bootstrap_corr(x, y, clusters, method="kendall", **boot)
+            r = stats.pearson_r(x, y)
+            point_rho, point_tau = stats.spearman_rho(x, y), stats.kendall_tau_b(x, y)
+            rho = _with_p(rho, point_rho)
+            tau = _with_p(tau, point_tau)
+        section["spearman_rho"] = estimate_dict(rho, keep=("value", "ci", "p_value", "status", "note"))
+        if light:
+            alignment = {"metric": "spearman_rho", "value": rho.value, "ci": list(rho.ci) if rho.ci else None}
+            section["alignment"] = alignment
+            section["passed"] = decide(alignment, options)
+            section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, budget_candidates(merged))
+            return section, merged
+        section["kendall_tau"] = estimate_dict(tau, keep=("value", "ci", "p_value", "status", "note"))
+        section["pearson_r"] = estimate_dict(r, keep=("value", "p_value", "status", "note"))
+        section["weighted_kappa"] = _weighted_kappa(task, x, y, labels, scored)
+        section["per_annotator"] = _per_annotator_numeric(labels, merged)
+        if groups is not None:
+            gvals = scored["sample_id"].map(groups).tolist()
+            grouped = {"by": options.group_by}
+            for name, method in (("spearman_rho", "spearman"), ("kendall_tau", "kendall"), ("pearson_r", "pearson")):
+                est = stats.grouped_correlation(x, y, gvals, method=method) if len(x) else Estimate.no_data("no scored targets")
+                grouped[name] = estimate_dict(est, keep=("value", "status", "note"))
+                grouped.setdefault("groups", est.extra.get("groups", 0))
+                grouped.setdefault("groups_skipped", est.extra.get("groups_skipped", 0))
+            section["grouped"] = grouped
+        alignment = {"metric": "spearman_rho", "value": rho.value, "ci": list(rho.ci) if rho.ci else None}
+        section["alignment"] = alignment
+        section["passed"] = decide(alignment, options)
+        section["labels_needed"] = labels_needed(section["n"], rho.ci, rho.value, options.threshold)
+        section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, budget_candidates(merged))
+    section["human"] = _human_numeric(labels)
+    if len(merged) == 0:
+        section["status"] = "no_data"
+    return section, merged
+
+
+def _with_p(boot: Estimate, point: Estimate) -> Estimate:
+    if boot.status != "ok" or point.p_value is None:
+        return boot
+    return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, note=boot.note, p_value=point.p_value, extra=boot.extra)
+
+
+def _weighted_kappa(task: Task, x: np.ndarray, y: np.ndarray, labels: pd.DataFrame, scored: pd.DataFrame) -> dict:
+    """Quadratic weighted kappa between gold and judge on the task's integer scale.
+
+    When the gold is fractional (a mean of annotators who differ), kappa against it is not
+    defined; the value is then the mean of each annotator's weighted kappa with the judge.
+    """
+    if len(x) == 0:
+        return estimate_dict(Estimate.no_data("no scored targets"), keep=("value", "status", "note"))
+    if task.scale_min is None or task.scale_max is None:
+        return {"value": None, "status": "undefined", "note": "the task has no scale"}
+    if not np.all(np.mod(y, 1) == 0):
+        return {"value": None, "status": "undefined", "note": "quadratic weighted kappa needs integer scores; the judge gave fractional ones"}
+    scale = list(range(int(task.scale_min), int(task.scale_max) + 1))
+    if np.all(np.mod(x, 1) == 0):
+        est = stats.cohen_kappa(x.astype(int).tolist(), y.astype(int).tolist(), labels=scale, weights="quadratic")
+        return estimate_dict(est, keep=("value", "status", "note")) | {"weights": "quadratic", "against": "gold"}
+    judge_of = dict(zip(scored["target_key"], y, strict=True))
+    current = labels[~labels["stale"] & ~labels["adjudicated"]]
+    values = []
+    for _, group in current.groupby("annotator"):
+        pairs = [(float(v), judge_of[k]) for k, v in zip(group["target_key"], group["value"], strict=True) if k in judge_of]
+        if len(pairs) >= 2 and all(float(h).is_integer() for h, _ in pairs):
+            est = stats.cohen_kappa([int(h) for h, _ in pairs], [int(j) for _, j in pairs], labels=scale, weights="quadratic")
+            if est.value is not None:
+                values.append(est.value)
+    if not values:
+        return {"value": None, "status": "undefined", "note": "the gold is fractional (a mean of annotators) and no annotator has enough integer labels"}
+    return {"value": float(np.mean(values)), "status": "ok", "weights": "quadratic", "against": "each annotator",
+            "note": f"the gold is a mean of annotators (fractional), so this is the mean of {len(values)} annotators' weighted kappa with the judge"}
+
+
+def _plain_number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _human_numeric(labels: pd.DataFrame) -> dict:
+    current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
+    annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
+    multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
+    shared = current[multi] if not current.empty else current
+    out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
+    if shared.empty:
+        note = "no target was labelled by two or more annotators"
+        out.update(status="no_data", note=note, krippendorff_alpha={
+            "ordinal": estimate_dict(Estimate.no_data(note)), "interval": estimate_dict(Estimate.no_data(note))})
+        out["pairwise_spearman"] = []
+        return out
+    numbers = shared["value"].astype(float)
+    domain = np.sort(numbers.unique())
+    counts = _unit_counts(shared["target_key"], pd.Series(np.searchsorted(domain, numbers.to_numpy())), len(domain))
+    values = domain.tolist()
+    out["krippendorff_alpha"] = {
+        "ordinal": estimate_dict(stats.krippendorff_alpha_counts(counts, level="ordinal", values=values)),
+        "interval": estimate_dict(stats.krippendorff_alpha_counts(counts, level="interval", values=values)),
+    }
+    out["pairwise_spearman"] = [
+        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, "note": est.note}
+        for a, b, est in _pairwise(shared, lambda x, y: stats.spearman_rho(x.astype(float), y.astype(float)))
+    ]
+    return out
+
+
+def _pairwise(labels: pd.DataFrame, statistic):  # noqa: ANN001, ANN202
+    """Yield (a, b, estimate) for every pair of annotators over the targets both labelled."""
+    by_annotator = {a: g[["target_key", "value"]] for a, g in labels.groupby("annotator")}
+    for a, b in itertools.combinations(sorted(by_annotator), 2):
+        both = by_annotator[a].merge(by_annotator[b], on="target_key", suffixes=("_a", "_b"))
+        if both.empty:
+            yield a, b, Estimate.no_data(f"no targets labelled by both {a} and {b}")
+        else:
+            yield a, b, statistic(both["value_a"].to_numpy(), both["value_b"].to_numpy())
+
+
+def _per_annotator_numeric(labels: pd.DataFrame, merged: pd.DataFrame) -> list[dict]:
+    judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & (merged["excluded"] != "fewshot")]
+    current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
+    out = []
+    for annotator, group in (current.groupby("annotator") if not current.empty else []):
+        pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
+        est = (stats.spearman_rho(pairs["value"].astype(float).to_numpy(), pairs["judge"].astype(float).to_numpy())
+               if len(pairs) else Estimate.no_data("no shared targets with the judge"))
+        out.append({"annotator": annotator, "n": est.n, "spearman_rho": estimate_dict(est, keep=("value", "status", "note"))})
+    return out

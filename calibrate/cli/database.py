@@ -1,0 +1,32 @@
+"""`calibrate init`: create the database, or upgrade its schema."""
+
+from __future__ import annotations
+
+import click
+
+from calibrate.cli.common import Settings, db_option, engine_of, safe_url
+from calibrate.db import write_session
+from calibrate.migrations import current_revision, head_revision, upgrade
+from calibrate.tasks import ensure_builtin_tasks
+
+
+def init_database(settings: Settings) -> str:
+    """Create or upgrade the schema and the built-in tasks; return a one-line description."""
+    engine = engine_of(settings)
+    before = current_revision(engine)
+    upgrade(engine)
+    with write_session(engine) as session:
+        ensure_builtin_tasks(session)
+    head = head_revision()
+    if before is None:
+        return f"created database {safe_url(settings)} (schema {head})"
+    if before != head:
+        return f"upgraded database {safe_url(settings)} from schema {before} to {head}"
+    return f"database {safe_url(settings)} is up to date (schema {head})"
+
+
+@click.command("init")
+@db_option
+def init_command(settings: Settings) -> None:
+    """Create the database, or upgrade it to the current schema (labels are never dropped)."""
+    click.echo(init_database(settings))

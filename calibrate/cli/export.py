@@ -1,0 +1,49 @@
+"""`calibrate export labels`: what the experts made, in the format `calibrate import labels` reads."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import click
+from sqlmodel import Session
+
+from calibrate.annotation.export import export_labels
+from calibrate.cli.common import Settings, db_option, ready_engine, write_output
+from calibrate.reports.csv_report import neutralise
+
+
+@click.group("export")
+def export_group() -> None:
+    """Write what the experts made to a file."""
+
+
+@export_group.command("labels")
+@click.option("--dataset", required=True, help="Dataset whose labels to write.")
+@click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable); default every task.")
+@click.option("--split", help="Only the samples of this split.")
+@click.option("--full", is_flag=True,
+              help="Add evidence, guideline version, flags, source and timestamps, and include adjudicated and stale "
+                   "labels (an archive: the labels import does not read these fields).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ...], split: str | None, full: bool, fmt: str,
+                          output: Path | None) -> None:
+    """Write a dataset's labels in the format `calibrate import labels` reads."""
+    with Session(ready_engine(settings)) as session:
+        result = export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
+    if fmt == "jsonl":
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(result.fields)
+        for row in result.rows:
+            writer.writerow([neutralise(json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name))
+                             for name in result.fields])
+        text = buffer.getvalue()
+    write_output(text, output, f"{len(result.rows)} labels")
+    click.echo(result.summary(), err=True)

@@ -1,0 +1,46 @@
+"""`calibrate import samples|labels|verdicts|run|qrels FILE`: all or nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from calibrate.cli.common import BadInput, Settings, db_option, progress_bar, ready_engine
+from calibrate.db import write_session
+from calibrate.ingest import import_file
+
+
+@click.command("import")
+@click.argument("kind", type=click.Choice(["samples", "labels", "verdicts", "run", "qrels"]))
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dataset", required=True, help="Dataset name (created by a samples import).")
+@click.option("--judge", help="Judge name for verdicts (else each line's `judge`).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv"]), help="File format (default: from the extension).")
+@click.option("--update", is_flag=True, help="Samples: replace changed samples with the same id (labels kept, flagged).")
+@click.option("--description", default="", help="Samples: description of a new dataset.")
+@click.option("--where", metavar="metadata.FIELD=VALUE", help="Run, qrels: only the samples with this metadata value (e.g. one system's).")
+@db_option
+def import_command(settings: Settings, kind: str, file: Path, dataset: str, judge: str | None, fmt: str | None, update: bool,
+                   description: str, where: str | None) -> None:
+    """Import samples, labels or verdicts (JSONL, JSON, CSV), or a TREC run or qrels file (all or nothing)."""
+    if kind != "verdicts" and judge:
+        raise click.UsageError("--judge is for verdicts")
+    if kind != "samples" and update:
+        raise click.UsageError("--update is for samples")
+    if kind in ("run", "qrels") and fmt:
+        raise click.UsageError("--format is for samples, labels and verdicts: TREC files have one format")
+    if kind not in ("run", "qrels") and where:
+        raise click.UsageError("--where is for run and qrels files")
+    if not file.exists():
+        raise BadInput(f"{file}: no such file")
+    engine = ready_engine(settings)
+    # An import reads the file twice (validate everything, then write): the bar counts both passes.
+    with progress_bar(f"importing {kind} (validate, then write)") as progress, write_session(engine) as session:
+        summary = import_file(
+            session, kind, file, dataset=dataset, judge=judge, fmt=fmt, update=update,
+            description=description, progress=progress,
+            max_errors=settings["IMPORT_MAX_ERRORS"], max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"],
+            where=where,
+        )
+    click.echo(summary.line())

@@ -1,0 +1,140 @@
+"""`calibrate report`, `gate`, `compare` and `ab`: the calibration report and what is built on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from sqlmodel import Session
+
+from calibrate.calibration.ab import ABOptions, compare_systems
+from calibrate.calibration.compare import compare_judges
+from calibrate.calibration.loop import versions_section
+from calibrate.calibration.options import Options
+from calibrate.calibration.report import Report, build_report
+from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_option, ready_engine, write_output
+from calibrate.reports import render
+from calibrate.reports.ab_report import render_ab
+from calibrate.reports.compare_report import render_compare
+from calibrate.reports.gate import gate_lines
+
+
+def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
+                   bootstrap: int | None = None, k: int = 10, ci_method: str = "percentile", split: str | None = None,
+                   budget: float = 0.05) -> Options:
+    """Return the report's options: the command's, else the settings' defaults."""
+    return Options(split=split, budget_half_width=budget,
+                   threshold=settings["THRESHOLD"] if threshold is None else threshold,
+                   ci_lower=ci_lower, group_by=group_by,
+                   bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
+                   confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method, k=k)
+
+
+def _build(settings: Settings, dataset: str, judge: str | None, options: Options, tasks: list[str] | None = None) -> Report:
+    with Session(ready_engine(settings)) as session:
+        return build_report(session, dataset, judge, options=options, tasks=tasks)
+
+
+@click.command("report")
+@click.option("--dataset", required=True, help="Dataset to report on.")
+@click.option("--judge", help="Judge to calibrate (a prompt run is PROMPT@VERSION); without it, the human-only parts.")
+@click.option("--group-by", "group_by", metavar="FIELD", help="Also compute within groups, e.g. metadata.topic.")
+@click.option("--threshold", type=click.FloatRange(-1, 1), help="Alignment a task must reach (default 0.75).")
+@click.option("--ci-lower", is_flag=True, help="Require the CI lower bound, not the estimate, to reach the threshold.")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
+@click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="K of the retrieval metrics.")
+@click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@click.option("--task", "tasks", multiple=True, help="Report only these tasks (repeatable; default every task with data).")
+@click.option("--versions", "with_versions", is_flag=True,
+              help="Add the versions section: every version of the judge's prompt, and the latest two compared.")
+@click.option("--budget-half-width", "budget", type=click.FloatRange(min=0.001, max=1), default=0.05, show_default=True,
+              help="CI half-width the label budget aims at.")
+@click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def report_command(settings: Settings, dataset: str, judge: str | None, group_by: str | None, threshold: float | None,
+                   ci_lower: bool, bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...],
+                   with_versions: bool, budget: float, fmt: str, output: Path | None) -> None:
+    """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
+    common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
+              "split": split, "budget": budget}
+    report = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
+    if with_versions:
+        if not judge:
+            raise BadInput("--versions needs --judge (a prompt version, PROMPT@N)")
+        with Session(ready_engine(settings)) as session:
+            section = versions_section(session, dataset, judge, options=report_options(settings, **common))
+        if section is None:
+            raise BadInput(f"--versions: {judge} is an imported judge, not a prompt version")
+        report.data["versions"] = section
+    write_output(render(report, fmt), output, f"{fmt} report")
+
+
+@click.command("gate")
+@click.option("--dataset", required=True, help="Dataset to check.")
+@click.option("--judge", required=True, help="Judge to check (a prompt run is PROMPT@VERSION).")
+@click.option("--task", "tasks", multiple=True, help="Check only these tasks (repeatable; default every task with data).")
+@click.option("--min-kappa", type=click.FloatRange(-1, 1), help="Threshold for categorical tasks (default 0.75).")
+@click.option("--min-rho", type=click.FloatRange(-1, 1), help="Threshold for ordinal and continuous tasks (default 0.75).")
+@click.option("--ci-lower", is_flag=True, help="Require the CI lower bound to reach the threshold.")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
+@db_option
+def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
+                 min_rho: float | None, ci_lower: bool, bootstrap: int | None) -> None:
+    """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
+    default = settings["THRESHOLD"]
+    options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap)
+    report = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
+    ok, lines = gate_lines(report, min_kappa=default if min_kappa is None else min_kappa,
+                           min_rho=default if min_rho is None else min_rho, ci_lower=ci_lower, required=list(tasks) or None)
+    for line in lines:
+        click.echo(line)
+    sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+@click.command("compare")
+@click.option("--dataset", required=True, help="Dataset both judges ran on.")
+@click.option("--judge", "judges", multiple=True, required=True, metavar="NAME",
+              help="Give twice: --judge A --judge B (B is compared against A).")
+@click.option("--task", help="Compare on this task only (default: every task both judged).")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Paired bootstrap resamples (default 2000).")
+@click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
+                    ci_method: str, split: str | None, fmt: str, output: Path | None) -> None:
+    """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
+    if len(judges) != 2:
+        raise click.UsageError("give exactly two judges: --judge A --judge B")
+    options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split)
+    with Session(ready_engine(settings)) as session:
+        result = compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
+    write_output(render_compare(result, fmt), output, f"{fmt} comparison")
+
+
+@click.command("ab")
+@click.option("--dataset", required=True, help="Dataset holding both systems' samples.")
+@click.option("--by", "by", required=True, metavar="FIELD", help="Field that names the system, e.g. metadata.system.")
+@click.option("--a", "system_a", required=True, metavar="VALUE", help="System A, the baseline (a value of --by).")
+@click.option("--b", "system_b", required=True, metavar="VALUE", help="System B, compared with A (a value of --by).")
+@click.option("--metric", required=True,
+              help="faithfulness, context_precision, ndcg@K, recall@K, precision@K, f1@K, mrr, or a score task such as answer_quality.")
+@click.option("--source", default="human", show_default=True, metavar="human|JUDGE",
+              help="Measure from the experts' gold (and the samples' id lists), or from the named judge's verdicts.")
+@click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples of the paired difference (default 2000).")
+@click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def ab_command(settings: Settings, dataset: str, by: str, system_a: str, system_b: str, metric: str, source: str,
+               bootstrap: int | None, ci_method: str, fmt: str, output: Path | None) -> None:
+    """Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."""
+    options = ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
+                        confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method)
+    with Session(ready_engine(settings)) as session:
+        result = compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
+    write_output(render_ab(result, fmt), output, f"{fmt} A/B comparison")

@@ -1,0 +1,54 @@
+"""`calibrate serve`: the workbench behind a production WSGI server (and `serve_app`, which `demo` uses too)."""
+
+from __future__ import annotations
+
+import click
+from flask import Flask
+
+from calibrate import create_app
+from calibrate.cli.common import Settings, db_option, ready_engine
+
+DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
+
+
+def web_app(settings: Settings) -> Flask:
+    """Return the Flask app to serve: the caller's (tests, `flask --app calibrate`) when it has this database, else a new one."""
+    obj = click.get_current_context().find_root().obj
+    if obj is not None and hasattr(obj, "load_app"):
+        obj = obj.load_app()
+    if isinstance(obj, Flask) and obj.config["DATABASE_URL"] == settings["DATABASE_URL"]:
+        return obj
+    return create_app(settings)
+
+
+def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, workers: int = 1) -> None:
+    """Serve the app until interrupted: waitress in this process, or gunicorn with `workers` processes.
+
+    One CPython process runs Python on one core at a time; waitress cannot fork, so several
+    processes on one port are gunicorn's (threaded workers sharing the listening socket).
+    """
+    click.echo(f"calibrate is serving on http://{host}:{port}/  (Ctrl+C to stop)")
+    if workers <= 1:
+        import waitress  # noqa: PLC0415 - one server or the other, whichever serves
+
+        waitress.serve(app, host=host, port=port, threads=threads, ident="calibrate")
+        return
+    try:
+        from calibrate.server import serve_processes  # noqa: PLC0415 - gunicorn runs on Unix only
+    except ImportError as exc:  # gunicorn is not installed on Windows
+        raise click.UsageError(f"--workers {workers} needs gunicorn, which runs on Unix only ({exc})") from exc
+    serve_processes(app, host=host, port=port, threads=threads, workers=workers)
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
+@click.option("--threads", default=DEFAULT_THREADS, show_default=True, type=int,
+              help="Request threads per process (4 measured best: bench/results/annotate.md).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Server processes on the port: 1 is waitress in this process, more is gunicorn (Unix).")
+@db_option
+def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int) -> None:
+    """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""
+    ready_engine(settings)
+    serve_app(web_app(settings), host, port, threads, workers)

@@ -1,0 +1,45 @@
+"""`calibrate task add|list`: what is labelled, on which target, with which values."""
+
+from __future__ import annotations
+
+import click
+from sqlmodel import Session, select
+
+from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.db import write_session
+from calibrate.models import Task
+from calibrate.tasks import add_task, describe_values, parse_scale
+
+
+@click.group("task")
+def task_group() -> None:
+    """Manage tasks (what is labelled, on which target, with which values)."""
+
+
+@task_group.command("add")
+@click.argument("name")
+@click.option("--target", type=click.Choice(["sample", "claim", "context"]), required=True)
+@click.option("--kind", type=click.Choice(["categorical", "ordinal", "continuous"]), required=True)
+@click.option("--labels", help="Comma-separated labels of a categorical task, e.g. A,B,tie.")
+@click.option("--scale", help="Range of an ordinal or continuous task, e.g. 1-5.")
+@click.option("--description", default="", help="One line shown to annotators.")
+@db_option
+def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
+                     description: str) -> None:
+    """Add a custom task."""
+    parsed_scale = parse_scale(scale) if scale else None
+    with write_session(ready_engine(settings)) as session:
+        task = add_task(session, name, target=target, kind=kind,
+                        labels=labels.split(",") if labels else None, scale=parsed_scale, description=description)
+        detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
+        line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
+    click.echo(line)
+
+
+@task_group.command("list")
+@db_option
+def task_list_command(settings: Settings) -> None:
+    """List tasks."""
+    with Session(ready_engine(settings)) as session:
+        for task in session.exec(select(Task).order_by(Task.id)):
+            click.echo(f"{task.name}\t{task.target}\t{task.kind}\t{describe_values(task)}")

@@ -1,0 +1,65 @@
+"""The errors calibrate raises on purpose: one root, so the CLI and the views each catch them in one place.
+
+    CalibrateError                  the root: a request that cannot be carried out; str() is the
+    │                               one line to show the user (the CLI: "error: …", exit 2;
+    │                               the views: a flash message, or the error page on GET)
+    ├── NotFound                    a name or id that does not exist, or that this user may not
+    │                               see (lookup.py; HTTP 404). Names what exists when it can.
+    ├── TaskError                   a task definition or a value that does not fit its task
+    ├── AccountError                an account request (username, password, role)
+    ├── AnnotationError             an annotation action refused (HTTP 422 for scripts)
+    │   ├── Incomplete              annotation/queue.py: submit with required cells missing
+    │   └── EvidenceError           annotation/labels.py: a bad evidence span
+    ├── ImportRejected              a file rejected whole, with its problems by line and field
+    ├── SamplingError               a sampling request (sizes, strata, annotators)
+    ├── CalibrationError            a report request (a field to group by, a split, a metric)
+    ├── ABError                     an A/B request (values of --by, no pairs)
+    └── JudgeError                  judges/errors.py draws its own tree (PromptError,
+                                    RunSetupError, BackendError and its kinds, NothingToDo)
+
+The domain errors keep their ValueError base (callers and tests catch them as such). Each
+module that raises one imports it from here; the old import paths (`calibrate.tasks.TaskError`,
+`calibrate.annotation.AnnotationError`, …) still name the same classes.
+"""
+
+from __future__ import annotations
+
+
+class CalibrateError(Exception):
+    """Base of every error calibrate raises on purpose; the message is one line for the user."""
+
+    def details(self) -> list[str]:
+        """Return the lines shown before the message (an import's problems, one a line); usually none."""
+        return []
+
+    def headline(self) -> str:
+        """Return the one line the command line prints after `error: `."""
+        return str(self)
+
+
+class NotFound(CalibrateError, LookupError):
+    """Something that does not exist, or that this user may not see (HTTP 404, never which)."""
+
+
+class TaskError(CalibrateError, ValueError):
+    """A task definition or a value that does not fit its task."""
+
+
+class AccountError(CalibrateError, ValueError):
+    """An account request that cannot be carried out."""
+
+
+class AnnotationError(CalibrateError, ValueError):
+    """A request that cannot be carried out as asked; the message says why (HTTP 422)."""
+
+
+class SamplingError(CalibrateError, ValueError):
+    """A sampling request that cannot be carried out; the message says why and what to do."""
+
+
+class CalibrationError(CalibrateError, ValueError):
+    """A report request that cannot be answered (a field, split, task or metric the data does not have)."""
+
+
+class ABError(CalibrateError, ValueError):
+    """An A/B request that cannot be answered: an unknown value, a bad metric, or no pairs."""

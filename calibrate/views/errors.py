@@ -1,0 +1,80 @@
+"""How every view answers a refusal: the one place that catches calibrate's errors (calibrate.errors).
+
+A domain call that refuses raises a `CalibrateError`; views do not catch it (except a form that
+shows the message beside what was typed). `init_app` registers one handler on the app:
+
+- In the annotation area (blueprints that name their page with `refuse_back_to`): `NotFound`
+  → a neutral 404 page (never a hint that the item exists for someone else); a script
+  request (htmx, the workbench) → 422 with the message as plain text, which the page shows.
+- A page (GET) elsewhere → the 404 page with the message: the name in the URL does not
+  exist (the message lists what does), or the page cannot be built for these arguments.
+- Otherwise (a form) → the message as a flash and a 303 back: to `g.refusal_back` when the
+  view set one (`back_to(url)`), else to the page its blueprint names, else to the
+  referring page on this site, else to the datasets.
+
+The database session is rolled back at the request's teardown (views/session.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from flask import Blueprint, Flask, flash, g, make_response, redirect, render_template, request, url_for
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from calibrate.errors import CalibrateError, NotFound
+from calibrate.views.auth import is_script_request, safe_next
+
+# Blueprint name → the page a refused form goes back to (the annotation area: annotate, adjudicate, admin, guidelines).
+_BACK: dict[str, Callable[[], str]] = {}
+_SCRIPT_AWARE: set[str] = set()
+
+
+def refuse_back_to(bp: Blueprint, back: Callable[[], str], *, script_aware: bool = False, vary_on_htmx: bool = False) -> None:
+    """Name the page a refused form of `bp` goes back to; `script_aware`: scripts get a 422 instead."""
+    _BACK[bp.name] = back
+    if script_aware:
+        _SCRIPT_AWARE.add(bp.name)
+    if vary_on_htmx:
+        # One URL serves the page and its fragment: caches must key on HX-Request.
+        @bp.after_request
+        def _vary(response):  # noqa: ANN001, ANN202
+            response.vary.add("HX-Request")
+            return response
+
+
+def back_to(url: str) -> None:
+    """Say where this request goes back to if the domain call it makes is refused."""
+    g.refusal_back = url
+
+
+def _back() -> str:
+    if g.get("refusal_back"):
+        return g.refusal_back
+    if request.blueprint in _BACK:
+        return _BACK[request.blueprint]()
+    referrer = urlsplit(request.referrer or "")
+    if referrer.path and (not referrer.netloc or referrer.netloc == request.host):
+        return safe_next(referrer.path + (f"?{referrer.query}" if referrer.query else "")) or url_for("datasets.index")
+    return url_for("datasets.index")
+
+
+def refused(exc: CalibrateError):  # noqa: ANN201
+    """Answer a refused request (see the module's docstring)."""
+    annotation_area = request.blueprint in _BACK
+    if annotation_area and isinstance(exc, NotFound):
+        return render_template("error.html", error=HTTPNotFound()), 404
+    if annotation_area and request.blueprint in _SCRIPT_AWARE and is_script_request():
+        response = make_response(str(exc), 422)
+        response.mimetype = "text/plain"
+        return response
+    if request.method == "GET" and not annotation_area:
+        return render_template("error.html", error=HTTPNotFound(description=str(exc))), 404
+    flash(str(exc), "error")
+    return redirect(_back(), code=303)
+
+
+def init_app(app: Flask) -> None:
+    """Register the one handler of every CalibrateError."""
+    app.register_error_handler(CalibrateError, refused)
