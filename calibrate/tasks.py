@@ -2,7 +2,9 @@
 
 Three labelling tasks are built in, and four metric tasks (`METRIC_TASKS`) that metric judges
 score per sample and that annotators never label item by item; users add their own with
-`calibrate task add`. Every label and every verdict is validated against its task by
+`calibrate task add`, change them with `calibrate task edit` (description, more labels, a
+scale that fits every stored value) and remove them with `calibrate task remove` while nothing
+uses them. Every label and every verdict is validated against its task by
 `canonical_value`, which returns the value in the one text form it is stored in (so
 "Supported", " supported" and "supported" are one label, and 4, "4" and 4.0 are one score).
 """
@@ -13,10 +15,12 @@ import math
 import re
 from dataclasses import dataclass
 
+from sqlalchemy import Float, cast, func
 from sqlmodel import Session, select
 
+from calibrate import lookup
 from calibrate.errors import TaskError
-from calibrate.models import KINDS, TARGETS, Guideline, Task
+from calibrate.models import KINDS, TARGETS, FewShot, Guideline, Label, Prompt, PromptVersion, Task, Verdict
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -204,6 +208,20 @@ def add_task(
     return task
 
 
+@dataclass
+class TaskChange:
+    """What `edit_task` changed, in words (the CLI prints it; the Tasks page flashes it)."""
+
+    task: Task
+    changes: list[str]
+
+    def line(self) -> str:
+        """Return the one line the CLI prints."""
+        if not self.changes:
+            return f"task {self.task.name}: nothing to change"
+        return f"task {self.task.name}: {'; '.join(self.changes)}"
+
+
 def describe_values(task: Task) -> str:
     """Return a task's values as `task list` shows them: its labels, its scale, or "any"."""
     if task.labels:
@@ -211,6 +229,88 @@ def describe_values(task: Task) -> str:
     if task.scale_min is not None:
         return f"{task.scale_min:g}-{task.scale_max:g}"
     return "any"
+
+
+def _value_range(session: Session, task: Task) -> tuple[float | None, float | None]:
+    """Return the lowest and highest value stored for the task: labels, verdicts and few-shot examples."""
+    low, high = None, None
+    for model in (Label, Verdict, FewShot):
+        number = cast(model.value, Float)
+        query = select(func.min(number), func.max(number)).where(model.value.is_not(None))
+        if model is FewShot:
+            query = query.join(PromptVersion, PromptVersion.id == FewShot.version_id).join(
+                Prompt, Prompt.id == PromptVersion.prompt_id).where(Prompt.task_id == task.id)
+        else:
+            query = query.where(model.task_id == task.id)
+        found_low, found_high = session.exec(query).one()
+        if found_low is not None:
+            low = found_low if low is None else min(low, found_low)
+            high = found_high if high is None else max(high, found_high)
+    return low, high
+
+
+def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
+              scale: tuple[float, float] | None = None) -> TaskChange:
+    """Change a task's description, add labels to a categorical task, or set the scale of a score task.
+
+    Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
+    on them), labels for a score task or a scale for a categorical one, a label that exists,
+    and a scale some stored value (a label, a verdict, a few-shot example) falls outside.
+    Labels are only ever added: removing one would orphan the values that use it.
+    """
+    task = lookup.task(session, name)
+    changes: list[str] = []
+    if (add_labels or scale) and task.builtin:
+        raise TaskError(f"task {task.name} is built in: its labels and scale are fixed (reports and metrics rely on them)")
+    if add_labels:
+        if task.kind != "categorical":
+            raise TaskError(f"--add-labels is for categorical tasks; {task.name} is {task.kind} (use --scale)")
+        clean = [label.strip() for label in add_labels if label.strip()]
+        existing = [label for label in clean if label in (task.labels or [])]
+        if existing:
+            raise TaskError(f"task {task.name} already has the label {existing[0]!r} (labels: {', '.join(task.labels or [])})")
+        if len(set(clean)) != len(clean):
+            raise TaskError(f"--add-labels has duplicates: {', '.join(clean)}")
+        task.labels = [*(task.labels or []), *clean]
+        changes.append(f"labels now {', '.join(task.labels)}")
+    if scale is not None:
+        if task.kind == "categorical":
+            raise TaskError(f"--scale is for ordinal and continuous tasks; {task.name} is categorical (use --add-labels)")
+        low, high = _value_range(session, task)
+        if low is not None and (low < scale[0] or high > scale[1]):
+            raise TaskError(f"scale {scale[0]:g}-{scale[1]:g} would leave out stored values of {task.name} "
+                            f"(they range from {low:g} to {high:g})")
+        task.scale_min, task.scale_max = scale
+        changes.append(f"scale now {scale[0]:g}-{scale[1]:g}")
+    if description is not None and description != task.description:
+        task.description = description
+        changes.append("description changed")
+    session.add(task)
+    session.flush()
+    return TaskChange(task, changes)
+
+
+def remove_task(session: Session, name: str) -> Task:
+    """Remove a custom task that nothing uses yet (no labels, verdicts or prompts), with its guidelines.
+
+    Refused (TaskError, one line) for a built-in task and for a task with labels, verdicts or
+    prompts: removing it would lose them.
+    """
+    task = lookup.task(session, name)
+    if task.builtin:
+        raise TaskError(f"task {task.name} is built in: it cannot be removed")
+    uses = []
+    for model, what in ((Label, "labels"), (Verdict, "verdicts"), (Prompt, "prompts")):
+        n = session.exec(select(func.count()).select_from(model).where(model.task_id == task.id)).one()
+        if n:
+            uses.append(f"{n} {what}")
+    if uses:
+        raise TaskError(f"task {task.name} has {' and '.join(uses)}: only a task nothing uses can be removed")
+    for guideline in session.exec(select(Guideline).where(Guideline.task_id == task.id)).all():
+        session.delete(guideline)
+    session.delete(task)
+    session.flush()
+    return task
 
 
 def format_number(x: float) -> str:

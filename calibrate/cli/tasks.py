@@ -1,4 +1,4 @@
-"""`calibrate task add|list`: what is labelled, on which target, with which values."""
+"""`calibrate task add|list|edit|remove`: what is labelled, on which target, with which values."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlmodel import Session, select
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
-from calibrate.tasks import add_task, describe_values, parse_scale
+from calibrate.tasks import add_task, describe_values, edit_task, parse_scale, remove_task
 
 
 @click.group("task")
@@ -43,3 +43,32 @@ def task_list_command(settings: Settings) -> None:
     with Session(ready_engine(settings)) as session:
         for task in session.exec(select(Task).order_by(Task.id)):
             click.echo(f"{task.name}\t{task.target}\t{task.kind}\t{describe_values(task)}")
+
+
+@task_group.command("edit")
+@click.argument("name")
+@click.option("--description", help="The new one-line description shown to annotators.")
+@click.option("--add-labels", metavar="X,Y", help="Labels to add to a categorical task (labels are never removed).")
+@click.option("--scale", metavar="LO-HI", help="New range of an ordinal or continuous task; every stored value must fit.")
+@db_option
+def task_edit_command(settings: Settings, name: str, description: str | None, add_labels: str | None, scale: str | None) -> None:
+    """Change a task: its description, more labels, or a scale every stored value fits."""
+    if description is None and not add_labels and not scale:
+        raise click.UsageError("give --description, --add-labels or --scale")
+    parsed_scale = parse_scale(scale) if scale else None
+    with write_session(ready_engine(settings)) as session:
+        change = edit_task(session, name, description=description, add_labels=add_labels.split(",") if add_labels else None,
+                           scale=parsed_scale)
+        line = change.line()
+    click.echo(line)
+
+
+@task_group.command("remove")
+@click.argument("name")
+@db_option
+def task_remove_command(settings: Settings, name: str) -> None:
+    """Remove a custom task that has no labels, verdicts or prompts."""
+    with write_session(ready_engine(settings)) as session:
+        task = remove_task(session, name)
+        line = f"removed task {task.name}"
+    click.echo(line)

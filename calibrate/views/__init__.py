@@ -20,6 +20,7 @@ from calibrate.views import (
     prompts,
     runs,
     security,
+    tasks,
 )
 
 
@@ -36,6 +37,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(prompts.bp)
     app.register_blueprint(runs.bp)
     app.register_blueprint(calibration_loop.bp)
+    app.register_blueprint(tasks.bp)
 
     for code in (400, 403, 404, 405, 413):
         app.register_error_handler(code, _error_page)

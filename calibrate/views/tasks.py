@@ -1,0 +1,56 @@
+"""The Tasks page (engineers and admins): every task, and for custom ones a form to edit and a button to remove.
+
+The same domain calls and checks as `calibrate task edit` and `calibrate task remove`
+(calibrate/tasks.py): a refusal comes back as the same one-line message, flashed
+(views/errors.py).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from sqlmodel import select
+
+from calibrate.models import Task
+from calibrate.tasks import describe_values, edit_task, parse_scale, remove_task
+from calibrate.views.auth import role_required
+from calibrate.views.errors import back_to
+from calibrate.views.prompts import ENGINEERS
+from calibrate.views.session import get_session, get_write_session
+
+bp = Blueprint("tasks", __name__, url_prefix="/tasks")
+
+
+@bp.route("")
+@role_required(*ENGINEERS)
+def index():
+    """List the tasks: built-in ones as they are, custom ones with their edit form."""
+    tasks = get_session().exec(select(Task).order_by(Task.id)).all()
+    rows = [{"task": task, "values": describe_values(task)} for task in tasks]
+    return render_template("tasks/index.html", rows=rows)
+
+
+@bp.route("/<name>", methods=("POST",))
+@role_required(*ENGINEERS)
+def update(name: str):
+    """Change a task's description, add labels, or set its scale (`calibrate task edit`)."""
+    back_to(url_for("tasks.index"))
+    form = request.form
+    labels = [label for label in form.get("add_labels", "").split(",") if label.strip()]
+    scale = parse_scale(form["scale"]) if form.get("scale", "").strip() else None
+    session = get_write_session()
+    change = edit_task(session, name, description=form.get("description"), add_labels=labels or None, scale=scale)
+    session.commit()
+    flash(f"{change.line()}.", "info")
+    return redirect(url_for("tasks.index"), code=303)
+
+
+@bp.route("/<name>/remove", methods=("POST",))
+@role_required(*ENGINEERS)
+def remove(name: str):
+    """Remove a custom task nothing uses yet (`calibrate task remove`)."""
+    back_to(url_for("tasks.index"))
+    session = get_write_session()
+    task = remove_task(session, name)
+    session.commit()
+    flash(f"Removed task {task.name}.", "info")
+    return redirect(url_for("tasks.index"), code=303)

@@ -1,0 +1,135 @@
+"""`calibrate task edit|remove` and the Tasks page: the same checks, the same one-line refusals."""
+
+from __future__ import annotations
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlmodel import select
+
+from calibrate.models import Guideline, Task
+
+
+def _task(session, name):
+    session.rollback()  # a new transaction: see what the command committed
+    session.expire_all()
+    return session.exec(select(Task).where(Task.name == name)).first()
+
+
+@pytest.fixture
+def custom(runner):
+    assert runner.invoke(["task", "add", "pref", "--target", "sample", "--kind", "categorical", "--labels", "A,B"]).exit_code == 0
+    assert runner.invoke(["task", "add", "score", "--target", "sample", "--kind", "ordinal", "--scale", "1-5"]).exit_code == 0
+
+
+def test_edit_adds_labels_and_changes_the_description(runner, session, custom):
+    result = runner.invoke(["task", "edit", "pref", "--add-labels", "tie", "--description", "Which answer is better?"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "task pref: labels now A, B, tie; description changed"
+    task = _task(session, "pref")
+    assert task.labels == ["A", "B", "tie"] and task.description == "Which answer is better?"
+    assert "pref\tsample\tcategorical\tA,B,tie" in runner.invoke(["task", "list"]).output
+
+
+def test_a_scale_may_change_while_every_stored_value_fits(runner, session, custom, make_sample):
+    make_sample(external_id="s1")
+    make_sample(external_id="s2")
+    from calibrate.accounts import ensure_annotator
+    from calibrate.models import Label, Sample
+
+    task = _task(session, "score")
+    user = ensure_annotator(session, "ana")
+    for sample, value in zip(session.exec(select(Sample).order_by(Sample.id)).all(), ("2", "4"), strict=True):
+        session.add(Label(task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}", annotator_id=user.id,
+                          value=value, source="import"))
+    session.commit()
+    assert runner.invoke(["task", "edit", "score", "--scale", "0-10"]).output.strip() == "task score: scale now 0-10"
+    narrowed = runner.invoke(["task", "edit", "score", "--scale", "2-4"])
+    assert narrowed.exit_code == 0, narrowed.output
+    refused = runner.invoke(["task", "edit", "score", "--scale", "3-5"])
+    assert refused.exit_code == 2
+    assert refused.output.strip() == "error: scale 3-5 would leave out stored values of score (they range from 2 to 4)"
+    assert (_task(session, "score").scale_min, _task(session, "score").scale_max) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["task", "edit", "claim_support", "--add-labels", "maybe"],
+         "task claim_support is built in: its labels and scale are fixed (reports and metrics rely on them)"),
+        (["task", "edit", "answer_quality", "--scale", "1-10"],
+         "task answer_quality is built in: its labels and scale are fixed (reports and metrics rely on them)"),
+        (["task", "edit", "pref", "--add-labels", "B"], "task pref already has the label 'B' (labels: A, B)"),
+        (["task", "edit", "pref", "--scale", "1-5"], "--scale is for ordinal and continuous tasks; pref is categorical (use --add-labels)"),
+        (["task", "edit", "score", "--add-labels", "x"], "--add-labels is for categorical tasks; score is ordinal (use --scale)"),
+        (["task", "edit", "nope", "--description", "x"], "unknown task 'nope' (tasks: "),
+        (["task", "remove", "claim_support"], "task claim_support is built in: it cannot be removed"),
+        (["task", "remove", "nope"], "unknown task 'nope' (tasks: "),
+    ],
+)
+def test_refusals_are_one_line_with_exit_code_2(runner, custom, args, message):
+    result = runner.invoke(args)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {message}") and result.output.count("\n") == 1
+
+
+def test_edit_without_a_change_is_a_usage_error(runner, custom):
+    result = runner.invoke(["task", "edit", "pref"])
+    assert result.exit_code == 2 and "give --description, --add-labels or --scale" in result.output
+
+
+def test_remove_only_what_nothing_uses(runner, session, custom, make_sample):
+    sample = make_sample(external_id="s1")
+    from calibrate.accounts import ensure_annotator
+    from calibrate.models import Label
+
+    task = _task(session, "pref")
+    session.add(Guideline(task_id=task.id, version=1, text="Prefer the grounded answer."))
+    session.add(Label(task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}",
+                      annotator_id=ensure_annotator(session, "ana").id, value="A", source="import"))
+    session.commit()
+    refused = runner.invoke(["task", "remove", "pref"])
+    assert refused.exit_code == 2
+    assert refused.output.strip() == "error: task pref has 1 labels: only a task nothing uses can be removed"
+    assert _task(session, "pref") is not None
+    removed = runner.invoke(["task", "remove", "score"])
+    assert removed.exit_code == 0 and removed.output.strip() == "removed task score"
+    assert _task(session, "score") is None
+
+
+def _form(page, selector):
+    soup = BeautifulSoup(page.data, "html.parser")
+    return soup.select_one(selector)
+
+
+def test_tasks_page_edits_and_removes_with_the_same_checks(client, login, session, custom):
+    token = login("eng", role="engineer")
+    page = client.get("/tasks")
+    assert page.status_code == 200
+    rows = BeautifulSoup(page.data, "html.parser").select("#tasks tbody tr")
+    builtin = next(r for r in rows if r["data-task"] == "claim_support")
+    assert builtin.select_one("form.remove-task") is None and builtin.select_one("input[name=add_labels]") is None
+    assert _form(page, "tr[data-task=pref] input[name=add_labels]") is not None
+
+    done = client.post("/tasks/pref", data={"csrf_token": token, "description": "", "add_labels": "tie"})
+    assert done.status_code == 303 and done.headers["Location"].endswith("/tasks")
+    assert _task(session, "pref").labels == ["A", "B", "tie"]
+    shown = client.get("/tasks")
+    assert BeautifulSoup(shown.data, "html.parser").select_one(".flash-info").get_text() == "task pref: labels now A, B, tie."
+
+    refused = client.post("/tasks/pref", data={"csrf_token": token, "description": "", "add_labels": "A"})
+    assert refused.status_code == 303
+    message = BeautifulSoup(client.get("/tasks").data, "html.parser").select_one(".flash-error").get_text()
+    assert message == "task pref already has the label 'A' (labels: A, B, tie)"
+
+    refused = client.post("/tasks/claim_support/remove", data={"csrf_token": token})
+    assert refused.status_code == 303 and _task(session, "claim_support") is not None
+    message = BeautifulSoup(client.get("/tasks").data, "html.parser").select_one(".flash-error").get_text()
+    assert message == "task claim_support is built in: it cannot be removed"
+
+    assert client.post("/tasks/score/remove", data={"csrf_token": token}).status_code == 303
+    assert _task(session, "score") is None
+
+
+def test_annotators_get_403(client, login):
+    login("ann", role="annotator")
+    assert client.get("/tasks").status_code == 403
