@@ -1,7 +1,8 @@
 """`calibrate prompt new|list|show|diff` and `calibrate judge run`.
 
 Exit code 2 with a one-line `error:` for bad input, a missing API-key variable, bad
-credentials, an unknown model or an unreachable base URL.
+credentials, an unknown model or an unreachable base URL. Ctrl+C during a run says what was
+saved and that the same command continues it (exit code 1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import click
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.judges import FewShotSpec, NothingToDo, PromptError, RunOptions, RunSpec, execute_run, prepare_run, save_version
@@ -28,6 +29,7 @@ from calibrate.judges.versions import (
     unified_diff,
     version_view,
 )
+from calibrate.models import JudgeRun
 
 
 def _read(path: Path | None, what: str) -> str | None:
@@ -180,6 +182,9 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
             bar.refresh()
     try:
         summary = execute_run(engine, run_id, prices=prices, progress=progress)
+    except KeyboardInterrupt:  # execute_run has marked the run stopped; say what that means
+        click.echo(interrupted_line(engine, run_id, prompt_ref, dataset), err=True)
+        sys.exit(EXIT_FAILED)
     finally:
         if bar is not None:
             bar.close()
@@ -187,3 +192,13 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
         click.echo(line)
     if summary.status == "failed":
         raise BadInput(summary.error)
+
+
+def interrupted_line(engine, run_id: int, prompt_ref: str, dataset: str) -> str:  # noqa: ANN001
+    """Return what Ctrl+C on a run prints: what is saved, and that the same command continues."""
+    with Session(engine) as session:
+        run = session.get(JudgeRun, run_id)
+        done, total = (run.n_done, run.n_total) if run else (0, 0)
+    return (f"interrupted: run {run_id} stopped with {done} of {total} targets judged and saved; "
+            f"run `calibrate judge run --dataset {dataset} --prompt {prompt_ref}` again to continue "
+            f"(answered calls come from the cache, nothing is judged twice)")

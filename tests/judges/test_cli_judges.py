@@ -58,3 +58,31 @@ def test_judge_run_fails_fast_with_one_line(runner, make_sample, monkeypatch):
     result = runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "claims@1", "--backend", "openai",
                             "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", ""])
     assert result.exit_code == 2 and "cannot reach http://127.0.0.1:9/v1/chat/completions" in result.output
+
+
+def test_ctrl_c_says_what_was_saved_and_that_rerunning_continues(runner, make_sample, session, monkeypatch):
+    from calibrate.cli import judges as cli_judges
+    from calibrate.judges import execute_run
+
+    for i in range(60):
+        make_sample(external_id=f"s{i}", answer="Tome 0,4 mg al día.", claims=["Tome 0,4 mg al día."])
+    runner.invoke(["prompt", "new", "claims", "--task", "claim_support"])
+
+    def interrupted(engine, run_id, **kwargs):
+        def progress(done, total):
+            if done >= 50:  # the first batch is committed: Ctrl+C now
+                raise KeyboardInterrupt
+        return execute_run(engine, run_id, **{**kwargs, "progress": progress})
+
+    monkeypatch.setattr(cli_judges, "execute_run", interrupted)
+    result = runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "claims@1"])
+    assert result.exit_code == 1
+    assert "Aborted!" not in result.output
+    saved = len(session.exec(select(Verdict)).all())
+    assert 0 < saved < 60
+    assert result.output.strip() == (
+        f"interrupted: run 1 stopped with {saved} of 60 targets judged and saved; run `calibrate judge run --dataset d "
+        "--prompt claims@1` again to continue (answered calls come from the cache, nothing is judged twice)")
+    monkeypatch.undo()
+    again = runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "claims@1"])
+    assert again.exit_code == 0 and f"60/60 targets judged ({60 - saved} verdicts" in again.output
