@@ -115,3 +115,14 @@ def test_every_command_is_documented(path):
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
     assert f"calibrate {' '.join(path)}" in doc
+
+
+def test_a_mistyped_database_path_leaves_no_file_behind(tmp_path):
+    from click.testing import CliRunner
+
+    missing = tmp_path / "typo.sqlite"
+    result = CliRunner().invoke(cli, ["report", "--dataset", "d", "--db", f"sqlite:///{missing}"],
+                                env={"CALIBRATE_INSTANCE": str(tmp_path)})
+    assert result.exit_code == 2
+    assert result.output == f"error: no database at {missing}: check --db, or run `calibrate init` to create it\n"
+    assert not missing.exists() and not list(tmp_path.glob("typo.sqlite*"))

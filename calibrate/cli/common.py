@@ -74,9 +74,23 @@ def safe_url(settings: Settings) -> str:
     return make_url(settings["DATABASE_URL"]).render_as_string(hide_password=True)
 
 
+def sqlite_file(settings: Settings) -> Path | None:
+    """Return the file of a SQLite database URL (None for another database or an in-memory one)."""
+    url = make_url(settings["DATABASE_URL"])
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:" or url.database.startswith("file:"):
+        return None
+    return Path(url.database)
+
+
 def ready_engine(settings: Settings) -> Engine:
     """Return the engine after checking the database exists and is at the current schema.
+
+    A SQLite file that does not exist is never created here (a mistyped `--db sqlite:///…`
+    path would otherwise leave an empty database behind): only `calibrate init` creates one.
     """
+    path = sqlite_file(settings)
+    if path is not None and not path.exists():
+        raise BadInput(f"no database at {path}: check --db, or run `calibrate init` to create it")
     engine = engine_of(settings)
     revision = current_revision(engine)
     if revision is None:
