@@ -4,7 +4,7 @@ A version's identity is the SHA-256 of its content (template, system text, model
 and few-shot examples, in order); note, author and parent are not content. Saving an edit
 creates version N+1; saving content identical to an existing version creates nothing and
 returns that version. Few-shot examples are human-labelled targets: their value is the human
-gold (adjudicated label, else the annotators' majority, else their mean for scores), they can
+gold (calibration/gold.py: the one rule the report uses too), they can
 never come from the `test` split, and they are never scored for the version that shows them.
 """
 
@@ -21,10 +21,11 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from calibrate import lookup
+from calibrate.calibration.gold import human_gold
 from calibrate.judges.errors import PromptError
 from calibrate.judges.render import check_template, default_templates
-from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Label, Prompt, PromptVersion, Sample, Task, User
-from calibrate.tasks import METRIC_TASKS, format_number
+from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Prompt, PromptVersion, Sample, Task, User
+from calibrate.tasks import METRIC_TASKS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -193,32 +194,6 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
     if value is None:
         raise PromptError(f"few-shot {spec.ref}: no human gold label for this target ({rationale})")
     return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
-
-
-def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str]:
-    """Return (gold value, rationale) of a target from the human labels, or (None, why not)."""
-    labels = session.exec(
-        select(Label).where(Label.task_id == task.id, Label.target_key == key, Label.stale == False)  # noqa: E712
-        .order_by(Label.adjudicated.desc(), Label.updated_at.desc(), Label.id)
-    ).all()
-    if not labels:
-        return None, "nobody labelled it"
-    adjudicated = [label for label in labels if label.adjudicated]
-    if adjudicated:
-        return adjudicated[0].value, adjudicated[0].rationale
-    if task.kind == "categorical":
-        counts: dict[str, int] = {}
-        for label in labels:
-            counts[label.value] = counts.get(label.value, 0) + 1
-        best = max(counts.values())
-        winners = [value for value, n in counts.items() if n == best]
-        if len(winners) > 1:
-            return None, f"the annotators disagree ({', '.join(sorted(winners))}) and nobody adjudicated"
-        value = winners[0]
-    else:
-        value = format_number(sum(float(label.value) for label in labels) / len(labels))
-    rationale = next((label.rationale for label in labels if label.value == value and label.rationale), "")
-    return value, rationale
 
 
 # --------------------------------------------------------------------------- saving

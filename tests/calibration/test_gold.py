@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlmodel import select
@@ -16,7 +16,7 @@ from calibrate.judges import FewShotSpec, save_version
 from calibrate.models import FewShot, Label
 
 FAST = Options(bootstrap=200)
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _decide(store, session, task, sid, decisions, claim=None):
@@ -59,8 +59,9 @@ def test_the_most_recent_adjudication_wins_everywhere(store, session):
 
 
 def test_a_few_shot_carries_the_gold_the_report_scores_against(store, session):
+    """Two adjudications at the same time: the later row is in force (the few-shot code took the earlier one)."""
     store.sample("s1", n_claims=1)
-    _decide(store, session, "claim_support", "s1", [("boss", "supported", 5), ("chief", "unsupported", 1)], claim=0)
+    _decide(store, session, "claim_support", "s1", [("boss", "unsupported", 0), ("chief", "supported", 0)], claim=0)
     result = save_version(session, "p", task="claim_support", few_shots=[FewShotSpec("s1:0")])
     session.commit()
     [shot] = session.exec(select(FewShot).where(FewShot.version_id == result.version.id)).all()
