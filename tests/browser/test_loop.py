@@ -29,6 +29,8 @@ def test_disagreement_to_fewshot_to_v2(page, live_server, browser_login, engine,
     first = page.locator("#disagreements tbody tr").first
     target = first.get_attribute("data-target")
     first.locator("a").click()
+    page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration/judges/claims@1/disagreements/{target}*")
+    page.wait_for_load_state()  # count() does not wait: the page must be there first
     assert page.locator("#judge-raw").count() == 1 and page.locator("#gold").inner_text()
     page.fill("#fewshot-form textarea[name=rationale]", "La fuente lo dice <b>así</b>.")
     page.click("#fewshot-form button[type=submit]")
