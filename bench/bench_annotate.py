@@ -116,7 +116,7 @@ def build_db(path: Path, n_samples: int, n_bench_users: int, per_user: int, seed
     label_id = 0
     values = ("supported", "unsupported", "not_applicable")
     for user_id in (1, 2):
-        for cid, s, _index, _text_, _start, _end in claim_rows:
+        for cid, s, _index, _claim_text, _start, _end in claim_rows:
             label_id += 1
             value = values[rng.random() < 0.3]
             label_rows.append((label_id, cs, s, cid, f"claim:{cid}", user_id, value))
@@ -135,7 +135,7 @@ def build_db(path: Path, n_samples: int, n_bench_users: int, per_user: int, seed
     del label_rows, revision_rows, claim_rows
     assignments = [(s, u, "done", now, now) for u in (1, 2) for s in range(1, n_samples + 1)]
     # Each bench annotator gets its own pending items, spread over the whole dataset.
-    for offset, user_id in enumerate(range(3, 3 + n_bench_users)):
+    for user_id in range(3, 3 + n_bench_users):
         picks = rng.sample(range(1, n_samples + 1), per_user)
         assignments += [(s, user_id, "pending", now, now) for s in picks]
     con.executemany("INSERT INTO assignment (sample_id, user_id, status, note, priority, created_at, updated_at) "
@@ -176,7 +176,7 @@ else:  # what `calibrate serve --workers N` runs
 
 def start_server(db: Path, port: int, threads: int, workers: int, server: str) -> subprocess.Popen:
     # waitress logs a line whenever requests queue up: to a file, never to a pipe nobody reads
-    log = open(db.parent / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    log = open(db.parent / "server.log", "wb")
     process = subprocess.Popen([sys.executable, "-c", SERVER, f"sqlite:///{db}", str(port), str(db.parent), str(threads),
                                 str(workers), server], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 30
@@ -367,7 +367,7 @@ def _guard(function, client):
     def run(*args):
         try:
             function(*args)
-        except Exception as exc:  # noqa: BLE001 - counted, reported, and the run fails
+        except Exception as exc:
             client.errors[f"exception {type(exc).__name__}: {exc}"] += 1
     return run
 

@@ -40,7 +40,7 @@ from sklearn.metrics import cohen_kappa_score
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibrate.stats import bootstrap_index_matrix, cluster_bootstrap_kappa, factorize_clusters, kappa_resamples  # noqa: E402
+from calibrate.stats import bootstrap_index_matrix, cluster_bootstrap_kappa, factorize_clusters, kappa_resamples
 
 
 def make_data(n_claims: int, n_clusters: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -170,7 +170,8 @@ def main() -> None:
         f"| vectorised, percentile | {pct_median:.3f} s | median of {args.repeat} (best {pct_best:.3f} s) |",
         f"| vectorised, BCa | {bca_median:.3f} s | median of {args.repeat} (best {bca_best:.3f} s); includes the leave-one-cluster-out jackknife |",
         f"| sklearn loop, {args.loop_resamples} resamples (measured) | {loop_time:.2f} s | {1000 * loop_time / args.loop_resamples:.1f} ms per resample |",
-        f"| sklearn loop, {args.resamples:,} resamples (extrapolated ×{args.resamples / args.loop_resamples:g}) | {loop_extrapolated:.1f} s | linear extrapolation of the measured {args.loop_resamples} |",
+        f"| sklearn loop, {args.resamples:,} resamples (extrapolated ×{args.resamples / args.loop_resamples:g}) "
+        f"| {loop_extrapolated:.1f} s | linear extrapolation of the measured {args.loop_resamples} |",
         "",
         f"**Speed-up (extrapolated loop / vectorised percentile): {ratio:.0f}×** (target ≥ 50×; whole bootstrap target well under 5 s).",
         "",

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_report import ROOT, build_db  # noqa: E402
+from bench_report import ROOT, build_db
 
 
 def add_second_judge(path: Path, seed: int = 1) -> None:
@@ -39,7 +39,7 @@ def add_second_judge(path: Path, seed: int = 1) -> None:
     con.executemany(
         "INSERT INTO verdict (judge_id, task_id, sample_id, claim_id, target_key, value, status, reason, raw, error, cached, source, created_at) "
         "VALUES (2, ?, ?, ?, ?, ?, 'ok', '', '', '', 0, 'import', ?)",
-        [(t, s, c, k, other[v] if f else v, now) for (t, s, c, k, v), f in zip(rows, flip)])
+        [(t, s, c, k, other[v] if f else v, now) for (t, s, c, k, v), f in zip(rows, flip, strict=True)])
     con.commit()
     con.close()
 

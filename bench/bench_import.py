@@ -147,7 +147,8 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
         f"| baseline: `json.loads` of every line (in the parent) | {baseline:.2f} | – | {options.n / baseline:,.0f} | – | – |",
         f"| `calibrate import samples` (new dataset) | {seconds:.2f} | {cpu:.2f} | **{rate:,.0f}** | {options.n / cpu:,.0f} | **{rss:.0f}** |",
-        f"| the same import again (nothing changed) | {again:.2f} | {again_cpu:.2f} | {options.n / again:,.0f} | {options.n / again_cpu:,.0f} | {again_rss:.0f} |",
+        f"| the same import again (nothing changed) | {again:.2f} | {again_cpu:.2f} | {options.n / again:,.0f} "
+        f"| {options.n / again_cpu:,.0f} | {again_rss:.0f} |",
         f"| `calibrate --version` (start-up alone) | {startup:.2f} | {startup_cpu:.2f} | – | – | {startup_rss:.0f} |",
         "",
         f"- import / json.loads time ratio: **{seconds / baseline:.1f}×** (the import parses the file twice, "

@@ -59,7 +59,8 @@ def build_db(path: Path, n_samples: int, n_claims: int, seed: int = 0) -> None:
         rows += [(task, int(sample_of[i]), i + 1, f"claim:{i + 1}", annotator, "supported" if values[i] else "unsupported", now, now)
                  for i in range(n)]
     con.executemany(
-        "INSERT INTO label (task_id, sample_id, claim_id, target_key, annotator_id, value, rationale, adjudicated, stale, stale_reason, source, created_at, updated_at) "
+        "INSERT INTO label (task_id, sample_id, claim_id, target_key, annotator_id, value, rationale, adjudicated, stale, "
+        "stale_reason, source, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, '', 0, 0, '', 'import', ?, ?)", rows)
     con.executemany(
         "INSERT INTO verdict (judge_id, task_id, sample_id, claim_id, target_key, value, status, reason, raw, error, cached, source, created_at) "

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ingest"))
-from test_claims import PARAGRAPH, PATHOLOGICAL  # noqa: E402  (the tests' own inputs)
+from test_claims import PARAGRAPH, PATHOLOGICAL
 
-from calibrate.ingest.claims import segment  # noqa: E402
+from calibrate.ingest.claims import segment
 
 
 def main() -> None:

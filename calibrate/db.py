@@ -40,7 +40,7 @@ PG_WRITE_LOCK = 0x63616C69
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # noqa: ANN001
+    def _on_connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -50,14 +50,14 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
+    def _on_begin(conn):
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def _install_postgres_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
+    def _on_begin(conn):
         if conn.get_execution_options().get("write_lock"):
             # Released by the transaction's COMMIT or ROLLBACK, never held across them.
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK})")
@@ -170,16 +170,16 @@ class Statement:
             out[name] = value
         return out
 
-    def _row(self, cursor, values: tuple):  # noqa: ANN001, ANN202
+    def _row(self, cursor, values: tuple):
         names = tuple(column[0] for column in cursor.description)
         row_type = self._row_types.get(names)
         if row_type is None:
-            row_type = self._row_types[names] = namedtuple("Row", names)  # noqa: PYI024
+            row_type = self._row_types[names] = namedtuple("Row", names)
         if self.json_fields:
-            values = tuple(json.loads(v) if v is not None and n in self.json_fields else v for n, v in zip(names, values))
+            values = tuple(json.loads(v) if v is not None and n in self.json_fields else v for n, v in zip(names, values, strict=True))
         return row_type(*values)
 
-    def _run(self, session: Session, params: dict):  # noqa: ANN202
+    def _run(self, session: Session, params: dict):
         connection = session.connection()
         if connection.dialect.name != "sqlite":
             return None, connection.execute(self.clause, params)
@@ -193,12 +193,12 @@ class Statement:
         cursor, result = self._run(session, params)
         return result.all() if result is not None else cursor.fetchall()
 
-    def first(self, session: Session, params: dict):  # noqa: ANN201
+    def first(self, session: Session, params: dict):
         """Return the first row, or None."""
         rows = self.all(session, params)
         return rows[0] if rows else None
 
-    def scalar(self, session: Session, params: dict):  # noqa: ANN201
+    def scalar(self, session: Session, params: dict):
         """Return the first column of the first row (an INSERT's RETURNING id)."""
         row = self.first(session, params)
         return row[0] if row is not None else None
@@ -210,7 +210,7 @@ class Statement:
             cursor.close()
 
 
-def read_frame(session: Session, query, columns: list[str]):  # noqa: ANN001, ANN201
+def read_frame(session: Session, query, columns: list[str]):
     """Return a Core query's rows as a pandas DataFrame, read straight through the DB-API cursor.
 
     Reports read hundreds of thousands of rows; SQLAlchemy's per-row Result processing costs

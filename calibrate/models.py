@@ -23,7 +23,7 @@ Values are stored as text in their canonical form (a label string, or a number w
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
@@ -37,7 +37,7 @@ SPLITS = ("train", "dev", "test")
 
 def utcnow() -> datetime:
     """Return the current time, timezone-aware in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def target_key(target: str, target_id: int) -> str:

@@ -34,7 +34,7 @@ class _Server(BaseApplication):
         return self._app
 
 
-def _post_fork(_server, _worker) -> None:  # noqa: ANN001
+def _post_fork(_server, _worker) -> None:
     forget_connections_after_fork()
 
 

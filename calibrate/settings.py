@@ -32,7 +32,7 @@ def instance_config(instance: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     namespace: dict[str, Any] = {"__file__": str(path)}
-    exec(compile(path.read_bytes(), str(path), "exec"), namespace)  # noqa: S102 - the install's own settings file, as Flask reads it
+    exec(compile(path.read_bytes(), str(path), "exec"), namespace)
     return _upper(namespace)
 
 

@@ -144,5 +144,5 @@ def pytest_collection_finish(session):
     """Fail, never skip, when the suite's own dependencies are missing (CI must notice)."""
     import importlib
 
-    for name in ("hypothesis", "statsmodels", "krippendorff", "playwright", "bs4", "sklearn", "scipy", "psycopg"):
+    for name in ("hypothesis", "statsmodels", "krippendorff", "playwright", "bs4", "sklearn", "scipy", "psycopg", "ruff"):
         importlib.import_module(name)

@@ -34,7 +34,7 @@ def test_write_session_begins_immediate(engine):
     statements = []
     from sqlalchemy import event
 
-    def record(conn, cursor, statement, *args):  # noqa: ANN001
+    def record(conn, cursor, statement, *args):
         statements.append(statement)
 
     event.listen(engine, "before_cursor_execute", record)
@@ -59,8 +59,9 @@ def test_concurrent_read_then_write_transactions_do_not_fail(engine):
             for j in range(10):
                 with write_session(engine) as session:
                     n = session.execute(text("SELECT count(*) FROM dataset")).scalar()
-                    session.execute(text("INSERT INTO dataset (name, description, source, is_demo, created_at) VALUES (:n, '', '', 0, '2026-01-01')"), {"n": f"w{i}-{j}-{n}"})
-        except Exception as exc:  # noqa: BLE001
+                    session.execute(text("INSERT INTO dataset (name, description, source, is_demo, created_at) "
+                                         "VALUES (:n, '', '', 0, '2026-01-01')"), {"n": f"w{i}-{j}-{n}"})
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
@@ -82,13 +83,16 @@ def test_migration_upgrade_keeps_labels(tmp_path):
         assert current_revision(engine) == "0001"
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO dataset (id, name, description, source, is_demo, created_at) VALUES (1, 'd', '', '', 0, '2026-01-01')"))
-            conn.execute(text("INSERT INTO sample (id, dataset_id, external_id, question, answer, metadata, content_hash, segmenter, created_at, updated_at) VALUES (1, 1, 's1', 'q', 'a. b.', '{}', 'h', 'given', '2026-01-01', '2026-01-01')"))
+            conn.execute(text("INSERT INTO sample (id, dataset_id, external_id, question, answer, metadata, content_hash, segmenter, "
+                              "created_at, updated_at) VALUES (1, 1, 's1', 'q', 'a. b.', '{}', 'h', 'given', '2026-01-01', '2026-01-01')"))
             conn.execute(text("INSERT INTO claim (id, sample_id, \"index\", text, start, \"end\", active) VALUES (1, 1, 0, 'a.', 0, 2, 1)"))
             conn.execute(text("INSERT INTO user (id, username, display_name, role, active, created_at) VALUES (1, 'ann', '', 'annotator', 1, '2026-01-01')"))
-            conn.execute(text("INSERT INTO task (id, name, target, kind, labels, description, builtin, created_at) VALUES (1, 'claim_support', 'claim', 'categorical', '[\"supported\",\"unsupported\"]', '', 1, '2026-01-01')"))
+            conn.execute(text("INSERT INTO task (id, name, target, kind, labels, description, builtin, created_at) VALUES "
+                              "(1, 'claim_support', 'claim', 'categorical', '[\"supported\",\"unsupported\"]', '', 1, '2026-01-01')"))
             for i in range(50):
                 conn.execute(
-                    text("INSERT INTO label (task_id, sample_id, claim_id, target_key, annotator_id, value, rationale, adjudicated, stale, stale_reason, source, created_at, updated_at) "
+                    text("INSERT INTO label (task_id, sample_id, claim_id, target_key, annotator_id, value, rationale, adjudicated, "
+                         "stale, stale_reason, source, created_at, updated_at) "
                          "VALUES (1, 1, 1, :k, 1, 'supported', :r, 0, 0, '', 'import', '2026-01-01', '2026-01-01')"),
                     {"k": f"claim:{i}", "r": f"r{i}"},
                 )

@@ -44,9 +44,9 @@ from calibrate.tasks import ensure_builtin_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "judges"))
 
-from fakellm import FakeLLM  # noqa: E402
-from judge_helpers import fast_options, write_samples  # noqa: E402
-from server_helpers import free_port, request, start_workers  # noqa: E402
+from fakellm import FakeLLM
+from judge_helpers import fast_options, write_samples
+from server_helpers import free_port, request, start_workers
 
 pytestmark = pytest.mark.postgres
 
@@ -90,7 +90,7 @@ class Cluster:
                              autocommit=True) as conn:
             conn.execute(sql)
 
-    def template(self, name: str, fill) -> str:  # noqa: ANN001
+    def template(self, name: str, fill) -> str:
         """Return the name of a template database, made once: migrated, built-in tasks, then `fill(engine)`."""
         if name not in self.templates:
             self.admin(f"CREATE DATABASE {name}")
@@ -177,7 +177,7 @@ def sqlite_demo(template_db, tmp_path_factory):
     dispose_engine(url)
 
 
-def _dump(engine) -> dict[str, list[tuple]]:  # noqa: ANN001
+def _dump(engine) -> dict[str, list[tuple]]:
     """Return every row of every table, in primary-key order."""
     with engine.connect() as conn:
         return {table.name: [tuple(row) for row in conn.execute(table.select().order_by(*table.primary_key.columns))]
@@ -189,7 +189,7 @@ def _as_json(data: dict) -> str:
     return json.dumps({k: v for k, v in data.items() if k != "generated_at"}, sort_keys=True, default=str)
 
 
-def _soup(response):  # noqa: ANN001, ANN202
+def _soup(response):
     return BeautifulSoup(response.get_data(as_text=True), "html.parser")
 
 
@@ -273,11 +273,11 @@ def test_labelling_autosaves_keeps_revisions_never_duplicates_and_submits(client
     url = f"/annotate/{assignment.id}"
     claims = session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)).all()
 
-    def label(target: str, value: str | None = None, task: str = "claim_support", **fields):  # noqa: ANN202
+    def label(target: str, value: str | None = None, task: str = "claim_support", **fields):
         data = {"task": task, "target": target, **fields} | ({"value": value} if value is not None else {})
         return client.post(f"{url}/label", data=data, headers={**HX, "X-CSRFToken": token})
 
-    def count(model) -> int:  # noqa: ANN001
+    def count(model) -> int:
         session.commit()  # end the read transaction and forget loaded rows: see what the app committed
         session.expire_all()
         return session.exec(select(func.count()).select_from(model)).one()
@@ -357,7 +357,7 @@ def test_reports_and_comparisons_equal_the_same_demo_on_sqlite(session, demo, sq
     assert expected["tasks"]["claim_support"]["common_n"] > 0
 
 
-def _judges_table(client, username: str, password: str) -> list[list[str]]:  # noqa: ANN001
+def _judges_table(client, username: str, password: str) -> list[list[str]]:
     """Log a test client in and return the dashboard's judge rows as text (one list of cells per judge)."""
     token = _soup(client.get("/login")).select_one("input[name=csrf_token]")["value"]
     assert client.post("/login", data={"username": username, "password": password, "csrf_token": token}).status_code == 303

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError
 from calibrate.models import Assignment, Dataset, Guideline, Label, Sample, Task, User, utcnow
+from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
 
 MAX_GUIDELINE_CHARS = 50_000
 # "5: correct, complete…", "4 - …", "3) …": a rubric level at the start of a line.
@@ -89,7 +90,7 @@ def save_guideline(session: Session, task: Task, text: str, author: User) -> Gui
     return guideline
 
 
-def _outdated_clause(task: Task, version: int):  # noqa: ANN202
+def _outdated_clause(task: Task, version: int):
     """SQL: the assignment's user has a label of `task` on its sample made under an older version."""
     return exists().where(
         Label.sample_id == Assignment.sample_id, Label.annotator_id == Assignment.user_id,
@@ -129,7 +130,6 @@ def requeue_outdated(session: Session, task: Task, dataset: Dataset | None = Non
 def tasks_in_order(session: Session) -> list[Task]:
     """Return the tasks annotators label: built-in ones first (claim_support, answer_quality, context_relevance),
     then by name (the metric tasks, scored per sample by metric judges, are not among them)."""
-    from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
 
     order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
     tasks = [t for t in session.exec(select(Task)).all() if t.name not in METRIC_TASKS]

@@ -27,6 +27,7 @@ from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
 from calibrate.models import Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
+from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 
@@ -209,7 +210,7 @@ class ItemView:
         """Return the cell of a task on a target."""
         return next((c for c in self.by_target.get(key, []) if c.task.id == task_id), None)
 
-    def context_pieces(self, context) -> list[ContextPiece]:  # noqa: ANN001
+    def context_pieces(self, context) -> list[ContextPiece]:
         """Return a context's text as plain runs and numbered sentences (the page marks evidence on these).
 
         Computed when the page asks (never on a label POST): segmenting is for showing.
@@ -263,7 +264,7 @@ _MY_LABELS_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id =
                            "AND NOT adjudicated", json_fields=("evidence",))
 
 
-def get_assignment(session: Session, user: User, assignment_id: int):  # noqa: ANN201
+def get_assignment(session: Session, user: User, assignment_id: int):
     """Return the user's own assignment (a row), or raise NotFound (also for someone else's)."""
     row = _ASSIGNMENT_SQL.first(session, {"id": assignment_id, "user_id": user.id})
     if row is None:
@@ -296,9 +297,7 @@ def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[
     return tasks, guidelines
 
 
-def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:  # noqa: ANN001
-    from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
-
+def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:
     newest = (sa_select(_GUIDELINES.c.task_id, func.max(_GUIDELINES.c.version).label("version"))
               .group_by(_GUIDELINES.c.task_id).subquery())
     rows = conn.execute(
@@ -328,7 +327,7 @@ class ItemData:
     sample: object = None
     dataset: object = None
 
-    def task(self, ref: str | int):  # noqa: ANN201
+    def task(self, ref: str | int):
         """Return a task row by name or id, or raise NotFound."""
         for task in self.tasks:
             if task.name == ref or (str(ref).isdigit() and task.id == int(ref)):
@@ -366,7 +365,7 @@ _WIDGETS: tuple[object, object, dict[int, Widget]] = (None, None, {})
 
 
 def _widgets(tasks: list, guidelines: dict[int, object]) -> dict[int, Widget]:
-    global _WIDGETS  # noqa: PLW0603 - one entry, replaced whole (an atomic assignment)
+    global _WIDGETS
     cached_tasks, cached_guidelines, widgets = _WIDGETS
     if cached_tasks is not tasks or cached_guidelines is not guidelines:
         widgets = {task.id: widget_for(task, guidelines.get(task.id)) for task in tasks}
@@ -403,13 +402,13 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
                     shown_guidelines, status_of(cells, data.assignment), by_target)
 
 
-def build_item(session: Session, assignment, user: User, *,  # noqa: ANN001
+def build_item(session: Session, assignment, user: User, *,
                required: tuple[str, ...] | list[str] = REQUIRED_TASKS) -> ItemView:
     """Return the item view of one of the user's assignments."""
     return item_view(load_item(session, user, assignment.id), required=required)
 
 
-def status_of(cells: list[Cell], assignment) -> ItemStatus:  # noqa: ANN001
+def status_of(cells: list[Cell], assignment) -> ItemStatus:
     """Return the progress per task and what is missing or to confirm."""
     progress: dict[int, TaskProgress] = {}
     for cell in cells:

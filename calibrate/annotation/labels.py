@@ -54,7 +54,7 @@ class Target:
         return target_key(self.kind, self.id)
 
 
-def _parse(task, key: str) -> tuple[str, int]:  # noqa: ANN001
+def _parse(task, key: str) -> tuple[str, int]:
     kind, _, raw_id = (key or "").partition(":")
     if kind not in TARGETS or not raw_id.isdigit():
         raise AnnotationError(f"target must look like claim:ID, context:ID or sample:ID, got {key!r}")
@@ -63,12 +63,12 @@ def _parse(task, key: str) -> tuple[str, int]:  # noqa: ANN001
     return kind, int(raw_id)
 
 
-def _target(task, kind: str, target_id: int) -> Target:  # noqa: ANN001
+def _target(task, kind: str, target_id: int) -> Target:
     return Target(task, kind, target_id, claim_id=target_id if kind == "claim" else None,
                   context_id=target_id if kind == "context" else None)
 
 
-def resolve_target(session: Session, assignment, task_ref: str | int, key: str) -> Target:  # noqa: ANN001
+def resolve_target(session: Session, assignment, task_ref: str | int, key: str) -> Target:
     """Return the task and target named by a request, checking the target belongs to the assignment's sample."""
     task = _task(session, task_ref)
     kind, target_id = _parse(task, key)
@@ -92,7 +92,7 @@ def _task(session: Session, ref: str | int) -> Task:
     return task
 
 
-def target_in(data, task, key: str) -> Target:  # noqa: ANN001
+def target_in(data, task, key: str) -> Target:
     """Return the target named by `key` if it belongs to the loaded item (no query), else raise."""
     kind, target_id = _parse(task, key)
     if kind == "sample":
@@ -120,7 +120,7 @@ _INSERT_REVISION_SQL = Statement(
     json_fields=("evidence",))
 
 
-def my_label(session: Session, task_id: int, key: str, user: User):  # noqa: ANN201
+def my_label(session: Session, task_id: int, key: str, user: User):
     """Return my current (not adjudicated) label on a target, as a row."""
     return _MY_LABEL_SQL.first(session, {"task_id": task_id, "key": key, "user_id": user.id})
 
@@ -141,7 +141,7 @@ class EvidenceError(AnnotationError):
         self.field = field
 
 
-def sentence_evidence(contexts, context_id: int, index: int, *, field: str = "evidence_sentence") -> dict:  # noqa: ANN001
+def sentence_evidence(contexts, context_id: int, index: int, *, field: str = "evidence_sentence") -> dict:
     """Return the evidence entry of sentence `index` of the context `context_id` among the item's `contexts`.
 
     Raise EvidenceError when the context is not one of these (another sample's, or retired) or
@@ -192,9 +192,9 @@ class LabelState(NamedTuple):
     source: str
 
 
-def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,  # noqa: ANN001
+def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,
                rationale: str | None = None, evidence_toggle: int | dict | None = None,
-               existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None):  # noqa: ANN001, ANN201
+               existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None):
     """Set my label on a target: its value, rationale and/or evidence (an entry to toggle); return it (a row).
 
     Giving a value again under a newer guideline (or on a stale label) confirms it: the label

@@ -46,7 +46,7 @@ _NEXT_IN_DATASET_SQL = text("SELECT a.id, a.sample_id, a.user_id, a.status, a.pr
                             "AND s.dataset_id = :dataset_id ORDER BY a.priority, a.id LIMIT 1")
 
 
-def pending_assignment(session: Session, user: User, *, dataset_id: int | None = None):  # noqa: ANN201
+def pending_assignment(session: Session, user: User, *, dataset_id: int | None = None):
     """Return the user's next pending assignment (a row: priority, then seeded order), or None."""
     if dataset_id is None:
         return session.connection().execute(_NEXT_SQL, {"user_id": user.id}).first()
@@ -91,7 +91,7 @@ def open_slots(session: Session, user: User, *, dataset_id: int | None = None) -
     return session.exec(query).one()
 
 
-def set_status(session: Session, assignment, status: str, note: str = "") -> None:  # noqa: ANN001
+def set_status(session: Session, assignment, status: str, note: str = "") -> None:
     """Move an assignment (an object or a row with its id) to a status; skipped and flagged need a note saying why."""
     if status not in STATUSES:
         raise AnnotationError(f"status must be one of {', '.join(STATUSES)}")
@@ -105,7 +105,7 @@ def set_status(session: Session, assignment, status: str, note: str = "") -> Non
                     .execution_options(synchronize_session="evaluate"))
 
 
-def submit(session: Session, assignment, status: ItemStatus) -> None:  # noqa: ANN001
+def submit(session: Session, assignment, status: ItemStatus) -> None:
     """Mark the item done, or raise Incomplete when labels are missing or need confirming."""
     if not status.submittable:
         raise Incomplete(status)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -285,7 +285,7 @@ def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: 
         "pairs": [{"key": key, "a": float(va), "b": float(vb), "difference": float(vb - va),
                    "samples_a": [external[s] for s in members_a[key]], "samples_b": [external[s] for s in members_b[key]]}
                   for key, va, vb in zip(paired, x, y, strict=True)],
-        "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "generated_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "calibrate_version": __version__,
     }
     return ABResult(data=data)

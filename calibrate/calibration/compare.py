@@ -65,7 +65,7 @@ from calibrate.stats import Estimate
 MAX_FLIPS_LISTED = 500
 
 
-def _est(est: Estimate, keys=("value", "ci", "p_value", "status", "note")) -> dict:  # noqa: ANN001
+def _est(est: Estimate, keys=("value", "ci", "p_value", "status", "note")) -> dict:
     full = est.to_dict()
     return {k: full.get(k) for k in keys if k in full or k == "p_value"}
 
@@ -93,7 +93,7 @@ def _readable_ids(session: Session, task: Task, frame: pd.DataFrame) -> list[str
     return out
 
 
-def _target_id(task: Task, model):  # noqa: ANN001, ANN202
+def _target_id(task: Task, model):
     """Return the column holding a label's or verdict's target id (its key is "TARGET:ID", models.target_key).
 
     The comparison joins and groups on these integers rather than on the key strings: reading
@@ -109,7 +109,7 @@ def _as_ids(keys: pd.Series) -> pd.Series:
     return keys.map(lambda k: int(k.rsplit(":", 1)[1]) if isinstance(k, str) else int(k)).astype(np.int64)
 
 
-def _in_split(query, split: str | None):  # noqa: ANN001, ANN202
+def _in_split(query, split: str | None):
     """Keep only the rows of samples in `split` (every sample when None): filtered in SQL, before any row is read."""
     return query if split is None else query.where(Sample.split == split)
 

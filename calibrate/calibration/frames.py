@@ -70,7 +70,7 @@ def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge)
     return frame
 
 
-def position_column(task: Task):  # noqa: ANN202
+def position_column(task: Task):
     """Return the column giving a target's claim index or context rank (NULL for sample targets)."""
 
     if task.target == "claim":
@@ -80,7 +80,7 @@ def position_column(task: Task):  # noqa: ANN202
     return literal(None)
 
 
-def join_target(query, task: Task, model):  # noqa: ANN001, ANN202
+def join_target(query, task: Task, model):
     """Join the claim or context a label's or verdict's target is (for its position and whether it is active)."""
     if task.target == "claim":
         return query.outerjoin(Claim, Claim.id == model.claim_id)
@@ -89,7 +89,7 @@ def join_target(query, task: Task, model):  # noqa: ANN001, ANN202
     return query
 
 
-def active_column(task: Task):  # noqa: ANN202
+def active_column(task: Task):
     """Return the column saying whether a verdict's claim or context is still active (TRUE for sample targets)."""
 
     if task.target == "claim":

@@ -250,7 +250,7 @@ def annotator_metric_labels(session: Session, dataset: Dataset, task: Task, labe
     source, source_labels, totals = metric_source(session, dataset, source_name, in_split)
     current = source_labels[~source_labels["stale"] & ~source_labels["adjudicated"]]
     positions = target_positions(source_labels, None)
-    direct = set(zip(labels["annotator"], labels["target_key"])) if len(labels) else set()
+    direct = set(zip(labels["annotator"], labels["target_key"], strict=True)) if len(labels) else set()
     frames = [labels] if len(labels) else []
     for annotator, own in current.groupby("annotator", sort=True):
         values = derived_metric(source, own[["target_key", "sample_id"]].assign(gold=own["value"].to_numpy()), totals, positions)

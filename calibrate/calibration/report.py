@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -149,7 +149,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             "gold": GOLD_RULE,
             "alignment": {"categorical": "cohen_kappa", "ordinal": "spearman_rho", "continuous": "spearman_rho"},
         },
-        "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "generated_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "calibrate_version": __version__,
         "provenance": {"source": dataset.source, "description": dataset.description, "is_demo": dataset.is_demo,
                        "n_samples": len(external), "judge_kind": judge.kind if judge else None},

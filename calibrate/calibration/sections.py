@@ -334,7 +334,7 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
     return out
 
 
-def _pairwise(labels: pd.DataFrame, statistic):  # noqa: ANN001, ANN202
+def _pairwise(labels: pd.DataFrame, statistic):
     """Yield (a, b, estimate) for every pair of annotators over the targets both labelled."""
     by_annotator = {a: g[["target_key", "value"]] for a, g in labels.groupby("annotator")}
     for a, b in itertools.combinations(sorted(by_annotator), 2):

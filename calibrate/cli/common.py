@@ -31,7 +31,7 @@ class BadInput(click.ClickException):
 
     exit_code = EXIT_BAD_INPUT
 
-    def show(self, file=None) -> None:  # noqa: ANN001
+    def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
 
 

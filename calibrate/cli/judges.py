@@ -194,7 +194,7 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
         raise BadInput(summary.error)
 
 
-def interrupted_line(engine, run_id: int, prompt_ref: str, dataset: str) -> str:  # noqa: ANN001
+def interrupted_line(engine, run_id: int, prompt_ref: str, dataset: str) -> str:
     """Return what Ctrl+C on a run prints: what is saved, and that the same command continues."""
     with Session(engine) as session:
         run = session.get(JudgeRun, run_id)

@@ -19,7 +19,10 @@ from sqlmodel import select
 
 from calibrate.accounts import get_user, set_password
 from calibrate.db import write_session
-from calibrate.models import Assignment, Dataset, Label, User
+from calibrate.demo.judges import load_demo_judges
+from calibrate.ingest import import_file
+from calibrate.ingest.sampling import sample_dataset
+from calibrate.models import Assignment, Dataset, Label, Sample, User
 
 HERE = Path(__file__).resolve().parent
 DATASET = "demo-prenatal"
@@ -55,8 +58,6 @@ class DemoResult:
 
 def load_demo(engine: Engine) -> DemoResult:
     """Load the demo dataset, labels, users and queue into the database (idempotent)."""
-    from calibrate.ingest import import_file
-    from calibrate.ingest.sampling import sample_dataset
 
     result = DemoResult()
     with write_session(engine) as session:
@@ -84,7 +85,6 @@ def load_demo(engine: Engine) -> DemoResult:
                                   overlap=2, assign=experts, split={"train": 0.2, "dev": 0.5, "test": 0.3})
         result.imports.append(sampling.line())
         _mark_labelled_done(session, dataset)
-    from calibrate.demo.judges import load_demo_judges
 
     result.imports.extend(load_demo_judges(engine))
     return result
@@ -99,9 +99,8 @@ def _bundled_labels(folder: Path) -> Path:
     return path
 
 
-def _mark_labelled_done(session, dataset: Dataset) -> None:  # noqa: ANN001
+def _mark_labelled_done(session, dataset: Dataset) -> None:
     """Mark the experts' assignments done where the bundled labels cover the sample (never `TO_LABEL`)."""
-    from calibrate.models import Sample
 
     labelled = set(
         session.exec(

@@ -43,7 +43,7 @@ METRIC_JUDGES = (
 )
 
 
-def _examples(session) -> list[FewShotSpec]:  # noqa: ANN001
+def _examples(session) -> list[FewShotSpec]:
     """Pick one supported and one unsupported claim from the train split, with the experts' rationale."""
     task = session.exec(select(Task).where(Task.name == "claim_support")).one()
     rows = session.exec(

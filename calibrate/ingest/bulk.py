@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, bindparam, insert
+from sqlalchemy import Table, bindparam, func, insert, select, text
 from sqlmodel import Session
 
 
@@ -59,7 +59,7 @@ class BulkInsert:
             return
         rows, self.rows = self.rows, []
         if self.named:
-            params: list = [dict(zip(self.columns, row)) for row in rows]
+            params: list = [dict(zip(self.columns, row, strict=True)) for row in rows]
         elif self.reorder is not None:
             params = [tuple(row[i] for i in self.reorder) for row in rows]
         else:
@@ -73,7 +73,6 @@ def first_free_id(session: Session, table: Table) -> int:
     Safe because the caller holds the write lock: on SQLite the transaction began IMMEDIATE;
     on PostgreSQL the table is locked here against concurrent inserts until commit.
     """
-    from sqlalchemy import func, select, text
 
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(f'LOCK TABLE "{table.name}" IN SHARE ROW EXCLUSIVE MODE'))
@@ -82,7 +81,6 @@ def first_free_id(session: Session, table: Table) -> int:
 
 def sync_id_sequence(session: Session, table: Table) -> None:
     """After explicit ids were inserted, move PostgreSQL's id sequence past them (SQLite needs nothing)."""
-    from sqlalchemy import text
 
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(

@@ -250,7 +250,7 @@ def _chunks(items: Iterable[int], size: int = CHUNK) -> Iterator[list[int]]:
 
 class _Import:
     def __init__(self, session: Session, source: str | Path, fmt: str, kind: str, dataset: str,
-                 judge: str | None, progress, max_errors: int, max_field_chars: int) -> None:  # noqa: ANN001
+                 judge: str | None, progress, max_errors: int, max_field_chars: int) -> None:
         self.session = session
         self.source = source
         self.fmt = fmt
@@ -338,7 +338,7 @@ class _Import:
         by = "annotator" if self.kind == "labels" else "judge"
         return f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}".replace("on  ", "on ")
 
-    def _targets(self, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:  # noqa: ANN001
+    def _targets(self, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:
         """Return (sample id, index or rank) -> row id of the active claims or contexts of the samples."""
         out: dict[tuple[int, int], int] = {}
         for chunk in _chunks(sample_ids):

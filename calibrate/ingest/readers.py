@@ -98,7 +98,7 @@ def read_records(source: str | Path | IO[bytes], fmt: str, *, header_check: Head
     if it returns any, they are yielded at the header's line and the rows are not read.
     An empty file yields a single problem record.
     """
-    opened = open(source, "rb") if isinstance(source, (str, Path)) else nullcontext(source)  # noqa: SIM115
+    opened = open(source, "rb") if isinstance(source, (str, Path)) else nullcontext(source)
     with opened as fh:
         if fmt == "jsonl":
             reader = _read_jsonl(fh)
@@ -340,4 +340,4 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
         if len(row) != width:
             yield Record(start, None, ImportProblem(start, None, f"the row has {len(row)} cells, the header has {width} columns"))
             continue
-        yield Record(start, {name: cell for name, cell in zip(columns, row) if cell != ""})
+        yield Record(start, {name: cell for name, cell in zip(columns, row, strict=False) if cell != ""})

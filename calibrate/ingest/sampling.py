@@ -527,7 +527,7 @@ def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tu
     for prefix in ("metadata.", "meta."):
         if text.startswith(prefix) and text[len(prefix):]:
             path = text[len(prefix):]
-            return f"metadata.{path}", lambda c: _stratum_name(_metadata_value(c.meta, path))
+            return f"metadata.{path}", lambda c, path=path: _stratum_name(_metadata_value(c.meta, path))
     fields = _metadata_fields(candidates)
     hint = f" (did you mean metadata.{text}?)" if text in fields else ""
     raise SamplingError(

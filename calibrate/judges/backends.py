@@ -18,7 +18,7 @@ import os
 import ssl
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -185,8 +185,8 @@ def retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | 
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    current = datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc)
+        when = when.replace(tzinfo=UTC)
+    current = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
     return max(0.0, (when - current).total_seconds())
 
 

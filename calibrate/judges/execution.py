@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -324,7 +324,7 @@ class Execution:
                     done = True
                 else:
                     batch.append(item)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             now = time.monotonic()
             if batch and (len(batch) >= self.options.batch_size or now >= deadline or done):
@@ -450,7 +450,7 @@ def run_coroutine(coroutine: Awaitable[Any]) -> Any:
     def target() -> None:
         try:
             outcome["value"] = asyncio.run(coroutine)
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+        except BaseException as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=target, name="calibrate-judge-loop")
@@ -499,4 +499,4 @@ def write_in_batches(writer: Writer, outcomes: Iterable[Outcome], size: int) -> 
 
 def owner_fields() -> dict[str, Any]:
     """Return who runs the run and when it was last seen alive (stored in its params; see runner.run_is_live)."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "heartbeat": datetime.now(timezone.utc).isoformat()}
+    return {"pid": os.getpid(), "host": socket.gethostname(), "heartbeat": datetime.now(UTC).isoformat()}

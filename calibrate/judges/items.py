@@ -53,7 +53,7 @@ def select_targets(session: Session, dataset: Dataset, task: Task, scope: Scope,
     if scope.labelled_only:
         labelled = set(session.exec(
             select(Label.target_key).join(Sample).where(Sample.dataset_id == dataset.id, Label.task_id == task.id,
-                                                       Label.stale == False)  # noqa: E712
+                                                       Label.stale.is_(False))
         ).all())
         targets = [t for t in targets if t.key in labelled]
     targets = [t for t in targets if t.key not in exclude]

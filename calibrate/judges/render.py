@@ -121,7 +121,7 @@ def check_template(source: str, *, target: str, part: str, task: str | None = No
         env.from_string(source).render(context)
     except TemplateError as exc:
         raise PromptError(f"{part}: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - any other failure of a user template is a save-time error
+    except Exception as exc:
         raise PromptError(f"{part}: fails to render: {type(exc).__name__}: {exc}") from exc
 
 

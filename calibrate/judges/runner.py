@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -175,7 +175,7 @@ def run_is_live(run: JudgeRun) -> bool:
     params = run.params or {}
     beat = params.get("heartbeat")
     try:
-        fresh = beat is not None and (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds() < LIVE_SECONDS
+        fresh = beat is not None and (datetime.now(UTC) - datetime.fromisoformat(beat)).total_seconds() < LIVE_SECONDS
     except ValueError:
         fresh = False
     if not fresh:
@@ -344,7 +344,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
                 status, error = "stopped", execution.stopped
     except (JudgeError, PromptError) as exc:
         status, error = "failed", str(exc)
-    except BaseException as exc:  # noqa: BLE001 - Ctrl+C or a bug: record it, then let it go on
+    except BaseException as exc:
         _finish(engine, run_id, "stopped" if isinstance(exc, KeyboardInterrupt) else "failed",
                 "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}", priced)
         raise

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 REVISION_FILE = re.compile(r"^(\d{4})_\w+\.py$")
 
 
-def alembic_config(engine: Engine):  # noqa: ANN201
+def alembic_config(engine: Engine):
     """Return an Alembic config bound to an engine."""
     from alembic.config import Config  # noqa: PLC0415 - Alembic loads for `calibrate init` only
 

@@ -1,6 +1,7 @@
 """Alembic environment: runs revisions against the engine handed over by calibrate.migrations."""
 
 from alembic import context
+from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
 import calibrate.models  # noqa: F401  (registers the tables on SQLModel.metadata)
@@ -12,7 +13,6 @@ target_metadata = SQLModel.metadata
 def run_migrations_online() -> None:
     engine = config.attributes.get("engine")
     if engine is None:  # the alembic command line: take the URL from its ini file
-        from sqlalchemy import create_engine
 
         engine = create_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:

@@ -9,7 +9,7 @@ safe is the SVG that `charts` builds (which escapes every text it draws).
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -34,7 +34,7 @@ def render_html(report: Any, *, generated: datetime | None = None) -> str:
 def context(report: Any, *, generated: datetime | None = None) -> dict:
     """Return the template context of a report: every number already worded by `summary`."""
     data = report.data
-    when = data.get("generated_at") or (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     decisions = summary.decisions(data)
     outcome, why = summary.overall(data)
     ci_label = summary.confidence_text(data)

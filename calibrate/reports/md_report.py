@@ -7,7 +7,7 @@ break a line.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from calibrate import __version__
@@ -42,7 +42,7 @@ def _row(cells: list[Any]) -> str:
 def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     """Return the report as GitHub-flavoured Markdown."""
     data = report.data
-    when = data.get("generated_at") or (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ci_label = summary.confidence_text(data)
     threshold = data.get("threshold")
     outcome, why = summary.overall(data)

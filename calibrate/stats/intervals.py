@@ -276,7 +276,8 @@ class _KappaEngine:
         return max(1, _CHUNK_ELEMENTS // g)
 
 
-def _finish(r: np.ndarray, vx: np.ndarray, vy: np.ndarray, ref_x: np.ndarray, ref_y: np.ndarray, exact_constant: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def _finish(r: np.ndarray, vx: np.ndarray, vy: np.ndarray, ref_x: np.ndarray, ref_y: np.ndarray,
+            exact_constant: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Clip correlations and set NaN where a side is constant.
 
     Rounding can leave a tiny non-zero variance on a constant resample, so rows whose

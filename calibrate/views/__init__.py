@@ -43,5 +43,5 @@ def init_app(app: Flask) -> None:
         app.register_error_handler(code, _error_page)
 
 
-def _error_page(error):  # noqa: ANN001, ANN202
+def _error_page(error):
     return render_template("error.html", error=error), error.code

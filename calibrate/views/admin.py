@@ -74,7 +74,8 @@ def active(user_id: int):
     if turn_on:
         flash(f"{user.username} can log in again.", "done")
     else:
-        flash(f"{user.username} is deactivated" + (f"; {released} pending item{'s' if released != 1 else ''} returned to the open pool." if released else "."), "done")
+        returned = f"; {released} pending item{'s' if released != 1 else ''} returned to the open pool." if released else "."
+        flash(f"{user.username} is deactivated{returned}", "done")
     return redirect(url_for("admin.index"), code=303)
 
 

@@ -75,14 +75,14 @@ def queue():
     )
 
 
-def _next_for(dataset_id: int | None):  # noqa: ANN202
+def _next_for(dataset_id: int | None):
     """Return my next assignment (in the dataset if given, else anywhere), claiming an open slot if needed."""
     db = get_session()
     found = pending_assignment(db, g.user, dataset_id=dataset_id)
     if found is None and dataset_id is not None:
         found = pending_assignment(db, g.user)
     if found is None:
-        def claim(db):  # noqa: ANN001, ANN202
+        def claim(db):
             slot = claim_open_slot(db, g.user, dataset_id=dataset_id)
             return slot if slot is not None or dataset_id is None else claim_open_slot(db, g.user)
         found = write(claim)
@@ -107,7 +107,7 @@ def next_item():
 # --------------------------------------------------------------------------- the item
 
 
-def _item(db, assignment_id: int, *, page: bool = True):  # noqa: ANN001, ANN202
+def _item(db, assignment_id: int, *, page: bool = True):
     return item_view(load_item(db, g.user, assignment_id, page=page), required=_required())
 
 
@@ -126,7 +126,7 @@ def show(assignment_id: int):
 
 
 @bp.context_processor
-def _item_urls():  # noqa: ANN202
+def _item_urls():
     """Give the item templates their action URLs once per request (not once per cell, nor per template)."""
     assignment_id = (request.view_args or {}).get("assignment_id")
     if assignment_id is None:
@@ -137,7 +137,7 @@ def _item_urls():  # noqa: ANN202
     return {"urls": g.item_urls}
 
 
-def _cell_response(item, task_id: int, key: str):  # noqa: ANN001, ANN202
+def _cell_response(item, task_id: int, key: str):
     """Answer a script with the cell's fragment (and the item status out of band), a form with a 303."""
     cell = item.cell(task_id, key)
     if not is_script_request():
@@ -182,7 +182,7 @@ def label(assignment_id: int):
         except EvidenceError as exc:
             return _bad_field(exc.field, str(exc))
 
-    def act(db):  # noqa: ANN001, ANN202
+    def act(db):
         return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
                           evidence_toggle=toggle, existing=my_label(db, task.id, target.key, g.user),
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
@@ -192,7 +192,7 @@ def label(assignment_id: int):
     return _cell_response(item_view(data, required=_required()), task.id, target.key)
 
 
-def _bad_field(field: str, message: str):  # noqa: ANN202
+def _bad_field(field: str, message: str):
     """Answer a malformed form field with 400 naming it (for the script: `X-Invalid-Field`, so it does not
     take the 400 for a stale CSRF token and reload)."""
     if not is_script_request():
@@ -208,7 +208,7 @@ def _bad_field(field: str, message: str):  # noqa: ANN202
 def undo(assignment_id: int):
     """Undo my last change on this item (again and again, further back)."""
 
-    def act(db):  # noqa: ANN001, ANN202
+    def act(db):
         undone = undo_last(db, get_assignment(db, g.user, assignment_id), g.user)
         return _item(db, assignment_id, page=False), undone
 
@@ -244,7 +244,7 @@ def submit_item(assignment_id: int):
     return _go_next(item.assignment.dataset_id)
 
 
-def _go_next(dataset_id: int):  # noqa: ANN202
+def _go_next(dataset_id: int):
     found = _next_for(dataset_id)
     if found is None:
         flash("Nothing left to label. Thank you!", "done")
@@ -264,7 +264,7 @@ def park(assignment_id: int, action: str):
     """Skip the item (with a reason) or flag it for review (with a note), and go to the next one."""
     status = "skipped" if action == "skip" else "flagged"
 
-    def act(db):  # noqa: ANN001, ANN202
+    def act(db):
         item = _item(db, assignment_id)
         set_status(db, item.assignment, status, request.form.get("note", ""))
         return item

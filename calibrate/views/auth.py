@@ -53,7 +53,7 @@ def login_needed():
     return redirect(login_page_for_request())
 
 
-def landing_page(user) -> str:  # noqa: ANN001
+def landing_page(user) -> str:
     """Return where a user lands after logging in: annotators on their queue, others on the datasets."""
     return url_for("annotate.queue") if user.role == "annotator" else url_for("datasets.index")
 

@@ -30,6 +30,7 @@ from calibrate.calibration.loop import (
     evaluate_on_test,
     triage,
 )
+from calibrate.datasets import dataset_names
 from calibrate.models import Prompt
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
@@ -53,7 +54,6 @@ def _options() -> Options:
 @role_required(*ENGINEERS)
 def index():
     """List the datasets, each linking to its calibration dashboard."""
-    from calibrate.datasets import dataset_names
 
     return render_template("calibration/index.html", names=dataset_names(get_session()))
 

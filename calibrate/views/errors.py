@@ -39,7 +39,7 @@ def refuse_back_to(bp: Blueprint, back: Callable[[], str], *, script_aware: bool
     if vary_on_htmx:
         # One URL serves the page and its fragment: caches must key on HX-Request.
         @bp.after_request
-        def _vary(response):  # noqa: ANN001, ANN202
+        def _vary(response):
             response.vary.add("HX-Request")
             return response
 
@@ -60,7 +60,7 @@ def _back() -> str:
     return url_for("datasets.index")
 
 
-def refused(exc: CalibrateError):  # noqa: ANN201
+def refused(exc: CalibrateError):
     """Answer a refused request (see the module's docstring)."""
     annotation_area = request.blueprint in _BACK
     if annotation_area and isinstance(exc, NotFound):

@@ -28,7 +28,7 @@ bp = Blueprint("prompts", __name__)
 ENGINEERS = ("engineer", "admin")
 
 
-def _version_or_404(name: str, number: int):  # noqa: ANN202
+def _version_or_404(name: str, number: int):
     session = get_session()
     prompt = lookup.prompt(session, name)
     version = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.number == number)).first()
@@ -84,7 +84,7 @@ def show(name: str, number: int):
                            backends=run_choices(), params_text=format_params(version.params))
 
 
-def _form_fields(version: PromptVersion, view) -> dict:  # noqa: ANN001
+def _form_fields(version: PromptVersion, view) -> dict:
     return {
         "template": version.template, "system": version.system, "model": version.model,
         "params": format_params(version.params),

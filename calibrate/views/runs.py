@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def _execute_in_background(engine: Engine, run_id: int, prices: dict) -> None:
     try:
         execute_run(engine, run_id, prices=prices)
-    except Exception:  # noqa: BLE001 - the run row already says "failed"; keep the thread quiet
+    except Exception:
         log.exception("judge run %s failed", run_id)
 
 

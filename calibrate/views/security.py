@@ -15,6 +15,7 @@ from sqlalchemy.orm import make_transient_to_detached
 
 from calibrate.db import Statement
 from calibrate.models import User
+from calibrate.views.auth import login_needed
 from calibrate.views.session import get_session
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -41,7 +42,7 @@ def csrf_token() -> str:
     return token
 
 
-def _check_csrf():  # noqa: ANN202
+def _check_csrf():
     if request.method not in UNSAFE_METHODS:
         return None
     expected = session.get("csrf_token")
@@ -50,7 +51,6 @@ def _check_csrf():  # noqa: ANN202
         if session.get("user_id") is None and request.headers.get("HX-Request") == "true":
             # A script whose session ended (the cookie expired): ask for a login, so the
             # workbench keeps the action and applies it afterwards. Nothing runs either way.
-            from calibrate.views.auth import login_needed
 
             return login_needed()
         abort(400, description="The form's security token is missing or expired. Reload the page and try again.")
@@ -78,7 +78,7 @@ def _load_user() -> None:
             session.pop("user_id", None)
 
 
-def _security_headers(response):  # noqa: ANN001, ANN202
+def _security_headers(response):
     response.headers.setdefault("Content-Security-Policy", CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("X-Frame-Options", "DENY")

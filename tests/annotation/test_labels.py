@@ -205,7 +205,7 @@ def test_undo_never_touches_imported_labels_or_other_people(session, item, work)
     save_label(session, other_assignment, bea, resolve_target(session, other_assignment, "claim_support", f"claim:{claim.id}"), value="unsupported")
     session.commit()
     assert undo_last(session, assignment, ana) is None
-    assert {(l.annotator_id, l.value) for l in _labels(session)} == {(ana.id, "supported"), (bea.id, "unsupported")}
+    assert {(label.annotator_id, label.value) for label in _labels(session)} == {(ana.id, "supported"), (bea.id, "unsupported")}
 
 
 def test_history_shows_only_my_label(session, item, work):
@@ -274,7 +274,7 @@ def test_one_label_per_target_even_when_two_sessions_write_at_once(engine, item)
                 a = s.get(Assignment, assignment.id)
                 user = s.get(User, ana.id)
                 save_label(s, a, user, resolve_target(s, a, "claim_support", key), value=value)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(v,)) for v in ("supported", "supported", "unsupported", "supported")]

@@ -92,7 +92,7 @@ def test_concurrent_claims_never_give_a_slot_twice(work, engine, session):
                         break
                     mine.append(slot.id)
             got[user_id] = mine
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(u.id,)) for u in people]

@@ -116,7 +116,7 @@ def test_run_with_the_baseline_shows_live_progress_until_done(engineer, live_ser
     go = threading.Event()
     execute = runs_view._execute_in_background
 
-    def held(*args):  # noqa: ANN002
+    def held(*args):
         go.wait(10)
         execute(*args)
 

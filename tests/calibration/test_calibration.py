@@ -136,7 +136,7 @@ def test_scores_match_scipy_and_gold_is_the_mean(store, session):
 def test_weighted_kappa_when_both_sides_are_integers(store, session):
     a = [1, 2, 3, 4, 5, 3, 2, 4]
     j = [1, 2, 4, 4, 5, 2, 2, 5]
-    for i, (x, y) in enumerate(zip(a, j)):
+    for i, (x, y) in enumerate(zip(a, j, strict=True)):
         store.sample(f"s{i}")
         store.label("answer_quality", "ann1", f"s{i}", x)
         store.verdict("j", "answer_quality", f"s{i}", y)

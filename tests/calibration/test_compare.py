@@ -51,8 +51,8 @@ def test_categorical_comparison_matches_references(store, session):
     assert result["difference"]["value"] == pytest.approx(result["b"]["value"] - result["a"]["value"])
     low, high = result["difference"]["ci"]
     assert low <= result["difference"]["value"] <= high
-    right_a = np.array([x == y for x, y in zip(a, g)])
-    right_b = np.array([x == y for x, y in zip(b, g)])
+    right_a = np.array([x == y for x, y in zip(a, g, strict=True)])
+    right_b = np.array([x == y for x, y in zip(b, g, strict=True)])
     table = [[int((right_a & right_b).sum()), int((right_a & ~right_b).sum())],
              [int((~right_a & right_b).sum()), int((~right_a & ~right_b).sum())]]
     assert (result["mcnemar"]["b01"], result["mcnemar"]["b10"]) == (5, 1)
@@ -170,7 +170,7 @@ def test_split_keeps_only_that_splits_samples_everywhere(store, session, runner)
     keys = [(f"s{i}", c) for i in range(20) if f"s{i}" not in ("s1", "s9") for c in range(3)]
     gold = ["supported" if (int(s[1:]) * 3 + c) % 3 else "unsupported" for s, c in keys]
     flip = {"supported": "unsupported", "unsupported": "supported"}
-    a = [flip[g] if k in a_wrong else g for k, g in zip(keys, gold)]
+    a = [flip[g] if k in a_wrong else g for k, g in zip(keys, gold, strict=True)]
     assert dev["a"]["value"] == pytest.approx(cohen_kappa_score(gold, a))
     test = compare_judges(session, "d", "A", "B", options=Options(bootstrap=300, split="test"))
     assert test["common_n"] == 6 and test["flips"]["fixed"] == ["s1/claim/1"] and test["flips"]["broken"] == ["s9/claim/1"]

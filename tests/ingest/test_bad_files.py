@@ -27,7 +27,8 @@ CASES = [
     ("wrong_types.jsonl", "samples", [],
      ["line 1, field 'contexts': must be a list of strings or of {text, doc_id} objects, found a string"]),
     ("unknown_task.jsonl", "labels", [],
-     ["line 2, field 'task': unknown task 'helpfulness' (tasks: answer_quality, answer_relevancy, claim_support, context_precision, context_recall, context_relevance, faithfulness)"]),
+     ["line 2, field 'task': unknown task 'helpfulness' (tasks: answer_quality, answer_relevancy, claim_support, "
+      "context_precision, context_recall, context_relevance, faithfulness)"]),
     ("label_outside.jsonl", "labels", [],
      ["line 1, field 'value': value 'maybe' is not a label of task claim_support (supported, unsupported, not_applicable)"]),
     ("claim_out_of_range.jsonl", "labels", [],

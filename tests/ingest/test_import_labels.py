@@ -41,15 +41,15 @@ def test_labels_land_on_their_targets_with_a_create_revision(dataset):
         assert first.guideline_version == 1  # the built-in task's current guideline
         assert labels[1].value == "supported"  # "Supported" in the file: the canonical label
         assert labels[1].rationale == "Leaflet says at least 4 hours."
-        quality = [(users[l.annotator_id], l.value, l.target_key) for l in labels if tasks[l.task_id] == "answer_quality"]
+        quality = [(users[label.annotator_id], label.value, label.target_key) for label in labels if tasks[label.task_id] == "answer_quality"]
         assert quality == [("ana", "5", f"sample:{samples['s1']}"), ("ana", "1", f"sample:{samples['2']}")]
-        relevance = [l for l in labels if tasks[l.task_id] == "context_relevance"][0]
+        relevance = [label for label in labels if tasks[label.task_id] == "context_relevance"][0]
         context = session.get(Context, relevance.context_id)
         assert (context.sample_id, context.rank, relevance.claim_id) == (samples["s1"], 1, None)
         assert relevance.target_key == f"context:{context.id}"
         revisions = session.exec(select(LabelRevision).order_by(LabelRevision.id)).all()
         assert [(r.label_id, r.action, r.value, r.changed_by_id) for r in revisions] == [
-            (l.id, "create", l.value, l.annotator_id) for l in labels]
+            (label.id, "create", label.value, label.annotator_id) for label in labels]
 
 
 def test_annotators_named_by_an_import_are_created_without_a_password(dataset):

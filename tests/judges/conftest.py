@@ -9,10 +9,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fakellm import FakeLLM  # noqa: E402
-from judge_helpers import fast_options, write_samples  # noqa: E402,F401
+from fakellm import FakeLLM
+from judge_helpers import fast_options, write_samples  # noqa: F401
 
-from calibrate.db import write_session  # noqa: E402
+from calibrate.db import write_session
 
 
 @pytest.fixture

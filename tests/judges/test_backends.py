@@ -4,7 +4,7 @@ and the runner's retry policy (with a recorded sleep, so nothing waits)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import httpx
@@ -145,7 +145,7 @@ def test_transport_failures_are_classified(exception, error):
 
 
 def test_retry_after_in_seconds_milliseconds_and_dates():
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
     later = format_datetime(now + timedelta(seconds=30), usegmt=True)
     assert retry_after(httpx.Headers({"retry-after": "2.5"})) == 2.5
     assert retry_after(httpx.Headers({"retry-after-ms": "250", "retry-after": "9"})) == 0.25

@@ -115,7 +115,7 @@ def calls(server: LoopbackServer, n: int, *, read_timeout: float = 120.0, connec
 def test_plain_http_endpoints_use_the_h11_transport_and_https_the_default():
     async def transport_of(url: str) -> httpx.AsyncBaseTransport:
         async with build_client(Endpoint("openai", url, "m")) as client:
-            return client._transport  # noqa: SLF001 - what build_client chose
+            return client._transport
 
     assert isinstance(run_coroutine(transport_of("http://127.0.0.1:9/v1")), H11Transport)
     assert isinstance(run_coroutine(transport_of("https://api.openai.com/v1")), ShardedTransport)
@@ -249,7 +249,7 @@ def tls_server(tmp_path, monkeypatch):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers["content-length"]))
             payload = json.dumps(ANSWER).encode()
             self.send_response(200)

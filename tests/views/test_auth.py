@@ -37,7 +37,8 @@ def test_wrong_password_and_unknown_user_get_the_same_answer(client, make_user):
     wrong = client.post("/login", data={"username": "ana", "password": "nope-nope", "csrf_token": token})
     unknown = client.post("/login", data={"username": "zed", "password": "nope-nope", "csrf_token": token})
     assert wrong.status_code == unknown.status_code == 401
-    assert BeautifulSoup(wrong.data, "html.parser").select_one(".flash").get_text() == BeautifulSoup(unknown.data, "html.parser").select_one(".flash").get_text()
+    flash = [BeautifulSoup(page.data, "html.parser").select_one(".flash").get_text() for page in (wrong, unknown)]
+    assert flash[0] == flash[1]
 
 
 def test_account_without_password_cannot_log_in(client, session):
