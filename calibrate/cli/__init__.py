@@ -84,7 +84,8 @@ class LazyGroup(click.Group):
         if not names:
             return
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit)) for name in names]
+        # A bare Command shortens the registered line exactly as the real one shortens its help.
+        rows = [(name, click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

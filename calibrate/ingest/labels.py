@@ -30,7 +30,7 @@ from calibrate.accounts import AccountError, ensure_annotator, validate_username
 from calibrate.errors import NotFound
 from calibrate.ingest.bulk import first_free_id, sync_id_sequence
 from calibrate.ingest.fields import RecordCheck
-from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
+from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict, target_key, utcnow
 from calibrate.tasks import TaskError, canonical_value, current_guideline
@@ -303,7 +303,7 @@ class _Import:
                     claim_samples.add(line.sample_id)
                 elif line.context is not None:
                     context_samples.add(line.sample_id)
-        except _Full:
+        except TooManyProblems:
             raise problems.rejected(count) from None
         self.tick.flush()
         samples = {sample_id for _, sample_id, *_ in seen}
@@ -324,7 +324,7 @@ class _Import:
                     writing = False
                 elif writing:
                     writer.add(line, *target)
-        except _Full:
+        except TooManyProblems:
             raise problems.rejected(count) from None
         if problems:
             raise problems.rejected(count)

@@ -83,7 +83,7 @@ class ImportSummary:
         return head + text
 
 
-class _Full(Exception):
+class TooManyProblems(Exception):
     """Raised inside a pass when `max_errors` problems are collected and one more arrives."""
 
 
@@ -102,14 +102,14 @@ class Problems:
         return len(self.items)
 
     def add(self, line: int | None, field: str | None, message: str) -> None:
-        """Record a problem; raise _Full when there are already `max_errors`."""
+        """Record a problem; raise TooManyProblems when there are already `max_errors`."""
         self.add_problem(ImportProblem(line, field, message))
 
     def add_problem(self, problem: ImportProblem) -> None:
-        """Record an ImportProblem; raise _Full when there are already `max_errors`."""
+        """Record an ImportProblem; raise TooManyProblems when there are already `max_errors`."""
         if len(self.items) >= self.max_errors:
             self.truncated = True
-            raise _Full
+            raise TooManyProblems
         self.items.append(problem)
 
     def rejected(self, records: int) -> ImportRejected:

@@ -29,7 +29,7 @@ from sqlmodel import Session
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
 from calibrate.ingest.claims import SentenceSegmenter, locate_claims, segment
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
-from calibrate.ingest.problems import ImportSummary, Problems, _Full, reject
+from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample, target_key, utcnow
 
@@ -265,7 +265,7 @@ def import_samples(session: Session, source: str | Path, fmt: str, *, dataset: s
                                     "use --update to replace it")
                     continue
                 changed += 1
-    except _Full:
+    except TooManyProblems:
         pass
     tick.flush()
     if problems:
@@ -288,7 +288,7 @@ def import_samples(session: Session, source: str | Path, fmt: str, *, dataset: s
             try:
                 norm = normalise_sample(record.fields, RecordCheck(record.line, cells=cells, problems=quiet,
                                                                    limit=max_field_chars))
-            except _Full:
+            except TooManyProblems:
                 pass
         first = seen.get(norm["id"]) if norm is not None else None
         if first is None or first[1] != record.line:

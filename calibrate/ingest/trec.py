@@ -36,7 +36,7 @@ from sqlmodel import Session
 
 from calibrate import lookup
 from calibrate.errors import NotFound
-from calibrate.ingest.problems import Problems, _Full, reject
+from calibrate.ingest.problems import Problems, TooManyProblems, reject
 from calibrate.ingest.readers import EMPTY_FILE, Progress
 from calibrate.models import Sample, utcnow
 
@@ -186,7 +186,7 @@ def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, 
     tick = Progress(progress)
     try:
         lists, n_lines, tags = parse(Path(path), kind, problems, tick)
-    except _Full:
+    except TooManyProblems:
         raise problems.rejected(0) from None
     if problems:
         raise problems.rejected(n_lines)

@@ -310,8 +310,8 @@ class OpenAIBackend(HTTPBackend):
             content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         usage = data.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
-        return Completion(content or "", _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")),
-                          _int(details.get("cached_tokens")) or 0)
+        return Completion(content or "", token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")),
+                          token_count(details.get("cached_tokens")) or 0)
 
 
 class AnthropicBackend(HTTPBackend):
@@ -336,14 +336,15 @@ class AnthropicBackend(HTTPBackend):
             raise RetryableError("the answer does not follow the Messages format (no content list)")
         text = "".join(block.get("text", "") for block in data["content"] if isinstance(block, dict) and block.get("type") == "text")
         usage = data.get("usage") or {}
-        cache_read = _int(usage.get("cache_read_input_tokens")) or 0
-        cache_write = _int(usage.get("cache_creation_input_tokens")) or 0
-        fresh = _int(usage.get("input_tokens"))
+        cache_read = token_count(usage.get("cache_read_input_tokens")) or 0
+        cache_write = token_count(usage.get("cache_creation_input_tokens")) or 0
+        fresh = token_count(usage.get("input_tokens"))
         total_in = None if fresh is None else fresh + cache_read + cache_write
-        return Completion(text, total_in, _int(usage.get("output_tokens")), cache_read)
+        return Completion(text, total_in, token_count(usage.get("output_tokens")), cache_read)
 
 
-def _int(value: Any) -> int | None:
+def token_count(value: Any) -> int | None:
+    """Return a usage count from an API's JSON (an int, or a float such as 12.0), else None."""
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

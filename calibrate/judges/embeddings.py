@@ -43,7 +43,7 @@ import httpx
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from calibrate.judges.backends import Endpoint, HTTPBackend, Redactor, _int
+from calibrate.judges.backends import Endpoint, HTTPBackend, Redactor, token_count
 from calibrate.judges.baseline import stems
 from calibrate.judges.errors import RetryableError, RunSetupError
 
@@ -114,7 +114,7 @@ class EmbeddingClient(HTTPBackend):
         vectors = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
         vectors[sent] = _normalised(rows)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Embedded(vectors, _int(usage.get("prompt_tokens")))
+        return Embedded(vectors, token_count(usage.get("prompt_tokens")))
 
     def rows(self, data: Any, expected: int) -> np.ndarray:
         """Return the answer's vectors ordered by `index` (RetryableError if it is not the wire format)."""

@@ -49,7 +49,7 @@ from calibrate.ingest.claims import segment
 from calibrate.judges.baseline import BaselineJudge, Settings
 from calibrate.judges.embeddings import TfidfEmbedder, cosine_to
 from calibrate.judges.errors import RunSetupError
-from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, _json_object, parse_verdict
+from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, json_object, parse_verdict
 from calibrate.models import Task
 from calibrate.tasks import METRIC_TASKS, format_number
 
@@ -191,7 +191,7 @@ class Questions:
 
 def read_questions(raw: str) -> Questions:
     """Read `{"questions": [...], "noncommittal": 0|1}`; an answer without a usable question is unparsed."""
-    obj = _json_object((raw or "").strip())
+    obj = json_object((raw or "").strip())
     if obj is None:
         return Questions(error="no JSON object in the answer")
     reason = next((str(obj[key]) for key in REASON_KEYS if isinstance(obj.get(key), (str, int, float))), "")[:MAX_REASON]

@@ -39,13 +39,14 @@ def parse_verdict(task: Task, raw: str | None) -> Parsed:
     text = (raw or "").strip()
     if not text:
         return Parsed(None, "unparsed", error="empty answer")
-    obj = _json_object(text)
+    obj = json_object(text)
     if obj is not None:
         return _from_object(task, obj)
     return _from_text(task, text)
 
 
-def _json_object(text: str) -> dict | None:
+def json_object(text: str) -> dict | None:
+    """Return the JSON object in an answer (the whole text, a fenced block, or one embedded in prose), else None."""
     for candidate in (text, *FENCE_RE.findall(text)):
         try:
             value = json.loads(candidate.strip())

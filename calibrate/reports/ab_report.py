@@ -16,7 +16,7 @@ from markupsafe import Markup
 from calibrate import __version__
 from calibrate.reports import charts, summary
 from calibrate.reports.html_report import environment
-from calibrate.reports.md_report import _row, escape
+from calibrate.reports.md_report import escape, table_row
 
 FORMATS = ("json", "html", "md")
 PAIRS_SHOWN = 50
@@ -146,8 +146,8 @@ def render_ab_markdown(result: Any) -> str:
             f"**Values from:** {escape(data.get('values_from', ''))}", f"**Generated:** {escape(data.get('generated_at', ''))}",
             f"calibrate {escape(__version__)}"]
     lines += [" · ".join(meta), "", escape(headline(data)), ""]
-    lines += [_row(["statistic", "value", "detail"]), "|---|---:|---|"]
-    lines += [_row([escape(name), escape(value), escape(detail)]) for name, value, detail in rows(data)]
+    lines += [table_row(["statistic", "value", "detail"]), "|---|---:|---|"]
+    lines += [table_row([escape(name), escape(value), escape(detail)]) for name, value, detail in rows(data)]
     lines.append("")
     if data.get("notes"):
         lines += ["Notes:", ""] + [f"- {escape(note)}" for note in data["notes"]] + [""]

@@ -35,7 +35,8 @@ def escape(text: Any) -> str:
     return "".join(out)
 
 
-def _row(cells: list[Any]) -> str:
+def table_row(cells: list[Any]) -> str:
+    """Return one Markdown table row."""
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -74,8 +75,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
 
     rag = summary.rag(data)
     if rag:
-        lines += ["## RAG metrics", "", _row(["metric", "human mean", "judge mean", "Spearman's ρ"]), "|---|---:|---:|---:|"]
-        lines += [_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
+        lines += ["## RAG metrics", "", table_row(["metric", "human mean", "judge mean", "Spearman's ρ"]), "|---|---:|---:|---:|"]
+        lines += [table_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
         lines.append("")
         notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
         if notes:
@@ -83,16 +84,16 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     retrieval = summary.retrieval(data)
     if retrieval:
         lines += [f"## Retrieval at K = {escape(retrieval.k)}", "", escape(retrieval.summary), "",
-                  _row(["metric", "mean"]), "|---|---:|"]
-        lines += [_row([escape(name), value]) for name, value, _ in retrieval.rows]
+                  table_row(["metric", "mean"]), "|---|---:|"]
+        lines += [table_row([escape(name), value]) for name, value, _ in retrieval.rows]
         lines.append("")
 
     versions = data.get("versions")
     if versions:
         lines += [f"## Versions of {escape(versions.get('prompt', ''))}", "",
-                  _row(["version", "alignment", ci_label, "n", "passed", "changed", "note"]), "|---|---:|---|---:|---|---|---|"]
+                  table_row(["version", "alignment", ci_label, "n", "passed", "changed", "note"]), "|---|---:|---|---:|---|---|---|"]
         for v in versions.get("versions") or []:
-            lines.append(_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
+            lines.append(table_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
                                summary.interval(v.get("ci")), escape(v.get("n") if v.get("n") is not None else "—"),
                                escape({True: "yes", False: "no"}.get(v.get("passed"), "—")),
                                escape(", ".join(v.get("changed") or []) or "—"), escape(v.get("note") or "")]))
@@ -125,10 +126,10 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [f"**No comparison possible:** {escape(note)}.", ""]
     stats = summary.statistics(section)
     if stats:
-        lines += [_row(["statistic", "value", ci_label, "p", "note"]), "|---|---:|---|---:|---|"]
+        lines += [table_row(["statistic", "value", ci_label, "p", "note"]), "|---|---:|---|---:|---|"]
         for s in stats:
             value = f"**{s.value}**" if s.alignment else s.value
-            lines.append(_row([escape(s.name), value, s.ci or "—", escape(s.p) or "—", escape(s.note) or ""]))
+            lines.append(table_row([escape(s.name), value, s.ci or "—", escape(s.p) or "—", escape(s.note) or ""]))
         lines.append("")
     grouped = summary.grouped(section)
     if grouped:

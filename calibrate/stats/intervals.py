@@ -1,5 +1,10 @@
 """Cluster bootstrap confidence intervals, vectorised over resamples.
 
+Over 800 lines because one resampling scheme serves every statistic: the index draws, the
+per-cluster tables of kappa, Pearson, Spearman and Kendall, and the percentile and BCa
+intervals share their arrays and their seed contract; split across modules, each statistic
+would re-derive the draws and the contract would live in several places.
+
 Why clusters
     The claims extracted from one answer (a *sample*) share the question, the context and
     the answer's author: their labels are correlated.  Resampling individual claims as if
@@ -134,7 +139,7 @@ def _rows_per_draw(n_clusters: int) -> int:
     return max(1, min(64, 2**20 // n_clusters))
 
 
-def _draws(n_clusters: int, n_resamples: int, seed: int | None) -> Iterator[np.ndarray]:
+def bootstrap_draws(n_clusters: int, n_resamples: int, seed: int | None) -> Iterator[np.ndarray]:
     """Yield the bootstrap index matrix as the canonical sequence of generator calls.
 
     Call ``k`` draws rows ``[kR, min((k+1)R, B))`` with ``rng.integers(0, G, size=(rows, G),
@@ -163,7 +168,7 @@ def _count_blocks(n_clusters: int, n_resamples: int, seed: int | None, rows_per_
     rows = _block_rows(n_clusters, n_resamples, rows_per_block)
     buf = np.empty((rows, n_clusters))
     filled = 0
-    for draw in _draws(n_clusters, n_resamples, seed):
+    for draw in bootstrap_draws(n_clusters, n_resamples, seed):
         if filled + draw.shape[0] > rows:
             yield buf[:filled]
             filled = 0
@@ -203,7 +208,7 @@ def bootstrap_index_matrix(n_clusters: int, *, n_resamples: int = 2000, seed: in
     _check_resamples(n_resamples)
     if n_clusters < 1:
         raise ValueError("n_clusters must be positive")
-    return np.vstack(list(_draws(n_clusters, n_resamples, seed))).astype(np.int64)
+    return np.vstack(list(bootstrap_draws(n_clusters, n_resamples, seed))).astype(np.int64)
 
 
 def _counts(indices: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -550,18 +555,19 @@ def _corr_engine(method: str, x: np.ndarray, y: np.ndarray, cl: np.ndarray, g: i
 # --------------------------------------------------------------------------- intervals
 
 
-def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Return the percentile interval of bootstrap values at `confidence`."""
     lo, hi = np.quantile(values, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
     return float(lo), float(hi)
 
 
-def _bca(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) -> tuple[tuple[float, float], dict, str]:
+def bca_interval(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) -> tuple[tuple[float, float], dict, str]:
     """Return the BCa interval, its constants and a note (falls back to percentile)."""
     b = values.size
     share = (np.count_nonzero(values < theta) + 0.5 * np.count_nonzero(values == theta)) / b
     if share <= 0.0 or share >= 1.0:
         note = "BCa bias correction is infinite (all resamples on one side of the estimate); percentile interval reported"
-        return _percentile(values, confidence), {"ci_method_used": "percentile"}, note
+        return percentile_interval(values, confidence), {"ci_method_used": "percentile"}, note
     z0 = float(ndtri(share))
     jv = jack[np.isfinite(jack)]
     notes = []
@@ -575,7 +581,7 @@ def _bca(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) 
     info = {"bias_correction_z0": z0, "acceleration": accel}
     if np.any(denom <= 0):
         notes.append("BCa adjustment out of range; percentile interval reported")
-        return _percentile(values, confidence), {**info, "ci_method_used": "percentile"}, "; ".join(notes)
+        return percentile_interval(values, confidence), {**info, "ci_method_used": "percentile"}, "; ".join(notes)
     levels = ndtr(z0 + (z0 + z) / denom)
     lo, hi = np.quantile(values, levels)
     return (float(lo), float(hi)), {**info, "ci_method_used": "bca"}, "; ".join(notes)
@@ -625,10 +631,10 @@ def _run(
         return Estimate(value=theta, n=n_rows, note="; ".join(notes), extra=info), values
     info["bootstrap_se"] = float(valid.std(ddof=1))
     if method == "percentile":
-        ci = _percentile(valid, confidence)
+        ci = percentile_interval(valid, confidence)
     else:
         jack = combine(*[e.jackknife() for e in engines])
-        ci, bca_info, bca_note = _bca(valid, theta, np.asarray(jack, dtype=float), confidence)
+        ci, bca_info, bca_note = bca_interval(valid, theta, np.asarray(jack, dtype=float), confidence)
         info.update(bca_info)
         if bca_note:
             notes.append(bca_note)

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats as sps
 
 from calibrate.stats._common import as_float_array
-from calibrate.stats.intervals import CI_METHODS, _bca, _draws, _percentile
+from calibrate.stats.intervals import CI_METHODS, bca_interval, bootstrap_draws, percentile_interval
 from calibrate.stats.result import Estimate
 
 __all__ = ["paired_bootstrap_diff", "paired_t_test", "relative_improvement", "wilcoxon_signed_rank"]
@@ -210,16 +210,16 @@ def paired_bootstrap_diff(a: Any, b: Any, *, n_resamples: int = 2000, confidence
         return Estimate(value=theta, n=n, status="ok", note="n < 2: one pair gives no interval", extra=extra)
     values = np.empty(n_resamples)
     pos = 0
-    for draw in _draws(n, n_resamples, seed):
+    for draw in bootstrap_draws(n, n_resamples, seed):
         values[pos: pos + draw.shape[0]] = d[draw].mean(axis=1)
         pos += draw.shape[0]
     extra["bootstrap_se"] = float(values.std(ddof=1)) if n_resamples > 1 else 0.0
     notes = []
     if method == "percentile":
-        ci = _percentile(values, confidence)
+        ci = percentile_interval(values, confidence)
     else:
         jack = (d.sum() - d) / (n - 1)
-        ci, info, bca_note = _bca(values, theta, jack, confidence)
+        ci, info, bca_note = bca_interval(values, theta, jack, confidence)
         extra.update(info)
         if bca_note:
             notes.append(bca_note)

@@ -1,0 +1,143 @@
+"""The layers hold: low floors load no web or database layer, quick commands load no heavy library,
+no import circles, no private helper imported across modules (docs/architecture.md, "Layers")."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from calibrate import PROJECT_ROOT
+
+PACKAGE = PROJECT_ROOT / "calibrate"
+HEAVY = ("scipy", "sklearn", "pandas", "alembic")
+WEB_AND_DB = ("flask", "werkzeug", "sqlalchemy", "sqlmodel")
+
+
+def _loaded_after(code: str, roots: tuple[str, ...]) -> list[str]:
+    """Run `code` in a fresh interpreter; return which of `roots` it left in sys.modules."""
+    probe = f"{code}\nimport sys\nprint('LOADED', *sorted({{m.split('.')[0] for m in sys.modules}} & {set(roots)!r}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True)
+    last = done.stdout.splitlines()[-1].split()
+    assert last[0] == "LOADED", done.stdout + done.stderr
+    return last[1:]
+
+
+@pytest.mark.parametrize("module", ["calibrate", "calibrate.stats", "calibrate.errors", "calibrate.settings"])
+def test_low_floors_load_no_web_or_database_layer(module):
+    assert _loaded_after(f"import {module}", WEB_AND_DB) == []
+
+
+def _cli(args: list[str]) -> str:
+    return f"import sys\nfrom calibrate.cli import main\nsys.argv = ['calibrate', *{args!r}]\ntry:\n    main()\nexcept SystemExit:\n    pass"
+
+
+def test_help_loads_no_heavy_library_and_no_flask():
+    assert _loaded_after(_cli(["--help"]), (*HEAVY, "flask")) == []
+
+
+def test_task_list_loads_no_heavy_library_and_no_flask(db_url):
+    assert _loaded_after(_cli(["task", "list", "--db", db_url]), (*HEAVY, "flask")) == []
+
+
+def test_the_help_lines_of_the_command_registry_are_the_commands_own():
+    """`calibrate --help` lists commands from the registry without importing them: the lines must not drift."""
+    import click
+
+    from calibrate.cli import COMMANDS, load_command
+
+    for name, (_, _, line) in COMMANDS.items():
+        command = load_command(name)
+        assert command.name == name
+        assert click.Command(name, help=line).get_short_help_str(200) == command.get_short_help_str(200), name
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "migrations/versions" in path.as_posix():
+            continue
+        parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _top_level_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """Return the calibrate modules a module imports when it is imported (not inside functions or TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for child in ast.walk(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            if isinstance(child, ast.Import):
+                found |= {a.name for a in child.names if a.name.startswith("calibrate")}
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else []))
+                if not base.startswith("calibrate"):
+                    continue
+                for alias in child.names:
+                    found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return found & set(modules)
+
+
+def test_there_are_no_import_circles():
+    """No module imports, directly or through others, a module that imports it back (Tarjan's SCCs)."""
+    modules = _modules()
+    graph = {name: _top_level_imports(path, name, modules) - {name} for name, path in modules.items()}
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    assert circles == []
+
+
+def test_no_private_helper_is_imported_across_modules():
+    offenders = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("calibrate"):
+                offenders += [f"{name} takes {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert offenders == []
+
+
+def test_no_module_is_over_800_lines_without_a_reason_at_its_top():
+    long = []
+    for name, path in _modules().items():
+        lines = path.read_text().splitlines()
+        if len(lines) > 800 and "Over 800 lines because" not in "\n".join(lines[:40]):
+            long.append(f"{name}: {len(lines)} lines")
+    assert long == []
