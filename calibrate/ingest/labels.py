@@ -285,6 +285,7 @@ class _Import:
         claim_samples: set[int] = set()
         context_samples: set[int] = set()
         people: set[str] = set()
+        no_value = no_value_errors = 0
         try:
             for line in self.lines(problems):
                 if isinstance(line, Record):
@@ -299,6 +300,9 @@ class _Import:
                     continue
                 seen[key] = line.line
                 people.add(line.who)
+                if self.kind == "verdicts" and line.value is None:
+                    no_value += 1
+                    no_value_errors += line.extra.get("status") == "error"
                 if line.claim is not None:
                     claim_samples.add(line.sample_id)
                 elif line.context is not None:
@@ -330,7 +334,8 @@ class _Import:
             raise problems.rejected(count)
         writer.flush()
         self.tick.flush()
-        return ImportSummary(self.kind, self.ctx.dataset.name, writer.added, writer.updated, writer.unchanged)
+        return ImportSummary(self.kind, self.ctx.dataset.name, writer.added, writer.updated, writer.unchanged,
+                             no_value=no_value, no_value_errors=no_value_errors)
 
     def _what(self, line: Line) -> str:
         target = (f"claim {line.claim} of" if line.claim is not None

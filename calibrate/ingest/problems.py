@@ -69,6 +69,8 @@ class ImportSummary:
     unchanged: int
     rejected: int = 0
     flagged: int = 0
+    no_value: int = 0  # verdicts: lines with "value": null (a judge call that gave nothing usable)
+    no_value_errors: int = 0  # … of them with an `error` (the call failed), the rest unparsed
 
     def line(self) -> str:
         """Return the one line the CLI prints."""
@@ -80,7 +82,15 @@ class ImportSummary:
                 f"{self.rejected:,} rejected")
         if self.flagged:
             text += f", {self.flagged:,} label{'' if self.flagged == 1 else 's'} flagged stale"
-        return head + text
+        return head + text + self.no_value_text()
+
+    def no_value_text(self) -> str:
+        """Return how many verdicts of the file have no value (counted in reports, never scored), or ""."""
+        if not self.no_value:
+            return ""
+        unparsed, errors = self.no_value - self.no_value_errors, self.no_value_errors
+        return (f"; {self.no_value:,} of the file's verdicts have no value ({unparsed:,} unparsed, "
+                f"{errors:,} error{'' if errors == 1 else 's'}): counted in reports as n_unparsed, never scored")
 
 
 class TooManyProblems(Exception):

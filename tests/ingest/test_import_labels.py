@@ -188,6 +188,14 @@ def test_verdicts_record_values_and_calls_without_a_usable_verdict(dataset):
         assert verdicts[0].target_key == f"claim:{claim.id}" and claim.index == 0
 
 
+def test_the_verdict_summary_says_how_many_values_were_null(dataset, runner):
+    assert run_import(dataset, "verdicts", GOOD / "verdicts.jsonl", judge="gpt").line() == (
+        "verdicts → d: 4 added, 0 updated, 0 unchanged, 0 rejected; 2 of the file's verdicts have no value "
+        "(1 unparsed, 1 error): counted in reports as n_unparsed, never scored")
+    result = runner.invoke(["import", "verdicts", str(GOOD / "verdicts.jsonl"), "--dataset", "d", "--judge", "other"])
+    assert result.exit_code == 0 and "2 of the file's verdicts have no value (1 unparsed, 1 error)" in result.output
+
+
 def test_verdicts_are_upserted_per_judge_task_and_target(dataset, db_url, tmp_path):
     run_import(dataset, "verdicts", GOOD / "verdicts.jsonl", judge="gpt")
     before = dump(db_url)
