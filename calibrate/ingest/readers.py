@@ -271,6 +271,16 @@ def _expect_end(buf: _JsonBuffer) -> None:
         raise _Stop(buf.line, "not valid JSON: unexpected text after the end of the list")
 
 
+def _other_separator(columns: list[str]) -> str | None:
+    """Return the separator a one-column header is really split by (";", tab, "|"), else None."""
+    if len(columns) != 1:
+        return None
+    for separator in (";", "\t", "|"):
+        if len([part for part in columns[0].split(separator) if part.strip()]) >= 2:
+            return separator
+    return None
+
+
 def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Record]:
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)
@@ -308,6 +318,14 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
     if bad_lines:
         raise _Stop(*bad_lines[0], whole_file=True)
     columns = [cell.strip() for cell in header]
+    separator = _other_separator(columns)
+    if separator:
+        # One column named "id;question;…": every required column would be reported missing.
+        names = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}[separator]
+        yield Record(header_line, None, ImportProblem(header_line, None, (
+            f"the header is one column, {columns[0]!r}: the file looks separated by {names}, and calibrate reads "
+            "comma-separated CSV; save it with commas (in a spreadsheet: CSV UTF-8, comma delimited)")), whole_file=True)
+        return
     problems: list[tuple[str | None, str]] = []
     for position, name in enumerate(columns, start=1):
         if not name:

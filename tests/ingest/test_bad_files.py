@@ -43,6 +43,9 @@ CASES = [
     ("not_a_list.json", "samples", [], ["line 1: the file must hold a JSON list of objects ([{...}, {...}]), found an object"]),
     ("broken_json_list.json", "samples", [], ["line 6: not valid JSON: Expecting value"]),
     ("bad_csv_row.csv", "samples", [], ["line 4: the row has 5 cells, the header has 4 columns"]),
+    ("semicolons.csv", "samples", [],  # one hint, not a missing-column problem per column
+     ["line 1: the header is one column, 'id;question;answer;contexts': the file looks separated by semicolons, "
+      "and calibrate reads comma-separated CSV; save it with commas", "(1 problem)"]),
     ("unknown_field.jsonl", "samples", [], ["line 1, field 'faithfulness': unknown field (fields: answer, claims, contexts, feedback, ground_truth, id, "
       "metadata, question, relevant_ids, retrieved_ids); put other data under 'metadata'"]),
     ("changed_sample.jsonl", "samples", [],
