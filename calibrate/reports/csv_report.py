@@ -2,6 +2,9 @@
 
 Columns: task, sample_id, target, claim, context, group, one `human_<annotator>` column per
 annotator seen in any task (sorted), gold, gold_source, judge, judge_status, agree, excluded.
+Targets are named as the user names them, never by database id: `target` is `SAMPLE_ID`,
+`SAMPLE_ID/claim/N` or `SAMPLE_ID/context/R` (0-based, as `compare` names flips), and
+`sample_id`, `claim`, `context` are the labels import's own fields.
 
 Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with `=`, `+`,
 `-`, `@`, a tab or a carriage return is prefixed with a single quote so that a spreadsheet
@@ -45,6 +48,15 @@ def header(report: Any) -> list[str]:
     return [*FIXED_BEFORE, *(f"human_{name}" for name in annotators(report)), *FIXED_AFTER]
 
 
+def readable_target(row: Any) -> str:
+    """Return a row's target as the user names it: SAMPLE_ID, SAMPLE_ID/claim/N or SAMPLE_ID/context/R (0-based)."""
+    if row.claim is not None:
+        return f"{row.sample_id}/claim/{row.claim}"
+    if row.context is not None:
+        return f"{row.sample_id}/context/{row.context}"
+    return row.sample_id
+
+
 def render_csv(report: Any) -> str:
     """Return the per-item rows of the report as CSV (RFC 4180: comma, double quotes, CRLF)."""
     names = annotators(report)
@@ -53,7 +65,7 @@ def render_csv(report: Any) -> str:
     writer.writerow([neutralise(c) for c in header(report)])
     for task, rows in report.rows.items():
         for row in rows:
-            cells = [task, row.sample_id, row.target, row.claim, row.context, row.group,
+            cells = [task, row.sample_id, readable_target(row), row.claim, row.context, row.group,
                      *(row.humans.get(name) for name in names),
                      row.gold, row.gold_source, row.judge, row.judge_status, row.agree, row.excluded]
             writer.writerow([neutralise(c) for c in cells])

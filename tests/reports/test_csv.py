@@ -29,6 +29,10 @@ def test_csv_has_one_row_per_target_per_task_with_the_documented_columns(full_re
     claims = by_task["claim_support"]
     assert {r["claim"] for r in claims} == {"0", "1", "2"} and {r["context"] for r in claims} == {""}
     assert {r["context"] for r in by_task["context_relevance"]} == {"0", "1"}
+    # targets as the user names them (0-based, as in the files), never a database id such as claim:17
+    assert {r["target"] for r in claims} == {f"{r['sample_id']}/claim/{r['claim']}" for r in claims}
+    assert all(r["target"] == f"{r['sample_id']}/context/{r['context']}" for r in by_task["context_relevance"])
+    assert {r["target"] for r in by_task["answer_quality"]} == {r["sample_id"] for r in by_task["answer_quality"]}
     assert {r["group"] for r in claims} == {"a", "b", "c"}
     assert {r["agree"] for r in claims} <= {"true", "false", ""}
     scored = [r for r in claims if r["excluded"] == ""]
