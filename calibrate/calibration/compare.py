@@ -45,6 +45,7 @@ from calibrate.calibration.rag import (
     DERIVED_GOLD,
     task_gold,
 )
+from calibrate.calibration.sections import score_agrees, score_tolerance
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.models import (
@@ -196,7 +197,9 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         out["wilcoxon"] = {"statistic": w.value, "p_value": w.p_value, "n": w.n, "status": w.status, "note": w.note}
         out["mean_abs_error"] = {"a": float(errors["ea"].mean()) if len(errors) else None,
                                  "b": float(errors["eb"].mean()) if len(errors) else None}
-        right_a, right_b = np.abs(a - gold) < 0.5, np.abs(b - gold) < 0.5
+        tolerance = score_tolerance(task, gold)
+        right_a, right_b = score_agrees(task, gold, a, tolerance), score_agrees(task, gold, b, tolerance)
+        out["tolerance"] = tolerance  # how close a score must be to count as right (fixed / broken)
         out["mcnemar"] = {"b01": None, "b10": None, "p_value": None, "status": "not_applicable", "note": "score task: see ttest and wilcoxon"}
     out["difference"] = {"value": diff.value, "ci": list(diff.ci) if diff.ci else None, "p_value": diff.p_value,
                          "status": diff.status, "note": diff.note, "direction": "b minus a"}
@@ -279,7 +282,7 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     result["task"] = primary
     # The primary task's numbers also sit at the top level: the documented JSON keys.
     result.update({k: v for k, v in result["tasks"][primary].items() if k in (
-        "common_n", "metric", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips")})
+        "common_n", "metric", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips", "tolerance")})
     result["versions"] = version_diff(session, a, b)
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},

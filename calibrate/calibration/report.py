@@ -60,6 +60,8 @@ from calibrate.calibration.retrieval import (
 from calibrate.calibration.sections import (
     categorical_section,
     numeric_section,
+    score_agrees,
+    score_tolerance,
 )
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
@@ -220,15 +222,17 @@ def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, 
             humans.setdefault(key, {})[annotator] = value
     rows = []
     numeric = task.kind != "categorical"
+    if numeric:  # scores agree within the task's tolerance, as compare's fixed/broken flips
+        tolerance = score_tolerance(task, merged.loc[merged["scored"], "gold"].astype(float).to_numpy())
     for rec in merged.sort_values(["sample_id", "target_key"]).itertuples(index=False):
         gold = None if pd.isna(rec.gold) else rec.gold
         judge = None if rec.judge is None or (isinstance(rec.judge, float) and math.isnan(rec.judge)) else rec.judge
         status = rec.status if isinstance(rec.status, str) else "none"
-        if numeric and gold is not None:
-            gold = _fmt_number(float(gold))
         agree = None
         if gold is not None and judge is not None and rec.excluded == "":
-            agree = (abs(float(gold) - float(judge)) < 0.5) if numeric else (gold == judge)
+            agree = bool(score_agrees(task, [float(gold)], [float(judge)], tolerance)[0]) if numeric else (gold == judge)
+        if numeric and gold is not None:
+            gold = _fmt_number(float(gold))
         sample_id = int(rec.sample_id)
         pos = positions.get(rec.target_key)
         rows.append(ItemRow(

@@ -33,6 +33,30 @@ def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "sta
     return out
 
 
+def score_tolerance(task: Task, gold: np.ndarray | None = None) -> float:
+    """Return how close a judge's score must be to the gold to count as right (a fixed/broken flip, `agree`).
+
+    Half a step on an ordinal task's integer scale (0.5: 3 is right for 3, wrong for 2 or 4 and
+    for a mean gold of 3.5). A tenth of the range of a continuous task's scale (0.1 on 0–1,
+    the metric tasks). A continuous task without a scale: a tenth of the range of the `gold`
+    values compared (0 when they are all equal: then only the exact value is right).
+    """
+    if task.kind == "ordinal":
+        return 0.5
+    if task.scale_min is not None and task.scale_max is not None:
+        return (task.scale_max - task.scale_min) / 10
+    if gold is None or len(gold) == 0:
+        return 0.0
+    return float(np.max(gold) - np.min(gold)) / 10
+
+
+def score_agrees(task: Task, gold: np.ndarray, judge: np.ndarray, tolerance: float | None = None) -> np.ndarray:
+    """Return, per target, whether the judge's score is right by `score_tolerance` (the exact value when it is 0)."""
+    tolerance = score_tolerance(task, gold) if tolerance is None else tolerance
+    distance = np.abs(np.asarray(judge, dtype=float) - np.asarray(gold, dtype=float))
+    return distance < tolerance if tolerance > 0 else distance < 1e-12
+
+
 def decide(alignment: dict, options: Options) -> bool | None:
     value = alignment.get("value")
     if value is None:

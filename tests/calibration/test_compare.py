@@ -83,6 +83,27 @@ def test_score_comparison_uses_per_sample_absolute_error(store, session):
     assert result["mcnemar"]["status"] == "not_applicable"
 
 
+@pytest.mark.parametrize(
+    ("task", "gold", "a", "b", "tolerance", "fixed", "broken"),
+    [
+        # ordinal 1–5: half a step; 2 off is wrong, on the gold is right
+        ("answer_quality", [3, 4, 2, 5], [1, 4, 4, 5], [3, 4, 2, 3], 0.5, 2, 1),
+        # continuous 0–1 (a metric task): a tenth of the range, not ±0.5 (which made every score "right")
+        ("faithfulness", [0.9, 0.2, 0.5, 0.7], [0.5, 0.2, 0.8, 0.7], [0.85, 0.25, 0.5, 0.2], 0.1, 2, 1),
+    ],
+)
+def test_fixed_and_broken_scores_use_the_tasks_scale(store, session, task, gold, a, b, tolerance, fixed, broken):
+    for i, (g, va, vb) in enumerate(zip(gold, a, b, strict=True)):
+        store.sample(f"s{i}")
+        store.label(task, "ann", f"s{i}", g)
+        store.verdict("A", task, f"s{i}", va)
+        store.verdict("B", task, f"s{i}", vb)
+    store.commit()
+    result = compare_judges(session, "d", "A", "B", task=task, options=FAST)
+    assert result["tolerance"] == pytest.approx(tolerance)
+    assert (result["flips"]["n_fixed"], result["flips"]["n_broken"]) == (fixed, broken)
+
+
 def test_few_shot_targets_of_either_version_are_left_out(store, session):
     from sqlmodel import select
 
