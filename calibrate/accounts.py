@@ -14,8 +14,6 @@ USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 MIN_PASSWORD = 8
 
 
-
-
 def validate_username(username: str) -> str:
     """Return the username if it is acceptable, else raise AccountError."""
     if not USERNAME_RE.match(username or ""):

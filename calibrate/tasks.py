@@ -123,8 +123,6 @@ BUILTIN_TASKS = (
 METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
-
-
 def ensure_builtin_tasks(session: Session) -> None:
     """Create the built-in tasks (and their first guideline) where missing."""
     existing = set(session.exec(select(Task.name)).all())
@@ -347,11 +345,6 @@ def canonical_value(task: Task, value: object) -> str:
     if (low is not None and number < low) or (high is not None and number > high):
         raise TaskError(f"value {format_number(number)} is outside the scale of task {task.name} ({format_number(low)}–{format_number(high)})")
     return format_number(number)
-
-
-def value_number(value: str) -> float:
-    """Return the number of a stored ordinal or continuous value."""
-    return float(value)
 
 
 def _as_number(value: object) -> float | None:

@@ -75,8 +75,6 @@ def runner(app):
     return Runner()
 
 
-
-
 @pytest.fixture
 def make_sample(session):
     """Return a function that stores a sample (with contexts and claims) directly, no import code involved."""

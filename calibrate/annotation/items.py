@@ -60,13 +60,6 @@ class Widget:
     high: float | None = None
     step: str = "any"
 
-    def text_of(self, value: str | None) -> str:
-        """Return the text shown for a stored value."""
-        for choice in self.choices:
-            if choice.value == value:
-                return choice.text
-        return value or ""
-
 
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
     """Return the widget of a task: its buttons and keys, or a number field."""

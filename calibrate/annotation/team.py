@@ -7,7 +7,7 @@ so the page and the command line can never disagree.
 
 from __future__ import annotations
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from calibrate.accounts import AccountError, add_user, set_password
 from calibrate.annotation import AnnotationError, NotFound
@@ -76,6 +76,3 @@ def assign(session: Session, dataset: str, *, n: int | None = None, fraction: fl
     except SamplingError as exc:
         raise AnnotationError(str(exc)) from None
 
-
-def active_usernames(session: Session) -> list[str]:
-    return list(session.exec(select(User.username).where(col(User.active).is_(True)).order_by(User.username)).all())

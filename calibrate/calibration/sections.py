@@ -67,6 +67,16 @@ def decide(alignment: dict, options: Options) -> bool | None:
     return value >= options.threshold
 
 
+def _align(section: dict, metric: str, est: Estimate, options: Options, merged: pd.DataFrame, *, light: bool = False) -> None:
+    """Add the task's alignment, its pass/fail decision, (unless light) the labels needed, and the label budget."""
+    alignment = {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None}
+    section["alignment"] = alignment
+    section["passed"] = decide(alignment, options)
+    if not light:
+        section["labels_needed"] = labels_needed(section["n"], est.ci, est.value, options.threshold)
+    section["budget"] = label_budget(section["n"], est.ci, options.budget_half_width, budget_candidates(merged))
+
+
 def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
                   excluded_labels: set[str] = frozenset()) -> pd.DataFrame:
     """Join gold and verdicts per target and say why each target is left out of the statistics.
@@ -137,10 +147,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         section["cohen_kappa"] = estimate_dict(kappa)
         section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
-            alignment = {"metric": "cohen_kappa", "value": kappa.value, "ci": list(kappa.ci) if kappa.ci else None}
-            section["alignment"] = alignment
-            section["passed"] = decide(alignment, options)
-            section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, budget_candidates(merged))
+            _align(section, "cohen_kappa", kappa, options, merged, light=True)
             return section, merged
         matrix = stats.confusion_matrix(gold_v, judge_v, labels=stat_labels) if gold_v else np.zeros((len(stat_labels),) * 2, int)
         section["confusion"] = {"labels": stat_labels, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
@@ -148,11 +155,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
         if groups is not None:
             section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by)
-        alignment = {"metric": "cohen_kappa", "value": kappa.value, "ci": list(kappa.ci) if kappa.ci else None}
-        section["alignment"] = alignment
-        section["passed"] = decide(alignment, options)
-        section["labels_needed"] = labels_needed(section["n"], kappa.ci, kappa.value, options.threshold)
-        section["budget"] = label_budget(section["n"], kappa.ci, options.budget_half_width, budget_candidates(merged))
+        _align(section, "cohen_kappa", kappa, options, merged)
     section["human"] = _human_categorical(labels, stat_labels, excluded_labels)
     if len(merged) == 0:
         section["status"] = "no_data"
@@ -261,10 +264,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             tau = _with_p(tau, point_tau)
         section["spearman_rho"] = estimate_dict(rho, keep=("value", "ci", "p_value", "status", "note"))
         if light:
-            alignment = {"metric": "spearman_rho", "value": rho.value, "ci": list(rho.ci) if rho.ci else None}
-            section["alignment"] = alignment
-            section["passed"] = decide(alignment, options)
-            section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, budget_candidates(merged))
+            _align(section, "spearman_rho", rho, options, merged, light=True)
             return section, merged
         section["kendall_tau"] = estimate_dict(tau, keep=("value", "ci", "p_value", "status", "note"))
         section["pearson_r"] = estimate_dict(r, keep=("value", "p_value", "status", "note"))
@@ -279,11 +279,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
                 grouped.setdefault("groups", est.extra.get("groups", 0))
                 grouped.setdefault("groups_skipped", est.extra.get("groups_skipped", 0))
             section["grouped"] = grouped
-        alignment = {"metric": "spearman_rho", "value": rho.value, "ci": list(rho.ci) if rho.ci else None}
-        section["alignment"] = alignment
-        section["passed"] = decide(alignment, options)
-        section["labels_needed"] = labels_needed(section["n"], rho.ci, rho.value, options.threshold)
-        section["budget"] = label_budget(section["n"], rho.ci, options.budget_half_width, budget_candidates(merged))
+        _align(section, "spearman_rho", rho, options, merged)
     section["human"] = _human_numeric(labels)
     if len(merged) == 0:
         section["status"] = "no_data"

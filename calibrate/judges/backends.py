@@ -25,7 +25,6 @@ from typing import Any
 import httpx
 
 from calibrate.judges.errors import (
-    BackendError,
     FatalBackendError,
     RateLimited,
     RequestRejected,
@@ -355,13 +354,6 @@ def make_backend(endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor
     if endpoint.backend == "anthropic":
         return AnthropicBackend(endpoint, params, redact=redact)
     raise RunSetupError(f"backend must be one of {', '.join(BACKENDS)}; got {endpoint.backend!r}")
-
-
-def describe(error: BaseException) -> str:
-    """Return a one-line description of a backend error (already redacted)."""
-    if isinstance(error, BackendError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
 
 
 __all__ = ["AnthropicBackend", "Completion", "Endpoint", "OpenAIBackend", "Redactor", "build_client",

@@ -62,7 +62,6 @@ class RunOptions:
     adaptive: bool = True
 
 
-
 # --------------------------------------------------------------------------- outcomes and writing
 
 
@@ -434,7 +433,6 @@ class Execution:
             self.call_seconds = time.perf_counter() - started
 
 
-
 def run_coroutine(coroutine: Awaitable[Any]) -> Any:
     """Run a coroutine to completion from synchronous code.
 
@@ -469,7 +467,6 @@ async def run_calls(execution: Execution, endpoint: Endpoint, api_key: str | Non
         await execution.run_http(jobs, client)
 
 
-
 def cached_responses(engine: Engine, keys: set[str]) -> dict[str, ResponseCache]:
     """Return the response-cache rows of these keys (in chunks: SQLite limits bound parameters)."""
     ordered = sorted(keys)
@@ -479,7 +476,6 @@ def cached_responses(engine: Engine, keys: set[str]) -> dict[str, ResponseCache]
             for row in session.exec(select(ResponseCache).where(ResponseCache.key.in_(ordered[start:start + 500]))).all():
                 hits[row.key] = row
     return hits
-
 
 
 def write_in_batches(writer: Writer, outcomes: Iterable[Outcome], size: int) -> None:
@@ -494,7 +490,6 @@ def write_in_batches(writer: Writer, outcomes: Iterable[Outcome], size: int) -> 
                 return
     if batch:
         writer.write(batch)
-
 
 
 def owner_fields() -> dict[str, Any]:

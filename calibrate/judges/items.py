@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func
 from sqlmodel import Session, select
 
 from calibrate.judges.render import Metadata
@@ -118,10 +117,3 @@ def version_context(session: Session, version: PromptVersion, task: Task) -> dic
         examples.append(example)
     return {"task": task_fields(session, task), "examples": examples}
 
-
-def count_labelled(session: Session, dataset: Dataset, task: Task) -> int:
-    """Return how many targets of the task carry a human label in the dataset."""
-    return session.exec(
-        select(func.count(func.distinct(Label.target_key))).join(Sample)
-        .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
-    ).one()

@@ -84,7 +84,6 @@ class NothingToDo(JudgeError):
     """Every target in scope already has a verdict of this judge."""
 
 
-
 @dataclass
 class RunSpec:
     """What `calibrate judge run` and the Run button ask for (the key is only named, never held)."""
@@ -267,7 +266,6 @@ def _done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> se
     """Return the targets that already have a usable or unparsed verdict (errors are judged again)."""
     rows = session.exec(select(Verdict.target_key, Verdict.status).where(Verdict.judge_id == judge.id, Verdict.task_id == task.id)).all()
     return {key for key, status in rows if status != "error" and key in keys}
-
 
 
 def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransport | None = None,

@@ -83,6 +83,7 @@ def rows(data: dict) -> list[tuple[str, str, str]]:
     """Return (statistic, value, detail) rows, the same in HTML and Markdown."""
     diff, ttest, wil = data["difference"], data["ttest"], data["wilcoxon"]
     level = f"{100 * diff.get('confidence', 0.95):g}% CI"
+
     def why(est: dict) -> str:
         return est.get("note") or ""
     return [

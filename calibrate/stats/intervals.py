@@ -641,7 +641,6 @@ def _run(
     return Estimate(value=theta, n=n_rows, ci=ci, note="; ".join(notes), extra=info), values
 
 
-
 def _run_one(engine: Any, **kwargs: Any) -> Estimate:
     """Bootstrap one engine's own statistic (kappa or a correlation) and return its estimate."""
     est, _ = _run([engine], lambda value: value, **kwargs)

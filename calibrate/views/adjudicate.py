@@ -24,8 +24,6 @@ REVIEWERS = ("engineer", "admin")
 SHOW = ("open", "decided", "all")
 
 
-
-
 refuse_back_to(bp, lambda: url_for("adjudicate.index"), script_aware=True, vary_on_htmx=True)
 
 

@@ -19,7 +19,6 @@ from calibrate.views.session import get_session, get_write_session
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 
-
 refuse_back_to(bp, lambda: url_for("admin.index"))
 
 

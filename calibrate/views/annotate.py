@@ -38,8 +38,6 @@ bp = Blueprint("annotate", __name__)
 T = TypeVar("T")
 
 
-
-
 refuse_back_to(bp, lambda: _back(), script_aware=True, vary_on_htmx=True)
 
 

@@ -20,7 +20,6 @@ bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
 EDITORS = ("engineer", "admin")
 
 
-
 refuse_back_to(bp, lambda: request.path if request.method == "GET" else url_for("guidelines.index"))
 
 
