@@ -7,10 +7,12 @@ import sys
 import click
 from sqlmodel import Session, select
 
-from calibrate.accounts import add_user
-from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
 from calibrate.db import write_session
 from calibrate.models import User
+
+# Loaded when a command runs, not for its --help (password hashing).
+accounts = lazy_import("calibrate.accounts")
 
 
 @click.group("users")
@@ -37,7 +39,7 @@ def users_add_command(settings: Settings, username: str, role: str, display_name
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     with write_session(ready_engine(settings)) as session:
-        user = add_user(session, username, role=role, password=password, display_name=display_name)
+        user = accounts.add_user(session, username, role=role, password=password, display_name=display_name)
         line = f"added {user.role} {user.username}" + ("" if password else " (no password: cannot log in until one is set)")
     click.echo(line)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from calibrate.cli.common import Settings, db_option, engine_of
+from calibrate.cli.common import Settings, db_option, engine_of, lazy_import
 from calibrate.cli.database import init_database
 from calibrate.cli.serve import serve_app, web_app
-from calibrate.demo import load_demo
+
+# Loaded when the command runs, not for its --help (the demo runs judges: httpx, numpy, pandas).
+demo = lazy_import("calibrate.demo")
 
 
 @click.command("demo")
@@ -18,7 +20,7 @@ from calibrate.demo import load_demo
 def demo_command(settings: Settings, no_serve: bool, host: str, port: int) -> None:
     """Load the bundled demo (samples, experts' labels, logins) and serve it."""
     click.echo(init_database(settings))
-    result = load_demo(engine_of(settings))
+    result = demo.load_demo(engine_of(settings))
     for line in result.lines():
         click.echo(line)
     if not no_serve:

@@ -10,9 +10,11 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.annotation.export import export_labels
-from calibrate.cli.common import Settings, db_option, ready_engine, write_output
-from calibrate.reports.csv_report import neutralise
+from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine, write_output
+
+# Loaded when the command runs, not for its --help (the split check brings pandas).
+export = lazy_import("calibrate.annotation.export")
+csv_report = lazy_import("calibrate.reports.csv_report")
 
 
 @click.group("export")
@@ -34,7 +36,7 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
                           output: Path | None) -> None:
     """Write a dataset's labels in the format `calibrate import labels` reads."""
     with Session(ready_engine(settings)) as session:
-        result = export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
+        result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
     if fmt == "jsonl":
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)
     else:
@@ -42,7 +44,7 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(result.fields)
         for row in result.rows:
-            writer.writerow([neutralise(json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name))
+            writer.writerow([csv_report.neutralise(json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name))
                              for name in result.fields])
         text = buffer.getvalue()
     write_output(text, output, f"{len(result.rows)} labels")

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
-from calibrate.cli.common import BadInput, Settings, db_option, progress_bar, ready_engine
+from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, progress_bar, ready_engine
 from calibrate.db import write_session
-from calibrate.ingest import import_file
+
+# Loaded when the command runs, not for its --help.
+ingest = lazy_import("calibrate.ingest")
 
 
 @click.command("import")
@@ -37,7 +39,7 @@ def import_command(settings: Settings, kind: str, file: Path, dataset: str, judg
     engine = ready_engine(settings)
     # An import reads the file twice (validate everything, then write): the bar counts both passes.
     with progress_bar(f"importing {kind} (validate, then write)") as progress, write_session(engine) as session:
-        summary = import_file(
+        summary = ingest.import_file(
             session, kind, file, dataset=dataset, judge=judge, fmt=fmt, update=update,
             description=description, progress=progress,
             max_errors=settings["IMPORT_MAX_ERRORS"], max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"],

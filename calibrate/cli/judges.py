@@ -14,22 +14,17 @@ import click
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, ready_engine
+from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, lazy_import, ready_engine
 from calibrate.db import write_session
 from calibrate.errors import NotFound
-from calibrate.judges import FewShotSpec, NothingToDo, PromptError, RunOptions, RunSpec, execute_run, prepare_run, save_version
-from calibrate.judges.prices import load_prices
-from calibrate.judges.versions import (
-    DEFAULT_PARAMS,
-    format_params,
-    latest_version,
-    list_prompts,
-    parse_params,
-    resolve_version,
-    unified_diff,
-    version_view,
-)
+from calibrate.judges.errors import NothingToDo, PromptError
 from calibrate.models import JudgeRun
+
+# Loaded when a command runs, not for its --help (runs bring httpx and the metric judges' numpy,
+# versions the gold rule's pandas).
+judges = lazy_import("calibrate.judges")
+prices = lazy_import("calibrate.judges.prices")
+versions = lazy_import("calibrate.judges.versions")
 
 
 def _read(path: Path | None, what: str) -> str | None:
@@ -68,16 +63,16 @@ def prompt_new_command(settings: Settings, name: str, task: str | None, template
     if few_shots and no_few_shots:
         raise click.UsageError("--few-shot and --no-few-shots exclude each other")
     template, system = _read(template_file, "--template"), _read(system_file, "--system")
-    parsed = parse_params(params) if params else None
-    specs = [FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
+    parsed = versions.parse_params(params) if params else None
+    specs = [judges.FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
     with write_session(ready_engine(settings)) as session:
         if parsed is not None:  # --param changes the named parameters of the latest version, keeping the others
             try:
-                previous = latest_version(session, lookup.prompt(session, name))
+                previous = versions.latest_version(session, lookup.prompt(session, name))
             except NotFound:
                 previous = None
-            parsed = {**(previous.params if previous else DEFAULT_PARAMS), **parsed}
-        result = save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
+            parsed = {**(previous.params if previous else versions.DEFAULT_PARAMS), **parsed}
+        result = judges.save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
                               few_shots=specs, dataset=dataset, note=note)
         line = result.line(name)
     click.echo(line)
@@ -88,7 +83,7 @@ def prompt_new_command(settings: Settings, name: str, task: str | None, template
 def prompt_list_command(settings: Settings) -> None:
     """List prompts: name, task, versions, latest version, runs."""
     with Session(ready_engine(settings)) as session:
-        for row in list_prompts(session):
+        for row in versions.list_prompts(session):
             click.echo(f"{row.prompt.name}\t{row.task}\t{row.versions} versions\tlatest {row.prompt.name}@{row.latest}\t{row.runs} runs")
 
 
@@ -98,15 +93,15 @@ def prompt_list_command(settings: Settings) -> None:
 def prompt_show_command(settings: Settings, ref: str) -> None:
     """Show a version: model, parameters, few-shot examples, system text and template."""
     with Session(ready_engine(settings)) as session:
-        prompt, version = resolve_version(session, ref)
-        view = version_view(session, prompt, version)
+        prompt, version = versions.resolve_version(session, ref)
+        view = versions.version_view(session, prompt, version)
     v = view.version
     click.echo(f"{view.ref}  task {view.task.name}  hash {v.content_hash[:12]}  created {v.created_at:%Y-%m-%d %H:%M}"
                + (f"  by {view.author}" if view.author else "") + (f"  from @{view.parent}" if view.parent else ""))
     if v.note:
         click.echo(f"note: {v.note}")
     click.echo(f"model: {v.model or '(none: give --model to judge run)'}")
-    click.echo("params: " + (format_params(v.params).replace("\n", ", ") or "(none)"))
+    click.echo("params: " + (versions.format_params(v.params).replace("\n", ", ") or "(none)"))
     click.echo(f"few-shots: {len(view.examples)}")
     for e in view.examples:
         click.echo(f"  {e.ref} = {e.value}" + (f" | {e.rationale}" if e.rationale else ""))
@@ -123,11 +118,11 @@ def prompt_show_command(settings: Settings, ref: str) -> None:
 def prompt_diff_command(settings: Settings, a: str, b: str) -> None:
     """Print a unified diff of two versions (template, system, model, params, few-shots)."""
     with Session(ready_engine(settings)) as session:
-        prompt_a, version_a = resolve_version(session, a)
-        prompt_b, version_b = resolve_version(session, b)
+        prompt_a, version_a = versions.resolve_version(session, a)
+        prompt_b, version_b = versions.resolve_version(session, b)
         if prompt_a.id != prompt_b.id:
             raise PromptError(f"{a} and {b} are versions of different prompts")
-        text = unified_diff(session, prompt_a, version_a, version_b)
+        text = versions.unified_diff(session, prompt_a, version_a, version_b)
     click.echo(text)
 
 
@@ -158,14 +153,14 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
                       split: str | None, labelled_only: bool, limit: int | None, rerun: bool, timeout: float,
                       max_attempts: int) -> None:
     """Run a prompt version over a dataset and store one verdict per target (resumable)."""
-    spec = RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
+    spec = judges.RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
                    api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun,
-                   options=RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
+                   options=judges.RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
                                       read_timeout=timeout, max_attempts=max_attempts))
     engine = ready_engine(settings)
-    prices = load_prices(settings["INSTANCE_PATH"])
+    price_table = prices.load_prices(settings["INSTANCE_PATH"])
     try:
-        run_id = prepare_run(engine, spec)
+        run_id = judges.prepare_run(engine, spec)
     except NothingToDo as exc:  # not a refusal: every target is judged already
         click.echo(str(exc))
         return
@@ -181,7 +176,7 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
             bar.n = done
             bar.refresh()
     try:
-        summary = execute_run(engine, run_id, prices=prices, progress=progress)
+        summary = judges.execute_run(engine, run_id, prices=price_table, progress=progress)
     except KeyboardInterrupt:  # execute_run has marked the run stopped; say what that means
         click.echo(interrupted_line(engine, run_id, prompt_ref, dataset), err=True)
         sys.exit(EXIT_FAILED)

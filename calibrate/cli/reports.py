@@ -8,16 +8,18 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.calibration.ab import ABOptions, compare_systems
-from calibrate.calibration.compare import compare_judges
-from calibrate.calibration.loop import versions_section
 from calibrate.calibration.options import Options
-from calibrate.calibration.report import Report, build_report
-from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_option, ready_engine, write_output
-from calibrate.reports import render
-from calibrate.reports.ab_report import render_ab
-from calibrate.reports.compare_report import render_compare
-from calibrate.reports.gate import gate_lines
+from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_option, lazy_import, ready_engine, write_output
+
+# Loaded when a command runs, not for its --help (they bring pandas, SciPy and scikit-learn).
+ab = lazy_import("calibrate.calibration.ab")
+compare = lazy_import("calibrate.calibration.compare")
+loop = lazy_import("calibrate.calibration.loop")
+report = lazy_import("calibrate.calibration.report")
+reports = lazy_import("calibrate.reports")
+ab_report = lazy_import("calibrate.reports.ab_report")
+compare_report = lazy_import("calibrate.reports.compare_report")
+gate = lazy_import("calibrate.reports.gate")
 
 
 def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
@@ -31,9 +33,9 @@ def report_options(settings: Settings, *, threshold: float | None = None, ci_low
                    confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method, k=k)
 
 
-def _build(settings: Settings, dataset: str, judge: str | None, options: Options, tasks: list[str] | None = None) -> Report:
+def _build(settings: Settings, dataset: str, judge: str | None, options: Options, tasks: list[str] | None = None) -> report.Report:
     with Session(ready_engine(settings)) as session:
-        return build_report(session, dataset, judge, options=options, tasks=tasks)
+        return report.build_report(session, dataset, judge, options=options, tasks=tasks)
 
 
 @click.command("report")
@@ -60,16 +62,16 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
               "split": split, "budget": budget}
-    report = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
+    built = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
     if with_versions:
         if not judge:
             raise BadInput("--versions needs --judge (a prompt version, PROMPT@N)")
         with Session(ready_engine(settings)) as session:
-            section = versions_section(session, dataset, judge, options=report_options(settings, **common))
+            section = loop.versions_section(session, dataset, judge, options=report_options(settings, **common))
         if section is None:
             raise BadInput(f"--versions: {judge} is an imported judge, not a prompt version")
-        report.data["versions"] = section
-    write_output(render(report, fmt), output, f"{fmt} report")
+        built.data["versions"] = section
+    write_output(reports.render(built, fmt), output, f"{fmt} report")
 
 
 @click.command("gate")
@@ -86,8 +88,8 @@ def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str,
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     default = settings["THRESHOLD"]
     options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap)
-    report = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
-    ok, lines = gate_lines(report, min_kappa=default if min_kappa is None else min_kappa,
+    built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
+    ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
                            min_rho=default if min_rho is None else min_rho, ci_lower=ci_lower, required=list(tasks) or None)
     for line in lines:
         click.echo(line)
@@ -112,8 +114,8 @@ def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], t
         raise click.UsageError("give exactly two judges: --judge A --judge B")
     options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split)
     with Session(ready_engine(settings)) as session:
-        result = compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
-    write_output(render_compare(result, fmt), output, f"{fmt} comparison")
+        result = compare.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
+    write_output(compare_report.render_compare(result, fmt), output, f"{fmt} comparison")
 
 
 @click.command("ab")
@@ -133,8 +135,8 @@ def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], t
 def ab_command(settings: Settings, dataset: str, by: str, system_a: str, system_b: str, metric: str, source: str,
                bootstrap: int | None, ci_method: str, fmt: str, output: Path | None) -> None:
     """Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."""
-    options = ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
+    options = ab.ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
                         confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method)
     with Session(ready_engine(settings)) as session:
-        result = compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
-    write_output(render_ab(result, fmt), output, f"{fmt} A/B comparison")
+        result = ab.compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
+    write_output(ab_report.render_ab(result, fmt), output, f"{fmt} A/B comparison")

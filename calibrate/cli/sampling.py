@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from calibrate.annotation.uncertainty import order_queue
-from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
 from calibrate.db import write_session
-from calibrate.ingest.sampling import parse_split_spec, sample_dataset
+
+# Loaded when a command runs, not for its --help (numpy; the queue order brings pandas).
+sampling = lazy_import("calibrate.ingest.sampling")
+uncertainty = lazy_import("calibrate.annotation.uncertainty")
 
 
 @click.command("sample")
@@ -26,9 +28,9 @@ def sample_command(settings: Settings, dataset: str, n: int | None, fraction: fl
     """Choose the samples experts should label and queue them (seeded, reproducible)."""
     if (n is None) == (fraction is None):
         raise click.UsageError("give exactly one of --n or --fraction")
-    split_spec = parse_split_spec(split) if split else None
+    split_spec = sampling.parse_split_spec(split) if split else None
     with write_session(ready_engine(settings)) as session:
-        summary = sample_dataset(
+        summary = sampling.sample_dataset(
             session, dataset, n=n, fraction=fraction, seed=seed, stratify_by=stratify_by,
             negative_first=negative_first, overlap=overlap, assign=list(assign), split=split_spec,
         )
@@ -50,5 +52,5 @@ def queue_group() -> None:
 def queue_order_command(settings: Settings, dataset: str, mode: str, task: str, judges: tuple[str, ...]) -> None:
     """Put a dataset's pending items in uncertain-first order, or back in the sampled order."""
     with write_session(ready_engine(settings)) as session:
-        result = order_queue(session, dataset, mode=mode, task=task, judges=list(judges))
+        result = uncertainty.order_queue(session, dataset, mode=mode, task=task, judges=list(judges))
     click.echo(result.line())

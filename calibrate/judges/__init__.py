@@ -19,10 +19,16 @@ Modules, by what they do:
 Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from calibrate.judges.errors import (
     BackendError,
     FatalBackendError,
     JudgeError,
+    NothingToDo,
     PromptError,
     RateLimited,
     RequestRejected,
@@ -30,11 +36,27 @@ from calibrate.judges.errors import (
     RunSetupError,
     Unreachable,
 )
-from calibrate.judges.runner import NothingToDo, RunOptions, RunSpec, RunSummary, execute_run, prepare_run, run_judge
-from calibrate.judges.versions import FewShotSpec, SaveResult, resolve_version, save_version
+
+# The rest of the public API loads with its module on first use (PEP 562): naming an error
+# does not load httpx, the runner or the metric judges' numpy.
+_API = {
+    "RunOptions": "execution",
+    "RunSpec": "runner", "RunSummary": "runner", "execute_run": "runner", "prepare_run": "runner", "run_judge": "runner",
+    "FewShotSpec": "versions", "SaveResult": "versions", "resolve_version": "versions", "save_version": "versions",
+}
 
 __all__ = [
     "BackendError", "FatalBackendError", "FewShotSpec", "JudgeError", "NothingToDo", "PromptError", "RateLimited",
     "RequestRejected", "RetryableError", "RunOptions", "RunSetupError", "RunSpec", "RunSummary", "SaveResult",
     "Unreachable", "execute_run", "prepare_run", "resolve_version", "run_judge", "save_version",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the module of a public name on first use."""
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -4,6 +4,8 @@
     ├── PromptError                 a prompt or version that cannot be saved or found
     │                               (unknown field in a template, syntax error, bad few-shot,
     │                               unknown NAME@N) — raised at save time, never at run time
+    ├── NothingToDo                 every target in scope already has a verdict of this judge
+    │                               (not a failure: the CLI and the Run button say so and stop)
     ├── RunSetupError               a run that cannot start (unknown dataset, missing API-key
     │                               variable, a task the baseline cannot judge, a live run)
     └── BackendError                a call to a judge endpoint that gave no answer
@@ -69,3 +71,7 @@ class RateLimited(RetryableError):
 
 class Unreachable(RetryableError):
     """The base URL could not be reached (connection refused, unknown host, connect timeout)."""
+
+
+class NothingToDo(JudgeError):
+    """Every target in scope already has a verdict of this judge."""

@@ -51,6 +51,7 @@ from calibrate.judges.backends import (
 from calibrate.judges.baseline import BaselineJudge, settings_from
 from calibrate.judges.errors import (
     JudgeError,
+    NothingToDo,
     PromptError,
     RunSetupError,
 )
@@ -78,10 +79,6 @@ from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Ta
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 BACKENDS = ("openai", "anthropic", "baseline")
-
-
-class NothingToDo(JudgeError):
-    """Every target in scope already has a verdict of this judge."""
 
 
 @dataclass

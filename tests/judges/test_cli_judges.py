@@ -74,7 +74,7 @@ def test_ctrl_c_says_what_was_saved_and_that_rerunning_continues(runner, make_sa
                 raise KeyboardInterrupt
         return execute_run(engine, run_id, **{**kwargs, "progress": progress})
 
-    monkeypatch.setattr(cli_judges, "execute_run", interrupted)
+    monkeypatch.setattr(cli_judges.judges, "execute_run", interrupted)
     result = runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "claims@1"])
     assert result.exit_code == 1
     assert "Aborted!" not in result.output
