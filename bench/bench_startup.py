@@ -1,0 +1,116 @@
+"""Benchmark: how long every `calibrate` command takes to start.
+
+Each command runs as a fresh subprocess (`python -m calibrate …`, what the console script
+does), `--repeat` times, interleaved with the baseline `python -c "import flask, sqlalchemy,
+click"` so that both see the same machine load; the table gives the median and the minimum
+wall time and the ratio of the medians to the baseline's. Measured: `calibrate --help`,
+`calibrate task list` (the target: both within 2× the baseline), every command's and
+group's `--help`, and a real `report` and `gate` on the demo database (loaded once).
+
+    .venv/bin/python bench/bench_startup.py [--repeat 7] [--tree DIR] [--only help,task-list]
+
+`--tree DIR`: measure another checkout (for example HEAD exported with `git archive`), put
+first on PYTHONPATH. The figures go to standard output as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = ("baseline", [sys.executable, "-c", "import flask, sqlalchemy, click"])
+
+
+def command_paths(tree: Path, cwd: str) -> list[list[str]]:
+    """Return every command and group of the CLI as argument lists (["task", "list"], …), from `--help` output."""
+    out: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        text = subprocess.run([sys.executable, "-m", "calibrate", *path, "--help"], capture_output=True, text=True,
+                              env=env_for(tree), cwd=cwd, check=True).stdout
+        if "Commands:" not in text:
+            return
+        for line in text.split("Commands:", 1)[1].splitlines():
+            words = line.split()
+            if words and line.startswith("  ") and not line.startswith("    "):
+                out.append([*path, words[0]])
+                walk([*path, words[0]])
+
+    walk([])
+    return out
+
+
+def env_for(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("CALIBRATE_DATABASE_URL", None)
+    return env
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: str, expect: tuple[int, ...] = (0,)) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, env=env, cwd=cwd)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in expect:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--tree", type=Path, default=ROOT, help="checkout to measure (default: this one)")
+    parser.add_argument("--only", help="comma-separated subset: help, task-list, commands, report")
+    args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else {"help", "task-list", "commands", "report"}
+    env = env_for(args.tree.resolve())
+    python = [sys.executable, "-m", "calibrate"]
+
+    # Every run starts in the temporary folder: `python -m` puts the working directory first on
+    # sys.path, which would shadow --tree with a checkout in the current folder.
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'demo.sqlite'}"
+        env["CALIBRATE_INSTANCE"] = str(Path(tmp) / "instance")
+        subprocess.run([*python, "demo", "--no-serve", "--db", db], capture_output=True, env=env, cwd=tmp, check=True)
+        cases: list[tuple[str, list[str], tuple[int, ...]]] = []
+        if "help" in only:
+            cases.append(("`calibrate --help`", [*python, "--help"], (0,)))
+        if "task-list" in only:
+            cases.append(("`calibrate task list`", [*python, "task", "list", "--db", db], (0,)))
+        if "report" in only:
+            cases.append(("`calibrate report --dataset demo-prenatal --judge demo-claims@1` (json)",
+                          [*python, "report", "--dataset", "demo-prenatal", "--judge", "demo-claims@1", "--db", db], (0,)))
+            cases.append(("`calibrate gate --dataset demo-prenatal --judge demo-claims@1`",
+                          [*python, "gate", "--dataset", "demo-prenatal", "--judge", "demo-claims@1", "--db", db], (0, 1)))
+        if "commands" in only:
+            for path in command_paths(args.tree.resolve(), tmp):
+                cases.append((f"`calibrate {' '.join(path)} --help`", [*python, *path, "--help"], (0,)))
+
+        times: dict[str, list[float]] = {name: [] for name, _, _ in [(BASELINE[0], None, None), *cases]}
+        for _ in range(args.repeat):
+            for name, argv, expect in [(BASELINE[0], BASELINE[1], (0,)), *cases]:
+                times[name].append(timed(argv, env, tmp, expect))
+
+    base = statistics.median(times[BASELINE[0]])
+    load = os.getloadavg()
+    print(f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}, "
+          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (at the end); {args.repeat} interleaved runs each; tree {args.tree}")
+    print()
+    print("| command | median | min | median / baseline |")
+    print("|---|---|---|---|")
+    for name, values in times.items():
+        label = '`python -c "import flask, sqlalchemy, click"` (baseline)' if name == BASELINE[0] else name
+        median = statistics.median(values)
+        print(f"| {label} | {median * 1000:.0f} ms | {min(values) * 1000:.0f} ms | {median / base:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
