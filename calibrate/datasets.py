@@ -41,11 +41,6 @@ def dataset_overview(session: Session) -> list[DatasetRow]:
     return rows
 
 
-def get_dataset(session: Session, name: str) -> Dataset | None:
-    """Return the dataset with this name, or None."""
-    return session.exec(select(Dataset).where(Dataset.name == name)).first()
-
-
 def dataset_names(session: Session) -> list[str]:
     """Return the names of every dataset, sorted."""
     return list(session.exec(select(Dataset.name).order_by(Dataset.name)).all())

@@ -194,11 +194,3 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
     session.add(gold)
     session.flush()
     return gold
-
-
-def task_by_name(session: Session, name: str) -> Task:
-    """Return a task by name, or raise NotFound."""
-    task = session.exec(select(Task).where(Task.name == name)).first()
-    if task is None:
-        raise NotFound(f"no task {name!r}")
-    return task

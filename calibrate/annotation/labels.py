@@ -25,6 +25,7 @@ from typing import NamedTuple
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
+from calibrate import lookup
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import LABEL_COLUMNS
@@ -83,10 +84,10 @@ def resolve_target(session: Session, assignment, task_ref: str | int, key: str) 
 
 
 def _task(session: Session, ref: str | int) -> Task:
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        task = session.get(Task, int(ref))
-    else:
-        task = session.exec(select(Task).where(Task.name == ref)).first()
+    """Return a task by id (the workbench's forms) or by name."""
+    if not (isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit())):
+        return lookup.task(session, ref)
+    task = session.get(Task, int(ref))
     if task is None:
         raise NotFound(f"no task {ref!r}")
     return task

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
-from calibrate.annotation import NotFound
-from calibrate.annotation.adjudication import adjudicate, dispute, disputes, task_by_name
+from calibrate import lookup
+from calibrate.annotation.adjudication import adjudicate, dispute, disputes
 from calibrate.annotation.guidelines import current_versions, tasks_in_order
 from calibrate.annotation.items import widget_for
 from calibrate.annotation.queue import for_review
-from calibrate.datasets import dataset_names, get_dataset
+from calibrate.datasets import dataset_names
 from calibrate.views.auth import is_script_request, role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.session import close_session, get_session, get_write_session
@@ -40,10 +40,8 @@ def index():
     page_no = max(request.args.get("page", 1, type=int), 1)
     page = task = dataset = widget = None
     if dataset_name and task_name:
-        dataset = get_dataset(db, dataset_name)
-        if dataset is None:
-            raise NotFound(dataset_name)
-        task = task_by_name(db, task_name)
+        dataset = lookup.dataset(db, dataset_name)
+        task = lookup.task(db, task_name)
         page = disputes(db, dataset, task, show=show, page=page_no)
         widget = widget_for(task, current_versions(db).get(task.id))
     return render_template("admin/adjudicate.html", datasets=names, tasks=tasks, dataset=dataset, task=task,
@@ -55,7 +53,7 @@ def index():
 def decide(task_name: str, target_key: str):
     """Set the adjudicated (gold) label of one target, with a note."""
     db = get_write_session()
-    task = task_by_name(db, task_name)
+    task = lookup.task(db, task_name)
     adjudicate(db, g.user, task, target_key, request.form.get("value", ""), request.form.get("note", ""))
     db.commit()
     if not is_script_request():
@@ -64,7 +62,7 @@ def decide(task_name: str, target_key: str):
                         else url_for("adjudicate.index"), code=303)
     close_session()  # read the answer in an ordinary session, not a new write transaction
     db = get_session()
-    task = task_by_name(db, task_name)
+    task = lookup.task(db, task_name)
     found = dispute(db, task, target_key)
     widget = widget_for(task, current_versions(db).get(task.id))
     return render_template("admin/_dispute.html", d=found, task=task, widget=widget, just_decided=True)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 
+from calibrate import lookup
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
 from calibrate.annotation.labels import (
@@ -28,7 +29,6 @@ from calibrate.annotation.labels import (
 )
 from calibrate.annotation.queue import claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment, set_status, submit
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
-from calibrate.datasets import get_dataset
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.session import close_session, get_session, write
@@ -93,7 +93,7 @@ def next_item():
     """Go to my next item (in `?dataset=NAME` first), or back to the queue when there is none."""
     dataset_id = None
     if request.args.get("dataset"):
-        dataset = get_dataset(get_session(), request.args["dataset"]) or abort(404)
+        dataset = lookup.dataset(get_session(), request.args["dataset"])
         dataset_id = dataset.id
     found = _next_for(dataset_id)
     if found is None:

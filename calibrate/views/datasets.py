@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, g, redirect, render_template, request, url_for
 
-from calibrate.datasets import dataset_overview, get_dataset, sample_detail, sample_page
+from calibrate import lookup
+from calibrate.datasets import dataset_overview, sample_detail, sample_page
 from calibrate.views.auth import login_required
 from calibrate.views.session import get_session
 
@@ -31,7 +32,7 @@ def index():
 def show(name: str):
     """List a dataset's samples, a page at a time."""
     session = get_session()
-    dataset = get_dataset(session, name) or abort(404)
+    dataset = lookup.dataset(session, name)
     page = max(request.args.get("page", 1, type=int), 1)
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
@@ -44,7 +45,7 @@ def show(name: str):
 def sample(name: str, external_id: str):
     """Show one sample: question, contexts, the answer with its claims highlighted."""
     session = get_session()
-    dataset = get_dataset(session, name) or abort(404)
+    dataset = lookup.dataset(session, name)
     # Blind by default: only engineers and admins see everyone's labels here.
     detail = sample_detail(session, dataset, external_id, with_labels=g.user.role in ("engineer", "admin"))
     if detail is None:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
-from calibrate.annotation import AnnotationError, NotFound
-from calibrate.annotation.adjudication import task_by_name
+from calibrate import lookup
+from calibrate.annotation import AnnotationError
 from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
-from calibrate.datasets import get_dataset
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.session import get_session, get_write_session
@@ -35,7 +34,7 @@ def index():
 def show(task_name: str):
     """Show a task's guideline for editing, with its versions."""
     db = get_session()
-    task = task_by_name(db, task_name)
+    task = lookup.task(db, task_name)
     versions = versions_of(db, task)
     return render_template("admin/guideline.html", task=task, versions=versions,
                            current=versions[0][0] if versions else None, outdated=outdated_assignments(db, task))
@@ -46,7 +45,7 @@ def show(task_name: str):
 def update(task_name: str):
     """Save a new version of a task's guideline."""
     db = get_write_session()
-    task = task_by_name(db, task_name)
+    task = lookup.task(db, task_name)
     try:
         guideline = save_guideline(db, task, request.form.get("text", ""), g.user)
     except AnnotationError as exc:
@@ -62,12 +61,10 @@ def update(task_name: str):
 def requeue(task_name: str):
     """Put items labelled under an older guideline back in their annotators' queues."""
     db = get_write_session()
-    task = task_by_name(db, task_name)
+    task = lookup.task(db, task_name)
     dataset = None
     if request.form.get("dataset"):
-        dataset = get_dataset(db, request.form["dataset"])
-        if dataset is None:
-            raise NotFound(request.form["dataset"])
+        dataset = lookup.dataset(db, request.form["dataset"])
     count = requeue_outdated(db, task, dataset)
     db.commit()
     flash(f"Re-queued {count} item{'s' if count != 1 else ''}: their annotators will confirm each outdated {task.name} label.", "done")
