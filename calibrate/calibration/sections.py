@@ -67,6 +67,16 @@ def decide(alignment: dict, options: Options) -> bool | None:
     return value >= options.threshold
 
 
+def _counted(task: Task, merged: pd.DataFrame, scored: pd.DataFrame, *reasons: str) -> dict[str, Any]:
+    """Return a section's head: kind, target, n (scored), n_samples (claim and context targets), n_<reason> per reason."""
+    section: dict[str, Any] = {"kind": task.kind, "target": task.target, "n": int(len(scored))}
+    if task.target != "sample":
+        section["n_samples"] = int(scored["sample_id"].nunique())
+    for reason in reasons:
+        section[f"n_{reason}"] = int((merged["excluded"] == reason).sum())
+    return section
+
+
 def _align(section: dict, metric: str, est: Estimate, options: Options, merged: pd.DataFrame, *, light: bool = False) -> None:
     """Add the task's alignment, its pass/fail decision, (unless light) the labels needed, and the label budget."""
     alignment = {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None}
@@ -116,17 +126,9 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     excluded_labels = set(task.excluded or [])
     gold = categorical_gold(labels) if gold is None else gold
-    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
     merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels)
     scored = merged[merged["scored"]]
-
-    section["n"] = int(len(scored))
-    if task.target != "sample":
-        section["n_samples"] = int(scored["sample_id"].nunique())
-    section["n_unparsed"] = int((merged["excluded"] == "unparsed").sum())
-    section["n_no_gold"] = int((merged["excluded"] == "no_gold").sum())
-    section["n_excluded_label"] = int((merged["excluded"] == "excluded_label").sum())
-    section["n_fewshot"] = int((merged["excluded"] == "fewshot").sum())
+    section = _counted(task, merged, scored, "unparsed", "no_gold", "excluded_label", "fewshot")
     section["n_ties"] = int((gold["gold_source"] == "tie").sum()) if not gold.empty else 0
     section["labels"] = stat_labels
 
@@ -233,15 +235,9 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
                      groups: dict[int, str | None] | None, options: Options, *,
                      gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
     gold = numeric_gold(labels) if gold is None else gold
-    section: dict[str, Any] = {"kind": task.kind, "target": task.target}
     merged = join_verdicts(gold, verdicts, fewshot)
     scored = merged[merged["scored"]]
-    section["n"] = int(len(scored))
-    if task.target != "sample":
-        section["n_samples"] = int(scored["sample_id"].nunique())
-    section["n_unparsed"] = int((merged["excluded"] == "unparsed").sum())
-    section["n_no_gold"] = int((merged["excluded"] == "no_gold").sum())
-    section["n_fewshot"] = int((merged["excluded"] == "fewshot").sum())
+    section = _counted(task, merged, scored, "unparsed", "no_gold", "fewshot")
     if task.scale_min is not None:
         section["scale"] = [_plain_number(task.scale_min), _plain_number(task.scale_max)]
     if verdicts is not None:
