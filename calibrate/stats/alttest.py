@@ -292,7 +292,8 @@ def _prepare(items, annotators, values, judge_items, judge_values, scoring):
     uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
     if uniq.size < key.size:
         dup = first[np.flatnonzero(counts > 1)[0]]
-        raise ValueError(f"annotator {_label_note(h_ann_a[dup])} labelled item {_label_note(h_items_a[dup])} more than once")
+        raise ValueError(f"annotator {_label_note(h_ann_a[dup])} labelled item {_label_note(h_items_a[dup])} "
+                         "more than once")
     uniq_j, first_j, counts_j = np.unique(j_item, return_index=True, return_counts=True)
     if uniq_j.size < j_item.size:
         dup = first_j[np.flatnonzero(counts_j > 1)[0]]
