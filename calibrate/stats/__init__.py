@@ -20,6 +20,12 @@ retrieval
     padded relevance matrix.
 rag
     Faithfulness (supported / claims) and rank-weighted context precision per answer.
+alttest
+    The Alternative Annotator Test (Calderon, Reichart & Dror 2025): can a judge replace one
+    of the annotators?  Leave-one-annotator-out win rates, one-sided t-tests, BY step-up.
+position
+    Position bias of a pairwise judge run in both presentation orders, and the
+    "consistent" order rule.
 paired
     A/B tests on paired per-question values: paired t-test, Wilcoxon signed-rank, paired
     bootstrap interval of the mean difference, relative improvement.
@@ -45,6 +51,7 @@ from calibrate.stats.agreement import (
     per_label_prf,
     percent_agreement,
 )
+from calibrate.stats.alttest import AltTestResult, alt_test, benjamini_yekutieli
 from calibrate.stats.comparison import discordant_counts, mcnemar_exact
 from calibrate.stats.correlation import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
 from calibrate.stats.intervals import (
@@ -58,6 +65,7 @@ from calibrate.stats.intervals import (
     paired_cluster_bootstrap_diff,
 )
 from calibrate.stats.paired import paired_bootstrap_diff, paired_t_test, relative_improvement, wilcoxon_signed_rank
+from calibrate.stats.position import PositionResult, consistent_verdicts, position_bias
 from calibrate.stats.rag import context_precision, faithfulness, faithfulness_counts
 from calibrate.stats.result import Estimate
 from calibrate.stats.retrieval import (
@@ -74,6 +82,12 @@ from calibrate.stats.retrieval import (
 )
 
 __all__ = [
+    "AltTestResult",
+    "PositionResult",
+    "alt_test",
+    "benjamini_yekutieli",
+    "consistent_verdicts",
+    "position_bias",
     "Estimate",
     "RetrievalMetrics",
     "bootstrap_index_matrix",

@@ -47,7 +47,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from calibrate.stats._common import check_same_length, to_list
-from calibrate.stats.result import _finite_or_none, _json_safe
+from calibrate.stats.result import finite_or_none, json_safe
 
 __all__ = ["SCORINGS", "AltTestResult", "AnnotatorTest", "alt_test", "benjamini_yekutieli"]
 
@@ -94,7 +94,7 @@ class AnnotatorTest:
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary of the six fields (``None`` for an undefined p-value)."""
-        return _json_safe({
+        return json_safe({
             "annotator": self.annotator,
             "n": self.n,
             "p_value": self.p_value,
@@ -167,8 +167,8 @@ class AltTestResult:
             ``annotator_win_rate``.
         """
         return {
-            "winning_rate": _finite_or_none(self.winning_rate),
-            "advantage_prob": _finite_or_none(self.advantage_prob),
+            "winning_rate": finite_or_none(self.winning_rate),
+            "advantage_prob": finite_or_none(self.advantage_prob),
             "passed": self.passed,
             "epsilon": float(self.epsilon),
             "alpha": float(self.alpha),

@@ -46,7 +46,7 @@ import pandas as pd
 from calibrate.stats._common import check_same_length, to_list
 from calibrate.stats.agreement import cohen_kappa
 from calibrate.stats.comparison import mcnemar_exact
-from calibrate.stats.result import Estimate, _finite_or_none
+from calibrate.stats.result import Estimate, finite_or_none
 
 __all__ = ["CONFLICT_RULES", "PositionResult", "consistent_verdicts", "position_bias"]
 
@@ -116,13 +116,13 @@ class PositionResult:
         return {
             "n_targets": int(self.n_targets),
             "n_pairs": int(self.n_pairs),
-            "agreement": _finite_or_none(self.agreement),
+            "agreement": finite_or_none(self.agreement),
             "kappa": self.kappa.to_dict(),
-            "first_position_rate": _finite_or_none(self.first_position_rate),
-            "tie_rate": _finite_or_none(self.tie_rate),
+            "first_position_rate": finite_or_none(self.first_position_rate),
+            "tie_rate": finite_or_none(self.tie_rate),
             "n_first_both": int(self.n_first_both),
             "n_second_both": int(self.n_second_both),
-            "position_p_value": _finite_or_none(self.position_p_value),
+            "position_p_value": finite_or_none(self.position_p_value),
             "n_unusable": int(self.n_unusable),
             "n_unusable_original": int(self.n_unusable_original),
             "n_unusable_swapped": int(self.n_unusable_swapped),

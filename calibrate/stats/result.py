@@ -25,7 +25,7 @@ __all__ = ["Estimate", "STATUSES"]
 STATUSES = ("ok", "undefined", "no_data")
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """Return ``value`` converted to plain, finite, JSON-serialisable Python objects.
 
     Non-finite floats become ``None``; numpy scalars and arrays become Python scalars and
@@ -41,15 +41,15 @@ def _json_safe(value: Any) -> Any:
         f = float(value)
         return f if math.isfinite(f) else None
     if isinstance(value, np.ndarray):
-        return [_json_safe(v) for v in value.tolist()]
+        return [json_safe(v) for v in value.tolist()]
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return str(value)
 
 
-def _finite_or_none(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
     """Return ``value`` as a finite ``float`` or ``None``."""
     if value is None:
         return None
@@ -101,16 +101,16 @@ class Estimate:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-        value = _finite_or_none(self.value)
+        value = finite_or_none(self.value)
         if value is None and self.value is not None and self.status == "ok":
             object.__setattr__(self, "status", "undefined")
             if not self.note:
                 object.__setattr__(self, "note", "the statistic is not finite")
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "n", int(self.n))
-        object.__setattr__(self, "p_value", _finite_or_none(self.p_value))
+        object.__setattr__(self, "p_value", finite_or_none(self.p_value))
         if self.ci is not None:
-            low, high = (_finite_or_none(v) for v in self.ci)
+            low, high = (finite_or_none(v) for v in self.ci)
             object.__setattr__(self, "ci", None if low is None or high is None else (low, high))
         object.__setattr__(self, "extra", dict(self.extra))
 
@@ -141,8 +141,8 @@ class Estimate:
         for key, val in self.extra.items():
             key = str(key)
             if key not in out:
-                out[key] = _json_safe(val)
-        return _json_safe(out)
+                out[key] = json_safe(val)
+        return json_safe(out)
 
     @classmethod
     def undefined(cls, n: int, note: str, **extra: Any) -> Estimate:
