@@ -4,6 +4,7 @@ Relations (see docs/architecture.md):
 
     Dataset ─< Sample ─< Context
                       ─< Claim
+                      ─< ClaimEdit (an expert's split, merge or edit of the claims)
     Task ─< Guideline
     Sample ─< Assignment >─ User
     Task, Sample/Claim/Context, User ─< Label ─< LabelRevision
@@ -32,6 +33,14 @@ from sqlmodel import Field, SQLModel
 ROLES = ("annotator", "engineer", "admin")
 TARGETS = ("sample", "claim", "context")
 KINDS = ("categorical", "ordinal", "continuous")
+# The kind of claim_extraction only (no custom task has it): its value is a JSON list of claims,
+# and it is never calibrated (no agreement statistics).
+EXTRACTION = "extraction"
+# Claim sources (Sample.claim_source, Claim.origin; calibrate/claimsets.py says what they mean).
+SEGMENTER = "segmenter"
+IMPORT = "import"
+EXPERT = "expert"
+EDITED = "+edited"
 SPLITS = ("train", "dev", "test")
 
 
@@ -72,6 +81,10 @@ class Sample(SQLModel, table=True):
     relevant_ids: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     content_hash: str = Field(max_length=64)
     segmenter: str = Field(default="", max_length=50)
+    # Where the active claims come from: "segmenter", "import" (given in the samples file),
+    # "NAME@V" (an LLM extraction by that prompt version), each with "+edited" once an expert
+    # split, merged or edited one of them (calibrate/claimsets.py).
+    claim_source: str = Field(default="segmenter", max_length=250)
     split: str | None = Field(default=None, max_length=10)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -98,6 +111,28 @@ class Claim(SQLModel, table=True):
     start: int = Field(default=-1)  # -1: an imported claim that is not a substring of the answer
     end: int = Field(default=-1)
     active: bool = Field(default=True)
+    # Who made this claim: "segmenter", "import", "NAME@V" (an extraction) or "expert" (an edit).
+    origin: str = Field(default="segmenter", max_length=250)
+
+
+class ClaimEdit(SQLModel, table=True):
+    """One expert change of a sample's claims in the workbench (calibrate/annotation/claim_edits.py).
+
+    `before` and `after` are the claims retired and added, as [{"id", "index", "text", "start",
+    "end"}]; `stale_labels` the ids of the labels the change flagged stale (an undo clears them).
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE", index=True)
+    user_id: int = Field(foreign_key="user.id")
+    action: str = Field(max_length=20)  # split | merge | edit
+    before: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    after: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    source_before: str = Field(default="", max_length=250)
+    source_after: str = Field(default="", max_length=250)
+    stale_labels: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    undone_at: datetime | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class User(SQLModel, table=True):
@@ -231,7 +266,8 @@ class FewShot(SQLModel, table=True):
     claim_id: int | None = Field(default=None, foreign_key="claim.id")
     context_id: int | None = Field(default=None, foreign_key="context.id")
     target_key: str = Field(max_length=40)
-    value: str = Field(max_length=200)
+    # Text: an extraction example's value is a claim list (JSON).
+    value: str = Field(sa_column=Column(Text, nullable=False))
     rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
@@ -280,7 +316,8 @@ class Verdict(SQLModel, table=True):
     context_id: int | None = Field(default=None, foreign_key="context.id")
     target_key: str = Field(max_length=40)
     # None: the call gave no usable verdict (status unparsed or error): counted, never scored.
-    value: str | None = Field(default=None, max_length=200)
+    # Text: an extraction's verdict is its claim list (JSON).
+    value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     status: str = Field(default="ok", max_length=20)  # ok | unparsed | error
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))

@@ -1,7 +1,11 @@
 """Tasks: what is labelled, on which target, with which kind of value.
 
-Three labelling tasks are built in, and four metric tasks (`METRIC_TASKS`) that metric judges
-score per sample and that annotators never label item by item; users add their own with
+Three labelling tasks are built in, four metric tasks (`METRIC_TASKS`) that metric judges
+score per sample and that annotators never label item by item, and `claim_extraction`, the one
+task of kind `extraction` (`EXTRACTION_TASKS`): its value is the answer's claims as a JSON list
+of strings, it is run through the judge runner and applied to the sample's claims
+(calibrate/judges/extraction.py), and it is never calibrated (no agreement statistics: experts
+correct its output in the workbench instead of labelling it). Users add their own with
 `calibrate task add`, change them with `calibrate task edit` (description, more labels, a
 scale that fits every stored value) and remove them with `calibrate task remove` while nothing
 uses them. Every label and every verdict is validated against its task by
@@ -11,6 +15,7 @@ uses them. Every label and every verdict is validated against its task by
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -20,7 +25,7 @@ from sqlmodel import Session, select
 
 from calibrate import lookup
 from calibrate.errors import TaskError
-from calibrate.models import KINDS, TARGETS, FewShot, Guideline, Label, Prompt, PromptVersion, Task, Verdict
+from calibrate.models import EXTRACTION, KINDS, TARGETS, FewShot, Guideline, Label, Prompt, PromptVersion, Task, Verdict
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -119,8 +124,28 @@ BUILTIN_TASKS = (
         description="Share of the ground truth's statements that can be attributed to the retrieved contexts (0–1).",
         guidelines="Attributed statements of the ground truth / its statements.",
     ),
+    # The extraction task: an LLM splits the answer into atomic claims (the way RAGAS and TruLens
+    # faithfulness start); the claims replace the sample's, experts correct them in the workbench.
+    BuiltinTask(
+        "claim_extraction",
+        "sample",
+        EXTRACTION,
+        description="Split the answer into atomic, self-contained claims (the claims the faithfulness judge verifies).",
+        guidelines=("One claim per fact: a number with its unit and condition, a name, a date, a recommendation. "
+                    "Resolve pronouns so each claim stands alone, keep the answer's language and wording, add nothing."),
+    ),
 )
 METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
+EXTRACTION_TASKS = ("claim_extraction",)
+# Tasks no annotator labels item by item: judge-side only.
+JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS
+MAX_CLAIMS = 200  # claims in one extraction, at most
+MAX_CLAIM_CHARS = 2000  # characters of one extracted claim, at most
+
+
+def is_extraction(task: Task) -> bool:
+    """Return whether a task is an extraction (its value a claim list, never calibrated)."""
+    return task.kind == EXTRACTION
 
 
 def ensure_builtin_tasks(session: Session) -> None:
@@ -172,6 +197,8 @@ def add_task(
         raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
     if target not in TARGETS:
         raise TaskError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if kind == EXTRACTION:
+        raise TaskError("kind extraction is claim_extraction's only (built in): a custom task cannot have it")
     if kind not in KINDS:
         raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
@@ -322,6 +349,8 @@ def canonical_value(task: Task, value: object) -> str:
     """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
     if value is None:
         raise TaskError("value is missing")
+    if task.kind == EXTRACTION:
+        return canonical_claims(value)
     if isinstance(value, bool):
         raise TaskError(f"value must be {'a label' if task.kind == 'categorical' else 'a number'}, got {value!r}")
     if task.kind == "categorical":
@@ -345,6 +374,33 @@ def canonical_value(task: Task, value: object) -> str:
     if (low is not None and number < low) or (high is not None and number > high):
         raise TaskError(f"value {format_number(number)} is outside the scale of task {task.name} ({format_number(low)}–{format_number(high)})")
     return format_number(number)
+
+
+def canonical_claims(value: object) -> str:
+    """Return a claim list in its stored form (a JSON list of stripped, non-empty strings), or raise TaskError.
+
+    `value` is a list of strings or the JSON text of one; an empty list, a claim that is not a
+    string or is blank, more than MAX_CLAIMS claims or a claim longer than MAX_CLAIM_CHARS is refused.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise TaskError("an extraction's value must be a JSON list of claims") from None
+    if not isinstance(value, list):
+        raise TaskError(f"an extraction's value must be a list of claims, got {type(value).__name__}")
+    if not value:
+        raise TaskError("empty: the extraction has no claims")
+    if len(value) > MAX_CLAIMS:
+        raise TaskError(f"{len(value)} claims: at most {MAX_CLAIMS} in one answer")
+    claims = []
+    for index, claim in enumerate(value):
+        if not isinstance(claim, str) or not claim.strip():
+            raise TaskError(f"claim {index} must be a non-empty string, got {_short(json.dumps(claim, ensure_ascii=False))!r}")
+        if len(claim) > MAX_CLAIM_CHARS:
+            raise TaskError(f"claim {index} has {len(claim):,} characters: at most {MAX_CLAIM_CHARS:,}")
+        claims.append(claim.strip())
+    return json.dumps(claims, ensure_ascii=False)
 
 
 def _as_number(value: object) -> float | None:

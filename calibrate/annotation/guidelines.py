@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError
 from calibrate.models import Assignment, Dataset, Guideline, Label, Sample, Task, User, utcnow
-from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS
 
 MAX_GUIDELINE_CHARS = 50_000
 # "5: correct, complete…", "4 - …", "3) …": a rubric level at the start of a line.
@@ -132,6 +132,6 @@ def tasks_in_order(session: Session) -> list[Task]:
     then by name (the metric tasks, scored per sample by metric judges, are not among them)."""
 
     order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
-    tasks = [t for t in session.exec(select(Task)).all() if t.name not in METRIC_TASKS]
+    tasks = [t for t in session.exec(select(Task)).all() if t.name not in JUDGE_ONLY_TASKS]
     return sorted(tasks, key=lambda t: (order.get(t.name, len(order)), t.name))
 

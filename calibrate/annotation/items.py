@@ -27,7 +27,7 @@ from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
 from calibrate.models import Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
-from calibrate.tasks import BUILTIN_TASKS, METRIC_TASKS
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 
@@ -300,8 +300,8 @@ def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:
                      .outerjoin(_GUIDELINES, and_(_GUIDELINES.c.task_id == _TASKS.c.id, _GUIDELINES.c.version == newest.c.version)))
     ).all()
     order = {spec.name: i for i, spec in enumerate(BUILTIN_TASKS)}
-    # Metric tasks are scored per sample by metric judges, not labelled on the item page.
-    rows = sorted((t for t in rows if t.name not in METRIC_TASKS), key=lambda t: (order.get(t.name, len(order)), t.name))
+    # Metric tasks are scored per sample by metric judges, claim_extraction makes the claims: not labelled here.
+    rows = sorted((t for t in rows if t.name not in JUDGE_ONLY_TASKS), key=lambda t: (order.get(t.name, len(order)), t.name))
     guidelines = {t.id: SimpleNamespace(id=t.g_id, task_id=t.id, version=t.g_version, text=t.g_text, created_at=t.g_created_at)
                   for t in rows if t.g_id is not None}
     return rows, guidelines

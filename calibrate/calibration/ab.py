@@ -158,8 +158,9 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
         per_query = stats.per_query_metrics(rel, rel.sum(axis=1), k=k)
         return SampleValues(per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, RETRIEVAL_SOURCES[source])
     task = session.exec(select(Task).where(Task.name == metric)).first()
-    if task is None or task.target != "sample" or task.kind == "categorical":
-        scored = ", ".join(name for name in session.exec(select(Task.name).where(Task.target == "sample", Task.kind != "categorical")
+    if task is None or task.target != "sample" or task.kind not in ("ordinal", "continuous"):
+        scored = ", ".join(name for name in session.exec(select(Task.name).where(Task.target == "sample",
+                                                                               Task.kind.in_(("ordinal", "continuous")))
                                                          .order_by(Task.id)).all() if name not in DERIVED_GOLD)
         raise CalibrationError(f"unknown metric {metric!r} (metrics: faithfulness, context_precision, ndcg@K, recall@K, "
                                f"precision@K, f1@K, mrr{', ' + scored if scored else ''})")

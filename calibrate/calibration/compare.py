@@ -62,6 +62,7 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.stats import Estimate
+from calibrate.tasks import is_extraction
 
 MAX_FLIPS_LISTED = 500
 
@@ -247,7 +248,7 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     a, b = lookup.judge(session, judge_a), lookup.judge(session, judge_b)
     if a.id == b.id:
         raise CalibrationError("compare two different judges")
-    tasks = list(session.exec(select(Task).order_by(Task.id)).all())
+    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
     if task:
         tasks = [t for t in tasks if t.name == task]
         if not tasks:

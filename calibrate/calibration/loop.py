@@ -45,6 +45,7 @@ from calibrate.judges.versions import (
     stored_examples,
 )
 from calibrate.models import (
+    EXTRACTION,
     Assignment,
     Claim,
     Context,
@@ -144,6 +145,20 @@ def _costs(session: Session, dataset: Dataset) -> dict[int, float]:
     return {judge_id: float(total or 0.0) for judge_id, total in rows}
 
 
+def calibrated_task_names(session: Session) -> list[str]:
+    """Return the names of the tasks a judge is calibrated on (every task but the extraction)."""
+    return list(session.exec(select(Task.name).where(Task.kind != EXTRACTION).order_by(Task.id)).all())
+
+
+def calibrated_task(session: Session, name: str) -> Task:
+    """Return a task by name (NotFound), refusing claim_extraction: it has no agreement statistics."""
+    task = lookup.task(session, name)
+    if task.kind == EXTRACTION:
+        raise CalibrationError(f"task {task.name} extracts claims and is not calibrated against labels: its quality is "
+                               "how many claims experts changed (the dataset page)")
+    return task
+
+
 def _splits(session: Session, dataset: Dataset) -> list[str]:
     values = session.exec(select(Sample.split).where(Sample.dataset_id == dataset.id, Sample.split.is_not(None)).distinct()).all()
     order = {"train": 0, "dev": 1, "test": 2}
@@ -167,11 +182,11 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     """
     base = options or Options()
     dataset = lookup.dataset(session, dataset_name)
-    task_row = lookup.task(session, task)
+    task_row = calibrated_task(session, task)
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
                       budget_half_width=base.budget_half_width,
                       splits=_splits(session, dataset),
-                      tasks=list(session.exec(select(Task.name).order_by(Task.id)).all()))
+                      tasks=calibrated_task_names(session))
     board.has_test = TEST_SPLIT in board.splits
     board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
@@ -284,7 +299,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     (they are not scored). Raises NotFound for an unknown dataset, judge or task, CalibrationError for a split or
     a malformed filter.
     """
-    lookup.task(session, task)
+    calibrated_task(session, task)
     dataset_row = lookup.dataset(session, dataset_name)
     frozen = frozen_test_message(dataset_row.name, split, _splits(session, dataset_row))
     if frozen:
@@ -357,7 +372,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
 
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name)
-    task_row = lookup.task(session, task)
+    task_row = calibrated_task(session, task)
     kind, _, raw_id = target.partition(":")
     if kind != task_row.target or not raw_id.isdigit():
         raise CalibrationError(f"{target!r} is not a {task_row.target} target of task {task_row.name}")
@@ -515,7 +530,7 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
 
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name)
-    task_row = lookup.task(session, task)
+    task_row = calibrated_task(session, task)
     if TEST_SPLIT not in _splits(session, dataset):
         raise CalibrationError(f"{dataset.name} has no test split (splits: {', '.join(_splits(session, dataset)) or 'none'})")
     opts = Options(**{**(options or Options()).__dict__, "split": TEST_SPLIT, "group_by": None})
@@ -626,9 +641,9 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
     """
 
     dataset = lookup.dataset(session, dataset_name)
-    task_row = lookup.task(session, task)
+    task_row = calibrated_task(session, task)
     page = JudgeComparison(dataset=dataset.name, task=task_row.name, split=split, a=judge_a, b=judge_b,
-                           tasks=list(session.exec(select(Task.name).order_by(Task.id)).all()), splits=_splits(session, dataset))
+                           tasks=calibrated_task_names(session), splits=_splits(session, dataset))
     listed = _judges(session, dataset, task_row)
     page.judges = [judge.name if judge else f"{prompt.name}@{version.number}" for judge, prompt, version in listed]
     not_run = {f"{prompt.name}@{version.number}" for judge, prompt, version in listed if judge is None}

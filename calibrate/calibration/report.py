@@ -73,6 +73,7 @@ from calibrate.models import (
     Task,
     Verdict,
 )
+from calibrate.tasks import is_extraction
 
 
 @dataclass
@@ -125,7 +126,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
     options = options or Options()
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name) if judge_name else None
-    all_tasks = list(session.exec(select(Task).order_by(Task.id)).all())
+    # An extraction task (claim_extraction) makes the claims; it is never calibrated.
+    all_tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
     if tasks:
         known = {t.name: t for t in all_tasks}
         unknown = [t for t in tasks if t not in known]

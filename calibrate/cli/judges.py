@@ -189,11 +189,11 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
         raise BadInput(summary.error)
 
 
-def interrupted_line(engine, run_id: int, prompt_ref: str, dataset: str) -> str:
+def interrupted_line(engine, run_id: int, prompt_ref: str, dataset: str, *, command: str = "judge run") -> str:
     """Return what Ctrl+C on a run prints: what is saved, and that the same command continues."""
     with Session(engine) as session:
         run = session.get(JudgeRun, run_id)
         done, total = (run.n_done, run.n_total) if run else (0, 0)
     return (f"interrupted: run {run_id} stopped with {done} of {total} targets judged and saved; "
-            f"run `calibrate judge run --dataset {dataset} --prompt {prompt_ref}` again to continue "
+            f"run `calibrate {command} --dataset {dataset} --prompt {prompt_ref}` again to continue "
             f"(answered calls come from the cache, nothing is judged twice)")

@@ -33,7 +33,7 @@ from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict, target_key, utcnow
-from calibrate.tasks import TaskError, canonical_value, current_guideline
+from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
@@ -84,7 +84,7 @@ class _Context:
             self.people = {name: (pk, kind_) for name, pk, kind_ in session.execute(select(Judge.name, Judge.id, Judge.kind))}
 
     def task_names(self) -> str:
-        return ", ".join(sorted(self.tasks))
+        return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task)))
 
 
 def check_header(kind: str, judge: str | None) -> Callable[[list[str]], list[tuple[str | None, str]]]:
@@ -125,6 +125,10 @@ def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> Line | 
         task = ctx.tasks.get(task_name.strip())
         if task is None:
             check.bad("task", f"unknown task {task_name!r} (tasks: {ctx.task_names()})")
+        elif is_extraction(task):
+            check.bad("task", f"task {task.name} is an extraction: it has no {ctx.kind} (its claims are made with "
+                              f"`calibrate claims extract` and corrected in the workbench; tasks: {ctx.task_names()})")
+            task = None
     who = _judge(data, check, ctx) if verdicts else _annotator(data, check)
     claim = check.integer(data, "claim", minimum=0, what="a claim index (0, 1, 2, …)")
     context = check.integer(data, "context", minimum=0, what="a context rank (0, 1, 2, …)")

@@ -12,7 +12,13 @@ and writes nothing.
 stored ones by rank/index and text: unchanged rows stay (labels on them stay valid), changed
 or dropped ones are retired (`active=False`) and new rows added. Labels on retired rows, and
 the sample's own labels when its question, answer, ground truth or contexts changed, are
-kept and flagged stale with a LabelRevision("stale").
+kept and flagged stale with a LabelRevision("stale"). A record without `claims` whose answer
+is unchanged keeps claims an LLM extraction or an expert made (claim source `NAME@V`, or
+`…+edited`): only a new answer, or claims given in the file, replace them.
+
+`claims` is a list of strings (each located in the answer) or of `{"text", "start", "end"}`
+objects (the span given, checked against the answer: what `calibrate export samples` writes),
+and `claim_source` names where they come from (default `import`; `segmenter` without claims).
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlmodel import Session
 
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
-from calibrate.ingest.claims import SentenceSegmenter, locate_claims, segment
+from calibrate.ingest.claims import ClaimSpan, SentenceSegmenter, locate_claims, segment
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample, target_key, utcnow
+from calibrate.models import EDITED, IMPORT, SEGMENTER, Claim, Context, Dataset, Label, LabelRevision, Sample, target_key, utcnow
 
-SAMPLE_FIELDS = ("id", "question", "answer", "contexts", "ground_truth", "claims", "metadata", "feedback",
+SAMPLE_FIELDS = ("id", "question", "answer", "contexts", "ground_truth", "claims", "claim_source", "metadata", "feedback",
                  "retrieved_ids", "relevant_ids")
+MAX_SOURCE_CHARS = 250
 RAGAS_ALIASES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts", "reference": "ground_truth"}
 REQUIRED = ("id", "question", "answer", "contexts")
 _KNOWN = frozenset(SAMPLE_FIELDS)
@@ -47,7 +54,8 @@ SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts")
 _SAMPLES, _CONTEXTS, _CLAIMS = Sample.__table__, Context.__table__, Claim.__table__
 _LABELS, _REVISIONS = Label.__table__, LabelRevision.__table__
 _SAMPLE_COLUMNS = ("id", "dataset_id", "external_id", "question", "answer", "ground_truth", "metadata", "feedback",
-                   "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "split", "created_at", "updated_at")
+                   "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "split", "created_at",
+                   "updated_at")
 
 
 def check_samples_header(columns: list[str]) -> list[tuple[str | None, str]]:
@@ -74,18 +82,23 @@ def normalise_sample(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]
     answer = check.text(data, "answer", required=True)
     ground_truth = check.text(data, "ground_truth", required=False)
     contexts = _contexts(data, check)
-    claims = _claims(data, check)
+    claims = _claims(data, check, answer)
+    claim_source = check.text(data, "claim_source", required=False, max_chars=MAX_SOURCE_CHARS)
     metadata = _metadata(data, check)
     feedback = check.integer(data, "feedback", choices=(-1, 0, 1), what="-1, 0 or 1")
     retrieved_ids = check.id_list(data, "retrieved_ids")
     relevant_ids = check.id_list(data, "relevant_ids")
     if not check.ok:
         return None
-    return {
+    record = {
         "id": external_id, "question": question, "answer": answer, "ground_truth": ground_truth,
         "contexts": contexts, "claims": claims, "metadata": metadata, "feedback": feedback,
         "retrieved_ids": retrieved_ids, "relevant_ids": relevant_ids,
     }
+    if claim_source is not None:
+        # Only when given: the content hash of a record without it stays what it always was.
+        record["claim_source"] = claim_source.strip()
+    return record
 
 
 _CONTEXTS_SHAPE = "a list of strings or of {text, doc_id} objects"
@@ -154,20 +167,61 @@ def _context(item: object, rank: int, check: RecordCheck) -> list[str | None] | 
     return [text, doc_id]
 
 
-def _claims(data: dict[str, Any], check: RecordCheck) -> list[str] | None:
-    value = check.structured(data, "claims", "a list of strings")
+_CLAIMS_SHAPE = "a list of strings or of {text, start, end} objects"
+_CLAIM_KEYS = frozenset({"text", "start", "end"})
+
+
+def _claims(data: dict[str, Any], check: RecordCheck, answer: str | None) -> list[str] | list[dict[str, Any]] | None:
+    value = check.structured(data, "claims", _CLAIMS_SHAPE)
     if value is None or invalid(value):
         return None
     if not isinstance(value, list):
-        check.bad("claims", f"must be a list of strings, found {kind_of(value)}")
+        check.bad("claims", f"must be {_CLAIMS_SHAPE}, found {kind_of(value)}")
         return None
+    objects = bool(value) and isinstance(value[0], dict)
+    out: list[Any] = []
     for index, item in enumerate(value):
-        if not isinstance(item, str):
-            check.bad("claims", f"must be a list of strings; claim {index} is {kind_of(item)}")
+        if objects != isinstance(item, dict) or not isinstance(item, (str, dict)):
+            check.bad("claims", f"must be {_CLAIMS_SHAPE}, not a mix; claim {index} is {kind_of(item)}")
             return None
-        if check.check_text("claims", item, what=f"claim {index}") is None:
+        if not objects:
+            if check.check_text("claims", item, what=f"claim {index}") is None:
+                return None
+            out.append(item)
+            continue
+        claim = _claim_object(item, index, check, answer)
+        if claim is None:
             return None
-    return value
+        out.append(claim)
+    return out
+
+
+def _claim_object(item: dict[str, Any], index: int, check: RecordCheck, answer: str | None) -> dict[str, Any] | None:
+    """Check one {text, start, end} claim: the span is -1/-1 or where the text is in the answer (up to whitespace)."""
+    what = f"claim {index}"
+    extra = sorted(set(item) - _CLAIM_KEYS)
+    if extra:
+        check.bad("claims", f"{what} has unknown key {extra[0]!r} (keys: text, start, end)")
+        return None
+    text = item.get("text")
+    if not isinstance(text, str):
+        check.bad("claims", f"{what} needs a 'text' string, found {kind_of(text)}")
+        return None
+    if check.check_text("claims", text, what=what) is None:
+        return None
+    start, end = item.get("start", -1), item.get("end", -1)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (start, end)):
+        check.bad("claims", f"{what}: start and end must be whole numbers (-1 for a claim not in the answer)")
+        return None
+    if (start, end) != (-1, -1) and answer is not None:
+        if not 0 <= start < end <= len(answer):
+            check.bad("claims", f"{what}: span [{start}, {end}) is outside the answer ({len(answer)} characters); "
+                                "-1, -1 for a claim not in the answer")
+            return None
+        if answer[start:end].split() != text.split():
+            check.bad("claims", f"{what}: the answer's characters {start}–{end} are not the claim's text")
+            return None
+    return {"text": text, "start": start, "end": end}
 
 
 def _metadata(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]:
@@ -197,11 +251,20 @@ def hash_checked(record: dict[str, Any], check: RecordCheck) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def claim_spans(record: dict[str, Any]) -> tuple[list, str]:
-    """Return the record's claims with their spans, and the Sample.segmenter that made them."""
-    if record["claims"] is not None:
-        return locate_claims(record["answer"], record["claims"]), GIVEN
-    return segment(record["answer"]), SentenceSegmenter.name
+def claim_spans(record: dict[str, Any]) -> tuple[list[ClaimSpan], str, str]:
+    """Return the record's claims with their spans, the Sample.segmenter and the claim source that made them."""
+    claims = record["claims"]
+    if claims is not None:
+        source = record.get("claim_source") or IMPORT
+        if claims and isinstance(claims[0], dict):
+            return [ClaimSpan(c["text"], c["start"], c["end"]) for c in claims], GIVEN, source
+        return locate_claims(record["answer"], claims), GIVEN, source
+    return segment(record["answer"]), SentenceSegmenter.name, record.get("claim_source") or SEGMENTER
+
+
+def claim_origin(source: str) -> str:
+    """Return the origin of imported claims: their set's source without "+edited"."""
+    return source[: -len(EDITED)] if source.endswith(EDITED) else source
 
 
 # --------------------------------------------------------------------------- the import
@@ -313,7 +376,7 @@ def _stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any
             "id": row["external_id"], "question": row["question"], "answer": row["answer"],
             "ground_truth": row["ground_truth"], "metadata": row["metadata"], "feedback": row["feedback"],
             "retrieved_ids": row["retrieved_ids"], "relevant_ids": row["relevant_ids"],
-            "segmenter": row["segmenter"], "context_rows": [], "claim_rows": [],
+            "segmenter": row["segmenter"], "claim_source": row["claim_source"], "context_rows": [], "claim_rows": [],
         }
     for row in session.execute(select(_CONTEXTS.c.id, _CONTEXTS.c.sample_id, _CONTEXTS.c.rank, _CONTEXTS.c.text,
                                       _CONTEXTS.c.doc_id)
@@ -332,7 +395,17 @@ def _stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any
 
 
 def _diff(stored: dict[str, Any], norm: dict[str, Any]) -> list[str]:
-    return [name for name in SAMPLE_FIELDS if name != "id" and stored[name] != norm[name]]
+    changed = [name for name in SAMPLE_FIELDS if name not in ("id", "claims", "claim_source") and stored[name] != norm[name]]
+    claims = norm["claims"]
+    if claims and isinstance(claims[0], dict):
+        old = [{"text": row.text, "start": row.start, "end": row.end} for row in stored["claim_rows"]]
+    else:
+        old = stored["claims"]
+    if old != claims:
+        changed.append("claims")
+    if "claim_source" in norm and norm["claim_source"] != stored["claim_source"]:
+        changed.append("claim_source")
+    return changed
 
 
 def changed_fields(session: Session, pk: int, norm: dict[str, Any]) -> list[str]:
@@ -350,7 +423,7 @@ class _SampleWriter:
         self.next_id = first_free_id(session, _SAMPLES)
         self.samples = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS)
         self.contexts = BulkInsert(session, _CONTEXTS, ("sample_id", "rank", "text", "doc_id", "active"))
-        self.claims = BulkInsert(session, _CLAIMS, ("sample_id", "index", "text", "start", "end", "active"))
+        self.claims = BulkInsert(session, _CLAIMS, ("sample_id", "index", "text", "start", "end", "active", "origin"))
         self.json = self.samples.bind("metadata")
         self.null = self.json(None)  # what SQLAlchemy stores for None in a JSON column
         self.stamp = self.samples.bind("created_at")(self.now)
@@ -362,17 +435,18 @@ class _SampleWriter:
         """Queue a new sample with its contexts and claims."""
         sample_id = self.next_id
         self.next_id += 1
-        spans, segmenter = claim_spans(norm)
+        spans, segmenter, source = claim_spans(norm)
+        origin = claim_origin(source)
         json_value, null, active = self.json, self.null, self.active
         retrieved, relevant = norm["retrieved_ids"], norm["relevant_ids"]
         self.samples.add((
             sample_id, self.dataset_id, norm["id"], norm["question"], norm["answer"], norm["ground_truth"],
             json_value(norm["metadata"]), norm["feedback"], null if retrieved is None else json_value(retrieved),
-            null if relevant is None else json_value(relevant), digest, segmenter, None, self.stamp, self.stamp,
+            null if relevant is None else json_value(relevant), digest, segmenter, source, None, self.stamp, self.stamp,
         ))
         self.contexts.extend([(sample_id, rank, text, doc_id, active)
                               for rank, (text, doc_id) in enumerate(norm["contexts"])])
-        self.claims.extend([(sample_id, index, span.text, span.start, span.end, active)
+        self.claims.extend([(sample_id, index, span.text, span.start, span.end, active, origin)
                             for index, span in enumerate(spans)])
         if len(self.samples) >= BATCH:
             self._insert()
@@ -406,12 +480,18 @@ class _SampleWriter:
         stale_samples: dict[str, str] = {}
         for pk, norm, digest in batch:
             stored = stored_by_pk[pk]
-            spans, segmenter = claim_spans(norm)
+            spans, segmenter, source = claim_spans(norm)
+            if norm["claims"] is None and "claim_source" not in norm and norm["answer"] == stored["answer"] \
+                    and claim_origin(stored["claim_source"]) not in (SEGMENTER, IMPORT):
+                # An extraction's or an expert's claims of an unchanged answer stay: the file says nothing new.
+                spans = [ClaimSpan(row.text, row.start, row.end) for row in stored["claim_rows"]]
+                segmenter, source = stored["segmenter"], stored["claim_source"]
+            origin = claim_origin(source)
             sample_updates.append({
                 "b_id": pk, "question": norm["question"], "answer": norm["answer"],
                 "ground_truth": norm["ground_truth"], "metadata": norm["metadata"], "feedback": norm["feedback"],
                 "retrieved_ids": norm["retrieved_ids"], "relevant_ids": norm["relevant_ids"],
-                "content_hash": digest, "segmenter": segmenter, "updated_at": self.now,
+                "content_hash": digest, "segmenter": segmenter, "claim_source": source, "updated_at": self.now,
             })
             name = _short(norm["id"])
             changed = _diff(stored, norm)
@@ -441,7 +521,7 @@ class _SampleWriter:
                     continue
                 if old is not None:
                     retired_claims[old.id] = f"claim {index} of sample {name} changed in an --update import"
-                self.claims.add((pk, index, span.text, span.start, span.end, self.active))
+                self.claims.add((pk, index, span.text, span.start, span.end, self.active, origin))
             for index, old in old_claims.items():
                 retired_claims[old.id] = f"claim {index} of sample {name} was removed by an --update import"
         execute = self.session.execute

@@ -14,6 +14,8 @@ Every LLM judge should beat it; the demo and the tests run it. Per task:
   `relevance_threshold` or above.
 - answer_quality — 1 + (scale − 1) × the share of the answer's checkable claims that the
   claim rule finds supported, rounded; an answer with no checkable claim gets the middle.
+- claim_extraction — the sentence segmenter's claims (calibrate/ingest/claims.py) as
+  `{"claims": [...]}`: an offline stand-in, so the extraction flow runs without a model.
 
 Settings come from the version's parameters whose names start with `baseline.`
 (`baseline.min_overlap`, `baseline.entities`, `baseline.numbers`, `baseline.relevance_threshold`);
@@ -31,10 +33,11 @@ from typing import Any
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
+from calibrate.ingest.claims import segment
 from calibrate.judges.errors import RunSetupError
 from calibrate.models import Task
 
-TASKS = ("claim_support", "answer_quality", "context_relevance")
+TASKS = ("claim_support", "answer_quality", "context_relevance", "claim_extraction")
 PREFIX = "baseline."
 
 SPANISH_STOP_WORDS = frozenset("""
@@ -125,7 +128,9 @@ class BaselineJudge:
             self.vectorizer.fit(texts)
 
     def answer(self, item: dict[str, Any]) -> str:
-        """Return {"verdict", "reason"} as JSON text for one item."""
+        """Return {"verdict", "reason"} (claim_extraction: {"claims"}) as JSON text for one item."""
+        if self.task.name == "claim_extraction":
+            return json.dumps({"claims": [span.text for span in segment(item["answer"])]}, ensure_ascii=False)
         if self.task.name == "claim_support":
             verdict, reason = self.claim(item["claim"]["text"], [c["text"] for c in item["contexts"]])
         elif self.task.name == "context_relevance":

@@ -135,7 +135,8 @@ class Writer:
     """Commit outcomes in small batches (BEGIN IMMEDIATE), with the run's counters and heartbeat."""
 
     def __init__(self, engine: Engine, run: JudgeRun, task: Task, *, rerun: bool, base: Totals,
-                 progress: Callable[[int, int], object] | None = None) -> None:
+                 progress: Callable[[int, int], object] | None = None,
+                 apply: Callable[[Session, list[Outcome]], None] | None = None, replace: bool = False) -> None:
         self.engine = engine
         self.run_id = run.id
         self.judge_id = run.judge_id
@@ -146,6 +147,11 @@ class Writer:
         self.n_total = run.n_total
         self.progress = progress
         self.stop_requested = False
+        # The task's apply step (claim extraction: the claims replace the sample's), run in the
+        # transaction that stores the outcomes; `replace`: an existing verdict of a pending
+        # target is replaced (extraction: an unparsed answer is taken again).
+        self.apply = apply
+        self.replace = replace
 
     def write(self, outcomes: list[Outcome], *, extra: dict[str, Any] | None = None, cache: list[CacheEntry] = ()) -> None:
         """Store a batch (and `cache`: answers of steps whose sample was not finished); targets that
@@ -163,7 +169,7 @@ class Writer:
             cache_keys = [entry.key for entry in entries]
             cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(cache_keys))).all()) if cache_keys else set()
             now = utcnow()
-            new_rows, cache_rows = [], []
+            new_rows, cache_rows, written = [], [], []
             for entry in entries:
                 if entry.key not in cached:
                     cache_rows.append({"key": entry.key, "backend": self.backend_name, "model": self.model,
@@ -180,7 +186,7 @@ class Writer:
                     new_rows.append({"judge_id": self.judge_id, "task_id": self.task_id, "sample_id": outcome.target.sample_id,
                                      "claim_id": outcome.target.claim_id, "context_id": outcome.target.context_id,
                                      "target_key": outcome.target.key, "source": "run", **fields})
-                elif verdict.status != "error" and not self.rerun:
+                elif verdict.status != "error" and not (self.rerun or self.replace):
                     continue  # judged meanwhile (a doubled run): keep the first, count nothing
                 else:
                     if verdict.status == "error" and not self.rerun:
@@ -189,10 +195,14 @@ class Writer:
                         setattr(verdict, name, value)
                     session.add(verdict)
                 self.totals.add(outcome)
+                written.append(outcome)
             if cache_rows:
                 session.execute(sa_insert(ResponseCache), cache_rows)
             if new_rows:
                 session.execute(sa_insert(Verdict), new_rows)
+            if self.apply is not None and written:
+                session.flush()
+                self.apply(session, written)
             run = session.get(JudgeRun, self.run_id)
             self._store_counters(run, extra)
             session.add(run)

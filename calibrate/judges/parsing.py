@@ -6,6 +6,10 @@ object embedded in text. An object must carry the verdict under "verdict" (or "l
 label (whole word) or a lone number in the text. The value is then validated by the task
 (`canonical_value`). Anything else — an empty message, two different labels, a label the
 task does not have, a number outside the scale — is `unparsed`, with the raw text kept.
+
+An extraction task (claim_extraction) reads `{"claims": ["…", …]}` instead (`parse_claims`):
+the same JSON search, then a bare JSON list is accepted too; its value is the canonical claim
+list (`tasks.canonical_claims`), and an empty list is `unparsed` with the error "empty: …".
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate.models import Task
-from calibrate.tasks import TaskError, canonical_value
+from calibrate.tasks import TaskError, canonical_claims, canonical_value, is_extraction
 
 VERDICT_KEYS = ("verdict", "label", "score", "rating")
 REASON_KEYS = ("reason", "rationale", "explanation", "justification")
@@ -39,10 +43,47 @@ def parse_verdict(task: Task, raw: str | None) -> Parsed:
     text = (raw or "").strip()
     if not text:
         return Parsed(None, "unparsed", error="empty answer")
+    if is_extraction(task):
+        return parse_claims(text)
     obj = json_object(text)
     if obj is not None:
         return _from_object(task, obj)
     return _from_text(task, text)
+
+
+CLAIM_KEYS = ("claims", "statements")
+
+
+def parse_claims(text: str) -> Parsed:
+    """Return the claim list in an extraction's answer, or `unparsed` saying why (empty list: "empty: …")."""
+    obj = json_object(text)
+    claims: object = None
+    if obj is not None:
+        key = next((key for key in CLAIM_KEYS if key in obj), None)
+        if key is None:
+            return Parsed(None, "unparsed", error=f"JSON without \"claims\" (keys: {', '.join(map(str, obj)) or 'none'})")
+        claims = obj[key]
+    else:
+        for candidate in (text, *FENCE_RE.findall(text)):
+            try:
+                value = json.loads(candidate.strip())
+            except ValueError:
+                continue
+            if isinstance(value, list):
+                claims = value
+                break
+        if claims is None:
+            return Parsed(None, "unparsed", error='no JSON object with "claims" in the answer')
+    if isinstance(claims, list):
+        # Some models answer [{"text": "…"}] or [{"claim": "…"}]: read the text, never guess further.
+        claims = [next((item[k] for k in ("text", "claim", "statement") if isinstance(item.get(k), str)), item)
+                  if isinstance(item, dict) else item for item in claims]
+    try:
+        value = canonical_claims(claims)
+    except TaskError as exc:
+        return Parsed(None, "unparsed", error=str(exc))
+    n = len(json.loads(value))
+    return Parsed(value, "ok", f"{n} claim{'s' * (n != 1)}")
 
 
 def json_object(text: str) -> dict | None:

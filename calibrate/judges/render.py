@@ -43,7 +43,7 @@ from calibrate.judges.errors import PromptError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
-                    "faithfulness", "answer_relevancy", "context_precision", "context_recall")
+                    "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction")
 MAX_TEMPLATE_CHARS = 100_000
 
 

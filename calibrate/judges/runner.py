@@ -38,8 +38,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session, func, select
 
 from calibrate import lookup
+from calibrate.claimsets import source_counts
 from calibrate.db import write_session
-from calibrate.judges import metric_runs
+from calibrate.judges import extraction, metric_runs
 from calibrate.judges.backends import (
     DEFAULT_BASE_URLS,
     DEFAULT_KEY_ENV,
@@ -76,6 +77,7 @@ from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
+from calibrate.tasks import is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 BACKENDS = ("openai", "anthropic", "baseline")
@@ -96,6 +98,10 @@ class RunSpec:
     limit: int | None = None
     rerun: bool = False
     options: RunOptions = field(default_factory=RunOptions)
+    # `calibrate claims extract`: the prompt must be a claim_extraction one (and only then may
+    # it be); `force` re-extracts answers whose claims carry expert labels.
+    extraction: bool = False
+    force: bool = False
 
 
 @dataclass
@@ -164,6 +170,20 @@ def endpoint_for(spec: RunSpec, version: PromptVersion) -> Endpoint:
     return Endpoint(spec.backend, base_url, model, key_env or None)
 
 
+def uses_claims(task: Task) -> bool:
+    """Return whether a task's runs read the samples' claims (their record says which claim sets they had)."""
+    return task.target == "claim" or task.name == "faithfulness" or is_extraction(task)
+
+
+def _targets(session: Session, dataset: Dataset, task: Task, version: PromptVersion, scope: Scope,
+             force: bool) -> tuple[list[Target], int]:
+    """Return the run's targets, and (extraction) how many answers were left out for carrying expert labels."""
+    targets = select_targets(session, dataset, task, scope, exclude=fewshot_keys(session, version))
+    if is_extraction(task):
+        return extraction.eligible(session, targets, force=force)
+    return targets, 0
+
+
 def run_is_live(run: JudgeRun) -> bool:
     """Return whether a pending or running run still has a process behind it."""
     if run.status not in ("pending", "running"):
@@ -200,6 +220,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         dataset = lookup.dataset(session, spec.dataset)
         prompt, version = resolve_version(session, spec.prompt)
         task = session.get(Task, prompt.task_id)
+        extraction.check_task(task, spec.prompt, extraction=spec.extraction)
         endpoint = endpoint_for(spec, version)
         read_api_key(endpoint)  # fail now, not at the first call, when the variable is missing
         if is_metric(task):
@@ -207,7 +228,10 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         elif endpoint.backend == "baseline":
             BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
         scope = Scope(spec.split, spec.labelled_only, spec.limit)
-        targets = select_targets(session, dataset, task, scope, exclude=fewshot_keys(session, version))
+        targets, kept = _targets(session, dataset, task, version, scope, spec.force)
+        if not targets and kept:
+            raise NothingToDo(f"nothing to do: all {kept} answers in scope keep their claims, which {extraction.KEPT} "
+                              "(--force re-extracts them and flags those labels stale)")
         if not targets:
             raise RunSetupError(f"no {task.target} of dataset {dataset.name} to judge for task {task.name} with these options")
         skipped: dict[str, int] = {}
@@ -231,8 +255,14 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
                     raise RunSetupError(f"run {run.id} of {name} is still in progress; wait for it or stop it first")
                 run.status, run.error = "stopped", "interrupted: its process ended before it finished"
                 session.add(run)
-        done = _done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
+        if is_extraction(task):
+            done = extraction.applied_keys(session, judge, targets)
+        else:
+            done = _done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
         pending = [t for t in targets if t.key not in done]
+        if not pending and is_extraction(task):
+            also = f"; {kept} kept their claims, which {extraction.KEPT} (--force re-extracts them)" if kept else ""
+            raise NothingToDo(f"nothing to do: all {len(targets)} answers already carry the claims of {name}{also}")
         if not pending:
             raise NothingToDo(f"nothing to do: all {len(targets)} targets already have verdicts of {name} "
                               "(--rerun judges them again, answered from the cache)")
@@ -241,6 +271,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
                          "api_key_env": endpoint.api_key_env},
         }
+        if is_extraction(task):
+            settings.update(force=spec.force, kept_labelled=kept)
+        if uses_claims(task):
+            # Which claim sets the targets had when the run was set up (segmenter, import, NAME@V…).
+            settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
         same = [r for r in runs if r.dataset_id == dataset.id and r.status in ("stopped", "failed")
                 and (r.params or {}).get("scope") == settings["scope"] and (r.params or {}).get("endpoint") == settings["endpoint"]
                 and not spec.rerun]
@@ -285,24 +320,30 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         rerun = bool(params.get("rerun"))
         ep = params.get("endpoint", {})
         endpoint = Endpoint(ep.get("backend", "baseline"), ep.get("base_url", ""), ep.get("model", ""), ep.get("api_key_env"))
-        targets = select_targets(session, dataset, task, scope, exclude=fewshot_keys(session, version))
+        targets, _ = _targets(session, dataset, task, version, scope, bool(params.get("force")))
         skipped: dict[str, int] = {}
         loaded = None
         if is_metric(task):
             targets, skipped, loaded = metric_runs.measurable(session, task, targets)
-        done = set() if rerun else _done_keys(session, judge, task, {t.key for t in targets})
+        if is_extraction(task):
+            done = extraction.applied_keys(session, judge, targets)
+        else:
+            done = set() if rerun else _done_keys(session, judge, task, {t.key for t in targets})
         pending = [t for t in targets if t.key not in done]
         samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
                    else load_items(session, {t.sample_id for t in pending}))
         context = version_context(session, version, task)
         base = Totals(n_done=len(targets) - len(pending), n_errors=0, n_cached=run.n_cached, input_tokens=run.input_tokens,
                       output_tokens=run.output_tokens, cost=run.cost, calls=int(params.get("calls", 0)),
-                      retries=int(params.get("retries", 0)), n_unparsed=int(params.get("n_unparsed", 0)))
+                      retries=int(params.get("retries", 0)),
+                      # an extraction takes its unparsed answers again: they are counted anew
+                      n_unparsed=0 if is_extraction(task) else int(params.get("n_unparsed", 0)))
         base.n_errors = session.exec(select(func.count()).select_from(Verdict).where(
             Verdict.judge_id == judge.id, Verdict.status == "error", Verdict.target_key.in_([t.key for t in targets]))).one() if not rerun else 0
         run_name = judge.name
     run.n_total = len(targets)
-    writer = Writer(engine, run, task, rerun=rerun, base=base, progress=progress)
+    apply = extraction.Applier(judge.name, force=bool(params.get("force"))) if is_extraction(task) else None
+    writer = Writer(engine, run, task, rerun=rerun, base=base, progress=progress, apply=apply, replace=apply is not None)
     writer.backend_name, writer.model = endpoint.backend, endpoint.model
     _mark(engine, run_id, status="running", n_total=len(targets), n_done=base.n_done,
           attempts=int(params.get("attempts", 0)) + 1)

@@ -6,6 +6,8 @@ creates version N+1; saving content identical to an existing version creates not
 returns that version. Few-shot examples are human-labelled targets: their value is the human
 gold (calibration/gold.py: the one rule the report uses too), they can
 never come from the `test` split, and they are never scored for the version that shows them.
+For an extraction task (claim_extraction) an example is a sample whose claims an expert
+corrected in the workbench (claim source "…+edited"), its value the corrected claim list.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from sqlmodel import Session, select
 
 from calibrate import lookup
 from calibrate.calibration.gold import human_gold
+from calibrate.claimsets import EDITED, active_claims
 from calibrate.judges.errors import PromptError
 from calibrate.judges.render import check_template, default_templates
 from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Prompt, PromptVersion, Sample, Task, User
-from calibrate.tasks import METRIC_TASKS
+from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -190,10 +193,24 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         context_id, key = context.id, f"context:{context.id}"
     else:
         key = f"sample:{sample.id}"
+    if is_extraction(task):
+        return _extraction_example(session, sample, key, spec)
     value, rationale = human_gold(session, task, key)
     if value is None:
         raise PromptError(f"few-shot {spec.ref}: no human gold label for this target ({rationale})")
     return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
+
+
+def _extraction_example(session: Session, sample: Sample, key: str, spec: FewShotSpec) -> ExampleRow:
+    """Return an extraction example: a sample whose claims an expert corrected, its value the claim list."""
+    if not sample.claim_source.endswith(EDITED):
+        raise PromptError(f"few-shot {spec.ref}: its claims ({sample.claim_source}) were not corrected by an expert; "
+                          "split, merge or edit them in the workbench first")
+    claims = [claim.text for claim in active_claims(session, sample.id)]
+    if not claims:
+        raise PromptError(f"few-shot {spec.ref}: the sample has no claims")
+    rationale = spec.rationale if spec.rationale is not None else f"claims corrected by experts ({sample.claim_source})"
+    return ExampleRow(sample.id, None, None, key, canonical_claims(claims), rationale, spec.ref)
 
 
 # --------------------------------------------------------------------------- saving

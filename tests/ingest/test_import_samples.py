@@ -198,8 +198,19 @@ OK = {"id": "a", "question": "Q?", "answer": "A.", "contexts": []}
     ({"contexts": [{"doc_id": "d"}]}, "field 'contexts': context at rank 0 has no 'text'"),
     ({"contexts": [{"text": "t", "doc_id": []}]}, "field 'contexts': context at rank 0: doc_id must be a string, found a list"),
     ({"contexts": ["", "b"]}, "field 'contexts': context at rank 0 must not be empty"),
-    ({"claims": "one claim"}, "field 'claims': must be a list of strings, found a string"),
-    ({"claims": ["a", None]}, "field 'claims': must be a list of strings; claim 1 is null"),
+    ({"claims": "one claim"}, "field 'claims': must be a list of strings or of {text, start, end} objects, found a string"),
+    ({"claims": ["a", None]}, "field 'claims': must be a list of strings or of {text, start, end} objects, not a mix; "
+                              "claim 1 is null"),
+    ({"claims": [{"text": "A", "start": 0, "end": 1}, "b"]}, "field 'claims': must be a list of strings or of "
+                                                             "{text, start, end} objects, not a mix; claim 1 is a string"),
+    ({"claims": [{"text": "A", "span": 1}]}, "field 'claims': claim 0 has unknown key 'span' (keys: text, start, end)"),
+    ({"claims": [{"start": 0, "end": 1}]}, "field 'claims': claim 0 needs a 'text' string, found null"),
+    ({"claims": [{"text": "A", "start": "0", "end": 1}]},
+     "field 'claims': claim 0: start and end must be whole numbers (-1 for a claim not in the answer)"),
+    ({"claims": [{"text": "A", "start": 0, "end": 999}]}, "field 'claims': claim 0: span [0, 999) is outside the answer"),
+    ({"claims": [{"text": "Zz", "start": 0, "end": 2}]},
+     "field 'claims': claim 0: the answer's characters 0–2 are not the claim's text"),
+    ({"claim_source": ["x"]}, "field 'claim_source': must be a string, found a list"),
     ({"metadata": ["x"]}, "field 'metadata': must be an object ({...}), found a list"),
     ({"feedback": 2}, "field 'feedback': must be one of -1, 0, 1, found 2"),
     ({"feedback": "bad"}, "field 'feedback': must be -1, 0 or 1, found a string"),
@@ -207,7 +218,7 @@ OK = {"id": "a", "question": "Q?", "answer": "A.", "contexts": []}
     ({"relevant_ids": "doc-1"}, "field 'relevant_ids': must be a list of strings, found a string"),
     ({"ground_truth": ["x"]}, "field 'ground_truth': must be a string, found a list"),
     ({"answer": "A \ud800"}, "field 'answer': contains an unpaired surrogate escape"),
-    ({"score": 0.9}, "field 'score': unknown field (fields: answer, claims, contexts, feedback, ground_truth, id, "
+    ({"score": 0.9}, "field 'score': unknown field (fields: answer, claim_source, claims, contexts, feedback, ground_truth, id, "
                      "metadata, question, relevant_ids, retrieved_ids); put other data under 'metadata'"),
 ])
 def test_each_wrong_field_is_named_with_its_line(engine, tmp_path, change, expected):

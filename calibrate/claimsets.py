@@ -1,0 +1,210 @@
+"""Claim sets: where a sample's claims come from, replacing them, and how much experts changed them.
+
+Every sample records the method behind its active claims in `Sample.claim_source`:
+
+    segmenter        the deterministic sentence segmenter (calibrate/ingest/claims.py) at import
+    import           the claims given in the samples file
+    NAME@V           an LLM extraction by prompt version NAME@V (`calibrate claims extract`)
+    SOURCE+edited    any of these once an expert split, merged or edited one of its claims
+
+and every claim its `origin` (the same names, or `expert` for a claim an expert's edit made).
+Reports, judge runs and exports say which claim sets they used by counting samples per source
+(`source_counts`).
+
+`replace_claims` is the one way a method's claims replace a sample's: unchanged claims (same
+index and text) stay, with their labels; the others are retired (`active = false`, never
+deleted) and the labels on them flagged stale with a reason and a LabelRevision, so they stay
+in the history and the report counts them. `expert_changes` is the measure of an extractor's
+quality the dataset page and the report show (docs/annotation.md, "Editing claims").
+
+Domain code: takes a Session, never commits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
+
+from calibrate.ingest.claims import ClaimSpan
+from calibrate.models import EDITED, EXPERT, IMPORT, SEGMENTER, Claim, ClaimEdit, Dataset, Label, LabelRevision, Sample, utcnow
+
+__all__ = ["EDITED", "EXPERT", "IMPORT", "SEGMENTER", "Replaced", "active_claims", "base_source", "edited",
+           "expert_changes", "flag_stale", "labelled_samples", "replace_claims", "source_counts", "verbatim_spans"]
+
+
+def base_source(source: str) -> str:
+    """Return the method of a claim source without the "+edited" mark ("claims@2+edited" → "claims@2")."""
+    return source[: -len(EDITED)] if source.endswith(EDITED) else source
+
+
+def edited(source: str) -> str:
+    """Return the claim source once an expert changed a claim of it."""
+    return source if source.endswith(EDITED) else source + EDITED
+
+
+def verbatim_spans(answer: str, texts: Sequence[str]) -> list[ClaimSpan]:
+    """Return each claim with the span where its text occurs verbatim in the answer, else (-1, -1).
+
+    Claims are placed in order; each takes the first occurrence of its (stripped) text that no
+    earlier claim of the answer has taken, so a repeated claim takes the next occurrence. No
+    whitespace or case folding: an extraction that rewrote the text (a resolved pronoun) has
+    no span, and the item page shows it on its own line under the answer.
+    """
+    taken: set[int] = set()
+    out = []
+    for text in texts:
+        needle = text.strip()
+        start = answer.find(needle) if needle else -1
+        while start >= 0 and start in taken:
+            start = answer.find(needle, start + 1)
+        if start >= 0:
+            taken.add(start)
+            out.append(ClaimSpan(text, start, start + len(needle)))
+        else:
+            out.append(ClaimSpan(text, -1, -1))
+    return out
+
+
+def active_claims(session: Session, sample_id: int) -> list[Claim]:
+    """Return a sample's active claims in index order."""
+    return list(session.exec(select(Claim).where(Claim.sample_id == sample_id, col(Claim.active).is_(True))
+                             .order_by(Claim.index)).all())
+
+
+def labelled_samples(session: Session, sample_ids: Iterable[int]) -> dict[int, int]:
+    """Return sample id → number of current (not stale) labels on its active claims, for the samples that have any."""
+    ids = sorted(set(sample_ids))
+    out: dict[int, int] = {}
+    for start in range(0, len(ids), 500):
+        rows = session.execute(
+            sa_select(Label.sample_id, func.count()).join(Claim, Claim.id == Label.claim_id)
+            .where(Label.sample_id.in_(ids[start:start + 500]), col(Label.stale).is_(False), col(Claim.active).is_(True))
+            .group_by(Label.sample_id)).all()
+        out.update({sample_id: n for sample_id, n in rows})
+    return out
+
+
+def flag_stale(session: Session, claim_ids: Sequence[int], reason: str, *, user_id: int | None = None) -> list[int]:
+    """Flag the current labels on these claims stale (with a LabelRevision "stale" each); return their ids."""
+    if not claim_ids:
+        return []
+    labels = session.exec(select(Label).where(col(Label.claim_id).in_(list(claim_ids)), col(Label.stale).is_(False))).all()
+    now = utcnow()
+    for label in labels:
+        session.add(LabelRevision(label_id=label.id, action="stale", value=label.value, rationale=label.rationale,
+                                  evidence=label.evidence, guideline_version=label.guideline_version,
+                                  changed_by_id=user_id, changed_at=now))
+        label.stale, label.stale_reason, label.updated_at = True, reason[:500], now
+        session.add(label)
+    return [label.id for label in labels]
+
+
+@dataclass
+class Replaced:
+    """What `replace_claims` did to one sample."""
+
+    kept: int = 0
+    retired: list[int] = field(default_factory=list)
+    added: list[Claim] = field(default_factory=list)
+    stale_labels: list[int] = field(default_factory=list)
+
+
+def replace_claims(session: Session, sample: Sample, spans: Sequence[ClaimSpan], *, source: str, origin: str,
+                   reason: str, user_id: int | None = None) -> Replaced:
+    """Make `spans` the sample's active claims (claims made by `origin`), the set's source `source`.
+
+    A claim whose index and text are unchanged stays (its span and origin follow the new set,
+    its labels stay valid); the others are retired and their labels flagged stale with `reason`.
+    """
+    old = {claim.index: claim for claim in active_claims(session, sample.id)}
+    out = Replaced()
+    for index, span in enumerate(spans):
+        claim = old.pop(index, None)
+        if claim is not None and claim.text == span.text:
+            claim.start, claim.end, claim.origin = span.start, span.end, origin
+            session.add(claim)
+            out.kept += 1
+            continue
+        if claim is not None:
+            claim.active = False
+            session.add(claim)
+            out.retired.append(claim.id)
+        new = Claim(sample_id=sample.id, index=index, text=span.text, start=span.start, end=span.end, origin=origin)
+        session.add(new)
+        out.added.append(new)
+    for claim in old.values():
+        claim.active = False
+        session.add(claim)
+        out.retired.append(claim.id)
+    session.flush()
+    out.stale_labels = flag_stale(session, out.retired, reason, user_id=user_id)
+    sample.claim_source, sample.updated_at = source, utcnow()
+    session.add(sample)
+    session.flush()
+    return out
+
+
+def source_counts(session: Session, sample_ids: Iterable[int] | None = None, *, dataset: Dataset | None = None) -> dict[str, int]:
+    """Return claim source → number of samples, over these samples (or the dataset's), sorted by source."""
+    counts: Counter[str] = Counter()
+    if dataset is not None:
+        rows = session.execute(sa_select(Sample.claim_source, func.count()).where(Sample.dataset_id == dataset.id)
+                               .group_by(Sample.claim_source)).all()
+        counts.update({source: n for source, n in rows})
+    else:
+        ids = sorted(set(sample_ids or ()))
+        for start in range(0, len(ids), 500):
+            rows = session.execute(sa_select(Sample.claim_source, func.count()).where(Sample.id.in_(ids[start:start + 500]))
+                                   .group_by(Sample.claim_source)).all()
+            counts.update({source: n for source, n in rows})
+    return dict(sorted(counts.items()))
+
+
+def expert_changes(session: Session, dataset: Dataset, *, sample_ids: set[int] | None = None) -> dict[str, dict[str, Any]]:
+    """Return, per claim method (source without "+edited"), how many of its claims experts changed.
+
+    Over the samples whose current claims that method made: `n_answers`, `n_answers_edited`
+    (their source is METHOD+edited), `n_claims` (the method's claims still active plus those an
+    expert changed), `n_changed` (the method's claims an expert split, merged or edited, edits
+    undone not counted), `changed_share` (n_changed / n_claims, None without claims), and
+    `split`, `merged`, `edited` (n_changed by the action that changed them).
+    """
+    samples = session.execute(sa_select(Sample.id, Sample.claim_source).where(Sample.dataset_id == dataset.id)).all()
+    method_of = {sid: base_source(source) for sid, source in samples if sample_ids is None or sid in sample_ids}
+    out: dict[str, dict[str, Any]] = {}
+    for sid, source in samples:
+        if sid not in method_of:
+            continue
+        row = out.setdefault(method_of[sid], {"n_answers": 0, "n_answers_edited": 0, "n_claims": 0, "n_changed": 0,
+                                              "changed_share": None, "split": 0, "merged": 0, "edited": 0})
+        row["n_answers"] += 1
+        row["n_answers_edited"] += source.endswith(EDITED)
+    changed_by: dict[int, str] = {}
+    edits = session.execute(sa_select(ClaimEdit.action, ClaimEdit.before).join(Sample, Sample.id == ClaimEdit.sample_id)
+                            .where(Sample.dataset_id == dataset.id, ClaimEdit.undone_at.is_(None))).all()
+    for action, before in edits:
+        for claim in before or []:
+            changed_by[int(claim["id"])] = action
+    claims = session.execute(sa_select(Claim.id, Claim.sample_id, Claim.origin, Claim.active)
+                             .join(Sample, Sample.id == Claim.sample_id).where(Sample.dataset_id == dataset.id)).all()
+    words = {"split": "split", "merge": "merged", "edit": "edited"}
+    for claim_id, sid, origin, active in claims:
+        method = method_of.get(sid)
+        if method is None or origin != method:
+            continue
+        row = out[method]
+        if active:
+            row["n_claims"] += 1
+        elif claim_id in changed_by:
+            row["n_claims"] += 1
+            row["n_changed"] += 1
+            row[words.get(changed_by[claim_id], "edited")] += 1
+    for row in out.values():
+        row["changed_share"] = row["n_changed"] / row["n_claims"] if row["n_claims"] else None
+    return dict(sorted(out.items()))
