@@ -251,7 +251,8 @@ _CONTEXTS_SQL = Statement("SELECT id, sample_id, rank, text, doc_id FROM context
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
                 "guideline_version, stale, stale_reason, source"
 # What the item page shows of the sample and its dataset.
-_SAMPLE_SQL = Statement("SELECT id, dataset_id, external_id, question, answer, ground_truth FROM sample WHERE id = :id")
+_SAMPLE_SQL = Statement("SELECT id, dataset_id, external_id, question, answer, ground_truth, claim_source FROM sample "
+                        "WHERE id = :id")
 _DATASET_SQL = Statement("SELECT id, name, is_demo FROM dataset WHERE id = :id")
 _MY_LABELS_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id = :sample_id AND annotator_id = :user_id "
                            "AND NOT adjudicated", json_fields=("evidence",))

@@ -63,6 +63,7 @@ from calibrate.calibration.sections import (
     score_agrees,
     score_tolerance,
 )
+from calibrate.claimsets import expert_changes, source_counts
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.judges.families import (
@@ -187,6 +188,11 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                 section["gold_note"] = section["spearman_rho"]["note"] = missing_gold_note(task)
         if no_verdicts:
             section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
+        # Labels whose claim or context changed under them (an --update, a re-extraction, an
+        # expert's claim edit): left out of every statistic, counted here.
+        section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
+        if task.target == "claim" or task.name == "faithfulness":
+            section["claim_sources"] = source_counts(session, _samples_of(direct_labels, verdicts))
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
@@ -194,6 +200,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             metric = metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
             data["rag"]["faithfulness"] = faithfulness_section(
                 gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric)
+            used = _samples_of(direct_labels, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
+            data["rag"]["faithfulness"]["claim_sources"] = source_counts(session, used)
         if task.name == "context_relevance":
             relevance = gold_relevance(gold_rows(merged), target_positions(labels, verdicts))
             metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
@@ -203,15 +211,26 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
     if judge is not None:
         data["passed"] = all(d is True for d in decisions) if decisions else False
     retrieval = retrieval_section(session, dataset, options.k, relevance, len(external))
-    if retrieval is not None:
-        # `retrieval` follows `rag` in the JSON (docs/report.md lists the keys in order).
-        items = list(data.items())
-        data.clear()
-        for key, value in items:
-            data[key] = value
-            if key == "rag":
+    claim_sets = {"sources": source_counts(session, in_split) if in_split is not None else source_counts(session, dataset=dataset),
+                  "expert_changes": expert_changes(session, dataset, sample_ids=in_split)}
+    # `retrieval` and `claim_sets` follow `rag` in the JSON (docs/report.md lists the keys in order).
+    items = list(data.items())
+    data.clear()
+    for key, value in items:
+        data[key] = value
+        if key == "rag":
+            if retrieval is not None:
                 data["retrieval"] = retrieval
+            data["claim_sets"] = claim_sets
     return report
+
+
+def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]:
+    """Return the samples a section's labels and verdicts are on."""
+    ids = set(labels["sample_id"].astype(int).tolist()) if not labels.empty else set()
+    if verdicts is not None and not verdicts.empty:
+        ids |= set(verdicts["sample_id"].astype(int).tolist())
+    return ids
 
 
 def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, merged: pd.DataFrame,

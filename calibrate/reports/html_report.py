@@ -105,6 +105,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "pooled": {key: summary.pooled(section, key) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r")},
         "counts": summary.counts(section),
         "excluded_total": summary.excluded_total(section),
+        "claim_sources": summary.claim_sources(section),
         "labels_needed": needed.get("note") if isinstance(needed, dict) else "",
         "settled": judged and needed is None and decision.outcome in ("passed", "not passed"),
         "heatmap": heatmap,

@@ -153,6 +153,8 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         ties = f" Ties awaiting adjudication: {section['n_ties']}." if section.get("n_ties") else ""
         lines += ["Excluded from the statistics: " + ", ".join(f"{label.lower()} {count}" for label, count in counts)
                   + f" (scored: {section.get('n', 0)}).{ties}", ""]
+    if section.get("claim_sources"):
+        lines += [f"Claim sets: {escape(summary.claim_sources(section))}.", ""]
     needed = section.get("labels_needed")
     if isinstance(needed, dict) and needed.get("note"):
         lines += [f"Labels needed: {escape(needed['note'])}.", ""]

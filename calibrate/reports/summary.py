@@ -37,6 +37,8 @@ COUNTS = (
     ("n_ties", "Ties", "annotators split evenly and nobody adjudicated: no gold, listed for adjudication"),
     ("n_excluded_label", "Excluded label", "the gold or the verdict is a label left out of statistics (such as not_applicable)"),
     ("n_fewshot", "Few-shot examples", "targets shown to the judge as examples in its prompt"),
+    ("n_stale", "Stale labels", "labels whose claim or context changed after they were given (an --update, a claim "
+                                "re-extraction, an expert's claim edit): kept in the history, left out"),
 )
 
 
@@ -151,6 +153,12 @@ def pooled(section: dict, key: str) -> str:
 def counts(section: dict) -> list[tuple[str, str, int, str]]:
     """Return (key, label, count, meaning) for the counts present in a section."""
     return [(key, label, int(section[key]), meaning) for key, label, meaning in COUNTS if key in section]
+
+
+def claim_sources(info: dict) -> str:
+    """Return which claim sets a section used, in words ("segmenter: 40 answers; claims@2: 12 answers"), or ""."""
+    sources = info.get("claim_sources") or {}
+    return "; ".join(f"{source}: {_count(n, 'answer', 'answers')}" for source, n in sources.items())
 
 
 def excluded_total(section: dict) -> int:
@@ -451,6 +459,8 @@ def rag(data: dict) -> list[dict]:
         if info.get("n_claims_no_verdict"):
             notes.append(f"{_count(info['n_claims_no_verdict'], 'claim', 'claims')} without a usable verdict counted as "
                          "not supported in the judge's value")
+        if info.get("claim_sources"):
+            notes.append(f"claim sets: {claim_sources(info)}")
         out.append({
             "key": key, "name": RAG_NAMES.get(key, key),
             "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),

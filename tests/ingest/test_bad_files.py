@@ -46,7 +46,8 @@ CASES = [
     ("semicolons.csv", "samples", [],  # one hint, not a missing-column problem per column
      ["line 1: the header is one column, 'id;question;answer;contexts': the file looks separated by semicolons, "
       "and calibrate reads comma-separated CSV; save it with commas", "(1 problem)"]),
-    ("unknown_field.jsonl", "samples", [], ["line 1, field 'faithfulness': unknown field (fields: answer, claim_source, claims, contexts, feedback, ground_truth, id, "
+    ("unknown_field.jsonl", "samples", [], ["line 1, field 'faithfulness': unknown field (fields: answer, claim_source, "
+      "claims, contexts, feedback, ground_truth, id, "
       "metadata, question, relevant_ids, retrieved_ids); put other data under 'metadata'"]),
     ("changed_sample.jsonl", "samples", [],
      ["line 2, field 'id': sample 's1' changed since it was imported (question, contexts); use --update to replace it"]),

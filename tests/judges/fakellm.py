@@ -24,6 +24,12 @@ is the text after the last "Answer:" of the user message and n the N of "Write N
 case-insensitive marker, default "I don't know"). Off by default: other tests rely on every
 chat answer being a verdict.
 
+With `claims=True` the server also answers claim extraction: a chat request whose system or user
+text asks for `"claims"` (the reply shape of the built-in claim_extraction template) gets
+`{"claims": claims_for(answer)}`, the answer (after the last "Answer:") cut at sentence ends and
+at " y " / " and ", every claim verbatim; `claims_replies` maps a text found in the answer to
+the exact reply to send instead (not JSON, an empty list, rewritten claims…).
+
 Faults (probabilities per request, or `script`, a list consumed first, one fault per request):
 "429" (with Retry-After / retry-after-ms), "500", "timeout" (answers after `hang` seconds),
 "drop" (closes the connection without answering), "invalid_json" (a 200 whose body is cut
@@ -65,13 +71,16 @@ class FakeLLM:
                  labels: list[Any] | None = None, api_key: str | None = None, models: list[str] | None = None,
                  json_mode: bool = True, retry_after: str | None = "0", retry_after_ms: str | None = None,
                  hang: float = 1.0, seed: int = 0, port: int = 0, questions: bool = False,
-                 noncommittal: str = "I don't know", embeddings_script: list[str] | None = None) -> None:
+                 noncommittal: str = "I don't know", embeddings_script: list[str] | None = None,
+                 claims: bool = False, claims_replies: dict[str, str] | None = None) -> None:
         self.latency = latency
         self.faults = dict(faults or {})
         self.script = list(script or [])
         self.embeddings_script = list(embeddings_script or [])
         self.questions = questions
         self.noncommittal = noncommittal
+        self.claims = claims
+        self.claims_replies = dict(claims_replies or {})
         self.labels = list(labels or ["supported", "unsupported"])
         self.api_key = api_key
         self.models = models
@@ -147,14 +156,18 @@ class FakeLLM:
         return self.labels[digest % len(self.labels)]
 
     def answer_text(self, body: dict, user: Any) -> str | None:
-        """Return the question-generation answer when `questions` is on and the request asks for one, else None."""
-        if not self.questions or not isinstance(user, str):
+        """Return the question-generation (or claim-extraction) answer when on and asked for, else None."""
+        if not (self.questions or self.claims) or not isinstance(user, str):
             return None
         parts = [body.get("system")] + [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]
         # A part is a string, or (Anthropic) a list of content blocks with their "text".
         texts = [t for part in parts for t in (part if isinstance(part, list) else [part])]
         texts = [t.get("text") if isinstance(t, dict) else t for t in texts]
-        if not any(isinstance(t, str) and '"questions"' in t for t in texts):
+        if self.claims and any(isinstance(t, str) and '"claims"' in t for t in texts):
+            answer = user.rsplit("Answer:", 1)[-1].strip()
+            reply = next((text for key, text in self.claims_replies.items() if key in answer), None)
+            return reply if reply is not None else json.dumps({"claims": claims_for(answer)}, ensure_ascii=False)
+        if not self.questions or not any(isinstance(t, str) and '"questions"' in t for t in texts):
             return None
         answer = user.rsplit("Answer:", 1)[-1].strip()
         wanted = re.search(r"Write (\d+) questions", user)
@@ -169,6 +182,12 @@ def questions_for(answer: str, n: int) -> list[str]:
     words = re.findall(r"\w+", answer)
     questions = [f"What about {' '.join(words[i::n])}?" for i in range(n) if words[i::n]]
     return questions or ["What is this about?"]
+
+
+def claims_for(answer: str) -> list[str]:
+    """Return the claims the fake server extracts: the answer cut at sentence ends and at " y " / " and " (verbatim)."""
+    pieces = re.split(r"(?<=[.;!?])\s+|\s+(?:y|and)\s+", answer)
+    return [piece.strip() for piece in pieces if piece.strip()]
 
 
 def item_id(text: str) -> str:
