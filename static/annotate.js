@@ -1,6 +1,6 @@
 // calibrate workbench: keyboard-first labelling with write-ahead autosave (docs/annotation.md).
 //
-// Every action on an item (a label, a rationale, evidence, undo, submit, skip, flag) is put in
+// Every action on an item (a label, a rationale, evidence, a claim edit, undo, submit, skip, flag) is put in
 // a queue that is mirrored in localStorage *before* it is sent, and leaves the queue only when
 // the server has answered. Actions go one at a time, in order, so "1 then 2" on a claim can
 // never land as "2 then 1". If the session has ended (401), the page goes to the login and,
@@ -430,6 +430,74 @@
     enqueue(root.dataset.undo, [], "undo", null);
   }
 
+  // ------------------------------------------------------------------ correcting claims
+
+  // The claim row of the focused cell, or null (with a hint) when the focus is not on a claim.
+  function claimRow(cell) {
+    const row = cell ? cell.closest(".claim-row") : null;
+    if (!row) say("Focus a claim first (j/k): then Shift+D splits it, Shift+M merges it with the next, Shift+T edits it.", "info");
+    return row;
+  }
+
+  // Shift+D (split: Enter splits at the caret) or Shift+T (edit: Enter saves the text) opens the claim's editor.
+  function openClaimEditor(cell, mode) {
+    const row = claimRow(cell);
+    if (!row) return;
+    const form = row.querySelector("form.claim-edit");
+    const area = form.elements.text;
+    form.hidden = false;
+    form.dataset.mode = mode;
+    form.elements.action.value = mode;
+    area.value = area.dataset.original;
+    form.querySelector(".claim-edit-mode").textContent = mode === "split"
+      ? "Split: move the caret to where the second claim starts" : "Edit the claim";
+    form.querySelector(".claim-edit-verb").textContent = mode === "split" ? "split here" : "save";
+    area.focus();
+    // Split: the caret starts at the word boundary nearest the middle; edit: at the end.
+    let at = area.value.length;
+    if (mode === "split") {
+      const middle = Math.floor(area.value.length / 2);
+      const spaces = [...area.value.matchAll(/\s+/g)].map((m) => m.index + m[0].length).filter((i) => i < area.value.length);
+      if (spaces.length) at = spaces.reduce((best, i) => (Math.abs(i - middle) < Math.abs(best - middle) ? i : best));
+    }
+    area.setSelectionRange(at, at);
+    say(mode === "split" ? "Split: move the caret (arrows), Enter splits there, Esc cancels." : "Edit: Enter saves, Esc cancels.", "info");
+  }
+
+  function closeClaimEditor(form) {
+    form.hidden = true;
+    const cell = form.closest(".claim-row").querySelector(".cell");
+    if (cell) focusCell(cell, { scroll: false });
+    say("", "");
+  }
+
+  function sendClaimEdit(form) {
+    const area = form.elements.text;
+    if (form.dataset.mode === "split") {
+      if (area.value !== area.dataset.original) {
+        say("Split only moves the caret: Esc, then Shift+T to edit the text.", "info");
+        return;
+      }
+      form.elements.at.value = String(area.selectionStart);
+    } else if (area.value.trim() === area.dataset.original) {
+      closeClaimEditor(form);
+      return;
+    }
+    form.requestSubmit();
+    form.hidden = true;
+    say("Saving the claim change…", "info");
+  }
+
+  function mergeClaim(cell) {
+    const row = claimRow(cell);
+    if (!row) return;
+    if (!row.nextElementSibling) { say("This is the last claim: there is no next claim to merge it with.", "info"); return; }
+    const form = row.querySelector("form.claim-edit");
+    form.elements.action.value = "merge";
+    form.requestSubmit();
+    say("Merging the claim with the next…", "info");
+  }
+
   function submitItem() {
     const form = root.querySelector(".item-status form[data-queue]");
     if (form) form.requestSubmit();
@@ -449,6 +517,11 @@
     if (root.querySelector("dialog[open]")) return; // dialogs: their own fields, Esc closes
     const field = event.target.closest && event.target.closest("input, textarea, select");
     if (field) {
+      if (field.matches("[data-claim-editor]")) {
+        if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); sendClaimEdit(field.form); }
+        else if (event.key === "Escape") { event.preventDefault(); closeClaimEditor(field.form); }
+        return;
+      }
       if (field.name === "rationale" || field.matches("[data-number]")) {
         if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); field.defaultValue = field.value; field.form.requestSubmit(); backToCell(field); }
         else if (event.key === "Escape") { event.preventDefault(); backToCell(field); }
@@ -493,6 +566,9 @@
     else if (key === "o") { const long = root.querySelectorAll("details.long"); const open = !Array.from(long).some((d) => d.open); long.forEach((d) => { d.open = open; }); }
     else if (key === "S" && event.shiftKey) openDialog("skip-dialog");
     else if (key === "F" && event.shiftKey) openDialog("flag-dialog");
+    else if (key === "D" && event.shiftKey) openClaimEditor(cell, "split");
+    else if (key === "T" && event.shiftKey) openClaimEditor(cell, "edit");
+    else if (key === "M" && event.shiftKey) mergeClaim(cell);
     else if (key === "v") { const button = root.querySelector("[data-review]"); if (button) showReview(button.dataset.review); else handled = false; }
     else if (key === "r" && cell) {
       const area = cell.querySelector(".rationale:not([hidden]) textarea");
@@ -522,7 +598,11 @@
   syncMarks();
   const all = cells();
   const first = all.find((c) => c.dataset.required === "1" && needsWork(c)) || all[0];
-  if (first && !location.hash) focusCell(first, { scroll: false });
+  // Back from a claim edit (or its undo): the focus goes to the changed claim.
+  const changed = new URLSearchParams(location.search).get("claim");
+  const changedCell = changed ? root.querySelector(`.claim-row[data-claim-id="${CSS.escape(changed)}"] .cell`) : null;
+  if (changedCell) focusCell(changedCell);
+  else if (first && !location.hash) focusCell(first, { scroll: false });
   else if (location.hash) {
     const target = document.getElementById(location.hash.slice(1));
     if (target && target.classList.contains("cell")) focusCell(target);

@@ -271,8 +271,8 @@ class Undone:
     what: str
 
 
-def undo_last(session: Session, assignment: Assignment, user: User) -> Undone | None:
-    """Undo my last workbench change on this item's labels; return None when there is nothing to undo."""
+def last_label_change(session: Session, assignment: Assignment, user: User) -> tuple[LabelRevision, Label] | None:
+    """Return my last workbench change on this item's labels that is not undone yet (its revision and label)."""
     rows = session.exec(
         select(LabelRevision, Label).join(Label, LabelRevision.label_id == Label.id)
         .where(Label.sample_id == assignment.sample_id, Label.annotator_id == user.id,
@@ -288,23 +288,34 @@ def undo_last(session: Session, assignment: Assignment, user: User) -> Undone | 
         if cancelled:
             cancelled -= 1
             continue
-        if revision.action == "create":
-            task_id, key, value = label.task_id, label.target_key, label.value
-            session.delete(label)
-            session.flush()
-            return Undone(task_id, key, None, f"removed {value}")
-        now = utcnow()
-        session.add(LabelRevision(label_id=label.id, action="undo", value=label.value, rationale=label.rationale,
-                                  evidence=label.evidence, guideline_version=label.guideline_version, source=UI,
-                                  changed_by_id=user.id, changed_at=now))
-        before = label.value
-        label.value, label.rationale = revision.value, revision.rationale
-        label.evidence, label.guideline_version = revision.evidence, revision.guideline_version
-        label.updated_at = now
-        session.add(label)
-        session.flush()
-        return Undone(label.task_id, label.target_key, label, f"{before} → {label.value}" if before != label.value else "restored")
+        return revision, label
     return None
+
+
+def undo_label_change(session: Session, user: User, revision: LabelRevision, label: Label) -> Undone:
+    """Undo one label change (a `last_label_change`): a creation removes the label, an update restores what it replaced."""
+    if revision.action == "create":
+        task_id, key, value = label.task_id, label.target_key, label.value
+        session.delete(label)
+        session.flush()
+        return Undone(task_id, key, None, f"removed {value}")
+    now = utcnow()
+    session.add(LabelRevision(label_id=label.id, action="undo", value=label.value, rationale=label.rationale,
+                              evidence=label.evidence, guideline_version=label.guideline_version, source=UI,
+                              changed_by_id=user.id, changed_at=now))
+    before = label.value
+    label.value, label.rationale = revision.value, revision.rationale
+    label.evidence, label.guideline_version = revision.evidence, revision.guideline_version
+    label.updated_at = now
+    session.add(label)
+    session.flush()
+    return Undone(label.task_id, label.target_key, label, f"{before} → {label.value}" if before != label.value else "restored")
+
+
+def undo_last(session: Session, assignment: Assignment, user: User) -> Undone | None:
+    """Undo my last workbench change on this item's labels; return None when there is nothing to undo."""
+    found = last_label_change(session, assignment, user)
+    return undo_label_change(session, user, *found) if found is not None else None
 
 
 @dataclass

@@ -16,6 +16,15 @@ from flask import Blueprint, abort, current_app, flash, g, make_response, redire
 
 from calibrate import lookup
 from calibrate.annotation import AnnotationError
+from calibrate.annotation.claim_edits import (
+    ACTIONS,
+    claim_history,
+    edit_claim,
+    merge_with_next,
+    sample_of,
+    split_claim,
+    undo_last_action,
+)
 from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
 from calibrate.annotation.labels import (
     EvidenceError,
@@ -25,7 +34,6 @@ from calibrate.annotation.labels import (
     save_label,
     sentence_evidence,
     target_in,
-    undo_last,
 )
 from calibrate.annotation.queue import claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment, set_status, submit
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
@@ -120,6 +128,7 @@ def show(assignment_id: int):
         "annotate/item.html", item=item, position=my_progress(db, g.user),
         review_mode=_review_mode(), others=others_on(db, item, g.user) if reviewing else None,
         reviewing=reviewing, task_names=task_names(db) if reviewing else {},
+        claim_history=claim_history(db, item.assignment.sample_id),
     )
 
 
@@ -131,6 +140,7 @@ def _item_urls():
         return {}
     if "item_urls" not in g:
         g.item_urls = {"label": url_for("annotate.label", assignment_id=assignment_id),
+                       "claims": url_for("annotate.change_claims", assignment_id=assignment_id),
                        "history": url_for("annotate.label_history", assignment_id=assignment_id)}
     return {"urls": g.item_urls}
 
@@ -204,13 +214,19 @@ def _bad_field(field: str, message: str):
 @bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))
 @login_required
 def undo(assignment_id: int):
-    """Undo my last change on this item (again and again, further back)."""
+    """Undo my last change on this item, a label's or the claims' (again and again, further back)."""
 
     def act(db):
-        undone = undo_last(db, get_assignment(db, g.user, assignment_id), g.user)
+        undone = undo_last_action(db, get_assignment(db, g.user, assignment_id), g.user)
+        if undone is not None and undone.edit is not None:
+            return None, undone
         return _item(db, assignment_id, page=False), undone
 
     item, undone = write(act)
+    if undone is not None and undone.edit is not None:
+        # The claims changed: the page is drawn again, focused where the claims were.
+        flash(f"Undone: {undone.what}.", "info")
+        return _reload(assignment_id, int(undone.edit.before[0]["id"]))
     if undone is None:
         if is_script_request():
             response = make_response("Nothing to undo on this item.", 200)
@@ -219,7 +235,46 @@ def undo(assignment_id: int):
             return response
         flash("Nothing to undo on this item.", "info")
         return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
-    return _cell_response(item, undone.task_id, undone.target_key)
+    return _cell_response(item, undone.label.task_id, undone.label.target_key)
+
+
+@bp.route("/annotate/<int:assignment_id>/claims", methods=("POST",))
+@login_required
+def change_claims(assignment_id: int):
+    """Split a claim at a character (`at`), merge it with the next, or edit its text (docs/annotation.md)."""
+    form = request.form
+    action = form.get("action", "")
+    if action not in ACTIONS:
+        return _bad_field("action", f"action must be one of {', '.join(ACTIONS)}")
+    claim_id, at = form.get("claim", ""), form.get("at", "")
+    if not claim_id.isdigit():
+        return _bad_field("claim", "claim must be a claim id")
+    if action == "split" and not at.isdigit():
+        return _bad_field("at", "at must be the character the claim is split at (0-based)")
+
+    def act(db):
+        assignment = get_assignment(db, g.user, assignment_id)
+        sample = sample_of(db, assignment)
+        if action == "split":
+            return split_claim(db, sample, g.user, int(claim_id), int(at))
+        if action == "merge":
+            return merge_with_next(db, sample, g.user, int(claim_id))
+        return edit_claim(db, sample, g.user, int(claim_id), form.get("text", ""))
+
+    change = write(act)
+    if change is None:
+        return _reload(assignment_id, int(claim_id))
+    return _reload(assignment_id, int(change.after[0]["id"]))
+
+
+def _reload(assignment_id: int, claim_id: int):
+    """Send the script (HX-Redirect) or the browser (303) to the item again, focused on a claim."""
+    url = url_for("annotate.show", assignment_id=assignment_id, claim=claim_id)
+    if is_script_request():
+        response = make_response("", 200)
+        response.headers["HX-Redirect"] = url
+        return response
+    return redirect(url, code=303)
 
 
 @bp.route("/annotate/<int:assignment_id>/submit", methods=("POST",))
