@@ -447,7 +447,7 @@
     const area = form.elements.text;
     form.hidden = false;
     form.dataset.mode = mode;
-    form.elements.action.value = mode;
+    form.elements.change.value = mode;
     area.value = area.dataset.original;
     form.querySelector(".claim-edit-mode").textContent = mode === "split"
       ? "Split: move the caret to where the second claim starts" : "Edit the claim";
@@ -493,7 +493,7 @@
     if (!row) return;
     if (!row.nextElementSibling) { say("This is the last claim: there is no next claim to merge it with.", "info"); return; }
     const form = row.querySelector("form.claim-edit");
-    form.elements.action.value = "merge";
+    form.elements.change.value = "merge";
     form.requestSubmit();
     say("Merging the claim with the next…", "info");
   }

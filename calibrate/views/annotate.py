@@ -241,11 +241,15 @@ def undo(assignment_id: int):
 @bp.route("/annotate/<int:assignment_id>/claims", methods=("POST",))
 @login_required
 def change_claims(assignment_id: int):
-    """Split a claim at a character (`at`), merge it with the next, or edit its text (docs/annotation.md)."""
+    """Split a claim at a character (`at`), merge it with the next, or edit its text (`change`: split, merge, edit).
+
+    The field is `change`, not `action`: a form field named "action" would hide the form's own
+    `action` property from the script.
+    """
     form = request.form
-    action = form.get("action", "")
+    action = form.get("change", "")
     if action not in ACTIONS:
-        return _bad_field("action", f"action must be one of {', '.join(ACTIONS)}")
+        return _bad_field("change", f"change must be one of {', '.join(ACTIONS)}")
     claim_id, at = form.get("claim", ""), form.get("at", "")
     if not claim_id.isdigit():
         return _bad_field("claim", "claim must be a claim id")

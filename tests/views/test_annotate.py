@@ -414,3 +414,71 @@ def test_an_engineer_in_review_mode_sees_them_once_their_labels_are_complete(cli
     assert page.select_one("#review tr.verdict") is not None
     client.post("/annotate/review-mode", data={"on": "0", "back": item.url, "csrf_token": token})
     assert "SECRET" not in _text(client.get(item.url))
+
+
+# --------------------------------------------------------------------------- correcting claims
+
+
+def _claim_change(client, item, action, claim_id, headers=HX, **fields):
+    data = {"change": action, "claim": str(claim_id), **fields}
+    return client.post(f"{item.url}/claims", data=data, headers={**headers, "X-CSRFToken": item.token})
+
+
+def test_a_claim_split_by_script_reloads_the_item_focused_on_the_new_claim(client, session, item):
+    first = item.claims[0]
+    response = _claim_change(client, item, "split", first.id, at="4")
+    assert response.status_code == 200, response.data
+    _fresh(session)
+    active = [c for c in _claims(session, item.sample) if c.active]
+    assert [c.text for c in active][:2] == [first.text[:4].strip(), first.text[4:].strip()]
+    assert response.headers["HX-Redirect"] == f"{item.url}?claim={active[0].id}"
+    page = _soup(client.get(response.headers["HX-Redirect"]))
+    assert page.select_one("#claim-source").get_text() == "segmenter+edited"
+    rows = page.select("#claim-history tbody tr")
+    assert len(rows) == 1 and "split" in rows[0].get_text() and "ana" in rows[0].get_text()
+    # Every claim row carries its editor (hidden until Shift+D or Shift+T), escaped like all model text.
+    editors = page.select(".claim-row form.claim-edit[hidden] textarea[data-claim-editor]")
+    assert len(editors) == len(active)
+    # A plain form post (no script) gets a 303 back to the item.
+    plain = _claim_change(client, item, "merge", active[0].id, headers={})
+    assert plain.status_code == 303 and plain.headers["Location"].startswith(f"{item.url}?claim=")
+
+
+def test_u_undoes_a_claim_edit_and_says_so(client, session, item):
+    before = [(c.id, c.text) for c in item.claims]
+    _claim_change(client, item, "edit", item.claims[1].id, text="Otra afirmación.")
+    response = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == 200 and response.headers["HX-Redirect"] == f"{item.url}?claim={item.claims[1].id}"
+    _fresh(session)
+    assert [(c.id, c.text) for c in _claims(session, item.sample) if c.active] == before
+    page = _soup(client.get(response.headers["HX-Redirect"]))
+    assert "Undone: the edit of claim 2." in page.select_one(".flash").get_text()
+
+
+@pytest.mark.parametrize(("fields", "status", "field"), [
+    ({"change": "explode", "claim": "1"}, 400, "change"),
+    ({"change": "split", "claim": "x"}, 400, "claim"),
+    ({"change": "split", "claim": "{first}"}, 400, "at"),
+    ({"change": "split", "claim": "{first}", "at": "0"}, 422, None),
+    ({"change": "edit", "claim": "{first}", "text": "  "}, 422, None),
+    ({"change": "edit", "claim": "999999", "text": "x"}, 422, None),
+])
+def test_bad_claim_changes_are_refused_with_a_message(client, session, item, fields, status, field):
+    data = {k: v.format(first=item.claims[0].id) for k, v in fields.items()}
+    response = client.post(f"{item.url}/claims", data=data, headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == status, response.data
+    assert response.headers.get("X-Invalid-Field") == field
+    _fresh(session)
+    assert all(c.active for c in _claims(session, item.sample))
+
+
+def test_claims_of_someone_elses_item_are_not_found(client, session, item, make_user, make_sample):
+    make_user("bea")
+    sample = make_sample(external_id="s2")
+    other = _assign(session, sample, get_user(session, "bea"))
+    claim = _claims(session, sample)[0]
+    response = client.post(f"/annotate/{other.id}/claims", data={"change": "merge", "claim": str(claim.id)},
+                           headers={**HX, "X-CSRFToken": item.token})
+    assert response.status_code == 404
+    _fresh(session)
+    assert all(c.active for c in _claims(session, sample))
