@@ -35,7 +35,7 @@ from calibrate.claimsets import base_source, labelled_samples, replace_claims, v
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.items import Scope, Target, fewshot_keys, select_targets
 from calibrate.judges.versions import judge_name, resolve_version
-from calibrate.models import Claim, Dataset, Judge, Label, Sample, Task, Verdict
+from calibrate.models import EXTRACTION, Claim, Dataset, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
 from calibrate.tasks import is_extraction
 
 KEPT = "carry expert labels"  # why an eligible answer was left out without --force
@@ -153,6 +153,14 @@ def failure_kind(status: str, error: str) -> str:
     if status == "error":
         return "error"
     return "empty" if (error or "").startswith("empty") else "unparsed"
+
+
+def extraction_versions(session: Session) -> list[str]:
+    """Return every version of every claim_extraction prompt as NAME@V, newest version first per prompt."""
+    rows = session.exec(select(Prompt.name, PromptVersion.number).join(PromptVersion, PromptVersion.prompt_id == Prompt.id)
+                        .join(Task, Task.id == Prompt.task_id).where(Task.kind == EXTRACTION)
+                        .order_by(Prompt.name, col(PromptVersion.number).desc())).all()
+    return [f"{name}@{number}" for name, number in rows]
 
 
 def report_for(session: Session, dataset_name: str, prompt_ref: str, *, limit: int | None = None,

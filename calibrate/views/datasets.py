@@ -5,8 +5,12 @@ from __future__ import annotations
 from flask import Blueprint, abort, g, redirect, render_template, request, url_for
 
 from calibrate import lookup
+from calibrate.annotation.claim_edits import claim_history
+from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
+from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import login_required
+from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session
 
 bp = Blueprint("datasets", __name__)
@@ -37,7 +41,12 @@ def show(name: str):
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
-    return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split)
+    claims = None
+    if g.user.role in ENGINEERS:  # the claim sets, the experts' changes per method, the extraction button
+        claims = {"sources": source_counts(session, dataset=dataset), "changes": expert_changes(session, dataset),
+                  "versions": extraction_versions(session), "backends": run_choices()}
+    return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
+                           claims=claims)
 
 
 @bp.route("/datasets/<name>/samples/<path:external_id>")
@@ -50,4 +59,4 @@ def sample(name: str, external_id: str):
     detail = sample_detail(session, dataset, external_id, with_labels=g.user.role in ("engineer", "admin"))
     if detail is None:
         abort(404)
-    return render_template("datasets/sample.html", dataset=dataset, d=detail)
+    return render_template("datasets/sample.html", dataset=dataset, d=detail, claim_history=claim_history(session, detail.sample.id))

@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from sqlmodel import select
 
 from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
+from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
 from calibrate.judges.runner import request_stop, run_is_live
 from calibrate.models import Dataset, Judge, JudgeRun, Verdict
@@ -38,6 +39,29 @@ def start_in_background(run_id: int) -> threading.Thread:
     thread.start()
     current_app.extensions.setdefault("judge_threads", {})[run_id] = thread
     return thread
+
+
+@bp.route("/datasets/<name>/extract", methods=("POST",))
+@role_required(*ENGINEERS)
+def extract(name: str):
+    """Start a claim extraction over a dataset's answers (the dataset page's button), in the background."""
+    choice = request.form.get("backend", "baseline")
+    if choice not in run_choices():
+        abort(400, description=f"Unknown backend {choice!r}.")
+    config = {"backend": "baseline"} if choice == "baseline" else dict(current_app.config["JUDGE_BACKENDS"][choice])
+    limit = request.form.get("limit", type=int)
+    spec = RunSpec(dataset=name, prompt=request.form.get("prompt", ""), backend=config["backend"], model=config.get("model"),
+                   base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
+                   limit=limit if limit and limit > 0 else None, extraction=True, force=bool(request.form.get("force")),
+                   options=RunOptions(concurrency=int(config.get("concurrency", 8))))
+    back_to(url_for("datasets.show", name=name))
+    try:
+        run_id = prepare_run(app_engine(), spec)
+    except NothingToDo as exc:  # every answer carries this version's claims already
+        flash(str(exc), "info")
+        return redirect(url_for("datasets.show", name=name), code=303)
+    start_in_background(run_id)
+    return redirect(url_for("runs.show", run_id=run_id), code=303)
 
 
 @bp.route("/prompts/<name>/<int:number>/run", methods=("POST",))
@@ -78,8 +102,13 @@ def _status_context(run_id: int) -> dict:
     ).all()
     active = run.status in ("pending", "running") and run_is_live(run)
     percent = int(100 * run.n_done / run.n_total) if run.n_total else 0
+    params = run.params or {}
+    lines = []
+    if "kept_labelled" in params and not active:  # an extraction: what it did to the answers, once it ended
+        lines = report_for(session, dataset.name, judge.name, limit=(params.get("scope") or {}).get("limit"),
+                           force=bool(params.get("force"))).lines()
     return {"run": run, "judge": judge, "dataset": dataset, "problems": errors, "active": active, "percent": percent,
-            "p": run.params or {}}
+            "p": params, "extraction_lines": lines}
 
 
 @bp.route("/runs")

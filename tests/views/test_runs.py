@@ -80,3 +80,41 @@ def test_a_run_with_a_bad_request_says_why(client, login, engine, make_sample):
     assert "unknown dataset 'nope'" in soup(page).select_one(".flash-error").get_text()
     refused = client.post("/prompts/quality/1/run", data={"dataset": "d", "backend": "openai", "csrf_token": token})
     assert refused.status_code == 400
+
+
+def test_the_dataset_pages_button_extracts_claims_in_the_background(app, client, login, engine, make_sample, session):
+    make_sample(external_id="s1", answer="Tome 0,4 mg al día. Gracias.", claims=["Tome 0,4 mg al día. Gracias."])
+    token = login("eng", "engineer")
+    page = soup(client.get("/datasets/d"))
+    assert page.select_one("#claim-sets") is not None and page.select_one("#extract-form") is None  # no extraction prompt yet
+    with write_session(engine) as s:
+        save_version(s, "ex", task="claim_extraction")
+    page = soup(client.get("/datasets/d"))
+    assert [o.get_text() for o in page.select("#extract-form select[name=prompt] option")] == ["ex@1"]
+    assert page.select_one("#claim-sets").get_text(" ", strip=True).count("segmenter") >= 1
+    response = client.post("/datasets/d/extract", data={"prompt": "ex@1", "backend": "baseline", "csrf_token": token})
+    assert response.status_code == 303
+    run_id = int(response.headers["Location"].rsplit("/", 1)[1])
+    app.extensions["judge_threads"][run_id].join(10)
+    status = wait_done(client, run_id)
+    assert status.select_one("#run-claim-sources").get_text(strip=True) == "segmenter: 1 answer"
+    assert "ex@1 on d: 1 of 1 answers carry its claims (2 claims" in status.select_one("#run-extraction").get_text()
+    rows = soup(client.get("/datasets/d")).select("#claim-changes tbody tr")
+    assert [(r["data-method"], r.select("td")[3].get_text()) for r in rows] == [("ex@1", "2")]
+    # Again: nothing to do, said on the dataset page; a claim_support prompt is refused with its reason.
+    again = client.post("/datasets/d/extract", data={"prompt": "ex@1", "backend": "baseline", "csrf_token": token})
+    assert again.status_code == 303 and again.headers["Location"].endswith("/datasets/d")
+    assert "already carry the claims of ex@1" in soup(client.get("/datasets/d")).select_one(".flash").get_text()
+    with write_session(engine) as s:
+        save_version(s, "support", task="claim_support")
+    wrong = client.post("/datasets/d/extract", data={"prompt": "support@1", "backend": "baseline", "csrf_token": token},
+                        follow_redirects=True)
+    assert "claims extract needs a prompt of task claim_extraction" in soup(wrong).select_one(".flash").get_text()
+
+
+def test_annotators_neither_see_nor_start_extractions(client, login, make_sample):
+    make_sample(external_id="s1")
+    token = login("ana")
+    assert soup(client.get("/datasets/d")).select_one("#claim-sets") is None
+    response = client.post("/datasets/d/extract", data={"prompt": "ex@1", "backend": "baseline", "csrf_token": token})
+    assert response.status_code == 403
