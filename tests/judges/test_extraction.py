@@ -301,3 +301,30 @@ def test_killed_with_sigkill_the_extraction_resumes_without_asking_an_answered_s
             assert sample.claim_source == extractor and sorted(c.index for c in claims) == [0, 1, 2]
     finally:
         server.stop()
+
+
+def test_a_few_shot_example_is_an_answer_whose_claims_experts_corrected(runner, session, engine, fake, dataset):
+    from calibrate.accounts import add_user
+    from calibrate.annotation.claim_edits import split_claim
+    from calibrate.judges import FewShotSpec, PromptError
+
+    dataset()
+    with write_session(engine) as s:
+        with pytest.raises(PromptError, match="were not corrected by an expert"):
+            save_version(s, "ex", task="claim_extraction", model="fake-model", few_shots=[FewShotSpec("folic")])
+    ana = add_user(session, "ana", role="annotator", password="password-123")
+    sample, claims = claims_of(session, "folic")
+    split_claim(session, sample, ana, claims[0].id, len("Tome 0,4 mg al día desde antes de la concepción "))
+    session.commit()
+    with write_session(engine) as s:
+        saved = save_version(s, "ex", task="claim_extraction", model="fake-model", few_shots=[FewShotSpec("folic")])
+        assert saved.created and saved.version.number == 1
+    corrected = ["Tome 0,4 mg al día desde antes de la concepción", "y hasta la semana 12.", "Consulte a su médico."]
+    result = extract(runner, fake)
+    assert result.exit_code == 0, result.output
+    # The example is shown in the system text, and never extracted itself (its corrected claims stay).
+    system = fake.requests[0]["body"]["messages"][0]["content"]
+    assert 'Reply: {"claims": ' + json.dumps(corrected, ensure_ascii=False) + "}" in system
+    assert fake.stats()["requests"] == 2
+    sample, claims = claims_of(session, "folic")
+    assert [c.text for c in claims] == corrected and sample.claim_source == "segmenter+edited"
