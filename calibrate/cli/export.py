@@ -1,4 +1,5 @@
-"""`calibrate export labels`: what the experts made, in the format `calibrate import labels` reads."""
+"""`calibrate export labels` and `calibrate export samples`: what the experts made, and the samples
+with their current claims, each in the format its import reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine,
 
 # Loaded when the command runs, not for its --help (the split check brings pandas).
 export = lazy_import("calibrate.annotation.export")
+samples_export = lazy_import("calibrate.ingest.samples_export")
 csv_report = lazy_import("calibrate.reports.csv_report")
 
 
@@ -48,4 +50,30 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
                              for name in result.fields])
         text = buffer.getvalue()
     write_output(text, output, f"{len(result.rows)} labels")
+    click.echo(result.summary(), err=True)
+
+
+@export_group.command("samples")
+@click.option("--dataset", required=True, help="Dataset whose samples to write.")
+@click.option("--split", help="Only the samples of this split.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@db_option
+def export_samples_command(settings: Settings, dataset: str, split: str | None, output: Path, fmt: str) -> None:
+    """Write a dataset's samples with their current claims and claim source, in the format `calibrate import samples` reads."""
+    with Session(ready_engine(settings)) as session:
+        result = samples_export.export_samples(session, dataset, split=split)
+    if fmt == "jsonl":
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)
+    else:
+        # Cells as they are (no formula prefix): the file is for `calibrate import samples`, which
+        # must read back exactly what was written; JSON-valued fields are JSON text.
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(result.fields)
+        for row in result.rows:
+            writer.writerow(["" if name not in row else json.dumps(row[name], ensure_ascii=False)
+                             if name in samples_export.STRUCTURED else str(row[name]) for name in result.fields])
+        text = buffer.getvalue()
+    write_output(text, output, f"{len(result.rows)} samples")
     click.echo(result.summary(), err=True)

@@ -323,7 +323,12 @@ def import_samples(session: Session, source: str | Path, fmt: str, *, dataset: s
                 added += 1
             elif stored[1] != digest:
                 if not update:
-                    fields = changed_fields(session, stored[0], norm)
+                    fields = _diff(_stored_records(session, [stored[0]])[stored[0]], norm)
+                    if not fields:
+                        # Written differently, same content (an exported file: claims with their spans and
+                        # source): nothing to import.
+                        seen[external_id] = (stored[1], record.line)
+                        continue
                     check.bad("id", f"sample {external_id!r} changed since it was imported ({', '.join(fields)}); "
                                     "use --update to replace it")
                     continue
@@ -406,11 +411,6 @@ def _diff(stored: dict[str, Any], norm: dict[str, Any]) -> list[str]:
     if "claim_source" in norm and norm["claim_source"] != stored["claim_source"]:
         changed.append("claim_source")
     return changed
-
-
-def changed_fields(session: Session, pk: int, norm: dict[str, Any]) -> list[str]:
-    """Name the fields in which a record differs from the stored sample `pk`."""
-    return _diff(_stored_records(session, [pk])[pk], norm) or ["content"]
 
 
 class _SampleWriter:
