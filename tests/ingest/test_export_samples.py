@@ -113,3 +113,17 @@ def test_a_span_that_does_not_mark_the_claim_is_exported_without_one(runner, ses
     rows = {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
     assert rows["plain"]["claims"][0] == {"text": "Tome 0,4 mg al día.", "start": -1, "end": -1}
     assert runner.invoke(["import", "samples", str(path), "--dataset", "copy"]).exit_code == 0
+
+
+def test_an_update_keeps_an_extractions_claims_unless_the_answer_changed(runner, session, source, tmp_path):
+    before = _state(session, "src")["plain"]
+    changed = [dict(RECORDS[0], metadata={"system": "B"})]
+    path = tmp_path / "meta.jsonl"
+    path.write_text(json.dumps(changed[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    assert runner.invoke(["import", "samples", str(path), "--dataset", "src", "--update"]).exit_code == 0
+    after = _state(session, "src")["plain"]
+    assert after[:2] == before[:2] and after[4] == {"system": "B"}  # ex@2's claims stay
+    path.write_text(json.dumps(dict(RECORDS[0], answer="Tome 0,4 mg. Otra frase."), ensure_ascii=False) + "\n", encoding="utf-8")
+    assert runner.invoke(["import", "samples", str(path), "--dataset", "src", "--update"]).exit_code == 0
+    source_now, claims = _state(session, "src")["plain"][:2]
+    assert source_now == "segmenter" and [c[1] for c in claims] == ["Tome 0,4 mg.", "Otra frase."]
