@@ -4,7 +4,9 @@ says which steps and how they score), executed with the shared run machinery of 
 its `Writer`.
 
 runner.py calls `check_metric_setup`, `measurable` and `run_metric` for a metric task;
-everything else about a run (setup, resume, stopping) is the runner's.
+everything else about a run (setup, resume, stopping) is the runner's. context_recall's leakage
+guard (metrics.LeakageGuard) decides some steps before any call: those steps are never asked,
+never cached, and cost nothing; the sample's score reads their answers like any other.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -52,6 +54,7 @@ def check_metric_setup(task: Task, version: PromptVersion, endpoint: Endpoint) -
     if task.name == "answer_relevancy":
         metrics.n_questions(version.params)
         metrics.embedder_choice(version.params, endpoint.backend)
+    metrics.LeakageGuard.from_params(task.name, version.params)
 
 
 def measurable(session: Session, task: Task, targets: list[Target]
@@ -76,7 +79,14 @@ class MetricJob:
     target: Target
     item: dict[str, Any]
     steps: list[metrics.Step]
-    jobs: list[Job]
+    jobs: list[Job]  # the calls: one per step the leakage guard did not decide
+    decided: dict[int, str] = field(default_factory=dict)  # step index → the guard's answer (no call)
+
+    def merged(self, answers: list[Outcome]) -> list[Outcome]:
+        """Return every step's answer in step order: the calls' and the guard's (no tokens, no cost, not cached)."""
+        asked = iter(answers)
+        return [Outcome(self.target, "ok", raw=self.decided[i], input_tokens=0, output_tokens=0) if i in self.decided
+                else next(asked) for i in range(len(self.steps))]
 
 
 def metric_outcome(task: Task, target: Target, score: metrics.Score, steps: list[Outcome]) -> Outcome:
@@ -157,6 +167,7 @@ class MetricExecution(Execution):
         answers = await self.answer(job.jobs)
         if answers is None:
             return None
+        answers = job.merged(answers)
         failed = [(step, o) for step, o in zip(job.steps, answers, strict=True) if o.status == "error"]
         if failed:
             return self.failed(job, answers, failed)
@@ -200,6 +211,8 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
     check_metric_setup(task, version, endpoint)
     items = {t.sample_id: item_for(t, samples) for t in pending}
     plans = [(t, metrics.steps_for(task.name, items[t.sample_id], version.params)) for t in pending]
+    guard = metrics.LeakageGuard.from_params(task.name, version.params, list(items.values()))
+    decided = {t.sample_id: guard.decided(items[t.sample_id], steps) if guard else {} for t, steps in plans}
     api_key = read_api_key(endpoint)
     redact = Redactor(api_key)
     embedder: TfidfEmbedder | EmbeddingClient | None = None
@@ -208,7 +221,7 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
                     if metrics.embedder_choice(version.params, endpoint.backend) == "http"
                     else metrics.tfidf_embedder(list(items.values())))
     if endpoint.backend == "baseline":
-        _run_baseline(writer, task, version, items, plans, embedder, options)
+        _run_baseline(writer, task, version, items, plans, embedder, options, decided)
         return "done", "", True, 0.0
     backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact)
     table = prices if prices is not None else load_prices()
@@ -216,8 +229,10 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
     renderer = Renderer(version.system, version.template, context)
     jobs = []
     for target, steps in plans:
-        rendered = [renderer.render({**items[target.sample_id], **step.fields}) for step in steps]
-        jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered]))
+        guarded = decided[target.sample_id]
+        rendered = [renderer.render({**items[target.sample_id], **step.fields}) for i, step in enumerate(steps) if i not in guarded]
+        jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered],
+                              guarded))
     cache = cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
     if isinstance(embedder, EmbeddingClient):
         # Embeddings of questions already generated (a resumed or repeated run) are looked up too.
@@ -243,7 +258,7 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
 
 def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dict[int, dict[str, Any]],
                          plans: list[tuple[Target, list[metrics.Step]]], embedder: TfidfEmbedder | None,
-                         options: RunOptions) -> None:
+                         options: RunOptions, decided: dict[int, dict[int, str]]) -> None:
     """Judge a metric version offline: the baseline answers each step, the metric scores them as for an LLM."""
     corpus = [item["question"] for item in items.values()] + [c["text"] for item in items.values() for c in item["contexts"]]
     answers = metrics.BaselineSteps(task.name, settings_from(version.params), corpus)
@@ -252,7 +267,8 @@ def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dic
         for target, steps in plans:
             started = time.perf_counter()
             item = items[target.sample_id]
-            raws = [answers.answer(item, step) for step in steps]
+            guarded = decided[target.sample_id]
+            raws = [guarded[i] if i in guarded else answers.answer(item, step) for i, step in enumerate(steps)]
             if task.name == "answer_relevancy":
                 questions = metrics.read_questions(raws[0])
                 if questions.error:

@@ -27,6 +27,11 @@ Rules (docs/judges.md, "Metric judges"; formulas in docs/statistics.md §8):
 - answer relevancy is 0 for an answer the model calls noncommittal (RAGAS); otherwise the mean
   cosine similarity of the question with the generated questions, clipped at 0 (the task's
   range is 0–1; embeddings of unrelated texts can have a slightly negative cosine).
+- context_recall's reference leakage guard (`LeakageGuard`, the version parameter
+  `leakage_guard: off | lexical | embedding`, default off): each ground-truth statement is first
+  checked against the contexts offline; one without lexical (or TF-IDF embedding) support is
+  `not_attributed` without asking the model, so the model's own knowledge of the reference
+  cannot mark a fact the retrieval missed as retrieved. Statements that pass are asked as usual.
 
 References
 ----------
@@ -46,7 +51,7 @@ import numpy as np
 
 from calibrate import stats
 from calibrate.ingest.claims import segment
-from calibrate.judges.baseline import BaselineJudge, Settings
+from calibrate.judges.baseline import BaselineJudge, Settings, numbers_in, stems
 from calibrate.judges.embeddings import TfidfEmbedder, cosine_to
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, json_object, parse_verdict
@@ -63,7 +68,11 @@ POSITIVE = {"faithfulness": "supported", "context_precision": "relevant", "conte
 EXCLUDED = {"faithfulness": "not_applicable"}
 STEP_NOUN = {"faithfulness": "claim", "context_precision": "context", "context_recall": "statement"}
 # Parameters that configure the metric, never sent to the model.
-METRIC_PARAMS = ("n_questions", "embedding_model", "embedder")
+METRIC_PARAMS = ("n_questions", "embedding_model", "embedder", "leakage_guard", "leakage_threshold")
+LEAKAGE_GUARDS = ("off", "lexical", "embedding")
+# lexical: the share of the statement's terms (content-word stems and numbers) found in the contexts;
+# embedding: the highest TF-IDF cosine of the statement with one context. Below it: not attributed, not asked.
+LEAKAGE_THRESHOLDS = {"lexical": 0.5, "embedding": 0.1}
 DEFAULT_N_QUESTIONS = 3
 MAX_N_QUESTIONS = 20
 
@@ -100,6 +109,66 @@ def embedder_choice(params: dict[str, Any], backend: str) -> str:
         raise RunSetupError("answer_relevancy needs embedding_model=NAME in the version's params "
                             "(an OpenAI-compatible /embeddings model), or embedder=tfidf to embed offline")
     return choice
+
+
+@dataclass(frozen=True)
+class LeakageGuard:
+    """context_recall's offline pre-check of each statement against the contexts (see the module docstring)."""
+
+    mode: str
+    threshold: float
+    embedder: TfidfEmbedder | None = None
+
+    @classmethod
+    def from_params(cls, metric: str, params: dict[str, Any], items: Sequence[dict[str, Any]] = ()) -> LeakageGuard | None:
+        """Return the guard a version asks for (None: off); RunSetupError for a bad value or another metric."""
+        mode = params.get("leakage_guard", "off")
+        if mode not in LEAKAGE_GUARDS:
+            raise RunSetupError(f"leakage_guard must be one of {', '.join(LEAKAGE_GUARDS)}, got {mode!r}")
+        if "leakage_threshold" in params and mode == "off":
+            raise RunSetupError("leakage_threshold needs leakage_guard=lexical or embedding")
+        if mode == "off":
+            return None
+        if metric != "context_recall":
+            raise RunSetupError(f"leakage_guard is an option of context_recall, not of {metric}")
+        threshold = params.get("leakage_threshold", LEAKAGE_THRESHOLDS[mode])
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+            raise RunSetupError(f"leakage_threshold must be a number from 0 to 1, got {threshold!r}")
+        embedder = None
+        if mode == "embedding":
+            corpus = [item["ground_truth"] or "" for item in items] + [c["text"] for item in items for c in item["contexts"]]
+            embedder = TfidfEmbedder(corpus)
+        return cls(mode, float(threshold), embedder)
+
+    def check(self, statement: str, contexts: Sequence[str]) -> str | None:
+        """Return the reason a statement is not attributed without asking (None: ask the model)."""
+        if self.mode == "lexical":
+            terms = stems(statement) | {format_number(n) for n in numbers_in(statement)}
+            if not terms:
+                return None  # nothing lexical to check ("Sí."): the model decides
+            text = " ".join(contexts)
+            found = terms & (stems(text) | {format_number(n) for n in numbers_in(text)})
+            share = len(found) / len(terms)
+            if share >= self.threshold:
+                return None
+            return (f"leakage guard (lexical): {len(found)} of {len(terms)} terms of the statement in the contexts "
+                    f"({share:.0%} < {self.threshold:.0%}): not attributed, the model was not asked")
+        vectors = self.embedder.embed([statement, *contexts])
+        best = float(np.max(cosine_to(vectors[0], vectors[1:]))) if len(contexts) and vectors.shape[1] else 0.0
+        if best >= self.threshold:
+            return None
+        return (f"leakage guard (embedding): highest TF-IDF cosine with a context {best:.2f} < {self.threshold:g}: "
+                "not attributed, the model was not asked")
+
+    def decided(self, item: dict[str, Any], steps: Sequence[Step]) -> dict[int, str]:
+        """Return step index → the answer the guard gives without a call, for the statements it refuses."""
+        contexts = [c["text"] for c in item["contexts"]]
+        out = {}
+        for i, step in enumerate(steps):
+            reason = self.check(step.fields["statement"]["text"], contexts)
+            if reason is not None:
+                out[i] = json.dumps({"verdict": "not_attributed", "reason": reason}, ensure_ascii=False)
+        return out
 
 
 def step_task(metric: str) -> Task:
@@ -320,6 +389,7 @@ def tfidf_embedder(items: Sequence[dict[str, Any]]) -> TfidfEmbedder:
     return TfidfEmbedder(corpus)
 
 
-__all__ = ["BaselineSteps", "METRIC_PARAMS", "Questions", "Score", "Step", "StepResult", "chat_params", "embedder_choice",
+__all__ = ["BaselineSteps", "LEAKAGE_GUARDS", "LEAKAGE_THRESHOLDS", "METRIC_PARAMS", "LeakageGuard",
+           "Questions", "Score", "Step", "StepResult", "chat_params", "embedder_choice",
            "is_metric", "n_questions", "read_questions", "read_step", "relevancy", "score_steps", "skip_reason",
            "statements", "steps_for", "tfidf_embedder", "unparsed_questions"]
