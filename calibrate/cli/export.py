@@ -24,6 +24,18 @@ def export_group() -> None:
     """Write what the experts made to a file."""
 
 
+def _text(fmt: str, fields: tuple[str, ...], rows: list[dict], cell) -> str:
+    """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(fields)
+    for row in rows:
+        writer.writerow([cell(row, name) for name in fields])
+    return buffer.getvalue()
+
+
 @export_group.command("labels")
 @click.option("--dataset", required=True, help="Dataset whose labels to write.")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable); default every task.")
@@ -39,16 +51,8 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
     """Write a dataset's labels in the format `calibrate import labels` reads."""
     with Session(ready_engine(settings)) as session:
         result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
-    if fmt == "jsonl":
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)
-    else:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(result.fields)
-        for row in result.rows:
-            writer.writerow([csv_report.neutralise(json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name))
-                             for name in result.fields])
-        text = buffer.getvalue()
+    text = _text(fmt, result.fields, result.rows, lambda row, name: csv_report.neutralise(
+        json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name)))
     write_output(text, output, f"{len(result.rows)} labels")
     click.echo(result.summary(), err=True)
 
@@ -63,17 +67,9 @@ def export_samples_command(settings: Settings, dataset: str, split: str | None, 
     """Write a dataset's samples with their current claims and claim source, in the format `calibrate import samples` reads."""
     with Session(ready_engine(settings)) as session:
         result = samples_export.export_samples(session, dataset, split=split)
-    if fmt == "jsonl":
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in result.rows)
-    else:
-        # Cells as they are (no formula prefix): the file is for `calibrate import samples`, which
-        # must read back exactly what was written; JSON-valued fields are JSON text.
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(result.fields)
-        for row in result.rows:
-            writer.writerow(["" if name not in row else json.dumps(row[name], ensure_ascii=False)
-                             if name in samples_export.STRUCTURED else str(row[name]) for name in result.fields])
-        text = buffer.getvalue()
+    # CSV cells as they are (no formula prefix): the file is for `calibrate import samples`, which
+    # must read back exactly what was written; JSON-valued fields are JSON text.
+    text = _text(fmt, result.fields, result.rows, lambda row, name: "" if name not in row else json.dumps(
+        row[name], ensure_ascii=False) if name in samples_export.STRUCTURED else str(row[name]))
     write_output(text, output, f"{len(result.rows)} samples")
     click.echo(result.summary(), err=True)

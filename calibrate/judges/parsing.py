@@ -64,14 +64,7 @@ def parse_claims(text: str) -> Parsed:
             return Parsed(None, "unparsed", error=f"JSON without \"claims\" (keys: {', '.join(map(str, obj)) or 'none'})")
         claims = obj[key]
     else:
-        for candidate in (text, *FENCE_RE.findall(text)):
-            try:
-                value = json.loads(candidate.strip())
-            except ValueError:
-                continue
-            if isinstance(value, list):
-                claims = value
-                break
+        claims = _whole_json(text, list)
         if claims is None:
             return Parsed(None, "unparsed", error='no JSON object with "claims" in the answer')
     if isinstance(claims, list):
@@ -86,15 +79,23 @@ def parse_claims(text: str) -> Parsed:
     return Parsed(value, "ok", f"{n} claim{'s' * (n != 1)}")
 
 
-def json_object(text: str) -> dict | None:
-    """Return the JSON object in an answer (the whole text, a fenced block, or one embedded in prose), else None."""
+def _whole_json(text: str, kind: type) -> Any:
+    """Return the first JSON value of `kind` that is the whole answer or a whole ``` fenced block, else None."""
     for candidate in (text, *FENCE_RE.findall(text)):
         try:
             value = json.loads(candidate.strip())
         except ValueError:
             continue
-        if isinstance(value, dict):
+        if isinstance(value, kind):
             return value
+    return None
+
+
+def json_object(text: str) -> dict | None:
+    """Return the JSON object in an answer (the whole text, a fenced block, or one embedded in prose), else None."""
+    value = _whole_json(text, dict)
+    if value is not None:
+        return value
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:

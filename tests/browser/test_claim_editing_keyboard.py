@@ -49,6 +49,8 @@ def test_split_merge_and_undo_a_claim_by_keyboard(page, live_server, session, ma
     expect(page.locator("#claims .claim-row").first.locator(".cell")).to_have_class(re.compile("focused"))
     page.keyboard.press("Shift+M")
     expect(claims).to_have_text(["Tome 0,4 mg al día y hasta la semana 12.", "Gracias."])
+    # The page was drawn again: its script is running once it has put the focus on the claim.
+    expect(page.locator("#claims .claim-row .cell.focused")).to_have_count(1)
     session.commit()  # a new read transaction: it sees the merge
     assert [e.action for e in session.exec(select(ClaimEdit).order_by(ClaimEdit.id))] == ["split", "merge"]
 
@@ -56,6 +58,7 @@ def test_split_merge_and_undo_a_claim_by_keyboard(page, live_server, session, ma
     page.keyboard.press("u")
     expect(claims).to_have_text(["Tome 0,4 mg al día", "y hasta la semana 12.", "Gracias."])
     expect(page.locator(".flash")).to_contain_text("Undone: the merge of claim 1 and claim 2")
+    expect(page.locator("#claims .claim-row .cell.focused")).to_have_count(1)
     page.keyboard.press("u")
     expect(claims).to_have_text(["Tome 0,4 mg al día y hasta la semana 12.", "Gracias."])
     assert _active(session, sample.id) == original
@@ -74,6 +77,7 @@ def test_escape_leaves_the_editor_without_a_change_and_a_text_edit_saves(page, l
     session.add(assignment)
     session.commit()
     page.goto(f"{live_server}/annotate/{assignment.id}")
+    expect(page.locator("#claims .claim-row .cell.focused")).to_have_count(1)
     page.keyboard.press("j")  # the second claim
     page.keyboard.press("Shift+T")
     editor = page.locator("#claims .claim-row").nth(1).locator("textarea[data-claim-editor]")

@@ -355,8 +355,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--labels", default="supported,unsupported")
+    parser.add_argument("--claims", action="store_true", help="also answer claim extraction requests")
     args = parser.parse_args()
-    server = FakeLLM(latency=args.latency, port=args.port, labels=args.labels.split(","))
+    server = FakeLLM(latency=args.latency, port=args.port, labels=args.labels.split(","), claims=args.claims)
     server.keep_requests = False
     server.start()
     print(server.port, flush=True)
