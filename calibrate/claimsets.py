@@ -35,7 +35,7 @@ from calibrate.ingest.claims import ClaimSpan
 from calibrate.models import EDITED, EXPERT, IMPORT, SEGMENTER, Claim, ClaimEdit, Dataset, Label, LabelRevision, Sample, utcnow
 
 __all__ = ["EDITED", "EXPERT", "IMPORT", "SEGMENTER", "Replaced", "active_claims", "base_source", "edited",
-           "expert_changes", "flag_stale", "labelled_samples", "replace_claims", "source_counts", "verbatim_spans"]
+           "expert_changes", "expert_work", "flag_stale", "labelled_samples", "replace_claims", "source_counts", "verbatim_spans"]
 
 
 def base_source(source: str) -> str:
@@ -87,6 +87,17 @@ def labelled_samples(session: Session, sample_ids: Iterable[int]) -> dict[int, i
             .where(Label.sample_id.in_(ids[start:start + 500]), col(Label.stale).is_(False), col(Claim.active).is_(True))
             .group_by(Label.sample_id)).all()
         out.update({sample_id: n for sample_id, n in rows})
+    return out
+
+
+def expert_work(session: Session, sample_ids: Iterable[int]) -> set[int]:
+    """Return the samples whose claims carry expert work: a current label on an active claim, or an
+    expert's correction (claim source "…+edited")."""
+    ids = sorted(set(sample_ids))
+    out = set(labelled_samples(session, ids))
+    for start in range(0, len(ids), 500):
+        rows = session.execute(sa_select(Sample.id, Sample.claim_source).where(Sample.id.in_(ids[start:start + 500]))).all()
+        out |= {sid for sid, source in rows if source.endswith(EDITED)}
     return out
 
 

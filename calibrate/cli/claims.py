@@ -39,7 +39,7 @@ def claims_group() -> None:
 @click.option("--concurrency", type=click.IntRange(min=1, max=512), default=8, show_default=True, help="Calls in flight at most.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N answers.")
 @click.option("--force", is_flag=True,
-              help="Also re-extract answers whose claims carry expert labels (those labels are flagged stale).")
+              help="Also re-extract answers whose claims carry expert labels or corrections (those labels are flagged stale).")
 @db_option
 def claims_extract_command(settings: Settings, dataset: str, prompt_ref: str, backend: str, base_url: str | None,
                            model: str | None, api_key_env: str | None, concurrency: int, limit: int | None,

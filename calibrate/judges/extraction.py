@@ -31,14 +31,14 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
-from calibrate.claimsets import base_source, labelled_samples, replace_claims, verbatim_spans
+from calibrate.claimsets import base_source, expert_work, replace_claims, verbatim_spans
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.items import Scope, Target, fewshot_keys, select_targets
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import EXTRACTION, Claim, Dataset, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
 from calibrate.tasks import is_extraction
 
-KEPT = "carry expert labels"  # why an eligible answer was left out without --force
+KEPT = "carry expert labels or corrections"  # why an answer was left out without --force
 
 
 def stale_reason(judge_name: str) -> str:
@@ -55,11 +55,16 @@ def check_task(task: Task, ref: str, *, extraction: bool) -> None:
 
 
 def eligible(session: Session, targets: list[Target], *, force: bool) -> tuple[list[Target], int]:
-    """Return the answers the extraction may change, and how many were left out for carrying expert labels."""
+    """Return the answers the extraction may change, and how many were left out for carrying expert work.
+
+    Expert work is a current label on one of the answer's claims, or a claim an expert split,
+    merged or edited (claim source "…+edited"): without --force neither is overwritten. An
+    answer already carrying this version's claims is kept here (`applied_keys` says it is done).
+    """
     if force:
         return targets, 0
-    labelled = labelled_samples(session, [t.sample_id for t in targets])
-    kept = [t for t in targets if t.sample_id not in labelled]
+    protected = expert_work(session, [t.sample_id for t in targets])
+    kept = [t for t in targets if t.sample_id not in protected]
     return kept, len(targets) - len(kept)
 
 
@@ -90,10 +95,10 @@ class Applier:
         ok = [o for o in outcomes if o.status == "ok" and o.value]
         if not ok:
             return
-        # Labels may have arrived since the run was prepared: checked again here, in the write lock.
-        labelled = {} if self.force else labelled_samples(session, [o.target.sample_id for o in ok])
+        # Labels or corrections may have arrived since the run was prepared: checked again here, in the write lock.
+        protected = set() if self.force else expert_work(session, [o.target.sample_id for o in ok])
         for outcome in ok:
-            if outcome.target.sample_id in labelled:
+            if outcome.target.sample_id in protected:
                 continue
             sample = session.get(Sample, outcome.target.sample_id)
             spans = verbatim_spans(sample.answer, json.loads(outcome.value))
@@ -111,7 +116,7 @@ class ExtractReport:
     extracted: int = 0  # answers whose claims are this version's now
     n_claims: int = 0  # their active claims
     no_span: int = 0  # of which not found verbatim in the answer
-    kept_labelled: int = 0  # left out: their claims carry expert labels (no --force)
+    kept_labelled: int = 0  # left out: their claims carry expert labels or corrections (no --force)
     failed: dict[str, list[str]] = field(default_factory=dict)  # unparsed | empty | error → sample ids
     not_done: int = 0  # no verdict yet (the run stopped)
     stale_labels: int = 0  # labels flagged stale by this version's re-extraction
@@ -138,7 +143,7 @@ class ExtractReport:
                f"({self.n_claims} claims, {self.no_span} not found verbatim in the answer)"]
         if self.kept_labelled:
             out.append(f"{self.kept_labelled} answer{'s' * (self.kept_labelled != 1)} kept {'their' if self.kept_labelled != 1 else 'its'} "
-                       f"claims: {KEPT} (--force re-extracts them and flags those labels stale)")
+                       f"claims: they {KEPT} (--force re-extracts them, flagging those labels stale)")
         if self.stale_labels:
             out.append(f"{self.stale_labels} label{'s' * (self.stale_labels != 1)} flagged stale ({stale_reason(self.judge)})")
         if self.failed:
@@ -190,7 +195,7 @@ def outcome_report(session: Session, judge: Judge, dataset: Dataset, targets: li
                                                                          col(Verdict.sample_id).in_(chunk))).all()})
         samples.update({sid: (ext, source) for sid, ext, source in session.exec(
             select(Sample.id, Sample.external_id, Sample.claim_source).where(col(Sample.id).in_(chunk))).all()})
-    labelled = set() if force else set(labelled_samples(session, sample_ids))
+    labelled = set() if force else expert_work(session, sample_ids)
     mine = []
     failed: dict[str, list[str]] = {}
     for sid in sample_ids:

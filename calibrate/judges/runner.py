@@ -99,7 +99,7 @@ class RunSpec:
     rerun: bool = False
     options: RunOptions = field(default_factory=RunOptions)
     # `calibrate claims extract`: the prompt must be a claim_extraction one (and only then may
-    # it be); `force` re-extracts answers whose claims carry expert labels.
+    # it be); `force` re-extracts answers whose claims carry expert labels or corrections.
     extraction: bool = False
     force: bool = False
 
@@ -231,7 +231,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         targets, kept = _targets(session, dataset, task, version, scope, spec.force)
         if not targets and kept:
             raise NothingToDo(f"nothing to do: all {kept} answers in scope keep their claims, which {extraction.KEPT} "
-                              "(--force re-extracts them and flags those labels stale)")
+                              "(--force re-extracts them, flagging those labels stale)")
         if not targets:
             raise RunSetupError(f"no {task.target} of dataset {dataset.name} to judge for task {task.name} with these options")
         skipped: dict[str, int] = {}

@@ -193,7 +193,7 @@ def test_labelled_answers_keep_their_claims_unless_force_which_flags_the_labels_
     result = extract(runner, fake)
     assert result.exit_code == 0, result.output
     assert fake.stats()["requests"] == 2  # the labelled answer is not even asked
-    assert "1 answer kept its claims: carry expert labels (--force re-extracts them" in result.output
+    assert "1 answer kept its claims: they carry expert labels or corrections (--force re-extracts them" in result.output
     sample, after = claims_of(session, "folic")
     assert [c.id for c in after] == [c.id for c in before] and sample.claim_source == "segmenter"
     forced = extract(runner, fake, "--force")
@@ -328,3 +328,27 @@ def test_a_few_shot_example_is_an_answer_whose_claims_experts_corrected(runner, 
     assert fake.stats()["requests"] == 2
     sample, claims = claims_of(session, "folic")
     assert [c.text for c in claims] == corrected and sample.claim_source == "segmenter+edited"
+
+
+def test_an_answer_an_expert_corrected_keeps_its_claims_against_another_version(runner, session, engine, fake, dataset,
+                                                                              extractor):
+    from calibrate.accounts import add_user
+    from calibrate.annotation.claim_edits import merge_with_next
+
+    dataset([SAMPLES[0]])
+    assert extract(runner, fake).exit_code == 0
+    sample, claims = claims_of(session, "folic")
+    merge_with_next(session, sample, add_user(session, "ana", password="password-123"), claims[0].id)
+    session.commit()
+    corrected = [c.text for c in claims_of(session, "folic")[1]]
+    with write_session(engine) as s:
+        save_version(s, "ex2", task="claim_extraction", model="fake-model-2")
+    fake.reset()
+    kept = extract(runner, fake, prompt="ex2@1")
+    assert kept.exit_code == 0 and fake.stats()["requests"] == 0
+    assert "all 1 answers in scope keep their claims, which carry expert labels or corrections" in kept.output
+    assert [c.text for c in claims_of(session, "folic")[1]] == corrected
+    # The same version's rerun leaves it alone too: its claims are ex@1's, corrected.
+    assert "nothing to do" in extract(runner, fake).output and fake.stats()["requests"] == 0
+    forced = extract(runner, fake, "--force", prompt="ex2@1")
+    assert forced.exit_code == 0 and claims_of(session, "folic")[0].claim_source == "ex2@1"
