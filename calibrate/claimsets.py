@@ -11,7 +11,7 @@ and every claim its `origin` (the same names, or `expert` for a claim an expert'
 Reports, judge runs and exports say which claim sets they used by counting samples per source
 (`source_counts`).
 
-`replace_claims` is the one way a method's claims replace a sample's: unchanged claims (same
+`replace_claim_sets` is the one way a method's claims replace samples': unchanged claims (same
 index and text) stay, with their labels; the others are retired (`active = false`, never
 deleted) and the labels on them flagged stale with a reason and a LabelRevision, so they stay
 in the history and the report counts them. `expert_changes` is the measure of an extractor's
@@ -24,18 +24,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate.ingest.claims import ClaimSpan
 from calibrate.models import EDITED, EXPERT, IMPORT, SEGMENTER, Claim, ClaimEdit, Dataset, Label, LabelRevision, Sample, utcnow
 
-__all__ = ["EDITED", "EXPERT", "IMPORT", "SEGMENTER", "Replaced", "active_claims", "base_source", "edited",
-           "expert_changes", "expert_work", "flag_stale", "labelled_samples", "replace_claims", "source_counts", "verbatim_spans"]
+__all__ = ["EDITED", "EXPERT", "IMPORT", "SEGMENTER", "active_claims", "base_source", "edited",
+           "expert_changes", "expert_work", "flag_stale", "labelled_samples", "replace_claim_sets", "replace_claims",
+           "source_counts", "verbatim_spans"]
 
 
 def base_source(source: str) -> str:
@@ -116,49 +116,64 @@ def flag_stale(session: Session, claim_ids: Sequence[int], reason: str, *, user_
     return [label.id for label in labels]
 
 
-@dataclass
-class Replaced:
-    """What `replace_claims` did to one sample."""
+_CLAIMS, _SAMPLES = Claim.__table__, Sample.__table__
+CHUNK = 500  # ids per IN (…): SQLite limits bound parameters
 
-    kept: int = 0
-    retired: list[int] = field(default_factory=list)
-    added: list[Claim] = field(default_factory=list)
-    stale_labels: list[int] = field(default_factory=list)
+
+def replace_claim_sets(session: Session, changes: dict[int, Sequence[ClaimSpan]], *, source: str, origin: str,
+                       reason: str, user_id: int | None = None) -> list[int]:
+    """Make each sample's `spans` its active claims (claims made by `origin`), the sets' source `source`.
+
+    `changes`: sample id → its new claims with spans. A claim whose index and text are unchanged
+    stays (its span and origin follow the new set, its labels stay valid); the others are
+    retired and their labels flagged stale with `reason`. Returns the ids of those labels.
+    Core statements, a handful per call whatever the number of samples (an extraction run's
+    writer applies a batch at a time).
+    """
+    ids = sorted(changes)
+    if not ids:
+        return []
+    old: dict[int, dict[int, Any]] = {}
+    for start in range(0, len(ids), CHUNK):
+        rows = session.execute(sa_select(_CLAIMS.c.id, _CLAIMS.c.sample_id, _CLAIMS.c.index, _CLAIMS.c.text)
+                               .where(_CLAIMS.c.sample_id.in_(ids[start:start + CHUNK]), _CLAIMS.c.active.is_(True))).all()
+        for row in rows:
+            old.setdefault(row.sample_id, {})[row.index] = row
+    retired: list[int] = []
+    kept: list[dict[str, Any]] = []
+    added: list[dict[str, Any]] = []
+    for sample_id in ids:
+        current = old.get(sample_id, {})
+        for index, span in enumerate(changes[sample_id]):
+            row = current.pop(index, None)
+            if row is not None and row.text == span.text:
+                kept.append({"b_id": row.id, "b_start": span.start, "b_end": span.end, "b_origin": origin})
+                continue
+            if row is not None:
+                retired.append(row.id)
+            added.append({"sample_id": sample_id, "index": index, "text": span.text, "start": span.start, "end": span.end,
+                          "active": True, "origin": origin})
+        retired += [row.id for row in current.values()]
+    for start in range(0, len(retired), CHUNK):
+        session.execute(update(_CLAIMS).where(_CLAIMS.c.id.in_(retired[start:start + CHUNK])).values(active=False))
+    if kept:
+        session.execute(update(_CLAIMS).where(_CLAIMS.c.id == bindparam("b_id"))
+                        .values(start=bindparam("b_start"), end=bindparam("b_end"), origin=bindparam("b_origin")), kept)
+    if added:
+        session.execute(insert(_CLAIMS), added)
+    now = utcnow()
+    for start in range(0, len(ids), CHUNK):
+        session.execute(update(_SAMPLES).where(_SAMPLES.c.id.in_(ids[start:start + CHUNK]))
+                        .values(claim_source=source, updated_at=now))
+    return flag_stale(session, retired, reason, user_id=user_id)
 
 
 def replace_claims(session: Session, sample: Sample, spans: Sequence[ClaimSpan], *, source: str, origin: str,
-                   reason: str, user_id: int | None = None) -> Replaced:
-    """Make `spans` the sample's active claims (claims made by `origin`), the set's source `source`.
-
-    A claim whose index and text are unchanged stays (its span and origin follow the new set,
-    its labels stay valid); the others are retired and their labels flagged stale with `reason`.
-    """
-    old = {claim.index: claim for claim in active_claims(session, sample.id)}
-    out = Replaced()
-    for index, span in enumerate(spans):
-        claim = old.pop(index, None)
-        if claim is not None and claim.text == span.text:
-            claim.start, claim.end, claim.origin = span.start, span.end, origin
-            session.add(claim)
-            out.kept += 1
-            continue
-        if claim is not None:
-            claim.active = False
-            session.add(claim)
-            out.retired.append(claim.id)
-        new = Claim(sample_id=sample.id, index=index, text=span.text, start=span.start, end=span.end, origin=origin)
-        session.add(new)
-        out.added.append(new)
-    for claim in old.values():
-        claim.active = False
-        session.add(claim)
-        out.retired.append(claim.id)
-    session.flush()
-    out.stale_labels = flag_stale(session, out.retired, reason, user_id=user_id)
-    sample.claim_source, sample.updated_at = source, utcnow()
-    session.add(sample)
-    session.flush()
-    return out
+                   reason: str, user_id: int | None = None) -> list[int]:
+    """Make `spans` one sample's active claims (`replace_claim_sets` for one sample); return the labels made stale."""
+    stale = replace_claim_sets(session, {sample.id: spans}, source=source, origin=origin, reason=reason, user_id=user_id)
+    session.expire(sample)  # the Core UPDATE changed its claim source
+    return stale
 
 
 def source_counts(session: Session, sample_ids: Iterable[int] | None = None, *, dataset: Dataset | None = None) -> dict[str, int]:

@@ -10,7 +10,7 @@ run (runner.py on execution.py: backends, cache, retries, budgets, resume); what
                         sample's claims are its claims (source NAME@V, or NAME@V+edited)
     Applier             the apply step the run's writer calls in the same transaction as it
                         stores the verdicts: the claims replace the sample's active claims
-                        (calibrate.claimsets.replace_claims), so a verdict and its claims are
+                        (calibrate.claimsets.replace_claim_sets), so a verdict and its claims are
                         committed together and a kill -9 never leaves one without the other
     outcome_report(...) the summary `calibrate claims extract` and the dataset page print,
                         read from the database (the same after a resume)
@@ -31,7 +31,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
-from calibrate.claimsets import base_source, expert_work, replace_claims, verbatim_spans
+from calibrate.claimsets import base_source, expert_work, replace_claim_sets, verbatim_spans
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.items import Scope, Target, fewshot_keys, select_targets
 from calibrate.judges.versions import judge_name, resolve_version
@@ -97,13 +97,10 @@ class Applier:
             return
         # Labels or corrections may have arrived since the run was prepared: checked again here, in the write lock.
         protected = set() if self.force else expert_work(session, [o.target.sample_id for o in ok])
-        for outcome in ok:
-            if outcome.target.sample_id in protected:
-                continue
-            sample = session.get(Sample, outcome.target.sample_id)
-            spans = verbatim_spans(sample.answer, json.loads(outcome.value))
-            replace_claims(session, sample, spans, source=self.judge_name, origin=self.judge_name,
-                           reason=stale_reason(self.judge_name))
+        todo = {o.target.sample_id: o.value for o in ok if o.target.sample_id not in protected}
+        answers = dict(session.execute(sa_select(Sample.id, Sample.answer).where(col(Sample.id).in_(list(todo)))).all()) if todo else {}
+        changes = {sid: verbatim_spans(answers[sid], json.loads(value)) for sid, value in todo.items()}
+        replace_claim_sets(session, changes, source=self.judge_name, origin=self.judge_name, reason=stale_reason(self.judge_name))
 
 
 @dataclass
