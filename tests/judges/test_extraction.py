@@ -212,6 +212,15 @@ def test_labelled_answers_keep_their_claims_unless_force_which_flags_the_labels_
     data = json.loads(report.output)
     assert data["tasks"]["claim_support"]["n_stale"] == 1
     assert data["tasks"]["claim_support"]["claim_sources"] == {"ex@1": 1}
+    assert data["claim_sets"]["sources"] == {"ex@1": 3}
+    markdown = runner.invoke(["report", "--dataset", "d", "--format", "md"]).output
+    assert "Claim sets: ex@1: 1 answer." in markdown and "stale labels 1" in markdown
+    from bs4 import BeautifulSoup
+
+    html = BeautifulSoup(runner.invoke(["report", "--dataset", "d", "--format", "html"]).output, "html.parser")
+    # Every label of the section is stale: it has no data, and says how many and on which claim sets.
+    assert html.select_one("#task-claim_support .no-data-stale").get_text() == "Stale labels: 1 (kept in the history, left out)."
+    assert html.select_one("#task-claim_support .no-data-claim-sources").get_text() == "Claim sets: ex@1: 1 answer."
 
 
 def test_bad_input_is_one_line_and_exit_2(runner, fake, dataset, extractor, engine):

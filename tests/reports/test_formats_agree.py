@@ -60,3 +60,17 @@ def test_reports_package_never_imports_flask():
         for node in ast.walk(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n == "flask" or n.startswith("flask.") or n.startswith("calibrate.views") for n in names), path
+
+
+def test_claim_sets_and_stale_counts_agree_across_formats(full_report):
+    parsed = json.loads(render(full_report, "json"))
+    sources = parsed["tasks"]["claim_support"]["claim_sources"]
+    assert sources and sum(sources.values()) > 0 and parsed["rag"]["faithfulness"]["claim_sources"] == sources
+    text = "; ".join(f"{source}: {n} answer{'s' * (n != 1)}" for source, n in sources.items())
+    page = BeautifulSoup(render(full_report, "html"), "html.parser")
+    assert page.select_one("section.task[data-task=claim_support] tr[data-count=claim_sources] td").get_text() == text
+    stale = page.select_one("section.task[data-task=claim_support] tr[data-count=n_stale] td").get_text()
+    assert stale == str(parsed["tasks"]["claim_support"]["n_stale"])
+    md = render(full_report, "md")
+    assert f"Claim sets: {text}." in md and f"claim sets: {text}" in md  # the task section and the RAG note
+    assert set(parsed["claim_sets"]) == {"sources", "expert_changes"}
