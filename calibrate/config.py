@@ -23,6 +23,9 @@ IMPORT_MAX_ERRORS = 50
 IMPORT_MAX_FIELD_CHARS = 1_000_000
 # Statistics defaults (the report and gate take these unless told otherwise).
 THRESHOLD = 0.75
+# The decision rule: False decides `passed` on the estimate (rule `point`), True on the CI's lower
+# bound (rule `ci_lower`, what `--ci-lower` asks for); the dashboard, the test split and the gate use it.
+CI_LOWER = False
 BOOTSTRAP = 2000
 CONFIDENCE = 0.95
 SEED = 0

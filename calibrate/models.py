@@ -371,5 +371,11 @@ class TestEvaluation(SQLModel, table=True):
     ci_high: float | None = Field(default=None)
     n: int = Field(default=0)
     passed: bool | None = Field(default=None)
+    # The three-state decision of that look (pass, fail, undecided; calibration/decision.py), under which rule and
+    # threshold: kept with the look, so a later change of the threshold does not rewrite what was seen. NULL on
+    # looks recorded before revision 0005.
+    decision: str | None = Field(default=None, max_length=10)
+    rule: str | None = Field(default=None, max_length=10)
+    threshold: float | None = Field(default=None)
     user_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow)

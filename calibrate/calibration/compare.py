@@ -35,6 +35,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
 from calibrate import lookup, stats
+from calibrate.calibration.decision import decide, rule_of
 from calibrate.calibration.frames import (
     adjudication_order,
     fewshot_keys,
@@ -170,8 +171,12 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         ka = stats.cohen_kappa(common["gold"].tolist(), common["a"].tolist(), labels=labels)
         kb = stats.cohen_kappa(common["gold"].tolist(), common["b"].tolist(), labels=labels)
         out["metric"] = "cohen_kappa"
-        out["a"] = _est(ka, ("value", "status", "note"))
-        out["b"] = _est(kb, ("value", "status", "note"))
+        if ka.status == "ok":
+            ka = stats.cluster_bootstrap_kappa(gold, a, clusters, n_labels=len(labels), **boot)
+        if kb.status == "ok":
+            kb = stats.cluster_bootstrap_kappa(gold, b, clusters, n_labels=len(labels), **boot)
+        out["a"] = _decided(ka, options)
+        out["b"] = _decided(kb, options)
         diff = stats.paired_cluster_bootstrap_diff((gold, b), (gold, a), clusters, statistic="kappa", n_labels=len(labels), **boot) \
             if len(common) else Estimate.no_data("no common targets")
         right_a, right_b = a == gold, b == gold
@@ -185,8 +190,13 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         gold, a, b = (common[c].astype(float).to_numpy() for c in ("gold", "a", "b"))
         ra, rb = stats.spearman_rho(gold, a), stats.spearman_rho(gold, b)
         out["metric"] = "spearman_rho"
-        out["a"] = _est(ra, ("value", "status", "note"))
-        out["b"] = _est(rb, ("value", "status", "note"))
+        corr_boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, ci_method=options.ci_method, seed=options.seed)
+        if ra.status == "ok":
+            ra = stats.cluster_bootstrap_corr(gold, a, clusters, method="spearman", **corr_boot)
+        if rb.status == "ok":
+            rb = stats.cluster_bootstrap_corr(gold, b, clusters, method="spearman", **corr_boot)
+        out["a"] = _decided(ra, options)
+        out["b"] = _decided(rb, options)
         diff = stats.paired_cluster_bootstrap_diff((gold, b), (gold, a), clusters, statistic="spearman", **boot) \
             if len(common) else Estimate.no_data("no common targets")
         errors = pd.DataFrame({"sample_id": common["sample_id"], "ea": np.abs(a - gold), "eb": np.abs(b - gold)})
@@ -204,6 +214,7 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         out["mcnemar"] = {"b01": None, "b10": None, "p_value": None, "status": "not_applicable", "note": "score task: see ttest and wilcoxon"}
     out["difference"] = {"value": diff.value, "ci": list(diff.ci) if diff.ci else None, "p_value": diff.p_value,
                          "status": diff.status, "note": diff.note, "direction": "b minus a"}
+    out["reconciliation"] = reconcile(out, 1 - options.confidence)
     fixed_rows, broken_rows = common[~right_a & right_b], common[right_a & ~right_b]
     fixed_rows, broken_rows = fixed_rows.head(MAX_FLIPS_LISTED), broken_rows.head(MAX_FLIPS_LISTED)
     readable = _readable_ids(session, task, pd.concat([fixed_rows, broken_rows]))
@@ -215,6 +226,79 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
     return out
 
 
+def _decided(est: Estimate, options: Options) -> dict:
+    """Return a judge's alignment on the common targets with its CI and its decision against the threshold."""
+    out = _est(est, ("value", "ci", "status", "note"))
+    decided = decide(est.value, est.ci, options.threshold, rule=rule_of(options.ci_lower))
+    return out | {"decision": decided.decision, "rule": decided.rule, "passed": decided.passed}
+
+
+def _excludes_zero(ci: list | None) -> bool | None:
+    return None if not ci or None in ci else (ci[0] > 0 or ci[1] < 0)
+
+
+def reconcile(section: dict, alpha: float) -> str | None:
+    """Return one sentence when the paired-bootstrap CI of B − A and the paired test point different ways, else None.
+
+    Categorical tasks: McNemar's exact test on per-target correctness. Scores: the paired t-test
+    on per-sample absolute error. They can disagree because they ask different things: the CI is
+    about the difference in κ (or ρ), the test about how many targets each judge got right (or
+    how close each came); with few discordant targets a κ gain can look sure while the test
+    cannot tell it from chance, and the other way round.
+    """
+    diff = section.get("difference") or {}
+    excludes = _excludes_zero(diff.get("ci"))
+    if section.get("metric") == "cohen_kappa":
+        test = section.get("mcnemar") or {}
+        name = "McNemar's exact test"
+        detail = f"B fixed {test.get('b01')} targets and broke {test.get('b10')}"
+    else:
+        test = section.get("ttest") or {}
+        name = "the paired t-test on absolute error"
+        detail = f"t = {test.get('t'):.2f}" if isinstance(test.get("t"), float) else "on per-sample absolute error"
+    p = test.get("p_value")
+    if excludes is None or p is None:
+        return None
+    significant = p < alpha
+    p_text = "< 0.001" if p < 0.001 else f"{p:.3f}"
+    symbol = "κ" if section.get("metric") == "cohen_kappa" else "ρ"
+    if excludes and not significant:
+        change = "gain" if diff["ci"][0] > 0 else "loss"
+        return (f"The bootstrap CI of the difference excludes 0 but {name} is not significant (p = {p_text}; {detail}): "
+                f"the {change} rests on few discordant targets; treat it as unproven.")
+    if significant and not excludes:
+        return (f"{name[0].upper()}{name[1:]} is significant (p = {p_text}; {detail}) but the bootstrap CI of the difference "
+                f"in {symbol} includes 0: the judges differ target by target, but the change in {symbol} is not settled; "
+                "label more targets before crediting it.")
+    return None
+
+
+def changed_fields(session: Session, a: Judge, b: Judge) -> tuple[list[str] | None, str]:
+    """Return the fields that differ between two prompt-version judges, in the order template, system, model,
+    params, few_shots; None and a note when either judge is imported (it has no prompt version)."""
+    imported = [j.name for j in (a, b) if j.prompt_version_id is None]
+    if imported:
+        return None, (f"{' and '.join(imported)} {'is an imported judge' if len(imported) == 1 else 'are imported judges'} "
+                      "(no prompt version): what changed between the two is not known")
+    va, vb = session.get(PromptVersion, a.prompt_version_id), session.get(PromptVersion, b.prompt_version_id)
+    pairs = {"template": (va.template, vb.template), "system": (va.system or "", vb.system or ""),
+             "model": (va.model, vb.model), "params": (va.params or {}, vb.params or {}),
+             "few_shots": (_shots(session, va), _shots(session, vb))}
+    return [name for name, (x, y) in pairs.items() if x != y], ""
+
+
+def _shots(session: Session, version: PromptVersion) -> list[str]:
+    rows = session.exec(select(FewShot).where(FewShot.version_id == version.id).order_by(FewShot.order)).all()
+    return [f"{row.target_key} → {row.value}: {row.rationale}" for row in rows]
+
+
+def params_diff(a: dict | None, b: dict | None) -> list[dict]:
+    """Return the parameters that differ, key by key (sorted): `{key, a, b}`, `null` on the side that lacks the key."""
+    a, b = a or {}, b or {}
+    keys = sorted(set(a) | set(b), key=str)
+    return [{"key": key, "a": a.get(key), "b": b.get(key)} for key in keys if key not in a or key not in b or a[key] != b[key]]
+
+
 def version_diff(session: Session, a: Judge, b: Judge) -> dict[str, Any] | None:
     """Return the unified diff of two prompt-version judges' templates, system texts and few-shots."""
     if a.prompt_version_id is None or b.prompt_version_id is None:
@@ -222,8 +306,7 @@ def version_diff(session: Session, a: Judge, b: Judge) -> dict[str, Any] | None:
     va, vb = session.get(PromptVersion, a.prompt_version_id), session.get(PromptVersion, b.prompt_version_id)
 
     def shots(version: PromptVersion) -> list[str]:
-        rows = session.exec(select(FewShot).where(FewShot.version_id == version.id).order_by(FewShot.order)).all()
-        return [f"{row.target_key} → {row.value}: {row.rationale}" for row in rows]
+        return _shots(session, version)
 
     def diff(x: str, y: str, name: str) -> list[str]:
         return list(difflib.unified_diff(x.splitlines(), y.splitlines(), f"{a.name} {name}", f"{b.name} {name}", lineterm=""))
@@ -234,6 +317,7 @@ def version_diff(session: Session, a: Judge, b: Judge) -> dict[str, Any] | None:
         "few_shots": diff("\n".join(shots(va)), "\n".join(shots(vb)), "few-shots"),
         "model": [va.model, vb.model],
         "params": [va.params, vb.params],
+        "params_diff": params_diff(va.params, vb.params),
     }
 
 
@@ -259,7 +343,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
     where = f" in split {split}" if split else ""
     excluded = fewshot_keys(session, a) | fewshot_keys(session, b)
-    result: dict[str, Any] = {"dataset": dataset.name, "judge_a": a.name, "judge_b": b.name, "split": split, "tasks": {}}
+    result: dict[str, Any] = {"dataset": dataset.name, "judge_a": a.name, "judge_b": b.name, "split": split,
+                              "threshold": options.threshold, "rule": rule_of(options.ci_lower), "tasks": {}}
     missing = []
     for t in tasks:
         va, vb = _verdict_pair(session, dataset, t, a, b, split)
@@ -283,7 +368,10 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     result["task"] = primary
     # The primary task's numbers also sit at the top level: the documented JSON keys.
     result.update({k: v for k, v in result["tasks"][primary].items() if k in (
-        "common_n", "metric", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips", "tolerance")})
+        "common_n", "metric", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips", "tolerance", "reconciliation")})
+    result["changed"], note = changed_fields(session, a, b)
+    if note:
+        result["changed_note"] = note
     result["versions"] = version_diff(session, a, b)
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},

@@ -124,6 +124,20 @@ def sample_field_values(session: Session, dataset: Dataset, field_name: str) -> 
     raise CalibrationError(f"cannot group by {field_name!r}: use metadata.FIELD, split or feedback")
 
 
+METADATA_FIELDS_SCANNED = 5000
+
+
+def metadata_fields(session: Session, dataset: Dataset) -> list[str]:
+    """Return `metadata.KEY` for every metadata key of the dataset's first 5,000 samples, sorted (what a group-by offers).
+
+    Bounded so a page of a 10^6-sample dataset does not parse every sample's JSON; a key that only
+    later samples carry can still be asked for by name.
+    """
+    rows = session.execute(sa_select(Sample.meta).where(Sample.dataset_id == dataset.id).order_by(Sample.id)
+                           .limit(METADATA_FIELDS_SCANNED)).all()
+    return sorted({f"metadata.{key}" for (meta,) in rows if isinstance(meta, dict) for key in meta})
+
+
 def external_ids(session: Session, dataset: Dataset) -> dict[int, str]:
     return dict(session.execute(sa_select(Sample.id, Sample.external_id).where(Sample.dataset_id == dataset.id)).all())
 

@@ -21,7 +21,19 @@ from sqlmodel import Session, select
 from calibrate import lookup
 from calibrate.annotation.queue import set_status
 from calibrate.annotation.uncertainty import queue_mode
+from calibrate.calibration.alttest import (
+    DEFAULT_ALPHA,
+    DEFAULT_EPSILON,
+    DEFAULT_MIN_ITEMS,
+    alt_test_block,
+    alt_test_labels,
+    check_parameters,
+)
+from calibrate.calibration.calibrated import calibrated_task, calibrated_task_names
+from calibrate.calibration.common import score_versions
 from calibrate.calibration.compare import compare_judges
+from calibrate.calibration.decision import decide, labels_to_decide, rule_of
+from calibrate.calibration.frames import metadata_fields, sample_field_values, split_samples
 from calibrate.calibration.gold import (
     human_gold,
 )
@@ -30,6 +42,7 @@ from calibrate.calibration.rag import (
     DERIVED_GOLD,
 )
 from calibrate.calibration.report import (
+    alignment_frames,
     alignment_sections,
     build_report,
 )
@@ -45,7 +58,6 @@ from calibrate.judges.versions import (
     stored_examples,
 )
 from calibrate.models import (
-    EXTRACTION,
     Assignment,
     Claim,
     Context,
@@ -63,7 +75,7 @@ from calibrate.models import (
     Verdict,
     utcnow,
 )
-from calibrate.reports.summary import ceiling
+from calibrate.reports.summary import ceiling, decision_text
 
 DEFAULT_SPLIT = "dev"
 
@@ -84,6 +96,13 @@ class JudgeRow:
     n_unparsed: int = 0
     n_no_gold: int = 0
     passed: bool | None = None
+    decision: str | None = None  # pass, fail or undecided on the common targets (calibration/decision.py)
+    rule: str = "point"
+    labels_to_decide: dict | None = None  # for undecided: about how many more labelled targets would settle it
+    decision_text: str = ""  # the decision in one sentence (reports.summary.decision_text)
+    own: dict | None = None  # its figure on all its own targets (metric, value, n): secondary
+    per_group: list[dict] = field(default_factory=list)  # with group_by: each group's value and CI (common targets)
+    alt_test: dict | None = None  # the Alternative Annotator Test on the split (calibration/alttest.py)
     cost: float | None = None
     note: str = ""
     ran: bool = False  # the judge has verdicts for the task on the split
@@ -92,6 +111,14 @@ class JudgeRow:
     budget: dict | None = None  # the label budget for the board's CI half-width (calibration.label_budget)
     warnings: list[dict] = field(default_factory=list)  # self-preference (calibration.self_preference_warnings)
     test: object | None = None  # the latest TestEvaluation
+
+    @property
+    def own_differs(self) -> bool:
+        """Whether its own figure (all its own targets) says something else than the common one, at 3 decimals."""
+        if not self.own:
+            return False
+        text = [None if v is None else f"{v:.3f}" for v in (self.own.get("value"), self.value)]
+        return self.own.get("n") != self.n or text[0] != text[1]
 
 
 @dataclass
@@ -111,6 +138,14 @@ class Dashboard:
     budget_half_width: float = 0.05
     has_test: bool = False
     queue_mode: str = "sampled"  # the order annotators get the dataset's pending items in (annotation.uncertainty)
+    rule: str = "point"
+    common_targets: int = 0  # N: the targets every listed judge is scored on (calibration/common.py)
+    common_note: str = ""
+    n_fewshot_common: int = 0  # targets left out as a few-shot example of some listed judge
+    group_by: str | None = None
+    group_fields: list[str] = field(default_factory=list)  # metadata.FIELD names the group-by selector offers
+    epsilon: float = DEFAULT_EPSILON  # the alt-test's ε for the "could replace an expert?" column
+    input_errors: list[str] = field(default_factory=list)  # bad query parameters, said on the page (a 400)
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -145,20 +180,6 @@ def _costs(session: Session, dataset: Dataset) -> dict[int, float]:
     return {judge_id: float(total or 0.0) for judge_id, total in rows}
 
 
-def calibrated_task_names(session: Session) -> list[str]:
-    """Return the names of the tasks a judge is calibrated on (every task but the extraction)."""
-    return list(session.exec(select(Task.name).where(Task.kind != EXTRACTION).order_by(Task.id)).all())
-
-
-def calibrated_task(session: Session, name: str) -> Task:
-    """Return a task by name (NotFound), refusing claim_extraction: it has no agreement statistics."""
-    task = lookup.task(session, name)
-    if task.kind == EXTRACTION:
-        raise CalibrationError(f"task {task.name} extracts claims and is not calibrated against labels: its quality is "
-                               "how many claims experts changed (the dataset page)")
-    return task
-
-
 def _splits(session: Session, dataset: Dataset) -> list[str]:
     values = session.exec(select(Sample.split).where(Sample.dataset_id == dataset.id, Sample.split.is_not(None)).distinct()).all()
     order = {"train": 0, "dev": 1, "test": 2}
@@ -174,19 +195,30 @@ def _n_labelled(session: Session, dataset: Dataset, task: Task, split: str | Non
 
 
 def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support", split: str | None = DEFAULT_SPLIT,
-              options: Options | None = None) -> Dashboard:
-    """Return every judge of `task` on the dataset with its alignment on `split` (None: every sample).
+              options: Options | None = None, group_by: str | None = None, epsilon: float = DEFAULT_EPSILON) -> Dashboard:
+    """Return every judge of `task` on the dataset with its alignment on `split` (None: every sample), every judge
+    scored on the targets common to all of them (calibration/common.py), with its own figure beside.
 
-    Raises NotFound for an unknown dataset or task; a split without labels or a
-    dataset without judges gives a dashboard whose `message` says what is missing.
+    `group_by` (metadata.FIELD) adds each group's value and CI to every row; `epsilon` is the
+    alt-test's margin for the "could replace an expert?" column. Raises NotFound for an unknown
+    dataset or task, CalibrationError for ε outside (0, 1) or an unknown group-by field; a split
+    without labels or a dataset without judges gives a dashboard whose `message` says what is missing.
     """
     base = options or Options()
     dataset = lookup.dataset(session, dataset_name)
     task_row = calibrated_task(session, task)
+    input_errors = []
+    try:
+        check_parameters(epsilon, DEFAULT_ALPHA, None, DEFAULT_MIN_ITEMS)
+    except CalibrationError as exc:  # said on the page; the column uses the default
+        input_errors.append(f"{exc}; the default {DEFAULT_EPSILON} is used")
+        epsilon = DEFAULT_EPSILON
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
-                      budget_half_width=base.budget_half_width,
-                      splits=_splits(session, dataset),
+                      budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower), group_by=group_by or None,
+                      epsilon=epsilon, splits=_splits(session, dataset),
                       tasks=calibrated_task_names(session))
+    board.group_fields = metadata_fields(session, dataset)
+    board.input_errors = input_errors
     board.has_test = TEST_SPLIT in board.splits
     board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
@@ -210,13 +242,25 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     costs = _costs(session, dataset)
     triaged = triage_counts(session, dataset, task_row)
     judges = _judges(session, dataset, task_row)
-    sections = alignment_sections(session, dataset.name, task_row.name, [j.name for j, _, _ in judges if j is not None], options=opts)
+    names = [j.name for j, _, _ in judges if j is not None]
+    groups = None
+    if group_by:
+        try:
+            groups = sample_field_values(session, dataset, group_by)
+        except CalibrationError as exc:  # an unknown field: said on the page, the rows without groups
+            board.input_errors.append(str(exc))
+            board.group_by = None
+    frames = alignment_frames(session, dataset.name, task_row.name, names, options=opts)
+    scores = score_versions(session, dataset.name, task_row.name, names, options=opts, groups=groups, frames=frames)
+    board.common_targets, board.common_note, board.n_fewshot_common = scores.common_targets, scores.note, scores.n_fewshot
+    in_split = split_samples(session, dataset, split) if split else None
+    expert_labels = alt_test_labels(session, dataset, task_row, in_split)
     for judge, prompt, version in judges:
         row = JudgeRow(judge=judge.name if judge else f"{prompt.name}@{version.number}",
                        kind="prompt" if version is not None else judge.kind,
                        prompt=prompt.name if prompt else None, version=version.number if version else None)
         board.rows.append(row)
-        section = sections.get(judge.name) if judge is not None else None
+        section = scores.common.get(judge.name) if judge is not None else None
         if judge is None:
             row.note = f"no run of this version on {dataset.name}"
             continue
@@ -232,10 +276,17 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.value = alignment.get("value")
         ci = alignment.get("ci")
         row.ci = (ci[0], ci[1]) if ci and None not in ci else None
-        row.n, row.n_fewshot = int(section.get("n") or 0), int(section.get("n_fewshot") or 0)
-        row.n_unparsed, row.n_no_gold = int(section.get("n_unparsed") or 0), int(section.get("n_no_gold") or 0)
-        row.passed = section.get("passed")
+        row.own = scores.own.get(judge.name)
+        row.n, row.n_fewshot = int(section.get("n") or 0), int((row.own or {}).get("n_fewshot") or 0)
+        row.n_unparsed, row.n_no_gold = int(section.get("n_unparsed") or 0), int((row.own or {}).get("n_no_gold") or 0)
+        row.passed, row.decision, row.rule = section.get("passed"), section.get("decision"), section.get("rule") or board.rule
+        row.labels_to_decide = section.get("labels_to_decide")
+        row.decision_text = decision_text(row.decision or "undefined", row.rule, row.metric, row.value, row.ci, board.threshold,
+                                          row.passed, row.labels_to_decide, note=(section.get(row.metric) or {}).get("note") or "")
         row.budget = section.get("budget")
+        row.per_group = section.get("per_group") or []
+        row.alt_test = alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name), frames.fewshot.get(judge.name, set()),
+                                      epsilon=board.epsilon)
         row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
@@ -541,10 +592,64 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
     ci = alignment.get("ci") or (None, None)
     row = TestEvaluation(dataset_id=dataset.id, judge_id=judge.id, task_id=task_row.id, metric=alignment.get("metric") or "",
                          value=alignment.get("value"), ci_low=ci[0], ci_high=ci[1], n=int(section.get("n") or 0),
-                         passed=section.get("passed"), user_id=user.id if user is not None else None)
+                         passed=section.get("passed"), decision=section.get("decision"), rule=section.get("rule"),
+                         threshold=opts.threshold, user_id=user.id if user is not None else None)
     session.add(row)
     session.flush()
     return row
+
+
+def look_text(row: TestEvaluation) -> str:
+    """Return a recorded look at the test split in words, with its three-state decision (reports.summary.decision_text).
+
+    Looks recorded before the decision was kept (revision 0005) say passed or not passed only.
+    """
+    ci = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
+    if row.decision is None or row.threshold is None:
+        value = "undefined" if row.value is None else f"{row.value:.3f}"
+        return f"{row.metric} {value}, {'passed' if row.passed else 'not passed' if row.passed is False else 'no decision'}"
+    decided = decide(row.value, ci, row.threshold, rule=row.rule or "point")
+    to_decide = labels_to_decide(decided, row.n, row.value, ci, row.threshold)
+    return decision_text(row.decision, row.rule or "point", row.metric, row.value, ci, row.threshold, row.passed, to_decide)
+
+
+@dataclass
+class TestLookPreview:
+    """What the confirmation before a look at the test split says: how many looks were made, and what one costs."""
+
+    __test__ = False  # not a pytest class
+    dataset: str
+    judge: str
+    task: str
+    judge_looks: int  # this judge's looks at the test split of this dataset and task
+    all_looks: int  # every judge's
+    n_test_samples: int
+    last: TestEvaluation | None
+    has_verdicts: bool
+    message: str = ""  # why the look cannot be made (no test split, no verdicts there)
+
+
+def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support") -> TestLookPreview:
+    """Return what to say before a look at the test split is recorded (nothing is computed or recorded here)."""
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name)
+    task_row = calibrated_task(session, task)
+    looks = test_looks(session, dataset, task_row)
+    mine, last = looks.get(judge.id, (0, None))
+    n_test = int(session.exec(select(func.count()).select_from(Sample)
+                              .where(Sample.dataset_id == dataset.id, Sample.split == TEST_SPLIT)).one())
+    has = session.exec(select(Verdict.id).join(Sample, Sample.id == Verdict.sample_id)
+                       .where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Sample.dataset_id == dataset.id,
+                              Sample.split == TEST_SPLIT).limit(1)).first() is not None
+    preview = TestLookPreview(dataset.name, judge.name, task_row.name, mine, sum(c for c, _ in looks.values()), n_test, last, has)
+    if n_test == 0:
+        preview.message = f"{dataset.name} has no test split (splits: {', '.join(_splits(session, dataset)) or 'none'})"
+    elif not has:
+        preview.message = f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first"
+    return preview
+
+
+test_look_preview.__test__ = False  # not a pytest test
 
 
 def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:
@@ -567,8 +672,9 @@ test_looks.__test__ = False  # not a pytest test
 
 def versions_section(session: Session, dataset_name: str, judge_name: str, *, options: Options | None = None) -> dict | None:
     """Return the `versions` section of a prompt-version judge's report: every version of its prompt with its
-    alignment and CI on the report's split, what changed from the version before, and `compare_judges` of the
-    latest two versions that ran, on the same split. None for an imported judge."""
+    alignment, CI and decision on the report's split — every version that ran scored on the targets common to all
+    of them (calibration/common.py), its own figure beside —, what changed from the version before, and
+    `compare_judges` of the latest two versions that ran, on the same split. None for an imported judge."""
 
     options = options or Options()
     judge = lookup.judge(session, judge_name)
@@ -579,22 +685,27 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
     versions = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id).order_by(PromptVersion.number)).all()
     judges = {j.prompt_version_id: j for j in session.exec(
         select(Judge).where(Judge.prompt_version_id.in_([v.id for v in versions]))).all()}
-    sections = alignment_sections(session, dataset_name, task.name, [judges[v.id].name for v in versions if v.id in judges],
-                                  options=Options(**{**options.__dict__, "group_by": None}))
+    scores = score_versions(session, dataset_name, task.name, [judges[v.id].name for v in versions if v.id in judges],
+                            options=Options(**{**options.__dict__, "group_by": None}))
     rows, previous = [], None
     for version in versions:
         judge_row = judges.get(version.id)
-        section = sections.get(judge_row.name) if judge_row else None
+        section = scores.common.get(judge_row.name) if judge_row else None
+        own = scores.own.get(judge_row.name) if judge_row else None
         alignment = (section or {}).get("alignment") or {}
         rows.append({
             "judge": f"{prompt.name}@{version.number}", "number": version.number, "note": version.note,
             "changed": diff_versions(session, prompt, previous, version).changed if previous else [],
             "value": alignment.get("value"), "ci": alignment.get("ci"), "n": (section or {}).get("n"),
-            "n_fewshot": (section or {}).get("n_fewshot"), "passed": (section or {}).get("passed"),
+            "n_unparsed": (section or {}).get("n_unparsed"), "n_fewshot": (own or {}).get("n_fewshot"),
+            "passed": (section or {}).get("passed"), "decision": (section or {}).get("decision"),
+            "rule": (section or {}).get("rule"), "labels_to_decide": (section or {}).get("labels_to_decide"),
+            "own": {k: own[k] for k in ("value", "n")} if own else None,
             "status": "ok" if section else "no verdicts on this dataset" + (f" in split {options.split}" if options.split else ""),
         })
         previous = version
-    out: dict = {"prompt": prompt.name, "task": task.name, "versions": rows, "comparison": None}
+    out: dict = {"prompt": prompt.name, "task": task.name, "common_targets": scores.common_targets,
+                 "common_note": scores.note, "versions": rows, "comparison": None}
     ran = [r["judge"] for r in rows if r["status"] == "ok"]
     if len(ran) < 2:
         out["comparison_note"] = f"fewer than two versions of {prompt.name} have verdicts: nothing to compare"
@@ -606,7 +717,7 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
         return out
     out["comparison"] = {"scope": f"the samples of split {options.split}" if options.split else "every sample of the dataset"}
     out["comparison"] |= {k: full.get(k) for k in ("judge_a", "judge_b", "common_n", "metric", "a", "b", "difference",
-                                                   "mcnemar", "ttest", "wilcoxon")}
+                                                   "mcnemar", "ttest", "wilcoxon", "reconciliation", "changed")}
     flips = full.get("flips") or {}
     out["comparison"]["flips"] = {"fixed": len(flips.get("fixed") or []), "broken": len(flips.get("broken") or [])}
     return out

@@ -28,6 +28,9 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
 from calibrate import __version__, lookup
+from calibrate.calibration.alttest import alt_test_block
+from calibrate.calibration.decision import overall as overall_decision
+from calibrate.calibration.decision import rule_of
 from calibrate.calibration.frames import (
     active_column,
     claim_totals,
@@ -146,6 +149,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         "threshold": options.threshold,
         "ci_lower": options.ci_lower,
         "passed": None,
+        "decision": None,
+        "rule": rule_of(options.ci_lower),
         "tasks": {},
         "rag": {},
         "method": {
@@ -188,6 +193,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                 section["gold_note"] = section["spearman_rho"]["note"] = missing_gold_note(task)
         if no_verdicts:
             section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
+        elif verdicts is not None:  # could the judge replace one of the experts? (with the test's defaults)
+            section["alt_test"] = alt_test_block(task, labels, verdicts, fewshot)
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
@@ -207,9 +214,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
             data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric)
     data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
-    decisions = [s.get("passed") for s in data["tasks"].values() if "passed" in s]
+    judged = [s for s in data["tasks"].values() if "alignment" in s]
     if judge is not None:
-        data["passed"] = all(d is True for d in decisions) if decisions else False
+        data["passed"] = all(s.get("passed") is True for s in judged) if judged else False
+        data["decision"] = overall_decision(judged)
     retrieval = retrieval_section(session, dataset, options.k, relevance, len(external))
     claim_sets = {"sources": source_counts(session, in_split) if in_split is not None else source_counts(session, dataset=dataset),
                   "expert_changes": expert_changes(session, dataset, sample_ids=in_split)}
@@ -271,14 +279,20 @@ def _fmt_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
 
 
-def alignment_sections(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
-                       options: Options | None = None) -> dict[str, dict | None]:
-    """Return judge name → its task section reduced to n, the excluded counts, the alignment and `passed`
-    (None for a judge without verdicts for the task), each computed exactly as `build_report` does.
+@dataclass
+class AlignmentFrames:
+    """What the rows of many judges of one task need, read once: the labels, the gold, each judge's verdicts and few-shots."""
 
-    The labels and the gold are loaded once for all judges: this is what the dashboard of many
-    prompt versions needs, without the per-label, per-annotator and human–human parts.
-    """
+    task: Task
+    labels: pd.DataFrame
+    gold: pd.DataFrame
+    verdicts: dict[str, pd.DataFrame | None]  # judge name → its verdicts on the task (None: it has none)
+    fewshot: dict[str, set[str]]  # judge name → the target keys of its prompt version's few-shot examples
+
+
+def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
+                     options: Options | None = None) -> AlignmentFrames:
+    """Read the labels and the gold once, and every judge's verdicts in one query (on `options.split`)."""
     options = options or Options()
     dataset = lookup.dataset(session, dataset_name)
     task = lookup.task(session, task_name)
@@ -286,9 +300,7 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
     labels = labels_frame(session, dataset, task)
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
-    categorical = task.kind == "categorical"
     gold = task_gold(session, dataset, task, labels, in_split)
-    section_of = categorical_section if categorical else numeric_section
     judges = [lookup.judge(session, name) for name in judge_names]
     # One query for every judge's verdicts (the columns of verdicts_frame, plus the judge).
     query = (
@@ -301,11 +313,32 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
     if in_split is not None:
         every = every[every["sample_id"].isin(in_split)]
     by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
-    out: dict[str, dict | None] = {}
+    verdicts = {}
     for judge in judges:
-        verdicts = by_judge.get(judge.id)
-        if verdicts is None or verdicts.empty:
-            out[judge.name] = None
+        found = by_judge.get(judge.id)
+        verdicts[judge.name] = None if found is None or found.empty else found
+    return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts,
+                           fewshot={judge.name: fewshot_keys(session, judge) for judge in judges})
+
+
+def alignment_sections(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
+                       options: Options | None = None, *, frames: AlignmentFrames | None = None) -> dict[str, dict | None]:
+    """Return judge name → its task section reduced to n, the excluded counts, the alignment and its decision
+    (None for a judge without verdicts for the task), each computed exactly as `build_report` does.
+
+    The labels and the gold are loaded once for all judges (`alignment_frames`, or `frames` already
+    read): this is what the dashboard of many prompt versions needs, without the per-label,
+    per-annotator and human–human parts.
+    """
+    options = options or Options()
+    frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
+    section_of = categorical_section if frames.task.kind == "categorical" else numeric_section
+    out: dict[str, dict | None] = {}
+    for name in judge_names:
+        verdicts = frames.verdicts.get(name)
+        if verdicts is None:
+            out[name] = None
             continue
-        out[judge.name], _ = section_of(task, labels, verdicts, fewshot_keys(session, judge), None, options, gold=gold, light=True)
+        out[name], _ = section_of(frames.task, frames.labels, verdicts, frames.fewshot[name], None, options,
+                                  gold=frames.gold, light=True)
     return out

@@ -16,6 +16,7 @@ import pandas as pd
 
 from calibrate import stats
 from calibrate.calibration.budget import budget_candidates, label_budget, labels_needed
+from calibrate.calibration.decision import decide_section, rule_of
 from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
 from calibrate.models import (
@@ -57,16 +58,6 @@ def score_agrees(task: Task, gold: np.ndarray, judge: np.ndarray, tolerance: flo
     return distance < tolerance if tolerance > 0 else distance < 1e-12
 
 
-def decide(alignment: dict, options: Options) -> bool | None:
-    value = alignment.get("value")
-    if value is None:
-        return None
-    if options.ci_lower:
-        ci = alignment.get("ci")
-        return ci is not None and ci[0] >= options.threshold
-    return value >= options.threshold
-
-
 def _counted(task: Task, merged: pd.DataFrame, scored: pd.DataFrame, *reasons: str) -> dict[str, Any]:
     """Return a section's head: kind, target, n (scored), n_samples (claim and context targets), n_<reason> per reason."""
     section: dict[str, Any] = {"kind": task.kind, "target": task.target, "n": int(len(scored))}
@@ -77,14 +68,16 @@ def _counted(task: Task, merged: pd.DataFrame, scored: pd.DataFrame, *reasons: s
     return section
 
 
-def _align(section: dict, metric: str, est: Estimate, options: Options, merged: pd.DataFrame, *, light: bool = False) -> None:
-    """Add the task's alignment, its pass/fail decision, (unless light) the labels needed, and the label budget."""
+def align_section(section: dict, metric: str, est: Estimate, options: Options, candidates: list[str], *,
+                  light: bool = False) -> None:
+    """Add the task's alignment, its decision (`passed`, `decision`, `rule`, `labels_to_decide`), (unless light)
+    the labels needed, and the label budget (`candidates`: targets with a usable verdict but no gold)."""
     alignment = {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None}
     section["alignment"] = alignment
-    section["passed"] = decide(alignment, options)
+    decide_section(section, options.threshold, rule_of(options.ci_lower))
     if not light:
         section["labels_needed"] = labels_needed(section["n"], est.ci, est.value, options.threshold)
-    section["budget"] = label_budget(section["n"], est.ci, options.budget_half_width, budget_candidates(merged))
+    section["budget"] = label_budget(section["n"], est.ci, options.budget_half_width, candidates)
 
 
 def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
@@ -149,15 +142,15 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         section["cohen_kappa"] = estimate_dict(kappa)
         section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
-            _align(section, "cohen_kappa", kappa, options, merged, light=True)
+            align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged), light=True)
             return section, merged
         matrix = stats.confusion_matrix(gold_v, judge_v, labels=stat_labels) if gold_v else np.zeros((len(stat_labels),) * 2, int)
         section["confusion"] = {"labels": stat_labels, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
         section["per_label"] = _per_label(gold_v, judge_v, stat_labels)
         section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
         if groups is not None:
-            section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by)
-        _align(section, "cohen_kappa", kappa, options, merged)
+            section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by, options)
+        align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
     section["human"] = _human_categorical(labels, stat_labels, excluded_labels)
     if len(merged) == 0:
         section["status"] = "no_data"
@@ -215,7 +208,8 @@ def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_
     return out
 
 
-def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_labels: list[str], by: str | None) -> dict:
+def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_labels: list[str], by: str | None,
+                   options: Options) -> dict:
     values = scored["sample_id"].map(groups)
     used, skipped, kappas = 0, 0, []
     for _, part in scored.groupby(values, dropna=False):
@@ -228,7 +222,45 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
     mean = float(np.mean(kappas)) if kappas else None
     note = "" if kappas else "kappa is undefined in every group"
     return {"by": by, "groups": used, "groups_skipped": skipped,
-            "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", "note": note}}
+            "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", "note": note},
+            "per_group": per_group("categorical", scored, groups, options, labels=stat_labels)}
+
+
+def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], options: Options, *,
+              labels: list[str] | None = None) -> list[dict]:
+    """Return the alignment statistic of each group alone, with its own cluster-bootstrap CI (clustered by sample).
+
+    `scored`: one row per scored target with `sample_id`, `gold` and `judge` (labels for
+    categorical tasks, numbers for scores). Cohen's κ over `labels` for categorical tasks,
+    Spearman's ρ for scores. One entry per group, sorted by name (samples without the field
+    last, `group` null): `{group, n, value, ci, status, note}`; a group where the statistic is
+    undefined (one label only, a constant side, a single target) has `value` and `ci` null and
+    says why in `note`.
+    """
+    if scored.empty:
+        return []
+    keys = scored["sample_id"].map(groups)
+    order = sorted({None if pd.isna(k) else str(k) for k in keys}, key=lambda g: (g is None, g or ""))
+    boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+    out = []
+    for group in order:
+        part = scored[keys.isna()] if group is None else scored[keys == group]
+        clusters = part["sample_id"].to_numpy()
+        if kind == "categorical":
+            gold, judge = part["gold"].tolist(), part["judge"].tolist()
+            est = stats.cohen_kappa(gold, judge, labels=labels)
+            if est.status == "ok":
+                index = {lab: i for i, lab in enumerate(labels or [])}
+                est = stats.cluster_bootstrap_kappa([index[v] for v in gold], [index[v] for v in judge], clusters,
+                                                    n_labels=len(index), method=options.ci_method, **boot)
+        else:
+            x, y = part["gold"].astype(float).to_numpy(), part["judge"].astype(float).to_numpy()
+            est = stats.spearman_rho(x, y)
+            if est.status == "ok":
+                est = stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", ci_method=options.ci_method, **boot)
+        out.append({"group": group, "n": int(len(part)), "value": est.value, "ci": list(est.ci) if est.ci else None,
+                    "status": est.status, "note": est.note})
+    return out
 
 
 def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
@@ -250,17 +282,17 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             rho = tau = Estimate.no_data(note)
             r = Estimate.no_data(note)
         elif light:  # the alignment and its decision only (the dashboard's rows)
-            rho = _with_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot), stats.spearman_rho(x, y))
+            rho = with_point_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot), stats.spearman_rho(x, y))
         else:
             rho = stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", **boot)
             tau = stats.cluster_bootstrap_corr(x, y, clusters, method="kendall", **boot)
             r = stats.pearson_r(x, y)
             point_rho, point_tau = stats.spearman_rho(x, y), stats.kendall_tau_b(x, y)
-            rho = _with_p(rho, point_rho)
-            tau = _with_p(tau, point_tau)
+            rho = with_point_p(rho, point_rho)
+            tau = with_point_p(tau, point_tau)
         section["spearman_rho"] = estimate_dict(rho, keep=("value", "ci", "p_value", "status", "note"))
         if light:
-            _align(section, "spearman_rho", rho, options, merged, light=True)
+            align_section(section, "spearman_rho", rho, options, budget_candidates(merged), light=True)
             return section, merged
         section["kendall_tau"] = estimate_dict(tau, keep=("value", "ci", "p_value", "status", "note"))
         section["pearson_r"] = estimate_dict(r, keep=("value", "p_value", "status", "note"))
@@ -274,15 +306,17 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
                 grouped[name] = estimate_dict(est, keep=("value", "status", "note"))
                 grouped.setdefault("groups", est.extra.get("groups", 0))
                 grouped.setdefault("groups_skipped", est.extra.get("groups_skipped", 0))
+            grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
-        _align(section, "spearman_rho", rho, options, merged)
+        align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
     section["human"] = _human_numeric(labels)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
 
 
-def _with_p(boot: Estimate, point: Estimate) -> Estimate:
+def with_point_p(boot: Estimate, point: Estimate) -> Estimate:
+    """Return the bootstrap estimate carrying the p-value of the point estimate's conventional test."""
     if boot.status != "ok" or point.p_value is None:
         return boot
     return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, note=boot.note, p_value=point.p_value, extra=boot.extra)

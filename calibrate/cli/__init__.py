@@ -22,6 +22,7 @@ import click
 # name → (module under calibrate.cli, the command or group in it, its help line for `calibrate --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "ab": ("reports", "ab_command", "Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."),
+    "alt-test": ("reports", "alt_test_command", "Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."),
     "claims": ("claims", "claims_group", "Extract the answers' claims with an LLM (claim_extraction prompts)."),
     "compare": ("reports", "compare_command", "Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."),
     "demo": ("demo", "demo_command", "Load the bundled demo (samples, experts' labels, logins) and serve it."),

@@ -13,6 +13,8 @@ from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_op
 
 # Loaded when a command runs, not for its --help (they bring pandas, SciPy and scikit-learn).
 ab = lazy_import("calibrate.calibration.ab")
+alttest = lazy_import("calibrate.calibration.alttest")
+alt_test_report = lazy_import("calibrate.reports.alt_test_report")
 compare = lazy_import("calibrate.calibration.compare")
 loop = lazy_import("calibrate.calibration.loop")
 report = lazy_import("calibrate.calibration.report")
@@ -28,7 +30,7 @@ def report_options(settings: Settings, *, threshold: float | None = None, ci_low
     """Return the report's options: the command's, else the settings' defaults."""
     return Options(split=split, budget_half_width=budget,
                    threshold=settings["THRESHOLD"] if threshold is None else threshold,
-                   ci_lower=ci_lower, group_by=group_by,
+                   ci_lower=ci_lower or bool(settings.get("CI_LOWER", False)), group_by=group_by,
                    bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
                    confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method, k=k)
 
@@ -80,20 +82,66 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @click.option("--task", "tasks", multiple=True, help="Check only these tasks (repeatable; default every task with data).")
 @click.option("--min-kappa", type=click.FloatRange(-1, 1), help="Threshold for categorical tasks (default 0.75).")
 @click.option("--min-rho", type=click.FloatRange(-1, 1), help="Threshold for ordinal and continuous tasks (default 0.75).")
-@click.option("--ci-lower", is_flag=True, help="Require the CI lower bound to reach the threshold.")
+@click.option("--ci-lower", is_flag=True, help="Require the CI lower bound to reach the threshold (rule ci_lower).")
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
+@click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
-                 min_rho: float | None, ci_lower: bool, bootstrap: int | None) -> None:
+                 min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     default = settings["THRESHOLD"]
-    options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap)
+    options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split)
     built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
     ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
-                           min_rho=default if min_rho is None else min_rho, ci_lower=ci_lower, required=list(tasks) or None)
+                                min_rho=default if min_rho is None else min_rho, ci_lower=options.ci_lower,
+                                required=list(tasks) or None)
     for line in lines:
         click.echo(line)
     sys.exit(EXIT_OK if ok else EXIT_FAILED)
+
+
+def _unit_number(name: str, raw: str) -> float:
+    """Return `--NAME` as a number strictly between 0 and 1, or a one-line error (click's own is three lines)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"--{name} must be a number in (0, 1), not {raw!r}") from None
+    if not 0 < value < 1:  # also refuses nan
+        hint = ("; the paper suggests 0.2 for experts, 0.15 for skilled annotators, 0.1 for crowd workers"
+                if name == "epsilon" else "")
+        raise BadInput(f"--{name} must lie strictly between 0 and 1, not {raw}{hint}")
+    return value
+
+
+@click.command("alt-test")
+@click.option("--dataset", required=True, help="Dataset to test on.")
+@click.option("--task", required=True, help="Task whose expert labels the judge is tested against.")
+@click.option("--judge", required=True, help="Judge to test (a prompt run is PROMPT@VERSION).")
+@click.option("--epsilon", default="0.2", show_default=True, metavar="E",
+              help="Cost-benefit margin ε in (0, 1): the paper suggests 0.2 for experts, 0.15 for skilled annotators "
+                   "and 0.1 for crowd workers.")
+@click.option("--alpha", default="0.05", show_default=True, metavar="A", help="FDR level of the Benjamini–Yekutieli procedure, in (0, 1).")
+@click.option("--scoring", type=click.Choice(["accuracy", "neg_rmse"]),
+              help="How an annotator and the judge are scored against the others: accuracy (default for categorical "
+                   "tasks) or neg_rmse (default for ordinal and continuous ones).")
+@click.option("--min-items", "min_items", default="30", show_default=True, metavar="N",
+              help="Fewest kept items an annotator must have labelled to be tested.")
+@click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, epsilon: str, alpha: str, scoring: str | None,
+                     min_items: str, split: str | None, fmt: str, output: Path | None) -> None:
+    """Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."""
+    eps, level = _unit_number("epsilon", epsilon), _unit_number("alpha", alpha)
+    if not min_items.strip().isdigit() or int(min_items) < 1:
+        raise BadInput(f"--min-items must be a positive whole number, not {min_items!r}")
+    with Session(ready_engine(settings)) as session:
+        result = alttest.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,
+                                      min_items=int(min_items), split=split)
+    if result["status"] != "ok":
+        raise BadInput(f"the alt-test cannot be run on {task} of {dataset} with {judge}: {result['note']}")
+    write_output(alt_test_report.render_alt_test(result, fmt), output, f"{fmt} alt-test")
 
 
 @click.command("compare")

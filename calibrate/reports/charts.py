@@ -25,7 +25,9 @@ FONT = "-apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 INK = "#1f2328"
 MUTED = "#59636e"
 GRID = "#d1d9e0"
-OUTCOME_COLOURS = {"passed": "#1a7f37", "not passed": "#cf222e", "undefined": "#6e7781", "not judged": "#6e7781"}
+# The three-state decision (pass, fail, undecided) and the older passed / not passed wording.
+OUTCOME_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "undecided": "#9a6700", "passed": "#1a7f37", "not passed": "#cf222e",
+                   "undefined": "#6e7781", "not judged": "#6e7781"}
 CEILING_COLOUR = "#8250df"
 THRESHOLD_COLOUR = "#bc4c00"
 POINT_COLOUR = "#0969da"

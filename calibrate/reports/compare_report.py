@@ -12,6 +12,7 @@ from typing import Any
 
 from calibrate import __version__
 from calibrate.reports.html_report import environment
+from calibrate.reports.summary import decision_text
 
 FORMATS = ("json", "html", "md")
 
@@ -28,6 +29,10 @@ def _p(value: float | None) -> str:
     if value is None:
         return "—"
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _ci_label(result: dict) -> str:
+    return f"{result['method']['bootstrap']['confidence']:.0%} CI"
 
 
 def _md(text: Any) -> str:
@@ -52,6 +57,36 @@ def headline(section: dict) -> str:
     return f"{verdict}: {section['metric']} {_num(section['a']['value'])} → {_num(section['b']['value'])}, B − A = {diff['value']:+.3f} {_ci(ci)}"
 
 
+def judge_decision(section: dict, side: str, threshold: float | None) -> str:
+    """Return one judge's decision on the common targets in words (reports.summary.decision_text)."""
+    est = section[side]
+    if threshold is None:
+        return "no threshold"
+    return decision_text(est.get("decision") or "undefined", est.get("rule") or "point", section["metric"], est.get("value"),
+                         est.get("ci"), threshold, est.get("passed"), None, note=est.get("note") or "")
+
+
+def changed_lines(result: dict) -> list[str]:
+    """Return what changed between the two prompt versions, one line per changed field (params key by key)."""
+    if result.get("changed") is None:
+        return [result.get("changed_note") or "what changed is not known"]
+    if not result["changed"]:
+        return ["nothing: same template, system text, model, parameters and few-shot examples"]
+    versions = result.get("versions") or {}
+    lines = []
+    for part in result["changed"]:
+        if part == "model":
+            a, b = versions.get("model") or (None, None)
+            lines.append(f"model: {a} → {b}")
+        elif part == "params":
+            lines += [f"params.{p['key']}: {json.dumps(p['a'])} → {json.dumps(p['b'])}" for p in versions.get("params_diff") or []]
+        else:
+            diff = versions.get(part) or []
+            changed = sum(1 for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---")))
+            lines.append(f"{part}: {changed} line(s) differ")
+    return lines
+
+
 def render_compare_json(result: dict) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -72,11 +107,18 @@ def render_compare_markdown(result: dict) -> str:
             lines.append(f"| mean absolute error | {_num(section['mean_abs_error']['a'])} | {_num(section['mean_abs_error']['b'])} |")
             tests = (f"paired t-test on per-sample absolute error: t = {_num(section['ttest']['t'])}, p = {_p(section['ttest']['p_value'])}; "
                      f"Wilcoxon: p = {_p(section['wilcoxon']['p_value'])}")
+        lines.append(f"| {_ci_label(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
+        lines.append(f"| decision | {_md(section['a'].get('decision') or 'no decision')} | {_md(section['b'].get('decision') or 'no decision')} |")
         flips = section["flips"]
+        lines += ["", f"A: {_md(judge_decision(section, 'a', result.get('threshold')))}.",
+                  f"B: {_md(judge_decision(section, 'b', result.get('threshold')))}."]
+        if section.get("reconciliation"):
+            lines += ["", f"**{_md(section['reconciliation'])}**"]
         lines += ["", tests, "", f"Flipped: {flips['n_fixed']} fixed by B, {flips['n_broken']} broken by B."]
         if flips["broken"]:
             lines.append("Broken: " + ", ".join(f"`{_md(t)}`" for t in flips["broken"][:30]) + (" …" if flips["n_broken"] > 30 else ""))
         lines.append("")
+    lines += ["### What changed between the prompt versions", ""] + [f"- {_md(line)}" for line in changed_lines(result)] + [""]
     if result.get("skipped"):
         lines += ["Not compared: " + "; ".join(_md(s) for s in result["skipped"]), ""]
     boot = result["method"]["bootstrap"]
@@ -97,7 +139,10 @@ def compare_context(result: dict, link: Callable[[str, str, str], str] | None = 
         hrefs = [link(name, side, key) for key in keys] if link else []
         return list(zip(ids, hrefs + [None] * (len(ids) - len(hrefs)), strict=True))
 
-    sections = [{"name": name, "s": section, "headline": headline(section),
+    threshold = result.get("threshold")
+    sections = [{"name": name, "s": section, "headline": headline(section), "threshold": threshold,
+                 "text_a": judge_decision(section, "a", threshold), "text_b": judge_decision(section, "b", threshold),
+                 "ci_a": _ci(section["a"].get("ci")), "ci_b": _ci(section["b"].get("ci")),
                  "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
                  "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
                  "fixed": flips(name, section, "fixed"), "broken": flips(name, section, "broken"),

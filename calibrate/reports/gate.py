@@ -1,20 +1,29 @@
-"""The gate's wording: PASS/FAIL per task from a Report (what `calibrate gate` prints)."""
+"""The gate's wording: PASS, FAIL or UNDECIDED per task from a Report (what `calibrate gate` prints).
+
+The state is the three-state decision (calibration/decision.py) against the gate's own
+thresholds (`--min-kappa`, `--min-rho`); the exit code follows `passed` under the rule, as
+before: an UNDECIDED task counts as passing under rule `point` when its estimate reaches the
+threshold, and as failing under rule `ci_lower`. Each line names the rule.
+"""
 
 from __future__ import annotations
 
+from calibrate.calibration.decision import decide, labels_to_decide, rule_of
 from calibrate.calibration.report import (
     Report,
 )
+from calibrate.reports.summary import decision_reason, interval
 
 
 def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bool,
                required: list[str] | None = None) -> tuple[bool, list[str]]:
-    """Return whether every checked task passes its threshold, and one line per task.
+    """Return whether every checked task passes under the rule (the exit code), and one line per task.
 
     Checked: the tasks in `required` when given (a task without verdicts then fails), else
     every task the judge has verdicts for.
     """
     lines, ok, checked = [], True, 0
+    rule = rule_of(ci_lower)
     for name, section in report.data["tasks"].items():
         alignment = section.get("alignment")
         if alignment is None:
@@ -26,20 +35,19 @@ def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bo
         threshold = min_kappa if alignment["metric"] == "cohen_kappa" else min_rho
         value, ci = alignment.get("value"), alignment.get("ci")
         n = section.get("n", 0)
+        checked += 1
         if value is None:
             note = section.get(alignment["metric"], {}).get("note", "")
-            lines.append(f"FAIL {name}: {alignment['metric']} undefined (n={n}): {note}")
+            lines.append(f"FAIL {name}: {alignment['metric']} undefined (n={n}): {note} (rule: {rule})")
             ok = False
-            checked += 1
             continue
-        measured = ci[0] if ci_lower and ci else value
-        passed = measured >= threshold if not (ci_lower and ci is None) else False
-        ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        rule = "CI lower bound" if ci_lower else "estimate"
-        lines.append(f"{'PASS' if passed else 'FAIL'} {name}: {alignment['metric']} {value:.3f}{ci_text} n={n}, "
-                     f"{rule} {'≥' if passed else '<'} {threshold}")
-        ok = ok and passed
-        checked += 1
+        decided = decide(value, ci, threshold, rule=rule)
+        to_decide = labels_to_decide(decided, n, value, ci, threshold)
+        ci_text = f" {interval(ci)}" if interval(ci) != "no interval" else ""
+        reason = decision_reason(decided.decision, rule, threshold, decided.passed, ci, to_decide)
+        lines.append(f"{decided.decision.upper()} {name}: {alignment['metric']} {value:.3f}{ci_text} n={n} {reason}"
+                     + ("" if decided.decision != "undecided" else f"; counts as {'passing' if decided.passed else 'failing'}"))
+        ok = ok and bool(decided.passed)
     if checked == 0:
         lines.append(f"FAIL: judge {report.data['judge']} has no verdicts on labelled targets of {report.data['dataset']}")
         ok = False

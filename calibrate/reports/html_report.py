@@ -37,11 +37,12 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
     when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     decisions = summary.decisions(data)
     outcome, why = summary.overall(data)
+    state, state_why = summary.overall_decision(data)
     ci_label = summary.confidence_text(data)
     judged = [d for d in decisions if d.outcome != "not judged"]
     chart = None
     if judged:
-        rows = [charts.AgreementRow(label=f"{d.task} · {d.metric_name}", value=d.value, ci=d.ci, outcome=d.outcome,
+        rows = [charts.AgreementRow(label=f"{d.task} · {d.metric_name}", value=d.value, ci=d.ci, outcome=d.state,
                                     ceiling=d.ceiling.value if d.ceiling else None) for d in judged]
         chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label))
     return {
@@ -55,6 +56,9 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
         "ci_label": ci_label,
         "outcome": outcome,
         "outcome_reason": why,
+        "state": state,
+        "state_reason": state_why,
+        "rule": data.get("rule") or "point",
         "decisions": decisions,
         "agreement_chart": chart,
         "tasks": [task_context(name, section, report, ci_label) for name, section in (data.get("tasks") or {}).items()],
@@ -103,6 +107,8 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "grouped": summary.grouped(section),
         "grouped_info": section.get("grouped") or {},
         "pooled": {key: summary.pooled(section, key) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r")},
+        "per_group": summary.per_group(section),
+        "alt_test": summary.alt_test_context(section["alt_test"]) if isinstance(section.get("alt_test"), dict) else None,
         "counts": summary.counts(section),
         "excluded_total": summary.excluded_total(section),
         "claim_sources": summary.claim_sources(section),

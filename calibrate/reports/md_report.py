@@ -55,6 +55,10 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     lines += [" · ".join(meta), ""]
     heading = {"passed": "✅ PASSED", "not passed": "❌ NOT PASSED"}.get(outcome, "no decision")
     lines += [f"## Decision: {heading}", "", escape(why), ""]
+    if judge is not None:
+        state, state_why = summary.overall_decision(data)
+        lines += [f"**Decision: {escape(summary.STATE_WORDS.get(state, state))}** (rule {escape(data.get('rule') or 'point')}). "
+                  f"{escape(state_why)}", ""]
     for warning in data.get("warnings") or []:
         lines += [f"> ⚠️ **Warning ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
 
@@ -66,7 +70,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
             continue
         ceiling = f"; human–human {d.ceiling.text} ({escape(d.ceiling.name)})" if d.ceiling else ""
         lines.append(f"- {ICONS[d.outcome]} **{escape(d.task)}**: {d.outcome}. {escape(d.reason)}; {ci_label} {d.ci_text}; "
-                     f"n = {d.n} {summary.noun(d.target, d.n)}; threshold {escape(threshold)}{ceiling}.")
+                     f"n = {d.n} {summary.noun(d.target, d.n)}; threshold {escape(threshold)}{ceiling}. "
+                     f"Decision: {escape(d.text)}.")
     if judge is not None and decisions:
         lines.append("")
 
@@ -139,6 +144,13 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [f"- {escape(s.name)} {s.value} (pooled {summary.pooled(section, s.key)}){'; ' + escape(s.note) if s.note else ''}"
                   for s in grouped]
         lines.append("")
+        groups = summary.per_group(section)
+        if groups:
+            metric = "Cohen's κ" if section.get("kind") == "categorical" else "Spearman's ρ"
+            lines += [f"Each group on its own ({metric}, {ci_label} by cluster bootstrap over samples):", "",
+                      table_row(["group", "n", metric, ci_label, "note"]), "|---|---:|---:|---|---|"]
+            lines += [table_row([escape(g["group"]), g["n"], g["value"], g["ci"], escape(g["note"])]) for g in groups]
+            lines.append("")
     human = section.get("human") or {}
     parts = []
     if decision.ceiling:
@@ -158,7 +170,23 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     needed = section.get("labels_needed")
     if isinstance(needed, dict) and needed.get("note"):
         lines += [f"Labels needed: {escape(needed['note'])}.", ""]
+    if isinstance(section.get("alt_test"), dict):
+        lines += alt_test_lines(section["alt_test"])
     return lines
+
+
+def alt_test_lines(block: dict) -> list[str]:
+    """Return an `alt_test` block as Markdown lines: the answer with why, then the per-annotator table when it ran."""
+    answer, why = summary.alt_test_verdict(block)
+    out = [f"Could the judge replace an expert (Alternative Annotator Test)? **{escape(answer)}**: {escape(why)}.", ""]
+    rows = summary.alt_test_rows(block)
+    if rows:
+        out += [table_row(["annotator", "items", "p", "rejected", "judge wins", "annotator wins"]), "|---|---:|---:|---|---:|---:|"]
+        out += [table_row([escape(r["annotator"]), r["n"], r["p"], r["rejected"], r["judge"], r["annotator_rate"]]) for r in rows]
+        out.append("")
+    if block.get("status") == "ok" and block.get("note"):
+        out += [f"Note: {escape(block['note'])}.", ""]
+    return out
 
 
 def _methods_paragraph(data: dict) -> str:

@@ -144,6 +144,14 @@ def grouped(section: dict) -> list[Stat]:
     return [_stat(key, info[key]) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r") if key in info]
 
 
+def per_group(section: dict) -> list[dict]:
+    """Return each group's own alignment statistic as text (`grouped.per_group`): group, n, value, CI, note."""
+    info = section.get("grouped") or {}
+    return [{"group": "(no value)" if g.get("group") is None else str(g["group"]), "n": g.get("n", 0),
+             "value": number(g.get("value")), "ci": interval(g.get("ci")) if g.get("ci") else "—",
+             "note": g.get("note") or ""} for g in info.get("per_group") or []]
+
+
 def pooled(section: dict, key: str) -> str:
     """Return the pooled value of a statistic as text (to show beside its grouped average)."""
     est = section.get(key)
@@ -269,6 +277,9 @@ class Decision:
     outcome: str
     reason: str
     ceiling: Ceiling | None
+    state: str = "not judged"  # the three-state decision: pass, fail, undecided; or undefined, not judged
+    rule: str = "point"
+    text: str = ""  # the decision in one sentence (decision_text)
 
     @property
     def value_text(self) -> str:
@@ -289,7 +300,7 @@ def decision(name: str, section: dict, data: dict) -> Decision:
         reason = section.get("judge_note") or ("no judge was named: human agreement only" if data.get("judge") is None
                                                else "the judge has no verdicts for this task")
         return Decision(name, kind, target, default, METRIC_NAMES.get(default, default), None, None, int(section.get("n") or 0),
-                        "not judged", reason, ceiling(section))
+                        "not judged", reason, ceiling(section), rule=data.get("rule") or "point")
     metric = alignment.get("metric") or ""
     metric_name = METRIC_NAMES.get(metric, metric)
     value = alignment.get("value")
@@ -310,7 +321,65 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     else:
         sign = "≥" if passed else "<"
         outcome, reason = ("passed" if passed else "not passed"), f"{metric_name} = {_beside(value, threshold)} {sign} {t}"
-    return Decision(name, kind, target, metric, metric_name, value, ci, int(section.get("n") or 0), outcome, reason, ceiling(section))
+    state = section.get("decision") or "undefined"
+    rule = section.get("rule") or data.get("rule") or "point"
+    text = decision_text(state, rule, metric, value, ci, threshold, passed, section.get("labels_to_decide"),
+                         note=(section.get(metric) or {}).get("note") or "")
+    return Decision(name, kind, target, metric, metric_name, value, ci, int(section.get("n") or 0), outcome, reason, ceiling(section),
+                    state=state, rule=rule, text=text)
+
+
+SYMBOLS = {"cohen_kappa": "κ", "spearman_rho": "ρ"}
+
+STATE_WORDS = {"pass": "pass", "fail": "fail", "undecided": "undecided", "undefined": "no decision", "not judged": "not judged"}
+
+
+def rule_text(rule: str, threshold: Any) -> str:
+    """Return the rule in words: "rule: point, the estimate must reach 0.75" or "rule: ci_lower, the CI lower bound must …"."""
+    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
+    what = "the CI lower bound" if rule == "ci_lower" else "the estimate"
+    return f"rule: {rule}, {what} must reach {t}"
+
+
+def decision_reason(state: str, rule: str, threshold: Any, passed: bool | None, ci: Any, to_decide: dict | None,
+                    *, note: str = "") -> str:
+    """Return what the decision says beside the estimate: where the CI lies against the threshold, what `passed` is
+    under the rule, and for an undecided task the labels that would settle it ("straddles 0.75; passes on …")."""
+    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
+    has_ci = interval(ci) != "no interval"
+    rule_words = rule_text(rule, threshold)
+    if state == "undefined":
+        return f"is undefined{': ' + note if note else ''} ({rule_words})"
+    if state in ("pass", "fail") and not has_ci:
+        sign = "≥" if state == "pass" else "<"
+        return f"has no CI: decided on the point estimate alone, {sign} {t} ({rule_words})"
+    if state == "pass":
+        return f"lies at or above {t} over its whole CI ({rule_words})"
+    if state == "fail":
+        return f"lies below {t} over its whole CI ({rule_words})"
+    if not has_ci:
+        text = f"has no CI, so its lower bound cannot be checked against {t}; does not pass ({rule_words})"
+    elif rule == "ci_lower":
+        text = f"straddles {t}; {'passes' if passed else 'does not pass'} on the CI lower bound ({rule_words})"
+    else:
+        text = f"straddles {t}; {'passes' if passed else 'does not pass'} on the point estimate ({rule_words})"
+    more = (to_decide or {}).get("more_targets")
+    if more is not None:
+        text += f"; label ≈ {more} more {'target' if more == 1 else 'targets'} to settle"
+    elif to_decide:
+        text += "; more labels are not expected to settle it"
+    return text
+
+
+def decision_text(state: str, rule: str, metric: str, value: Any, ci: Any, threshold: Any, passed: bool | None,
+                  to_decide: dict | None, *, note: str = "") -> str:
+    """Return a decision in one sentence, e.g. "undecided — κ 0.861 [0.739, 0.965] straddles 0.75; passes on the point
+    estimate (rule: point); label ≈ 40 more targets to settle"."""
+    symbol = SYMBOLS.get(metric, METRIC_NAMES.get(metric, metric))
+    if state == "undefined":
+        return f"no decision — {symbol} is undefined{': ' + note if note else ''} ({rule_text(rule, threshold)})"
+    estimate = f"{symbol} {number(value)}" + (f" {interval(ci)}" if interval(ci) != "no interval" else "")
+    return f"{STATE_WORDS.get(state, state)} — {estimate} {decision_reason(state, rule, threshold, passed, ci, to_decide, note=note)}"
 
 
 def _beside(value: float, threshold: float) -> str:
@@ -351,12 +420,63 @@ def overall(data: dict) -> tuple[str, str]:
     return "not passed", f"Every judged task must pass ({'; '.join(parts)}).{aside} {rule}"
 
 
+def overall_decision(data: dict) -> tuple[str, str]:
+    """Return the whole judge's three-state decision (pass, fail, undecided; "not judged" without a judge) and why."""
+    if data.get("judge") is None:
+        return "not judged", "No judge was named: no decision."
+    state = data.get("decision") or "fail"
+    rule = data.get("rule") or "point"
+    found = [d for d in decisions(data) if d.outcome != "not judged"]
+    if not found:
+        return state, f"No task was judged, so the judge does not pass (rule: {rule})."
+    by_state: dict[str, list[str]] = {}
+    for d in found:
+        by_state.setdefault(d.state, []).append(d.task)
+    parts = [f"{STATE_WORDS.get(k, k)}: {', '.join(v)}" for k, v in by_state.items()]
+    lead = {"pass": "Every judged task passes over its whole CI",
+            "fail": "At least one task fails over its whole CI",
+            "undecided": "Not settled yet: no task fails, but not every task passes over its whole CI"}.get(state, state)
+    passed = "passes" if data.get("passed") else "does not pass"
+    return state, f"{lead} ({'; '.join(parts)}). Under rule {rule} the judge {passed} (what calibrate gate's exit code follows)."
+
+
 def threshold_rule(data: dict) -> str:
     """Return the threshold rule of the report in one sentence."""
     t = data.get("threshold")
     what = "the lower bound of the confidence interval of its alignment statistic" if data.get("ci_lower") else "its alignment statistic"
     return (f"A task passes when {what} (Cohen's κ for categorical tasks, Spearman's ρ for ordinal and continuous "
             f"ones) is at least {t}.")
+
+
+# --------------------------------------------------------------------------- the Alternative Annotator Test
+
+
+def alt_test_verdict(block: dict | None) -> tuple[str, str]:
+    """Return the answer to "could the judge replace an expert?" ("yes", "no" or "—") and why, in one sentence."""
+    if not block:
+        return "—", "not computed"
+    if block.get("status") != "ok":
+        return "—", str(block.get("note") or "the alt-test is undefined here")
+    rejected = sum(1 for a in block.get("annotators") or [] if a.get("rejected"))
+    tested = int(block.get("n_annotators") or 0)
+    why = (f"winning rate ω = {number(block.get('winning_rate'))} ({rejected} of {tested} tested annotators beaten at "
+           f"ε = {block.get('epsilon'):g}, α = {block.get('alpha'):g}; passes at ω ≥ 0.5); advantage probability "
+           f"ρ = {number(block.get('advantage_prob'))}; {block.get('n_items')} items, {block.get('scoring')} scoring")
+    return ("yes" if block.get("passed") else "no"), why
+
+
+def alt_test_rows(block: dict) -> list[dict]:
+    """Return each tested annotator's line as text: n, p-value, rejected, the two win rates."""
+    return [{"annotator": str(a.get("annotator")), "n": a.get("n"), "p": p_value(a.get("p_value")) or "undefined",
+             "rejected": "yes" if a.get("rejected") else "no", "judge": number(a.get("judge_win_rate")),
+             "annotator_rate": number(a.get("annotator_win_rate"))} for a in block.get("annotators") or []]
+
+
+def alt_test_context(block: dict) -> dict:
+    """Return what templates/reports/_alt_test_body.html shows for one `alt_test` block."""
+    answer, why = alt_test_verdict(block)
+    return {"block": block, "answer": answer, "why": why, "rows": alt_test_rows(block),
+            "skipped": int(block.get("n_skipped") or 0), "note": block.get("note") or ""}
 
 
 # --------------------------------------------------------------------------- methods and provenance

@@ -19,8 +19,10 @@ from markupsafe import Markup
 
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import Options
+from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS, run_alt_test
 from calibrate.calibration.loop import (
     DEFAULT_SPLIT,
+    TEST_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
     compare_two,
@@ -28,12 +30,16 @@ from calibrate.calibration.loop import (
     disagreement_detail,
     disagreements,
     evaluate_on_test,
+    look_text,
+    test_look_preview,
     triage,
 )
 from calibrate.datasets import dataset_names
+from calibrate.errors import CalibrationError
 from calibrate.models import Prompt
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
+from calibrate.reports.summary import alt_test_context, alt_test_verdict
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -46,8 +52,19 @@ def _options() -> Options:
     config = current_app.config
     budget = request.args.get("budget", 0.05, type=float)
     budget = budget if budget is not None and 0 < budget <= 1 else 0.05
-    return Options(threshold=config["THRESHOLD"], bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"],
-                   budget_half_width=budget)
+    return Options(threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)), bootstrap=config["BOOTSTRAP"],
+                   confidence=config["CONFIDENCE"], seed=config["SEED"], budget_half_width=budget)
+
+
+def _epsilon() -> float:
+    """Return `?epsilon=` as a number (NaN when it is not one: the domain call says so on the page)."""
+    raw = request.args.get("epsilon", "").strip()
+    if not raw:
+        return DEFAULT_EPSILON
+    try:
+        return float(raw)
+    except ValueError:
+        return float("nan")
 
 
 @bp.route("/calibration")
@@ -65,16 +82,17 @@ def show(name: str):
     task = request.args.get("task") or "claim_support"
     split = request.args.get("split", DEFAULT_SPLIT)
     split = None if split in ("", "all") else split
-    board = dashboard(get_session(), name, task=task, split=split, options=_options())
+    board = dashboard(get_session(), name, task=task, split=split, options=_options(),
+                      group_by=request.args.get("group_by", "").strip() or None, epsilon=_epsilon())
     chart = None
     if board.scored:
         confidence = current_app.config["CONFIDENCE"]
-        points = [charts.VersionPoint(label=r.judge, value=r.value, ci=r.ci,
-                                      outcome="passed" if r.passed else "not passed" if r.passed is False else "undefined")
+        points = [charts.VersionPoint(label=r.judge, value=r.value, ci=r.ci, outcome=r.decision or "undefined")
                   for r in board.rows if r.ran]
         chart = Markup(charts.versions_chart(points, threshold=board.threshold, ceiling=board.ceiling,
                                              metric=board.scored[0].metric or "alignment", ci_label=f"{confidence:.0%} CI"))
-    return render_template("calibration/dashboard.html", board=board, chart=chart)
+    page = render_template("calibration/dashboard.html", board=board, chart=chart, alt_verdict=alt_test_verdict, look_text=look_text)
+    return page, 400 if board.input_errors else 200
 
 
 def _split_arg() -> str | None:
@@ -136,20 +154,52 @@ def triage_one(name: str, judge: str, target: str):
     return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
 
 
-@bp.route("/datasets/<name>/calibration/judges/<judge>/evaluate-test", methods=("POST",))
+@bp.route("/datasets/<name>/calibration/judges/<judge>/evaluate-test", methods=("GET", "POST"))
 @role_required(*ENGINEERS)
 def evaluate_test(name: str, judge: str):
-    """Compute the judge's score on the frozen test split, on demand; the look is recorded."""
-    task = request.form.get("task") or "claim_support"
-    back = request.form.get("split") or DEFAULT_SPLIT
+    """Look at the judge's score on the frozen test split: a GET, or a POST without `confirm`, shows what a look
+    costs and how many were made (nothing is computed); only a POST with `confirm=yes` computes and records one."""
+    values = request.form if request.method == "POST" else request.args
+    task = values.get("task") or "claim_support"
+    back = values.get("split") or DEFAULT_SPLIT
     back_to(url_for("loop.show", name=name, task=task, split=back))
+    if request.method == "GET" or values.get("confirm") != "yes":
+        preview = test_look_preview(get_session(), name, judge, task=task)
+        return render_template("calibration/evaluate_test.html", preview=preview, back=back,
+                               last=look_text(preview.last) if preview.last is not None else "")
     session = get_write_session()
     row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
     session.commit()
-    value = "undefined" if row.value is None else f"{row.value:.3f}"
-    ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
-    flash(f"{judge} on test: {row.metric} {value}{ci}, n = {row.n} (this look is recorded).", "info")
+    flash(f"{judge} on test: {look_text(row)}; n = {row.n} (this look is recorded).", "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+
+
+@bp.route("/datasets/<name>/calibration/judges/<judge>/alt-test")
+@role_required(*ENGINEERS)
+def alt_test_page(name: str, judge: str):
+    """Could the judge replace one of the experts? The Alternative Annotator Test on one split, with its parameters."""
+    task = request.args.get("task") or "claim_support"
+    split = _split_arg()
+    form = {key: request.args.get(key, "").strip() for key in ("epsilon", "alpha", "scoring", "min_items")}
+    result, message, status = None, "", 200
+    try:
+        epsilon = float(form["epsilon"]) if form["epsilon"] else DEFAULT_EPSILON
+        alpha = float(form["alpha"]) if form["alpha"] else DEFAULT_ALPHA
+        min_items = int(form["min_items"]) if form["min_items"] else DEFAULT_MIN_ITEMS
+    except ValueError:
+        message, status = "epsilon and alpha must be numbers in (0, 1), min_items a positive whole number", 400
+    else:
+        try:
+            result = run_alt_test(get_session(), name, task, judge, epsilon=epsilon, alpha=alpha, scoring=form["scoring"] or None,
+                                  min_items=min_items, split=split if split != TEST_SPLIT else None)
+        except CalibrationError as exc:  # a parameter out of range, a split without samples: said on the page
+            message, status = str(exc), 400
+    if split == TEST_SPLIT:
+        message, status, result = "the test split is frozen: the alt-test runs on train, dev or all samples", 400, None
+    if result is not None and result["status"] != "ok":
+        message = f"The alt-test cannot be run here: {result['note']}."
+    return render_template("calibration/alt_test.html", dataset=name, judge=judge, task=task, split=split, form=form,
+                           result=result, message=message, body=alt_test_context(result) if result else None), status
 
 
 @bp.route("/datasets/<name>/calibration/compare")

@@ -46,8 +46,12 @@ def test_disagreement_to_fewshot_to_v2(page, live_server, browser_login, engine,
     page.goto(f"{live_server}/datasets/{DATASET}/calibration")
     row = page.locator("#judges tr[data-judge='claims@2']")
     assert row.locator(".n-fewshot").inner_text() == "1"
+    # both versions are scored on the same targets: v2's example is left out of v1's figure too ...
     n1 = int(page.locator("#judges tr[data-judge='claims@1'] .n").inner_text())
-    assert int(row.locator(".n").inner_text()) == n1 - 1
+    assert int(row.locator(".n").inner_text()) == n1
+    assert f"Scored on the {n1} targets common to all versions" in page.locator("#common-targets").inner_text()
+    # ... and v1's own figure, on all its targets, is shown beside: one target more
+    assert f"n {n1 + 1}" in page.locator("#judges tr[data-judge='claims@1'] .own").inner_text()
     # ... and it is that target which v2 does not score: it is no longer among v2's disagreements.
     page.click("#judges tr[data-judge='claims@2'] a.disagreements")
     assert page.locator(f"#disagreements tr[data-target='{target}']").count() == 0

@@ -65,13 +65,20 @@ def test_bad_input_gives_a_message_not_an_empty_chart(demo, session, engine):
         dashboard(session, demo, task="nope")
 
 
-def test_dashboard_page_shows_rows_and_chart(app, demo, client, login, soup):
+def test_dashboard_page_shows_rows_and_chart(app, demo, client, login, soup, session):
     app.config["BOOTSTRAP"] = 200
     login("eng", "engineer")
     page = soup(client.get(f"/datasets/{demo}/calibration"))
     rows = page.select("#judges tbody tr[data-judge]")
     assert [r["data-judge"] for r in rows] == ["demo-claims@1", "demo-claims@2"]
-    assert rows[1].select_one(".passed").get_text(strip=True) == "passed"
+    # the three-state decision, coloured, with the rule named; `passed` (under rule point) beside it
+    board = dashboard(session, demo, options=Options(bootstrap=200))
+    for row, cells in zip(board.rows, rows, strict=True):
+        cell = cells.select_one("td.decision")
+        assert cell["data-decision"] == row.decision and cell["data-passed"] == json.dumps(row.passed)
+        assert "rule: point" in cell.get_text() and row.decision in ("pass", "fail", "undecided")
+    assert page.select_one("#decision-rule").get_text() == "point"
+    assert page.select_one("#common-targets").get_text(" ", strip=True).startswith(f"Scored on the {board.common_targets} targets common to all versions")
     assert page.select_one("select[name=split] option[selected]")["value"] == "dev"
     svg = page.select_one("#versions-chart svg")
     assert svg is not None and len(svg.select("circle.estimate")) == 2
@@ -132,10 +139,20 @@ def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, 
     assert page.select_one("#test-looks").get_text() == "1"
     form = page.select_one("#judges tr[data-judge='demo-claims@1'] form.evaluate-test")
     assert client.post(form["action"], data={"task": "claim_support"}).status_code == 400  # CSRF
-    done = soup(client.post(form["action"], data={"task": "claim_support", "split": "dev", "csrf_token": token}, follow_redirects=True))
-    assert "demo-claims@1 on test: cohen_kappa" in done.select_one(".flash").get_text()
+    # without confirm: the confirmation, which records nothing
+    ask = soup(client.post(form["action"], data={"task": "claim_support", "split": "dev", "csrf_token": token}))
+    assert ask.select_one("#all-looks").get_text() == "1" and ask.select_one("#judge-looks").get_text() == "0"
+    assert "false pass" in ask.select_one("#look-cost").get_text() and len(session.exec(select(TestEvaluation)).all()) == 1
+    assert soup(client.get(form["action"] + "?task=claim_support")).select_one("#confirm-look-form") is not None
+    confirm = ask.select_one("#confirm-look-form")
+    fields = {i["name"]: i["value"] for i in confirm.select("input[type=hidden]")}
+    done = soup(client.post(confirm["action"], data=fields, follow_redirects=True))
+    flash = done.select_one(".flash").get_text()
+    assert "demo-claims@1 on test: " in flash and "rule: point" in flash
+    assert any(word in flash for word in ("pass —", "fail —", "undecided —"))
     assert done.select_one("#test-looks").get_text() == "2"
     assert done.select_one("#judges tr[data-judge='demo-claims@1'] .test-score").get_text()
+    session.rollback()  # end the read snapshot: see the look the page recorded
     assert len(session.exec(select(TestEvaluation)).all()) == 2
     with pytest.raises(CalibrationError, match="no test split"):
         from calibrate.db import write_session

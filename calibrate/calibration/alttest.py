@@ -1,0 +1,132 @@
+"""The Alternative Annotator Test on calibrate's data: could the judge replace one of the experts?
+
+`calibrate.stats.alttest.alt_test` is the test itself (Calderon, Reichart & Dror, ACL 2025;
+docs/statistics.md §10). This module feeds it from the stored labels and verdicts, as
+`calibrate alt-test`, the report's `alt_test` block and the dashboard's "could replace an
+expert?" column all do:
+
+- **annotators** are the individual experts' current labels of the task: not adjudications
+  (an adjudicator decides the gold, they are not one more annotator), not stale labels. For
+  faithfulness and context_precision, an expert's value of a sample is computed from their own
+  claim or context labels where they gave no direct value (`rag.annotator_metric_labels`, as
+  the report's human–human agreement does);
+- **the judge's verdicts** are its usable ones (status ok, a value): an unusable verdict leaves
+  its item without a judge, so the item is not kept;
+- the judge's **few-shot examples** are left out (the judge has seen their gold);
+- with a split, only the samples of that split;
+- **scoring** defaults to `accuracy` for categorical tasks and `neg_rmse` for ordinal and
+  continuous ones; labels are compared exactly as stored (a categorical task's declared labels,
+  `not_applicable` included, are labels like any other).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from sqlmodel import Session
+
+from calibrate import lookup
+from calibrate.calibration.calibrated import calibrated_task
+from calibrate.calibration.frames import fewshot_keys, labels_frame, split_samples, verdicts_frame
+from calibrate.calibration.rag import DERIVED_GOLD, annotator_metric_labels
+from calibrate.errors import CalibrationError
+from calibrate.models import Task
+from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
+
+DEFAULT_EPSILON = 0.2
+DEFAULT_ALPHA = 0.05
+DEFAULT_MIN_ITEMS = 30
+EPSILON_HELP = ("the cost-benefit margin ε in (0, 1); the paper suggests 0.2 for experts (the default), 0.15 for "
+                "skilled annotators and 0.1 for crowd workers")
+
+
+def default_scoring(task: Task) -> str:
+    """Return the scoring the test uses by default: accuracy for categorical tasks, neg_rmse for scores."""
+    return "accuracy" if task.kind == "categorical" else "neg_rmse"
+
+
+def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_items: int) -> None:
+    """Raise CalibrationError (one line) unless ε and α lie in (0, 1), the scoring is known and min_items ≥ 1."""
+    for name, value in (("epsilon", epsilon), ("alpha", alpha)):
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value < 1:
+            raise CalibrationError(f"{name} must lie strictly between 0 and 1, not {value!r}"
+                                   + (f" ({EPSILON_HELP})" if name == "epsilon" else ""))
+    if scoring is not None and scoring not in SCORINGS:
+        raise CalibrationError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
+    if isinstance(min_items, bool) or not isinstance(min_items, int) or min_items < 1:
+        raise CalibrationError(f"min-items must be a positive whole number, not {min_items!r}")
+
+
+def _undefined(note: str, *, epsilon: float, alpha: float, scoring: str) -> dict:
+    return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, epsilon=epsilon, alpha=alpha, scoring=scoring,
+                         n_items=0, n_annotators=0, annotators=(), n_skipped=0, status="undefined", note=note).to_dict()
+
+
+def alt_test_block(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
+                   epsilon: float = DEFAULT_EPSILON, alpha: float = DEFAULT_ALPHA, scoring: str | None = None,
+                   min_items: int = DEFAULT_MIN_ITEMS) -> dict:
+    """Return the `alt_test` block of a task: `AltTestResult.to_dict()`, undefined (status, note) when it cannot run.
+
+    `labels`: the task's label frame (frames.labels_frame, with annotator_metric_labels applied for a
+    metric task); `verdicts`: the judge's verdicts frame. Never raises for data it cannot test:
+    fewer than three annotators, no kept item, values neg_rmse cannot read are an undefined block.
+    """
+    scoring = scoring or default_scoring(task)
+    current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
+    if fewshot and not current.empty:
+        current = current[~current["target_key"].isin(fewshot)]
+    n_annotators = int(current["annotator"].nunique()) if not current.empty else 0
+    if n_annotators < MIN_ANNOTATORS:  # said here, before reading 10^5 labels into the test
+        return _undefined(f"{n_annotators} annotator(s) with labels: the alt-test needs at least {MIN_ANNOTATORS}",
+                          epsilon=epsilon, alpha=alpha, scoring=scoring)
+    if verdicts is None or verdicts.empty:
+        return _undefined("the judge has no verdicts for this task", epsilon=epsilon, alpha=alpha, scoring=scoring)
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & ~verdicts["target_key"].isin(fewshot)]
+    human_values, judge_values = current["value"], usable["value"]
+    if scoring == "neg_rmse":
+        human_values = pd.to_numeric(human_values, errors="coerce")
+        judge_values = pd.to_numeric(judge_values, errors="coerce")
+        if human_values.isna().any() or judge_values.isna().any():
+            return _undefined(f"neg_rmse scoring needs numeric labels and verdicts; {task.name} has labels such as "
+                              f"{current['value'].iloc[0]!r}: use --scoring accuracy", epsilon=epsilon, alpha=alpha, scoring=scoring)
+    try:
+        result = alt_test(current["target_key"].to_numpy(), current["annotator"].to_numpy(), human_values.to_numpy(),
+                          usable["target_key"].to_numpy(), judge_values.to_numpy(),
+                          epsilon=epsilon, alpha=alpha, scoring=scoring, min_items=min_items)
+    except ValueError as exc:  # duplicates cannot occur (one current label per annotator and target); said, not raised
+        return _undefined(str(exc), epsilon=epsilon, alpha=alpha, scoring=scoring)
+    return result.to_dict()
+
+
+def alt_test_labels(session: Session, dataset, task: Task, in_split: set[int] | None) -> pd.DataFrame:
+    """Return the labels the test compares the judge with: the task's, in the split, each expert's metric values added."""
+    labels = labels_frame(session, dataset, task)
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    if task.name in DERIVED_GOLD:
+        labels = annotator_metric_labels(session, dataset, task, labels, in_split)
+    return labels
+
+
+def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name: str, *,
+                 epsilon: float = DEFAULT_EPSILON, alpha: float = DEFAULT_ALPHA, scoring: str | None = None,
+                 min_items: int = DEFAULT_MIN_ITEMS, split: str | None = None) -> dict:
+    """Return what `calibrate alt-test` writes: the dataset, task, judge and split, then the test's keys.
+
+    Raises NotFound for an unknown dataset, task or judge, CalibrationError for a parameter out
+    of range or a split without samples. An undefined result (fewer than three annotators, …) is
+    returned with its status and note: the caller decides whether that is an error.
+    """
+    check_parameters(epsilon, alpha, scoring, min_items)
+    dataset = lookup.dataset(session, dataset_name)
+    task = calibrated_task(session, task_name)
+    judge = lookup.judge(session, judge_name)
+    in_split = split_samples(session, dataset, split) if split else None
+    labels = alt_test_labels(session, dataset, task, in_split)
+    verdicts = verdicts_frame(session, dataset, task, judge)
+    if in_split is not None:
+        verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+    block = alt_test_block(task, labels, verdicts, fewshot_keys(session, judge), epsilon=epsilon, alpha=alpha,
+                           scoring=scoring, min_items=min_items)
+    return {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, **block}

@@ -1,0 +1,181 @@
+"""Versions on common targets: every listed judge scored on the same targets, so their figures compare.
+
+Each judge's own figure (`alignment_sections`, the report's) leaves out its own few-shot
+examples and its own unusable verdicts, so two versions with identical verdicts can show
+different numbers when one gained a few-shot example (the demo showed 0.861 → 0.893 with n
+71 → 70). The dashboard, its chart and the report's `versions` section therefore score every
+listed judge on the **common targets**:
+
+- the targets every listed judge was run on (has a verdict for, usable or not),
+- minus the few-shot examples of *any* listed judge's prompt version,
+- that have human gold (and, for categorical tasks, a gold label the statistics use).
+
+On them `n` is the same for every judge. A verdict that is unusable (unparsed, a failed call)
+or, for categorical tasks, a label the statistics leave out (such as `not_applicable`) is
+scored as a **miss**, not dropped: dropping it would shrink that judge's n, and a judge that
+fails to answer has not agreed with the experts. For categorical tasks a miss is a category of
+its own, "(no usable verdict)", which the gold never takes (κ over the task's labels plus it;
+with no miss this is exactly κ over the labels). For scores a miss is the end of the scale
+farthest from the gold (the task's scale, else the range of the gold and usable verdicts on
+the common targets): as wrong as a score can be. `n_unparsed` and `n_excluded_label` count the
+misses. docs/statistics.md §13 states the rule.
+
+The frames are those `alignment_sections` reads (`report.alignment_frames`): the labels, the
+gold and every judge's verdicts are read once; each judge's own figure is a point estimate
+beside (`own`: metric, value, n), the common figure carries the bootstrap CI and the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sqlmodel import Session
+
+from calibrate import stats
+from calibrate.calibration.budget import budget_candidates
+from calibrate.calibration.options import Options
+from calibrate.calibration.report import AlignmentFrames, alignment_frames
+from calibrate.calibration.sections import align_section, estimate_dict, join_verdicts, per_group, with_point_p
+from calibrate.stats import Estimate
+
+MISS = "(no usable verdict)"
+
+
+@dataclass
+class VersionScores:
+    """The listed judges scored on their common targets, and each one's own figure beside."""
+
+    judges: list[str]  # the listed judges that have verdicts, in the order given
+    common_targets: int  # N: the targets every one of them is scored on
+    n_fewshot: int  # targets left out because they are a few-shot example of some listed judge
+    note: str  # why N is 0, or ""
+    common: dict[str, dict | None] = field(default_factory=dict)  # judge → light section on the common targets
+    own: dict[str, dict | None] = field(default_factory=dict)  # judge → {metric, value, n} on its own targets
+
+
+def score_versions(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
+                   options: Options | None = None, *, groups: dict[int, str | None] | None = None,
+                   frames: AlignmentFrames | None = None) -> VersionScores:
+    """Score every judge of `judge_names` that has verdicts on the targets common to all of them (see the module).
+
+    With `groups` (sample id → group value), each common section also gets `per_group`.
+    """
+    options = options or Options()
+    frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
+    task = frames.task
+    ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
+    categorical = task.kind == "categorical"
+    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+    gold = frames.gold[frames.gold["gold"].notna()]
+    if categorical:
+        gold = gold[gold["gold"].isin(stat_labels)]
+    out = VersionScores(judges=ran, common_targets=0, n_fewshot=0, note="")
+    if not ran:
+        out.note = "no listed judge has verdicts"
+        return out
+    run_on = set.intersection(*(set(frames.verdicts[name]["target_key"]) for name in ran))
+    fewshot = set().union(*(frames.fewshot[name] for name in ran))
+    out.n_fewshot = len(run_on & fewshot)
+    keys = run_on - fewshot
+    common_gold = gold[gold["target_key"].isin(keys)]
+    out.common_targets = int(len(common_gold))
+    if out.common_targets == 0:
+        out.note = (f"the {len(ran)} listed judges share no target with human gold outside their few-shot examples"
+                    if len(ran) > 1 else "no target with human gold outside its few-shot examples")
+    no_gold = sorted(keys - set(frames.gold.loc[frames.gold["gold"].notna(), "target_key"]))  # labelling them adds to N
+    scale = _scale(task, common_gold, [frames.verdicts[name] for name in ran]) if not categorical else None
+    for name in ran:
+        verdicts = frames.verdicts[name]
+        out.own[name] = _own_point(task, frames.gold, verdicts, frames.fewshot[name], stat_labels)
+        common = verdicts[verdicts["target_key"].isin(keys)]
+        merged = join_verdicts(common_gold, common, set())
+        merged = merged[merged["gold"].notna()].copy()
+        out.common[name] = _common_section(task, merged, stat_labels, scale, options, groups,
+                                           candidates=budget_candidates(_candidates(common, no_gold)))
+    return out
+
+
+def _scale(task, gold: pd.DataFrame, verdicts: list[pd.DataFrame]) -> tuple[float, float] | None:
+    """Return the ends of a score task's scale: the task's, else the range of the gold and the usable verdicts."""
+    if task.scale_min is not None and task.scale_max is not None:
+        return float(task.scale_min), float(task.scale_max)
+    values = gold["gold"].astype(float).tolist()
+    for frame in verdicts:
+        ok = frame[(frame["status"] == "ok") & frame["value"].notna()]["value"]
+        values += pd.to_numeric(ok, errors="coerce").dropna().tolist()
+    return (min(values), max(values)) if values else None
+
+
+def _candidates(verdicts: pd.DataFrame, no_gold: list[str]) -> pd.DataFrame:
+    """Return a frame `budget_candidates` reads: the common targets without gold, as `no_gold` rows."""
+    rows = verdicts[verdicts["target_key"].isin(set(no_gold))]
+    return pd.DataFrame({"sample_id": rows["sample_id"].to_numpy(), "target_key": rows["target_key"].to_numpy(),
+                         "excluded": "no_gold"})
+
+
+def _own_point(task, gold: pd.DataFrame, verdicts: pd.DataFrame, fewshot: set[str], stat_labels: list[str]) -> dict:
+    """Return the judge's figure on all its own targets as the report counts them: a point estimate and n."""
+    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=set(task.excluded or []) if task.kind == "categorical" else set())
+    scored = merged[merged["scored"]]
+    if task.kind == "categorical":
+        est = stats.cohen_kappa(scored["gold"].tolist(), scored["judge"].tolist(), labels=stat_labels) \
+            if len(scored) else Estimate.no_data("no scored targets")
+        metric = "cohen_kappa"
+    else:
+        est = stats.spearman_rho(scored["gold"].astype(float).to_numpy(), scored["judge"].astype(float).to_numpy()) \
+            if len(scored) else Estimate.no_data("no scored targets")
+        metric = "spearman_rho"
+    counts = merged["excluded"].value_counts()
+    return {"metric": metric, "value": est.value, "n": int(len(scored)), "status": est.status, "note": est.note,
+            "n_fewshot": int(counts.get("fewshot", 0)), "n_no_gold": int(counts.get("no_gold", 0)),
+            "n_unparsed": int(counts.get("unparsed", 0))}
+
+
+def _common_section(task, merged: pd.DataFrame, stat_labels: list[str], scale: tuple[float, float] | None,
+                    options: Options, groups: dict[int, str | None] | None, *, candidates: list[str]) -> dict:
+    """Return a judge's light section on the common targets (`merged`: their gold and its verdicts), misses scored."""
+    usable = ((merged["status"] == "ok") & merged["judge"].notna()).to_numpy()
+    section: dict = {"kind": task.kind, "target": task.target, "n": int(len(merged))}
+    if task.target != "sample":
+        section["n_samples"] = int(merged["sample_id"].nunique())
+    section["n_unparsed"] = int((~usable).sum())
+    scored = merged[["target_key", "sample_id", "gold"]].copy()
+    clusters = scored["sample_id"].to_numpy()
+    boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+    if task.kind == "categorical":
+        judge = merged["judge"].where(usable, MISS)
+        off_labels = usable & ~judge.isin(stat_labels).to_numpy()
+        section["n_excluded_label"] = int(off_labels.sum())
+        scored["judge"] = judge.where(~off_labels, MISS).to_numpy()
+        labels = [*stat_labels, MISS]
+        gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
+        est = stats.cohen_kappa(gold_v, judge_v, labels=labels) if len(scored) else Estimate.no_data(
+            "no common target: see the note above the rows")
+        if est.status == "ok":
+            index = {lab: i for i, lab in enumerate(labels)}
+            est = stats.cluster_bootstrap_kappa([index[v] for v in gold_v], [index[v] for v in judge_v], clusters,
+                                                n_labels=len(labels), method=options.ci_method, **boot)
+        section["cohen_kappa"] = estimate_dict(est)
+        section["percent_agreement"] = float(np.mean(np.asarray(gold_v, dtype=object) == np.asarray(judge_v, dtype=object))) if gold_v else None
+        metric = "cohen_kappa"
+    else:
+        x = scored["gold"].astype(float).to_numpy()
+        y = pd.to_numeric(merged["judge"].where(usable), errors="coerce").to_numpy(dtype=float)
+        if scale is not None:
+            low, high = scale
+            y = np.where(np.isnan(y), np.where(np.abs(x - low) >= np.abs(x - high), low, high), y)
+        scored["judge"] = y
+        if len(scored) == 0:
+            est = Estimate.no_data("no common target: see the note above the rows")
+        else:
+            est = with_point_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", ci_method=options.ci_method, **boot),
+                               stats.spearman_rho(x, y))
+        section["spearman_rho"] = estimate_dict(est, keep=("value", "ci", "p_value", "status", "note"))
+        metric = "spearman_rho"
+    align_section(section, metric, est, options, candidates, light=True)
+    if groups is not None:
+        section["per_group"] = per_group(task.kind, scored, groups, options,
+                                         labels=[*stat_labels, MISS] if task.kind == "categorical" else None)
+    return section
