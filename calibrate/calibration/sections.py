@@ -24,6 +24,8 @@ from calibrate.models import (
 )
 from calibrate.stats import Estimate
 
+NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
+
 
 def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "status", "note")) -> dict:
     """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one)."""
@@ -299,7 +301,9 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
         section["weighted_kappa"] = _weighted_kappa(task, x, y, labels, scored)
         section["per_annotator"] = _per_annotator_numeric(labels, merged)
         if groups is not None:
-            gvals = scored["sample_id"].map(groups).tolist()
+            # samples without the field form a group of their own, as for categorical tasks (stats refuses missing ids)
+            gvals = [NO_GROUP if g is None or (isinstance(g, float) and np.isnan(g)) else g
+                     for g in scored["sample_id"].map(groups).tolist()]
             grouped = {"by": options.group_by}
             for name, method in (("spearman_rho", "spearman"), ("kendall_tau", "kendall"), ("pearson_r", "pearson")):
                 est = stats.grouped_correlation(x, y, gvals, method=method) if len(x) else Estimate.no_data("no scored targets")

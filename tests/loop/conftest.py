@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from bs4 import BeautifulSoup
+from labelstore import Store
 
 from calibrate.demo import DATASET, load_demo
 
@@ -19,3 +20,9 @@ def demo(engine):
 def soup():
     """Return a function that parses a response's HTML."""
     return lambda response: BeautifulSoup(response.data, "html.parser")
+
+
+@pytest.fixture
+def store(session):
+    """A dataset whose labels and verdicts are stored directly (tests/labelstore.py)."""
+    return Store(session)
