@@ -78,3 +78,65 @@ def test_compare_two_versions_from_the_dashboard(page, live_server, browser_logi
     flips.first.click()
     page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration/judges/*/disagreements/claim:*")
     assert page.locator("#gold").inner_text() and page.locator("#judge-raw").count() == 1
+
+
+def test_dashboard_three_states_and_the_test_split_asks_before_each_look(page, live_server, browser_login, engine, session, app):
+    from calibrate.models import Judge, Label, Task, TestEvaluation, User, Verdict
+    from calibrate.reports.charts import OUTCOME_COLOURS
+
+    load_demo(engine)
+    app.config["BOOTSTRAP"] = 300
+    two = session.exec(select(Judge).where(Judge.name == "demo-claims@2")).one()
+    # an imported judge that always says "supported": it fails
+    lazy = Judge(name="lazy", kind="imported")
+    session.add(lazy)
+    session.flush()
+    for v in session.exec(select(Verdict).where(Verdict.judge_id == two.id)).all():
+        session.add(Verdict(judge_id=lazy.id, task_id=v.task_id, sample_id=v.sample_id, claim_id=v.claim_id,
+                            target_key=v.target_key, value="supported", status="ok", source="import"))
+    # and one that copies an expert: right wherever there is gold (the experts agree, or they tie and there is none)
+    copycat = Judge(name="copycat", kind="imported")
+    session.add(copycat)
+    session.flush()
+    expert = session.exec(select(User).where(User.username == "dra.garcia")).one()
+    claims = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    for label in session.exec(select(Label).where(Label.annotator_id == expert.id, Label.task_id == claims.id)).all():
+        session.add(Verdict(judge_id=copycat.id, task_id=label.task_id, sample_id=label.sample_id, claim_id=label.claim_id,
+                            target_key=label.target_key, value=label.value, status="ok", source="import"))
+    session.commit()
+    browser_login("eng", "engineer")
+    page.goto(f"{live_server}/datasets/{DATASET}/calibration")
+    states = {}
+    for judge in ("demo-claims@1", "demo-claims@2", "copycat", "lazy"):
+        cell = page.locator(f"#judges tr[data-judge='{judge}'] td.decision")
+        states[judge] = cell.get_attribute("data-decision")
+        assert cell.locator(".badge").inner_text() == states[judge]
+        assert "(rule: point" in cell.locator(".decision-text").inner_text()
+    assert states == {"demo-claims@1": "undecided", "demo-claims@2": "undecided", "copycat": "pass", "lazy": "fail"}
+    assert "label ≈" in page.locator("#judges tr[data-judge='demo-claims@2'] .decision-text").inner_text()
+    # the chart colours each point by its decision
+    fills = [page.locator("#versions-chart circle.estimate").nth(i).get_attribute("fill") for i in range(4)]
+    assert fills == [OUTCOME_COLOURS[states[j]] for j in ("demo-claims@1", "demo-claims@2", "copycat", "lazy")]
+    # "Evaluate on test…" asks first, without JavaScript doing it: a page that records nothing
+    page.locator("#judges tr[data-judge='demo-claims@2'] form.evaluate-test button").click()
+    page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration/judges/demo-claims@2/evaluate-test")
+    assert page.locator("#judge-looks").inner_text() == "0" and page.locator("#all-looks").inner_text() == "0"
+    assert "false pass" in page.locator("#look-cost").inner_text()
+    session.rollback()
+    assert session.exec(select(TestEvaluation)).all() == []
+    page.click("#confirm-look-form a")  # cancel: back to the dashboard, still nothing recorded
+    page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration?*")
+    assert page.locator("#test-looks").inner_text() == "0"
+    for look in (1, 2):
+        page.locator("#judges tr[data-judge='demo-claims@2'] form.evaluate-test button").click()
+        page.wait_for_url("**/evaluate-test")
+        assert page.locator("#all-looks").inner_text() == str(look - 1)
+        page.click("#confirm-look-form button[type=submit]")
+        page.wait_for_url(f"{live_server}/datasets/{DATASET}/calibration?*")
+        assert page.locator("#test-looks").inner_text() == str(look)
+        decision = page.locator("#judges tr[data-judge='demo-claims@2'] .test-score").get_attribute("data-decision")
+        assert decision in ("pass", "fail", "undecided")
+        assert f"{decision} — κ" in page.locator(".flash").inner_text()
+    session.rollback()
+    looks = session.exec(select(TestEvaluation)).all()
+    assert len(looks) == 2 and {(x.decision, x.rule, x.threshold) for x in looks} == {(decision, "point", 0.75)}
