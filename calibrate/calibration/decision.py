@@ -88,9 +88,15 @@ def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, thr
     needed = labels_needed(n, (value - half, value + half), value, threshold)
     if needed is None:  # the estimate lies outside its own interval: nothing sensible to extrapolate
         return {"more_targets": None, "note": "the estimate lies outside its interval: no extrapolation is made"}
-    if needed.get("more_targets") == 0:
-        needed = {**needed, "more_targets": 1}
-    return needed
+    more = needed.get("more_targets")
+    if more is None:  # on (or a hair from) the threshold: labels_needed says why
+        return needed
+    more = max(more, 1)
+    side = "lower" if value >= threshold else "upper"
+    return {"more_targets": more,
+            "note": (f"the CI [{lo:.3f}, {hi:.3f}] straddles {threshold:g}; about {more} more labelled targets "
+                     f"(n ≈ {n + more}) would be expected to settle it, assuming the estimate stays at {value:.3f} and "
+                     f"the distance to the CI's {side} bound ({half:.3f}) shrinks as 1/√n")}
 
 
 def decide_section(section: dict, threshold: float, rule: str) -> None:
