@@ -34,6 +34,9 @@ from calibrate.errors import CalibrationError
 from calibrate.models import Task
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
 
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_EPSILON", "DEFAULT_MIN_ITEMS", "EPSILON_HELP", "MIN_ANNOTATORS", "alt_test_block",
+           "alt_test_labels", "check_parameters", "default_scoring", "expert_count", "experts", "run_alt_test"]
+
 DEFAULT_EPSILON = 0.2
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_ITEMS = 30
@@ -63,6 +66,17 @@ def _undefined(note: str, *, epsilon: float, alpha: float, scoring: str) -> dict
                          n_items=0, n_annotators=0, annotators=(), n_skipped=0, status="undefined", note=note).to_dict()
 
 
+def experts(labels: pd.DataFrame) -> pd.DataFrame:
+    """Return the labels that are an expert's own opinion: current (not stale), not adjudications."""
+    return labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
+
+
+def expert_count(labels: pd.DataFrame) -> int:
+    """Return how many annotators have a current label of their own in `labels`."""
+    current = experts(labels)
+    return int(current["annotator"].nunique()) if not current.empty else 0
+
+
 def alt_test_block(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
                    epsilon: float = DEFAULT_EPSILON, alpha: float = DEFAULT_ALPHA, scoring: str | None = None,
                    min_items: int = DEFAULT_MIN_ITEMS) -> dict:
@@ -73,7 +87,7 @@ def alt_test_block(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | No
     fewer than three annotators, no kept item, values neg_rmse cannot read are an undefined block.
     """
     scoring = scoring or default_scoring(task)
-    current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
+    current = experts(labels)
     if fewshot and not current.empty:
         current = current[~current["target_key"].isin(fewshot)]
     n_annotators = int(current["annotator"].nunique()) if not current.empty else 0

@@ -37,7 +37,7 @@ from calibrate import stats
 from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
-from calibrate.calibration.sections import align_section, estimate_dict, join_verdicts, per_group, with_point_p
+from calibrate.calibration.sections import align_section, estimate_dict, per_group, with_point_p
 from calibrate.stats import Estimate
 
 MISS = "(no usable verdict)"
@@ -60,7 +60,8 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
                    frames: AlignmentFrames | None = None) -> VersionScores:
     """Score every judge of `judge_names` that has verdicts on the targets common to all of them (see the module).
 
-    With `groups` (sample id → group value), each common section also gets `per_group`.
+    With `groups` (sample id → group value), each common section also gets `per_group`. Each
+    judge costs index look-ups on arrays (no merge): the dashboard computes 20 of them per page.
     """
     options = options or Options()
     frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
@@ -68,32 +69,38 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
     categorical = task.kind == "categorical"
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
-    gold = frames.gold[frames.gold["gold"].notna()]
-    if categorical:
-        gold = gold[gold["gold"].isin(stat_labels)]
     out = VersionScores(judges=ran, common_targets=0, n_fewshot=0, note="")
     if not ran:
         out.note = "no listed judge has verdicts"
         return out
+    gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
+    with_gold = gold["gold"].notna().to_numpy()
+    gold_keys = set(gold.index[with_gold])
+    valid = set(gold.index[with_gold & gold["gold"].isin(stat_labels).to_numpy()]) if categorical else gold_keys
     run_on = set.intersection(*(set(frames.verdicts[name]["target_key"]) for name in ran))
     fewshot = set().union(*(frames.fewshot[name] for name in ran))
     out.n_fewshot = len(run_on & fewshot)
-    keys = run_on - fewshot
-    common_gold = gold[gold["target_key"].isin(keys)]
-    out.common_targets = int(len(common_gold))
-    if out.common_targets == 0:
+    open_keys = run_on - fewshot
+    keys = sorted(open_keys & valid)  # the order of the report's merged rows: the bootstrap draws the same samples
+    out.common_targets = len(keys)
+    if not keys:
         out.note = (f"the {len(ran)} listed judges share no target with human gold outside their few-shot examples"
                     if len(ran) > 1 else "no target with human gold outside its few-shot examples")
-    no_gold = sorted(keys - set(frames.gold.loc[frames.gold["gold"].notna(), "target_key"]))  # labelling them adds to N
-    scale = _scale(task, common_gold, [frames.verdicts[name] for name in ran]) if not categorical else None
+    common_gold = gold.loc[keys] if keys else gold.iloc[:0]
+    first = frames.verdicts[ran[0]]
+    no_gold = first[first["target_key"].isin(open_keys - gold_keys)]  # labelling them adds to N
+    candidates = budget_candidates(pd.DataFrame({"sample_id": no_gold["sample_id"].to_numpy(),
+                                                 "target_key": no_gold["target_key"].to_numpy(), "excluded": "no_gold"}))
+    scale = None if categorical else _scale(task, common_gold, [frames.verdicts[name] for name in ran])
     for name in ran:
         verdicts = frames.verdicts[name]
-        out.own[name] = _own_point(task, frames.gold, verdicts, frames.fewshot[name], stat_labels)
-        common = verdicts[verdicts["target_key"].isin(keys)]
-        merged = join_verdicts(common_gold, common, set())
-        merged = merged[merged["gold"].notna()].copy()
-        out.common[name] = _common_section(task, merged, stat_labels, scale, options, groups,
-                                           candidates=budget_candidates(_candidates(common, no_gold)))
+        index = pd.Index(verdicts["target_key"])
+        values = verdicts["value"].to_numpy(dtype=object)
+        usable = (verdicts["status"] == "ok").to_numpy() & pd.notna(values)
+        out.own[name] = _own_point(task, gold, index, values, usable, frames.fewshot[name], stat_labels)
+        where = index.get_indexer(keys)
+        out.common[name] = _common_section(task, common_gold, values[where], usable[where], stat_labels, scale, options,
+                                           groups, candidates=candidates)
     return out
 
 
@@ -108,74 +115,72 @@ def _scale(task, gold: pd.DataFrame, verdicts: list[pd.DataFrame]) -> tuple[floa
     return (min(values), max(values)) if values else None
 
 
-def _candidates(verdicts: pd.DataFrame, no_gold: list[str]) -> pd.DataFrame:
-    """Return a frame `budget_candidates` reads: the common targets without gold, as `no_gold` rows."""
-    rows = verdicts[verdicts["target_key"].isin(set(no_gold))]
-    return pd.DataFrame({"sample_id": rows["sample_id"].to_numpy(), "target_key": rows["target_key"].to_numpy(),
-                         "excluded": "no_gold"})
-
-
-def _own_point(task, gold: pd.DataFrame, verdicts: pd.DataFrame, fewshot: set[str], stat_labels: list[str]) -> dict:
-    """Return the judge's figure on all its own targets as the report counts them: a point estimate and n."""
-    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=set(task.excluded or []) if task.kind == "categorical" else set())
-    scored = merged[merged["scored"]]
+def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, usable: np.ndarray, fewshot: set[str],
+               stat_labels: list[str]) -> dict:
+    """Return the judge's figure on all its own targets as the report counts them (join_verdicts): a point estimate,
+    n and the excluded counts."""
+    golds = gold["gold"].reindex(index).to_numpy(dtype=object)
+    has_gold = pd.notna(golds)
+    shown = index.isin(fewshot) if fewshot else np.zeros(len(index), dtype=bool)
+    scored = usable & has_gold & ~shown
     if task.kind == "categorical":
-        est = stats.cohen_kappa(scored["gold"].tolist(), scored["judge"].tolist(), labels=stat_labels) \
-            if len(scored) else Estimate.no_data("no scored targets")
+        excluded = set(task.excluded or [])
+        scored &= ~pd.Series(golds).isin(excluded).to_numpy() & ~pd.Series(values).isin(excluded).to_numpy()
+        est = stats.cohen_kappa(golds[scored].tolist(), values[scored].tolist(), labels=stat_labels) \
+            if scored.any() else Estimate.no_data("no scored targets")
         metric = "cohen_kappa"
     else:
-        est = stats.spearman_rho(scored["gold"].astype(float).to_numpy(), scored["judge"].astype(float).to_numpy()) \
-            if len(scored) else Estimate.no_data("no scored targets")
+        est = stats.spearman_rho(golds[scored].astype(float), values[scored].astype(float)) \
+            if scored.any() else Estimate.no_data("no scored targets")
         metric = "spearman_rho"
-    counts = merged["excluded"].value_counts()
-    return {"metric": metric, "value": est.value, "n": int(len(scored)), "status": est.status, "note": est.note,
-            "n_fewshot": int(counts.get("fewshot", 0)), "n_no_gold": int(counts.get("no_gold", 0)),
-            "n_unparsed": int(counts.get("unparsed", 0))}
+    n_fewshot = sum(1 for key in fewshot if key in gold.index or key in index)  # as join_verdicts counts them
+    return {"metric": metric, "value": est.value, "n": int(scored.sum()), "status": est.status, "note": est.note,
+            "n_fewshot": n_fewshot, "n_no_gold": int((usable & ~has_gold & ~shown).sum()),
+            "n_unparsed": int((~usable & ~shown).sum())}
 
 
-def _common_section(task, merged: pd.DataFrame, stat_labels: list[str], scale: tuple[float, float] | None,
-                    options: Options, groups: dict[int, str | None] | None, *, candidates: list[str]) -> dict:
-    """Return a judge's light section on the common targets (`merged`: their gold and its verdicts), misses scored."""
-    usable = ((merged["status"] == "ok") & merged["judge"].notna()).to_numpy()
-    section: dict = {"kind": task.kind, "target": task.target, "n": int(len(merged))}
+def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.ndarray, stat_labels: list[str],
+                    scale: tuple[float, float] | None, options: Options, groups: dict[int, str | None] | None, *,
+                    candidates: list[str]) -> dict:
+    """Return a judge's light section on the common targets (`gold`: their gold by target, `values`/`usable`: its
+    verdicts on them in the same order), misses scored."""
+    section: dict = {"kind": task.kind, "target": task.target, "n": int(len(gold))}
+    clusters = gold["sample_id"].to_numpy()
     if task.target != "sample":
-        section["n_samples"] = int(merged["sample_id"].nunique())
+        section["n_samples"] = int(len(set(clusters.tolist())))
     section["n_unparsed"] = int((~usable).sum())
-    scored = merged[["target_key", "sample_id", "gold"]].copy()
-    clusters = scored["sample_id"].to_numpy()
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+    gold_v = gold["gold"].to_numpy(dtype=object)
     if task.kind == "categorical":
-        judge = merged["judge"].where(usable, MISS)
-        off_labels = usable & ~judge.isin(stat_labels).to_numpy()
+        off_labels = usable & ~pd.Series(values).isin(stat_labels).to_numpy()
         section["n_excluded_label"] = int(off_labels.sum())
-        scored["judge"] = judge.where(~off_labels, MISS).to_numpy()
+        judge_v = np.where(usable & ~off_labels, values, MISS)
         labels = [*stat_labels, MISS]
-        gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
-        est = stats.cohen_kappa(gold_v, judge_v, labels=labels) if len(scored) else Estimate.no_data(
+        est = stats.cohen_kappa(gold_v.tolist(), judge_v.tolist(), labels=labels) if len(gold_v) else Estimate.no_data(
             "no common target: see the note above the rows")
         if est.status == "ok":
             index = {lab: i for i, lab in enumerate(labels)}
             est = stats.cluster_bootstrap_kappa([index[v] for v in gold_v], [index[v] for v in judge_v], clusters,
                                                 n_labels=len(labels), method=options.ci_method, **boot)
         section["cohen_kappa"] = estimate_dict(est)
-        section["percent_agreement"] = float(np.mean(np.asarray(gold_v, dtype=object) == np.asarray(judge_v, dtype=object))) if gold_v else None
+        section["percent_agreement"] = float(np.mean(gold_v == judge_v)) if len(gold_v) else None
         metric = "cohen_kappa"
     else:
-        x = scored["gold"].astype(float).to_numpy()
-        y = pd.to_numeric(merged["judge"].where(usable), errors="coerce").to_numpy(dtype=float)
+        x = gold_v.astype(float)
+        judge_v = pd.to_numeric(pd.Series(np.where(usable, values, None)), errors="coerce").to_numpy(dtype=float)
         if scale is not None:
             low, high = scale
-            y = np.where(np.isnan(y), np.where(np.abs(x - low) >= np.abs(x - high), low, high), y)
-        scored["judge"] = y
-        if len(scored) == 0:
+            judge_v = np.where(np.isnan(judge_v), np.where(np.abs(x - low) >= np.abs(x - high), low, high), judge_v)
+        if len(x) == 0:
             est = Estimate.no_data("no common target: see the note above the rows")
         else:
-            est = with_point_p(stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", ci_method=options.ci_method, **boot),
-                               stats.spearman_rho(x, y))
+            est = with_point_p(stats.cluster_bootstrap_corr(x, judge_v, clusters, method="spearman", ci_method=options.ci_method, **boot),
+                               stats.spearman_rho(x, judge_v))
         section["spearman_rho"] = estimate_dict(est, keep=("value", "ci", "p_value", "status", "note"))
         metric = "spearman_rho"
     align_section(section, metric, est, options, candidates, light=True)
     if groups is not None:
+        scored = pd.DataFrame({"sample_id": clusters, "gold": gold_v if task.kind == "categorical" else x, "judge": judge_v})
         section["per_group"] = per_group(task.kind, scored, groups, options,
                                          labels=[*stat_labels, MISS] if task.kind == "categorical" else None)
     return section

@@ -25,9 +25,11 @@ from calibrate.calibration.alttest import (
     DEFAULT_ALPHA,
     DEFAULT_EPSILON,
     DEFAULT_MIN_ITEMS,
+    MIN_ANNOTATORS,
     alt_test_block,
     alt_test_labels,
     check_parameters,
+    expert_count,
 )
 from calibrate.calibration.calibrated import calibrated_task, calibrated_task_names
 from calibrate.calibration.common import score_versions
@@ -255,6 +257,9 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     board.common_targets, board.common_note, board.n_fewshot_common = scores.common_targets, scores.note, scores.n_fewshot
     in_split = split_samples(session, dataset, split) if split else None
     expert_labels = alt_test_labels(session, dataset, task_row, in_split)
+    # fewer than 3 experts: the same undefined block for every row, said once (a judge's few-shots only remove labels)
+    too_few = alt_test_block(task_row, expert_labels, None, set(), epsilon=board.epsilon) \
+        if expert_count(expert_labels) < MIN_ANNOTATORS else None
     for judge, prompt, version in judges:
         row = JudgeRow(judge=judge.name if judge else f"{prompt.name}@{version.number}",
                        kind="prompt" if version is not None else judge.kind,
@@ -285,8 +290,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
                                           row.passed, row.labels_to_decide, note=(section.get(row.metric) or {}).get("note") or "")
         row.budget = section.get("budget")
         row.per_group = section.get("per_group") or []
-        row.alt_test = alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name), frames.fewshot.get(judge.name, set()),
-                                      epsilon=board.epsilon)
+        row.alt_test = too_few or alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name),
+                                                 frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)
         row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
