@@ -8,14 +8,17 @@ first use, so naming one API does not load pandas and SciPy for the rest):
     gold_frame, categorical_gold, numeric_gold, human_gold, GOLD_RULE     gold.py  (the one gold rule)
     task_gold, DERIVED_GOLD                                               rag.py   (metric tasks' gold)
     labels_needed, label_budget                                           budget.py
+    decide, rule_of, Decided                                              decision.py (pass / fail / undecided)
+    score_versions, VersionScores                                         common.py (versions on common targets)
+    run_alt_test, alt_test_block                                          alttest.py (the Alternative Annotator Test)
     compare_judges                                                        compare.py (`calibrate compare`)
     compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
     dashboard, disagreements, versions_section, …                         loop.py  (the engineer's loop)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), gold,
-sections (a task's statistics), budget, rag and retrieval (the RAG system's own metrics),
-report (build_report), compare, ab, loop. The gate's PASS/FAIL wording is reports/gate.py;
+budget, decision, sections (a task's statistics), rag and retrieval (the RAG system's own
+metrics), alttest, report (build_report), common, compare, ab, loop. The gate's PASS/FAIL wording is reports/gate.py;
 model families and the self-preference guard are judges/families.py.
 """
 
@@ -32,6 +35,9 @@ _API = {
     "gold_frame": "gold", "categorical_gold": "gold", "numeric_gold": "gold", "human_gold": "gold", "GOLD_RULE": "gold",
     "task_gold": "rag", "DERIVED_GOLD": "rag",
     "labels_needed": "budget", "label_budget": "budget",
+    "decide": "decision", "rule_of": "decision", "Decided": "decision",
+    "score_versions": "common", "VersionScores": "common", "alignment_frames": "report",
+    "run_alt_test": "alttest", "alt_test_block": "alttest",
     "compare_judges": "compare",
     "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
     "dashboard": "loop", "disagreements": "loop", "disagreement_detail": "loop", "add_fewshot": "loop",

@@ -96,11 +96,18 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     versions = data.get("versions")
     if versions:
         lines += [f"## Versions of {escape(versions.get('prompt', ''))}", "",
-                  table_row(["version", "alignment", ci_label, "n", "passed", "changed", "note"]), "|---|---:|---|---:|---|---|---|"]
+                  escape(f"Scored on the {versions.get('common_targets', 0)} targets common to all versions "
+                         "(an unusable verdict counts as a miss); own: each version on all its own targets."
+                         + (f" {versions['common_note']}." if versions.get("common_note") else "")), "",
+                  table_row(["version", "alignment", ci_label, "n", "decision", "own", "changed", "note"]),
+                  "|---|---:|---|---:|---|---:|---|---|"]
         for v in versions.get("versions") or []:
+            own = v.get("own") or {}
+            decided = (f"{v['decision']} (rule {v.get('rule')}; {'passes' if v.get('passed') else 'does not pass'})"
+                       if v.get("decision") else "—")
             lines.append(table_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
                                summary.interval(v.get("ci")), escape(v.get("n") if v.get("n") is not None else "—"),
-                               escape({True: "yes", False: "no"}.get(v.get("passed"), "—")),
+                               escape(decided), f"{summary.number(own.get('value'))}, n {own.get('n')}" if own else "—",
                                escape(", ".join(v.get("changed") or []) or "—"), escape(v.get("note") or "")]))
         lines.append("")
         comparison = versions.get("comparison")
@@ -111,7 +118,9 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
                              f"targets ({comparison.get('scope')}): {summary.number(diff.get('value'))} "
                              f"{ci_label} {summary.interval(diff.get('ci'))}; McNemar p = "
                              f"{summary.p_value((comparison.get('mcnemar') or {}).get('p_value'))}; "
-                             f"fixed {flips.get('fixed', 0)}, broken {flips.get('broken', 0)}."), ""]
+                             f"fixed {flips.get('fixed', 0)}, broken {flips.get('broken', 0)}."
+                             + (f" Changed: {', '.join(comparison['changed']) or 'nothing'}." if comparison.get("changed") is not None else "")
+                             + (f" {comparison['reconciliation']}" if comparison.get("reconciliation") else "")), ""]
         elif versions.get("comparison_note"):
             lines += [escape(versions["comparison_note"]), ""]
     lines += ["## Methods", "", escape(_methods_paragraph(data)), ""]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from bs4 import BeautifulSoup
 
@@ -33,8 +34,12 @@ def test_report_versions_section_json_md_html(engine, session, runner):
     md = runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-claims@2", "--bootstrap", "200", "--versions",
                         "--format", "md"]).output
     assert "## Versions of demo" in md and "McNemar p" in md
+    assert re.search(r"Scored on the \d+ targets common to all versions", md)
+    assert "Changed: params, few\\_shots." in md
     html = BeautifulSoup(runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-claims@2", "--bootstrap", "200",
                                         "--versions", "--format", "html"]).output, "html.parser")
     assert len(html.select("#versions tbody tr")) == 2 and "McNemar" in html.select_one("#versions .comparison").get_text()
+    assert [r["data-decision"] for r in html.select("#versions tbody tr")] == ["undecided", "undecided"]
+    assert "targets common to all versions" in html.select_one("#versions .common-targets").get_text()
     bad = runner.invoke(["report", "--dataset", DATASET, "--versions"])
     assert bad.exit_code == 2 and "--versions needs --judge" in bad.output
