@@ -14,6 +14,7 @@ first use, so naming one API does not load pandas and SciPy for the rest):
     compare_judges                                                        compare.py (`calibrate compare`)
     compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
     dashboard, disagreements, versions_section, …                         loop.py  (the engineer's loop)
+    evaluate_on_test, test_look_preview, look_text                        testsplit.py (the frozen test split)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), gold,
@@ -36,12 +37,13 @@ _API = {
     "task_gold": "rag", "DERIVED_GOLD": "rag",
     "labels_needed": "budget", "label_budget": "budget",
     "decide": "decision", "rule_of": "decision", "Decided": "decision",
+    "test_look_preview": "testsplit", "look_text": "testsplit",
     "score_versions": "common", "VersionScores": "common", "alignment_frames": "report",
     "run_alt_test": "alttest", "alt_test_block": "alttest",
     "compare_judges": "compare",
     "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
     "dashboard": "loop", "disagreements": "loop", "disagreement_detail": "loop", "add_fewshot": "loop",
-    "triage": "loop", "evaluate_on_test": "loop", "versions_section": "loop", "compare_two": "loop",
+    "triage": "loop", "evaluate_on_test": "testsplit", "versions_section": "loop", "compare_two": "loop",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]

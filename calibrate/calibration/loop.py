@@ -2,9 +2,11 @@
 
 `dashboard` puts every judge on one page — each version of the task's prompts (run or not) and
 every imported judge with verdicts on the dataset — with its alignment and CI, n, the excluded
-counts, pass/fail against the threshold and the cost of its runs, on one split (dev by default:
-the split engineers iterate on; test stays frozen). Each row is the task section of the same
-`build_report` the reports use, so the dashboard never disagrees with `calibrate report --split`.
+counts, its three-state decision against the threshold, "could it replace an expert?" (the
+alt-test) and the cost of its runs, on one split (dev by default: the split engineers iterate
+on; test stays frozen, testsplit.py). Every row is scored on the targets common to all of them
+(common.py) with the section code of `build_report`; each judge's own figure beside is exactly
+that of `calibrate report --split`.
 
 Bad input gives a `message` saying what is missing instead of an empty chart: an unknown
 split, a split with no labels for the task, no judge at all; a version without any run on the
@@ -34,7 +36,7 @@ from calibrate.calibration.alttest import (
 from calibrate.calibration.calibrated import calibrated_task, calibrated_task_names
 from calibrate.calibration.common import score_versions
 from calibrate.calibration.compare import compare_judges
-from calibrate.calibration.decision import decide, labels_to_decide, rule_of
+from calibrate.calibration.decision import rule_of
 from calibrate.calibration.frames import metadata_fields, sample_field_values, split_samples
 from calibrate.calibration.gold import (
     human_gold,
@@ -45,8 +47,13 @@ from calibrate.calibration.rag import (
 )
 from calibrate.calibration.report import (
     alignment_frames,
-    alignment_sections,
     build_report,
+)
+from calibrate.calibration.testsplit import (
+    TEST_SPLIT,
+    dataset_splits,
+    frozen_test_message,
+    test_looks,
 )
 from calibrate.errors import CalibrationError, NotFound
 from calibrate.judges.families import (
@@ -71,7 +78,6 @@ from calibrate.models import (
     PromptVersion,
     Sample,
     Task,
-    TestEvaluation,
     Triage,
     User,
     Verdict,
@@ -182,12 +188,6 @@ def _costs(session: Session, dataset: Dataset) -> dict[int, float]:
     return {judge_id: float(total or 0.0) for judge_id, total in rows}
 
 
-def _splits(session: Session, dataset: Dataset) -> list[str]:
-    values = session.exec(select(Sample.split).where(Sample.dataset_id == dataset.id, Sample.split.is_not(None)).distinct()).all()
-    order = {"train": 0, "dev": 1, "test": 2}
-    return sorted(values, key=lambda s: (order.get(s, 3), s))
-
-
 def _n_labelled(session: Session, dataset: Dataset, task: Task, split: str | None) -> int:
     query = (select(func.count(func.distinct(Label.target_key))).join(Sample, Sample.id == Label.sample_id)
              .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, Label.stale.is_(False)))
@@ -217,7 +217,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         epsilon = DEFAULT_EPSILON
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
                       budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower), group_by=group_by or None,
-                      epsilon=epsilon, splits=_splits(session, dataset),
+                      epsilon=epsilon, splits=dataset_splits(session, dataset),
                       tasks=calibrated_task_names(session))
     board.group_fields = metadata_fields(session, dataset)
     board.input_errors = input_errors
@@ -357,7 +357,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     """
     calibrated_task(session, task)
     dataset_row = lookup.dataset(session, dataset_name)
-    frozen = frozen_test_message(dataset_row.name, split, _splits(session, dataset_row))
+    frozen = frozen_test_message(dataset_row.name, split, dataset_splits(session, dataset_row))
     if frozen:
         return DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
                                 message=frozen)
@@ -560,118 +560,6 @@ def triage_of(session: Session, judge: Judge, task: Task) -> dict[str, str]:
     return dict(session.exec(select(Triage.target_key, Triage.kind).where(Triage.judge_id == judge.id, Triage.task_id == task.id)).all())
 
 
-# --------------------------------------------------------------------------- the frozen test split
-
-TEST_SPLIT = "test"
-
-
-def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
-    """Return why a view may not show scores on `split` (empty when it may)."""
-    if TEST_SPLIT not in splits:
-        return ""
-    if split == TEST_SPLIT:
-        return (f"the test split of {dataset} is frozen: its scores are computed only on demand, one judge at a time, "
-                f"with \u201cEvaluate on test\u201d (each look is recorded)")
-    if split is None:
-        return f"all samples of {dataset} include the frozen test split: choose train or dev"
-    return ""
-
-
-def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
-                     options: Options | None = None, user=None):
-    """Compute a judge's alignment on the test split, record it with a timestamp (TestEvaluation), return the row.
-
-    Raises CalibrationError when the dataset has no test split or the judge no verdicts there.
-    """
-
-    dataset = lookup.dataset(session, dataset_name)
-    judge = lookup.judge(session, judge_name)
-    task_row = calibrated_task(session, task)
-    if TEST_SPLIT not in _splits(session, dataset):
-        raise CalibrationError(f"{dataset.name} has no test split (splits: {', '.join(_splits(session, dataset)) or 'none'})")
-    opts = Options(**{**(options or Options()).__dict__, "split": TEST_SPLIT, "group_by": None})
-    section = alignment_sections(session, dataset.name, task_row.name, [judge.name], options=opts)[judge.name]
-    if section is None:
-        raise CalibrationError(f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first")
-    alignment = section["alignment"]
-    ci = alignment.get("ci") or (None, None)
-    row = TestEvaluation(dataset_id=dataset.id, judge_id=judge.id, task_id=task_row.id, metric=alignment.get("metric") or "",
-                         value=alignment.get("value"), ci_low=ci[0], ci_high=ci[1], n=int(section.get("n") or 0),
-                         passed=section.get("passed"), decision=section.get("decision"), rule=section.get("rule"),
-                         threshold=opts.threshold, user_id=user.id if user is not None else None)
-    session.add(row)
-    session.flush()
-    return row
-
-
-def look_text(row: TestEvaluation) -> str:
-    """Return a recorded look at the test split in words, with its three-state decision (reports.summary.decision_text).
-
-    Looks recorded before the decision was kept (revision 0005) say passed or not passed only.
-    """
-    ci = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
-    if row.decision is None or row.threshold is None:
-        value = "undefined" if row.value is None else f"{row.value:.3f}"
-        return f"{row.metric} {value}, {'passed' if row.passed else 'not passed' if row.passed is False else 'no decision'}"
-    decided = decide(row.value, ci, row.threshold, rule=row.rule or "point")
-    to_decide = labels_to_decide(decided, row.n, row.value, ci, row.threshold)
-    return decision_text(row.decision, row.rule or "point", row.metric, row.value, ci, row.threshold, row.passed, to_decide)
-
-
-@dataclass
-class TestLookPreview:
-    """What the confirmation before a look at the test split says: how many looks were made, and what one costs."""
-
-    __test__ = False  # not a pytest class
-    dataset: str
-    judge: str
-    task: str
-    judge_looks: int  # this judge's looks at the test split of this dataset and task
-    all_looks: int  # every judge's
-    n_test_samples: int
-    last: TestEvaluation | None
-    has_verdicts: bool
-    message: str = ""  # why the look cannot be made (no test split, no verdicts there)
-
-
-def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support") -> TestLookPreview:
-    """Return what to say before a look at the test split is recorded (nothing is computed or recorded here)."""
-    dataset = lookup.dataset(session, dataset_name)
-    judge = lookup.judge(session, judge_name)
-    task_row = calibrated_task(session, task)
-    looks = test_looks(session, dataset, task_row)
-    mine, last = looks.get(judge.id, (0, None))
-    n_test = int(session.exec(select(func.count()).select_from(Sample)
-                              .where(Sample.dataset_id == dataset.id, Sample.split == TEST_SPLIT)).one())
-    has = session.exec(select(Verdict.id).join(Sample, Sample.id == Verdict.sample_id)
-                       .where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Sample.dataset_id == dataset.id,
-                              Sample.split == TEST_SPLIT).limit(1)).first() is not None
-    preview = TestLookPreview(dataset.name, judge.name, task_row.name, mine, sum(c for c, _ in looks.values()), n_test, last, has)
-    if n_test == 0:
-        preview.message = f"{dataset.name} has no test split (splits: {', '.join(_splits(session, dataset)) or 'none'})"
-    elif not has:
-        preview.message = f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first"
-    return preview
-
-
-test_look_preview.__test__ = False  # not a pytest test
-
-
-def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:
-    """Return judge id → (times its test score was computed, the latest TestEvaluation)."""
-
-    out: dict[int, tuple[int, object]] = {}
-    rows = session.exec(select(TestEvaluation).where(TestEvaluation.dataset_id == dataset.id, TestEvaluation.task_id == task.id)
-                        .order_by(TestEvaluation.id)).all()
-    for row in rows:
-        count = out.get(row.judge_id, (0, None))[0]
-        out[row.judge_id] = (count + 1, row)
-    return out
-
-
-test_looks.__test__ = False  # not a pytest test
-
-
 # --------------------------------------------------------------------------- the report's versions section
 
 
@@ -759,7 +647,7 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
     dataset = lookup.dataset(session, dataset_name)
     task_row = calibrated_task(session, task)
     page = JudgeComparison(dataset=dataset.name, task=task_row.name, split=split, a=judge_a, b=judge_b,
-                           tasks=calibrated_task_names(session), splits=_splits(session, dataset))
+                           tasks=calibrated_task_names(session), splits=dataset_splits(session, dataset))
     listed = _judges(session, dataset, task_row)
     page.judges = [judge.name if judge else f"{prompt.name}@{version.number}" for judge, prompt, version in listed]
     not_run = {f"{prompt.name}@{version.number}" for judge, prompt, version in listed if judge is None}

@@ -22,18 +22,15 @@ from calibrate.calibration import Options
 from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS, run_alt_test
 from calibrate.calibration.loop import (
     DEFAULT_SPLIT,
-    TEST_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
     compare_two,
     dashboard,
     disagreement_detail,
     disagreements,
-    evaluate_on_test,
-    look_text,
-    test_look_preview,
     triage,
 )
+from calibrate.calibration.testsplit import TEST_SPLIT, evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
 from calibrate.models import Prompt

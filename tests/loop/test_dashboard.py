@@ -121,7 +121,8 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
-    from calibrate.calibration.loop import disagreements, evaluate_on_test
+    from calibrate.calibration.loop import disagreements
+    from calibrate.calibration.testsplit import evaluate_on_test
     from calibrate.models import TestEvaluation
 
     assert dashboard(session, demo, split="test").message.startswith("the test split of")

@@ -12,7 +12,8 @@ from bs4 import BeautifulSoup
 from sklearn.metrics import cohen_kappa_score
 from sqlmodel import select
 
-from calibrate.calibration.loop import add_fewshot, disagreements, evaluate_on_test
+from calibrate.calibration.loop import add_fewshot, disagreements
+from calibrate.calibration.testsplit import evaluate_on_test
 from calibrate.judges.versions import stored_examples
 from calibrate.models import Assignment, Claim, Sample, TestEvaluation, Verdict
 

@@ -1,0 +1,141 @@
+"""The frozen test split: a judge's score there is computed only on demand, after a confirmation, and every look
+is recorded (`TestEvaluation`, with its three-state decision, rule and threshold).
+
+The dashboard, the disagreement pages and the compare page refuse `?split=test` (and every
+sample, which includes it): `frozen_test_message`. "Evaluate on test…" first shows
+`test_look_preview` (how many looks were made, what one costs), and only a confirmed request
+calls `evaluate_on_test`. docs/loop.md describes the pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from calibrate import lookup
+from calibrate.calibration.calibrated import calibrated_task
+from calibrate.calibration.decision import decide, labels_to_decide
+from calibrate.calibration.options import Options
+from calibrate.calibration.report import alignment_sections
+from calibrate.errors import CalibrationError
+from calibrate.models import Dataset, Sample, Task, TestEvaluation, Verdict
+from calibrate.reports.summary import decision_text
+
+
+def dataset_splits(session: Session, dataset: Dataset) -> list[str]:
+    """Return the dataset's splits in the order train, dev, test, then the others by name."""
+    values = session.exec(select(Sample.split).where(Sample.dataset_id == dataset.id, Sample.split.is_not(None)).distinct()).all()
+    order = {"train": 0, "dev": 1, "test": 2}
+    return sorted(values, key=lambda s: (order.get(s, 3), s))
+
+
+TEST_SPLIT = "test"
+
+
+def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
+    """Return why a view may not show scores on `split` (empty when it may)."""
+    if TEST_SPLIT not in splits:
+        return ""
+    if split == TEST_SPLIT:
+        return (f"the test split of {dataset} is frozen: its scores are computed only on demand, one judge at a time, "
+                f"with \u201cEvaluate on test\u201d (each look is recorded)")
+    if split is None:
+        return f"all samples of {dataset} include the frozen test split: choose train or dev"
+    return ""
+
+
+def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
+                     options: Options | None = None, user=None):
+    """Compute a judge's alignment on the test split, record it with a timestamp (TestEvaluation), return the row.
+
+    Raises CalibrationError when the dataset has no test split or the judge no verdicts there.
+    """
+
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name)
+    task_row = calibrated_task(session, task)
+    if TEST_SPLIT not in dataset_splits(session, dataset):
+        raise CalibrationError(f"{dataset.name} has no test split (splits: {', '.join(dataset_splits(session, dataset)) or 'none'})")
+    opts = Options(**{**(options or Options()).__dict__, "split": TEST_SPLIT, "group_by": None})
+    section = alignment_sections(session, dataset.name, task_row.name, [judge.name], options=opts)[judge.name]
+    if section is None:
+        raise CalibrationError(f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first")
+    alignment = section["alignment"]
+    ci = alignment.get("ci") or (None, None)
+    row = TestEvaluation(dataset_id=dataset.id, judge_id=judge.id, task_id=task_row.id, metric=alignment.get("metric") or "",
+                         value=alignment.get("value"), ci_low=ci[0], ci_high=ci[1], n=int(section.get("n") or 0),
+                         passed=section.get("passed"), decision=section.get("decision"), rule=section.get("rule"),
+                         threshold=opts.threshold, user_id=user.id if user is not None else None)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def look_text(row: TestEvaluation) -> str:
+    """Return a recorded look at the test split in words, with its three-state decision (reports.summary.decision_text).
+
+    Looks recorded before the decision was kept (revision 0004) say passed or not passed only.
+    """
+    ci = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
+    if row.decision is None or row.threshold is None:
+        value = "undefined" if row.value is None else f"{row.value:.3f}"
+        return f"{row.metric} {value}, {'passed' if row.passed else 'not passed' if row.passed is False else 'no decision'}"
+    decided = decide(row.value, ci, row.threshold, rule=row.rule or "point")
+    to_decide = labels_to_decide(decided, row.n, row.value, ci, row.threshold)
+    return decision_text(row.decision, row.rule or "point", row.metric, row.value, ci, row.threshold, row.passed, to_decide)
+
+
+@dataclass
+class TestLookPreview:
+    """What the confirmation before a look at the test split says: how many looks were made, and what one costs."""
+
+    __test__ = False  # not a pytest class
+    dataset: str
+    judge: str
+    task: str
+    judge_looks: int  # this judge's looks at the test split of this dataset and task
+    all_looks: int  # every judge's
+    n_test_samples: int
+    last: TestEvaluation | None
+    has_verdicts: bool
+    message: str = ""  # why the look cannot be made (no test split, no verdicts there)
+
+
+def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support") -> TestLookPreview:
+    """Return what to say before a look at the test split is recorded (nothing is computed or recorded here)."""
+    dataset = lookup.dataset(session, dataset_name)
+    judge = lookup.judge(session, judge_name)
+    task_row = calibrated_task(session, task)
+    looks = test_looks(session, dataset, task_row)
+    mine, last = looks.get(judge.id, (0, None))
+    n_test = int(session.exec(select(func.count()).select_from(Sample)
+                              .where(Sample.dataset_id == dataset.id, Sample.split == TEST_SPLIT)).one())
+    has = session.exec(select(Verdict.id).join(Sample, Sample.id == Verdict.sample_id)
+                       .where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Sample.dataset_id == dataset.id,
+                              Sample.split == TEST_SPLIT).limit(1)).first() is not None
+    preview = TestLookPreview(dataset.name, judge.name, task_row.name, mine, sum(c for c, _ in looks.values()), n_test, last, has)
+    if n_test == 0:
+        preview.message = f"{dataset.name} has no test split (splits: {', '.join(dataset_splits(session, dataset)) or 'none'})"
+    elif not has:
+        preview.message = f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first"
+    return preview
+
+
+test_look_preview.__test__ = False  # not a pytest test
+
+
+def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:
+    """Return judge id → (times its test score was computed, the latest TestEvaluation)."""
+
+    out: dict[int, tuple[int, object]] = {}
+    rows = session.exec(select(TestEvaluation).where(TestEvaluation.dataset_id == dataset.id, TestEvaluation.task_id == task.id)
+                        .order_by(TestEvaluation.id)).all()
+    for row in rows:
+        count = out.get(row.judge_id, (0, None))[0]
+        out[row.judge_id] = (count + 1, row)
+    return out
+
+
+test_looks.__test__ = False  # not a pytest test
