@@ -32,6 +32,7 @@ from calibrate.calibration.alttest import (
     alt_test_labels,
     check_parameters,
     expert_count,
+    run_alt_test,
 )
 from calibrate.calibration.calibrated import calibrated_task, calibrated_task_names
 from calibrate.calibration.common import score_versions
@@ -306,6 +307,17 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         board.message = (f"no judge has {task_row.name} verdicts on {dataset.name} yet: create a prompt version and run it, "
                          f"or import a judge's verdicts")
     return board
+
+
+def alt_test_on_split(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
+                      split: str | None = DEFAULT_SPLIT, **parameters) -> dict:
+    """Return `alttest.run_alt_test` on one split for the alt-test page: the frozen test split, and every sample
+    (which includes it), are refused as on the dashboard (CalibrationError), as are parameters out of range."""
+    dataset = lookup.dataset(session, dataset_name)
+    frozen = frozen_test_message(dataset.name, split, dataset_splits(session, dataset))
+    if frozen:
+        raise CalibrationError(frozen)
+    return run_alt_test(session, dataset.name, task, judge_name, split=split, **parameters)
 
 
 # --------------------------------------------------------------------------- disagreements

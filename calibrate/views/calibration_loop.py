@@ -19,18 +19,19 @@ from markupsafe import Markup
 
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import Options
-from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS, run_alt_test
+from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS
 from calibrate.calibration.loop import (
     DEFAULT_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
+    alt_test_on_split,
     compare_two,
     dashboard,
     disagreement_detail,
     disagreements,
     triage,
 )
-from calibrate.calibration.testsplit import TEST_SPLIT, evaluate_on_test, look_text, test_look_preview
+from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
 from calibrate.models import Prompt
@@ -187,12 +188,10 @@ def alt_test_page(name: str, judge: str):
         message, status = "epsilon and alpha must be numbers in (0, 1), min_items a positive whole number", 400
     else:
         try:
-            result = run_alt_test(get_session(), name, task, judge, epsilon=epsilon, alpha=alpha, scoring=form["scoring"] or None,
-                                  min_items=min_items, split=split if split != TEST_SPLIT else None)
-        except CalibrationError as exc:  # a parameter out of range, a split without samples: said on the page
+            result = alt_test_on_split(get_session(), name, judge, task=task, split=split, epsilon=epsilon, alpha=alpha,
+                                       scoring=form["scoring"] or None, min_items=min_items)
+        except CalibrationError as exc:  # a parameter out of range, the frozen test split, a split without samples
             message, status = str(exc), 400
-    if split == TEST_SPLIT:
-        message, status, result = "the test split is frozen: the alt-test runs on train, dev or all samples", 400, None
     if result is not None and result["status"] != "ok":
         message = f"The alt-test cannot be run here: {result['note']}."
     return render_template("calibration/alt_test.html", dataset=name, judge=judge, task=task, split=split, form=form,

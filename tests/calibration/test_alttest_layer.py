@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 from scipy import stats as sps
+from sqlmodel import select
 
 from calibrate.calibration import Options, build_report
 from calibrate.calibration.alttest import run_alt_test
@@ -165,3 +166,18 @@ def test_the_dashboard_column_and_the_page(stored, session, client, login, app):
     few = soup(client.get("/datasets/d/calibration/judges/p@1/alt-test?task=answer_quality&split=all"))
     assert "0 annotator(s) with labels" in few.select_one("#alt-test-message").get_text()
     assert client.get("/datasets/d/calibration/judges/nobody/alt-test").status_code == 404
+
+
+def test_the_page_refuses_the_frozen_test_split(stored, session, client, login):
+    from calibrate.models import Sample
+
+    for sample in session.exec(select(Sample)).all():
+        sample.split = "test" if sample.external_id.startswith("b5") else "dev"
+    session.commit()
+    login("eng", "engineer")
+    for split in ("test", "all"):  # every sample includes the test split
+        page = client.get(f"/datasets/d/calibration/judges/p@1/alt-test?task=claim_support&split={split}")
+        text = BeautifulSoup(page.data, "html.parser").select_one("#alt-test-message").get_text()
+        assert page.status_code == 400 and "frozen" in text
+    dev = BeautifulSoup(client.get("/datasets/d/calibration/judges/p@1/alt-test?task=claim_support&split=dev").data, "html.parser")
+    assert dev.select_one("#alt-test .alt-test") is not None
