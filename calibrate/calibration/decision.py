@@ -68,22 +68,23 @@ def decide(value: float | None, ci: Any, threshold: float, *, rule: str) -> Deci
     return Decided(decision, rule, passed)
 
 
-def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, threshold: float) -> dict | None:
-    """Return, for an undecided task, about how many more labelled targets would settle it (else None).
+def labels_to_settle(n: int, value: float | None, ci: Any, threshold: float) -> dict | None:
+    """Return about how many more labelled targets would settle a task whose CI straddles the threshold (lo < t ≤ hi),
+    else None.
 
     The estimate of `budget.labels_needed` (the CI shrinks as 1/√n around an unchanged estimate),
     applied to the side of the interval that faces the threshold: a bootstrap interval is often
     lopsided (κ 0.861 [0.748, 0.966]), and it is the distance from the estimate to the bound on the
     threshold's side that must shrink below the distance to the threshold. Returns `more_targets`
-    (at least 1: the task is not settled yet) and a `note`. Without an interval there is nothing to
-    extrapolate from: `more_targets` is None and the note says so.
+    (at least 1: the task is not settled yet; None when the estimate is too close to the threshold
+    for labels to settle it) and a `note`.
     """
-    if decided.decision != "undecided":
-        return None
     interval = usable_ci(ci)
-    if interval is None:
-        return {"more_targets": None, "note": "there is no confidence interval to extrapolate from"}
+    if interval is None or value is None or n <= 0:
+        return None
     lo, hi = interval
+    if not lo < threshold <= hi:
+        return None
     half = value - lo if value >= threshold else hi - value  # the side that faces the threshold
     needed = labels_needed(n, (value - half, value + half), value, threshold)
     if needed is None:  # the estimate lies outside its own interval: nothing sensible to extrapolate
@@ -97,6 +98,17 @@ def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, thr
             "note": (f"the CI [{lo:.3f}, {hi:.3f}] straddles {threshold:g}; about {more} more labelled targets "
                      f"(n ≈ {n + more}) would be expected to settle it, assuming the estimate stays at {value:.3f} and "
                      f"the distance to the CI's {side} bound ({half:.3f}) shrinks as 1/√n")}
+
+
+def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, threshold: float) -> dict | None:
+    """Return, for an undecided task, about how many more labelled targets would settle it (`labels_to_settle`);
+    None for a decided task. Without an interval there is nothing to extrapolate from: `more_targets` is None."""
+    if decided.decision != "undecided":
+        return None
+    if usable_ci(ci) is None:
+        return {"more_targets": None, "note": "there is no confidence interval to extrapolate from"}
+    return labels_to_settle(n, value, ci, threshold) or {
+        "more_targets": None, "note": "the estimate lies outside its interval: no extrapolation is made"}
 
 
 def decide_section(section: dict, threshold: float, rule: str) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from calibrate import stats
-from calibrate.calibration.budget import budget_candidates, label_budget, labels_needed
-from calibrate.calibration.decision import decide_section, rule_of
+from calibrate.calibration.budget import budget_candidates, label_budget
+from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
 from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
 from calibrate.models import (
@@ -78,7 +78,7 @@ def align_section(section: dict, metric: str, est: Estimate, options: Options, c
     section["alignment"] = alignment
     decide_section(section, options.threshold, rule_of(options.ci_lower))
     if not light:
-        section["labels_needed"] = labels_needed(section["n"], est.ci, est.value, options.threshold)
+        section["labels_needed"] = labels_to_settle(section["n"], est.value, est.ci, options.threshold)
     section["budget"] = label_budget(section["n"], est.ci, options.budget_half_width, candidates)
 
 

@@ -54,11 +54,12 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
             f"**Generated:** {escape(when)}", f"calibrate {escape(__version__)}"]
     lines += [" · ".join(meta), ""]
     heading = {"passed": "✅ PASSED", "not passed": "❌ NOT PASSED"}.get(outcome, "no decision")
-    lines += [f"## Decision: {heading}", "", escape(why), ""]
-    if judge is not None:
+    if judge is not None:  # the three-state decision first, then what `passed` (the gate's exit code) is under the rule
         state, state_why = summary.overall_decision(data)
-        lines += [f"**Decision: {escape(summary.STATE_WORDS.get(state, state))}** (rule {escape(data.get('rule') or 'point')}). "
-                  f"{escape(state_why)}", ""]
+        heading = f"{summary.STATE_WORDS.get(state, state)} — {heading} under rule {escape(data.get('rule') or 'point')}"
+        lines += [f"## Decision: {heading}", "", escape(state_why), "", escape(why), ""]
+    else:
+        lines += [f"## Decision: {heading}", "", escape(why), ""]
     for warning in data.get("warnings") or []:
         lines += [f"> ⚠️ **Warning ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
 

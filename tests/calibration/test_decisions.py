@@ -103,7 +103,7 @@ def test_every_renderer_shows_the_three_states(store, session):
     three_judges(store)
     report = build_report(session, "d", "mid", options=Options(bootstrap=500))
     md = render(report, "md")
-    assert "**Decision: undecided** (rule point)" in md and "Decision: undecided — κ" in md
+    assert "## Decision: undecided — ✅ PASSED under rule point" in md and "Decision: undecided — κ" in md
     from bs4 import BeautifulSoup
 
     page = BeautifulSoup(render(report, "html"), "html.parser")

@@ -275,5 +275,5 @@ def test_a_dataset_without_labels_or_verdicts_says_so(store, report_of, session)
     assert page.select_one("#decision .verdict")["data-outcome"] == "not passed"
     assert "no task with labels or verdicts" in page.select_one("#decision").get_text(" ", strip=True)
     assert page.select("section.task") == [] and page.select("svg") == []
-    assert "## Decision: ❌ NOT PASSED" in render(report, "md")
+    assert "## Decision: fail — ❌ NOT PASSED under rule point" in render(report, "md")
     assert render(report, "csv").splitlines() == ["task,sample_id,target,claim,context,group,gold,gold_source,judge,judge_status,agree,excluded"]
