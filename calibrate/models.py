@@ -5,6 +5,7 @@ Relations (see docs/architecture.md):
     Dataset ─< Sample ─< Context
                       ─< Claim
                       ─< ClaimEdit (an expert's split, merge or edit of the claims)
+                      ─< Response (pairwise items: two or more responses, by the user's ids)
     Task ─< Guideline
     Sample ─< Assignment >─ User
     Task, Sample/Claim/Context, User ─< Label ─< LabelRevision
@@ -19,7 +20,12 @@ per (judge, task, target)" are plain unique constraints (SQL treats NULLs as dis
 constraint over the three nullable foreign keys would not hold).
 
 Values are stored as text in their canonical form (a label string, or a number written by
-``calibrate.tasks.canonical_value``); the task's kind says how to read them back.
+``calibrate.tasks.canonical_value``); the task's kind says how to read them back. A value of a
+*pairwise* task names a response by its id (``Response.key``) or is ``tie``, never a position;
+the presentation order a judge or an annotator saw is recorded beside it (``order``, the
+response ids in the order shown). A judge may have one verdict per order on a target, so the
+verdict's unique key includes ``order_key``: the order as the responses' 0-based import
+positions ("1,0"), "" when no order applies (docs/formats.md, "Pairwise").
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ from sqlmodel import Field, SQLModel
 
 ROLES = ("annotator", "engineer", "admin")
 TARGETS = ("sample", "claim", "context")
-KINDS = ("categorical", "ordinal", "continuous")
+KINDS = ("categorical", "ordinal", "continuous", "pairwise")
+# Kinds whose values are labels (agreement statistics: kappa, confusion); pairwise labels are response ids and tie.
+LABEL_KINDS = ("categorical", "pairwise")
+TIE = "tie"  # the value of a pairwise task that prefers no response (when the task declares it)
+MAX_RESPONSES = 9  # responses of one sample: one key each (1–9) in the workbench
+MAX_RESPONSE_ID_CHARS = 64
 # The kind of claim_extraction only (no custom task has it): its value is a JSON list of claims,
 # and it is never calibrated (no agreement statistics).
 EXTRACTION = "extraction"
@@ -135,6 +146,27 @@ class ClaimEdit(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Response(SQLModel, table=True):
+    """One of a pairwise item's responses: `key` is the user's id ("A", "1", a model name), `position` the import order."""
+
+    __table_args__ = (
+        UniqueConstraint("sample_id", "key", name="uq_response_sample_key"),
+        Index("ix_response_sample_position", "sample_id", "position"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    position: int
+    key: str = Field(max_length=MAX_RESPONSE_ID_CHARS)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    model: str = Field(default="", max_length=200)
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON, nullable=True))
+
+
+def order_key(positions: list[int] | tuple[int, ...] | None) -> str:
+    """Return the key of a presentation order given as 0-based import positions ("1,0"); "" for none."""
+    return ",".join(str(p) for p in positions) if positions else ""
+
+
 class User(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     username: str = Field(index=True, unique=True, max_length=100)
@@ -211,6 +243,8 @@ class Label(SQLModel, table=True):
     stale: bool = Field(default=False)
     stale_reason: str = Field(default="", max_length=500)
     source: str = Field(default="ui", max_length=20)  # ui | import
+    # Pairwise tasks: the response ids in the order the annotator saw them (None: not recorded).
+    order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -227,6 +261,7 @@ class LabelRevision(SQLModel, table=True):
     guideline_version: int | None = Field(default=None)
     # ui: made in the workbench (only these can be undone there); None: an import or older.
     source: str | None = Field(default=None, max_length=20)
+    order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
     changed_by_id: int | None = Field(default=None, foreign_key="user.id")
     changed_at: datetime = Field(default_factory=utcnow)
 
@@ -304,7 +339,7 @@ class JudgeRun(SQLModel, table=True):
 
 class Verdict(SQLModel, table=True):
     __table_args__ = (
-        UniqueConstraint("judge_id", "task_id", "target_key", name="uq_verdict_target"),
+        UniqueConstraint("judge_id", "task_id", "target_key", "order_key", name="uq_verdict_target_order"),
         Index("ix_verdict_sample", "sample_id"),
     )
     id: int | None = Field(default=None, primary_key=True)
@@ -315,6 +350,10 @@ class Verdict(SQLModel, table=True):
     claim_id: int | None = Field(default=None, foreign_key="claim.id")
     context_id: int | None = Field(default=None, foreign_key="context.id")
     target_key: str = Field(max_length=40)
+    # Pairwise tasks: the response ids in the order the judge saw them, and that order as import
+    # positions ("1,0"; "" when no order applies), part of the unique key: one verdict per order.
+    order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
+    order_key: str = Field(default="", max_length=40)
     # None: the call gave no usable verdict (status unparsed or error): counted, never scored.
     # Text: an extraction's verdict is its claim list (JSON).
     value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

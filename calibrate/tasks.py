@@ -11,6 +11,10 @@ scale that fits every stored value) and remove them with `calibrate task remove`
 uses them. Every label and every verdict is validated against its task by
 `canonical_value`, which returns the value in the one text form it is stored in (so
 "Supported", " supported" and "supported" are one label, and 4, "4" and 4.0 are one score).
+
+A *pairwise* task (`--kind pairwise --target sample --labels A,B[,tie]`) is labelled like a
+categorical one, but its labels are response ids (plus `tie`, if declared): a value must also
+name one of the sample's own responses (`pairwise_value`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,21 @@ from sqlmodel import Session, select
 
 from calibrate import lookup
 from calibrate.errors import TaskError
-from calibrate.models import EXTRACTION, KINDS, TARGETS, FewShot, Guideline, Label, Prompt, PromptVersion, Task, Verdict
+from calibrate.models import (
+    EXTRACTION,
+    KINDS,
+    LABEL_KINDS,
+    MAX_RESPONSE_ID_CHARS,
+    TARGETS,
+    TIE,
+    FewShot,
+    Guideline,
+    Label,
+    Prompt,
+    PromptVersion,
+    Task,
+    Verdict,
+)
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -203,25 +221,27 @@ def add_task(
         raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
         raise TaskError(f"task {name!r} already exists")
-    if kind == "categorical":
+    if kind in LABEL_KINDS:
         clean = [label.strip() for label in (labels or []) if label.strip()]
+        if kind == "pairwise":
+            clean = _pairwise_labels(clean, target)
         if len(clean) < 2:
             raise TaskError("a categorical task needs --labels with at least two labels, e.g. --labels A,B,tie")
         if len(set(clean)) != len(clean):
             raise TaskError(f"--labels has duplicates: {', '.join(clean)}")
         if scale:
-            raise TaskError("--scale is for ordinal and continuous tasks, not categorical ones")
+            raise TaskError(f"--scale is for ordinal and continuous tasks, not {kind} ones")
         labels = clean
     else:
         if labels:
-            raise TaskError("--labels is for categorical tasks; use --scale for ordinal and continuous ones")
+            raise TaskError("--labels is for categorical and pairwise tasks; use --scale for ordinal and continuous ones")
         if kind == "ordinal" and scale is None:
             raise TaskError("an ordinal task needs --scale, e.g. --scale 1-5")
     task = Task(
         name=name,
         target=target,
         kind=kind,
-        labels=labels if kind == "categorical" else None,
+        labels=labels if kind in LABEL_KINDS else None,
         scale_min=scale[0] if scale else None,
         scale_max=scale[1] if scale else None,
         description=description,
@@ -231,6 +251,44 @@ def add_task(
     if guidelines:
         session.add(Guideline(task_id=task.id, version=1, text=guidelines))
     return task
+
+
+def _pairwise_labels(labels: list[str], target: str) -> list[str]:
+    """Check the labels of a pairwise task: two or more response ids, then `tie` if declared (spelled "tie")."""
+    if target != "sample":
+        raise TaskError(f"a pairwise task compares a sample's responses: --target sample, not {target}")
+    ids = [label for label in labels if label.casefold() != TIE]
+    if len(ids) < 2:
+        raise TaskError("a pairwise task needs --labels with the response ids (two or more) and optionally tie, "
+                        "e.g. --labels A,B,tie or --labels 1,2")
+    for label in ids:
+        if len(label) > MAX_RESPONSE_ID_CHARS:
+            raise TaskError(f"--labels: response id {_short(label)!r} is longer than {MAX_RESPONSE_ID_CHARS} characters")
+    return ids + ([TIE] if len(ids) < len(labels) else [])
+
+
+def has_labels(task: Task) -> bool:
+    """Whether the task's values are labels (categorical and pairwise tasks), not numbers."""
+    return task.kind in LABEL_KINDS
+
+
+def pairwise_value(task: Task, value: object, response_ids: list[str] | tuple[str, ...] | None) -> str:
+    """Return a pairwise task's value in stored form: one of the sample's response ids, or tie if the task has it.
+
+    Raise TaskError naming the sample's responses when the value is neither (a sample with no
+    responses cannot take a pairwise value at all).
+    """
+    canonical = canonical_value(task, value)
+    ids = list(response_ids or [])
+    if not ids:
+        raise TaskError(f"task {task.name} compares responses, and this sample has none (give it responses)")
+    if canonical == TIE or canonical in ids:
+        return canonical
+    folded = [i for i in ids if i.casefold() == canonical.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    choices = ", ".join(ids) + (f"; or {TIE}" if TIE in (task.labels or []) else "")
+    raise TaskError(f"value {_short(canonical)!r} is not a response of this sample (responses: {choices})")
 
 
 @dataclass
@@ -288,9 +346,13 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     if (add_labels or scale) and task.builtin:
         raise TaskError(f"task {task.name} is built in: its labels and scale are fixed (reports and metrics rely on them)")
     if add_labels:
-        if task.kind != "categorical":
-            raise TaskError(f"--add-labels is for categorical tasks; {task.name} is {task.kind} (use --scale)")
+        if task.kind not in LABEL_KINDS:
+            raise TaskError(f"--add-labels is for categorical and pairwise tasks; {task.name} is {task.kind} (use --scale)")
         clean = [label.strip() for label in add_labels if label.strip()]
+        if task.kind == "pairwise":
+            clean = [TIE if label.casefold() == TIE else label for label in clean]
+            if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
+                raise TaskError(f"--add-labels: a response id is at most {MAX_RESPONSE_ID_CHARS} characters")
         existing = [label for label in clean if label in (task.labels or [])]
         if existing:
             raise TaskError(f"task {task.name} already has the label {existing[0]!r} (labels: {', '.join(task.labels or [])})")
@@ -299,8 +361,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         task.labels = [*(task.labels or []), *clean]
         changes.append(f"labels now {', '.join(task.labels)}")
     if scale is not None:
-        if task.kind == "categorical":
-            raise TaskError(f"--scale is for ordinal and continuous tasks; {task.name} is categorical (use --add-labels)")
+        if task.kind in LABEL_KINDS:
+            raise TaskError(f"--scale is for ordinal and continuous tasks; {task.name} is {task.kind} (use --add-labels)")
         low, high = _value_range(session, task)
         if low is not None and (low < scale[0] or high > scale[1]):
             raise TaskError(f"scale {scale[0]:g}-{scale[1]:g} would leave out stored values of {task.name} "
@@ -352,8 +414,8 @@ def canonical_value(task: Task, value: object) -> str:
     if task.kind == EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
-        raise TaskError(f"value must be {'a label' if task.kind == 'categorical' else 'a number'}, got {value!r}")
-    if task.kind == "categorical":
+        raise TaskError(f"value must be {'a label' if task.kind in LABEL_KINDS else 'a number'}, got {value!r}")
+    if task.kind in LABEL_KINDS:
         if isinstance(value, (int, float)):
             text = format_number(value) if math.isfinite(value) else str(value)
         elif isinstance(value, str):

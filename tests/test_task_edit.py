@@ -60,7 +60,7 @@ def test_a_scale_may_change_while_every_stored_value_fits(runner, session, custo
          "task answer_quality is built in: its labels and scale are fixed (reports and metrics rely on them)"),
         (["task", "edit", "pref", "--add-labels", "B"], "task pref already has the label 'B' (labels: A, B)"),
         (["task", "edit", "pref", "--scale", "1-5"], "--scale is for ordinal and continuous tasks; pref is categorical (use --add-labels)"),
-        (["task", "edit", "score", "--add-labels", "x"], "--add-labels is for categorical tasks; score is ordinal (use --scale)"),
+        (["task", "edit", "score", "--add-labels", "x"], "--add-labels is for categorical and pairwise tasks; score is ordinal (use --scale)"),
         (["task", "edit", "nope", "--description", "x"], "unknown task 'nope' (tasks: "),
         (["task", "remove", "claim_support"], "task claim_support is built in: it cannot be removed"),
         (["task", "remove", "nope"], "unknown task 'nope' (tasks: "),

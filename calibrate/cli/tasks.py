@@ -19,8 +19,9 @@ def task_group() -> None:
 @task_group.command("add")
 @click.argument("name")
 @click.option("--target", type=click.Choice(["sample", "claim", "context"]), required=True)
-@click.option("--kind", type=click.Choice(["categorical", "ordinal", "continuous"]), required=True)
-@click.option("--labels", help="Comma-separated labels of a categorical task, e.g. A,B,tie.")
+@click.option("--kind", type=click.Choice(["categorical", "ordinal", "continuous", "pairwise"]), required=True)
+@click.option("--labels", help="Comma-separated labels of a categorical task, e.g. A,B,tie; of a pairwise task, the "
+                               "response ids and optionally tie, e.g. 1,2,tie.")
 @click.option("--scale", help="Range of an ordinal or continuous task, e.g. 1-5.")
 @click.option("--description", default="", help="One line shown to annotators.")
 @db_option
@@ -48,7 +49,7 @@ def task_list_command(settings: Settings) -> None:
 @task_group.command("edit")
 @click.argument("name")
 @click.option("--description", help="The new one-line description shown to annotators.")
-@click.option("--add-labels", metavar="X,Y", help="Labels to add to a categorical task (labels are never removed).")
+@click.option("--add-labels", metavar="X,Y", help="Labels to add to a categorical task, or response ids to a pairwise one (labels are never removed).")
 @click.option("--scale", metavar="LO-HI", help="New range of an ordinal or continuous task; every stored value must fit.")
 @db_option
 def task_edit_command(settings: Settings, name: str, description: str | None, add_labels: str | None, scale: str | None) -> None:
