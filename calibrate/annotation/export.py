@@ -7,7 +7,8 @@ database gives back the same labels: only current labels on current targets are 
 (stale labels, whose claim or context changed under them, and adjudicated gold labels are
 counted and left out: the import takes neither). `full=True` adds what the import does not
 read — evidence, guideline version, adjudicated and stale flags, source, timestamps — and then
-includes adjudicated and stale labels too, for an archive rather than a round trip.
+includes adjudicated and stale labels too, for an archive rather than a round trip. A label of a
+pairwise task carries the presentation order its annotator saw (`order`), when recorded.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
                   Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
-                  Label.created_at, Label.updated_at)
+                  Label.created_at, Label.updated_at, Label.order)
         .join(Sample, Sample.id == Label.sample_id)
         .join(User, User.id == Label.annotator_id)
         .join(Task, Task.id == Label.task_id)
@@ -70,7 +71,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
     for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,
-         created, updated) in session.exec(query):
+         created, updated, order) in session.exec(query):
         if not full and (stale or adjudicated):
             out.n_stale += bool(stale)
             out.n_adjudicated += bool(adjudicated) and not stale
@@ -82,10 +83,14 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
             row["context"] = context
         if rationale:
             row["rationale"] = rationale
+        if order:
+            row["order"] = order
         if full:
             row.update(evidence=evidence or [], guideline_version=guideline, adjudicated=bool(adjudicated),
                        stale=bool(stale), source=source, created_at=_iso(created), updated_at=_iso(updated))
         out.rows.append(row)
+    if not any("order" in row for row in out.rows):  # only pairwise labels have one: other files keep their columns
+        out.fields = tuple(name for name in out.fields if name != "order")
     return out
 
 

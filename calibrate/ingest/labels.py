@@ -13,6 +13,12 @@ another one updates the label and keeps the old one in a LabelRevision("update")
 are upserted on (judge, task, target). `"value": null` records a judge call with no usable
 verdict (status "error" when an `error` is given, else "unparsed"); a value that is not
 valid for the task is a problem of the file, never an unparsed verdict.
+
+Pairwise tasks: the value must name one of the sample's own responses (or be `tie`, if the task
+has it), and `order` records the presentation order the annotator or the judge saw (a list of
+the sample's response ids, or `original` / `swapped`). Verdicts are then upserted on (judge,
+task, target, order), and a verdicts line may give both orders at once: `value_original` and
+`value_swapped` instead of `value` (docs/formats.md, "Pairwise").
 """
 
 from __future__ import annotations
@@ -29,21 +35,38 @@ from calibrate import lookup
 from calibrate.accounts import AccountError, ensure_annotator, validate_username
 from calibrate.errors import NotFound
 from calibrate.ingest.bulk import first_free_id, sync_id_sequence
-from calibrate.ingest.fields import RecordCheck
+from calibrate.ingest.fields import RecordCheck, invalid, kind_of
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict, target_key, utcnow
-from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction
+from calibrate.models import (
+    Claim,
+    Context,
+    Judge,
+    Label,
+    LabelRevision,
+    Response,
+    Sample,
+    Task,
+    User,
+    Verdict,
+    order_key,
+    target_key,
+    utcnow,
+)
+from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
 
-LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale")
+LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
-                  "latency_ms", "input_tokens", "output_tokens")
+                  "latency_ms", "input_tokens", "output_tokens", "order", "value_original", "value_swapped")
+TWO_ORDERS = ("value_original", "value_swapped")  # a pairwise verdicts line with both orders
 _LABEL_KNOWN, _VERDICT_KNOWN = frozenset(LABEL_FIELDS), frozenset(VERDICT_FIELDS)
 BATCH = 2000
 CHUNK = 500  # ids per IN (...) query
 
 _SAMPLES, _CLAIMS, _CONTEXTS = Sample.__table__, Claim.__table__, Context.__table__
 _LABELS, _REVISIONS, _VERDICTS = Label.__table__, LabelRevision.__table__, Verdict.__table__
+_RESPONSES = Response.__table__
+ORDER_WORDS = ("original", "swapped")
 
 
 @dataclass(slots=True)
@@ -60,9 +83,11 @@ class Line:
     value: str | None
     text: str  # rationale (labels) or reason (verdicts)
     extra: dict[str, Any] = field(default_factory=dict)  # verdicts: status, error, raw, latency, tokens
+    order: list[str] | None = None  # pairwise: the response ids as shown
+    order_key: str = ""  # … as import positions ("1,0"): verdicts are one per order
 
     def key(self) -> tuple:
-        return (self.task.id, self.sample_id, self.claim, self.context, self.who)
+        return (self.task.id, self.sample_id, self.claim, self.context, self.who, self.order_key)
 
 
 class _Context:
@@ -82,9 +107,23 @@ class _Context:
             self.people = dict(session.execute(select(User.username, User.id)).all())
         else:
             self.people = {name: (pk, kind_) for name, pk, kind_ in session.execute(select(Judge.name, Judge.id, Judge.kind))}
+        self.session = session
+        self._responses: dict[int, list[str]] | None = None
+        self.columns: frozenset[str] = frozenset()  # a CSV file's header (an empty cell of a value column is a null verdict)
 
     def task_names(self) -> str:
         return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task)))
+
+    def responses(self, sample_id: int) -> list[str]:
+        """Return a sample's response ids in import order (read for the whole dataset at the first pairwise line)."""
+        if self._responses is None:
+            self._responses = {}
+            for sid, key in self.session.execute(
+                select(_RESPONSES.c.sample_id, _RESPONSES.c.key).join(_SAMPLES, _SAMPLES.c.id == _RESPONSES.c.sample_id)
+                .where(_SAMPLES.c.dataset_id == self.dataset.id).order_by(_RESPONSES.c.sample_id, _RESPONSES.c.position)
+            ):
+                self._responses.setdefault(sid, []).append(key)
+        return self._responses.get(sample_id, [])
 
 
 def check_header(kind: str, judge: str | None) -> Callable[[list[str]], list[tuple[str | None, str]]]:
@@ -97,6 +136,8 @@ def check_header(kind: str, judge: str | None) -> Callable[[list[str]], list[tup
     def check(columns: list[str]) -> list[tuple[str | None, str]]:
         problems: list[tuple[str | None, str]] = []
         for name in required:
+            if name == "value" and kind == "verdicts" and any(c in columns for c in TWO_ORDERS):
+                continue  # a pairwise file with both orders on each line
             if name not in columns:
                 hint = " (or give --judge NAME)" if name == "judge" else ""
                 problems.append((name, f"the header has no column {name!r}{hint}; required: {', '.join(required)}"))
@@ -108,8 +149,8 @@ def check_header(kind: str, judge: str | None) -> Callable[[list[str]], list[tup
     return check
 
 
-def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> Line | None:
-    """Validate one labels/verdicts record; return a Line, or None after filing problems."""
+def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> list[Line] | None:
+    """Validate one labels/verdicts record; return its Lines (two for a verdict in both orders), or None after filing problems."""
     data = record.fields
     verdicts = ctx.kind == "verdicts"
     check.unknown(data, _VERDICT_KNOWN if verdicts else _LABEL_KNOWN)
@@ -134,24 +175,98 @@ def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> Line | 
     context = check.integer(data, "context", minimum=0, what="a context rank (0, 1, 2, …)")
     if task is not None:
         _check_target(task, data, check)
-    value: str | None = None
-    extra: dict[str, Any] = {}
-    if verdicts:
-        value, extra = _verdict_value(data, check, task)
-        text = check.text(data, "reason", required=False, empty_ok=True) or ""
+    pairwise = task is not None and task.kind == "pairwise"
+    ids = ctx.responses(sample_id) if pairwise and sample_id is not None else []
+    if pairwise and sample_id is not None and not ids:
+        check.bad("sample_id", f"sample {external_id!r} has no responses, and task {task.name} compares responses")
+    order = _order(data, check, task, ids) if task is not None and check.ok else None
+    two = [name for name in TWO_ORDERS if name in data or (check.cells and name in ctx.columns)]
+    values: list[tuple[str | None, dict[str, Any], list[str] | None]] = []
+    if verdicts and two:
+        if not pairwise:
+            check.bad(two[0], f"is for pairwise tasks (both presentation orders on one line); task "
+                              f"{task.name if task else '?'} is {task.kind if task else 'unknown'}: give 'value'")
+        elif "value" in data:
+            check.bad("value", f"give either 'value' (with 'order') or {' and '.join(repr(n) for n in two)}, not both")
+        elif data.get("order") is not None:
+            check.bad("order", f"is implied by {two[0]!r}: leave it out")
+        else:
+            for name in two:
+                positions = list(range(len(ids))) if name == "value_original" else list(range(len(ids)))[::-1]
+                value, extra = _verdict_value(data, check, task, ids, field=name)
+                values.append((value, extra, positions))
+    elif verdicts:
+        value, extra = _verdict_value(data, check, task, ids if pairwise else None)
+        # A pairwise verdict without `order` was judged in the original (import) order: one key per order.
+        values.append((value, extra, order if order is not None or not pairwise else list(range(len(ids)))))
     else:
+        value = None
         if data.get("value") is None:
             check.bad("value", "is missing")
         elif task is not None:
-            try:
-                value = canonical_value(task, data["value"])
-            except TaskError as exc:
-                check.bad("value", str(exc))
-        text = check.text(data, "rationale", required=False, empty_ok=True) or ""
+            value = _label_value(task, data["value"], check, ids, "value")
+        values.append((value, {}, order))
+    text = check.text(data, "reason" if verdicts else "rationale", required=False, empty_ok=True) or ""
     if not check.ok:
         return None
-    return Line(record.line, sample_id, external_id, task, claim if task.target == "claim" else None,
-                context if task.target == "context" else None, who, value, text, extra)
+    out = []
+    for value, extra, positions in values:
+        shown = [ids[p] for p in positions] if positions is not None else None
+        # One verdict per order; one label per annotator, whatever order it was made in.
+        key = order_key(positions) if positions is not None and verdicts else ""
+        out.append(Line(record.line, sample_id, external_id, task, claim if task.target == "claim" else None,
+                        context if task.target == "context" else None, who, value, text, extra, shown, key))
+    return out
+
+
+def _label_value(task: Task, value: object, check: RecordCheck, ids: list[str], field: str) -> str | None:
+    """Return a label's (or verdict's) value for its task and sample, or None after filing the problem."""
+    try:
+        return pairwise_value(task, value, ids) if task.kind == "pairwise" else canonical_value(task, value)
+    except TaskError as exc:
+        check.bad(field, str(exc))
+        return None
+
+
+def _order(data: dict[str, Any], check: RecordCheck, task: Task, ids: list[str]) -> list[int] | None:
+    """Return the `order` of a pairwise line as import positions: a permutation of the sample's ids, or original/swapped."""
+    value = data.get("order")
+    if value is None:
+        return None
+    word = isinstance(value, str) and value.strip().casefold() in ORDER_WORDS
+    if not word:
+        value = check.structured(data, "order", "a list of the sample's response ids, or original or swapped")
+        if invalid(value):
+            return None
+    if task.kind != "pairwise":
+        check.bad("order", f"is for pairwise tasks (the presentation order of the responses); task {task.name} is {task.kind}")
+        return None
+    if not ids:
+        return None
+    if word:
+        positions = list(range(len(ids)))
+        return positions if value.strip().casefold() == "original" else positions[::-1]
+    if not isinstance(value, list):
+        check.bad("order", f"must be a list of the sample's response ids ({', '.join(ids)}), or original or swapped; "
+                           f"found {kind_of(value)}")
+        return None
+    at = {key: position for position, key in enumerate(ids)}
+    folded = {key.casefold(): position for position, key in enumerate(ids)}
+    positions = []
+    for item in value:
+        text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
+        position = at.get(text) if isinstance(text, str) else None
+        if position is None and isinstance(text, str):
+            position = folded.get(text.strip().casefold())
+        if position is None:
+            check.bad("order", f"{item!r} is not a response of this sample (responses: {', '.join(ids)})")
+            return None
+        positions.append(position)
+    if sorted(positions) != list(range(len(ids))):
+        check.bad("order", f"must list each of the sample's {len(ids)} responses once ({', '.join(ids)}), "
+                           f"found {', '.join(map(str, value))}")
+        return None
+    return positions
 
 
 def _annotator(data: dict[str, Any], check: RecordCheck) -> str | None:
@@ -198,8 +313,9 @@ def _check_target(task: Task, data: dict[str, Any], check: RecordCheck) -> None:
             check.bad(name, f"is not allowed: task {task.name} judges {target}")
 
 
-def _verdict_value(data: dict[str, Any], check: RecordCheck, task: Task | None) -> tuple[str | None, dict[str, Any]]:
-    """Return a verdict's value and its other columns (status, error, raw, latency, tokens)."""
+def _verdict_value(data: dict[str, Any], check: RecordCheck, task: Task | None, ids: list[str] | None = None, *,
+                   field: str = "value") -> tuple[str | None, dict[str, Any]]:
+    """Return a verdict's value (of `field`) and its other columns (status, error, raw, latency, tokens)."""
     error = check.text(data, "error", required=False) or ""
     raw_text = check.text(data, "raw", required=False, empty_ok=True) or ""
     extra = {
@@ -208,22 +324,22 @@ def _verdict_value(data: dict[str, Any], check: RecordCheck, task: Task | None) 
         "input_tokens": check.integer(data, "input_tokens", minimum=0, what="a count (0 or more)"),
         "output_tokens": check.integer(data, "output_tokens", minimum=0, what="a count (0 or more)"),
     }
-    if "value" not in data and not check.cells:
-        check.bad("value", "is missing (null records a judge call that gave no usable verdict)")
+    if field not in data and not check.cells:
+        check.bad(field, "is missing (null records a judge call that gave no usable verdict)")
         return None, extra
-    raw_value = data.get("value")
+    raw_value = data.get(field)
     if raw_value is None:
         extra["status"] = "error" if error else "unparsed"
         return None, extra
-    if error:
+    if error and field == "value":
         check.bad("error", "is only for a verdict whose value is null")
     extra["status"] = "ok"
     if task is None:
         return None, extra
     try:
-        return canonical_value(task, raw_value), extra
+        return (pairwise_value(task, raw_value, ids) if task.kind == "pairwise" else canonical_value(task, raw_value)), extra
     except TaskError as exc:
-        check.bad("value", f"{exc} (a verdict with no usable value is written \"value\": null)")
+        check.bad(field, f"{exc} (a verdict with no usable value is written \"{field}\": null)")
         return None, extra
 
 
@@ -266,7 +382,13 @@ class _Import:
         self.now = utcnow()
 
     def records(self) -> Iterator[Record]:
-        header = check_header(self.kind, self.ctx.judge) if self.fmt == "csv" else None
+        header = None
+        if self.fmt == "csv":
+            check = check_header(self.kind, self.ctx.judge)
+
+            def header(columns: list[str]) -> list[tuple[str | None, str]]:
+                self.ctx.columns = frozenset(columns)
+                return check(columns)
         return read_records(self.source, self.fmt, header_check=header)
 
     def lines(self, problems: Problems) -> Iterator[Line | Record]:
@@ -279,8 +401,11 @@ class _Import:
                 yield record
                 continue
             check = RecordCheck(record.line, cells=cells, problems=problems, limit=self.limit)
-            line = normalise_line(record, check, self.ctx)
-            yield record if line is None else line
+            lines = normalise_line(record, check, self.ctx)
+            if lines is None:
+                yield record
+            else:
+                yield from lines
 
     def run(self) -> ImportSummary:
         problems = self.problems
@@ -290,12 +415,14 @@ class _Import:
         context_samples: set[int] = set()
         people: set[str] = set()
         no_value = no_value_errors = 0
+        last_line: int | None = -1
         try:
             for line in self.lines(problems):
                 if isinstance(line, Record):
                     count += not line.whole_file
                     continue
-                count += 1
+                count += line.line != last_line  # a line with both orders gives two verdicts
+                last_line = line.line
                 key = line.key()
                 first = seen.get(key, -1)
                 if first != -1:
@@ -345,7 +472,9 @@ class _Import:
         target = (f"claim {line.claim} of" if line.claim is not None
                   else f"context {line.context} of" if line.context is not None else "")
         by = "annotator" if self.kind == "labels" else "judge"
-        return f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}".replace("on  ", "on ")
+        shown = f" in the order {', '.join(line.order)}" if line.order_key and line.order else ""
+        return (f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}"
+                f"{shown}").replace("on  ", "on ")
 
     def _targets(self, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:
         """Return (sample id, index or rank) -> row id of the active claims or contexts of the samples."""
@@ -392,14 +521,14 @@ class _LabelWriter:
         self.users = {name: job.ctx.people[name] if name in job.ctx.people else ensure_annotator(session, name).id
                       for name in sorted(people)}
         self.guidelines: dict[int, int | None] = {}
-        self.existing: dict[tuple[int, str, int], tuple[int, str, str, bool]] = {}
+        self.existing: dict[tuple[int, str, int], tuple[int, str, str, list | None]] = {}
         for chunk in _chunks(samples):
             for row in session.execute(
                 select(_LABELS.c.id, _LABELS.c.task_id, _LABELS.c.target_key, _LABELS.c.annotator_id,
-                       _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.stale)
+                       _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order)
                 .where(_LABELS.c.sample_id.in_(chunk), _LABELS.c.adjudicated.is_(False))
             ):
-                self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.id, row.value, row.rationale, row.stale)
+                self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.id, row.value, row.rationale, row.order)
         self.next_id = first_free_id(session, _LABELS)
         self.inserts: list[dict[str, Any]] = []
         self.updates: list[dict[str, Any]] = []
@@ -415,16 +544,18 @@ class _LabelWriter:
         annotator_id = self.users[line.who]
         old = self.existing.get((line.task.id, key, annotator_id))
         if old is not None:
-            label_id, value, rationale, _stale = old
-            if (value, rationale) == (line.value, line.text):
+            label_id, value, rationale, order = old
+            # A line without `order` leaves a recorded order as it is.
+            new_order = line.order if line.order is not None else order
+            if (value, rationale, order) == (line.value, line.text, new_order):
                 self.unchanged += 1
                 return
             self.updated += 1
             self.updates.append({"b_id": label_id, "value": line.value, "rationale": line.text, "stale": False,
                                  "stale_reason": "", "guideline_version": self._guideline(line.task),
-                                 "updated_at": self.now})
+                                 "order": new_order, "updated_at": self.now})
             self.revisions.append({"label_id": label_id, "action": "update", "value": value, "rationale": rationale,
-                                   "changed_by_id": annotator_id, "changed_at": self.now})
+                                   "order": order, "changed_by_id": annotator_id, "changed_at": self.now})
         else:
             self.added += 1
             label_id = self.next_id
@@ -433,10 +564,10 @@ class _LabelWriter:
                 "id": label_id, "task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id,
                 "context_id": context_id, "target_key": key, "annotator_id": annotator_id, "value": line.value,
                 "rationale": line.text, "evidence": None, "guideline_version": self._guideline(line.task),
-                "adjudicated": False, "stale": False, "stale_reason": "", "source": "import",
+                "adjudicated": False, "stale": False, "stale_reason": "", "source": "import", "order": line.order,
                 "created_at": self.now, "updated_at": self.now,
             })
-            self.revisions.append({"label_id": label_id, "action": "create", "value": line.value,
+            self.revisions.append({"label_id": label_id, "action": "create", "value": line.value, "order": line.order,
                                    "rationale": line.text, "changed_by_id": annotator_id, "changed_at": self.now})
         if len(self.revisions) >= BATCH:
             self.flush()
@@ -453,7 +584,7 @@ class _LabelWriter:
         self.inserts, self.updates, self.revisions = [], [], []
 
 
-_VERDICT_COLUMNS = ("value", "status", "reason", "error", "raw", "latency_ms", "input_tokens", "output_tokens")
+_VERDICT_COLUMNS = ("value", "status", "reason", "error", "raw", "latency_ms", "input_tokens", "output_tokens", "order")
 
 
 class _VerdictWriter:
@@ -473,24 +604,24 @@ class _VerdictWriter:
                 self.judges[name] = judge.id
             else:
                 self.judges[name] = known[0]
-        self.existing: dict[tuple[int, int, str], tuple] = {}
+        self.existing: dict[tuple[int, int, str, str], tuple] = {}
         judge_ids = list(self.judges.values())
         for chunk in _chunks(samples):
             for row in session.execute(
                 select(_VERDICTS.c.id, _VERDICTS.c.judge_id, _VERDICTS.c.task_id, _VERDICTS.c.target_key,
-                       *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
+                       _VERDICTS.c.order_key, *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
                 .where(_VERDICTS.c.sample_id.in_(chunk), _VERDICTS.c.judge_id.in_(judge_ids))
             ):
-                self.existing[(row.judge_id, row.task_id, row.target_key)] = (
+                self.existing[(row.judge_id, row.task_id, row.target_key, row.order_key)] = (
                     row.id, tuple(row._mapping[name] for name in _VERDICT_COLUMNS))
         self.inserts: list[dict[str, Any]] = []
         self.updates: list[dict[str, Any]] = []
 
     def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
         judge_id = self.judges[line.who]
-        content = {"value": line.value, "reason": line.text, **line.extra}
+        content = {"value": line.value, "reason": line.text, **line.extra, "order": line.order if line.order_key else None}
         values = tuple(content[name] for name in _VERDICT_COLUMNS)
-        old = self.existing.get((judge_id, line.task.id, key))
+        old = self.existing.get((judge_id, line.task.id, key, line.order_key))
         if old is not None:
             if old[1] == values:
                 self.unchanged += 1
@@ -501,7 +632,7 @@ class _VerdictWriter:
             self.added += 1
             self.inserts.append({
                 "judge_id": judge_id, "run_id": None, "task_id": line.task.id, "sample_id": line.sample_id,
-                "claim_id": claim_id, "context_id": context_id, "target_key": key, **content,
+                "claim_id": claim_id, "context_id": context_id, "target_key": key, "order_key": line.order_key, **content,
                 "cached": False, "source": "import", "created_at": self.now,
             })
         if len(self.inserts) + len(self.updates) >= BATCH:

@@ -19,6 +19,12 @@ is unchanged keeps claims an LLM extraction or an expert made (claim source `NAM
 `claims` is a list of strings (each located in the answer) or of `{"text", "start", "end"}`
 objects (the span given, checked against the answer: what `calibrate export samples` writes),
 and `claim_source` names where they come from (default `import`; `segmenter` without claims).
+
+A pairwise sample carries `responses` (ingest/responses.py reads both spellings); `answer` and
+`contexts` are then optional. Its responses are replaced whole by an `--update` that changes
+them (nothing points at a response row: labels and verdicts name responses by id), and its
+labels are flagged stale. A record without responses hashes exactly as before responses existed,
+so re-importing an older file changes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlmodel import Session
 
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
@@ -37,21 +43,36 @@ from calibrate.ingest.claims import ClaimSpan, SentenceSegmenter, locate_claims,
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import EDITED, IMPORT, SEGMENTER, Claim, Context, Dataset, Label, LabelRevision, Sample, target_key, utcnow
+from calibrate.ingest.responses import check_response_columns, has_response_fields, response_column, responses_of
+from calibrate.models import (
+    EDITED,
+    IMPORT,
+    SEGMENTER,
+    Claim,
+    Context,
+    Dataset,
+    Label,
+    LabelRevision,
+    Response,
+    Sample,
+    target_key,
+    utcnow,
+)
 
 SAMPLE_FIELDS = ("id", "question", "answer", "contexts", "ground_truth", "claims", "claim_source", "metadata", "feedback",
-                 "retrieved_ids", "relevant_ids")
+                 "retrieved_ids", "relevant_ids", "responses")
 MAX_SOURCE_CHARS = 250
 RAGAS_ALIASES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts", "reference": "ground_truth"}
 REQUIRED = ("id", "question", "answer", "contexts")
+PAIRWISE_OPTIONAL = ("answer", "contexts")  # a sample with responses may leave these out
 _KNOWN = frozenset(SAMPLE_FIELDS)
 GIVEN = "given"  # Sample.segmenter of a sample whose claims came with it
 BATCH = 2000  # samples per bulk insert (about 12 rows each with contexts and claims)
 UPDATE_BATCH = 500
 # A sample label judged the whole sample: it is stale when one of these changed.
-SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts")
+SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts", "responses")
 
-_SAMPLES, _CONTEXTS, _CLAIMS = Sample.__table__, Context.__table__, Claim.__table__
+_SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__
 _LABELS, _REVISIONS = Label.__table__, LabelRevision.__table__
 _SAMPLE_COLUMNS = ("id", "dataset_id", "external_id", "question", "answer", "ground_truth", "metadata", "feedback",
                    "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "split", "created_at",
@@ -63,25 +84,33 @@ def check_samples_header(columns: list[str]) -> list[tuple[str | None, str]]:
     present = set(columns)
     problems: list[tuple[str | None, str]] = []
     aliases = {name: alias for alias, name in RAGAS_ALIASES.items()}
-    missing = [name for name in REQUIRED if name not in present and aliases.get(name) not in present]
+    pairwise = any(response_column(name) for name in columns) or "responses" in present
+    required = [name for name in REQUIRED if not (pairwise and name in PAIRWISE_OPTIONAL)]
+    missing = [name for name in required if name not in present and aliases.get(name) not in present]
     for name in missing:
         alias = f" (or its alias {aliases[name]!r})" if name in aliases else ""
-        problems.append((name, f"the header has no column {name!r}{alias}; required: {', '.join(REQUIRED)}"))
+        hint = "" if pairwise else " (pairwise samples: response_<id> columns instead of answer and contexts)"
+        problems.append((name, f"the header has no column {name!r}{alias}; required: {', '.join(REQUIRED)}{hint}"))
     for name in columns:
-        if name not in SAMPLE_FIELDS and name not in RAGAS_ALIASES:
-            problems.append((name, f"unknown column (columns: {', '.join(SAMPLE_FIELDS)}); put other data in 'metadata' as JSON"))
-    return problems
+        if name not in SAMPLE_FIELDS and name not in RAGAS_ALIASES and not response_column(name):
+            problems.append((name, f"unknown column (columns: {', '.join(SAMPLE_FIELDS)}, response_<id>); "
+                                   "put other data in 'metadata' as JSON"))
+    return problems + check_response_columns(columns)
 
 
 def normalise_sample(data: dict[str, Any], check: RecordCheck) -> dict[str, Any] | None:
     """Return the record in canonical form (the form that is hashed), or None after filing problems."""
     check.aliases(data, RAGAS_ALIASES)
+    pairwise = has_response_fields(data)
+    responses = responses_of(data, check) if pairwise else None
     check.unknown(data, _KNOWN, "; put other data under 'metadata'")
     external_id = check.identifier(data, "id")
     question = check.text(data, "question", required=True)
-    answer = check.text(data, "answer", required=True)
+    answer = check.text(data, "answer", required=not pairwise)
+    if pairwise and answer is None:
+        answer = ""  # a pairwise sample without an answer (stored as "", hashed as "")
     ground_truth = check.text(data, "ground_truth", required=False)
-    contexts = _contexts(data, check)
+    contexts = [] if pairwise and data.get("contexts") is None else _contexts(data, check)
     claims = _claims(data, check, answer)
     claim_source = check.text(data, "claim_source", required=False, max_chars=MAX_SOURCE_CHARS)
     metadata = _metadata(data, check)
@@ -98,6 +127,8 @@ def normalise_sample(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]
     if claim_source is not None:
         # Only when given: the content hash of a record without it stays what it always was.
         record["claim_source"] = claim_source.strip()
+    if responses is not None:  # the same: a record without responses hashes as it always did
+        record["responses"] = responses
     return record
 
 
@@ -393,14 +424,24 @@ def _stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any
                                .where(_CLAIMS.c.sample_id.in_(pks), _CLAIMS.c.active.is_(True))
                                .order_by(_CLAIMS.c.sample_id, _CLAIMS.c.index)):
         out[row.sample_id]["claim_rows"].append(row)
+    for row in session.execute(select(_RESPONSES.c.sample_id, _RESPONSES.c.key, _RESPONSES.c.text, _RESPONSES.c.model,
+                                      _RESPONSES.c.metadata)
+                               .where(_RESPONSES.c.sample_id.in_(pks)).order_by(_RESPONSES.c.sample_id, _RESPONSES.c.position)):
+        out[row.sample_id].setdefault("responses", []).append(response_record(row.key, row.text, row.model, row.metadata))
     for stored in out.values():
         stored["contexts"] = [[row.text, row.doc_id] for row in stored["context_rows"]]
         stored["claims"] = [row.text for row in stored["claim_rows"]] if stored["segmenter"] == GIVEN else None
     return out
 
 
+def response_record(key: str, text: str, model: str | None, metadata: dict | None) -> dict[str, Any]:
+    """Return a stored response in the import's form ({id, text, model, metadata}: what `responses` holds)."""
+    return {"id": key, "text": text, "model": model or None, "metadata": metadata}
+
+
 def _diff(stored: dict[str, Any], norm: dict[str, Any]) -> list[str]:
-    changed = [name for name in SAMPLE_FIELDS if name not in ("id", "claims", "claim_source") and stored[name] != norm[name]]
+    changed = [name for name in SAMPLE_FIELDS if name not in ("id", "claims", "claim_source")
+               and stored.get(name) != norm.get(name)]
     claims = norm["claims"]
     if claims and isinstance(claims[0], dict):
         old = [{"text": row.text, "start": row.start, "end": row.end} for row in stored["claim_rows"]]
@@ -424,6 +465,7 @@ class _SampleWriter:
         self.samples = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS)
         self.contexts = BulkInsert(session, _CONTEXTS, ("sample_id", "rank", "text", "doc_id", "active"))
         self.claims = BulkInsert(session, _CLAIMS, ("sample_id", "index", "text", "start", "end", "active", "origin"))
+        self.responses = BulkInsert(session, _RESPONSES, ("sample_id", "position", "key", "text", "model", "metadata"))
         self.json = self.samples.bind("metadata")
         self.null = self.json(None)  # what SQLAlchemy stores for None in a JSON column
         self.stamp = self.samples.bind("created_at")(self.now)
@@ -448,6 +490,7 @@ class _SampleWriter:
                               for rank, (text, doc_id) in enumerate(norm["contexts"])])
         self.claims.extend([(sample_id, index, span.text, span.start, span.end, active, origin)
                             for index, span in enumerate(spans)])
+        self._add_responses(sample_id, norm)
         if len(self.samples) >= BATCH:
             self._insert()
 
@@ -468,6 +511,14 @@ class _SampleWriter:
         sync_id_sequence(self.session, _SAMPLES)
         self.contexts.flush()
         self.claims.flush()
+        self.responses.flush()
+
+    def _add_responses(self, sample_id: int, norm: dict[str, Any]) -> None:
+        responses = norm.get("responses") or []
+        json_value, null = self.json, self.null
+        self.responses.extend([(sample_id, position, r["id"], r["text"], r["model"] or "",
+                                null if r["metadata"] is None else json_value(r["metadata"]))
+                               for position, r in enumerate(responses)])
 
     def _replace(self) -> None:
         if not self.replacements:
@@ -478,6 +529,7 @@ class _SampleWriter:
         retired_contexts: dict[int, str] = {}
         retired_claims: dict[int, str] = {}
         stale_samples: dict[str, str] = {}
+        new_responses: list[int] = []
         for pk, norm, digest in batch:
             stored = stored_by_pk[pk]
             spans, segmenter, source = claim_spans(norm)
@@ -524,6 +576,9 @@ class _SampleWriter:
                 self.claims.add((pk, index, span.text, span.start, span.end, self.active, origin))
             for index, old in old_claims.items():
                 retired_claims[old.id] = f"claim {index} of sample {name} was removed by an --update import"
+            if "responses" in changed:
+                new_responses.append(pk)
+                self._add_responses(pk, norm)
         execute = self.session.execute
         execute(update(_SAMPLES).where(_SAMPLES.c.id == bindparam("b_id")), sample_updates)
         if context_doc_ids:
@@ -534,6 +589,8 @@ class _SampleWriter:
             execute(update(_CONTEXTS).where(_CONTEXTS.c.id.in_(list(retired_contexts))).values(active=False))
         if retired_claims:
             execute(update(_CLAIMS).where(_CLAIMS.c.id.in_(list(retired_claims))).values(active=False))
+        if new_responses:  # replaced whole: labels and verdicts name responses by id, never by row
+            execute(delete(_RESPONSES).where(_RESPONSES.c.sample_id.in_(new_responses)))
         self._insert()
         self._flag(retired_contexts, retired_claims, stale_samples)
 

@@ -7,7 +7,8 @@ with the same claims and sources, and exporting that dataset gives the same file
 test checks the round trip, in both formats). Optional fields without a value are left out.
 
 A stored span that does not match the answer (only possible in data written by hand into the
-database) is exported as -1/-1, so the file always imports.
+database) is exported as -1/-1, so the file always imports. A pairwise sample carries its
+`responses` ({id, text, model, metadata}, in import order), and its `answer` only when it has one.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from sqlmodel import Session, col
 
 from calibrate import lookup
 from calibrate.calibration.frames import split_samples
-from calibrate.ingest.samples import SAMPLE_FIELDS
-from calibrate.models import Claim, Context, Sample
+from calibrate.ingest.samples import SAMPLE_FIELDS, response_record
+from calibrate.models import Claim, Context, Response, Sample
 
 # JSON-valued fields: a CSV cell holds their JSON text (what the import decodes).
-STRUCTURED = ("contexts", "claims", "metadata", "retrieved_ids", "relevant_ids")
+STRUCTURED = ("contexts", "claims", "metadata", "retrieved_ids", "relevant_ids", "responses")
 BATCH = 500
 
 
@@ -76,6 +77,10 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
                                    .where(col(Claim.sample_id).in_(chunk), col(Claim.active).is_(True))
                                    .order_by(Claim.sample_id, Claim.index)):
             claims.setdefault(row.sample_id, []).append(row)
+        responses: dict[int, list] = {}
+        for row in session.execute(sa_select(Response.sample_id, Response.key, Response.text, Response.model, Response.meta)
+                                   .where(col(Response.sample_id).in_(chunk)).order_by(Response.sample_id, Response.position)):
+            responses.setdefault(row.sample_id, []).append(response_record(row.key, row.text, row.model, row.meta))
         for sample in session.execute(sa_select(Sample).where(col(Sample.id).in_(chunk)).order_by(Sample.id)).scalars():
             placed = []
             for claim in claims.get(sample.id, []):
@@ -87,6 +92,9 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
                 "contexts": contexts.get(sample.id, []), "ground_truth": sample.ground_truth, "claims": placed,
                 "claim_source": sample.claim_source, "metadata": sample.meta or None, "feedback": sample.feedback,
                 "retrieved_ids": sample.retrieved_ids, "relevant_ids": sample.relevant_ids,
+                "responses": responses.get(sample.id),
             }
+            if record["responses"] and not sample.answer:  # a pairwise sample without an answer: none in the file
+                record["answer"] = None
             out.rows.append({name: record[name] for name in SAMPLE_FIELDS if record[name] is not None})
     return out
