@@ -16,6 +16,11 @@ Every LLM judge should beat it; the demo and the tests run it. Per task:
   claim rule finds supported, rounded; an answer with no checkable claim gets the middle.
 - claim_extraction — the sentence segmenter's claims (calibrate/ingest/claims.py) as
   `{"claims": [...]}`: an offline stand-in, so the extraction flow runs without a model.
+- pairwise tasks (any name) — content overlap: the response that shares the most content-word
+  stems with the question and the contexts wins; equal overlap is a tie when the task has
+  `tie`, else the response with more content words wins, then the one shown first. It reads
+  the responses, not their places, so it names the same response in every presentation order
+  unless that last rule decides. Its answer is a position ({"winner": "2"}), as an LLM's is.
 
 Settings come from the version's parameters whose names start with `baseline.`
 (`baseline.min_overlap`, `baseline.entities`, `baseline.numbers`, `baseline.relevance_threshold`);
@@ -117,8 +122,8 @@ class BaselineJudge:
     """Judge one task offline; `answer(item)` returns the JSON text an LLM judge would."""
 
     def __init__(self, task: Task, settings: Settings, corpus: list[str] | None = None) -> None:
-        if task.name not in TASKS:
-            raise RunSetupError(f"the baseline judge knows {', '.join(TASKS)}; task {task.name} needs an LLM backend")
+        if task.name not in TASKS and task.kind != "pairwise":
+            raise RunSetupError(f"the baseline judge knows {', '.join(TASKS)} and pairwise tasks; task {task.name} needs an LLM backend")
         self.task = task
         self.settings = settings
         self.vectorizer = None
@@ -128,9 +133,13 @@ class BaselineJudge:
             self.vectorizer.fit(texts)
 
     def answer(self, item: dict[str, Any]) -> str:
-        """Return {"verdict", "reason"} (claim_extraction: {"claims"}) as JSON text for one item."""
+        """Return {"verdict", "reason"} as JSON text for one item ({"claims"} for claim_extraction, {"winner", "reason"}
+        for a pairwise task)."""
         if self.task.name == "claim_extraction":
             return json.dumps({"claims": [span.text for span in segment(item["answer"])]}, ensure_ascii=False)
+        if self.task.kind == "pairwise":
+            winner, reason = self.preference(item)
+            return json.dumps({"winner": winner, "reason": reason}, ensure_ascii=False)
         if self.task.name == "claim_support":
             verdict, reason = self.claim(item["claim"]["text"], [c["text"] for c in item["contexts"]])
         elif self.task.name == "context_relevance":
@@ -162,6 +171,22 @@ class BaselineJudge:
         if overlap < self.settings.min_overlap:
             return "unsupported", f"only {overlap:.0%} of the claim's words appear in the contexts"
         return "supported", f"its numbers and names, and {overlap:.0%} of its words, appear in the contexts"
+
+    def preference(self, item: dict[str, Any]) -> tuple[str, str]:
+        """Return (position of the better response as shown, or "tie"; reason) by content overlap with question and contexts."""
+        reference = stems(" ".join([item["question"], *(c["text"] for c in item["contexts"])]))
+        scored = []
+        for response in item["responses"]:
+            own = stems(response["text"])
+            scored.append((len(own & reference), len(own), response["position"]))
+        best = max(scored, key=lambda s: s[0])
+        leaders = [s for s in scored if s[0] == best[0]]
+        if len(leaders) == 1:
+            return str(best[2]), f"response {best[2]} shares {best[0]} content words with the question and contexts, the most"
+        if "tie" in (self.task.labels or []):
+            return "tie", f"responses {', '.join(str(s[2]) for s in leaders)} share {best[0]} content words each"
+        longest = max(leaders, key=lambda s: (s[1], -s[2]))
+        return str(longest[2]), f"equal overlap ({best[0]} words); response {longest[2]} has more content words or is shown first"
 
     def relevance(self, question: str, passage: str) -> tuple[str, str]:
         """Return (label, reason) from the TF-IDF cosine similarity of question and passage."""

@@ -161,8 +161,9 @@ class Writer:
         objects: the writer shares the GIL with the event loop making the calls).
         """
         with write_session(self.engine) as session:
-            keys = [o.target.key for o in outcomes]
-            existing = {v.target_key: v for v in session.exec(
+            keys = sorted({o.target.key for o in outcomes})
+            # A pairwise target has one verdict per presentation order: (target key, order key).
+            existing = {(v.target_key, v.order_key): v for v in session.exec(
                 select(Verdict).where(Verdict.judge_id == self.judge_id, Verdict.task_id == self.task_id,
                                       Verdict.target_key.in_(keys))).all()} if keys else {}
             entries = [entry for o in outcomes for entry in o.cache_entries()] + list(cache)
@@ -181,11 +182,14 @@ class Writer:
                           "raw": outcome.raw, "error": outcome.error, "latency_ms": outcome.latency_ms,
                           "input_tokens": outcome.input_tokens, "output_tokens": outcome.output_tokens,
                           "cached": outcome.cached, "created_at": now}
-                verdict = existing.get(outcome.target.key)
+                target = outcome.target
+                verdict = existing.get(target.job)
                 if verdict is None:
-                    new_rows.append({"judge_id": self.judge_id, "task_id": self.task_id, "sample_id": outcome.target.sample_id,
-                                     "claim_id": outcome.target.claim_id, "context_id": outcome.target.context_id,
-                                     "target_key": outcome.target.key, "source": "run", **fields})
+                    new_rows.append({"judge_id": self.judge_id, "task_id": self.task_id, "sample_id": target.sample_id,
+                                     "claim_id": target.claim_id, "context_id": target.context_id,
+                                     "target_key": target.key, "source": "run",
+                                     "order": list(target.order) if target.order is not None else None,
+                                     "order_key": target.order_key, **fields})
                 elif verdict.status != "error" and not (self.rerun or self.replace):
                     continue  # judged meanwhile (a doubled run): keep the first, count nothing
                 else:
@@ -351,7 +355,7 @@ class Execution:
 
     # ---- call side
     def outcome(self, job: Job, completion: Completion, *, cached: bool) -> Outcome:
-        parsed = parse_verdict(self.task, completion.text)
+        parsed = parse_verdict(self.task, completion.text, job.target.order)
         cost = 0.0
         if not cached and self.price is not None:
             cost = self.price.cost(completion.input_tokens or 0, completion.output_tokens or 0, completion.cached_input_tokens)

@@ -1,4 +1,10 @@
-"""What a run judges: the targets of a task in a dataset, and the fields templates see."""
+"""What a run judges: the targets of a task in a dataset, and the fields templates see.
+
+A pairwise task's target is judged once per presentation order (`expand_orders`): `original`
+shows the responses in import order, `swapped` in reverse order (for two responses, the other
+one first; for more, the last one first and so on), `both` does both. Each such job is a
+`Target` with its `order`; the runner stores one verdict per (target, order).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ from sqlmodel import Session, select
 
 from calibrate.judges.render import Metadata
 from calibrate.judges.versions import stored_examples
-from calibrate.models import Claim, Context, Dataset, FewShot, Label, PromptVersion, Sample, Task
+from calibrate.models import TIE, Claim, Context, Dataset, FewShot, Label, PromptVersion, Response, Sample, Task, order_key
 from calibrate.tasks import current_guideline
+
+ORDERS = ("original", "swapped", "both")
 
 
 @dataclass(frozen=True)
@@ -19,6 +27,45 @@ class Target:
     sample_id: int
     claim_id: int | None = None
     context_id: int | None = None
+    order: tuple[str, ...] | None = None  # pairwise: the response ids in the order shown
+    order_key: str = ""  # … as import positions ("1,0"): verdicts are one per (key, order_key)
+
+    @property
+    def job(self) -> tuple[str, str]:
+        """Return what a verdict is unique by within a judge and task: (target key, order key)."""
+        return self.key, self.order_key
+
+
+def presentation_orders(ids: list[str], orders: str) -> list[tuple[tuple[str, ...], str]]:
+    """Return the (response ids as shown, order key) of `orders` (original, swapped, both) for responses in import order."""
+    positions = list(range(len(ids)))
+    chosen = {"original": [positions], "swapped": [positions[::-1]], "both": [positions, positions[::-1]]}[orders]
+    return [(tuple(ids[p] for p in shown), order_key(shown)) for shown in chosen]
+
+
+def expand_orders(session: Session, targets: list[Target], orders: str) -> tuple[list[Target], int]:
+    """Return one target per presentation order of each sample with two or more responses, and how many samples had fewer."""
+    responses = response_ids(session, {t.sample_id for t in targets})
+    out: list[Target] = []
+    skipped = 0
+    for target in targets:
+        ids = responses.get(target.sample_id, [])
+        if len(ids) < 2:
+            skipped += 1
+            continue
+        out.extend(Target(target.key, target.sample_id, order=shown, order_key=key) for shown, key in presentation_orders(ids, orders))
+    return out, skipped
+
+
+def response_ids(session: Session, sample_ids: set[int] | list[int]) -> dict[int, list[str]]:
+    """Return sample id → its response ids in import order (samples without responses are absent)."""
+    ids = sorted(set(sample_ids))
+    out: dict[int, list[str]] = {}
+    for start in range(0, len(ids), 500):
+        for sid, key in session.exec(select(Response.sample_id, Response.key).where(Response.sample_id.in_(ids[start:start + 500]))
+                                     .order_by(Response.sample_id, Response.position)).all():
+            out.setdefault(sid, []).append(key)
+    return out
 
 
 @dataclass(frozen=True)
@@ -75,7 +122,7 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
         for s in session.exec(select(Sample).where(Sample.id.in_(chunk))).all():
             items[s.id] = {"question": s.question, "answer": s.answer, "ground_truth": s.ground_truth or "",
                            "sample_id": s.external_id, "metadata": Metadata(s.meta or {}), "contexts": [], "claims": [],
-                           "_contexts": {}, "_claims": {}}
+                           "responses": [], "_contexts": {}, "_claims": {}}
         for c in session.exec(select(Context).where(Context.sample_id.in_(chunk), Context.active).order_by(Context.sample_id, Context.rank)).all():
             entry = {"rank": c.rank, "text": c.text, "doc_id": c.doc_id or ""}
             items[c.sample_id]["contexts"].append(entry)
@@ -84,6 +131,9 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
             entry = {"index": c.index, "text": c.text}
             items[c.sample_id]["claims"].append(entry)
             items[c.sample_id]["_claims"][c.id] = entry
+        for r in session.exec(select(Response).where(Response.sample_id.in_(chunk)).order_by(Response.sample_id, Response.position)).all():
+            entry = {"position": r.position + 1, "id": r.key, "text": r.text, "model": r.model or ""}
+            items[r.sample_id]["responses"].append(entry)
     return items
 
 
@@ -95,7 +145,17 @@ def item_for(target: Target, samples: dict[int, dict[str, Any]]) -> dict[str, An
         item["claim"] = base["_claims"][target.claim_id]
     if target.context_id is not None:
         item["context"] = base["_contexts"][target.context_id]
+    if target.order is not None:
+        by_id = {r["id"]: r for r in base["responses"]}
+        item["responses"] = [dict(by_id[key], position=i + 1) for i, key in enumerate(target.order)]
     return item
+
+
+def winner_position(responses: list[dict[str, Any]], value: str) -> str:
+    """Return a pairwise value as the position ("1", "2"…) of its response among `responses` as shown, "tie", or "" if neither."""
+    if value == TIE:
+        return TIE
+    return next((str(r["position"]) for r in responses if r["id"] == value), "")
 
 
 def task_fields(session: Session, task: Task) -> dict[str, Any]:
@@ -113,7 +173,7 @@ def version_context(session: Session, version: PromptVersion, task: Task) -> dic
     examples = []
     for row in rows:
         example = item_for(Target(row.target_key, row.sample_id, row.claim_id, row.context_id), samples)
-        example.update(verdict=row.value, rationale=row.rationale)
+        example.update(verdict=row.value, rationale=row.rationale, winner=winner_position(example["responses"], row.value))
         examples.append(example)
     return {"task": task_fields(session, task), "examples": examples}
 

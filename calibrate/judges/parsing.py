@@ -10,6 +10,13 @@ task does not have, a number outside the scale — is `unparsed`, with the raw t
 An extraction task (claim_extraction) reads `{"claims": ["…", …]}` instead (`parse_claims`):
 the same JSON search, then a bare JSON list is accepted too; its value is the canonical claim
 list (`tasks.canonical_claims`), and an empty list is `unparsed` with the error "empty: …".
+
+Pairwise tasks (`order` given: the response ids as shown): the winner is read under "winner"
+(or the keys above) and is a *position* — "1", "2", "Response 2", "first", "second" — mapped
+back to the id of the response shown there, or "tie" when the task has it. An answer that names
+a response id instead is accepted when it cannot be read as a position (a number from 1 to the
+number of responses is always a position). Without JSON: "winner: 2", or one position word or
+"Response N" alone in the text.
 """
 
 from __future__ import annotations
@@ -19,10 +26,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from calibrate.models import Task
+from calibrate.models import TIE, Task
 from calibrate.tasks import TaskError, canonical_claims, canonical_value, is_extraction
 
 VERDICT_KEYS = ("verdict", "label", "score", "rating")
+WINNER_KEYS = ("winner", "verdict", "preferred", "better", "choice", "label")
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+POSITION_RE = re.compile(r"^\s*(?:(?:response|answer|output|assistant)\s*)?[#(\[]?\s*(\d{1,2})\s*[)\]]?\s*$", re.I)
+WINNER_TEXT_RE = re.compile(r"\b(?:winner|verdict|better|preferred)\b\s*(?:is|[:=])\s*\**\s*\"?([^\"\n.,;*]{1,80})", re.I)
+RESPONSE_WORD_RE = re.compile(r"\b(?:response|answer|output)\s*#?\s*(\d{1,2})\b", re.I)
 REASON_KEYS = ("reason", "rationale", "explanation", "justification")
 MAX_REASON = 2000
 FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
@@ -38,13 +50,18 @@ class Parsed:
     error: str = ""
 
 
-def parse_verdict(task: Task, raw: str | None) -> Parsed:
-    """Return the verdict in `raw` for `task`, or an `unparsed` result saying why."""
+def parse_verdict(task: Task, raw: str | None, order: tuple[str, ...] | list[str] | None = None) -> Parsed:
+    """Return the verdict in `raw` for `task`, or an `unparsed` result saying why.
+
+    `order`: a pairwise call's response ids in the order shown (positions are mapped to them).
+    """
     text = (raw or "").strip()
     if not text:
         return Parsed(None, "unparsed", error="empty answer")
     if is_extraction(task):
         return parse_claims(text)
+    if task.kind == "pairwise":
+        return _pairwise(task, text, list(order or []))
     obj = json_object(text)
     if obj is not None:
         return _from_object(task, obj)
@@ -146,6 +163,67 @@ def _from_text(task: Task, text: str) -> Parsed:
     if not numbers:
         return Parsed(None, "unparsed", error="no JSON and no number in the answer")
     return Parsed(None, "unparsed", error=f"no JSON and {len(numbers)} numbers in the answer")
+
+
+def _pairwise(task: Task, text: str, order: list[str]) -> Parsed:
+    """Read a pairwise answer: a position (mapped to the response shown there), tie, or an unambiguous response id."""
+    if not order:
+        return Parsed(None, "unparsed", error="no presentation order for a pairwise answer")
+    obj = json_object(text)
+    if obj is not None:
+        reason = next((str(obj[key]) for key in REASON_KEYS if isinstance(obj.get(key), (str, int, float))), "")[:MAX_REASON]
+        key = next((key for key in WINNER_KEYS if key in obj), None)
+        if key is None:
+            return Parsed(None, "unparsed", reason, f"JSON without a winner (keys: {', '.join(map(str, obj)) or 'none'})")
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            return Parsed(None, "unparsed", reason, f"the winner must be a response number or tie, got {json.dumps(value)[:60]}")
+        return _winner(task, str(value), order, reason)
+    if len(text) <= 40:  # the whole answer is the winner: "1", "first", "Response 2", "tie", an id
+        whole = _winner(task, text.rstrip(".!"), order, "")
+        if whole.status == "ok":
+            return whole
+    keyed = WINNER_TEXT_RE.search(text)
+    if keyed:
+        found = _winner(task, keyed.group(1).strip(), order, "")
+        if found.status == "ok":
+            return found
+    mentioned = {int(n) for n in RESPONSE_WORD_RE.findall(text)} | {ORDINALS.index(w.casefold()) + 1 for w in
+                                                                     re.findall(r"\b(" + "|".join(ORDINALS) + r")\b", text, re.I)}
+    mentioned = {n for n in mentioned if 1 <= n <= len(order)}
+    tie = TIE in (task.labels or []) and re.search(r"\btie\b", text, re.I) is not None
+    if len(mentioned) == 1 and not tie:
+        return Parsed(order[mentioned.pop() - 1], "ok")
+    if tie and not mentioned:
+        return Parsed(TIE, "ok")
+    if not mentioned and not tie:
+        return Parsed(None, "unparsed", error="no JSON and no response named in the answer")
+    return Parsed(None, "unparsed", error="no JSON and several responses (or a response and tie) named in the answer")
+
+
+def _winner(task: Task, value: str, order: list[str], reason: str) -> Parsed:
+    """Map a winner as written (a position, an ordinal, tie or a response id) to a response id or tie."""
+    text = value.strip().strip("\"'").strip()
+    folded = text.casefold()
+    position = None
+    match = POSITION_RE.match(text)
+    if match:
+        position = int(match.group(1))
+    elif folded in ORDINALS or folded.removesuffix(" response") in ORDINALS:
+        position = ORDINALS.index(folded.removesuffix(" response")) + 1
+    if position is not None:
+        if 1 <= position <= len(order):
+            return Parsed(order[position - 1], "ok", reason)
+        return Parsed(None, "unparsed", reason, f"response {position} was not shown (there are {len(order)})")
+    if folded in (TIE, "draw", "equal", "neither", "both"):
+        if TIE in (task.labels or []):
+            return Parsed(TIE, "ok", reason)
+        return Parsed(None, "unparsed", reason, f"the answer is a tie, and task {task.name} has no tie")
+    named = [key for key in order if key.casefold() == folded]
+    if len(named) == 1:
+        return Parsed(named[0], "ok", reason)
+    return Parsed(None, "unparsed", reason, f"the winner {text[:60]!r} is neither a shown response's number "
+                                            f"(1–{len(order)}) nor one of its ids ({', '.join(order)})")
 
 
 def _labels_in(task: Task, text: str) -> set[str | None]:

@@ -17,6 +17,10 @@ Fields (see docs/judges.md):
     question, answer, ground_truth, sample_id, metadata
     contexts    list of: rank (0-based), text, doc_id
     claims      list of: index (0-based), text
+    responses   list of: position (1-based, in the order shown), id, text, model — a pairwise
+                item's responses in the presentation order of this call (empty for others);
+                examples of a pairwise version also give `winner`: the position ("1", "2"…)
+                of the experts' choice in the example's order, or "tie"
     claim       (claim tasks) index, text
     context     (context tasks) rank, text, doc_id
 
@@ -44,6 +48,7 @@ from calibrate.judges.errors import PromptError
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
                     "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction")
+PAIRWISE_TEMPLATES = ("pairwise.system.j2", "pairwise.user.j2")  # the default of every pairwise task
 MAX_TEMPLATE_CHARS = 100_000
 
 
@@ -55,6 +60,7 @@ ANY = _Any()
 SCALAR = "scalar"
 CONTEXT = {"rank": SCALAR, "text": SCALAR, "doc_id": SCALAR}
 CLAIM = {"index": SCALAR, "text": SCALAR}
+RESPONSE = {"position": SCALAR, "id": SCALAR, "text": SCALAR, "model": SCALAR}
 TASK = {name: SCALAR for name in ("name", "description", "kind", "target", "labels", "scale_min", "scale_max", "guidelines")}
 TASK["labels"] = ("list", SCALAR)
 STATEMENT = {"index": SCALAR, "text": SCALAR}
@@ -73,7 +79,7 @@ def item_fields(target: str, task: str | None = None) -> dict[str, Any]:
     """Return the fields an item of a task with this target (and name, for metric steps) offers to templates."""
     fields: dict[str, Any] = {
         "question": SCALAR, "answer": SCALAR, "ground_truth": SCALAR, "sample_id": SCALAR, "metadata": ANY,
-        "contexts": ("list", CONTEXT), "claims": ("list", CLAIM),
+        "contexts": ("list", CONTEXT), "claims": ("list", CLAIM), "responses": ("list", RESPONSE),
     }
     if target == "claim":
         fields["claim"] = CLAIM
@@ -85,7 +91,7 @@ def item_fields(target: str, task: str | None = None) -> dict[str, Any]:
 
 def version_fields(target: str) -> dict[str, Any]:
     """Return the fields every item shares (allowed in the system text)."""
-    example = dict(item_fields(target), verdict=SCALAR, rationale=SCALAR)
+    example = dict(item_fields(target), verdict=SCALAR, rationale=SCALAR, winner=SCALAR)
     return {"task": TASK, "examples": ("list", example)}
 
 
@@ -245,7 +251,7 @@ def _dotted(node: nodes.Node) -> str:
 
 def sample_version_context(target: str) -> dict[str, Any]:
     """Return version fields filled with placeholders (for trial renders)."""
-    example = dict(sample_context(target, with_version=False), verdict="supported", rationale="…")
+    example = dict(sample_context(target, with_version=False), verdict="supported", rationale="…", winner="1")
     return {"task": {"name": "task", "description": "…", "kind": "categorical", "target": target,
                      "labels": ["a", "b"], "scale_min": 1, "scale_max": 5, "guidelines": "…"},
             "examples": [example]}
@@ -255,8 +261,9 @@ def sample_context(target: str, *, with_version: bool = True, task: str | None =
     """Return item fields filled with placeholders (for trial renders)."""
     contexts = [{"rank": 0, "text": "…", "doc_id": "d"}]
     claims = [{"index": 0, "text": "…"}]
+    responses = [{"position": 1, "id": "A", "text": "…", "model": ""}, {"position": 2, "id": "B", "text": "…", "model": ""}]
     item: dict[str, Any] = {"question": "…", "answer": "…", "ground_truth": "…", "sample_id": "s",
-                            "metadata": Metadata(), "contexts": contexts, "claims": claims}
+                            "metadata": Metadata(), "contexts": contexts, "claims": claims, "responses": responses}
     if target == "claim":
         item["claim"] = claims[0]
     elif target == "context":
@@ -281,8 +288,10 @@ class Metadata(dict):
 # --------------------------------------------------------------------------- defaults
 
 
-def default_templates(task_name: str, target: str) -> tuple[str, str]:
-    """Return the built-in (system, template) of a task; custom tasks get a generic pair."""
+def default_templates(task_name: str, target: str, kind: str = "") -> tuple[str, str]:
+    """Return the built-in (system, template) of a task; pairwise tasks get the pairwise pair, other custom tasks a generic one."""
+    if kind == "pairwise":
+        return _read(PAIRWISE_TEMPLATES[0]), _read(PAIRWISE_TEMPLATES[1])
     if task_name in BUILTIN_DEFAULTS:
         return _read(f"{task_name}.system.j2"), _read(f"{task_name}.user.j2")
     user = _read("generic.user.j2")

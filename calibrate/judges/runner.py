@@ -8,8 +8,9 @@
 
 Guarantees (each tested in tests/judges):
 
-- One verdict per (judge, task, target): the writer checks inside a BEGIN IMMEDIATE
-  transaction, so a resumed or doubled run never duplicates one.
+- One verdict per (judge, task, target) — per (judge, task, target, presentation order) for
+  a pairwise task, judged in the orders `--orders` asks for (items.expand_orders): the writer
+  checks inside a BEGIN IMMEDIATE transaction, so a resumed or doubled run never duplicates one.
 - No DB transaction is open during an HTTP call: calls run on the event loop, results go
   to a writer that commits them in small batches from a worker thread.
 - A run killed at any point (kill -9) and started again judges only targets without a
@@ -70,7 +71,17 @@ from calibrate.judges.execution import (
     run_coroutine,
     write_in_batches,
 )
-from calibrate.judges.items import Scope, Target, fewshot_keys, item_for, load_items, select_targets, version_context
+from calibrate.judges.items import (
+    ORDERS,
+    Scope,
+    Target,
+    expand_orders,
+    fewshot_keys,
+    item_for,
+    load_items,
+    select_targets,
+    version_context,
+)
 from calibrate.judges.metrics import is_metric
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
@@ -97,6 +108,7 @@ class RunSpec:
     labelled_only: bool = False
     limit: int | None = None
     rerun: bool = False
+    orders: str | None = None  # pairwise tasks: original | swapped | both (None: both); others: None
     options: RunOptions = field(default_factory=RunOptions)
     # `calibrate claims extract`: the prompt must be a claim_extraction one (and only then may
     # it be); `force` re-extracts answers whose claims carry expert labels or corrections.
@@ -227,6 +239,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             metric_runs.check_metric_setup(task, version, endpoint)
         elif endpoint.backend == "baseline":
             BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
+        if task.kind != "pairwise" and spec.orders is not None:
+            raise RunSetupError(f"--orders is for pairwise tasks; {task.name} is {task.kind}")
+        orders = (spec.orders or "both") if task.kind == "pairwise" else None
+        if orders is not None and orders not in ORDERS:
+            raise RunSetupError(f"--orders must be one of {', '.join(ORDERS)}; got {orders!r}")
         scope = Scope(spec.split, spec.labelled_only, spec.limit)
         targets, kept = _targets(session, dataset, task, version, scope, spec.force)
         if not targets and kept:
@@ -235,6 +252,12 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         if not targets:
             raise RunSetupError(f"no {task.target} of dataset {dataset.name} to judge for task {task.name} with these options")
         skipped: dict[str, int] = {}
+        if orders is not None:
+            targets, without = expand_orders(session, targets, orders)
+            if without:
+                skipped["without two responses"] = without
+            if not targets:
+                raise RunSetupError(f"no sample of {dataset.name} has two or more responses to compare for {task.name}")
         if is_metric(task):
             targets, skipped, _ = metric_runs.measurable(session, task, targets)
             if not targets:
@@ -256,10 +279,10 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
                 run.status, run.error = "stopped", "interrupted: its process ended before it finished"
                 session.add(run)
         if is_extraction(task):
-            done = extraction.applied_keys(session, judge, targets)
+            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
         else:
             done = _done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
-        pending = [t for t in targets if t.key not in done]
+        pending = [t for t in targets if t.job not in done]
         if not pending and is_extraction(task):
             also = f"; {kept} kept their claims, which {extraction.KEPT} (--force re-extracts them)" if kept else ""
             raise NothingToDo(f"nothing to do: all {len(targets)} answers already carry the claims of {name}{also}")
@@ -268,6 +291,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
                               "(--rerun judges them again, answered from the cache)")
         settings = {
             "scope": scope.as_dict(), "rerun": spec.rerun, "options": asdict(spec.options), "skipped": skipped,
+            **({"orders": orders} if orders is not None else {}),
             "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
                          "api_key_env": endpoint.api_key_env},
         }
@@ -278,7 +302,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
         same = [r for r in runs if r.dataset_id == dataset.id and r.status in ("stopped", "failed")
                 and (r.params or {}).get("scope") == settings["scope"] and (r.params or {}).get("endpoint") == settings["endpoint"]
-                and not spec.rerun]
+                and (r.params or {}).get("orders") == settings.get("orders") and not spec.rerun]
         if same and same[0].id == (runs[0].id if runs else None):
             run = same[0]
             params = dict(run.params or {})
@@ -294,10 +318,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         return run.id
 
 
-def _done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[str]:
-    """Return the targets that already have a usable or unparsed verdict (errors are judged again)."""
-    rows = session.exec(select(Verdict.target_key, Verdict.status).where(Verdict.judge_id == judge.id, Verdict.task_id == task.id)).all()
-    return {key for key, status in rows if status != "error" and key in keys}
+def _done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str]]:
+    """Return the (target, order) jobs that already have a usable or unparsed verdict (errors are judged again)."""
+    rows = session.exec(select(Verdict.target_key, Verdict.order_key, Verdict.status)
+                        .where(Verdict.judge_id == judge.id, Verdict.task_id == task.id)).all()
+    return {(key, order) for key, order, status in rows if status != "error" and key in keys}
 
 
 def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -325,11 +350,15 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         loaded = None
         if is_metric(task):
             targets, skipped, loaded = metric_runs.measurable(session, task, targets)
+        if task.kind == "pairwise":  # the orders the run was asked for, so a resume judges the same jobs
+            targets, without = expand_orders(session, targets, params.get("orders") or "both")
+            if without:
+                skipped["without two responses"] = without
         if is_extraction(task):
-            done = extraction.applied_keys(session, judge, targets)
+            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
         else:
             done = set() if rerun else _done_keys(session, judge, task, {t.key for t in targets})
-        pending = [t for t in targets if t.key not in done]
+        pending = [t for t in targets if t.job not in done]
         samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
                    else load_items(session, {t.sample_id for t in pending}))
         context = version_context(session, version, task)
@@ -339,7 +368,8 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
                       # an extraction takes its unparsed answers again: they are counted anew
                       n_unparsed=0 if is_extraction(task) else int(params.get("n_unparsed", 0)))
         base.n_errors = session.exec(select(func.count()).select_from(Verdict).where(
-            Verdict.judge_id == judge.id, Verdict.status == "error", Verdict.target_key.in_([t.key for t in targets]))).one() if not rerun else 0
+            Verdict.judge_id == judge.id, Verdict.task_id == task.id, Verdict.status == "error",
+            Verdict.target_key.in_(sorted({t.key for t in targets})))).one() if not rerun else 0
         run_name = judge.name
     run.n_total = len(targets)
     apply = extraction.Applier(judge.name, force=bool(params.get("force"))) if is_extraction(task) else None
@@ -406,7 +436,7 @@ def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Jo
         if row is None:
             left.append(job)
             continue
-        parsed = parse_verdict(task, row.response)
+        parsed = parse_verdict(task, row.response, job.target.order)
         batch.append(Outcome(job.target, parsed.status, parsed.value, parsed.reason, row.response, parsed.error,
                              None, row.input_tokens, row.output_tokens, cached=True, cache_key=job.cache_key))
         if len(batch) >= 500:
@@ -426,7 +456,7 @@ def _run_baseline(writer: Writer, task: Task, version: PromptVersion, samples: d
         for target in pending:
             started = time.perf_counter()
             raw = judge.answer(item_for(target, samples))
-            parsed = parse_verdict(task, raw)
+            parsed = parse_verdict(task, raw, target.order)
             yield Outcome(target, parsed.status, parsed.value, parsed.reason, raw, parsed.error,
                           (time.perf_counter() - started) * 1000, 0, 0)
 

@@ -273,7 +273,7 @@ def save_version(
             raise PromptError(f"prompt {name} judges task {task_row.name}, not {task}")
         parent = latest_version(session, prompt)
     if parent is None:
-        default_system, default_template = default_templates(task_row.name, task_row.target)
+        default_system, default_template = default_templates(task_row.name, task_row.target, task_row.kind)
         base = {"template": default_template, "system": default_system, "model": "", "params": dict(DEFAULT_PARAMS)}
         base_examples: list[ExampleRow] = []
     else:
