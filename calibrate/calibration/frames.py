@@ -55,15 +55,33 @@ def labels_frame(session: Session, dataset: Dataset, task: Task) -> pd.DataFrame
     return frame.astype({"adjudicated": bool, "stale": bool})
 
 
+VERDICT_COLUMNS = ["target_key", "sample_id", "position", "value", "status", "active"]
+
+
+def verdict_columns(task: Task) -> list:
+    """Return the verdict columns a task's frame reads (VERDICT_COLUMNS, and `order_key` for a pairwise task)."""
+    columns = [Verdict.target_key, Verdict.sample_id, position_column(task), Verdict.value, Verdict.status, active_column(task)]
+    return columns + [Verdict.order_key] if task.kind == "pairwise" else columns
+
+
+def frame_columns(task: Task) -> list[str]:
+    """Return the names of `verdict_columns`."""
+    return VERDICT_COLUMNS + ["order_key"] if task.kind == "pairwise" else list(VERDICT_COLUMNS)
+
+
 def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
-    """Return the judge's verdicts on the task in the dataset (target_key, sample_id, position, value, status, active)."""
+    """Return the judge's verdicts on the task in the dataset (target_key, sample_id, position, value, status, active).
+
+    A pairwise task's frame also has `order_key` (one verdict per presentation order; pairwise.py
+    turns them into one per target).
+    """
     query = (
-        sa_select(Verdict.target_key, Verdict.sample_id, position_column(task), Verdict.value, Verdict.status, active_column(task))
+        sa_select(*verdict_columns(task))
         .join(Sample, Sample.id == Verdict.sample_id)
         .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id)
     )
     query = join_target(query, task, Verdict)
-    frame = read_frame(session, query, ["target_key", "sample_id", "position", "value", "status", "active"])
+    frame = read_frame(session, query, frame_columns(task))
     # A verdict on a claim or context that an --update retired is kept, but it is not one of the
     # sample's current targets (RAG metrics leave it out).
     frame["active"] = frame["active"].fillna(True).astype(bool)

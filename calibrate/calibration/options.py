@@ -19,3 +19,6 @@ class Options:
     k: int = 10
     split: str | None = None  # only the samples of this split (train, dev, test); None: every sample
     budget_half_width: float = 0.05  # the CI half-width the label budget aims at
+    # Pairwise tasks: a judge's one verdict per target from its two presentation orders
+    # (calibration/pairwise.py): "consistent" (both orders agree, else tie or a miss) or "original".
+    order_rule: str = "consistent"

@@ -32,20 +32,21 @@ from calibrate.calibration.alttest import alt_test_block
 from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
 from calibrate.calibration.frames import (
-    active_column,
     claim_totals,
     external_ids,
     fewshot_keys,
+    frame_columns,
     join_target,
     labels_frame,
-    position_column,
     sample_field_values,
     split_samples,
     target_positions,
+    verdict_columns,
     verdicts_frame,
 )
-from calibrate.calibration.gold import GOLD_RULE
+from calibrate.calibration.gold import GOLD_RULE, categorical_gold
 from calibrate.calibration.options import Options
+from calibrate.calibration.pairwise import apply_order_rule, human_first_position, position_section, responses_frame
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
     annotator_metric_labels,
@@ -77,7 +78,7 @@ from calibrate.models import (
     Task,
     Verdict,
 )
-from calibrate.tasks import is_extraction
+from calibrate.tasks import has_labels, is_extraction
 
 
 @dataclass
@@ -184,7 +185,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         no_verdicts = verdicts is not None and verdicts.empty
         if no_verdicts:
             verdicts = None  # the judge did not judge this task: human-only section, not a failure
-        if task.kind == "categorical":
+        if task.kind == "pairwise":
+            section, merged = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options, in_split)
+            data["method"]["order_rule"] = options.order_rule
+        elif task.kind == "categorical":
             section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options)
         else:
             gold = task_gold(session, dataset, task, direct_labels, in_split)
@@ -241,6 +245,20 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
     return ids
 
 
+def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,
+                      fewshot: set[str], groups, options: Options, in_split: set[int] | None) -> tuple[dict, pd.DataFrame]:
+    """Return a pairwise task's section: the categorical statistics of one verdict per target by the order rule, and `position`."""
+    per_target, orders = apply_order_rule(task, verdicts, options.order_rule) if verdicts is not None else (None, [])
+    gold = categorical_gold(labels)
+    section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold)
+    if verdicts is not None:
+        section["order_rule"] = options.order_rule
+    human = human_first_position(session, dataset, task, in_split)
+    responses = responses_frame(session, dataset) if verdicts is not None else None
+    section["position"] = position_section(task, verdicts, responses, labels, gold, fewshot, options, human)
+    return section, merged
+
+
 def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, merged: pd.DataFrame,
                external: dict[int, str], groups: dict[int, str | None] | None) -> list[ItemRow]:
     positions = target_positions(labels, verdicts)
@@ -250,7 +268,7 @@ def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, 
         for key, annotator, value in zip(current["target_key"], current["annotator"], current["value"], strict=True):
             humans.setdefault(key, {})[annotator] = value
     rows = []
-    numeric = task.kind != "categorical"
+    numeric = not has_labels(task)
     if numeric:  # scores agree within the task's tolerance, as compare's fixed/broken flips
         tolerance = score_tolerance(task, merged.loc[merged["scored"], "gold"].astype(float).to_numpy())
     for rec in merged.sort_values(["sample_id", "target_key"]).itertuples(index=False):
@@ -304,11 +322,11 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     judges = [lookup.judge(session, name) for name in judge_names]
     # One query for every judge's verdicts (the columns of verdicts_frame, plus the judge).
     query = (
-        sa_select(Verdict.judge_id, Verdict.target_key, Verdict.sample_id, position_column(task), Verdict.value, Verdict.status, active_column(task))
+        sa_select(Verdict.judge_id, *verdict_columns(task))
         .join(Sample, Sample.id == Verdict.sample_id)
         .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id)
     )  # every judge's: read_frame's raw cursor cannot expand an IN list, and the unwanted ones are dropped by the groupby
-    every = read_frame(session, join_target(query, task, Verdict), ["judge_id", "target_key", "sample_id", "position", "value", "status", "active"])
+    every = read_frame(session, join_target(query, task, Verdict), ["judge_id", *frame_columns(task)])
     every["active"] = every["active"].fillna(True).astype(bool)
     if in_split is not None:
         every = every[every["sample_id"].isin(in_split)]
@@ -332,13 +350,15 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
     """
     options = options or Options()
     frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
-    section_of = categorical_section if frames.task.kind == "categorical" else numeric_section
+    section_of = categorical_section if has_labels(frames.task) else numeric_section
     out: dict[str, dict | None] = {}
     for name in judge_names:
         verdicts = frames.verdicts.get(name)
         if verdicts is None:
             out[name] = None
             continue
+        if frames.task.kind == "pairwise":
+            verdicts, _ = apply_order_rule(frames.task, verdicts, options.order_rule)
         out[name], _ = section_of(frames.task, frames.labels, verdicts, frames.fewshot[name], None, options,
                                   gold=frames.gold, light=True)
     return out

@@ -26,6 +26,10 @@ from calibrate.stats import Estimate
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
 
+# The status of a pairwise target that the order rule leaves without a verdict although no call
+# failed: the two orders conflict and the task has no tie, or one order is missing (pairwise.py).
+ORDER_MISS = "order_miss"
+
 
 def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "status", "note")) -> dict:
     """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one)."""
@@ -87,9 +91,10 @@ def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: se
     """Join gold and verdicts per target and say why each target is left out of the statistics.
 
     Column `excluded`: "" (scored: gold and a usable verdict), "fewshot", "unparsed" (the verdict
-    has no usable value), "no_gold" (a verdict but no gold, ties included), "excluded_label"
-    (gold or verdict is a label the task keeps out of statistics). Column `scored`: whether
-    the target counts (gold and a usable verdict, not excluded).
+    has no usable value), "order_miss" (pairwise: the order rule gives no verdict, see
+    pairwise.py), "no_gold" (a verdict but no gold, ties included), "excluded_label" (gold or
+    verdict is a label the task keeps out of statistics). Column `scored`: whether the target
+    counts (gold and a usable verdict, not excluded).
     """
     merged = gold.copy()
     if verdicts is not None:
@@ -107,6 +112,7 @@ def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: se
     has_gold = merged["gold"].notna()
     open_ = merged["excluded"] == ""
     merged.loc[open_ & has_verdict & ~usable, "excluded"] = "unparsed"
+    merged.loc[open_ & (merged["status"] == ORDER_MISS), "excluded"] = ORDER_MISS
     merged.loc[open_ & usable & ~has_gold, "excluded"] = "no_gold"
     if excluded_labels:
         na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
@@ -123,7 +129,8 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     gold = categorical_gold(labels) if gold is None else gold
     merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels)
     scored = merged[merged["scored"]]
-    section = _counted(task, merged, scored, "unparsed", "no_gold", "excluded_label", "fewshot")
+    reasons = ("unparsed", ORDER_MISS) if task.kind == "pairwise" else ("unparsed",)
+    section = _counted(task, merged, scored, *reasons, "no_gold", "excluded_label", "fewshot")
     section["n_ties"] = int((gold["gold_source"] == "tie").sum()) if not gold.empty else 0
     section["labels"] = stat_labels
 
