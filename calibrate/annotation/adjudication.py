@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
-from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample, Task, User, utcnow
+from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Sample, Task, User, utcnow
 from calibrate.tasks import TaskError, canonical_value
 
 SPREAD = 2
@@ -75,7 +75,7 @@ def _disputed(session: Session, dataset: Dataset, task: Task) -> list[tuple[str,
     is disputed, an adjudicated label among them whether it is decided.
     """
     voting = Label.adjudicated.is_(False)
-    if task.kind == "categorical":
+    if task.kind in LABEL_KINDS:
         disputed = func.count(func.distinct(case((voting, Label.value)))) > 1
     else:
         number = case((voting, cast(Label.value, Float)))
@@ -142,7 +142,7 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
 
 
 def _kind(task: Task, votes: list[Vote]) -> str:
-    if task.kind != "categorical":
+    if task.kind not in LABEL_KINDS:
         return "spread"
     counts = Counter(v.value for v in votes).most_common()
     return "tie" if len(counts) > 1 and counts[0][1] == counts[1][1] else "disagreement"

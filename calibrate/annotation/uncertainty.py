@@ -55,7 +55,7 @@ from sqlmodel import Session, select
 from calibrate import lookup
 from calibrate.annotation import AnnotationError
 from calibrate.db import read_frame  # the raw-cursor read: one row per judge and target can be millions
-from calibrate.models import Assignment, Dataset, Judge, Sample, Task, Verdict
+from calibrate.models import LABEL_KINDS, Assignment, Dataset, Judge, Sample, Task, Verdict
 
 MODES = ("uncertain", "sampled")
 UNCERTAIN_BASE = -1_000_000
@@ -89,7 +89,7 @@ def target_uncertainty(verdicts: pd.DataFrame, *, kind: str, n_labels: int | Non
     usable = (verdicts["status"] == "ok") & verdicts["value"].notna()
     unusable = (~usable).groupby(verdicts["target_key"], sort=False).any()
     ok = verdicts[usable]
-    if kind == "categorical":
+    if kind in LABEL_KINDS:
         counts = ok.groupby(["target_key", "value"], sort=False).size()
         m = counts.groupby(level=0).transform("sum")
         p = counts / m

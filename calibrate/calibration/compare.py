@@ -14,6 +14,9 @@ an example is never scored for it). On those targets:
   (A's error minus B's error: positive means B is closer to the gold);
 - the targets that flipped, by readable id ("demo-001/claim/2").
 
+A pairwise task's judges are compared on one verdict per target each, made from their
+presentation orders by `Options.order_rule` (calibration/pairwise.py), as in the report.
+
 With `Options.split` every number — the gold, both judges' verdicts, the flips — comes from
 the samples of that split only, as in `calibrate report --split`.
 
@@ -42,6 +45,7 @@ from calibrate.calibration.frames import (
     split_samples,
 )
 from calibrate.calibration.options import Options
+from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
     task_gold,
@@ -63,7 +67,7 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.stats import Estimate
-from calibrate.tasks import is_extraction
+from calibrate.tasks import has_labels, is_extraction
 
 MAX_FLIPS_LISTED = 500
 
@@ -137,14 +141,24 @@ def _gold(session: Session, dataset: Dataset, task: Task, split: str | None) -> 
     return gold.assign(target_key=_as_ids(gold["target_key"]))
 
 
-def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: Judge, split: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return both judges' verdicts on the task (on one split), read in one query (no target join: see _readable_ids)."""
-    query = (sa_select(Verdict.judge_id, _target_id(task, Verdict), Verdict.sample_id, Verdict.value, Verdict.status)
+def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: Judge, split: str | None,
+                  order_rule: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return both judges' verdicts on the task (on one split), read in one query (no target join: see _readable_ids).
+
+    A pairwise task's verdicts come one per target, by the order rule.
+    """
+    pairwise = task.kind == "pairwise"
+    columns = [Verdict.judge_id, _target_id(task, Verdict), Verdict.sample_id, Verdict.value, Verdict.status]
+    query = (sa_select(*columns, *([Verdict.order_key] if pairwise else []))
              .join(Sample, Sample.id == Verdict.sample_id)
              .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, or_(Verdict.judge_id == a.id, Verdict.judge_id == b.id)))
-    frame = read_frame(session, _in_split(query, split), ["judge_id", "target_key", "sample_id", "value", "status"])
+    names = ["judge_id", "target_key", "sample_id", "value", "status", *(["order_key"] if pairwise else [])]
+    frame = read_frame(session, _in_split(query, split), names)
     is_a = (frame["judge_id"] == a.id).to_numpy()
-    return frame[is_a].reset_index(drop=True), frame[~is_a].reset_index(drop=True)
+    va, vb = frame[is_a].reset_index(drop=True), frame[~is_a].reset_index(drop=True)
+    if pairwise:
+        va, vb = (apply_order_rule(task, v, order_rule)[0] if len(v) else v.drop(columns=["order_key"]) for v in (va, vb))
+    return va, vb
 
 
 def _common(task: Task, gold: pd.DataFrame, va: pd.DataFrame, vb: pd.DataFrame, excluded_keys: set[int]) -> pd.DataFrame:
@@ -152,7 +166,7 @@ def _common(task: Task, gold: pd.DataFrame, va: pd.DataFrame, vb: pd.DataFrame, 
     ok_b = vb[(vb["status"] == "ok") & vb["value"].notna()][["target_key", "value"]].rename(columns={"value": "b"})
     common = gold.merge(ok_a, on="target_key").merge(ok_b, on="target_key")
     common = common[~common["target_key"].isin(excluded_keys)]
-    if task.kind == "categorical":
+    if has_labels(task):
         dropped = set(task.excluded or [])
         common = common[~common["gold"].isin(dropped) & ~common["a"].isin(dropped) & ~common["b"].isin(dropped)]
     return common.sort_values(["sample_id", "target_key"]).reset_index(drop=True)
@@ -164,7 +178,7 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
                            "n_samples": int(common["sample_id"].nunique()), **counts}
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, method=options.ci_method, seed=options.seed)
     clusters = common["sample_id"].to_numpy()
-    if task.kind == "categorical":
+    if has_labels(task):
         labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
         index = {lab: i for i, lab in enumerate(labels)}
         gold, a, b = (common[c].map(index).to_numpy() for c in ("gold", "a", "b"))
@@ -347,7 +361,7 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
                               "threshold": options.threshold, "rule": rule_of(options.ci_lower), "tasks": {}}
     missing = []
     for t in tasks:
-        va, vb = _verdict_pair(session, dataset, t, a, b, split)
+        va, vb = _verdict_pair(session, dataset, t, a, b, split, options.order_rule)
         if va.empty or vb.empty:
             if not (va.empty and vb.empty):
                 missing.append(f"{t.name}: {a.name} has {len(va)} verdicts{where}, {b.name} has {len(vb)}")
@@ -376,4 +390,6 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},
                         "split": split}
+    if any(t.kind == "pairwise" and t.name in result["tasks"] for t in tasks):
+        result["method"]["order_rule"] = options.order_rule
     return result

@@ -30,6 +30,7 @@ from calibrate.calibration.sections import (
     estimate_dict,
 )
 from calibrate.models import (
+    LABEL_KINDS,
     Dataset,
     Judge,
     Task,
@@ -194,7 +195,7 @@ def task_gold(session: Session, dataset: Dataset, task: Task, labels: pd.DataFra
     derived value is undefined (no countable claim with gold) have none. Other metric tasks
     have direct labels only.
     """
-    if task.kind == "categorical":
+    if task.kind in LABEL_KINDS:
         return categorical_gold(labels)
     direct = numeric_gold(labels)
     source_name = DERIVED_GOLD.get(task.name)

@@ -145,16 +145,19 @@ def judge_group() -> None:
 @click.option("--labelled-only", is_flag=True, help="Only targets that carry a human label.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N targets.")
 @click.option("--rerun", is_flag=True, help="Judge targets that already have a verdict again (answers come from the cache).")
+@click.option("--orders", type=click.Choice(["original", "swapped", "both"]),
+              help="Pairwise tasks: the presentation orders to judge each target in (default both; swapped shows the "
+                   "responses in reverse order).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Read timeout of one call, seconds.")
 @click.option("--max-attempts", type=click.IntRange(1, 10), default=5, show_default=True, help="Attempts per item.")
 @db_option
 def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
                       api_key_env: str | None, concurrency: int, max_calls: int | None, max_tokens: int | None,
-                      split: str | None, labelled_only: bool, limit: int | None, rerun: bool, timeout: float,
-                      max_attempts: int) -> None:
+                      split: str | None, labelled_only: bool, limit: int | None, rerun: bool, orders: str | None,
+                      timeout: float, max_attempts: int) -> None:
     """Run a prompt version over a dataset and store one verdict per target (resumable)."""
     spec = judges.RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
-                   api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun,
+                   api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun, orders=orders,
                    options=judges.RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
                                       read_timeout=timeout, max_attempts=max_attempts))
     engine = ready_engine(settings)

@@ -24,11 +24,17 @@ compare_report = lazy_import("calibrate.reports.compare_report")
 gate = lazy_import("calibrate.reports.gate")
 
 
+ORDER_RULE = click.option(
+    "--order-rule", type=click.Choice(["consistent", "original"]), default="consistent", show_default=True,
+    help="Pairwise tasks: a judge's verdict from its two presentation orders: consistent (both agree, else tie or a "
+         "miss) or original (the original order's).")
+
+
 def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
                    bootstrap: int | None = None, k: int = 10, ci_method: str = "percentile", split: str | None = None,
-                   budget: float = 0.05) -> Options:
+                   budget: float = 0.05, order_rule: str = "consistent") -> Options:
     """Return the report's options: the command's, else the settings' defaults."""
-    return Options(split=split, budget_half_width=budget,
+    return Options(split=split, budget_half_width=budget, order_rule=order_rule,
                    threshold=settings["THRESHOLD"] if threshold is None else threshold,
                    ci_lower=ci_lower or bool(settings.get("CI_LOWER", False)), group_by=group_by,
                    bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
@@ -55,15 +61,16 @@ def _build(settings: Settings, dataset: str, judge: str | None, options: Options
               help="Add the versions section: every version of the judge's prompt, and the latest two compared.")
 @click.option("--budget-half-width", "budget", type=click.FloatRange(min=0.001, max=1), default=0.05, show_default=True,
               help="CI half-width the label budget aims at.")
+@ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(settings: Settings, dataset: str, judge: str | None, group_by: str | None, threshold: float | None,
                    ci_lower: bool, bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...],
-                   with_versions: bool, budget: float, fmt: str, output: Path | None) -> None:
+                   with_versions: bool, budget: float, order_rule: str, fmt: str, output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
-              "split": split, "budget": budget}
+              "split": split, "budget": budget, "order_rule": order_rule}
     built = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
     if with_versions:
         if not judge:
@@ -85,12 +92,14 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @click.option("--ci-lower", is_flag=True, help="Require the CI lower bound to reach the threshold (rule ci_lower).")
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
 @click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
+@ORDER_RULE
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
-                 min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None) -> None:
+                 min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     default = settings["THRESHOLD"]
-    options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split)
+    options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split,
+                             order_rule=order_rule)
     built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
     ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
                                 min_rho=default if min_rho is None else min_rho, ci_lower=options.ci_lower,
@@ -152,15 +161,16 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Paired bootstrap resamples (default 2000).")
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
-                    ci_method: str, split: str | None, fmt: str, output: Path | None) -> None:
+                    ci_method: str, split: str | None, order_rule: str, fmt: str, output: Path | None) -> None:
     """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
     if len(judges) != 2:
         raise click.UsageError("give exactly two judges: --judge A --judge B")
-    options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split)
+    options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split, order_rule=order_rule)
     with Session(ready_engine(settings)) as session:
         result = compare.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
     write_output(compare_report.render_compare(result, fmt), output, f"{fmt} comparison")

@@ -77,11 +77,11 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
     judged = "alignment" in section
     confusion = section.get("confusion")
     heatmap = None
-    if judged and section.get("kind") == "categorical" and confusion and confusion.get("labels"):
+    if judged and summary.labelled(section) and confusion and confusion.get("labels"):
         heatmap = Markup(charts.confusion_heatmap(confusion["labels"], confusion["matrix"], title=f"Confusion matrix of {name}",
                                                   row_axis="human gold", column_axis="judge"))
     scatter = None
-    if judged and section.get("kind") != "categorical":
+    if judged and not summary.labelled(section):
         points = []
         for row in report.rows.get(name, []):
             if row.excluded == "" and row.gold is not None and row.judge is not None:
@@ -127,6 +127,8 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "ties": ties[:25],
         "n_ties_listed": len(ties),
         "scale_text": summary.scale(section.get("scale")),
+        "labelled": summary.labelled(section),
+        "position": summary.position(section),
         "ci_label": ci_label,
     }
 

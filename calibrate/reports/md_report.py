@@ -156,11 +156,16 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines.append("")
         groups = summary.per_group(section)
         if groups:
-            metric = "Cohen's κ" if section.get("kind") == "categorical" else "Spearman's ρ"
+            metric = "Cohen's κ" if section.get("kind") in ("categorical", "pairwise") else "Spearman's ρ"
             lines += [f"Each group on its own ({metric}, {ci_label} by cluster bootstrap over samples):", "",
                       table_row(["group", "n", metric, ci_label, "note"]), "|---|---:|---:|---|---|"]
             lines += [table_row([escape(g["group"]), g["n"], g["value"], g["ci"], escape(g["note"])]) for g in groups]
             lines.append("")
+    block = summary.position(section)
+    if block:
+        lines += ["Presentation order (pairwise):", "", table_row(["", "value", "note"]), "|---|---:|---|"]
+        lines += [table_row([escape(label), escape(value), escape(note) or ""]) for _, label, value, note in block]
+        lines.append("")
     human = section.get("human") or {}
     parts = []
     if decision.ceiling:
@@ -210,5 +215,6 @@ def _methods_paragraph(data: dict) -> str:
         f"{summary.threshold_rule(data)}"
         f"{' The CI lower bound must reach the threshold.' if data.get('ci_lower') else ''} "
         "Human–human agreement is over targets with two or more annotators."
+        + (f" {summary.position_methods(data)}" if summary.position_methods(data) else "")
         + (f" {summary.rag_methods(data)}" if summary.rag_methods(data) else "")
     )

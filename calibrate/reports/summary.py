@@ -26,6 +26,8 @@ METRIC_NAMES = {
     "krippendorff_interval": "Krippendorff's α (interval)",
 }
 
+LABEL_KINDS = ("categorical", "pairwise")  # kinds scored with κ (models.LABEL_KINDS: no database import here)
+
 TARGET_NOUNS = {"claim": ("claim", "claims"), "context": ("context", "contexts"), "sample": ("answer", "answers")}
 
 # (label, what it counts); the order is the order of the tables.
@@ -33,6 +35,8 @@ COUNTS = (
     ("n", "Scored", "targets with both a usable verdict and human gold"),
     ("n_samples", "Samples", "answers the scored targets belong to (the unit the bootstrap resamples)"),
     ("n_unparsed", "Unparsed verdicts", "the judge gave no usable value (unparseable answer, or a call that failed for good)"),
+    ("n_order_miss", "No verdict by the order rule", "pairwise: the two presentation orders disagree and the task has no "
+                                                      "tie, or one order was not judged"),
     ("n_no_gold", "No human gold", "a verdict but no human gold (ties included)"),
     ("n_ties", "Ties", "annotators split evenly and nobody adjudicated: no gold, listed for adjudication"),
     ("n_excluded_label", "Excluded label", "the gold or the verdict is a label left out of statistics (such as not_applicable)"),
@@ -123,7 +127,7 @@ def statistics(section: dict) -> list[Stat]:
     """Return the judge–gold statistics of a task section, the alignment statistic first."""
     metric = (section.get("alignment") or {}).get("metric")
     rows: list[Stat] = []
-    if section.get("kind") == "categorical":
+    if labelled(section):
         if "cohen_kappa" in section:
             rows.append(_stat("cohen_kappa", section["cohen_kappa"], alignment=metric == "cohen_kappa"))
         if "percent_agreement" in section:
@@ -171,7 +175,78 @@ def claim_sources(info: dict) -> str:
 
 def excluded_total(section: dict) -> int:
     """Return how many targets with a verdict were left out of the statistics."""
-    return sum(int(section.get(k) or 0) for k in ("n_unparsed", "n_no_gold", "n_excluded_label", "n_fewshot"))
+    return sum(int(section.get(k) or 0) for k in ("n_unparsed", "n_order_miss", "n_no_gold", "n_excluded_label", "n_fewshot"))
+
+
+def labelled(section: dict) -> bool:
+    """Whether a section's values are labels scored with κ (categorical and pairwise tasks)."""
+    return section.get("kind") in LABEL_KINDS
+
+
+# --------------------------------------------------------------------------- pairwise: presentation order
+
+
+ORDER_RULES = {
+    "consistent": "consistent: the verdict both presentation orders give; when they disagree, a tie if the task has "
+                  "one, else no verdict (Zheng et al. 2023)",
+    "original": "original: the verdict in the original presentation order",
+}
+
+
+def position(section: dict) -> list[tuple[str, str, str, str]]:
+    """Return a pairwise section's position block as (key, label, value, note) rows; empty for other tasks."""
+    block = section.get("position")
+    if not isinstance(block, dict):
+        return []
+    rows: list[tuple[str, str, str, str]] = []
+    orders = block.get("orders") or []
+    if "order_rule" in section:
+        rows.append(("order_rule", "Order rule of the alignment", str(section["order_rule"]),
+                     "" if len(orders) > 1 else "the judge has one order: it is used under either rule"))
+    rows.append(("orders", "Orders judged", ", ".join(orders) or "none", ""))
+    if len(orders) > 1:
+        kappa = block.get("kappa") or {}
+        rows += [
+            ("n_pairs", "Pairs", f"{block.get('n_pairs', 0)} of {block.get('n_targets', 0)}",
+             "targets with two responses and a usable verdict in both orders"),
+            ("agreement", "Same verdict in both orders", percent(block.get("agreement")), "a position-proof judge: 100%"),
+            ("kappa", "Cohen's κ between the orders", number(kappa.get("value")), kappa.get("note") or ""),
+            ("first_position_rate", "Picks the response shown first", percent(block.get("first_position_rate")),
+             f"of the non-tie verdicts of the pairs; neutral: 50%; ties: {percent(block.get('tie_rate'))}"),
+            ("flips", "Same slot twice (first / second)", f"{block.get('n_first_both', 0)} / {block.get('n_second_both', 0)}",
+             f"sign test p = {p_value(block.get('position_p_value')) or 'undefined (no flips)'}"),
+            ("n_unusable", "Unusable verdicts", str(block.get("n_unusable", 0)),
+             f"{block.get('n_unusable_original', 0)} original, {block.get('n_unusable_swapped', 0)} swapped: never agreeing"),
+        ]
+        for kind in ("original", "swapped"):
+            align = block.get(f"alignment_{kind}") or {}
+            rows.append((f"alignment_{kind}", f"Cohen's κ with the gold, {kind} order", number(align.get("value")),
+                         f"{interval(align.get('ci'))}, n = {align.get('n', 0)}"
+                         + (f"; {align['note']}" if align.get("note") else "")))
+    elif block.get("note"):
+        rows.append(("note", "Position bias", "undefined", str(block["note"])))
+    rows.append(("human_first_position_rate", "Annotators pick the response shown first",
+                 percent(block.get("human_first_position_rate")),
+                 f"of {block.get('n_human_with_order', 0)} non-tie labels made with a recorded order (each annotator "
+                 "sees the responses in an order of their own)"))
+    return rows
+
+
+def position_methods(data: dict) -> str:
+    """Return how pairwise tasks are scored and their position bias measured, or "" when the report has none."""
+    rule = (data.get("method") or {}).get("order_rule")
+    if not rule:
+        return ""
+    return (
+        "A pairwise task's value names the better response by its id, or tie. A judge may see the responses in the "
+        "original order and in the swapped (reversed) order; its alignment with the gold uses one verdict per target "
+        f"by the order rule {ORDER_RULES.get(rule, rule)}. A judge with verdicts in one order only is scored on that "
+        "order under either rule. Targets left without a verdict by the rule are counted, never scored. Position bias "
+        "compares the two orders on the targets with two responses and a usable verdict in both (an unusable verdict "
+        "never agrees with anything): agreement and Cohen's κ between the orders, the share of non-tie verdicts that "
+        "pick the response shown first (pooled over both orders, so a judge without position bias scores 50%), and an "
+        "exact sign test on the pairs where the judge picked the same slot twice. The annotators' own first-position "
+        "rate comes from the order each of them was shown.")
 
 
 # --------------------------------------------------------------------------- human ceiling
@@ -200,7 +275,7 @@ def ceiling(section: dict) -> Ceiling | None:
     human = section.get("human")
     if not human:
         return None
-    categorical = section.get("kind") == "categorical"
+    categorical = labelled(section)
     pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
     values = [p["value"] for p in pairs if number(p.get("value")) != "undefined"]
     stat = "Cohen's κ" if categorical else "Spearman's ρ"
@@ -231,14 +306,14 @@ def human_statistics(section: dict) -> list[Stat]:
 def pairwise(section: dict) -> list[dict]:
     """Return the annotator pairs with their agreement as text (κ for categories, ρ for scores)."""
     human = section.get("human") or {}
-    pairs = human.get("pairwise_kappa") if section.get("kind") == "categorical" else human.get("pairwise_spearman")
+    pairs = human.get("pairwise_kappa") if labelled(section) else human.get("pairwise_spearman")
     return [{"a": p.get("a"), "b": p.get("b"), "n": p.get("n", 0), "value": number(p.get("value")),
              "note": p.get("note") or ""} for p in pairs or []]
 
 
 def per_annotator(section: dict) -> list[dict]:
     """Return each annotator's agreement with the judge as text."""
-    key = "cohen_kappa" if section.get("kind") == "categorical" else "spearman_rho"
+    key = "cohen_kappa" if labelled(section) else "spearman_rho"
     out = []
     for row in section.get("per_annotator") or []:
         est = row.get(key) or {}
@@ -254,7 +329,7 @@ def judge_note(section: dict, data: dict) -> str:
         return ""
     if section.get("judge_note"):
         return str(section["judge_note"])
-    metric = (section.get("alignment") or {}).get("metric") or ("cohen_kappa" if section.get("kind") == "categorical" else "spearman_rho")
+    metric = (section.get("alignment") or {}).get("metric") or ("cohen_kappa" if labelled(section) else "spearman_rho")
     estimate = section.get(metric) if isinstance(section.get(metric), dict) else {}
     return str(estimate.get("note") or "") if estimate.get("status") == "no_data" else ""
 
@@ -296,7 +371,7 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     threshold = data.get("threshold")
     kind, target = section.get("kind", ""), section.get("target", "")
     if not alignment:
-        default = "cohen_kappa" if kind == "categorical" else "spearman_rho"
+        default = "cohen_kappa" if kind in LABEL_KINDS else "spearman_rho"
         reason = section.get("judge_note") or ("no judge was named: human agreement only" if data.get("judge") is None
                                                else "the judge has no verdicts for this task")
         return Decision(name, kind, target, default, METRIC_NAMES.get(default, default), None, None, int(section.get("n") or 0),
@@ -444,7 +519,7 @@ def threshold_rule(data: dict) -> str:
     """Return the threshold rule of the report in one sentence."""
     t = data.get("threshold")
     what = "the lower bound of the confidence interval of its alignment statistic" if data.get("ci_lower") else "its alignment statistic"
-    return (f"A task passes when {what} (Cohen's κ for categorical tasks, Spearman's ρ for ordinal and continuous "
+    return (f"A task passes when {what} (Cohen's κ for categorical and pairwise tasks, Spearman's ρ for ordinal and continuous "
             f"ones) is at least {t}.")
 
 
@@ -526,6 +601,7 @@ def methods(data: dict) -> list[tuple[str, str]]:
          "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
          "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
          "labelled targets would be expected to settle a task whose interval straddles the threshold."),
+        *([("Pairwise tasks and presentation order", position_methods(data))] if position_methods(data) else []),
         *([("RAG and retrieval metrics", rag_methods(data))] if rag_methods(data) else []),
     ]
 
