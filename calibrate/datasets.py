@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from calibrate.models import Assignment, Claim, Context, Dataset, Label, Sample, Task, User
+from calibrate.models import Assignment, Claim, Context, Dataset, Label, Response, Sample, Task, User
 
 
 @dataclass
@@ -89,6 +89,12 @@ class SampleDetail:
     pieces: list[AnswerPiece]
     unplaced: list[Claim]
     labels: list[tuple[Label, User, Task]] = field(default_factory=list)
+    responses: list[Response] = field(default_factory=list)
+
+
+def sample_responses(session: Session, sample_id: int) -> list[Response]:
+    """Return a sample's responses in import order (empty for a sample that is not pairwise)."""
+    return list(session.exec(select(Response).where(Response.sample_id == sample_id).order_by(Response.position)).all())
 
 
 def answer_pieces(answer: str, claims: list[Claim]) -> tuple[list[AnswerPiece], list[Claim]]:
@@ -128,4 +134,4 @@ def sample_detail(session: Session, dataset: Dataset, external_id: str, *, with_
                 .where(Label.sample_id == sample.id).order_by(Task.id, Label.target_key, User.username)
             ).all()
         )
-    return SampleDetail(sample, contexts, claims, pieces, unplaced, labels)
+    return SampleDetail(sample, contexts, claims, pieces, unplaced, labels, sample_responses(session, sample.id))

@@ -205,6 +205,7 @@
   function cells() {
     return [
       ...root.querySelectorAll("#claims .cell"),
+      ...root.querySelectorAll(".pairwise .cell"),
       ...root.querySelectorAll(".whole .cell"),
       ...root.querySelectorAll("#contexts .cell"),
     ];

@@ -11,6 +11,9 @@ The adjudicated label is its own Label row (`adjudicated = true`, `annotator_id`
 decided, `rationale` = the note, which is required); there is at most one per target:
 deciding again updates it and keeps the previous decision in a LabelRevision. The calibration
 report takes it as the gold over the majority.
+
+A pairwise dispute shows the sample's responses (with their ids) and the order each annotator
+saw; the gold must be one of the sample's response ids or tie.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
-from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Sample, Task, User, utcnow
-from calibrate.tasks import TaskError, canonical_value
+from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
+from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 SPREAD = 2
 MAX_NOTE_CHARS = 5000
@@ -37,6 +40,7 @@ class Vote:
     value: str
     rationale: str
     evidence: list | None = None  # Label.evidence: context ranks and sentences (docs/formats.md)
+    order: list[str] | None = None  # pairwise: the response ids in the order this annotator saw them
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Dispute:
     decided_by: str = ""
     kind: str = ""  # tie | disagreement | spread
     dataset: str = ""
+    responses: list[Response] = field(default_factory=list)  # pairwise: the sample's responses in import order
 
     @property
     def dom_id(self) -> str:
@@ -119,6 +124,11 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
     names = dict(session.exec(select(Dataset.id, Dataset.name).where(
         col(Dataset.id).in_({s.dataset_id for s in samples.values()}))).all())
     texts: dict[str, tuple[str, str]] = {}
+    responses: dict[int, list[Response]] = {}
+    if task.kind == "pairwise":
+        for response in session.exec(select(Response).where(col(Response.sample_id).in_(sample_ids))
+                                     .order_by(Response.sample_id, Response.position)).all():
+            responses.setdefault(response.sample_id, []).append(response)
     ids = [int(k.split(":")[1]) for k in keys]
     if task.target == "claim":
         for claim in session.exec(select(Claim).where(col(Claim.id).in_(ids))).all():
@@ -131,13 +141,16 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
         entries = by_key.get(key, [])
         if not entries:
             continue
-        votes = [Vote(user.username, label.value, label.rationale, label.evidence) for label, user in entries
+        votes = [Vote(user.username, label.value, label.rationale, label.evidence, label.order) for label, user in entries
                  if not label.adjudicated]
         decision = next(((label, user) for label, user in entries if label.adjudicated), None)
         sample = samples[entries[0][0].sample_id]
         text, where = texts.get(key, (sample.answer, "the answer"))
+        if task.kind == "pairwise":
+            text, where = "", "the responses"
         out.append(Dispute(task, key, sample, text, where, votes, decision[0] if decision else None,
-                           decision[1].username if decision else "", _kind(task, votes), names[sample.dataset_id]))
+                           decision[1].username if decision else "", _kind(task, votes), names[sample.dataset_id],
+                           responses.get(sample.id, [])))
     return out
 
 
@@ -163,14 +176,18 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
         raise AnnotationError("write a note saying why: gold without a reason cannot be audited")
     if len(note) > MAX_NOTE_CHARS:
         raise AnnotationError(f"the note is longer than {MAX_NOTE_CHARS:,} characters")
-    try:
-        canonical = canonical_value(task, value)
-    except TaskError as exc:
-        raise AnnotationError(str(exc)) from None
     votes = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,
                                              col(Label.adjudicated).is_(False))).first()
     if votes is None:
         raise NotFound(key)
+    try:
+        if task.kind == "pairwise":
+            ids = session.exec(select(Response.key).where(Response.sample_id == votes.sample_id).order_by(Response.position)).all()
+            canonical = pairwise_value(task, value, list(ids))
+        else:
+            canonical = canonical_value(task, value)
+    except TaskError as exc:
+        raise AnnotationError(str(exc)) from None
     now = utcnow()
     version = current_version_of(session, task.id)
     gold = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,

@@ -6,13 +6,21 @@ context's context_relevance, and the same for custom tasks by their target. Each
 numbers) with their keys, or a number field (other scales, continuous values).
 
 Completeness: an item is *complete* when every required cell has a current label of mine
-(`REQUIRED_TASKS`, by default claim_support on every claim and answer_quality); a label made
-under an older guideline or flagged stale is still mine (blind rules count it), but must be
-confirmed before the item can be submitted.
+(`REQUIRED_TASKS`, by default claim_support on every claim and answer_quality, and every
+pairwise task of a pairwise item); a label made under an older guideline or flagged stale is
+still mine (blind rules count it), but must be confirmed before the item can be submitted.
+
+A pairwise item (a sample with two or more responses) gets a cell per pairwise task; its
+responses are shown in an order of the annotator's own (`presentation_order`: shuffled by a
+hash of user and sample, so the same every time), its buttons pick a response by the position
+it is shown in (keys 1–9; tie: 3 with two responses, and t), and the label records that order.
+Sample tasks about the answer (answer_quality…) appear only on samples that have an answer.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -21,12 +29,12 @@ from sqlalchemy import and_, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
-from calibrate.annotation import NotFound
+from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
-from calibrate.models import Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
+from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
@@ -48,6 +56,7 @@ class Choice:
     text: str
     keys: tuple[str, ...]
     hint: str = ""
+    submit: str = ""  # what the button posts when it is not the value (a pairwise response's position: ids stay hidden)
 
 
 @dataclass(frozen=True)
@@ -61,9 +70,42 @@ class Widget:
     step: str = "any"
 
 
+def presentation_order(user_id: int, sample_id: int, ids: list[str] | tuple[str, ...]) -> list[str]:
+    """Return the order this annotator sees a sample's responses in: shuffled by a hash of user and sample, stable."""
+    seed = int.from_bytes(hashlib.sha256(f"{user_id}:{sample_id}".encode()).digest()[:8], "big")
+    shown = list(ids)
+    random.Random(seed).shuffle(shown)
+    return shown
+
+
+def pairwise_widget(task: Task, order: list[str]) -> Widget:
+    """Return a pairwise cell's buttons: one per response, by the position it is shown in, then tie if the task has it."""
+    choices = [Choice(key, f"Response {i + 1}", (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), submit=str(i + 1))
+               for i, key in enumerate(order)]
+    if TIE in (task.labels or []):
+        choices.append(Choice(TIE, "Tie", (str(len(order) + 1), "t") if len(order) == 2 else ("t",), submit=TIE))
+    return Widget("choices", tuple(choices))
+
+
+def chosen_response(order: list[str], posted: str | None) -> str | None:
+    """Return the response id (or tie) a pairwise button posted as a position ("1", "2"…, "tie"); None for no value.
+
+    The buttons post positions so that the page never carries the ids (model names, say) the
+    annotator must not see. Raise AnnotationError for a position the item does not show.
+    """
+    if posted is None:
+        return None
+    text = posted.strip()
+    if text.casefold() == TIE:
+        return TIE
+    if text.isdigit() and 1 <= int(text) <= len(order):
+        return order[int(text) - 1]
+    raise AnnotationError(f"value must be a response's position (1–{len(order)}) or tie, got {text[:20]!r}")
+
+
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
     """Return the widget of a task: its buttons and keys, or a number field."""
-    if task.kind == "categorical":
+    if task.kind in LABEL_KINDS:  # a pairwise cell's buttons are per item: pairwise_widget
         spec = BUILTIN_CHOICES.get(task.name) if task.builtin else None
         if spec and [value for value, _, _ in spec] == list(task.labels or []):
             return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
@@ -92,6 +134,7 @@ class Cell:
     label: Label | None
     version: int | None  # the task's current guideline version
     required: bool
+    order: list[str] | None = None  # pairwise: the response ids in the order this annotator sees them
 
     @property
     def key(self) -> str:
@@ -126,6 +169,8 @@ class Cell:
             return f"claim {self.position + 1}"
         if self.target == "context":
             return f"context #{self.position + 1}"
+        if self.order is not None:
+            return "the responses"
         return "the answer"
 
 
@@ -186,10 +231,11 @@ class ItemView:
     claims: list[Claim]
     pieces: list[AnswerPiece]
     unplaced: list[Claim]
-    cells: list[Cell]  # in keyboard order: claims, the answer, contexts
+    cells: list[Cell]  # in keyboard order: claims, the answer, the responses, contexts
     guidelines: list[tuple[Task, Guideline]]
     status: ItemStatus
     by_target: dict[str, list[Cell]] = field(default_factory=dict)
+    responses: list = field(default_factory=list)  # pairwise: (position 1…, response row) in the order shown to me
 
     def cells_of(self, target: str, target_id: int) -> list[Cell]:
         """Return the cells of one target, in task order."""
@@ -197,7 +243,11 @@ class ItemView:
 
     @property
     def sample_cells(self) -> list[Cell]:
-        return [c for c in self.cells if c.target == "sample"]
+        return [c for c in self.cells if c.target == "sample" and c.order is None]
+
+    @property
+    def pairwise_cells(self) -> list[Cell]:
+        return [c for c in self.cells if c.order is not None]
 
     def cell(self, task_id: int, key: str) -> Cell | None:
         """Return the cell of a task on a target."""
@@ -241,21 +291,24 @@ _TASKS, _GUIDELINES = Task.__table__, Guideline.__table__
 # cost several times the queries). Plain SQL that SQLite and PostgreSQL both read.
 _STAMP = "(SELECT max(id) FROM task) AS task_max, (SELECT count(*) FROM task) AS task_count, " \
          "(SELECT max(id) FROM guideline) AS guideline_max"
-_ASSIGNMENT_SQL = Statement("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, " + _STAMP +
+_ASSIGNMENT_SQL = Statement("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, "
+                            "CASE WHEN s.answer = '' THEN 0 ELSE 1 END AS has_answer, " + _STAMP +
                             " FROM assignment a JOIN sample s ON s.id = a.sample_id WHERE a.id = :id AND a.user_id = :user_id")
 _STAMP_SQL = Statement("SELECT " + _STAMP)
 _CLAIMS_SQL = Statement('SELECT id, sample_id, "index", text, start, "end" FROM claim '
                         'WHERE sample_id = :sample_id AND active ORDER BY "index"')
 _CONTEXTS_SQL = Statement("SELECT id, sample_id, rank, text, doc_id FROM context WHERE sample_id = :sample_id AND active "
                           "ORDER BY rank")
+_RESPONSES_SQL = Statement("SELECT id, sample_id, position, key, text, model FROM response WHERE sample_id = :sample_id "
+                           "ORDER BY position")
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
-                "guideline_version, stale, stale_reason, source"
+                'guideline_version, stale, stale_reason, source, "order"'
 # What the item page shows of the sample and its dataset.
 _SAMPLE_SQL = Statement("SELECT id, dataset_id, external_id, question, answer, ground_truth, claim_source FROM sample "
                         "WHERE id = :id")
 _DATASET_SQL = Statement("SELECT id, name, is_demo FROM dataset WHERE id = :id")
 _MY_LABELS_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE sample_id = :sample_id AND annotator_id = :user_id "
-                           "AND NOT adjudicated", json_fields=("evidence",))
+                           "AND NOT adjudicated", json_fields=("evidence", "order"))
 
 
 def get_assignment(session: Session, user: User, assignment_id: int):
@@ -320,6 +373,12 @@ class ItemData:
     labels: dict[tuple[int, str], object]
     sample: object = None
     dataset: object = None
+    responses: list = field(default_factory=list)  # rows in import order (read when a pairwise task exists)
+
+    def shown_order(self) -> list[str]:
+        """Return the sample's response ids in the order this annotator sees them ([] without responses)."""
+        ids = [r.key for r in self.responses]
+        return presentation_order(self.assignment.user_id, self.assignment.sample_id, ids) if len(ids) >= 2 else []
 
     def task(self, ref: str | int):
         """Return a task row by name or id, or raise NotFound."""
@@ -341,6 +400,8 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     claims = _CLAIMS_SQL.all(session, {"sample_id": sample_id})
     contexts = _CONTEXTS_SQL.all(session, {"sample_id": sample_id})
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id))
+    if any(task.kind == "pairwise" for task in tasks):
+        data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
     if page:
         data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
         data.dataset = _DATASET_SQL.first(session, {"id": data.sample.dataset_id})
@@ -372,19 +433,28 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
     tasks, guidelines, mine = data.tasks, data.guidelines, data.labels
     widgets = _widgets(tasks, guidelines)
 
-    def cells_for(target: str, ids_positions: list[tuple[int, int]]) -> list[Cell]:
+    order = data.shown_order()
+    has_answer = bool(data.assignment.has_answer)
+
+    def cells_for(target: str, ids_positions: list[tuple[int, int]], *, pairwise: bool = False) -> list[Cell]:
         out = []
         for target_id, position in ids_positions:
             for task in tasks:
-                if task.target != target:
+                if task.target != target or (target == "sample" and (task.kind == "pairwise") != pairwise):
                     continue
                 version = guidelines[task.id].version if task.id in guidelines else None
-                out.append(Cell(task, widgets[task.id], target, target_id, position,
-                                mine.get((task.id, target_key(target, target_id))), version, task.name in required))
+                label = mine.get((task.id, target_key(target, target_id)))
+                if pairwise:
+                    out.append(Cell(task, pairwise_widget(task, order), target, target_id, position, label, version, True,
+                                    order))
+                else:
+                    out.append(Cell(task, widgets[task.id], target, target_id, position, label, version, task.name in required))
         return out
 
     sample_id = data.assignment.sample_id
-    cells = (cells_for("claim", [(c.id, c.index) for c in data.claims]) + cells_for("sample", [(sample_id, 0)])
+    cells = (cells_for("claim", [(c.id, c.index) for c in data.claims])
+             + (cells_for("sample", [(sample_id, 0)]) if has_answer else [])
+             + (cells_for("sample", [(sample_id, 0)], pairwise=True) if order else [])
              + cells_for("context", [(c.id, c.rank) for c in data.contexts]))
     pieces, unplaced = answer_pieces(data.sample.answer, data.claims) if data.sample is not None else ([], [])
     by_target: dict[str, list[Cell]] = {}
@@ -392,8 +462,10 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
         by_target.setdefault(cell.key, []).append(cell)
     used = {cell.task.id for cell in cells}
     shown_guidelines = [(task, guidelines[task.id]) for task in tasks if task.id in used and task.id in guidelines]
+    by_key = {r.key: r for r in data.responses}
+    shown = [(i + 1, by_key[key]) for i, key in enumerate(order)]
     return ItemView(data.assignment, data.sample, data.dataset, data.contexts, data.claims, pieces, unplaced, cells,
-                    shown_guidelines, status_of(cells, data.assignment), by_target)
+                    shown_guidelines, status_of(cells, data.assignment), by_target, shown)
 
 
 def build_item(session: Session, assignment, user: User, *,

@@ -15,6 +15,10 @@ context, an object `{"context": rank, "sentence": i, "start": s, "end": e, "text
 cuts it, `[s, e)` its character span in the context and `text` the sentence itself (so a
 reader needs neither the segmenter nor the context). Entries are kept sorted by (rank,
 sentence), a whole context before its sentences.
+
+A label of a pairwise task names a response by id (or tie) and records `order`, the response
+ids in the order the annotator was shown them; its revisions keep the order too, so an undo
+restores it with the value.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from calibrate.annotation.items import LABEL_COLUMNS
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
 from calibrate.models import TARGETS, Assignment, Claim, Context, Label, LabelRevision, Task, User, target_key, utcnow
-from calibrate.tasks import TaskError, canonical_value
+from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 _CONTEXTS = Context.__table__
 
@@ -106,19 +110,20 @@ def target_in(data, task, key: str) -> Target:
 
 
 _MY_LABEL_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
-                          "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence",))
+                          "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence", "order"))
 _INSERT_LABEL_SQL = Statement(
     "INSERT INTO label (task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, "
-    "guideline_version, adjudicated, stale, stale_reason, source, created_at, updated_at) VALUES (:task_id, :sample_id, "
-    ":claim_id, :context_id, :key, :user_id, :value, :rationale, :evidence, :version, FALSE, FALSE, '', :source, :now, :now) "
-    "RETURNING id", json_fields=("evidence",))
+    'guideline_version, adjudicated, stale, stale_reason, source, "order", created_at, updated_at) VALUES (:task_id, '
+    ":sample_id, :claim_id, :context_id, :key, :user_id, :value, :rationale, :evidence, :version, FALSE, FALSE, '', "
+    ":source, :order, :now, :now) RETURNING id", json_fields=("evidence", "order"))
 _UPDATE_LABEL_SQL = Statement(
     "UPDATE label SET value = :value, rationale = :rationale, evidence = :evidence, guideline_version = :version, "
-    "stale = :stale, stale_reason = :stale_reason, updated_at = :now WHERE id = :id", json_fields=("evidence",))
+    'stale = :stale, stale_reason = :stale_reason, "order" = :order, updated_at = :now WHERE id = :id',
+    json_fields=("evidence", "order"))
 _INSERT_REVISION_SQL = Statement(
-    "INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, changed_by_id, "
-    "changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :user_id, :now)",
-    json_fields=("evidence",))
+    'INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, "order", '
+    "changed_by_id, changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :order, "
+    ":user_id, :now)", json_fields=("evidence", "order"))
 
 
 def my_label(session: Session, task_id: int, key: str, user: User):
@@ -191,11 +196,13 @@ class LabelState(NamedTuple):
     stale: bool
     stale_reason: str
     source: str
+    order: list[str] | None = None
 
 
 def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,
                rationale: str | None = None, evidence_toggle: int | dict | None = None,
-               existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None):
+               existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None,
+               order: list[str] | None = None):
     """Set my label on a target: its value, rationale and/or evidence (an entry to toggle); return it (a row).
 
     Giving a value again under a newer guideline (or on a stale label) confirms it: the label
@@ -204,12 +211,17 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
     `sentence_evidence`. Raise AnnotationError for a value that does not fit the task, or for a
     rationale or evidence on a target that has no label yet. `existing`,
     `version` and `context_ranks` may be passed by a caller that has already read them.
+
+    Pairwise tasks: `order` is the sample's response ids as shown to the annotator; the value
+    must be one of them or tie, and the order is recorded with it.
     """
     task = target.task
     canonical = None
+    if task.kind == "pairwise" and not order:
+        raise AnnotationError(f"task {task.name} compares responses, and this item has fewer than two")
     if value is not None:
         try:
-            canonical = canonical_value(task, value)
+            canonical = pairwise_value(task, value, order) if task.kind == "pairwise" else canonical_value(task, value)
         except TaskError as exc:
             raise AnnotationError(str(exc)) from None
     if rationale is not None:
@@ -231,15 +243,16 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
         if canonical is None:
             raise AnnotationError("choose a label first; the rationale and evidence are saved with it")
         evidence = toggle_evidence(None, evidence_toggle) if evidence_toggle is not None else None
+        shown = list(order) if order else None
         label_id = _INSERT_LABEL_SQL.scalar(session, {
             "task_id": task.id, "sample_id": assignment.sample_id, "claim_id": target.claim_id, "context_id": target.context_id,
             "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
-            "version": version, "source": UI, "now": now})
+            "version": version, "source": UI, "order": shown, "now": now})
         _INSERT_REVISION_SQL.execute(session, {"label_id": label_id, "action": "create", "value": canonical,
                                                "rationale": rationale or "", "evidence": evidence, "version": version,
-                                               "source": UI, "user_id": user.id, "now": now})
+                                               "source": UI, "order": shown, "user_id": user.id, "now": now})
         return LabelState(label_id, task.id, assignment.sample_id, target.claim_id, target.context_id, target.key, user.id,
-                          canonical, rationale or "", evidence, version, False, "", UI)
+                          canonical, rationale or "", evidence, version, False, "", UI, shown)
     new_value = canonical if canonical is not None else label.value
     new_rationale = rationale if rationale is not None else label.rationale
     new_evidence = label.evidence
@@ -247,18 +260,21 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
         new_evidence = toggle_evidence(label.evidence, evidence_toggle)
     new_version = version if canonical is not None else label.guideline_version
     new_stale = bool(label.stale) and canonical is None
-    if (new_value, new_rationale, new_evidence, new_version, new_stale) == (
-            label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale)):
+    new_order = list(order) if canonical is not None and order else label.order
+    if (new_value, new_rationale, new_evidence, new_version, new_stale, new_order) == (
+            label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale), label.order):
         return label
     _INSERT_REVISION_SQL.execute(session, {"label_id": label.id, "action": "update", "value": label.value,
                                            "rationale": label.rationale, "evidence": label.evidence,
-                                           "version": label.guideline_version, "source": UI, "user_id": user.id, "now": now})
+                                           "version": label.guideline_version, "source": UI, "order": label.order,
+                                           "user_id": user.id, "now": now})
     stale_reason = label.stale_reason if new_stale else ""
     _UPDATE_LABEL_SQL.execute(session, {"id": label.id, "value": new_value, "rationale": new_rationale, "evidence": new_evidence,
-                                        "version": new_version, "stale": new_stale, "stale_reason": stale_reason, "now": now})
+                                        "version": new_version, "stale": new_stale, "stale_reason": stale_reason,
+                                        "order": new_order, "now": now})
     return LabelState(label.id, task.id, label.sample_id, label.claim_id, label.context_id, label.target_key,
                       label.annotator_id, new_value, new_rationale, new_evidence, new_version, new_stale, stale_reason,
-                      label.source)
+                      label.source, new_order)
 
 
 @dataclass
@@ -302,10 +318,11 @@ def undo_label_change(session: Session, user: User, revision: LabelRevision, lab
     now = utcnow()
     session.add(LabelRevision(label_id=label.id, action="undo", value=label.value, rationale=label.rationale,
                               evidence=label.evidence, guideline_version=label.guideline_version, source=UI,
-                              changed_by_id=user.id, changed_at=now))
+                              order=label.order, changed_by_id=user.id, changed_at=now))
     before = label.value
     label.value, label.rationale = revision.value, revision.rationale
     label.evidence, label.guideline_version = revision.evidence, revision.guideline_version
+    label.order = revision.order
     label.updated_at = now
     session.add(label)
     session.flush()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
 from sqlalchemy import func
 from sqlmodel import Session, select
 
@@ -43,6 +44,7 @@ from calibrate.calibration.gold import (
     human_gold,
 )
 from calibrate.calibration.options import Options
+from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
 )
@@ -56,6 +58,7 @@ from calibrate.calibration.testsplit import (
     frozen_test_message,
     test_looks,
 )
+from calibrate.datasets import sample_responses
 from calibrate.errors import CalibrationError, NotFound
 from calibrate.judges.families import (
     self_preference_warnings,
@@ -432,10 +435,17 @@ class DisagreementDetail:
     prompt: str | None  # the judge's prompt, when it is a prompt version (few-shots can be added)
     fewshot_refusal: str = ""  # why this target cannot become a few-shot example, if it cannot
     triage: str = ""
+    # Pairwise tasks: the sample's responses (import order), the judge's verdict in each presentation
+    # order, the verdict the order rule makes of them, and the order each annotator saw.
+    responses: list = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    judge_value: str | None = None
+    order_rule: str = ""
+    orders_seen: dict[str, list[str]] = field(default_factory=dict)
 
 
 def disagreement_detail(session: Session, dataset_name: str, judge_name: str, target: str,
-                        *, task: str = "claim_support") -> DisagreementDetail:
+                        *, task: str = "claim_support", options: Options | None = None) -> DisagreementDetail:
     """Return one target of a dataset with its human labels, the gold and the judge's verdict."""
 
     dataset = lookup.dataset(session, dataset_name)
@@ -458,10 +468,11 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         text = sample.answer if sample else ""
     if sample is None or sample.dataset_id != dataset.id:
         raise CalibrationError(f"no target {target} in dataset {dataset.name}")
-    labels = [HumanLabel(username, label.value, label.rationale, label.adjudicated) for label, username in session.exec(
+    rows = session.exec(
         select(Label, User.username).join(User, User.id == Label.annotator_id)
         .where(Label.task_id == task_row.id, Label.target_key == target, Label.stale.is_(False)).order_by(Label.adjudicated, User.username)
-    ).all()]
+    ).all()
+    labels = [HumanLabel(username, label.value, label.rationale, label.adjudicated) for label, username in rows]
     gold, rationale = human_gold(session, task_row, target)
     verdict = session.exec(select(Verdict).where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id,
                                                  Verdict.target_key == target)).first()
@@ -476,8 +487,21 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         refusal = "the sample is in the test split, which is never shown to a judge"
     elif gold is None:
         refusal = f"no human gold label ({rationale})"
-    return DisagreementDetail(dataset.name, judge, task_row, target, sample, text, position, labels, gold, rationale,
-                              verdict, prompt, refusal, triage_of(session, judge, task_row).get(target, ""))
+    detail = DisagreementDetail(dataset.name, judge, task_row, target, sample, text, position, labels, gold, rationale,
+                                verdict, prompt, refusal, triage_of(session, judge, task_row).get(target, ""))
+    if task_row.kind == "pairwise":
+        detail.responses = sample_responses(session, sample.id)
+        detail.verdicts = list(session.exec(select(Verdict).where(
+            Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Verdict.target_key == target)
+            .order_by(Verdict.order_key)).all())
+        detail.order_rule = (options or Options()).order_rule
+        frame = pd.DataFrame([{"target_key": v.target_key, "sample_id": v.sample_id, "value": v.value, "status": v.status,
+                               "order_key": v.order_key} for v in detail.verdicts],
+                             columns=["target_key", "sample_id", "value", "status", "order_key"])
+        by_rule, _ = apply_order_rule(task_row, frame, detail.order_rule)
+        detail.judge_value = by_rule["value"].iloc[0] if len(by_rule) and by_rule["status"].iloc[0] == "ok" else None
+        detail.orders_seen = {username: label.order for label, username in rows if label.order}
+    return detail
 
 
 def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: str, rationale: str, *,

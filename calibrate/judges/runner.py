@@ -137,6 +137,7 @@ class RunSummary:
     priced: bool = True
     call_seconds: float = 0.0  # from the first HTTP call to the last answer written
     skipped: dict[str, int] = field(default_factory=dict)  # metric runs: samples with nothing to measure, by reason
+    orders: str | None = None  # pairwise runs: original | swapped | both (n_total counts target × order)
 
     def lines(self) -> list[str]:
         """Return what `calibrate judge run` prints."""
@@ -147,6 +148,9 @@ class RunSummary:
             f"  {self.calls} calls ({self.retries} retries), {self.input_tokens} input + {self.output_tokens} output tokens, "
             f"{cost}, {self.seconds:.1f} s",
         ]
+        if self.orders:
+            both = "both presentation orders" if self.orders == "both" else f"the {self.orders} order"
+            out.append(f"  pairwise: each target judged in {both}; one verdict per target and order")
         if self.skipped:
             out.append(f"  {skipped_text(self.skipped)}")
         if self.error:
@@ -424,7 +428,8 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         t = writer.totals
         return RunSummary(run_id, run_name, final.status, final.n_total, final.n_done, t.n_ok, t.n_unparsed, t.n_errors,
                           t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
-                          time.perf_counter() - started, final.error, priced, call_seconds, skipped)
+                          time.perf_counter() - started, final.error, priced, call_seconds, skipped,
+                          params.get("orders") if task.kind == "pairwise" else None)
 
 
 def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Job], options: RunOptions) -> list[Job]:

@@ -25,7 +25,7 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import REQUIRED_TASKS, get_assignment, item_view, load_item
+from calibrate.annotation.items import REQUIRED_TASKS, chosen_response, get_assignment, item_view, load_item
 from calibrate.annotation.labels import (
     EvidenceError,
     history,
@@ -190,11 +190,15 @@ def label(assignment_id: int):
         except EvidenceError as exc:
             return _bad_field(exc.field, str(exc))
 
+    order = data.shown_order() if task.kind == "pairwise" else None
+    if order is not None:  # the buttons post the position the response is shown in
+        value = chosen_response(order, value)
+
     def act(db):
         return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
                           evidence_toggle=toggle, existing=my_label(db, task.id, target.key, g.user),
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
-                          context_ranks={c.rank for c in data.contexts})
+                          context_ranks={c.rank for c in data.contexts}, order=order)
 
     data.labels[(task.id, target.key)] = write(act)
     return _cell_response(item_view(data, required=_required()), task.id, target.key)

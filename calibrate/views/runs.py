@@ -77,7 +77,8 @@ def create(name: str, number: int):
     spec = RunSpec(dataset=request.form.get("dataset", ""), prompt=f"{name}@{number}", backend=config["backend"],
                    model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
                    split=request.form.get("split") or None, labelled_only=bool(request.form.get("labelled_only")),
-                   limit=limit if limit and limit > 0 else None, rerun=bool(request.form.get("rerun")), options=options)
+                   limit=limit if limit and limit > 0 else None, rerun=bool(request.form.get("rerun")),
+                   orders=request.form.get("orders") or None, options=options)
     back_to(url_for("prompts.show", name=name, number=number))
     try:
         run_id = prepare_run(app_engine(), spec)
