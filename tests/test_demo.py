@@ -7,8 +7,8 @@ import sqlite3
 from bs4 import BeautifulSoup
 from sqlmodel import func, select
 
-from calibrate.demo import DATASET, DEMO_USERS, TO_LABEL, load_demo
-from calibrate.models import Assignment, Claim, Dataset, Label, Sample, User
+from calibrate.demo import AB_DATASET, AB_TO_LABEL, DATASET, DEMO_USERS, TO_LABEL, load_demo
+from calibrate.models import Assignment, Claim, Dataset, Label, Response, Sample, User, Verdict
 
 
 def _dump(db_url):
@@ -19,23 +19,24 @@ def test_demo_loads_samples_labels_users_and_queue(engine, session):
     result = load_demo(engine)
     dataset = session.exec(select(Dataset).where(Dataset.name == DATASET)).one()
     assert dataset.is_demo
-    assert session.exec(select(func.count()).select_from(Sample)).one() == 40
-    assert session.exec(select(func.count()).select_from(Claim)).one() == 184
+    in_demo = Sample.dataset_id == dataset.id
+    assert session.exec(select(func.count()).select_from(Sample).where(in_demo)).one() == 40
+    assert session.exec(select(func.count()).select_from(Claim).join(Sample).where(in_demo)).one() == 184
     # 564 bundled labels, less the experts' 64 on the six items left for them to label
-    assert session.exec(select(func.count()).select_from(Label)).one() == 500
-    labelled = set(session.exec(select(Sample.external_id).join(Label, Label.sample_id == Sample.id)).all())
+    assert session.exec(select(func.count()).select_from(Label).join(Sample).where(in_demo)).one() == 500
+    labelled = set(session.exec(select(Sample.external_id).join(Label, Label.sample_id == Sample.id).where(in_demo)).all())
     assert labelled.isdisjoint(TO_LABEL) and len(labelled) == 40 - len(TO_LABEL)
     experts = {u.username for u in session.exec(select(User).where(User.role == "annotator"))}
     assert experts == {"dra.garcia", "matrona.ruiz"}
     # every sample is queued for both experts
-    assert session.exec(select(func.count()).select_from(Assignment)).one() == 80
+    assert session.exec(select(func.count()).select_from(Assignment).join(Sample).where(in_demo)).one() == 80
     # ... and each expert has exactly those waiting in the queue, the rest done
     for expert in experts:
         rows = session.exec(select(Sample.external_id, Assignment.status).join(Assignment, Assignment.sample_id == Sample.id)
                             .join(User, User.id == Assignment.user_id).where(User.username == expert)).all()
-        assert sorted(name for name, status in rows if status == "pending") == sorted(TO_LABEL)
-        assert sum(status == "done" for _, status in rows) == 40 - len(TO_LABEL)
-    splits = set(session.exec(select(Sample.split)).all())
+        assert sorted(name for name, status in rows if status == "pending") == sorted(TO_LABEL + AB_TO_LABEL)
+        assert sum(status == "done" for _, status in rows) == 40 - len(TO_LABEL) + 8 - len(AB_TO_LABEL)
+    splits = set(session.exec(select(Sample.split).where(in_demo)).all())
     assert splits == {"train", "dev", "test"}
     printed = "\n".join(result.lines())
     for username, _, _, password in DEMO_USERS:
@@ -143,3 +144,21 @@ def test_demo_metric_judges_are_calibrated_against_the_experts_derived_gold(engi
         row = page.select_one(f'#judges tr[data-judge="{judge}"]')
         assert row.select_one(".n").get_text() == str(dev["n"])
         assert row.select_one(".value").get_text() == f"{dev['alignment']['value']:.3f}"
+
+
+def test_demo_has_pairwise_items_preferences_with_orders_and_a_two_order_judge(engine, session):
+    load_demo(engine)
+    ab = session.exec(select(Dataset).where(Dataset.name == AB_DATASET)).one()
+    assert ab.is_demo
+    samples = session.exec(select(Sample).where(Sample.dataset_id == ab.id)).all()
+    assert len(samples) == 8 and all(s.answer == "" for s in samples)
+    responses = session.exec(select(Response).join(Sample).where(Sample.dataset_id == ab.id)).all()
+    assert len(responses) == 16 and {r.key for r in responses} == {"A", "B"}
+    # both experts' preferences, minus the item left for them, each with the order that expert sees
+    labels = session.exec(select(Label).join(Sample).where(Sample.dataset_id == ab.id)).all()
+    assert len(labels) == 2 * (8 - len(AB_TO_LABEL))
+    assert all(sorted(label.order) == ["A", "B"] for label in labels)
+    assert {tuple(label.order) for label in labels} == {("A", "B"), ("B", "A")}  # shuffled per annotator and item
+    # the baseline judged every item in both orders: two verdicts per item, one per order
+    verdicts = session.exec(select(Verdict).join(Sample).where(Sample.dataset_id == ab.id)).all()
+    assert sorted(v.order_key for v in verdicts) == ["0,1"] * 8 + ["1,0"] * 8

@@ -123,6 +123,7 @@ class JudgeRow:
     budget: dict | None = None  # the label budget for the board's CI half-width (calibration.label_budget)
     warnings: list[dict] = field(default_factory=list)  # self-preference (calibration.self_preference_warnings)
     test: object | None = None  # the latest TestEvaluation
+    position: dict | None = None  # pairwise tasks: position bias over the judge's two orders (calibration/pairwise.py)
 
     @property
     def own_differs(self) -> bool:
@@ -158,6 +159,8 @@ class Dashboard:
     group_fields: list[str] = field(default_factory=list)  # metadata.FIELD names the group-by selector offers
     epsilon: float = DEFAULT_EPSILON  # the alt-test's ε for the "could replace an expert?" column
     input_errors: list[str] = field(default_factory=list)  # bad query parameters, said on the page (a 400)
+    pairwise: bool = False  # the task compares responses: the rows show position bias, the order rule applies
+    order_rule: str = "consistent"
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -226,6 +229,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     board.group_fields = metadata_fields(session, dataset)
     board.input_errors = input_errors
     board.has_test = TEST_SPLIT in board.splits
+    board.pairwise, board.order_rule = task_row.kind == "pairwise", base.order_rule
     board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
     board.test_looks = sum(count for count, _ in looks.values())
@@ -296,6 +300,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.per_group = section.get("per_group") or []
         row.alt_test = too_few or alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name),
                                                  frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)
+        row.position = frames.position.get(judge.name)
         row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
@@ -357,11 +362,12 @@ class DisagreementList:
     total: int  # before the filters
     pairs: list[str]
     message: str = ""
+    order_rule: str | None = None  # pairwise tasks: the rule their judge's verdicts were read by
 
 
 def disagreements(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
                   split: str | None = DEFAULT_SPLIT, pair: str | None = None, agreement: str | None = None,
-                  meta: str | None = None) -> DisagreementList:
+                  meta: str | None = None, order_rule: str = "consistent") -> DisagreementList:
     """Return the scored targets where the judge and the human gold differ, filtered.
 
     `pair` is `GOLD→JUDGE` (or `GOLD->JUDGE`); `agreement` is `unanimous` (every annotator gave
@@ -378,9 +384,11 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
                                 message=frozen)
     if agreement not in (None, "", "unanimous", "split"):
         raise CalibrationError(f"agreement must be unanimous or split, not {agreement!r}")
-    report = build_report(session, dataset_name, judge_name, options=Options(bootstrap=100, split=split), tasks=[task])
+    report = build_report(session, dataset_name, judge_name, options=Options(bootstrap=100, split=split, order_rule=order_rule),
+                          tasks=[task])
     section = report.data["tasks"].get(task)
-    out = DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[])
+    out = DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
+                           order_rule=order_rule if lookup.task(session, task).kind == "pairwise" else None)
     if section is None or "judge_note" in section:
         out.message = f"judge {judge_name} has no {task} verdicts on {dataset_name}" + (f" in split {split}" if split else "")
         return out

@@ -150,9 +150,9 @@ def _first(order: Any) -> str | None:
     return order[0] if isinstance(order, list) and order else None
 
 
-def position_section(task: Task, all_verdicts: pd.DataFrame | None, responses: pd.DataFrame, labels: pd.DataFrame,
-                     gold: pd.DataFrame, fewshot: set[str], options: Options, human: dict[str, Any]) -> dict[str, Any]:
-    """Return `tasks.<t>.position`: position bias of the judge over its two orders, alignment per order, the humans' rate."""
+def position_summary(all_verdicts: pd.DataFrame | None, responses: pd.DataFrame | None,
+                     fewshot: set[str]) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """Return the judge's position-bias statistics (`stats.position_bias` and the orders it has), and its verdicts by order."""
     out: dict[str, Any] = {}
     orders = _by_order(all_verdicts) if all_verdicts is not None and len(all_verdicts) else {}
     out["orders"] = list(orders)
@@ -182,6 +182,14 @@ def position_section(task: Task, all_verdicts: pd.DataFrame | None, responses: p
             more = (f"{n_more} target{'s' if n_more != 1 else ''} with more than two responses left out "
                     "(the statistics are defined for two)")
             out["note"] = "; ".join(part for part in (out["note"], more) if part)
+    return out, orders
+
+
+def position_section(task: Task, all_verdicts: pd.DataFrame | None, responses: pd.DataFrame | None, labels: pd.DataFrame,
+                     gold: pd.DataFrame, fewshot: set[str], options: Options, human: dict[str, Any]) -> dict[str, Any]:
+    """Return `tasks.<t>.position`: position bias of the judge over its two orders, alignment per order, the humans' rate."""
+    out, orders = position_summary(all_verdicts, responses, fewshot)
+    if len(orders) == 2:
         for kind in (ORIGINAL, SWAPPED):
             out[f"alignment_{kind}"] = _alignment(task, labels, orders[kind], gold, fewshot, options)
     out.update(human)

@@ -46,7 +46,13 @@ from calibrate.calibration.frames import (
 )
 from calibrate.calibration.gold import GOLD_RULE, categorical_gold
 from calibrate.calibration.options import Options
-from calibrate.calibration.pairwise import apply_order_rule, human_first_position, position_section, responses_frame
+from calibrate.calibration.pairwise import (
+    apply_order_rule,
+    human_first_position,
+    position_section,
+    position_summary,
+    responses_frame,
+)
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
     annotator_metric_labels,
@@ -306,6 +312,9 @@ class AlignmentFrames:
     gold: pd.DataFrame
     verdicts: dict[str, pd.DataFrame | None]  # judge name → its verdicts on the task (None: it has none)
     fewshot: dict[str, set[str]]  # judge name → the target keys of its prompt version's few-shot examples
+    # Pairwise tasks: `verdicts` holds the one verdict per target the order rule makes of a judge's
+    # orders, and `position` each judge's position statistics over its two orders (pairwise.py).
+    position: dict[str, dict] = field(default_factory=dict)
 
 
 def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
@@ -331,12 +340,16 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     if in_split is not None:
         every = every[every["sample_id"].isin(in_split)]
     by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
-    verdicts = {}
+    responses = responses_frame(session, dataset) if task.kind == "pairwise" else None
+    fewshot = {judge.name: fewshot_keys(session, judge) for judge in judges}
+    verdicts, position = {}, {}
     for judge in judges:
         found = by_judge.get(judge.id)
+        if found is not None and not found.empty and task.kind == "pairwise":  # one verdict per target, by the order rule
+            position[judge.name], _ = position_summary(found, responses, fewshot[judge.name])
+            found, _ = apply_order_rule(task, found, options.order_rule)
         verdicts[judge.name] = None if found is None or found.empty else found
-    return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts,
-                           fewshot={judge.name: fewshot_keys(session, judge) for judge in judges})
+    return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts, fewshot=fewshot, position=position)
 
 
 def alignment_sections(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
@@ -357,8 +370,9 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
         if verdicts is None:
             out[name] = None
             continue
-        if frames.task.kind == "pairwise":
-            verdicts, _ = apply_order_rule(frames.task, verdicts, options.order_rule)
         out[name], _ = section_of(frames.task, frames.labels, verdicts, frames.fewshot[name], None, options,
                                   gold=frames.gold, light=True)
+        if name in frames.position:  # pairwise: the dashboard shows the position statistics beside the alignment
+            out[name]["position"] = frames.position[name]
+            out[name]["order_rule"] = options.order_rule
     return out

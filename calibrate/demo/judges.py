@@ -13,6 +13,9 @@ data offline.
   context): calibrated against the context precision of the experts' context_relevance gold
   (demo-001 … demo-020 have it).
 
+- `demo-preference@1`: the built-in pairwise template on the pairwise dataset (demo-prenatal-ab),
+  run by the baseline in both presentation orders, so the report's position block has data.
+
 answer_relevancy and context_recall judges are not loaded: their human gold can only be
 direct expert values of the metric, and the demo has none, so their dashboards would show
 verdicts with nothing to calibrate against.
@@ -33,6 +36,8 @@ from calibrate.models import Claim, Dataset, Sample, Task
 
 PROMPT = "demo-claims"
 DATASET = "demo-prenatal"
+AB_DATASET = "demo-prenatal-ab"
+PREFERENCE_PROMPT = "demo-preference"
 V1_PARAMS = {"temperature": 0, "baseline.entities": False, "baseline.min_overlap": 0.3}
 V2_PARAMS = {"temperature": 0, "baseline.entities": True, "baseline.min_overlap": 0.5}
 # Metric judges: (prompt name, metric task, note), each version 1 of its prompt with the baseline's defaults.
@@ -72,11 +77,16 @@ def load_demo_judges(engine: Engine) -> list[str]:
         for name, task, note in METRIC_JUDGES:
             version = save_version(session, name, task=task, params={"temperature": 0}, note=note).version
             refs.append((f"{name}@{version.number}", "answers"))
-    for ref, unit in refs:
+        preference = save_version(session, PREFERENCE_PROMPT, task="preference", params={"temperature": 0},
+                                  note="demo: built-in pairwise template; baseline prefers the response closer to the contexts").version
+    runs = [(ref, unit, DATASET, None) for ref, unit in refs]
+    runs.append((f"{PREFERENCE_PROMPT}@{preference.number}", "pairs in both orders", AB_DATASET, "both"))
+    for ref, unit, dataset, orders in runs:
         try:
-            summary = run_judge(engine, RunSpec(dataset=DATASET, prompt=ref, backend="baseline"))
+            summary = run_judge(engine, RunSpec(dataset=dataset, prompt=ref, backend="baseline", orders=orders))
         except NothingToDo:
-            lines.append(f"judge {ref}: already run on {DATASET}")
+            lines.append(f"judge {ref}: already run on {dataset}")
         else:
-            lines.append(f"judge {ref}: {summary.n_done} {unit} judged by the offline baseline")
+            count = summary.n_done // 2 if orders == "both" else summary.n_done
+            lines.append(f"judge {ref}: {count} {unit} judged by the offline baseline")
     return lines

@@ -31,6 +31,7 @@ from calibrate.calibration.loop import (
     disagreements,
     triage,
 )
+from calibrate.calibration.pairwise import ORDER_RULES
 from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
@@ -51,7 +52,8 @@ def _options() -> Options:
     budget = request.args.get("budget", 0.05, type=float)
     budget = budget if budget is not None and 0 < budget <= 1 else 0.05
     return Options(threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)), bootstrap=config["BOOTSTRAP"],
-                   confidence=config["CONFIDENCE"], seed=config["SEED"], budget_half_width=budget)
+                   confidence=config["CONFIDENCE"], seed=config["SEED"], budget_half_width=budget,
+                   order_rule=_order_rule())
 
 
 def _epsilon() -> float:
@@ -63,6 +65,14 @@ def _epsilon() -> float:
         return float(raw)
     except ValueError:
         return float("nan")
+
+
+def _order_rule() -> str:
+    """Return the `?order_rule=` of a pairwise task's pages (consistent by default), refusing any other word."""
+    rule = request.args.get("order_rule") or "consistent"
+    if rule not in ORDER_RULES:
+        raise CalibrationError(f"order_rule must be one of {', '.join(ORDER_RULES)}, not {rule[:40]!r}")
+    return rule
 
 
 @bp.route("/calibration")
@@ -104,7 +114,8 @@ def disagreement_list(name: str, judge: str):
     """List the targets where the judge differs from the gold (filters: pair, agreement, meta=FIELD=VALUE)."""
     task = request.args.get("task") or "claim_support"
     found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
-                          agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None)
+                          agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None,
+                          order_rule=_order_rule())
     return render_template("calibration/disagreements.html", found=found, args=request.args)
 
 
@@ -112,7 +123,8 @@ def disagreement_list(name: str, judge: str):
 @role_required(*ENGINEERS)
 def disagreement(name: str, judge: str, target: str):
     """Open one target: the item, the human labels and rationales, the judge's verdict, reason and raw response."""
-    detail = disagreement_detail(get_session(), name, judge, target, task=request.args.get("task") or "claim_support")
+    detail = disagreement_detail(get_session(), name, judge, target, task=request.args.get("task") or "claim_support",
+                                 options=Options(order_rule=_order_rule()))
     return render_template("calibration/disagreement.html", d=detail, kinds=TRIAGE_KINDS)
 
 
