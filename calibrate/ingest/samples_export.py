@@ -8,7 +8,8 @@ test checks the round trip, in both formats). Optional fields without a value ar
 
 A stored span that does not match the answer (only possible in data written by hand into the
 database) is exported as -1/-1, so the file always imports. A pairwise sample carries its
-`responses` ({id, text, model, metadata}, in import order), and its `answer` only when it has one.
+`responses` ({id, text, model, metadata}, in import order), and its `answer` (with claims) only
+when it has one.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class SampleExport:
 
     def summary(self) -> str:
         """Return the line the CLI prints on stderr."""
-        claims = sum(len(row["claims"]) for row in self.rows)
+        claims = sum(len(row.get("claims", [])) for row in self.rows)
         return (f"exported {len(self.rows)} samples of {self.dataset} with {claims} claims "
                 f"({self.n_unplaced} not found verbatim in their answer)")
 
@@ -80,7 +81,8 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
         responses: dict[int, list] = {}
         for row in session.execute(sa_select(Response.sample_id, Response.key, Response.text, Response.model, Response.meta)
                                    .where(col(Response.sample_id).in_(chunk)).order_by(Response.sample_id, Response.position)):
-            responses.setdefault(row.sample_id, []).append(response_record(row.key, row.text, row.model, row.meta))
+            record = response_record(row.key, row.text, row.model, row.meta)
+            responses.setdefault(row.sample_id, []).append({k: v for k, v in record.items() if v is not None})
         for sample in session.execute(sa_select(Sample).where(col(Sample.id).in_(chunk)).order_by(Sample.id)).scalars():
             placed = []
             for claim in claims.get(sample.id, []):
@@ -94,7 +96,7 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
                 "retrieved_ids": sample.retrieved_ids, "relevant_ids": sample.relevant_ids,
                 "responses": responses.get(sample.id),
             }
-            if record["responses"] and not sample.answer:  # a pairwise sample without an answer: none in the file
-                record["answer"] = None
+            if record["responses"] and not sample.answer:  # a pairwise sample without an answer: none, nor claims
+                record["answer"] = record["claims"] = record["claim_source"] = None
             out.rows.append({name: record[name] for name in SAMPLE_FIELDS if record[name] is not None})
     return out

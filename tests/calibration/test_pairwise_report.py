@@ -1,0 +1,166 @@
+"""Pairwise tasks in the report: the order rule both ways and the position block, on constructed data with gaps.
+
+Ten targets p0…p9, responses A and B (the original order shows A first, the swapped order B
+first). The judge's verdicts per order, with unusable (None) and missing (absent) ones:
+
+    target     p0  p1  p2  p3  p4   p5  p6    p7    p8   p9
+    gold       A   A   B   B   A    B   A     B     A    A
+    original   A   A   A   A   A    B   None  A     A    -
+    swapped    A   B   B   A   tie  B   A     None  -    A
+
+Hand-computed position figures: pairs p0–p5 (6); same verdict on p0, p3, p5 (0.5); non-tie
+picks of the first-shown response: original 5 of 6, swapped 3 of 5 (p1, p2, p5 pick B) → 8/11;
+ties 1 of 12; flips p1 and p2, both "first twice" (2, 0; exact sign test p = 0.5); unusable
+2 + 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+from sqlmodel import Session
+
+from calibrate.calibration import Options, build_report, compare_judges
+from calibrate.db import write_session
+from calibrate.ingest import import_file
+from calibrate.tasks import add_task
+
+GOLD = ["A", "A", "B", "B", "A", "B", "A", "B", "A", "A"]
+ORIGINAL = ["A", "A", "A", "A", "A", "B", None, "A", "A", "-"]
+SWAPPED = ["A", "B", "B", "A", "tie", "B", "A", None, "-", "A"]
+# The order each label's annotator saw (None: not recorded): first-shown picks are p0, p6, p7, p8, p9 (ann), p3, p5 (bob).
+ANN_ORDERS = [["A", "B"], ["B", "A"], ["A", "B"], None, ["B", "A"], ["A", "B"], ["A", "B"], ["B", "A"], ["A", "B"], ["A", "B"]]
+BOB = {2: ("B", ["A", "B"]), 3: ("B", ["B", "A"]), 5: ("B", ["B", "A"])}
+
+
+def jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def verdict_rows(judge: str, task: str, original: list, swapped: list) -> list[dict]:
+    rows = []
+    for i, (o, s) in enumerate(zip(original, swapped, strict=True)):
+        for value, order in ((o, "original"), (s, "swapped")):
+            if value != "-":
+                rows.append({"sample_id": f"p{i}", "judge": judge, "task": task, "value": value, "order": order})
+    return rows
+
+
+@pytest.fixture
+def pairwise(engine, tmp_path):
+    samples = [{"id": f"p{i}", "question": f"Q{i}?", "responses": [{"id": "A", "text": f"a{i}"}, {"id": "B", "text": f"b{i}"}]}
+               for i in range(10)]
+    labels = [{"sample_id": f"p{i}", "annotator": "ann", "task": task, "value": GOLD[i],
+               **({"order": ANN_ORDERS[i]} if ANN_ORDERS[i] else {})} for task in ("pref", "strict") for i in range(10)]
+    labels += [{"sample_id": f"p{i}", "annotator": "bob", "task": task, "value": value, "order": order}
+               for task in ("pref", "strict") for i, (value, order) in BOB.items()]
+    strict = list(SWAPPED)
+    strict[4] = "B"  # the task without tie: the swapped order says B where the other task's says tie
+    with write_session(engine) as session:
+        import_file(session, "samples", jsonl(tmp_path / "s.jsonl", samples), dataset="d")
+        add_task(session, "pref", target="sample", kind="pairwise", labels=["A", "B", "tie"])
+        add_task(session, "strict", target="sample", kind="pairwise", labels=["A", "B"])
+        import_file(session, "labels", jsonl(tmp_path / "l.jsonl", labels), dataset="d")
+        import_file(session, "verdicts", jsonl(tmp_path / "v.jsonl", verdict_rows("j", "pref", ORIGINAL, SWAPPED)
+                                                + verdict_rows("j", "strict", ORIGINAL, strict)), dataset="d")
+    return tmp_path
+
+
+def report(engine, rule: str = "consistent", task: str = "pref", judge: str = "j") -> dict:
+    with Session(engine) as session:
+        return build_report(session, "d", judge, options=Options(bootstrap=200, order_rule=rule), tasks=[task]).data
+
+
+def kappa(gold, judge, labels):
+    return cohen_kappa_score(gold, judge, labels=labels)
+
+
+def test_the_position_block_on_data_with_unusable_and_missing_verdicts(engine, pairwise):
+    position = report(engine)["tasks"]["pref"]["position"]
+    assert position["orders"] == ["original", "swapped"]
+    assert (position["n_targets"], position["n_pairs"]) == (10, 6)
+    assert position["agreement"] == pytest.approx(0.5)
+    assert position["first_position_rate"] == pytest.approx(8 / 11)
+    assert position["tie_rate"] == pytest.approx(1 / 12)
+    assert (position["n_first_both"], position["n_second_both"], position["position_p_value"]) == (2, 0, pytest.approx(0.5))
+    assert (position["n_unusable"], position["n_unusable_original"], position["n_unusable_swapped"]) == (4, 2, 2)
+    pairs_o, pairs_s = ORIGINAL[:6], SWAPPED[:6]
+    assert position["kappa"]["value"] == pytest.approx(cohen_kappa_score(pairs_o, pairs_s))
+    # alignment with the gold in each order, every usable verdict of that order (κ against sklearn)
+    orig = [(g, v) for g, v in zip(GOLD, ORIGINAL, strict=True) if v not in (None, "-")]
+    swap = [(g, v) for g, v in zip(GOLD, SWAPPED, strict=True) if v not in (None, "-")]
+    for name, pairs in (("original", orig), ("swapped", swap)):
+        align = position[f"alignment_{name}"]
+        assert align["n"] == len(pairs) and align["metric"] == "cohen_kappa" and len(align["ci"]) == 2
+        assert align["value"] == pytest.approx(kappa([g for g, _ in pairs], [v for _, v in pairs], ["A", "B", "tie"]))
+    assert position["alignment_original"]["n_unparsed"] == 1 and position["alignment_swapped"]["n_unparsed"] == 1
+    # the annotators: 12 non-tie labels with a recorded order, 7 of them picked the response shown first
+    assert (position["human_first_position_rate"], position["n_human_with_order"]) == (pytest.approx(7 / 12), 12)
+    assert position["n_human_without_order"] == 1
+
+
+def test_the_consistent_rule_makes_a_conflict_a_tie_and_counts_what_it_leaves_out(engine, pairwise):
+    data = report(engine, "consistent")
+    section = data["tasks"]["pref"]
+    assert data["method"]["order_rule"] == section["order_rule"] == "consistent"
+    judge = ["A", "tie", "tie", "A", "tie", "B"]  # p1, p2, p4 conflict → tie
+    assert section["n"] == 6 and section["n_unparsed"] == 2 and section["n_order_miss"] == 2  # p6, p7 unusable; p8, p9 one order
+    assert section["cohen_kappa"]["value"] == pytest.approx(kappa(GOLD[:6], judge, ["A", "B", "tie"]))
+    assert section["confusion"]["matrix"] == [[1, 0, 2], [1, 1, 1], [0, 0, 0]]
+
+
+def test_without_tie_a_conflict_is_a_miss(engine, pairwise):
+    section = report(engine, "consistent", task="strict")["tasks"]["strict"]
+    # p1, p2, p4 conflict with no tie to fall back on; p8, p9 have one order: five misses, never agreeing
+    assert (section["n"], section["n_order_miss"], section["n_unparsed"]) == (3, 5, 2)
+    assert section["percent_agreement"] == pytest.approx(2 / 3)  # p0 A=A, p3 B≠A, p5 B=B
+
+
+def test_the_original_rule_scores_the_original_order_alone(engine, pairwise):
+    section = report(engine, "original")["tasks"]["pref"]
+    scored = [(g, v) for g, v in zip(GOLD, ORIGINAL, strict=True) if v not in (None, "-")]
+    assert section["order_rule"] == "original"
+    assert (section["n"], section["n_unparsed"], section["n_order_miss"]) == (8, 1, 0)
+    assert section["cohen_kappa"]["value"] == pytest.approx(kappa(*zip(*scored, strict=True), ["A", "B", "tie"]))
+    assert section["alignment"]["value"] == section["position"]["alignment_original"]["value"]
+
+
+def test_a_judge_with_one_order_is_scored_on_it_under_either_rule(engine, pairwise, tmp_path):
+    rows = [row for row in verdict_rows("only", "pref", ORIGINAL, SWAPPED) if row["order"] == "swapped"]
+    with write_session(engine) as session:
+        import_file(session, "verdicts", jsonl(tmp_path / "one.jsonl", rows), dataset="d")
+    sections = [report(engine, rule, judge="only")["tasks"]["pref"] for rule in ("consistent", "original")]
+    assert sections[0]["n"] == sections[1]["n"] == 8 and sections[0]["cohen_kappa"] == sections[1]["cohen_kappa"]
+    position = sections[0]["position"]
+    assert position["orders"] == ["swapped"] and position["status"] == "undefined" and "swapped order only" in position["note"]
+
+
+def test_the_order_rule_on_the_command_line_report_gate_and_compare(engine, pairwise, runner, tmp_path):
+    out = {}
+    for rule in ("consistent", "original"):
+        result = runner.invoke(["report", "--dataset", "d", "--judge", "j", "--task", "pref", "--bootstrap", "200",
+                                "--order-rule", rule])
+        assert result.exit_code == 0, result.output
+        out[rule] = json.loads(result.output)
+    assert out["consistent"]["tasks"]["pref"]["n"] == 6 and out["original"]["tasks"]["pref"]["n"] == 8
+    markdown = runner.invoke(["report", "--dataset", "d", "--judge", "j", "--task", "pref", "--format", "md",
+                              "--bootstrap", "200", "--order-rule", "original"]).output
+    assert "by the order rule original: the verdict in the original presentation order" in markdown
+    bad = runner.invoke(["report", "--dataset", "d", "--judge", "j", "--order-rule", "both"])
+    assert bad.exit_code == 2 and "'both' is not one of 'consistent', 'original'" in bad.output
+    gate = runner.invoke(["gate", "--dataset", "d", "--judge", "j", "--task", "pref", "--order-rule", "original",
+                          "--bootstrap", "200"])
+    assert gate.exit_code == 1 and "pref" in gate.output
+    rows = verdict_rows("k", "pref", GOLD, GOLD)  # a second judge that agrees with the gold in both orders
+    with write_session(engine) as session:
+        import_file(session, "verdicts", jsonl(tmp_path / "k.jsonl", rows), dataset="d")
+    with Session(engine) as session:
+        consistent = compare_judges(session, "d", "j", "k", task="pref", options=Options(bootstrap=200))
+        original = compare_judges(session, "d", "j", "k", task="pref", options=Options(bootstrap=200, order_rule="original"))
+    assert (consistent["common_n"], original["common_n"]) == (6, 8)
+    assert consistent["method"]["order_rule"] == "consistent" and original["method"]["order_rule"] == "original"
+    assert original["a"]["value"] == pytest.approx(kappa(*zip(*[(g, v) for g, v in zip(GOLD, ORIGINAL, strict=True)
+                                                                  if v not in (None, "-")], strict=True), ["A", "B", "tie"]))
