@@ -135,8 +135,9 @@
       if (redirect) { leaving = true; location.assign(redirect); return; }
       if (response.headers.get("X-Nothing")) { say(text, "info"); return; }
       const cell = swap(text, response.headers.get("HX-Retarget"));
+      // An undo says what it undid (and keeps saying it); any other answer clears the notice once nothing waits.
       if (action.kind === "undo" && cell) { focusCell(cell); say(`Undone: ${cell.dataset.where}`, "info"); }
-      if (!pending.length) say("", "");
+      else if (!pending.length) say("", "");
       return;
     }
     finish(action);
