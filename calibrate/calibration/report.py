@@ -48,10 +48,10 @@ from calibrate.calibration.gold import GOLD_RULE, categorical_gold
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import (
     apply_order_rule,
+    first_shown,
     human_first_position,
     position_section,
     position_summary,
-    responses_frame,
 )
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
@@ -192,7 +192,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if no_verdicts:
             verdicts = None  # the judge did not judge this task: human-only section, not a failure
         if task.kind == "pairwise":
-            section, merged = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options, in_split)
+            section, merged = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options)
             data["method"]["order_rule"] = options.order_rule
         elif task.kind == "categorical":
             section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options)
@@ -252,16 +252,16 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,
-                      fewshot: set[str], groups, options: Options, in_split: set[int] | None) -> tuple[dict, pd.DataFrame]:
+                      fewshot: set[str], groups, options: Options) -> tuple[dict, pd.DataFrame]:
     """Return a pairwise task's section: the categorical statistics of one verdict per target by the order rule, and `position`."""
     per_target, orders = apply_order_rule(task, verdicts, options.order_rule) if verdicts is not None else (None, [])
     gold = categorical_gold(labels)
     section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold)
     if verdicts is not None:
         section["order_rule"] = options.order_rule
-    human = human_first_position(session, dataset, task, in_split)
-    responses = responses_frame(session, dataset) if verdicts is not None else None
-    section["position"] = position_section(task, verdicts, responses, labels, gold, fewshot, options, human)
+    human = human_first_position(session, dataset, task, options.split)
+    first = first_shown(session, dataset) if verdicts is not None else None
+    section["position"] = position_section(task, verdicts, first, gold, fewshot, options, human)
     return section, merged
 
 
@@ -340,13 +340,13 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     if in_split is not None:
         every = every[every["sample_id"].isin(in_split)]
     by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
-    responses = responses_frame(session, dataset) if task.kind == "pairwise" else None
+    first = first_shown(session, dataset) if task.kind == "pairwise" else None
     fewshot = {judge.name: fewshot_keys(session, judge) for judge in judges}
     verdicts, position = {}, {}
     for judge in judges:
         found = by_judge.get(judge.id)
         if found is not None and not found.empty and task.kind == "pairwise":  # one verdict per target, by the order rule
-            position[judge.name], _ = position_summary(found, responses, fewshot[judge.name])
+            position[judge.name], _ = position_summary(found, first, fewshot[judge.name])
             found, _ = apply_order_rule(task, found, options.order_rule)
         verdicts[judge.name] = None if found is None or found.empty else found
     return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts, fewshot=fewshot, position=position)

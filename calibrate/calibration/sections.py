@@ -143,11 +143,13 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
             kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)  # its notes name the labels
         if kappa.status == "ok":
             index = {lab: i for i, lab in enumerate(stat_labels)}
-            kappa = stats.cluster_bootstrap_kappa(
-                [index[v] for v in gold_v], [index[v] for v in judge_v], scored["sample_id"].to_numpy(),
-                n_labels=len(stat_labels), n_resamples=options.bootstrap, confidence=options.confidence,
-                method=options.ci_method, seed=options.seed,
-            )
+            codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
+            boot = dict(n_labels=len(stat_labels), n_resamples=options.bootstrap, confidence=options.confidence,
+                        method=options.ci_method, seed=options.seed)
+            if task.kind == "pairwise":  # one target per sample: the cluster bootstrap's tables are multinomial
+                kappa = stats.multinomial_bootstrap_kappa(*codes, **boot)
+            else:
+                kappa = stats.cluster_bootstrap_kappa(*codes, scored["sample_id"].to_numpy(), **boot)
         section["cohen_kappa"] = estimate_dict(kappa)
         section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)

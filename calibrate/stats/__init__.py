@@ -62,6 +62,7 @@ from calibrate.stats.intervals import (
     corr_resamples,
     factorize_clusters,
     kappa_resamples,
+    multinomial_bootstrap_kappa,
     paired_cluster_bootstrap_diff,
 )
 from calibrate.stats.paired import paired_bootstrap_diff, paired_t_test, relative_improvement, wilcoxon_signed_rank
@@ -114,6 +115,7 @@ __all__ = [
     "ndcg_at_k",
     "krippendorff_alpha_counts",
     "mcnemar_exact",
+    "multinomial_bootstrap_kappa",
     "paired_bootstrap_diff",
     "paired_cluster_bootstrap_diff",
     "paired_t_test",

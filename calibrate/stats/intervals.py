@@ -39,6 +39,13 @@ How
     Every path reproduces, to rounding (~1e-15), the statistic a naive loop computes on
     the materialised resample; the tests check this against scikit-learn and scipy.
 
+One item per cluster (kappa)
+    When every cluster holds a single item (a pairwise preference per sample), resampling G
+    clusters with replacement makes the resampled K x K table exactly Multinomial(G, table /
+    G): :func:`multinomial_bootstrap_kappa` draws those tables directly, ``O(B K^2)`` instead
+    of ``O(B G)`` (100,000 items: about a millisecond instead of about two seconds). Same
+    distribution, different random stream: it does not use the index matrix.
+
 Intervals
     ``"percentile"``: the ``(1-c)/2`` and ``(1+c)/2`` quantiles of the resampled statistics
     (``numpy.quantile``, linear interpolation).  ``"bca"``: bias-corrected and accelerated
@@ -83,6 +90,7 @@ __all__ = [
     "kappa_resamples",
     "corr_resamples",
     "cluster_bootstrap_kappa",
+    "multinomial_bootstrap_kappa",
     "cluster_bootstrap_corr",
     "cluster_bootstrap",
     "paired_cluster_bootstrap_diff",
@@ -610,6 +618,14 @@ def _run(
             part = counts[s : s + rows]
             values[pos : pos + part.shape[0]] = combine(*[e.resample(part) for e in engines])
             pos += part.shape[0]
+    return _estimate(values, theta, lambda: combine(*[e.jackknife() for e in engines]), n_rows=n_rows,
+                     n_clusters=n_clusters, n_resamples=n_resamples, confidence=confidence, method=method, seed=seed,
+                     extra=extra), values
+
+
+def _estimate(values: np.ndarray, theta: float, jackknife: Callable[[], Any], *, n_rows: int, n_clusters: int,
+              n_resamples: int, confidence: float, method: str, seed: int | None, extra: dict) -> Estimate:
+    """Return the estimate of resampled `values` around `theta`: the interval, its notes and facts."""
     valid = values[np.isfinite(values)]
     n_undefined = n_resamples - valid.size
     info = {
@@ -628,17 +644,16 @@ def _run(
         notes.append("only one cluster: the bootstrap cannot estimate sampling variability")
     if valid.size < 2:
         notes.append("fewer than two defined resamples: no interval")
-        return Estimate(value=theta, n=n_rows, note="; ".join(notes), extra=info), values
+        return Estimate(value=theta, n=n_rows, note="; ".join(notes), extra=info)
     info["bootstrap_se"] = float(valid.std(ddof=1))
     if method == "percentile":
         ci = percentile_interval(valid, confidence)
     else:
-        jack = combine(*[e.jackknife() for e in engines])
-        ci, bca_info, bca_note = bca_interval(valid, theta, np.asarray(jack, dtype=float), confidence)
+        ci, bca_info, bca_note = bca_interval(valid, theta, np.asarray(jackknife(), dtype=float), confidence)
         info.update(bca_info)
         if bca_note:
             notes.append(bca_note)
-    return Estimate(value=theta, n=n_rows, ci=ci, note="; ".join(notes), extra=info), values
+    return Estimate(value=theta, n=n_rows, ci=ci, note="; ".join(notes), extra=info)
 
 
 def _run_one(engine: Any, **kwargs: Any) -> Estimate:
@@ -839,6 +854,74 @@ def cluster_bootstrap_kappa(
         return Estimate.undefined(a.size, _kappa_undefined_note(a, b), n_clusters=g, **extra)
     return _run_one(engine, n_rows=a.size, n_clusters=g, n_resamples=n_resamples, confidence=confidence,
                     method=method, seed=seed, extra=extra)
+
+
+def multinomial_bootstrap_kappa(
+    a_codes: Any,
+    b_codes: Any,
+    *,
+    n_labels: int,
+    weights: str | None = None,
+    label_values: Sequence[float] | None = None,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    seed: int | None = 0,
+) -> Estimate:
+    """Return Cohen's kappa with a bootstrap interval, for items that are each their own cluster.
+
+    Resampling ``n`` one-item clusters with replacement gives a contingency table distributed
+    exactly as ``Multinomial(n, table / n)``; the resampled tables are drawn directly
+    (``numpy.random.Generator.multinomial``), ``B`` draws of ``K*K`` cells, whatever ``n``.
+    The interval has the distribution of :func:`cluster_bootstrap_kappa`'s with one item per
+    cluster, from another random stream (the index matrix is not used).
+
+    Parameters
+    ----------
+    a_codes, b_codes : array-like of int
+        Label codes ``0..n_labels-1``, one per item (each item is its own cluster).
+    n_labels, weights, label_values, n_resamples, confidence, method, seed
+        As in :func:`cluster_bootstrap_kappa`.
+
+    Returns
+    -------
+    Estimate
+        As :func:`cluster_bootstrap_kappa` (``n_clusters`` = ``n``), with
+        ``extra["bootstrap"] = "multinomial"``. The BCa jackknife leaves out one item: the
+        ``n`` values take at most ``K*K`` distinct values, one per occupied cell.
+
+    References
+    ----------
+    .. [1] Efron, B. and Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*,
+       chapter 6 (the bootstrap distribution of a multinomial sample). Chapman & Hall.
+    .. [2] Cohen, J. (1960). A coefficient of agreement for nominal scales. *Educational and
+       Psychological Measurement* 20(1), 37-46.
+    """
+    _check_options(n_resamples, confidence, method)
+    if n_labels < 1:
+        raise ValueError("n_labels must be positive")
+    a = _codes(a_codes, n_labels, "a_codes")
+    b = _codes(b_codes, n_labels, "b_codes")
+    if a.size != b.size:
+        raise ValueError(f"inputs must have the same length (a={a.size}, b={b.size})")
+    w = disagreement_weights(n_labels, weights=weights, values=label_values)
+    extra = {"statistic": "kappa", "weights": weights, "bootstrap": "multinomial"}
+    if a.size == 0:
+        return Estimate.no_data("no rows", **extra)
+    table = np.bincount(a * n_labels + b, minlength=n_labels * n_labels).astype(float)
+    theta = float(kappa_from_tables(table[None], w)[0])
+    if a.size < 2 or not np.isfinite(theta):
+        return Estimate.undefined(a.size, _kappa_undefined_note(a, b), n_clusters=a.size, **extra)
+    rng = np.random.default_rng(seed)
+    values = kappa_from_tables(rng.multinomial(a.size, table / table.sum(), size=n_resamples).astype(float), w)
+
+    def jackknife() -> np.ndarray:
+        cells = np.flatnonzero(table)
+        left_out = table[None] - np.eye(table.size)[cells]
+        return np.repeat(kappa_from_tables(left_out, w), table[cells].astype(np.int64))
+
+    return _estimate(values, theta, jackknife, n_rows=a.size, n_clusters=a.size, n_resamples=n_resamples,
+                     confidence=confidence, method=method, seed=seed, extra=extra)
 
 
 def cluster_bootstrap_corr(

@@ -164,3 +164,24 @@ def test_the_order_rule_on_the_command_line_report_gate_and_compare(engine, pair
     assert consistent["method"]["order_rule"] == "consistent" and original["method"]["order_rule"] == "original"
     assert original["a"]["value"] == pytest.approx(kappa(*zip(*[(g, v) for g, v in zip(GOLD, ORIGINAL, strict=True)
                                                                   if v not in (None, "-")], strict=True), ["A", "B", "tie"]))
+
+
+def test_the_alignment_in_each_order_is_what_the_categorical_section_gives_for_that_order(engine, pairwise):
+    from calibrate import lookup
+    from calibrate.calibration.frames import labels_frame, verdicts_frame
+    from calibrate.calibration.gold import categorical_gold
+    from calibrate.calibration.pairwise import _by_order, order_alignment
+    from calibrate.calibration.sections import categorical_section
+
+    options = Options(bootstrap=300, seed=4)
+    with Session(engine) as session:
+        dataset, task, judge = lookup.dataset(session, "d"), lookup.task(session, "pref"), lookup.judge(session, "j")
+        labels = labels_frame(session, dataset, task)
+        orders = _by_order(verdicts_frame(session, dataset, task, judge))
+    gold = categorical_gold(labels)
+    for kind, verdicts in orders.items():
+        fast = order_alignment(task, verdicts, gold, {"sample:3"}, options)
+        section, _ = categorical_section(task, labels, verdicts, {"sample:3"}, None, options, gold=gold, light=True)
+        assert fast["value"] == section["cohen_kappa"]["value"] and fast["ci"] == section["cohen_kappa"]["ci"], kind
+        assert (fast["n"], fast["n_unparsed"], fast["percent_agreement"]) == (
+            section["n"], section["n_unparsed"], section["percent_agreement"]), kind
