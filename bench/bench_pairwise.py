@@ -94,17 +94,22 @@ def build_db(path: Path, n: int, seed: int = 0) -> dict:
     return verdicts
 
 
-def run_report(path: Path, judge: str, task: str) -> tuple[float, float, dict]:
-    """Run the report as a subprocess; return wall seconds, peak RSS in MB, and the parsed JSON."""
+def run_report(path: Path, judge: str, task: str) -> tuple[float, float, float, dict]:
+    """Run the report as a subprocess; return wall seconds, CPU seconds (user + system), peak RSS in MB, the parsed JSON.
+
+    The CPU time is what the report costs whatever else the machine runs; the wall time grows with the load.
+    """
     env = {**os.environ, "CALIBRATE_INSTANCE": str(path.parent)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "calibrate", "report", "--db", f"sqlite:///{path}", "--dataset", "bench", "--judge", judge,
          "--task", task, "--bootstrap", "2000", "--format", "json"],
         check=True, capture_output=True, text=True, env=env, cwd=ROOT)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return seconds, peak, json.loads(out.stdout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, after.ru_maxrss / 1024, json.loads(out.stdout)
 
 
 def expected_position(verdicts: dict) -> dict:
@@ -129,17 +134,18 @@ def main() -> None:
         verdicts = build_db(path, args.targets)
         print(f"built {args.targets:,} pairwise targets ({2 * args.targets:,} labels with orders, {2 * args.targets:,} verdicts) "
               f"in {time.perf_counter() - t0:.1f} s")
-        base_s, base_mb, _ = run_report(path, "flat-judge", "flat")
-        full_s, full_mb, data = run_report(path, "pair-judge", "pref")
+        base_s, base_cpu, base_mb, _ = run_report(path, "flat-judge", "flat")
+        full_s, full_cpu, full_mb, data = run_report(path, "pair-judge", "pref")
     position = data["tasks"]["pref"]["position"]
     expected = expected_position(verdicts)
     for key, value in expected.items():
         assert abs(position[key] - value) < 1e-12, (key, position[key], value)
     print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
           f"load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"baseline: categorical task, one verdict per target: {base_s:.2f} s, peak RSS {base_mb:.0f} MB")
-    print(f"pairwise task, two orders, position block:          {full_s:.2f} s, peak RSS {full_mb:.0f} MB")
-    print(f"ratio pairwise / categorical: {full_s / base_s:.2f}x")
+    print(f"baseline: categorical task, one verdict per target: {base_s:.2f} s wall, {base_cpu:.2f} s CPU, peak RSS {base_mb:.0f} MB")
+    print(f"pairwise task, two orders, position block:          {full_s:.2f} s wall, {full_cpu:.2f} s CPU, peak RSS {full_mb:.0f} MB")
+    print(f"ratio pairwise / categorical: {full_s / base_s:.2f}x wall, {full_cpu / base_cpu:.2f}x CPU; "
+          f"load average after {os.getloadavg()[0]:.2f}")
     print(f"position: n_pairs {position['n_pairs']}, agreement {position['agreement']:.4f}, first_position_rate "
           f"{position['first_position_rate']:.4f}, p {position['position_p_value']}, unusable {position['n_unusable']} "
           "(equal to the direct count)")

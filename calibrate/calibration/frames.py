@@ -157,7 +157,9 @@ def metadata_fields(session: Session, dataset: Dataset) -> list[str]:
 
 
 def external_ids(session: Session, dataset: Dataset) -> dict[int, str]:
-    return dict(session.execute(sa_select(Sample.id, Sample.external_id).where(Sample.dataset_id == dataset.id)).all())
+    """Return sample id → the user's sample id (read through the raw cursor: 10^5 rows in a report)."""
+    frame = read_frame(session, sa_select(Sample.id, Sample.external_id).where(Sample.dataset_id == dataset.id), ["id", "external_id"])
+    return dict(zip(frame["id"].tolist(), frame["external_id"].tolist(), strict=True))
 
 
 def split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:

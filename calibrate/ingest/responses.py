@@ -10,7 +10,10 @@ Two spellings, one result (docs/formats.md, "Pairwise samples"):
 
 A sample has two to `MAX_RESPONSES` responses; ids are 1–64 characters without surrounding
 spaces, unique within the sample ignoring case (values are matched ignoring case), and never
-`tie`, the value that prefers no response. Every problem names the field as the file spells it:
+`tie`, the value that prefers no response. A response's text must be given, and may be empty
+(`""`): a system that answered nothing is a real candidate, and public pairwise sets have such
+items, labelled by their annotators (PandaLM: 54 of 999). In a CSV cell an empty text cannot be
+told from an absent response, so there it is absent. Every problem names the field as the file spells it:
 `responses[1].id` or `response_b`.
 """
 
@@ -186,7 +189,7 @@ def _text(value: object, field: str, check: RecordCheck) -> str | None:
     if not isinstance(value, str):
         check.bad(field, f"the response's text must be a string, found {kind_of(value)}")
         return None
-    return check.check_text(field, value, what="the response's text")
+    return check.check_text(field, value, what="the response's text", empty_ok=True)
 
 
 def _model(value: object, field: str, check: RecordCheck) -> str | None:

@@ -113,8 +113,10 @@ BAD_SAMPLES = [
      "line 1, field 'responses[1].id': duplicate id 'a'"),
     ({"id": "b", "question": "Q", "responses": [{"id": "A", "text": "x"}]},
      "line 1, field 'responses': a sample with responses needs at least two, found 1"),
-    ({"id": "b", "question": "Q", "responses": [{"id": "A", "text": "x"}, {"id": "B", "text": "  "}]},
-     "line 1, field 'responses[1].text': the response's text must not be empty"),
+    ({"id": "b", "question": "Q", "responses": [{"id": "A", "text": "x"}, {"id": "B"}]},
+     "line 1, field 'responses[1].text': the response's text is missing"),
+    ({"id": "b", "question": "Q", "responses": [{"id": "A", "text": "x"}, {"id": "B", "text": 3}]},
+     "line 1, field 'responses[1].text': the response's text must be a string, found a number"),
     ({"id": "b", "question": "Q", "responses": [{"id": "Tie", "text": "x"}, {"id": "B", "text": "y"}]},
      "line 1, field 'responses[0].id': 'Tie' cannot be a response id"),
     ({"id": "b", "question": "Q", "responses": [{"id": " A", "text": "x"}, {"id": "B", "text": "y"}]},
@@ -141,6 +143,15 @@ def test_bad_responses_reject_the_file_naming_line_and_field(engine, tmp_path, r
     assert any(str(p).startswith(message) for p in info.value.problems), info.value.details()
     with Session(engine) as session:
         assert session.exec(select(Response)).all() == [] and session.exec(select(Sample)).all() == []
+
+
+def test_an_empty_response_is_kept_when_given_as_text(engine, tmp_path):
+    """A system that answered nothing is a real candidate (PandaLM has 54 such items): "" is its text."""
+    path = write_jsonl(tmp_path / "e.jsonl", [{"id": "e", "question": "Q", "response_1": "", "response_2": "y"}])
+    with write_session(engine) as session:
+        import_file(session, "samples", path, dataset="d")
+    with Session(engine) as session:
+        assert stored(session)["e"] == [("1", "", "", None), ("2", "y", "", None)]
 
 
 def test_a_csv_header_with_a_model_column_but_no_response_is_refused(engine, tmp_path):
