@@ -36,10 +36,10 @@ from calibrate import create_app
 from calibrate.calibration import Options, build_report
 from calibrate.calibration.compare import compare_judges
 from calibrate.db import dispose_engine, get_engine, write_session
-from calibrate.demo import DATASET, DEMO_USERS, load_demo
+from calibrate.demo import AB_DATASET, DATASET, DEMO_USERS, load_demo
 from calibrate.judges.runner import RunSpec, run_judge
 from calibrate.migrations import upgrade
-from calibrate.models import Assignment, Claim, Label, LabelRevision, ResponseCache, Verdict
+from calibrate.models import Assignment, Claim, Label, LabelRevision, Response, ResponseCache, Verdict
 from calibrate.tasks import ensure_builtin_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "judges"))
@@ -221,7 +221,10 @@ def test_the_cluster_is_postgresql_and_the_schema_matches_the_models(engine):
 def test_the_demo_loads_once_and_ids_keep_counting_after_it(engine, session, demo, sqlite_demo):
     counts = {table: len(rows) for table, rows in _dump(engine).items()}
     assert counts == {table: len(rows) for table, rows in _dump(sqlite_demo.engine).items()}
-    assert (counts["sample"], counts["claim"], counts["label"], counts["assignment"]) == (40, 184, 500, 80)
+    # 40 RAG samples and 8 pairwise items (16 responses), 500 + 14 labels, 80 + 16 assignments
+    assert (counts["sample"], counts["claim"], counts["label"], counts["assignment"]) == (48, 184, 514, 96)
+    in_orders = session.exec(select(func.count()).select_from(Verdict).where(Verdict.order_key != "")).one()
+    assert (counts["response"], in_orders) == (16, 16)  # the pairwise judge: 8 items × 2 orders
     before = _dump(engine)
     again = load_demo(engine)
     assert _dump(engine) == before
@@ -310,6 +313,35 @@ def test_labelling_autosaves_keeps_revisions_never_duplicates_and_submits(client
     assert session.get(Assignment, assignment.id).status == "done"
 
 
+def test_a_pairwise_item_labelled_through_the_web_records_the_order(client, session, make_sample, login):
+    from calibrate.accounts import get_user
+    from calibrate.annotation.items import presentation_order
+    from calibrate.tasks import add_task
+
+    token = login("ana")
+    ana = get_user(session, "ana")
+    sample = make_sample(external_id="ab", answer="", claims=[])
+    for position, key in enumerate(("A", "B")):
+        session.add(Response(sample_id=sample.id, position=position, key=key, text=f"respuesta {key}"))
+    add_task(session, "pref", target="sample", kind="pairwise", labels=["A", "B", "tie"])
+    assignment = Assignment(sample_id=sample.id, user_id=ana.id)
+    session.add(assignment)
+    session.commit()
+    order = presentation_order(ana.id, sample.id, ["A", "B"])
+    url = f"/annotate/{assignment.id}"
+    for value in ("2", "tie", "2"):
+        response = client.post(f"{url}/label", data={"task": "pref", "target": f"sample:{sample.id}", "value": value},
+                               headers={**HX, "X-CSRFToken": token})
+        assert response.status_code == 200
+    assert client.post(f"{url}/undo", headers={**HX, "X-CSRFToken": token}).status_code == 200
+    session.commit()
+    session.expire_all()
+    label = session.exec(select(Label)).one()
+    assert (label.value, label.order) == ("tie", order)
+    revisions = session.exec(select(LabelRevision).where(LabelRevision.label_id == label.id)).all()
+    assert {tuple(r.order) for r in revisions} == {tuple(order)}
+
+
 # --------------------------------------------------------------------------- judges
 
 
@@ -355,6 +387,15 @@ def test_reports_and_comparisons_equal_the_same_demo_on_sqlite(session, demo, sq
             got = compare_judges(session, DATASET, "demo-claims@1", "demo-claims@2", options=options)
             assert _as_json(got) == _as_json(expected)
     assert expected["tasks"]["claim_support"]["common_n"] > 0
+    # the pairwise demo: two orders, the order rules, the position block (JSON orders read with ->> on PostgreSQL)
+    with Session(sqlite_demo.engine) as reference:
+        for rule in ("consistent", "original"):
+            options = Options(bootstrap=200, order_rule=rule)
+            expected = build_report(reference, AB_DATASET, "demo-preference@1", options=options).data
+            got = build_report(session, AB_DATASET, "demo-preference@1", options=options).data
+            assert _as_json(got) == _as_json(expected), rule
+    position = got["tasks"]["preference"]["position"]
+    assert position["n_pairs"] == 8 and position["n_human_with_order"] == 13
 
 
 def _judges_table(client, username: str, password: str) -> list[list[str]]:
