@@ -172,3 +172,18 @@ def test_parse_maps_positions_ids_and_tie_for_the_order_shown():
     # a number is a position, even when the ids are numbers: "1" in the order (2, 1) is response 2
     assert parse_verdict(numeric, '{"winner": "1"}', ("2", "1")).value == "2"
     assert parse_verdict(numeric, "tie", ("2", "1")).status == "unparsed"  # the task has no tie
+
+
+def test_a_few_shot_example_shows_the_experts_choice_by_its_position(engine, pairs):
+    with write_session(engine) as session:
+        from calibrate.judges import FewShotSpec
+
+        save_version(session, "pref", few_shots=[FewShotSpec("p00")], dataset="pairs")  # gold B: shown second
+    server = FakeLLM(labels=["1"]).start()
+    try:
+        run(server, "pref@2", engine=engine, limit=1)
+        system = server.requests[0]["body"]["messages"][0]["content"]
+    finally:
+        server.stop()
+    assert "Response 1: Answer A0: folic acid, 0 mg daily.\nResponse 2: Answer B0: rest." in system
+    assert 'Reply: {"winner": "2", "reason": ""}' in system

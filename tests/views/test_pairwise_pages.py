@@ -155,7 +155,11 @@ def test_the_disagreement_page_shows_the_responses_gold_and_each_orders_verdict(
 
 def test_the_sample_page_shows_responses_to_an_annotator_without_ids(client, pair, login):
     login("ana")
-    page = _soup(client.get("/datasets/d/samples/p1"))
+    response = client.get("/datasets/d/samples/p1")
+    assert "<script>alert" not in response.get_data(as_text=True)
+    assert not any(secret in response.get_data(as_text=True) for secret in SECRET_IDS)
+    page = _soup(response)
+    assert page.select_one("#responses").has_attr("hx-disable")
     assert [r.select_one("h3").get_text(strip=True) for r in page.select("#responses .response")] == ["Response 1", "Response 2"]
     assert not any(r.has_attr("data-response-id") for r in page.select("#responses .response"))
 
