@@ -683,15 +683,22 @@ def _codes(values: Any, n_labels: int, what: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _kappa_setup(a_codes: Any, b_codes: Any, clusters: Any, n_labels: int, weights: str | None, label_values: Any):
+def _kappa_codes(a_codes: Any, b_codes: Any, n_labels: int, weights: str | None, label_values: Any):
+    """Return both raters' codes and the disagreement weights, checked."""
     if n_labels < 1:
         raise ValueError("n_labels must be positive")
     a = _codes(a_codes, n_labels, "a_codes")
     b = _codes(b_codes, n_labels, "b_codes")
+    if a.size != b.size:
+        raise ValueError(f"inputs must have the same length (a={a.size}, b={b.size})")
+    return a, b, disagreement_weights(n_labels, weights=weights, values=label_values)
+
+
+def _kappa_setup(a_codes: Any, b_codes: Any, clusters: Any, n_labels: int, weights: str | None, label_values: Any):
+    a, b, w = _kappa_codes(a_codes, b_codes, n_labels, weights, label_values)
     cl, uniques = factorize_clusters(clusters)
-    if not (a.size == b.size == cl.size):
+    if cl.size != a.size:
         raise ValueError(f"inputs must have the same length (a={a.size}, b={b.size}, clusters={cl.size})")
-    w = disagreement_weights(n_labels, weights=weights, values=label_values)
     return a, b, cl, len(uniques), w
 
 
@@ -898,13 +905,7 @@ def multinomial_bootstrap_kappa(
        Psychological Measurement* 20(1), 37-46.
     """
     _check_options(n_resamples, confidence, method)
-    if n_labels < 1:
-        raise ValueError("n_labels must be positive")
-    a = _codes(a_codes, n_labels, "a_codes")
-    b = _codes(b_codes, n_labels, "b_codes")
-    if a.size != b.size:
-        raise ValueError(f"inputs must have the same length (a={a.size}, b={b.size})")
-    w = disagreement_weights(n_labels, weights=weights, values=label_values)
+    a, b, w = _kappa_codes(a_codes, b_codes, n_labels, weights, label_values)
     extra = {"statistic": "kappa", "weights": weights, "bootstrap": "multinomial"}
     if a.size == 0:
         return Estimate.no_data("no rows", **extra)

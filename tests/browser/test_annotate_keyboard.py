@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from browser_helpers import eventually
 from hostile import XSS_ANSWER, XSS_CONTEXT, XSS_QUESTION
 from playwright.sync_api import expect
 from sqlmodel import col, select
@@ -30,15 +29,6 @@ def _labels(session, sample):
     for label in session.exec(select(Label).where(Label.sample_id == sample.id, col(Label.adjudicated).is_(False))):
         out[f"claim {claims[label.claim_id]}" if label.claim_id else label.target_key.split(":")[0]] = label.value
     return out
-
-
-def _eventually(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -111,10 +101,10 @@ def test_undo_with_u_steps_back(page, live_server, session, two_items):
     expect(page.locator("#claims .save-state[data-state=saved]")).to_have_count(1)
     page.keyboard.press("u")
     expect(page.locator("#claims .cell").first).to_have_attribute("data-value", "supported")
-    assert _eventually(lambda: _labels(session, first) == {"claim 0": "supported"})
+    assert eventually(lambda: _labels(session, first) == {"claim 0": "supported"})
     page.keyboard.press("u")
     expect(page.locator("#claims .cell").first).to_have_attribute("data-state", "empty")
-    assert _eventually(lambda: _labels(session, first) == {})
+    assert eventually(lambda: _labels(session, first) == {})
     page.keyboard.press("u")
     expect(page.locator("#notice")).to_have_text("Nothing to undo on this item.")
 

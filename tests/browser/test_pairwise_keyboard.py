@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
+from browser_helpers import eventually
 from hostile import XSS_ANSWER, XSS_CONTEXT
 from playwright.sync_api import expect
 from sqlmodel import select
@@ -14,15 +13,6 @@ from calibrate.models import Assignment, Label, LabelRevision, Response
 from calibrate.tasks import add_task
 
 IDS = ("rag-v1", "rag-v2")
-
-
-def _eventually(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.05)
 
 
 def _label(session):
@@ -60,30 +50,30 @@ def test_label_a_pairwise_item_with_the_keyboard_only(page, live_server, session
 
     page.keyboard.press("2")  # the response shown second
     expect(cell.locator(".save-state[data-state=saved]")).to_have_count(1)
-    label = _eventually(lambda: _label(session))
+    label = eventually(lambda: _label(session))
     assert (label.value, label.order) == (order[1], order)
 
     page.keyboard.press("j")  # back to the cell, the first (a complete item hands the focus on to submitting)
     page.keyboard.press("t")  # tie
     expect(cell).to_have_attribute("data-value", "tie")
     expect(cell.locator(".save-state[data-state=saved]")).to_have_count(1)
-    assert _eventually(lambda: _label(session).value == "tie")
+    assert eventually(lambda: _label(session).value == "tie")
 
     page.keyboard.press("j")
     page.keyboard.press("1")
-    assert _eventually(lambda: _label(session).value == order[0])
+    assert eventually(lambda: _label(session).value == order[0])
     page.keyboard.press("u")  # undo: back to tie
-    assert _eventually(lambda: _label(session).value == "tie")
+    assert eventually(lambda: _label(session).value == "tie")
     expect(page.locator("#notice")).to_contain_text("Undone: the responses")  # and the cell has the focus again
     page.keyboard.press("3")  # with two responses, 3 is tie too: nothing changes
     page.keyboard.press("u")  # undo the tie: back to the second response
-    assert _eventually(lambda: _label(session).value == order[1])
+    assert eventually(lambda: _label(session).value == order[1])
     assert _label(session).order == order
 
     page.keyboard.press("r")
     page.keyboard.type("más completa")
     page.keyboard.press("Enter")
-    assert _eventually(lambda: _label(session).rationale == "más completa")
+    assert eventually(lambda: _label(session).rationale == "más completa")
     revisions = session.exec(select(LabelRevision).order_by(LabelRevision.id)).all()
     assert all(r.order == order for r in revisions if r.action in ("create", "update"))
 
