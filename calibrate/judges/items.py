@@ -94,6 +94,8 @@ def select_targets(session: Session, dataset: Dataset, task: Task, scope: Scope,
                             .order_by(Context.sample_id, Context.rank)).all()
         targets = [Target(f"context:{cid}", sid, context_id=cid) for cid, sid in rows]
     else:
+        if task.kind != "pairwise":  # a pairwise-only sample has no answer to judge (its responses are a pairwise task's)
+            where.append(Sample.answer != "")
         rows = session.exec(select(Sample.id).where(*where).order_by(Sample.id)).all()
         targets = [Target(f"sample:{sid}", sid) for sid in rows]
     if scope.labelled_only:

@@ -187,3 +187,17 @@ def test_a_few_shot_example_shows_the_experts_choice_by_its_position(engine, pai
         server.stop()
     assert "Response 1: Answer A0: folic acid, 0 mg daily.\nResponse 2: Answer B0: rest." in system
     assert 'Reply: {"winner": "2", "reason": ""}' in system
+
+
+def test_answer_tasks_skip_pairwise_samples_that_have_no_answer(engine, tmp_path):
+    rows = [{"id": "rag", "question": "Q?", "answer": "Take 0.4 mg.", "contexts": ["0.4 mg a day."]},
+            {"id": "pair", "question": "Q?", "responses": [{"id": "A", "text": "a"}, {"id": "B", "text": "b"}]}]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with write_session(engine) as session:
+        import_file(session, "samples", path, dataset="mixed")
+        save_version(session, "quality", task="answer_quality")
+    summary = run_judge(engine, RunSpec(dataset="mixed", prompt="quality@1", backend="baseline"))
+    assert summary.n_total == 1
+    with Session(engine) as session:
+        assert list(session.exec(select(Sample.external_id).join(Verdict, Verdict.sample_id == Sample.id))) == ["rag"]
