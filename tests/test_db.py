@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from calibrate.db import dispose_engine, get_engine, write_session
@@ -114,3 +115,32 @@ def test_models_match_migrations(engine):
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": False}), SQLModel.metadata)
     assert diff == []
+
+
+def test_the_pairwise_revision_keeps_every_verdict_and_allows_one_per_order(tmp_path):
+    """0003 → head: existing verdicts keep their rows (order_key ""), and a judge may then add one per presentation order."""
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    engine = get_engine(url)
+    try:
+        upgrade(engine, "0003")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO dataset (id, name, description, source, is_demo, created_at) VALUES (1, 'd', '', '', 0, '2026-01-01')"))
+            conn.execute(text("INSERT INTO sample (id, dataset_id, external_id, question, answer, metadata, content_hash, segmenter, "
+                              "created_at, updated_at) VALUES (1, 1, 's1', 'q', 'a.', '{}', 'h', 'given', '2026-01-01', '2026-01-01')"))
+            conn.execute(text("INSERT INTO task (id, name, target, kind, labels, description, builtin, created_at) VALUES "
+                              "(1, 'pref', 'sample', 'categorical', '[\"A\",\"B\"]', '', 0, '2026-01-01')"))
+            conn.execute(text("INSERT INTO judge (id, name, kind, description, created_at) VALUES (1, 'j', 'imported', '', '2026-01-01')"))
+            conn.execute(text("INSERT INTO verdict (judge_id, task_id, sample_id, target_key, value, status, reason, raw, error, "
+                              "cached, source, created_at) VALUES (1, 1, 1, 'sample:1', 'A', 'ok', '', '', '', 0, 'import', '2026-01-01')"))
+        upgrade(engine)
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT value, order_key FROM verdict")).all() == [("A", "")]
+            conn.execute(text("INSERT INTO verdict (judge_id, task_id, sample_id, target_key, value, status, reason, raw, error, "
+                              "cached, source, created_at, order_key) VALUES (1, 1, 1, 'sample:1', 'B', 'ok', '', '', '', 0, "
+                              "'import', '2026-01-01', '1,0')"))
+        with pytest.raises(IntegrityError), engine.begin() as conn:  # the same order twice is still one too many
+            conn.execute(text("INSERT INTO verdict (judge_id, task_id, sample_id, target_key, value, status, reason, raw, error, "
+                              "cached, source, created_at, order_key) VALUES (1, 1, 1, 'sample:1', 'A', 'ok', '', '', '', 0, "
+                              "'import', '2026-01-01', '1,0')"))
+    finally:
+        dispose_engine(url)
