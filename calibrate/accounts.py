@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from sqlmodel import Session, select
@@ -68,12 +69,17 @@ def set_password(session: Session, user: User, password: str) -> None:
 
 def authenticate(session: Session, username: str, password: str) -> User | None:
     """Return the active user whose password matches, else None (same answer for every failure)."""
+    dummy = _dummy_hash()  # made before looking the user up: the first login of a process costs the same either way
     user = get_user(session, username)
     if user is None or not user.active or not user.password_hash:
         # Spend the same time as a real check so usernames cannot be probed by timing.
-        check_password_hash(_DUMMY_HASH, password)
+        check_password_hash(dummy, password)
         return None
     return user if check_password_hash(user.password_hash, password) else None
 
 
-_DUMMY_HASH = generate_password_hash("not-a-real-password")
+@functools.cache
+def _dummy_hash() -> str:
+    """Return the hash a failed login is checked against: made on first use, since hashing takes a few hundred
+    milliseconds and every command importing this module (reports, through the imports) would pay it."""
+    return generate_password_hash("not-a-real-password")

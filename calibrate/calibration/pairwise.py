@@ -63,22 +63,33 @@ def _usable(frame: pd.DataFrame) -> pd.Series:
     return (frame["status"] == "ok") & frame["value"].notna()
 
 
-def _by_order(verdicts: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Return the verdicts of the original and of the swapped order (one row per target each), present ones only."""
+def split_orders(verdicts: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Return a judge's verdicts of the original and of the swapped order (one row per target each), present ones only.
+
+    Read once per judge and task: the order rule and the position block both take it.
+    """
+    if verdicts is None or not len(verdicts):
+        return {}
     kinds = order_kinds(verdicts["order_key"].fillna(""))
     out = {}
     for kind in (ORIGINAL, SWAPPED):
         part = verdicts[kinds == kind]
         if len(part):
-            out[kind] = part.drop_duplicates("target_key", keep="last").drop(columns=["order_key"]).reset_index(drop=True)
+            if not part["target_key"].is_unique:  # "" and the identity key are both the original order
+                part = part.drop_duplicates("target_key", keep="last")
+            out[kind] = part.drop(columns=["order_key"]).reset_index(drop=True)
     return out
 
 
-def apply_order_rule(task: Task, verdicts: pd.DataFrame, rule: str) -> tuple[pd.DataFrame, list[str]]:
-    """Return one verdict per target by the order rule (the columns of `verdicts` minus order_key), and the orders the judge has."""
+def apply_order_rule(task: Task, verdicts: pd.DataFrame, rule: str, *,
+                     orders: dict[str, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Return one verdict per target by the order rule (the columns of `verdicts` minus order_key), and the orders the judge has.
+
+    `orders`: `split_orders(verdicts)`, when the caller has it already.
+    """
     if rule not in ORDER_RULES:
         raise ValueError(f"order_rule must be one of {', '.join(ORDER_RULES)}, got {rule!r}")
-    orders = _by_order(verdicts)
+    orders = split_orders(verdicts) if orders is None else orders
     if not orders:
         return verdicts.iloc[0:0].drop(columns=["order_key"]), []
     if len(orders) == 1 or rule == ORIGINAL:  # one order: it decides under either rule
@@ -170,11 +181,9 @@ def human_first_position(session: Session, dataset: Dataset, task: Task, split: 
             "n_human_without_order": without}
 
 
-def position_summary(all_verdicts: pd.DataFrame | None, first: pd.DataFrame | None,
-                     fewshot: set[str]) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    """Return the judge's position-bias statistics (`stats.position_bias` and the orders it has), and its verdicts by order."""
+def position_summary(orders: dict[str, pd.DataFrame], first: pd.DataFrame | None, fewshot: set[str]) -> dict[str, Any]:
+    """Return the judge's position-bias statistics (`stats.position_bias` and the orders it has) from `split_orders`."""
     out: dict[str, Any] = {}
-    orders = _by_order(all_verdicts) if all_verdicts is not None and len(all_verdicts) else {}
     out["orders"] = list(orders)
     if len(orders) < 2:
         missing = "no verdicts" if not orders else f"verdicts in the {next(iter(orders))} order only"
@@ -186,10 +195,10 @@ def position_summary(all_verdicts: pd.DataFrame | None, first: pd.DataFrame | No
                          ).drop_duplicates("target_key").reset_index(drop=True)
         keep = keys["sample_id"].isin(first.index)
         n_more = int((~keep).sum())
-        keys = keys[keep]
-        for name, frame in (("o", original), ("s", swapped)):
-            usable = frame.loc[_usable(frame), ["target_key", "value"]].rename(columns={"value": name})
-            keys = keys.merge(usable, on="target_key", how="left")
+        keys = keys[keep].copy()
+        for name, frame in (("o", original), ("s", swapped)):  # by hashing keys: no merge sorts 10^5 strings
+            usable = frame[_usable(frame)]
+            keys[name] = keys["target_key"].map(pd.Series(usable["value"].to_numpy(), index=usable["target_key"].to_numpy()))
         shown = first.loc[keys["sample_id"].to_numpy()]
         result = stats.position_bias(keys["o"].to_numpy(dtype=object), keys["s"].to_numpy(dtype=object),
                                      shown["first_original"].to_numpy(dtype=object),
@@ -200,13 +209,14 @@ def position_summary(all_verdicts: pd.DataFrame | None, first: pd.DataFrame | No
             more = (f"{n_more} target{'s' if n_more != 1 else ''} with more than two responses left out "
                     "(the statistics are defined for two)")
             out["note"] = "; ".join(part for part in (out["note"], more) if part)
-    return out, orders
+    return out
 
 
-def position_section(task: Task, all_verdicts: pd.DataFrame | None, first: pd.DataFrame | None, gold: pd.DataFrame,
+def position_section(task: Task, orders: dict[str, pd.DataFrame], first: pd.DataFrame | None, gold: pd.DataFrame,
                      fewshot: set[str], options: Options, human: dict[str, Any]) -> dict[str, Any]:
-    """Return `tasks.<t>.position`: position bias of the judge over its two orders, alignment per order, the humans' rate."""
-    out, orders = position_summary(all_verdicts, first, fewshot)
+    """Return `tasks.<t>.position`: position bias of the judge over its two orders (`split_orders`), alignment per order,
+    the humans' rate."""
+    out = position_summary(orders, first, fewshot)
     if len(orders) == 2:
         for kind in (ORIGINAL, SWAPPED):
             out[f"alignment_{kind}"] = order_alignment(task, orders[kind], gold, fewshot, options)

@@ -52,6 +52,7 @@ from calibrate.calibration.pairwise import (
     human_first_position,
     position_section,
     position_summary,
+    split_orders,
 )
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
@@ -254,14 +255,15 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,
                       fewshot: set[str], groups, options: Options) -> tuple[dict, pd.DataFrame]:
     """Return a pairwise task's section: the categorical statistics of one verdict per target by the order rule, and `position`."""
-    per_target, orders = apply_order_rule(task, verdicts, options.order_rule) if verdicts is not None else (None, [])
+    orders = split_orders(verdicts)
+    per_target = apply_order_rule(task, verdicts, options.order_rule, orders=orders)[0] if verdicts is not None else None
     gold = categorical_gold(labels)
     section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold)
     if verdicts is not None:
         section["order_rule"] = options.order_rule
     human = human_first_position(session, dataset, task, options.split)
     first = first_shown(session, dataset) if verdicts is not None else None
-    section["position"] = position_section(task, verdicts, first, gold, fewshot, options, human)
+    section["position"] = position_section(task, orders, first, gold, fewshot, options, human)
     return section, merged
 
 
@@ -346,8 +348,9 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     for judge in judges:
         found = by_judge.get(judge.id)
         if found is not None and not found.empty and task.kind == "pairwise":  # one verdict per target, by the order rule
-            position[judge.name], _ = position_summary(found, first, fewshot[judge.name])
-            found, _ = apply_order_rule(task, found, options.order_rule)
+            orders = split_orders(found)
+            position[judge.name] = position_summary(orders, first, fewshot[judge.name])
+            found, _ = apply_order_rule(task, found, options.order_rule, orders=orders)
         verdicts[judge.name] = None if found is None or found.empty else found
     return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts, fewshot=fewshot, position=position)
 

@@ -170,14 +170,14 @@ def test_the_alignment_in_each_order_is_what_the_categorical_section_gives_for_t
     from calibrate import lookup
     from calibrate.calibration.frames import labels_frame, verdicts_frame
     from calibrate.calibration.gold import categorical_gold
-    from calibrate.calibration.pairwise import _by_order, order_alignment
+    from calibrate.calibration.pairwise import order_alignment, split_orders
     from calibrate.calibration.sections import categorical_section
 
     options = Options(bootstrap=300, seed=4)
     with Session(engine) as session:
         dataset, task, judge = lookup.dataset(session, "d"), lookup.task(session, "pref"), lookup.judge(session, "j")
         labels = labels_frame(session, dataset, task)
-        orders = _by_order(verdicts_frame(session, dataset, task, judge))
+        orders = split_orders(verdicts_frame(session, dataset, task, judge))
     gold = categorical_gold(labels)
     for kind, verdicts in orders.items():
         fast = order_alignment(task, verdicts, gold, {"sample:3"}, options)
