@@ -14,7 +14,9 @@ expert?" column all do:
   its item without a judge, so the item is not kept;
 - the judge's **few-shot examples** are left out (the judge has seen their gold);
 - with a split, only the samples of that split;
-- **scoring** defaults to `accuracy` for categorical tasks and `neg_rmse` for ordinal and
+- for a pairwise task, the judge's verdict of a target is the one its order rule makes of its
+  presentation orders (pairwise.py; `consistent` by default), as in the report;
+- **scoring** defaults to `accuracy` for categorical and pairwise tasks and `neg_rmse` for ordinal and
   continuous ones; labels are compared exactly as stored (a categorical task's declared labels,
   `not_applicable` included, are labels like any other).
 """
@@ -29,10 +31,12 @@ from sqlmodel import Session
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
 from calibrate.calibration.frames import fewshot_keys, labels_frame, split_samples, verdicts_frame
+from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import DERIVED_GOLD, annotator_metric_labels
 from calibrate.errors import CalibrationError
 from calibrate.models import Task
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
+from calibrate.tasks import has_labels
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_EPSILON", "DEFAULT_MIN_ITEMS", "EPSILON_HELP", "MIN_ANNOTATORS", "alt_test_block",
            "alt_test_labels", "check_parameters", "default_scoring", "expert_count", "experts", "run_alt_test"]
@@ -45,8 +49,8 @@ EPSILON_HELP = ("the cost-benefit margin ε in (0, 1); the paper suggests 0.2 fo
 
 
 def default_scoring(task: Task) -> str:
-    """Return the scoring the test uses by default: accuracy for categorical tasks, neg_rmse for scores."""
-    return "accuracy" if task.kind == "categorical" else "neg_rmse"
+    """Return the scoring the test uses by default: accuracy for tasks with labels (categorical, pairwise), neg_rmse for scores."""
+    return "accuracy" if has_labels(task) else "neg_rmse"
 
 
 def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_items: int) -> None:
@@ -125,12 +129,13 @@ def alt_test_labels(session: Session, dataset, task: Task, in_split: set[int] | 
 
 def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name: str, *,
                  epsilon: float = DEFAULT_EPSILON, alpha: float = DEFAULT_ALPHA, scoring: str | None = None,
-                 min_items: int = DEFAULT_MIN_ITEMS, split: str | None = None) -> dict:
+                 min_items: int = DEFAULT_MIN_ITEMS, split: str | None = None, order_rule: str = "consistent") -> dict:
     """Return what `calibrate alt-test` writes: the dataset, task, judge and split, then the test's keys.
 
     Raises NotFound for an unknown dataset, task or judge, CalibrationError for a parameter out
     of range or a split without samples. An undefined result (fewer than three annotators, …) is
-    returned with its status and note: the caller decides whether that is an error.
+    returned with its status and note: the caller decides whether that is an error. A pairwise
+    task's verdicts are read by `order_rule` (its result then says which).
     """
     check_parameters(epsilon, alpha, scoring, min_items)
     dataset = lookup.dataset(session, dataset_name)
@@ -141,6 +146,10 @@ def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name
     verdicts = verdicts_frame(session, dataset, task, judge)
     if in_split is not None:
         verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+    rule = {}
+    if task.kind == "pairwise":  # one verdict per target, as the report scores it
+        verdicts, _ = apply_order_rule(task, verdicts, order_rule)
+        rule = {"order_rule": order_rule}
     block = alt_test_block(task, labels, verdicts, fewshot_keys(session, judge), epsilon=epsilon, alpha=alpha,
                            scoring=scoring, min_items=min_items)
-    return {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, **block}
+    return {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, **rule, **block}

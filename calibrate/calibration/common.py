@@ -18,7 +18,9 @@ its own, "(no usable verdict)", which the gold never takes (κ over the task's l
 with no miss this is exactly κ over the labels). For scores a miss is the end of the scale
 farthest from the gold (the task's scale, else the range of the gold and usable verdicts on
 the common targets): as wrong as a score can be. `n_unparsed` and `n_excluded_label` count the
-misses. docs/statistics.md §13 states the rule.
+misses. A pairwise task is scored as a categorical one, on the one verdict per target its order
+rule makes (`alignment_frames`); a target the rule leaves without one is a miss. docs/statistics.md
+§13 states the rule.
 
 The frames are those `alignment_sections` reads (`report.alignment_frames`): the labels, the
 gold and every judge's verdicts are read once; each judge's own figure is a point estimate
@@ -39,6 +41,7 @@ from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
 from calibrate.calibration.sections import align_section, estimate_dict, per_group, with_point_p
 from calibrate.stats import Estimate
+from calibrate.tasks import has_labels
 
 MISS = "(no usable verdict)"
 
@@ -67,7 +70,7 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
     task = frames.task
     ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
-    categorical = task.kind == "categorical"
+    categorical = has_labels(task)  # categorical and pairwise: labels
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     out = VersionScores(judges=ran, common_targets=0, n_fewshot=0, note="")
     if not ran:
@@ -123,7 +126,7 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     has_gold = pd.notna(golds)
     shown = index.isin(fewshot) if fewshot else np.zeros(len(index), dtype=bool)
     scored = usable & has_gold & ~shown
-    if task.kind == "categorical":
+    if has_labels(task):
         excluded = set(task.excluded or [])
         scored &= ~pd.Series(golds).isin(excluded).to_numpy() & ~pd.Series(values).isin(excluded).to_numpy()
         est = stats.cohen_kappa(golds[scored].tolist(), values[scored].tolist(), labels=stat_labels) \
@@ -151,7 +154,8 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
     section["n_unparsed"] = int((~usable).sum())
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
     gold_v = gold["gold"].to_numpy(dtype=object)
-    if task.kind == "categorical":
+    categorical = has_labels(task)
+    if categorical:
         off_labels = usable & ~pd.Series(values).isin(stat_labels).to_numpy()
         section["n_excluded_label"] = int(off_labels.sum())
         judge_v = np.where(usable & ~off_labels, values, MISS)
@@ -160,8 +164,11 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
             "no common target: see the note above the rows")
         if est.status == "ok":
             index = {lab: i for i, lab in enumerate(labels)}
-            est = stats.cluster_bootstrap_kappa([index[v] for v in gold_v], [index[v] for v in judge_v], clusters,
-                                                n_labels=len(labels), method=options.ci_method, **boot)
+            codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
+            if task.kind == "pairwise":  # one target per sample, as in the report (sections.categorical_section)
+                est = stats.multinomial_bootstrap_kappa(*codes, n_labels=len(labels), method=options.ci_method, **boot)
+            else:
+                est = stats.cluster_bootstrap_kappa(*codes, clusters, n_labels=len(labels), method=options.ci_method, **boot)
         section["cohen_kappa"] = estimate_dict(est)
         section["percent_agreement"] = float(np.mean(gold_v == judge_v)) if len(gold_v) else None
         metric = "cohen_kappa"
@@ -180,7 +187,7 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
         metric = "spearman_rho"
     align_section(section, metric, est, options, candidates, light=True)
     if groups is not None:
-        scored = pd.DataFrame({"sample_id": clusters, "gold": gold_v if task.kind == "categorical" else x, "judge": judge_v})
-        section["per_group"] = per_group(task.kind, scored, groups, options,
-                                         labels=[*stat_labels, MISS] if task.kind == "categorical" else None)
+        scored = pd.DataFrame({"sample_id": clusters, "gold": gold_v if categorical else x, "judge": judge_v})
+        section["per_group"] = per_group("categorical" if categorical else task.kind, scored, groups, options,
+                                         labels=[*stat_labels, MISS] if categorical else None)
     return section

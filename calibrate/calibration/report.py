@@ -165,7 +165,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             "bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence, "seed": options.seed,
                           "method": options.ci_method, "resampled_unit": "sample"},
             "gold": GOLD_RULE,
-            "alignment": {"categorical": "cohen_kappa", "ordinal": "spearman_rho", "continuous": "spearman_rho"},
+            "alignment": {"categorical": "cohen_kappa", "pairwise": "cohen_kappa", "ordinal": "spearman_rho",
+                          "continuous": "spearman_rho"},
         },
         "generated_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "calibrate_version": __version__,
@@ -192,8 +193,9 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         no_verdicts = verdicts is not None and verdicts.empty
         if no_verdicts:
             verdicts = None  # the judge did not judge this task: human-only section, not a failure
+        scored_verdicts = verdicts  # one verdict per target (pairwise: the order rule's)
         if task.kind == "pairwise":
-            section, merged = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options)
+            section, merged, scored_verdicts = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options)
             data["method"]["order_rule"] = options.order_rule
         elif task.kind == "categorical":
             section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options)
@@ -205,7 +207,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if no_verdicts:
             section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
         elif verdicts is not None:  # could the judge replace one of the experts? (with the test's defaults)
-            section["alt_test"] = alt_test_block(task, labels, verdicts, fewshot)
+            section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
@@ -253,8 +255,9 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,
-                      fewshot: set[str], groups, options: Options) -> tuple[dict, pd.DataFrame]:
-    """Return a pairwise task's section: the categorical statistics of one verdict per target by the order rule, and `position`."""
+                      fewshot: set[str], groups, options: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
+    """Return a pairwise task's section (the categorical statistics of one verdict per target by the order rule, and
+    `position`), its merged rows, and those verdicts (one per target)."""
     orders = split_orders(verdicts)
     per_target = apply_order_rule(task, verdicts, options.order_rule, orders=orders)[0] if verdicts is not None else None
     gold = categorical_gold(labels)
@@ -264,7 +267,7 @@ def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFram
     human = human_first_position(session, dataset, task, options.split)
     first = first_shown(session, dataset) if verdicts is not None else None
     section["position"] = position_section(task, orders, first, gold, fewshot, options, human)
-    return section, merged
+    return section, merged, per_target
 
 
 def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, merged: pd.DataFrame,

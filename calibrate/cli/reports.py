@@ -132,22 +132,23 @@ def _unit_number(name: str, raw: str) -> float:
 @click.option("--alpha", default="0.05", show_default=True, metavar="A", help="FDR level of the Benjamini–Yekutieli procedure, in (0, 1).")
 @click.option("--scoring", type=click.Choice(["accuracy", "neg_rmse"]),
               help="How an annotator and the judge are scored against the others: accuracy (default for categorical "
-                   "tasks) or neg_rmse (default for ordinal and continuous ones).")
+                   "and pairwise tasks) or neg_rmse (default for ordinal and continuous ones).")
 @click.option("--min-items", "min_items", default="30", show_default=True, metavar="N",
               help="Fewest kept items an annotator must have labelled to be tested.")
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
+@ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, epsilon: str, alpha: str, scoring: str | None,
-                     min_items: str, split: str | None, fmt: str, output: Path | None) -> None:
+                     min_items: str, split: str | None, order_rule: str, fmt: str, output: Path | None) -> None:
     """Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."""
     eps, level = _unit_number("epsilon", epsilon), _unit_number("alpha", alpha)
     if not min_items.strip().isdigit() or int(min_items) < 1:
         raise BadInput(f"--min-items must be a positive whole number, not {min_items!r}")
     with Session(ready_engine(settings)) as session:
         result = alttest.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,
-                                      min_items=int(min_items), split=split)
+                                      min_items=int(min_items), split=split, order_rule=order_rule)
     if result["status"] != "ok":
         raise BadInput(f"the alt-test cannot be run on {task} of {dataset} with {judge}: {result['note']}")
     write_output(alt_test_report.render_alt_test(result, fmt), output, f"{fmt} alt-test")

@@ -156,7 +156,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines.append("")
         groups = summary.per_group(section)
         if groups:
-            metric = "Cohen's κ" if section.get("kind") in ("categorical", "pairwise") else "Spearman's ρ"
+            metric = "Cohen's κ" if section.get("kind") in summary.LABEL_KINDS else "Spearman's ρ"
             lines += [f"Each group on its own ({metric}, {ci_label} by cluster bootstrap over samples):", "",
                       table_row(["group", "n", metric, ci_label, "note"]), "|---|---:|---:|---|---|"]
             lines += [table_row([escape(g["group"]), g["n"], g["value"], g["ci"], escape(g["note"])]) for g in groups]

@@ -201,13 +201,15 @@ def alt_test_page(name: str, judge: str):
     else:
         try:
             result = alt_test_on_split(get_session(), name, judge, task=task, split=split, epsilon=epsilon, alpha=alpha,
-                                       scoring=form["scoring"] or None, min_items=min_items)
+                                       scoring=form["scoring"] or None, min_items=min_items, order_rule=_order_rule())
         except CalibrationError as exc:  # a parameter out of range, the frozen test split, a split without samples
             message, status = str(exc), 400
     if result is not None and result["status"] != "ok":
         message = f"The alt-test cannot be run here: {result['note']}."
+    order_rule = request.args.get("order_rule") if request.args.get("order_rule") in ORDER_RULES else None
     return render_template("calibration/alt_test.html", dataset=name, judge=judge, task=task, split=split, form=form,
-                           result=result, message=message, body=alt_test_context(result) if result else None), status
+                           result=result, message=message, body=alt_test_context(result) if result else None,
+                           order_rule=(result or {}).get("order_rule") or order_rule), status
 
 
 @bp.route("/datasets/<name>/calibration/compare")

@@ -20,7 +20,7 @@ import json
 
 import pytest
 from sklearn.metrics import cohen_kappa_score
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from calibrate.calibration import Options, build_report, compare_judges
 from calibrate.db import write_session
@@ -185,3 +185,72 @@ def test_the_alignment_in_each_order_is_what_the_categorical_section_gives_for_t
         assert fast["value"] == section["cohen_kappa"]["value"] and fast["ci"] == section["cohen_kappa"]["ci"], kind
         assert (fast["n"], fast["n_unparsed"], fast["percent_agreement"]) == (
             section["n"], section["n_unparsed"], section["percent_agreement"]), kind
+
+
+CONSISTENT = ["A", "tie", "tie", "A", "tie", "B"]  # the consistent rule's verdicts on p0…p5 (p6–p9: none)
+CY = ["A", "B", "B", "B", "A", "B", "A", "B", "B", "A"]  # a third annotator: differs from ann on p1 and p8
+
+
+def test_the_dashboard_scores_a_pairwise_judge_on_one_verdict_per_target_by_the_order_rule(engine, pairwise):
+    from calibrate.calibration.loop import dashboard
+
+    with Session(engine) as session:
+        board = dashboard(session, "d", task="pref", split=None, options=Options(bootstrap=200))
+        data = build_report(session, "d", "j", options=Options(bootstrap=200), tasks=["pref"]).data
+    (row,) = board.rows
+    assert board.pairwise and board.order_rule == "consistent" and board.common_targets == 10
+    # every target was run on (p8, p9 in one order only): the four without a verdict by the rule are misses
+    miss = "(no usable verdict)"
+    judge = CONSISTENT + [miss] * 4
+    assert (row.n, row.n_unparsed) == (10, 4)
+    assert row.value == pytest.approx(kappa(GOLD, judge, ["A", "B", "tie", miss]))
+    section = data["tasks"]["pref"]
+    assert row.own["value"] == pytest.approx(section["cohen_kappa"]["value"]) and row.own["n"] == section["n"] == 6
+    assert row.position == {k: v for k, v in section["position"].items() if not k.startswith(("alignment_", "human_", "n_human"))}
+
+
+def test_versions_on_common_targets_score_pairwise_groups_with_kappa(engine, pairwise):
+    from calibrate.calibration.common import MISS, score_versions
+    from calibrate.models import Sample
+
+    with Session(engine) as session:
+        ids = {s.external_id: s.id for s in session.exec(select(Sample)).all()}
+        groups = {ids[f"p{i}"]: "low" if i < 5 else "high" for i in range(10)}
+        scores = score_versions(session, "d", "pref", ["j"], options=Options(bootstrap=200, order_rule="original"),
+                                groups=groups)
+    # by the original rule the judge was run on p0…p8 (p9 has the swapped order only); p6's verdict is unusable: a miss
+    judge = [MISS if v is None else v for v in ORIGINAL[:9]]
+    by_group = {g["group"]: g for g in scores.common["j"]["per_group"]}
+    labels = ["A", "B", "tie", MISS]
+    assert scores.common_targets == 9 and [g["n"] for g in scores.common["j"]["per_group"]] == [4, 5]
+    assert by_group["low"]["value"] == pytest.approx(kappa(GOLD[:5], judge[:5], labels))
+    assert by_group["high"]["value"] == pytest.approx(kappa(GOLD[5:9], judge[5:], labels))
+    assert scores.common["j"]["cohen_kappa"]["value"] == pytest.approx(kappa(GOLD[:9], judge, labels))
+
+
+@pytest.mark.parametrize("rule", ["consistent", "original"])
+def test_the_alt_test_reads_a_pairwise_judge_by_the_order_rule(engine, pairwise, runner, tmp_path, rule):
+    from calibrate.calibration.alttest import run_alt_test
+    from calibrate.stats.alttest import alt_test
+
+    rows = [{"sample_id": f"p{i}", "annotator": "cy", "task": "pref", "value": value} for i, value in enumerate(CY)]
+    with write_session(engine) as session:
+        import_file(session, "labels", jsonl(tmp_path / "cy.jsonl", rows), dataset="d")
+    with Session(engine) as session:
+        result = run_alt_test(session, "d", "pref", "j", min_items=1, order_rule=rule)
+        section = build_report(session, "d", "j", options=Options(bootstrap=200, order_rule=rule), tasks=["pref"]).data
+    humans = [(f"p{i}", "ann", v) for i, v in enumerate(GOLD)] + [(f"p{i}", "bob", v) for i, (v, _) in BOB.items()]
+    humans += [(f"p{i}", "cy", v) for i, v in enumerate(CY)]
+    verdicts = CONSISTENT if rule == "consistent" else ORIGINAL
+    judged = [(f"p{i}", v) for i, v in enumerate(verdicts) if v not in (None, "-")]
+    expected = alt_test(*zip(*humans, strict=True), *zip(*judged, strict=True), scoring="accuracy", min_items=1).to_dict()
+    assert result["status"] == "ok" and result["order_rule"] == rule and result["scoring"] == "accuracy"
+    by_name = lambda rows: sorted(rows, key=lambda r: r["annotator"])  # noqa: E731
+    assert by_name(result.pop("annotators")) == by_name(expected.pop("annotators"))
+    assert {k: result[k] for k in expected} == expected
+    cli = runner.invoke(["alt-test", "--dataset", "d", "--task", "pref", "--judge", "j", "--min-items", "1", "--order-rule", rule])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.output)["winning_rate"] == result["winning_rate"]
+    # the report's block (the test's defaults: 30 items per annotator) reads the same verdicts
+    block = section["tasks"]["pref"]["alt_test"]
+    assert block["scoring"] == "accuracy" and block["n_items"] == expected["n_items"]

@@ -176,6 +176,9 @@ def test_the_dashboard_of_the_pairwise_demo_shows_position_bias_and_takes_the_or
     # the baseline reads the responses, not their places: the same verdict in both orders
     assert row.select_one(".orders-agree").get_text() == "100%" and row.select_one(".first-rate").get_text() == "50%"
     assert row.select_one("td.n").get_text() == "6"
+    alt_test = row.select_one("td.alt-test a")["href"]  # could it replace an expert? by the same rule
+    assert "order_rule=consistent" in alt_test
+    assert _soup(client.get(alt_test)).select_one("#order-rule").get_text() == "consistent"
     original = _soup(client.get("/datasets/demo-prenatal-ab/calibration?task=preference&order_rule=original"))
     assert original.select_one("#order-rule").get_text() == "original"
     bad = client.get("/datasets/demo-prenatal-ab/calibration?task=preference&order_rule=maybe")
