@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from calibrate.ingest.problems import Problems
+from calibrate.ingest.readers import NestingTooDeep, load_json
 
 _INT_TEXT = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
 MAX_ID_CHARS = 500  # Sample.external_id, Context.doc_id
@@ -196,7 +197,10 @@ class RecordCheck:
         value = data.get(field)
         if self.cells and isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = load_json(value)
+            except NestingTooDeep as exc:
+                self.bad(field, f"{exc} in the cell's JSON")
+                return _INVALID
             except json.JSONDecodeError as exc:
                 self.bad(field, f"must be {expected} written as JSON in the cell ({exc.msg})")
                 return _INVALID

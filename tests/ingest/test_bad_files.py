@@ -116,3 +116,42 @@ def test_reimport_through_the_cli_says_nothing_changed(loaded, db_url):
     assert result.exit_code == 0
     assert result.output.strip() == "samples → d: nothing changed: every record was already imported (3 records)"
     assert dump(db_url) == before
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("levels", [100_000, 70])  # 100,000: json.loads raises RecursionError; 70: it parses
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
+def test_deeply_nested_json_is_a_problem_of_its_line_and_field(loaded, db_url, tmp_path, fmt, levels):
+    deep = '{"x": ' + _nested(levels) + "}"
+    if fmt == "jsonl":
+        path = tmp_path / "deep.jsonl"
+        path.write_text('{"id": "n1", "question": "Q?", "answer": "A.", "contexts": []}\n'
+                        '{"id": "n2", "question": "Q?", "answer": "A.", "contexts": [], "metadata": ' + deep + "}\n")
+        line = 2
+    elif fmt == "json":
+        path = tmp_path / "deep.json"
+        path.write_text('[\n{"id": "n1", "question": "Q?", "answer": "A.", "contexts": []},\n'
+                        '{"id": "n2", "question": "Q?", "answer": "A.", "contexts": [], "metadata": ' + deep + "}\n]\n")
+        line = 3
+    else:
+        path = tmp_path / "deep.csv"
+        cell = deep.replace('"', '""')
+        path.write_text(f'id,question,answer,contexts,metadata\nn1,Q?,A.,[],\nn2,Q?,A.,[],"{cell}"\n')
+        line = 3
+    before = dump(db_url)
+    result = loaded.invoke(["import", "samples", str(path), "--dataset", "d"])
+    assert result.exit_code == 2, result.output
+    assert f"{path}: line {line}, field 'metadata': nesting deeper than 64 levels" in result.output
+    assert "Traceback" not in result.output and "RecursionError" not in result.output
+    assert dump(db_url) == before
+
+
+def test_nesting_up_to_the_limit_is_imported(loaded, tmp_path):
+    # The record is level 1, metadata level 2, its list levels 3 to 64.
+    path = tmp_path / "nested.jsonl"
+    path.write_text('{"id": "n1", "question": "Q?", "answer": "A.", "contexts": [], "metadata": {"x": ' + _nested(62) + "}}\n")
+    result = loaded.invoke(["import", "samples", str(path), "--dataset", "d"])
+    assert result.exit_code == 0, result.output
