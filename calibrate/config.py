@@ -21,6 +21,12 @@ MAX_CONTENT_LENGTH = 200 * 1024 * 1024
 IMPORT_MAX_ERRORS = 50
 # Import: the largest text field accepted, in characters.
 IMPORT_MAX_FIELD_CHARS = 1_000_000
+# Judge prompt templates: every render (the trial render when a version is saved, and each
+# item of a run) is stopped after this many seconds, and refused when its text would be longer
+# than this many characters (a template may also build at most 20 times as much text along the
+# way). A run records an item that hits a limit as that item's error. See docs/security.md.
+PROMPT_RENDER_SECONDS = 2
+PROMPT_RENDER_MAX_CHARS = 200_000
 # Statistics defaults (the report and gate take these unless told otherwise).
 THRESHOLD = 0.75
 # The decision rule: False decides `passed` on the estimate (rule `point`), True on the CI's lower

@@ -24,6 +24,7 @@ from calibrate.models import JudgeRun
 # versions the gold rule's pandas).
 judges = lazy_import("calibrate.judges")
 prices = lazy_import("calibrate.judges.prices")
+sandbox = lazy_import("calibrate.judges.sandbox")
 versions = lazy_import("calibrate.judges.versions")
 
 
@@ -65,17 +66,28 @@ def prompt_new_command(settings: Settings, name: str, task: str | None, template
     template, system = _read(template_file, "--template"), _read(system_file, "--system")
     parsed = versions.parse_params(params) if params else None
     specs = [judges.FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
-    with write_session(ready_engine(settings)) as session:
-        if parsed is not None:  # --param changes the named parameters of the latest version, keeping the others
-            try:
-                previous = versions.latest_version(session, lookup.prompt(session, name))
-            except NotFound:
-                previous = None
-            parsed = {**(previous.params if previous else versions.DEFAULT_PARAMS), **parsed}
-        result = judges.save_version(session, name, task=task, template=template, system=system, model=model, params=parsed,
-                              few_shots=specs, dataset=dataset, note=note)
+    engine = ready_engine(settings)
+    fields = {"task": task, "template": template, "system": system, "model": model, "few_shots": specs,
+              "dataset": dataset, "limits": sandbox.Limits.from_settings(settings)}
+    # Checked first, outside the write lock: the templates' trial render may take PROMPT_RENDER_SECONDS.
+    with Session(engine) as session:
+        checked = versions.check_version(session, name, params=_with_previous_params(session, name, parsed), **fields)
+    with write_session(engine) as session:
+        result = judges.save_version(session, name, params=_with_previous_params(session, name, parsed), note=note,
+                                     checked=checked, **fields)
         line = result.line(name)
     click.echo(line)
+
+
+def _with_previous_params(session: Session, name: str, parsed: dict | None) -> dict | None:
+    """Return --param values over the latest version's parameters (None: keep them as they are)."""
+    if parsed is None:
+        return None
+    try:
+        previous = versions.latest_version(session, lookup.prompt(session, name))
+    except NotFound:
+        previous = None
+    return {**(previous.params if previous else versions.DEFAULT_PARAMS), **parsed}
 
 
 @prompt_group.command("list")
@@ -179,7 +191,8 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
             bar.n = done
             bar.refresh()
     try:
-        summary = judges.execute_run(engine, run_id, prices=price_table, progress=progress)
+        summary = judges.execute_run(engine, run_id, prices=price_table, progress=progress,
+                                     limits=sandbox.Limits.from_settings(settings))
     except KeyboardInterrupt:  # execute_run has marked the run stopped; say what that means
         click.echo(interrupted_line(engine, run_id, prompt_ref, dataset), err=True)
         sys.exit(EXIT_FAILED)

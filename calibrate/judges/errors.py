@@ -8,6 +8,10 @@
     │                               (not a failure: the CLI and the Run button say so and stop)
     ├── RunSetupError               a run that cannot start (unknown dataset, missing API-key
     │                               variable, a task the baseline cannot judge, a live run)
+    ├── RenderError                 a template that could not be rendered for one item: a limit
+    │                               of calibrate.judges.sandbox (time, size, an unbounded
+    │                               operation, recursion) or an error of the template; at save
+    │                               time it becomes a PromptError, in a run the item's error
     └── BackendError                a call to a judge endpoint that gave no answer
         ├── FatalBackendError       stops the whole run at once: bad credentials (401/403),
         │                           unknown model or URL (404), unreachable base URL before
@@ -39,6 +43,10 @@ class PromptError(JudgeError, ValueError):
 
 class RunSetupError(JudgeError, ValueError):
     """A run that cannot start; the message says what to fix."""
+
+
+class RenderError(JudgeError):
+    """A template render that failed for one item; the message names the limit it hit, if any."""
 
 
 class BackendError(JudgeError):

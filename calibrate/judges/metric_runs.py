@@ -28,6 +28,7 @@ from calibrate.judges import metrics
 from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import settings_from
 from calibrate.judges.embeddings import Embedded, EmbeddingClient, TfidfEmbedder, decode, embedding_cache_key, encode
+from calibrate.judges.errors import RenderError
 from calibrate.judges.execution import (
     CacheEntry,
     Execution,
@@ -44,6 +45,7 @@ from calibrate.judges.execution import (
 from calibrate.judges.items import Target, item_for, load_items
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
+from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.models import JudgeRun, PromptVersion, ResponseCache, Task
 
 
@@ -206,8 +208,12 @@ class MetricExecution(Execution):
 def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, version: PromptVersion, context: dict[str, Any],
                 endpoint: Endpoint, samples: dict[int, dict[str, Any]], pending: list[Target], options: RunOptions, *,
                 transport: httpx.AsyncBaseTransport | None, prices: dict[str, Price] | None,
-                sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None) -> tuple[str, str, bool, float]:
-    """Judge a metric version's pending samples; return (status, error, priced, call seconds)."""
+                sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None,
+                limits: Limits = DEFAULT_LIMITS) -> tuple[str, str, bool, float]:
+    """Judge a metric version's pending samples; return (status, error, priced, call seconds).
+
+    A sample whose step cannot be rendered within `limits` is that sample's error.
+    """
     check_metric_setup(task, version, endpoint)
     items = {t.sample_id: item_for(t, samples) for t in pending}
     plans = [(t, metrics.steps_for(task.name, items[t.sample_id], version.params)) for t in pending]
@@ -226,13 +232,19 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
     backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact)
     table = prices if prices is not None else load_prices()
     price = price_for(table, endpoint.model)
-    renderer = Renderer(version.system, version.template, context)
-    jobs = []
+    renderer = Renderer(version.system, version.template, context, limits)
+    jobs, refused = [], []
     for target, steps in plans:
         guarded = decided[target.sample_id]
-        rendered = [renderer.render({**items[target.sample_id], **step.fields}) for i, step in enumerate(steps) if i not in guarded]
+        try:
+            rendered = [renderer.render({**items[target.sample_id], **step.fields})
+                        for i, step in enumerate(steps) if i not in guarded]
+        except RenderError as exc:
+            refused.append(Outcome(target, "error", error=str(exc)))
+            continue
         jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered],
                               guarded))
+    write_in_batches(writer, refused, 500)
     cache = cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
     if isinstance(embedder, EmbeddingClient):
         # Embeddings of questions already generated (a resumed or repeated run) are looked up too.

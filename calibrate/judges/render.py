@@ -30,7 +30,9 @@ Metric tasks (faithfulness, answer_relevancy, context_precision, context_recall)
 the ground truth), answer_relevancy `n_questions`.
 
 A template that uses any other field is refused at save time with the field's name
-(`check_template`), so a run never fails for it.
+(`check_template`), so a run never fails for it. Every render — the save-time trial render and
+each item of a run — runs in the bounded sandbox of `calibrate.judges.sandbox` (time and size
+limits: `Limits`); a render that fails at run time is that item's error (`RenderError`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
-from jinja2.sandbox import SandboxedEnvironment
 
-from calibrate.judges.errors import PromptError
+from calibrate.judges.errors import PromptError, RenderError
+from calibrate.judges.sandbox import DEFAULT_LIMITS, BoundedEnvironment, Limits, render
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
@@ -96,19 +98,21 @@ def version_fields(target: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def environment() -> SandboxedEnvironment:
-    """Return the sandboxed Jinja2 environment judge templates run in (no autoescape: this is not HTML)."""
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
-                                keep_trailing_newline=False)
+def environment() -> BoundedEnvironment:
+    """Return the bounded, immutable Jinja2 sandbox judge templates run in (no autoescape: this is not HTML)."""
+    return BoundedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=False)
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def check_template(source: str, *, target: str, part: str, task: str | None = None) -> None:
-    """Raise PromptError if `source` (part "template" or "system") does not parse or uses an unknown field.
+def check_template(source: str, *, target: str, part: str, task: str | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Raise PromptError if `source` (part "template" or "system") does not parse, uses an unknown field or
+    hits a limit of `limits` in its trial render.
 
-    `task` names the task so a metric task's step fields (`STEP_FIELDS`) are known.
+    `task` names the task so a metric task's step fields (`STEP_FIELDS`) are known. The trial
+    render may take up to `limits.seconds`: callers run it before they take the write lock.
     """
     if len(source) > MAX_TEMPLATE_CHARS:
         raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
@@ -124,7 +128,9 @@ def check_template(source: str, *, target: str, part: str, task: str | None = No
     # A trial render catches what the walk cannot (a filter given the wrong type, sandbox refusals).
     context = sample_context(target, task=task) if part == "template" else sample_version_context(target)
     try:
-        env.from_string(source).render(context)
+        render(env.from_string(source), context, limits, part=part)
+    except RenderError as exc:
+        raise PromptError(str(exc)) from None
     except TemplateError as exc:
         raise PromptError(f"{part}: {exc}") from exc
     except Exception as exc:
@@ -318,14 +324,28 @@ class Rendered:
 
 
 class Renderer:
-    """Render one version's messages: the system text once, the template per item."""
+    """Render one version's messages: the system text once, the template per item, each within `limits`.
 
-    def __init__(self, system: str, template: str, version_context: dict[str, Any]) -> None:
+    A render that fails raises RenderError: for the system text the run cannot go on, for an
+    item only that item fails.
+    """
+
+    def __init__(self, system: str, template: str, version_context: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
         env = environment()
         self.version_context = version_context
-        self.system = env.from_string(system).render(version_context).strip() if system else ""
+        self.limits = limits
+        self.system = _render(env.from_string(system), version_context, limits, "system").strip() if system else ""
         self.template = env.from_string(template)
 
     def render(self, item: dict[str, Any]) -> Rendered:
         """Return the messages for one item (the version's fields stay visible to the template)."""
-        return Rendered(self.system, self.template.render({**self.version_context, **item}).strip())
+        return Rendered(self.system, _render(self.template, {**self.version_context, **item}, self.limits, "template").strip())
+
+
+def _render(template: Any, context: dict[str, Any], limits: Limits, part: str) -> str:
+    try:
+        return render(template, context, limits, part=part)
+    except RenderError:
+        raise
+    except Exception as exc:  # any failure of a user template is the item's error, not the run's
+        raise RenderError(f"{part} fails to render: {type(exc).__name__}: {exc}") from exc

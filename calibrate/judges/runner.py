@@ -55,6 +55,7 @@ from calibrate.judges.errors import (
     JudgeError,
     NothingToDo,
     PromptError,
+    RenderError,
     RunSetupError,
 )
 from calibrate.judges.execution import (
@@ -86,6 +87,7 @@ from calibrate.judges.metrics import is_metric
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
+from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.tasks import is_extraction
@@ -331,8 +333,13 @@ def _done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> se
 
 def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransport | None = None,
                 prices: dict[str, Price] | None = None, progress: Callable[[int, int], object] | None = None,
-                sleep: Callable[[float], Awaitable[Any]] | None = None, seed: int | None = None) -> RunSummary:
-    """Judge whatever the run still lacks; return its summary. Never raises for item failures."""
+                sleep: Callable[[float], Awaitable[Any]] | None = None, seed: int | None = None,
+                limits: Limits = DEFAULT_LIMITS) -> RunSummary:
+    """Judge whatever the run still lacks; return its summary. Never raises for item failures.
+
+    `limits` bound every template render (PROMPT_RENDER_SECONDS, PROMPT_RENDER_MAX_CHARS): an
+    item whose render hits one is that item's error.
+    """
     started = time.perf_counter()
     with Session(engine, expire_on_commit=False) as session:
         run = session.get(JudgeRun, run_id)
@@ -388,7 +395,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         if is_metric(task):
             status, error, priced, call_seconds = metric_runs.run_metric(
                 engine, run, writer, task, version, context, endpoint, samples, pending, options,
-                transport=transport, prices=prices, sleep=sleep, seed=seed)
+                transport=transport, prices=prices, sleep=sleep, seed=seed, limits=limits)
         elif endpoint.backend == "baseline":
             _run_baseline(writer, task, version, samples, pending, options)
         else:
@@ -398,11 +405,16 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
             table = prices if prices is not None else load_prices()
             price = price_for(table, endpoint.model)
             priced = price is not None
-            renderer = Renderer(version.system, version.template, context)
-            jobs = []
+            renderer = Renderer(version.system, version.template, context, limits)
+            jobs, refused = [], []
             for target in pending:
-                rendered = renderer.render(item_for(target, samples))
+                try:
+                    rendered = renderer.render(item_for(target, samples))
+                except RenderError as exc:
+                    refused.append(Outcome(target, "error", error=str(exc)))
+                    continue
                 jobs.append(Job(target, rendered, cache_key(backend, rendered)))
+            write_in_batches(writer, refused, 500)
             jobs = _answer_from_cache(engine, writer, task, jobs, options)
             execution = Execution(engine, run, task, options, writer, backend=backend, price=price,
                                   sleep=sleep or asyncio.sleep, rng=random.Random(seed))

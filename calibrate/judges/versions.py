@@ -27,6 +27,7 @@ from calibrate.calibration.gold import human_gold
 from calibrate.claimsets import EDITED, active_claims
 from calibrate.judges.errors import PromptError
 from calibrate.judges.render import check_template, default_templates
+from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Prompt, PromptVersion, Sample, Task, User
 from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
 
@@ -239,7 +240,27 @@ def stored_examples(session: Session, version: PromptVersion) -> list[ExampleRow
     return [ExampleRow(s.sample_id, s.claim_id, s.context_id, s.target_key, s.value, s.rationale) for s in shots]
 
 
-def save_version(
+@dataclass
+class CheckedVersion:
+    """A version resolved and checked, not stored (`check_version`; `save_version` stores it)."""
+
+    prompt: Prompt | None
+    task: Task
+    parent: PromptVersion | None
+    template: str
+    system: str
+    model: str
+    params: dict[str, Any]
+    examples: list[ExampleRow]
+    digest: str
+
+    @property
+    def rendered(self) -> tuple[str, str, str]:
+        """What the trial render checked: (task, template, system)."""
+        return (self.task.name, self.template, self.system)
+
+
+def check_version(
     session: Session,
     name: str,
     *,
@@ -250,17 +271,17 @@ def save_version(
     params: dict[str, Any] | None = None,
     few_shots: list[FewShotSpec] | None = None,
     dataset: str | None = None,
-    note: str = "",
-    author: User | None = None,
-    description: str = "",
-) -> SaveResult:
-    """Save a version of prompt `name` (creating the prompt with `task` if new); return it and whether it is new.
+    limits: Limits = DEFAULT_LIMITS,
+    checked: CheckedVersion | None = None,
+) -> CheckedVersion:
+    """Resolve and check a version of prompt `name` without writing anything; raise PromptError naming the problem.
 
-    Fields left as None are taken from the latest version (for a new prompt: the task's
-    built-in template and system text, no model, temperature 0, no few-shots).
+    The templates' trial render may take up to `limits.seconds`, so callers check in a read
+    session first and pass the result to `save_version` as `checked`, which then does not
+    render again under the write lock (unless the texts changed meanwhile). Texts unchanged
+    from the latest version were checked when it was saved and are not rendered again.
     """
     prompt = session.exec(select(Prompt).where(Prompt.name == name)).first()
-    prompt_created = prompt is None
     if prompt is None:
         validate_name(name)
         if not task:
@@ -285,8 +306,10 @@ def save_version(
     params = base["params"] if params is None else params
     if not template.strip():
         raise PromptError("template: empty")
-    check_template(template, target=task_row.target, part="template", task=task_row.name)
-    check_template(system, target=task_row.target, part="system", task=task_row.name)
+    unchanged = parent is not None and (template, system) == (parent.template, parent.system)
+    if not unchanged and (checked is None or checked.rendered != (task_row.name, template, system)):
+        check_template(template, target=task_row.target, part="template", task=task_row.name, limits=limits)
+        check_template(system, target=task_row.target, part="system", task=task_row.name, limits=limits)
     _check_params(params)
     if few_shots and task_row.name in METRIC_TASKS:
         raise PromptError(f"few-shot examples are not supported for the metric task {task_row.name}: its calls judge "
@@ -294,18 +317,48 @@ def save_version(
                           "write examples into the template text instead")
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
+    return CheckedVersion(prompt, task_row, parent, template, system, model, params, examples, digest)
+
+
+def save_version(
+    session: Session,
+    name: str,
+    *,
+    task: str | None = None,
+    template: str | None = None,
+    system: str | None = None,
+    model: str | None = None,
+    params: dict[str, Any] | None = None,
+    few_shots: list[FewShotSpec] | None = None,
+    dataset: str | None = None,
+    note: str = "",
+    author: User | None = None,
+    description: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    checked: CheckedVersion | None = None,
+) -> SaveResult:
+    """Save a version of prompt `name` (creating the prompt with `task` if new); return it and whether it is new.
+
+    Fields left as None are taken from the latest version (for a new prompt: the task's
+    built-in template and system text, no model, temperature 0, no few-shots). `checked`:
+    what `check_version` returned for the same arguments before the write transaction.
+    """
+    draft = check_version(session, name, task=task, template=template, system=system, model=model, params=params,
+                             few_shots=few_shots, dataset=dataset, limits=limits, checked=checked)
+    prompt, parent, examples, digest = draft.prompt, draft.parent, draft.examples, draft.digest
+    prompt_created = prompt is None
     if prompt is not None:
         same = session.exec(select(PromptVersion).where(PromptVersion.prompt_id == prompt.id, PromptVersion.content_hash == digest)).first()
         if same is not None:
             return SaveResult(same, created=False)
     if prompt is None:
-        prompt = Prompt(name=name, task_id=task_row.id, description=description)
+        prompt = Prompt(name=name, task_id=draft.task.id, description=description)
         session.add(prompt)
         session.flush()
     number = (session.exec(select(func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)).one() or 0) + 1
-    version = PromptVersion(prompt_id=prompt.id, number=number, template=template, system=system, model=model,
-                            params=params, content_hash=digest, parent_id=parent.id if parent else None,
-                            note=note.strip(), author_id=author.id if author else None)
+    version = PromptVersion(prompt_id=prompt.id, number=number, template=draft.template, system=draft.system,
+                            model=draft.model, params=draft.params, content_hash=digest,
+                            parent_id=parent.id if parent else None, note=note.strip(), author_id=author.id if author else None)
     session.add(version)
     session.flush()
     for order, row in enumerate(examples):

@@ -8,7 +8,9 @@ from sqlmodel import select
 
 from calibrate import lookup
 from calibrate.errors import CalibrateError
+from calibrate.judges.sandbox import Limits
 from calibrate.judges.versions import (
+    check_version,
     diff_versions,
     format_params,
     latest_version,
@@ -57,8 +59,12 @@ def create():
     """Create a prompt with the task's built-in template as version 1."""
     name, task = request.form.get("name", "").strip(), request.form.get("task", "")
     back_to(url_for("prompts.index"))
+    limits = Limits.from_settings(current_app.config)
+    # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
+    checked = check_version(get_session(), name, task=task, limits=limits)
     session = get_write_session()
-    result = save_version(session, name, task=task, author=g.user, note="created from the built-in template")
+    result = save_version(session, name, task=task, author=g.user, note="created from the built-in template",
+                          limits=limits, checked=checked)
     session.commit()
     return redirect(url_for("prompts.show", name=name, number=result.version.number), code=303)
 
@@ -103,13 +109,14 @@ def update(name: str, number: int):
     if request.method == "GET":
         return render_template("prompts/edit.html", v=view, form=_form_fields(version, view), error=None)
     form = {key: request.form.get(key, "") for key in ("template", "system", "model", "params", "few_shots", "note", "dataset")}
-    session = get_write_session()
     try:
-        result = save_version(
-            session, prompt.name, template=form["template"], system=form["system"], model=form["model"],
-            params=parse_params(form["params"].splitlines()), few_shots=parse_few_shot_lines(form["few_shots"]),
-            dataset=form["dataset"].strip() or None, note=form["note"], author=g.user,
-        )
+        fields = {"template": form["template"], "system": form["system"], "model": form["model"],
+                  "params": parse_params(form["params"].splitlines()), "few_shots": parse_few_shot_lines(form["few_shots"]),
+                  "dataset": form["dataset"].strip() or None, "limits": Limits.from_settings(current_app.config)}
+        # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
+        checked = check_version(session, prompt.name, **fields)
+        session = get_write_session()
+        result = save_version(session, prompt.name, note=form["note"], author=g.user, checked=checked, **fields)
         session.commit()
     except CalibrateError as exc:  # the form again, with what was typed and why it was refused
         session.rollback()

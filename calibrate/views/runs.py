@@ -14,6 +14,7 @@ from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prep
 from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
 from calibrate.judges.runner import request_stop, run_is_live
+from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Verdict
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
@@ -24,9 +25,9 @@ bp = Blueprint("runs", __name__)
 log = logging.getLogger(__name__)
 
 
-def _execute_in_background(engine: Engine, run_id: int, prices: dict) -> None:
+def _execute_in_background(engine: Engine, run_id: int, prices: dict, limits: Limits) -> None:
     try:
-        execute_run(engine, run_id, prices=prices)
+        execute_run(engine, run_id, prices=prices, limits=limits)
     except Exception:
         log.exception("judge run %s failed", run_id)
 
@@ -34,7 +35,8 @@ def _execute_in_background(engine: Engine, run_id: int, prices: dict) -> None:
 def start_in_background(run_id: int) -> threading.Thread:
     """Execute a prepared run in a daemon thread (the page polls its progress)."""
     prices = load_prices(current_app.instance_path)
-    thread = threading.Thread(target=_execute_in_background, args=(app_engine(), run_id, prices),
+    limits = Limits.from_settings(current_app.config)
+    thread = threading.Thread(target=_execute_in_background, args=(app_engine(), run_id, prices, limits),
                               name=f"judge-run-{run_id}", daemon=True)
     thread.start()
     current_app.extensions.setdefault("judge_threads", {})[run_id] = thread
