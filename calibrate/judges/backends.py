@@ -8,12 +8,23 @@ the auth headers); backends receive it and never build their own. Tests pass a
 A backend turns the rendered messages into one HTTP request and the response into a
 `Completion`, or raises an error from `calibrate.judges.errors` (see the tree there):
 401/403 and 404 stop the run, 400/413/422 are the item's error, 408/409/429/5xx, timeouts and
-dropped connections are retried by the runner. The API key is read from the environment
-variable the user names, sent only in headers, and redacted from every error message.
+dropped connections are retried by the runner.
+
+Every 200 is checked against the shape the API promises (`OpenAIBackend.completion`,
+`AnthropicBackend.completion`): anything else — not JSON, nested deeper than 64 levels, a JSON
+array, no `choices`, `content` a number, `usage` a string, a negative token count — raises
+`MalformedResponse`, which the runner retries like a 5xx and then records as the item's error;
+it never reaches the response cache.
+
+The API key is read from the environment variable the user names and sent only in headers.
+Whatever leaves a backend passes through its `Redactor` first: every error message, and every
+string of every answer (so `verdict.raw`, `verdict.reason`, the response cache and the run's
+error never hold it, even from an endpoint that echoes the key or the `Authorization` header).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import time
@@ -21,11 +32,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
+from calibrate.ingest.readers import MAX_NESTING, NestingTooDeep, load_json
 from calibrate.judges.errors import (
+    BackendError,
     FatalBackendError,
+    MalformedResponse,
     RateLimited,
     RequestRejected,
     RetryableError,
@@ -82,15 +97,37 @@ def read_api_key(endpoint: Endpoint) -> str | None:
 
 
 class Redactor:
-    """Replace the API key in any text that could reach the database, a log or a report."""
+    """Replace the API key in any text that could reach the database, a log or a report.
+
+    Besides the key itself, the spellings an echo may use: JSON-escaped and URL-encoded. A
+    "key" shorter than `MIN_SECRET` characters is a placeholder for a server without keys
+    (`EMPTY`, `ollama`, `x`) and is left alone: replacing every "x" would corrupt answers.
+    """
+
+    MIN_SECRET = 8
 
     def __init__(self, secret: str | None) -> None:
-        self.secret = secret
+        self.secret = secret if secret and len(secret) >= self.MIN_SECRET else None
+        spellings = {self.secret, json.dumps(self.secret)[1:-1], quote(self.secret, safe="")} if self.secret else set()
+        self.spellings = sorted(spellings, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
-        if self.secret and self.secret in text:
-            text = text.replace(self.secret, "***")
+        for spelling in self.spellings:
+            if spelling in text:
+                text = text.replace(spelling, "***")
         return text
+
+    def data(self, value: Any) -> Any:
+        """Return a parsed JSON answer with the key redacted from every string in it (keys of objects too)."""
+        if not self.spellings:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.data(item) for item in value]
+        if isinstance(value, dict):
+            return {self(key): self.data(item) for key, item in value.items()}
+        return value
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -194,8 +231,8 @@ def retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | 
 
 def _server_message(response: httpx.Response) -> str:
     try:
-        body = response.json()
-    except ValueError:
+        body = load_json(response.text)
+    except ValueError:  # not JSON, or nested too deeply (NestingTooDeep)
         return response.text[:200].strip()
     if isinstance(body, dict):
         error = body.get("error")
@@ -232,31 +269,51 @@ class HTTPBackend:
         """Send one judge call and return the answer, or raise a BackendError."""
         started = time.perf_counter()
         data = await self.post(client, self.body(rendered))
-        completion = self.completion(data)
+        try:
+            completion = self.completion(data)
+        except MalformedResponse as exc:
+            raise MalformedResponse(self.redact(f"the answer from {self.url} {exc}"), status=200) from None
         completion.latency_ms = (time.perf_counter() - started) * 1000
         return completion
 
     async def post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
+        """Send one request; return its JSON answer with the API key redacted, or raise a BackendError (redacted too)."""
+        try:
+            return await self._post(client, body)
+        except BackendError as exc:
+            if self.redact.spellings:
+                exc.args = (self.redact(str(exc)),)
+            raise
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
         where = self.url
         try:
             response = await client.post(self.target, json=body)
         except httpx.ConnectTimeout as exc:
-            raise Unreachable(self.redact(f"cannot reach {where}: connect timeout")) from exc
+            raise Unreachable(f"cannot reach {where}: connect timeout") from exc
         except httpx.TimeoutException as exc:
-            raise RetryableError(self.redact(f"no answer from {where} in time ({type(exc).__name__})")) from exc
+            raise RetryableError(f"no answer from {where} in time ({type(exc).__name__})") from exc
         except httpx.ConnectError as exc:
-            raise Unreachable(self.redact(f"cannot reach {where}: {exc or 'connection failed'}")) from exc
+            raise Unreachable(f"cannot reach {where}: {exc or 'connection failed'}") from exc
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.NetworkError) as exc:
-            raise RetryableError(self.redact(f"connection to {where} dropped ({type(exc).__name__})")) from exc
+            raise RetryableError(f"connection to {where} dropped ({type(exc).__name__})") from exc
         except httpx.HTTPError as exc:
-            raise RetryableError(self.redact(f"request to {where} failed ({type(exc).__name__})")) from exc
+            raise RetryableError(f"request to {where} failed ({type(exc).__name__})") from exc
         status = response.status_code
         if 200 <= status < 300:
             try:
-                return response.json()
-            except ValueError as exc:
-                raise RetryableError(f"the answer from {where} is not JSON (HTTP {status})", status=status) from exc
-        message = self.redact(_server_message(response))
+                text = response.text
+                data = load_json(text)
+            except NestingTooDeep:
+                raise MalformedResponse(f"the answer from {where} nests deeper than {MAX_NESTING} levels (HTTP {status})",
+                                        status=status) from None
+            except ValueError as exc:  # not JSON, or not text
+                raise MalformedResponse(f"the answer from {where} is not JSON (HTTP {status})", status=status) from exc
+            # A \uXXXX escape could spell the key where the raw text does not: then check the parsed strings.
+            if any(s in text for s in self.redact.spellings) or (self.redact.spellings and "\\u" in text):
+                data = self.redact.data(data)
+            return data
+        message = _server_message(response)
         detail = f": {message}" if message else ""
         if status in (401, 403):
             key = f" (check ${self.endpoint.api_key_env})" if self.endpoint.api_key_env else ""
@@ -300,17 +357,31 @@ class OpenAIBackend(HTTPBackend):
             raise
 
     def completion(self, data: Any) -> Completion:
-        try:
-            message = data["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise RetryableError("the answer does not follow the chat-completions format (no choices[0].message)") from exc
-        content = message.get("content") if isinstance(message, dict) else None
+        """Return the answer of a chat completion, or raise MalformedResponse saying what is not as promised.
+
+        Promised: an object; `choices` a non-empty list whose first item has a `message` object;
+        `message.content` a string, null (an empty answer) or a list of text parts (some servers);
+        `usage`, if present, an object whose token counts are whole numbers ≥ 0 or null.
+        """
+        fmt = "chat-completions"
+        if not isinstance(data, dict):
+            raise _malformed(fmt, f"the body is {_kind(data)}, not an object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _malformed(fmt, "no choices" if choices is None or choices == [] else f"choices is {_kind(choices)}")
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
+            raise _malformed(fmt, "no choices[0].message object")
+        content = message.get("content")
         if isinstance(content, list):  # some servers send content parts
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        usage = data.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        return Completion(content or "", token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")),
-                          token_count(details.get("cached_tokens")) or 0)
+            content = _text_parts(fmt, content, "choices[0].message.content", text_only=False)
+        elif content is not None and not isinstance(content, str):
+            raise _malformed(fmt, f"choices[0].message.content is {_kind(content)}, expected a string or null")
+        usage = _object(fmt, data, "usage")
+        details = _object(fmt, usage, "prompt_tokens_details", "usage.")
+        return Completion(content or "", _count(fmt, usage, "prompt_tokens", "usage."),
+                          _count(fmt, usage, "completion_tokens", "usage."),
+                          _count(fmt, details, "cached_tokens", "usage.prompt_tokens_details.") or 0)
 
 
 class AnthropicBackend(HTTPBackend):
@@ -331,15 +402,83 @@ class AnthropicBackend(HTTPBackend):
         return body
 
     def completion(self, data: Any) -> Completion:
-        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-            raise RetryableError("the answer does not follow the Messages format (no content list)")
-        text = "".join(block.get("text", "") for block in data["content"] if isinstance(block, dict) and block.get("type") == "text")
-        usage = data.get("usage") or {}
-        cache_read = token_count(usage.get("cache_read_input_tokens")) or 0
-        cache_write = token_count(usage.get("cache_creation_input_tokens")) or 0
-        fresh = token_count(usage.get("input_tokens"))
+        """Return the answer of a Messages call, or raise MalformedResponse saying what is not as promised.
+
+        Promised: an object; `content` a list of blocks (objects), each text block's `text` a
+        string (other blocks — thinking, tool use — are skipped); `usage`, if present, an object
+        whose token counts are whole numbers ≥ 0 or null.
+        """
+        fmt = "Messages"
+        if not isinstance(data, dict):
+            raise _malformed(fmt, f"the body is {_kind(data)}, not an object")
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise _malformed(fmt, "no content list" if content is None else f"content is {_kind(content)}, expected a list of blocks")
+        text = _text_parts(fmt, content, "content", text_only=True)
+        usage = _object(fmt, data, "usage")
+        cache_read = _count(fmt, usage, "cache_read_input_tokens", "usage.") or 0
+        cache_write = _count(fmt, usage, "cache_creation_input_tokens", "usage.") or 0
+        fresh = _count(fmt, usage, "input_tokens", "usage.")
         total_in = None if fresh is None else fresh + cache_read + cache_write
-        return Completion(text, total_in, token_count(usage.get("output_tokens")), cache_read)
+        return Completion(text, total_in, _count(fmt, usage, "output_tokens", "usage."), cache_read)
+
+
+def _malformed(fmt: str, detail: str) -> MalformedResponse:
+    return MalformedResponse(f"does not follow the {fmt} format: {detail}")
+
+
+def _kind(value: Any) -> str:
+    """Name a JSON value's type for a message ("a string", "a list")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _object(fmt: str, parent: dict[str, Any], key: str, prefix: str = "") -> dict[str, Any]:
+    """Return an optional object field ({} when absent or null)."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _malformed(fmt, f"{prefix}{key} is {_kind(value)}, expected an object")
+    return value
+
+
+def _count(fmt: str, parent: dict[str, Any], key: str, prefix: str = "") -> int | None:
+    """Return an optional token count: a whole number ≥ 0 (12.0 is 12), or None when absent or null."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        shown = value if isinstance(value, int) and not isinstance(value, bool) else _kind(value)
+        raise _malformed(fmt, f"{prefix}{key} is {shown}, "
+                              "expected a whole number of 0 or more")
+    return value
+
+
+def _text_parts(fmt: str, parts: list[Any], where: str, *, text_only: bool) -> str:
+    """Join the text of content blocks; a block that is not an object, or whose text is not a string, is malformed."""
+    texts = []
+    for position, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise _malformed(fmt, f"{where}[{position}] is {_kind(part)}, expected an object")
+        if text_only and part.get("type") != "text":
+            continue
+        text = part.get("text")
+        if text is None and not text_only:
+            continue
+        if not isinstance(text, str):
+            raise _malformed(fmt, f"{where}[{position}].text is {_kind(text)}, expected a string")
+        texts.append(text)
+    return "".join(texts)
 
 
 def token_count(value: Any) -> int | None:

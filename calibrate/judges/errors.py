@@ -18,14 +18,17 @@
         │                           any call succeeded
         ├── RequestRejected         this request is wrong (400, 413, 422…): recorded as the
         │                           item's error, never retried
-        └── RetryableError          408/409/429/5xx, timeouts, dropped connections, a body
-            │                       that is not the wire format: retried with backoff
+        └── RetryableError          408/409/429/5xx, timeouts, dropped connections: retried
+            │                       with backoff
+            ├── MalformedResponse   a 200 whose body is not the API's format (not JSON, nested
+            │                       too deeply, a field of the wrong type): retried like a 5xx,
+            │                       then the item's error; never cached
             ├── RateLimited         429 (also lowers the concurrency)
             └── Unreachable         connection refused, unknown host: fatal while no call
                                     of the run has succeeded yet, retried afterwards
 
 `BackendError` messages never contain the API key: backends pass every text that could echo
-it through `redact` before raising.
+it through `redact` before raising, and every answer before returning it.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ class RetryableError(BackendError):
     def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, status=status)
         self.retry_after = retry_after
+
+
+class MalformedResponse(RetryableError):
+    """A 200 whose body is not what the API promises: retried a bounded number of times, never cached."""
 
 
 class RateLimited(RetryableError):

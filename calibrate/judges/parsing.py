@@ -5,7 +5,8 @@ object embedded in text. An object must carry the verdict under "verdict" (or "l
 "score", "rating"). Without JSON, a fallback reads "verdict: X" / "score: 4", or a lone
 label (whole word) or a lone number in the text. The value is then validated by the task
 (`canonical_value`). Anything else — an empty message, two different labels, a label the
-task does not have, a number outside the scale — is `unparsed`, with the raw text kept.
+task does not have, a number outside the scale, JSON nested deeper than `MAX_NESTING` levels —
+is `unparsed`, with the raw text kept. Nothing in an answer makes parsing raise.
 
 An extraction task (claim_extraction) reads `{"claims": ["…", …]}` instead (`parse_claims`):
 the same JSON search, then a bare JSON list is accepted too; its value is the canonical claim
@@ -26,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from calibrate.ingest.readers import MAX_NESTING, NestingTooDeep, check_nesting, load_json
 from calibrate.models import TIE, Task
 from calibrate.tasks import TaskError, canonical_claims, canonical_value, is_extraction
 
@@ -55,14 +57,17 @@ def parse_verdict(task: Task, raw: str | None, order: tuple[str, ...] | list[str
 
     `order`: a pairwise call's response ids in the order shown (positions are mapped to them).
     """
-    text = (raw or "").strip()
+    text = (raw if isinstance(raw, str) else "").strip()
     if not text:
         return Parsed(None, "unparsed", error="empty answer")
     if is_extraction(task):
         return parse_claims(text)
     if task.kind == "pairwise":
         return _pairwise(task, text, list(order or []))
-    obj = json_object(text)
+    try:
+        obj = _find_object(text)
+    except NestingTooDeep:
+        return Parsed(None, "unparsed", error=f"JSON nested deeper than {MAX_NESTING} levels")
     if obj is not None:
         return _from_object(task, obj)
     return _from_text(task, text)
@@ -73,7 +78,10 @@ CLAIM_KEYS = ("claims", "statements")
 
 def parse_claims(text: str) -> Parsed:
     """Return the claim list in an extraction's answer, or `unparsed` saying why (empty list: "empty: …")."""
-    obj = json_object(text)
+    try:
+        obj = _find_object(text)
+    except NestingTooDeep:
+        return Parsed(None, "unparsed", error=f"JSON nested deeper than {MAX_NESTING} levels")
     claims: object = None
     if obj is not None:
         key = next((key for key in CLAIM_KEYS if key in obj), None)
@@ -81,7 +89,10 @@ def parse_claims(text: str) -> Parsed:
             return Parsed(None, "unparsed", error=f"JSON without \"claims\" (keys: {', '.join(map(str, obj)) or 'none'})")
         claims = obj[key]
     else:
-        claims = _whole_json(text, list)
+        try:
+            claims = _whole_json(text, list)
+        except NestingTooDeep:
+            return Parsed(None, "unparsed", error=f"JSON nested deeper than {MAX_NESTING} levels")
         if claims is None:
             return Parsed(None, "unparsed", error='no JSON object with "claims" in the answer')
     if isinstance(claims, list):
@@ -100,7 +111,9 @@ def _whole_json(text: str, kind: type) -> Any:
     """Return the first JSON value of `kind` that is the whole answer or a whole ``` fenced block, else None."""
     for candidate in (text, *FENCE_RE.findall(text)):
         try:
-            value = json.loads(candidate.strip())
+            value = load_json(candidate.strip())
+        except NestingTooDeep:
+            raise
         except ValueError:
             continue
         if isinstance(value, kind):
@@ -110,6 +123,14 @@ def _whole_json(text: str, kind: type) -> Any:
 
 def json_object(text: str) -> dict | None:
     """Return the JSON object in an answer (the whole text, a fenced block, or one embedded in prose), else None."""
+    try:
+        return _find_object(text)
+    except NestingTooDeep:
+        return None
+
+
+def _find_object(text: str) -> dict | None:
+    """Return the first JSON object in `text`, or None; NestingTooDeep if the JSON found nests too deeply."""
     value = _whole_json(text, dict)
     if value is not None:
         return value
@@ -117,9 +138,12 @@ def json_object(text: str) -> dict | None:
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
+        except RecursionError:
+            raise NestingTooDeep(None) from None  # every later "{" is inside the same deep value
         except ValueError:
             continue
         if isinstance(value, dict):
+            check_nesting(value)
             return value
     return None
 

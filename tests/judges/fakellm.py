@@ -34,8 +34,13 @@ Faults (probabilities per request, or `script`, a list consumed first, one fault
 "429" (with Retry-After / retry-after-ms), "500", "timeout" (answers after `hang` seconds),
 "drop" (closes the connection without answering), "invalid_json" (a 200 whose body is cut
 short), "wrong_schema" (a 200 without choices/content), "garbage" (a well-formed answer whose
-text is no verdict), "ok". Checks: `api_key` (401 otherwise, echoing the key sent — the
-client must redact it), `models` (404 for others), `json_mode=False` (400 on response_format).
+text is no verdict), "ok". Hostile 200s, each a verdict in every other respect: "usage_string"
+(`usage` a string), "content_number" (the answer text a number), "json_array" (a JSON array
+as the body), "deep_json" (100,000 nested lists as the body). Checks: `api_key` (401
+otherwise, echoing the key sent — the client must redact it), `models` (404 for others),
+`json_mode=False` (400 on response_format). With `echo_key=True` every answer and error
+message repeats the credentials header the client sent ("authorization: Bearer KEY" or
+"x-api-key: KEY"), in the body and in an `x-echo` response header.
 
 Also a script: `python tests/judges/fakellm.py --port 0 --latency 0.05` prints the port and
 serves until killed; GET /_stats and POST /_reset work across processes.
@@ -72,7 +77,8 @@ class FakeLLM:
                  json_mode: bool = True, retry_after: str | None = "0", retry_after_ms: str | None = None,
                  hang: float = 1.0, seed: int = 0, port: int = 0, questions: bool = False,
                  noncommittal: str = "I don't know", embeddings_script: list[str] | None = None,
-                 claims: bool = False, claims_replies: dict[str, str] | None = None) -> None:
+                 claims: bool = False, claims_replies: dict[str, str] | None = None,
+                 echo_key: bool = False) -> None:
         self.latency = latency
         self.faults = dict(faults or {})
         self.script = list(script or [])
@@ -81,6 +87,7 @@ class FakeLLM:
         self.noncommittal = noncommittal
         self.claims = claims
         self.claims_replies = dict(claims_replies or {})
+        self.echo_key = echo_key
         self.labels = list(labels or ["supported", "unsupported"])
         self.api_key = api_key
         self.models = models
@@ -209,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (ConnectionError, TimeoutError, OSError):
             self.close_connection = True
 
-    def _send(self, status: int, body: bytes | dict, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, body: bytes | dict | list, headers: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -259,6 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.requests.append({"path": self.path, "body": body,
                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
         sent_key = self.headers.get("x-api-key") if anthropic else (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        echo = (f"x-api-key: {sent_key}" if anthropic else f"authorization: {self.headers.get('Authorization')}") if fake.echo_key else ""
         if fake.api_key is not None and sent_key != fake.api_key:
             self._count("401")
             self._send(401, _error(anthropic, "authentication_error", f"Incorrect API key provided: {sent_key}"))
@@ -275,15 +283,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._count(fault)
         if fake.latency:
             time.sleep(fake.latency)
+        said = f" (you sent {echo})" if echo else ""
         if fault == "429":
-            headers = {}
+            headers = {"x-echo": echo} if echo else {}
             if fake.retry_after is not None:
                 headers["Retry-After"] = fake.retry_after
             if fake.retry_after_ms is not None:
                 headers["retry-after-ms"] = fake.retry_after_ms
-            self._send(429, _error(anthropic, "rate_limit_error", "Rate limit reached"), headers)
+            self._send(429, _error(anthropic, "rate_limit_error", "Rate limit reached" + said), headers)
         elif fault == "500":
-            self._send(500, _error(anthropic, "api_error", "Internal server error"))
+            self._send(500, _error(anthropic, "api_error", "Internal server error" + said))
         elif fault == "timeout":
             time.sleep(fake.hang)
             self._send(200, _embeddings(body) if embeddings
@@ -294,6 +303,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"id": "x", "choices": [{"message": {"content": "{\\"verdict')
         elif fault == "wrong_schema":
             self._send(200, {"id": "x", "result": {"text": "supported"}})
+        elif fault in ("usage_string", "content_number"):
+            answer = _answer(anthropic, body, fake.verdict_for(user))
+            if fault == "usage_string":
+                answer["usage"] = "12 tokens"
+            elif anthropic:
+                answer["content"] = 7
+            else:
+                answer["choices"][0]["message"]["content"] = 7
+            self._send(200, answer)
+        elif fault == "json_array":
+            self._send(200, [_answer(anthropic, body, fake.verdict_for(user))])
+        elif fault == "deep_json":
+            self._send(200, b"[" * 100_000 + b"]" * 100_000)
         elif fault == "garbage" and embeddings:
             answer = _embeddings(body)
             self._send(200, {**answer, "data": answer["data"][1:]})
@@ -301,8 +323,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, _answer(anthropic, body, None, text="I would rather not say."))
             self._count_answer(key)
         else:
-            self._send(200, _embeddings(body) if embeddings
-                       else _answer(anthropic, body, fake.verdict_for(user), text=fake.answer_text(body, user)))
+            text = fake.answer_text(body, user)
+            if echo and text is None and not embeddings:
+                text = json.dumps({"verdict": fake.verdict_for(user), "reason": f"fake judge{said}"})
+            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user), text=text),
+                       {"x-echo": echo} if echo else None)
             self._count_answer(key)
 
     def _count(self, name: str) -> None:

@@ -25,7 +25,15 @@ from calibrate.judges.embeddings import (
     embedding_cache_key,
     encode,
 )
-from calibrate.judges.errors import FatalBackendError, RateLimited, RequestRejected, RetryableError, RunSetupError, Unreachable
+from calibrate.judges.errors import (
+    FatalBackendError,
+    MalformedResponse,
+    RateLimited,
+    RequestRejected,
+    RetryableError,
+    RunSetupError,
+    Unreachable,
+)
 from calibrate.judges.execution import run_coroutine
 from calibrate.models import ResponseCache
 
@@ -118,7 +126,7 @@ def test_all_blank_texts_make_no_call():
         (httpx.Response(429, headers={"retry-after": "7"}, json={}), RateLimited, "HTTP 429"),
         (httpx.Response(500, json={}), RetryableError, "HTTP 500"),
         (httpx.Response(503, text=f"busy {SECRET}"), RetryableError, "HTTP 503"),
-        (httpx.Response(200, text='{"data": ['), RetryableError, "not JSON"),
+        (httpx.Response(200, text='{"data": ['), MalformedResponse, "not JSON"),
         (httpx.ConnectError("connection refused"), Unreachable, "cannot reach http://llm.test/v1/embeddings"),
         (httpx.ReadTimeout("slow"), RetryableError, "no answer"),
         (httpx.RemoteProtocolError("Server disconnected without sending a response."), RetryableError, "dropped"),
@@ -226,7 +234,7 @@ def test_the_fake_server_429_carries_retry_after(fake_embeddings):
         ("500", RetryableError, "HTTP 500"),
         ("drop", RetryableError, "dropped"),
         ("timeout", RetryableError, "no answer"),
-        ("invalid_json", RetryableError, "not JSON"),
+        ("invalid_json", MalformedResponse, "not JSON"),
         ("wrong_schema", RetryableError, "no data list"),
         ("garbage", RetryableError, "1 embeddings for 2 texts"),
     ],
