@@ -7,7 +7,8 @@
     ├── NothingToDo                 every target in scope already has a verdict of this judge
     │                               (not a failure: the CLI and the Run button say so and stop)
     ├── RunSetupError               a run that cannot start (unknown dataset, missing API-key
-    │                               variable, a task the baseline cannot judge, a live run)
+    │                               variable, a task the baseline cannot judge, a live run,
+    │                               a parameter the backend does not take)
     ├── RenderError                 a template that could not be rendered for one item: a limit
     │                               of calibrate.judges.sandbox (time, size, an unbounded
     │                               operation, recursion) or an error of the template; at save

@@ -84,6 +84,7 @@ from calibrate.judges.items import (
     version_context,
 )
 from calibrate.judges.metrics import is_metric
+from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
@@ -240,6 +241,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         task = session.get(Task, prompt.task_id)
         extraction.check_task(task, spec.prompt, extraction=spec.extraction)
         endpoint = endpoint_for(spec, version)
+        check_backend_params(endpoint.backend, version.params)  # never send a parameter the backend does not take
         read_api_key(endpoint)  # fail now, not at the first call, when the variable is missing
         if is_metric(task):
             metric_runs.check_metric_setup(task, version, endpoint)

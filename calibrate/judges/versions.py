@@ -26,6 +26,7 @@ from calibrate import lookup
 from calibrate.calibration.gold import human_gold
 from calibrate.claimsets import EDITED, active_claims
 from calibrate.judges.errors import PromptError
+from calibrate.judges.params import check_params
 from calibrate.judges.render import check_template, default_templates
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Prompt, PromptVersion, Sample, Task, User
@@ -310,7 +311,7 @@ def check_version(
     if not unchanged and (checked is None or checked.rendered != (task_row.name, template, system)):
         check_template(template, target=task_row.target, part="template", task=task_row.name, limits=limits)
         check_template(system, target=task_row.target, part="system", task=task_row.name, limits=limits)
-    _check_params(params)
+    check_params(params, task=task_row.name)
     if few_shots and task_row.name in METRIC_TASKS:
         raise PromptError(f"few-shot examples are not supported for the metric task {task_row.name}: its calls judge "
                           "single claims, contexts or statements, which have no gold of that task to show; "
@@ -371,14 +372,6 @@ def save_version(
 def _normalise(text: str) -> str:
     # Browsers send CRLF; the same template typed twice must hash the same.
     return text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
-
-
-def _check_params(params: dict[str, Any]) -> None:
-    if not isinstance(params, dict):
-        raise PromptError("params must be an object of key=value pairs")
-    for key in ("model", "messages", "system", "stream"):
-        if key in params:
-            raise PromptError(f"params: '{key}' is set by calibrate, not a parameter")
 
 
 # --------------------------------------------------------------------------- reading
