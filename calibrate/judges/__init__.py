@@ -4,6 +4,8 @@ Modules, by what they do:
 
     errors      the exception tree (drawn at its top)
     render      sandboxed Jinja2 templates: fields, save-time checks, built-in defaults
+    sandbox     the bounded sandbox every render runs in: time and size limits, immutable context
+    params      the per-backend allowlist of version parameters, with caps
     versions    prompts and immutable, content-hashed versions with few-shot examples; diffs
     items       the targets a run judges and the fields templates see
     backends    build_client (the one httpx client factory), OpenAI-compatible and Anthropic
@@ -28,9 +30,11 @@ from calibrate.judges.errors import (
     BackendError,
     FatalBackendError,
     JudgeError,
+    MalformedResponse,
     NothingToDo,
     PromptError,
     RateLimited,
+    RenderError,
     RequestRejected,
     RetryableError,
     RunSetupError,
@@ -46,8 +50,9 @@ _API = {
 }
 
 __all__ = [
-    "BackendError", "FatalBackendError", "FewShotSpec", "JudgeError", "NothingToDo", "PromptError", "RateLimited",
-    "RequestRejected", "RetryableError", "RunOptions", "RunSetupError", "RunSpec", "RunSummary", "SaveResult",
+    "BackendError", "FatalBackendError", "FewShotSpec", "JudgeError", "MalformedResponse", "NothingToDo", "PromptError",
+    "RateLimited", "RenderError", "RequestRejected", "RetryableError", "RunOptions", "RunSetupError", "RunSpec",
+    "RunSummary", "SaveResult",
     "Unreachable", "execute_run", "prepare_run", "resolve_version", "run_judge", "save_version",
 ]
 
