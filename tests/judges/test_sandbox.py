@@ -247,3 +247,24 @@ def test_a_render_that_hits_a_limit_in_a_run_is_that_items_error(engine, session
                           "(PROMPT_RENDER_MAX_CHARS)" for v in errors)
     assert fake_llm.stats()["requests"] == 6  # the refused items were never sent
 
+
+
+def test_a_metric_step_that_hits_a_limit_makes_its_samples_verdict_an_error(engine, session, make_sample, fake_llm):
+    from judge_helpers import fast_options
+
+    from calibrate.db import write_session
+    from calibrate.judges import RunSpec, run_judge, save_version
+
+    make_sample(external_id="s1", claims=["Tome 0,4 mg al día.", "Tome 4 mg al día."])
+    make_sample(external_id="s2", claims=["Corto.", "Largo " * 1000])
+    with write_session(engine) as s:
+        save_version(s, "faith", task="faithfulness", model="fake-model", template="Claim to check: {{ claim.text }}")
+    spec = RunSpec(dataset="d", prompt="faith@1", backend="openai", base_url=fake_llm.openai_base, api_key_env="",
+                   options=fast_options())
+    summary = run_judge(engine, spec, limits=Limits(max_chars=3_000))  # the system text is about 1,000
+    assert summary.status == "done" and summary.n_ok == 1 and summary.n_errors == 1
+    session.rollback()
+    verdicts = {v.sample_id: v for v in session.exec(select(Verdict)).all()}
+    errors = [v for v in verdicts.values() if v.status == "error"]
+    assert len(errors) == 1 and "PROMPT_RENDER_MAX_CHARS" in errors[0].error
+    assert fake_llm.stats()["requests"] == 2  # s1's two claims; none of s2's steps was sent
