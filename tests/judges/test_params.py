@@ -113,5 +113,5 @@ def test_the_documented_table_lists_every_parameter():
     text = DOCS.read_text(encoding="utf-8")
     section = text[text.index("### Parameters"):]
     section = section[:section.index("\n## ")]
-    documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M))
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE))
     assert documented == set(MODEL_PARAMS)

@@ -9,12 +9,16 @@ import sqlite3
 import tracemalloc
 
 import pytest
+from bs4 import BeautifulSoup
+from judge_helpers import fast_options
 from sqlmodel import select
 
+from calibrate.db import write_session
+from calibrate.judges import RunSpec, run_judge, save_version, versions
 from calibrate.judges.errors import PromptError, RenderError
 from calibrate.judges.render import Renderer, check_template, environment, sample_context, sample_version_context
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits, render
-from calibrate.models import PromptVersion, Verdict
+from calibrate.models import PromptVersion, Sample, Verdict
 
 FAST = Limits(seconds=0.2)
 TIME = "PROMPT_RENDER_SECONDS"
@@ -175,8 +179,6 @@ def _write_lock_is_free(db_url: str) -> bool:
 @pytest.fixture
 def lock_during_checks(monkeypatch, db_url):
     """Record, at every save-time template check, whether another writer could take the write lock."""
-    from calibrate.judges import versions
-
     seen: list[bool] = []
     real = versions.check_template
 
@@ -203,11 +205,6 @@ def test_the_cli_renders_the_template_before_taking_the_write_lock(runner, app, 
 
 
 def test_the_web_form_renders_the_template_before_taking_the_write_lock(client, app, login, engine, session, lock_during_checks):
-    from bs4 import BeautifulSoup
-
-    from calibrate.db import write_session
-    from calibrate.judges import save_version
-
     with write_session(engine) as s:
         save_version(s, "claims", task="claim_support", model="m1")
     lock_during_checks.clear()
@@ -226,11 +223,6 @@ def test_the_web_form_renders_the_template_before_taking_the_write_lock(client, 
 
 
 def test_a_render_that_hits_a_limit_in_a_run_is_that_items_error(engine, session, fake_llm, claims_dataset, claims_prompt):
-    from judge_helpers import fast_options
-
-    from calibrate.judges import RunSpec, run_judge
-    from calibrate.models import Sample
-
     claims_dataset(n_samples=4, claims_per_sample=2)
     long = session.exec(select(Sample).where(Sample.external_id == "s00002")).one()
     long.question = "q" * 3000
@@ -250,11 +242,6 @@ def test_a_render_that_hits_a_limit_in_a_run_is_that_items_error(engine, session
 
 
 def test_a_metric_step_that_hits_a_limit_makes_its_samples_verdict_an_error(engine, session, make_sample, fake_llm):
-    from judge_helpers import fast_options
-
-    from calibrate.db import write_session
-    from calibrate.judges import RunSpec, run_judge, save_version
-
     make_sample(external_id="s1", claims=["Tome 0,4 mg al día.", "Tome 4 mg al día."])
     make_sample(external_id="s2", claims=["Corto.", "Largo " * 1000])
     with write_session(engine) as s:
