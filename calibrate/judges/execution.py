@@ -322,6 +322,10 @@ class Execution:
         self.stopped: str = ""
         self.succeeded_once = False
         self.limit = AdaptiveLimit(options.concurrency, adaptive=options.adaptive)
+        # Tokens of this attempt's answered calls, counted when each call returns, before the next is
+        # admitted: the writer's totals lag behind (a batch is written every flush_interval), so a
+        # budget read from them could let every item through on a loaded machine.
+        self.spent_tokens = 0
 
     # ---- writer side
     async def write_loop(self) -> None:
@@ -368,8 +372,7 @@ class Execution:
         if self.options.max_calls is not None and totals.calls >= self.options.max_calls:
             self.stopped = self.stopped or f"stopped: budget of {self.options.max_calls} calls reached (--max-calls); run again to continue"
             return False
-        used = totals.input_tokens + totals.output_tokens
-        if self.options.max_tokens is not None and used >= self.options.max_tokens:
+        if self.options.max_tokens is not None and self.spent_tokens >= self.options.max_tokens:
             self.stopped = self.stopped or f"stopped: budget of {self.options.max_tokens} tokens reached (--max-tokens); run again to continue"
             return False
         return True
@@ -415,6 +418,7 @@ class Execution:
                         return Outcome(job.target, "error", error=f"{last} (asked to retry after {exc.retry_after:g} s: too long)")
                 else:
                     self.succeeded_once = True
+                    self.spent_tokens += (completion.input_tokens or 0) + (getattr(completion, "output_tokens", 0) or 0)
                     await self.limit.succeeded()
                     return self.outcome(job, completion, cached=False)
             finally:
