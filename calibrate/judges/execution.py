@@ -108,6 +108,7 @@ class Totals:
     n_ok: int = 0
     n_unparsed: int = 0
     n_errors: int = 0
+    n_retried_errors: int = 0  # error verdicts of earlier attempts judged again (each counted in n_errors before)
     n_cached: int = 0
     calls: int = 0
     retries: int = 0
@@ -194,7 +195,7 @@ class Writer:
                     continue  # judged meanwhile (a doubled run): keep the first, count nothing
                 else:
                     if verdict.status == "error" and not self.rerun:
-                        self.totals.n_errors -= 1  # an earlier error replaced (base counted it as an error, not as done)
+                        self.totals.n_retried_errors += 1  # base counted it as an error, not as done
                     for name, value in fields.items():
                         setattr(verdict, name, value)
                     session.add(verdict)
@@ -219,7 +220,7 @@ class Writer:
     def _store_counters(self, run: JudgeRun, extra: dict[str, Any] | None) -> None:
         b, t = self.base, self.totals
         run.n_done = min(b.n_done + t.n_done, run.n_total)
-        run.n_errors = b.n_errors + t.n_errors
+        run.n_errors = b.n_errors - t.n_retried_errors + t.n_errors
         run.n_cached = b.n_cached + t.n_cached
         run.input_tokens = b.input_tokens + t.input_tokens
         run.output_tokens = b.output_tokens + t.output_tokens

@@ -141,13 +141,24 @@ class RunSummary:
     call_seconds: float = 0.0  # from the first HTTP call to the last answer written
     skipped: dict[str, int] = field(default_factory=dict)  # metric runs: samples with nothing to measure, by reason
     orders: str | None = None  # pairwise runs: original | swapped | both (n_total counts target × order)
+    # A resumed run: targets judged by earlier attempts, and earlier errors this attempt judged again.
+    # The counts above (verdicts … calls, tokens) are this attempt's; n_done/n_total the whole run's.
+    earlier: int = 0
+    retried_errors: int = 0
+
+    def _before(self) -> str:
+        parts = [f"{self.earlier} judged before"] if self.earlier else []
+        if self.retried_errors:
+            parts.append(f"{self.retried_errors} earlier error{'s' if self.retried_errors != 1 else ''} judged again")
+        return "; " + ", ".join(parts) if parts else ""
 
     def lines(self) -> list[str]:
         """Return what `calibrate judge run` prints."""
         cost = f"${self.cost:.4f}" if self.priced else "cost unknown (no price for the model: see docs/judges.md)"
         out = [
             f"{self.judge}: run {self.run_id} {self.status} — {self.n_done}/{self.n_total} targets judged "
-            f"({self.n_ok} verdicts, {self.n_unparsed} unparsed, {self.n_errors} errors, {self.n_cached} from the cache)",
+            f"({self.n_ok} verdicts, {self.n_unparsed} unparsed, {self.n_errors} errors, {self.n_cached} from the cache"
+            f"{self._before()})",
             f"  {self.calls} calls ({self.retries} retries), {self.input_tokens} input + {self.output_tokens} output tokens, "
             f"{cost}, {self.seconds:.1f} s",
         ]
@@ -443,7 +454,8 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         return RunSummary(run_id, run_name, final.status, final.n_total, final.n_done, t.n_ok, t.n_unparsed, t.n_errors,
                           t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
                           time.perf_counter() - started, final.error, priced, call_seconds, skipped,
-                          params.get("orders") if task.kind == "pairwise" else None)
+                          params.get("orders") if task.kind == "pairwise" else None,
+                          earlier=base.n_done, retried_errors=t.n_retried_errors)
 
 
 def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Job], options: RunOptions) -> list[Job]:

@@ -225,6 +225,21 @@ def test_a_budget_stops_cleanly_and_a_second_run_continues(engine, session, fake
     assert fake_llm.stats()["requests"] == 50
 
 
+def test_a_resumed_run_counts_no_negative_errors(engine, session, fake_llm, claims_dataset, claims_prompt):
+    claims_dataset(n_samples=10, claims_per_sample=5)
+    prompt = claims_prompt()
+    fake_llm.script = ["500"] * 14  # the first 14 calls fail, once each: 14 errors
+    first = run_judge(engine, spec(fake_llm, prompt, options=fast_options(concurrency=1, max_attempts=1)))
+    assert (first.n_done, first.n_ok, first.n_errors) == (50, 36, 14)
+    second = run_judge(engine, spec(fake_llm, prompt))  # the 14 errors are judged again, and succeed
+    assert second.calls == 14
+    assert (second.n_done, second.n_ok, second.n_unparsed, second.n_errors) == (50, 14, 0, 0)
+    assert second.lines()[0] == (f"{prompt}: run {second.run_id} done — 50/50 targets judged (14 verdicts, 0 unparsed, "
+                                 "0 errors, 0 from the cache; 36 judged before, 14 earlier errors judged again)")
+    run = session.get(JudgeRun, second.run_id)
+    assert (run.n_done, run.n_errors) == (50, 0)
+
+
 def test_a_token_budget_stops_the_run(engine, session, fake_llm, claims_dataset, claims_prompt):
     claims_dataset(n_samples=10, claims_per_sample=5)
     # The writer commits only at the end (a loaded machine at its slowest): the budget must not
