@@ -63,6 +63,7 @@ from calibrate.errors import CalibrationError, NotFound
 from calibrate.judges.families import (
     self_preference_warnings,
 )
+from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import (
     FewShotSpec,
     diff_versions,
@@ -513,9 +514,12 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
 
 
 def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: str, rationale: str, *,
-                task: str = "claim_support", author=None):
+                task: str = "claim_support", author=None, limits: Limits = DEFAULT_LIMITS):
     """Create the next version of the judge's prompt with `target` (its gold label, `rationale`) appended
     to the latest version's few-shot examples; return the judges module's SaveResult.
+
+    `limits` (PROMPT_RENDER_SECONDS, PROMPT_RENDER_MAX_CHARS) bound the save's trial render, as for
+    every other save (the template is the latest version's, so usually nothing is rendered again).
 
     Raises CalibrationError when the judge is imported, and the judges module's PromptError when the
     target cannot be an example (test split, no gold, already an example).
@@ -538,7 +542,8 @@ def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: st
     ref = detail.sample.external_id if detail.position is None else f"{detail.sample.external_id}:{detail.position}"
     specs.append(FewShotSpec(ref, rationale.strip() or detail.gold_rationale))
     note = f"few-shot example {ref} added from a disagreement of {judge_name}"
-    return save_version(session, prompt.name, few_shots=specs, dataset=detail.dataset, note=note, author=author)
+    return save_version(session, prompt.name, few_shots=specs, dataset=detail.dataset, note=note, author=author,
+                        limits=limits)
 
 
 # --------------------------------------------------------------------------- triage

@@ -44,7 +44,7 @@ from calibrate.judges.execution import (
 )
 from calibrate.judges.items import Target, item_for, load_items
 from calibrate.judges.prices import Price, load_prices, price_for
-from calibrate.judges.render import Renderer
+from calibrate.judges.render import Renderer, stop_if_the_template_fails
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.models import JudgeRun, PromptVersion, ResponseCache, Task
 
@@ -241,6 +241,7 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
                         for i, step in enumerate(steps) if i not in guarded]
         except RenderError as exc:
             refused.append(Outcome(target, "error", error=str(exc)))
+            stop_if_the_template_fails(refused, len(jobs))
             continue
         jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered],
                               guarded))

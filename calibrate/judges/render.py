@@ -323,6 +323,23 @@ class Rendered:
     user: str
 
 
+# A run stops (failed, nothing sent) when its first items all fail to render with one same error:
+# the template is wrong, not the items, and a template that hits the time limit on every item
+# would otherwise cost PROMPT_RENDER_SECONDS per item before the run could end.
+FAIL_FAST_ITEMS = 10
+
+
+def stop_if_the_template_fails(refused: list[Any], rendered: int) -> None:
+    """Raise RenderError when the first FAIL_FAST_ITEMS renders of a run all failed with the same error.
+
+    `refused`: the outcomes of the items that failed so far, in order (each with its `error`);
+    `rendered`: how many items rendered.
+    """
+    if rendered == 0 and len(refused) == FAIL_FAST_ITEMS and len({o.error for o in refused}) == 1:
+        raise RenderError(f"the first {FAIL_FAST_ITEMS} items all failed to render with the same error, so the run "
+                          f"stopped before any call: {refused[0].error}; fix the template in a new version")
+
+
 class Renderer:
     """Render one version's messages: the system text once, the template per item, each within `limits`.
 

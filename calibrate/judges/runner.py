@@ -87,7 +87,7 @@ from calibrate.judges.metrics import is_metric
 from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
-from calibrate.judges.render import Renderer
+from calibrate.judges.render import Renderer, stop_if_the_template_fails
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
@@ -425,6 +425,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
                     rendered = renderer.render(item_for(target, samples))
                 except RenderError as exc:
                     refused.append(Outcome(target, "error", error=str(exc)))
+                    stop_if_the_template_fails(refused, len(jobs))
                     continue
                 jobs.append(Job(target, rendered, cache_key(backend, rendered)))
             write_in_batches(writer, refused, 500)

@@ -35,6 +35,7 @@ from calibrate.calibration.pairwise import ORDER_RULES
 from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
+from calibrate.judges.sandbox import Limits
 from calibrate.models import Prompt
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
@@ -135,7 +136,8 @@ def fewshot(name: str, judge: str, target: str):
     task = request.form.get("task") or "claim_support"
     back_to(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task))
     session = get_write_session()
-    result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user)
+    result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user,
+                         limits=Limits.from_settings(current_app.config))
     prompt_name = session.get(Prompt, result.version.prompt_id).name
     session.commit()
     if result.created:

@@ -255,3 +255,21 @@ def test_a_metric_step_that_hits_a_limit_makes_its_samples_verdict_an_error(engi
     errors = [v for v in verdicts.values() if v.status == "error"]
     assert len(errors) == 1 and "PROMPT_RENDER_MAX_CHARS" in errors[0].error
     assert fake_llm.stats()["requests"] == 2  # s1's two claims; none of s2's steps was sent
+
+
+def test_a_run_whose_first_items_all_fail_to_render_the_same_way_stops_before_any_call(
+        engine, session, fake_llm, claims_dataset, claims_prompt):
+    claims_dataset(n_samples=6, claims_per_sample=2)
+    for sample in session.exec(select(Sample)).all():
+        sample.question = "q" * 3000
+        session.add(sample)
+    session.commit()
+    prompt = claims_prompt(template="Question: {{ question }}\nClaim: {{ claim.text }}")
+    spec = RunSpec(dataset="many", prompt=prompt, backend="openai", base_url=fake_llm.openai_base, api_key_env="",
+                   options=fast_options())
+    summary = run_judge(engine, spec, limits=Limits(max_chars=2_000))
+    assert summary.status == "failed"
+    assert summary.error.startswith("the first 10 items all failed to render with the same error, so the run stopped "
+                                    "before any call: template refused: the rendered text is longer than the 2,000-character")
+    assert fake_llm.stats()["requests"] == 0
+    assert session.exec(select(Verdict)).all() == []
