@@ -10,9 +10,11 @@ import tracemalloc
 
 import pytest
 from bs4 import BeautifulSoup
+from click.testing import CliRunner
 from judge_helpers import fast_options
 from sqlmodel import select
 
+from calibrate.cli import cli
 from calibrate.db import write_session
 from calibrate.judges import RunSpec, run_judge, save_version, versions
 from calibrate.judges.errors import PromptError, RenderError
@@ -273,3 +275,14 @@ def test_a_run_whose_first_items_all_fail_to_render_the_same_way_stops_before_an
                                     "before any call: template refused: the rendered text is longer than the 2,000-character")
     assert fake_llm.stats()["requests"] == 0
     assert session.exec(select(Verdict)).all() == []
+
+
+def test_the_command_line_reads_the_limits_from_the_settings(db_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("CALIBRATE_INSTANCE", str(tmp_path / "instance"))
+    monkeypatch.setenv("CALIBRATE_PROMPT_RENDER_MAX_CHARS", "300")
+    template = tmp_path / "t.j2"
+    template.write_text("{{ question }} {{ claim.text }} " + "x" * 400)
+    result = CliRunner().invoke(cli, ["prompt", "new", "claims", "--task", "claim_support", "--template", str(template),
+                                      "--db", db_url])
+    assert result.exit_code == 2
+    assert "longer than the 300-character limit (PROMPT_RENDER_MAX_CHARS)" in result.output
