@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from calibrate.errors import AccountError
+from calibrate.logins import clear_account, revoke_all
 from calibrate.models import ROLES, User
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
@@ -62,9 +63,12 @@ def ensure_annotator(session: Session, username: str) -> User:
 
 
 def set_password(session: Session, user: User, password: str) -> None:
-    """Set (or reset) a user's password."""
+    """Set (or reset) a user's password: every session of the user ends, and its failed logins are forgotten."""
     user.password_hash = generate_password_hash(validate_password(password))
     session.add(user)
+    if user.id is not None:
+        revoke_all(session, user.id)
+        clear_account(session, user.username)
 
 
 def authenticate(session: Session, username: str, password: str) -> User | None:

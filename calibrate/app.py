@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from calibrate import PROJECT_ROOT, cli, views
 from calibrate.settings import load_settings
@@ -47,8 +48,13 @@ def create_app(test_config: dict | None = None) -> Flask:
         static_folder=str(PROJECT_ROOT / "static"),
     )
     app.config.update(settings)
-    if not app.config.get("SECRET_KEY"):
+    if not app.config.get("SECRET_KEY"):  # CALIBRATE_SECRET_KEY gives one (the same on every machine of a deployment)
         app.config["SECRET_KEY"] = _secret_key(instance)
+    hops = int(app.config.get("TRUSTED_PROXY_HOPS") or 0)
+    if hops > 0:
+        # The client address (login throttling, the logs) and the scheme (the cookie's Secure flag)
+        # from the last `hops` proxies' X-Forwarded-For and X-Forwarded-Proto; nothing else.
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0, x_port=0, x_prefix=0)
     session.init_app(app)
     views.init_app(app)
     cli.register_flask_commands(app)

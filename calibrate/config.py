@@ -2,19 +2,41 @@
 by an environment variable `CALIBRATE_<NAME>` (values parsed as JSON when they can be, so
 `CALIBRATE_BOOTSTRAP=500` is a number) and by the test configuration.
 
-No secret lives here: SECRET_KEY is generated once per install into the instance folder.
+No secret lives here: SECRET_KEY is generated once per install into the instance folder, or
+given as CALIBRATE_SECRET_KEY (the same on every machine that serves one database).
 """
 
 # SQLAlchemy URL of the database; None means `sqlite:///<instance>/calibrate.sqlite`.
 DATABASE_URL = None
 # Seconds a SQLite connection waits for a competing writer before "database is locked".
 SQLITE_BUSY_TIMEOUT = 10
-# Session cookie: HttpOnly and SameSite=Lax always; Secure when served over HTTPS
-# (set CALIBRATE_SESSION_COOKIE_SECURE=true behind TLS).
+# Session cookie: HttpOnly and SameSite=Lax always. Secure: None (the default) sets it on every
+# response to a request that came over HTTPS (directly, or through a proxy trusted with
+# TRUSTED_PROXY_HOPS); true or false forces it. The cookie carries a random session id (no
+# password-hash material); the session itself lives in the database, so logout, a password
+# change and a deactivation end every copy of it. See docs/security.md.
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
-SESSION_COOKIE_SECURE = False
-PERMANENT_SESSION_LIFETIME = 12 * 3600
+SESSION_COOKIE_SECURE = None
+# A session ends after this many seconds without a request (idle), and in any case this many
+# seconds after its login (absolute).
+PERMANENT_SESSION_LIFETIME = 8 * 3600
+SESSION_ABSOLUTE_LIFETIME = 12 * 3600
+# Login throttling (per account name and per client address, state in the database so that
+# every server process and machine shares it): after LOGIN_MAX_FAILURES failed logins of one
+# account (LOGIN_MAX_FAILURES_PER_ADDRESS from one address) within LOGIN_WINDOW seconds of
+# each other, further attempts get 429 with Retry-After for LOGIN_LOCKOUT seconds, doubled by
+# every further failure, at most LOGIN_LOCKOUT_MAX. A throttled attempt is answered at once,
+# without checking the password.
+LOGIN_MAX_FAILURES = 10
+LOGIN_MAX_FAILURES_PER_ADDRESS = 30
+LOGIN_WINDOW = 15 * 60
+LOGIN_LOCKOUT = 60
+LOGIN_LOCKOUT_MAX = 3600
+# Behind a reverse proxy: how many proxies to trust for the client address (X-Forwarded-For)
+# and the scheme (X-Forwarded-Proto). 0 (the default): trust no header, the address is the
+# connection's. Set it to the number of proxies in front of calibrate (usually 1).
+TRUSTED_PROXY_HOPS = 0
 # Largest upload accepted by the web import form, in bytes.
 MAX_CONTENT_LENGTH = 200 * 1024 * 1024
 # Import: how many problems a rejected file reports before it stops listing them.

@@ -12,6 +12,7 @@ Relations (see docs/architecture.md):
     Prompt(task) ─< PromptVersion ─< FewShot
     Judge(prompt version | imported) ─< JudgeRun ─< Verdict
     ResponseCache (keyed by the hash of a rendered request)
+    User ─< LoginSession; LoginThrottle (failed logins by account and by address)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
@@ -176,6 +177,34 @@ class User(SQLModel, table=True):
     password_hash: str | None = Field(default=None, max_length=300)
     active: bool = Field(default=True)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class LoginSession(SQLModel, table=True):
+    """A logged-in browser: the cookie carries a random token, this row its SHA-256 (calibrate/logins.py).
+
+    Times are Unix seconds (compared on every request; no time zone to get wrong). Logout
+    revokes the row; a password change or a deactivation revokes every row of the user.
+    """
+
+    __table_args__ = (Index("ix_loginsession_user", "user_id"), Index("ix_loginsession_expires", "expires"))
+    id: str = Field(primary_key=True, max_length=64)
+    user_id: int = Field(foreign_key="user.id", ondelete="CASCADE")
+    created: int
+    last_seen: int
+    expires: int  # the absolute end (SESSION_ABSOLUTE_LIFETIME after the login)
+    revoked: int | None = Field(default=None)
+    address: str = Field(default="", max_length=64)
+
+
+class LoginThrottle(SQLModel, table=True):
+    """Recent failed logins of one account ("user:NAME") or one client address ("addr:IP") (calibrate/logins.py)."""
+
+    __table_args__ = (Index("ix_loginthrottle_last_failure", "last_failure"),)
+    key: str = Field(primary_key=True, max_length=200)
+    failures: int = Field(default=0)
+    first_failure: int
+    last_failure: int
+    locked_until: int = Field(default=0)
 
 
 class Task(SQLModel, table=True):

@@ -3,7 +3,7 @@
 Each source overrides the one before: `calibrate/config.py` (the defaults), `instance/config.py`,
 environment variables `CALIBRATE_<NAME>` (values parsed as JSON when they parse, as Flask's
 `from_prefixed_env` does: `CALIBRATE_BOOTSTRAP=500` is a number; `CALIBRATE_A__B=1` sets key B
-of dict A), then the caller's overrides (tests, `--db`). The instance folder is `instance/`
+of dict A; SECRET_KEY and DATABASE_URL are always text), then the caller's overrides (tests, `--db`). The instance folder is `instance/`
 beside the package, or `$CALIBRATE_INSTANCE`, or the override `INSTANCE_PATH`.
 
 Commands that only read and write the database never build a Flask app: they take these
@@ -20,6 +20,8 @@ from typing import Any
 from calibrate import config, default_instance_path
 
 PREFIX = "CALIBRATE_"
+# Taken as they are, never parsed as JSON: a secret key of digits ("0123", "1e5") must stay that text.
+TEXT_SETTINGS = frozenset({"SECRET_KEY", "DATABASE_URL"})
 
 
 def _upper(namespace: dict[str, Any]) -> dict[str, Any]:
@@ -44,11 +46,11 @@ def environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
         if not key.startswith(PREFIX):
             continue
         raw = environ[key]
+        key = key.removeprefix(PREFIX)
         try:
-            value = json.loads(raw)
+            value = raw if key in TEXT_SETTINGS else json.loads(raw)
         except ValueError:
             value = raw
-        key = key.removeprefix(PREFIX)
         if "__" not in key:
             out[key] = value
             continue

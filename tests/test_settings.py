@@ -50,3 +50,10 @@ def test_current_revision_reads_what_alembic_reads(tmp_path, revision):
         assert expected == {None: None, "0001": "0001", "head": head_revision()}[revision]
     finally:
         dispose_engine(url)
+
+
+def test_a_secret_key_from_the_environment_stays_the_text_given(monkeypatch, tmp_path):
+    monkeypatch.setenv("CALIBRATE_INSTANCE", str(tmp_path))
+    for key in ("0123456789", "1e5", "true"):
+        monkeypatch.setenv("CALIBRATE_SECRET_KEY", key)
+        assert load_settings()["SECRET_KEY"] == key

@@ -13,6 +13,7 @@ from calibrate.accounts import AccountError, add_user, set_password
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.queue import release_pending
 from calibrate.ingest.sampling import SamplingError, SamplingSummary, sample_dataset
+from calibrate.logins import revoke_all
 from calibrate.models import User
 
 
@@ -45,7 +46,7 @@ def create_user(session: Session, username: str, *, role: str, password: str, di
 
 
 def reset_password(session: Session, user: User, password: str) -> None:
-    """Set a new password (the user's other sessions end)."""
+    """Set a new password (every session of the user ends)."""
     try:
         set_password(session, user, password or "")
     except AccountError as exc:
@@ -53,7 +54,7 @@ def reset_password(session: Session, user: User, password: str) -> None:
 
 
 def set_active(session: Session, user: User, active: bool, *, acting: User, release: bool = True) -> int:
-    """Activate or deactivate an account; deactivating returns its pending items to the open pool.
+    """Activate or deactivate an account; deactivating ends its sessions and returns its pending items to the open pool.
 
     Return how many pending items were released. An admin cannot deactivate their own account
     (so there is always someone left to undo it).
@@ -62,6 +63,8 @@ def set_active(session: Session, user: User, active: bool, *, acting: User, rele
         raise AnnotationError("you cannot deactivate your own account")
     user.active = active
     session.add(user)
+    if not active:
+        revoke_all(session, user.id)
     released = release_pending(session, user) if not active and release else 0
     session.flush()
     return released

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 from flask import Flask
 
@@ -21,12 +23,23 @@ def web_app(settings: Settings) -> Flask:
     return create_app(settings)
 
 
+def log_to_stderr() -> None:
+    """Send calibrate's log (logins, failed and throttled logins, failed runs) to standard error, with the time."""
+    logger = logging.getLogger("calibrate")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, workers: int = 1) -> None:
     """Serve the app until interrupted: waitress in this process, or gunicorn with `workers` processes.
 
     One CPython process runs Python on one core at a time; waitress cannot fork, so several
     processes on one port are gunicorn's (threaded workers sharing the listening socket).
     """
+    log_to_stderr()
     click.echo(f"calibrate is serving on http://{host}:{port}/  (Ctrl+C to stop)")
     if workers <= 1:
         import waitress  # noqa: PLC0415 - one server or the other, whichever serves

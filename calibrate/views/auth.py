@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import functools
+import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, flash, g, make_response, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate.accounts import authenticate
-from calibrate.views.session import get_session
+from calibrate.logins import SessionPolicy, Throttle, clear_account, end_session, record_failure, retry_after, start_session
+from calibrate.views.session import get_session, write
 
 bp = Blueprint("auth", __name__)
+# Logins, failures and throttled attempts (account name tried, client address; never a password).
+log = logging.getLogger("calibrate.security")
 
 
 def safe_next(target: str | None) -> str | None:
@@ -89,26 +93,53 @@ def role_required(*roles: str):
 
 @bp.route("/login", methods=("GET", "POST"))
 def login():
-    """Show the login form; log in."""
+    """Show the login form; log in (throttled: see calibrate.logins)."""
     next_url = safe_next(request.values.get("next"))
     if request.method == "POST":
-        user = authenticate(get_session(), request.form.get("username", "").strip(), request.form.get("password", ""))
+        username = request.form.get("username", "").strip()
+        address = request.remote_addr or ""
+        # A throttled attempt is answered before its password is hashed, and nothing sleeps.
+        wait = retry_after(get_session(), username, address)
+        if wait > 0:
+            log.warning("login throttled: user %r from %s, %d s left", username, address, wait)
+            return _throttled(next_url, wait)
+        user = authenticate(get_session(), username, request.form.get("password", ""))
         if user is None:
+            locked = write(lambda db: record_failure(db, username, address, Throttle.from_settings(current_app.config)))
+            log.warning("login failed: user %r from %s%s", username, address,
+                        f"; locked for {locked} s" if locked else "")
             flash("Unknown user or wrong password.", "error")
             return render_template("auth/login.html", next=next_url), 401
+
+        def begin(db):
+            clear_account(db, username)
+            return start_session(db, user.id, SessionPolicy.from_settings(current_app.config), address=address)
+
+        token = write(begin)
         session.clear()
         session.permanent = True
-        session["user_id"] = user.id
-        # Changing the password (or an admin resetting it) logs out every other session.
-        session["pw"] = user.password_hash[-16:]
+        session["sid"] = token  # a random id: the session itself is in the database, nothing of the password here
+        log.info("login: user %r from %s", username, address)
         return redirect(next_url or landing_page(user), code=303)
     if g.user is not None:
         return redirect(next_url or landing_page(g.user))
     return render_template("auth/login.html", next=next_url)
 
 
+def _throttled(next_url: str | None, wait: int):
+    """Answer a throttled login: 429 with Retry-After, the same for every account name."""
+    minutes = max(1, -(-wait // 60))
+    flash(f"Too many failed logins: try again in {minutes} minute{'s' if minutes != 1 else ''}.", "error")
+    response = make_response(render_template("auth/login.html", next=next_url), 429)
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
 @bp.route("/logout", methods=("POST",))
 def logout():
-    """Log out."""
+    """Log out: the session ends for every copy of its cookie."""
+    token = session.get("sid")
+    if token:
+        write(lambda db: end_session(db, token))
     session.clear()
     return redirect(url_for("auth.login"), code=303)

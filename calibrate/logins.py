@@ -1,0 +1,211 @@
+"""Login sessions and login throttling, kept in the database so every server process and machine shares them.
+
+Sessions. A login stores a `LoginSession` row under the SHA-256 of a random token; the cookie
+carries only the token (no user id, nothing derived from the password hash), so a stolen
+database does not give working cookies either. `load` reads the row and its user in one
+primary-key lookup (the label POST pays for nothing else). A session is valid while it is not
+revoked, before its absolute end (`SESSION_ABSOLUTE_LIFETIME` after the login) and within the
+idle time (`PERMANENT_SESSION_LIFETIME`) of its last use; the last use is written at most every
+`TOUCH_SECONDS`, so the keystroke path does not write for it. Logout revokes the row, so every
+copy of the cookie is refused from then on; a password change or a deactivation revokes every
+session of the user (`revoke_all`). Rows are deleted once past their absolute end.
+
+Throttling. Every failed login (unknown user or wrong password alike) counts against the
+account name tried and against the client address (`LoginThrottle`, one row each). Failures
+count while each comes within `LOGIN_WINDOW` seconds of the one before; at the limit
+(`LOGIN_MAX_FAILURES` for an account, `LOGIN_MAX_FAILURES_PER_ADDRESS` for an address) the key
+is locked for `LOGIN_LOCKOUT` seconds, doubled by every further failure up to
+`LOGIN_LOCKOUT_MAX`. `retry_after` is a read: a throttled attempt is refused before its
+password is hashed (the hash is what made a login flood slow everyone's saves), and nothing
+waits in a server thread. A login that succeeds clears its account's row, not the address's.
+Rows idle for a window and not locked are deleted with every failure recorded, so the table
+stays as small as the recent failures.
+
+No Flask here: views/auth.py and views/security.py call these with the request's session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, update
+from sqlmodel import Session, col, select
+
+from calibrate.db import Statement
+from calibrate.models import LoginSession, LoginThrottle
+
+TOUCH_SECONDS = 300  # how stale `last_seen` may get before a request writes it again
+MAX_KEY_CHARS = 200
+
+
+def now_seconds() -> int:
+    """Return the current Unix time in whole seconds."""
+    return int(time.time())
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass(frozen=True)
+class SessionPolicy:
+    """How long a session lives: `idle` seconds without a request, `absolute` seconds after its login."""
+
+    idle: int = 8 * 3600
+    absolute: int = 12 * 3600
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> SessionPolicy:
+        """Return the policy of PERMANENT_SESSION_LIFETIME (idle) and SESSION_ABSOLUTE_LIFETIME."""
+        idle = settings.get("PERMANENT_SESSION_LIFETIME", cls.idle)
+        idle = idle.total_seconds() if hasattr(idle, "total_seconds") else idle  # Flask turns it into a timedelta
+        return cls(int(idle), int(settings.get("SESSION_ABSOLUTE_LIFETIME", cls.absolute)))
+
+
+def token_id(token: str) -> str:
+    """Return the key a session token is stored under (its SHA-256, hex)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def start_session(session: Session, user_id: int, policy: SessionPolicy, *, address: str = "",
+                  now: int | None = None) -> str:
+    """Store a new session of `user_id` and return its token (for the cookie). The caller commits."""
+    now = now_seconds() if now is None else now
+    token = secrets.token_urlsafe(32)
+    session.execute(delete(LoginSession).where(col(LoginSession.expires) < now))  # bounded: past their absolute end
+    session.add(LoginSession(id=token_id(token), user_id=user_id, created=now, last_seen=now,
+                             expires=now + policy.absolute, address=address[:64]))
+    return token
+
+
+@dataclass(frozen=True)
+class Active:
+    """A valid session and the columns of its user, as one query reads them."""
+
+    id: str
+    touch: bool  # last_seen is older than TOUCH_SECONDS: the caller writes it (`touch`)
+    user: dict[str, Any]
+
+
+_SESSION_SQL = Statement(
+    'SELECT s.last_seen, s.expires, s.revoked, u.id, u.username, u.display_name, u.role, u.password_hash, u.active, '
+    'u.created_at FROM loginsession s JOIN "user" u ON u.id = s.user_id WHERE s.id = :id'
+)
+_TOUCH_SQL = Statement("UPDATE loginsession SET last_seen = :now WHERE id = :id")
+
+
+def load_session(session: Session, token: str, policy: SessionPolicy, *, now: int | None = None) -> Active | None:
+    """Return the session of a cookie's token if it is valid (see the module's docstring), else None."""
+    if not token or len(token) > 100:
+        return None
+    now = now_seconds() if now is None else now
+    key = token_id(token)
+    row = _SESSION_SQL.first(session, {"id": key})
+    if (row is None or row.revoked is not None or row.expires <= now or row.last_seen + policy.idle <= now
+            or not row.active or not row.password_hash):
+        return None
+    created = row.created_at
+    user = {"id": row.id, "username": row.username, "display_name": row.display_name, "role": row.role,
+            "password_hash": row.password_hash, "active": bool(row.active),
+            "created_at": datetime.fromisoformat(created) if isinstance(created, str) else created}
+    return Active(key, now - row.last_seen >= TOUCH_SECONDS, user)
+
+
+def touch(session: Session, active: Active, *, now: int | None = None) -> None:
+    """Write a session's last use (the caller commits)."""
+    _TOUCH_SQL.execute(session, {"id": active.id, "now": now_seconds() if now is None else now})
+
+
+def end_session(session: Session, token: str, *, now: int | None = None) -> None:
+    """Revoke the session of a token (logout): every copy of its cookie is refused from now on."""
+    if token:
+        session.execute(update(LoginSession).where(col(LoginSession.id) == token_id(token), col(LoginSession.revoked).is_(None))
+                        .values(revoked=now_seconds() if now is None else now))
+
+
+def revoke_all(session: Session, user_id: int, *, now: int | None = None) -> int:
+    """Revoke every session of a user (password change, deactivation); return how many were live."""
+    result = session.execute(update(LoginSession).where(col(LoginSession.user_id) == user_id, col(LoginSession.revoked).is_(None))
+                             .values(revoked=now_seconds() if now is None else now))
+    return result.rowcount
+
+
+# --------------------------------------------------------------------------- throttling
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """The login-throttling settings (see the module's docstring)."""
+
+    max_failures: int = 10
+    max_failures_per_address: int = 30
+    window: int = 15 * 60
+    lockout: int = 60
+    lockout_max: int = 3600
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Throttle:
+        """Return the throttle of the LOGIN_* settings."""
+        d = cls()
+        return cls(int(settings.get("LOGIN_MAX_FAILURES", d.max_failures)),
+                   int(settings.get("LOGIN_MAX_FAILURES_PER_ADDRESS", d.max_failures_per_address)),
+                   int(settings.get("LOGIN_WINDOW", d.window)), int(settings.get("LOGIN_LOCKOUT", d.lockout)),
+                   int(settings.get("LOGIN_LOCKOUT_MAX", d.lockout_max)))
+
+    def lockout_after(self, failures: int, limit: int) -> int:
+        """Return the seconds a key is locked after its `failures`-th failure (0: not locked)."""
+        if failures < limit:
+            return 0
+        return min(self.lockout * 2 ** min(failures - limit, 30), self.lockout_max)
+
+
+def throttle_keys(username: str, address: str) -> tuple[str, str]:
+    """Return the throttle keys of an account name and a client address."""
+    return f"user:{username}"[:MAX_KEY_CHARS], f"addr:{address}"[:MAX_KEY_CHARS]
+
+
+def retry_after(session: Session, username: str, address: str, *, now: int | None = None) -> int:
+    """Return how many seconds the account or the address is still locked for (0: not throttled). Reads only."""
+    now = now_seconds() if now is None else now
+    keys = throttle_keys(username, address)
+    locked = session.exec(select(LoginThrottle.locked_until).where(col(LoginThrottle.key).in_(keys))).all()
+    return max([until - now for until in locked] + [0])
+
+
+def record_failure(session: Session, username: str, address: str, throttle: Throttle, *,
+                   now: int | None = None) -> int:
+    """Count a failed login against the account name and the address; return the lockout it starts (0: none).
+
+    Run in a write transaction (the caller commits). Also deletes the rows whose failures are
+    older than the window and which are not locked.
+    """
+    now = now_seconds() if now is None else now
+    user_key, address_key = throttle_keys(username, address)
+    locked = 0
+    for key, limit in ((user_key, throttle.max_failures), (address_key, throttle.max_failures_per_address)):
+        row = session.get(LoginThrottle, key)
+        if row is None:
+            row = LoginThrottle(key=key, failures=0, first_failure=now, last_failure=now)
+        elif now - row.last_failure > throttle.window:
+            row.failures, row.first_failure = 0, now
+        row.failures += 1
+        row.last_failure = now
+        seconds = throttle.lockout_after(row.failures, limit)
+        if seconds:
+            row.locked_until = now + seconds
+            locked = max(locked, seconds)
+        session.add(row)
+    session.flush()
+    session.execute(delete(LoginThrottle).where(col(LoginThrottle.last_failure) < now - throttle.window,
+                                                col(LoginThrottle.locked_until) < now))
+    return locked
+
+
+def clear_account(session: Session, username: str) -> None:
+    """Forget an account's failed logins (a login that succeeded, or an admin's password reset)."""
+    session.execute(delete(LoginThrottle).where(col(LoginThrottle.key) == throttle_keys(username, "")[0]))
