@@ -61,9 +61,22 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# The largest integer a row id may be: SQLite's INTEGER and PostgreSQL's bigint stop at 2⁶³−1.
+# A larger number in a URL, a form or a target key names nothing (views/fields.py).
+MAX_ID = 2**63 - 1
+
+
 def target_key(target: str, target_id: int) -> str:
     """Return the stable key of a label or verdict target ("claim:42")."""
     return f"{target}:{target_id}"
+
+
+def parse_target_key(key: str) -> tuple[str, int] | None:
+    """Return (kind, id) of a target key such as "claim:42", or None when it is not one (an id over MAX_ID included)."""
+    kind, _, raw_id = (key or "").partition(":")
+    if kind not in TARGETS or not (raw_id.isascii() and raw_id.isdigit()) or len(raw_id) > 19 or int(raw_id) > MAX_ID:
+        return None
+    return kind, int(raw_id)
 
 
 class Dataset(SQLModel, table=True):

@@ -35,7 +35,20 @@ from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import LABEL_COLUMNS
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
-from calibrate.models import TARGETS, Assignment, Claim, Context, Label, LabelRevision, Task, User, target_key, utcnow
+from calibrate.models import (
+    MAX_ID,
+    TARGETS,
+    Assignment,
+    Claim,
+    Context,
+    Label,
+    LabelRevision,
+    Task,
+    User,
+    parse_target_key,
+    target_key,
+    utcnow,
+)
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 _CONTEXTS = Context.__table__
@@ -60,12 +73,16 @@ class Target:
 
 
 def _parse(task, key: str) -> tuple[str, int]:
-    kind, _, raw_id = (key or "").partition(":")
-    if kind not in TARGETS or not raw_id.isdigit():
+    parsed = parse_target_key(key)
+    if parsed is None:
+        kind, _, raw_id = (key or "").partition(":")
+        if kind in TARGETS and raw_id.isascii() and raw_id.isdigit():
+            raise NotFound(key)  # an id larger than any row can have
         raise AnnotationError(f"target must look like claim:ID, context:ID or sample:ID, got {key!r}")
+    kind, target_id = parsed
     if kind != task.target:
         raise AnnotationError(f"task {task.name} labels {task.target}s, not {kind}s")
-    return kind, int(raw_id)
+    return kind, target_id
 
 
 def _target(task, kind: str, target_id: int) -> Target:
@@ -89,9 +106,9 @@ def resolve_target(session: Session, assignment, task_ref: str | int, key: str) 
 
 def _task(session: Session, ref: str | int) -> Task:
     """Return a task by id (the workbench's forms) or by name."""
-    if not (isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit())):
+    if not (isinstance(ref, int) or (isinstance(ref, str) and ref.isascii() and ref.isdigit())):
         return lookup.task(session, ref)
-    task = session.get(Task, int(ref))
+    task = session.get(Task, int(ref)) if int(ref) <= MAX_ID else None
     if task is None:
         raise NotFound(f"no task {ref!r}")
     return task

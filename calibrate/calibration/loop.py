@@ -86,6 +86,7 @@ from calibrate.models import (
     Triage,
     User,
     Verdict,
+    parse_target_key,
     utcnow,
 )
 from calibrate.reports.summary import ceiling, decision_text
@@ -460,20 +461,23 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name)
     task_row = calibrated_task(session, task)
-    kind, _, raw_id = target.partition(":")
-    if kind != task_row.target or not raw_id.isdigit():
+    parsed = parse_target_key(target)
+    if parsed is None and target.partition(":")[0] == task_row.target and target.partition(":")[2].isdigit():
+        raise NotFound(f"no target {target} in dataset {dataset.name}")  # an id larger than any row can have
+    if parsed is None or parsed[0] != task_row.target:
         raise CalibrationError(f"{target!r} is not a {task_row.target} target of task {task_row.name}")
+    kind, target_id = parsed
     position, text, sample = None, "", None
     if kind == "claim":
-        claim = session.get(Claim, int(raw_id))
+        claim = session.get(Claim, target_id)
         sample = session.get(Sample, claim.sample_id) if claim else None
         position, text = (claim.index, claim.text) if claim else (None, "")
     elif kind == "context":
-        context = session.get(Context, int(raw_id))
+        context = session.get(Context, target_id)
         sample = session.get(Sample, context.sample_id) if context else None
         position, text = (context.rank, context.text) if context else (None, "")
     else:
-        sample = session.get(Sample, int(raw_id))
+        sample = session.get(Sample, target_id)
         text = sample.answer if sample else ""
     if sample is None or sample.dataset_id != dataset.id:
         raise CalibrationError(f"no target {target} in dataset {dataset.name}")

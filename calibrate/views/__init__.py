@@ -16,6 +16,7 @@ from calibrate.views import (
     calibration_loop,
     datasets,
     errors,
+    fields,
     guidelines,
     prompts,
     runs,
@@ -26,6 +27,7 @@ from calibrate.views import (
 
 def init_app(app: Flask) -> None:
     """Register the blueprints, the request hooks and the error pages."""
+    fields.init_app(app)  # the bounded `int` converter: before any route is added
     security.init_app(app)
     errors.init_app(app)
     app.register_blueprint(auth.bp)

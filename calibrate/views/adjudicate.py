@@ -16,6 +16,7 @@ from calibrate.annotation.queue import for_review
 from calibrate.datasets import dataset_names
 from calibrate.views.auth import is_script_request, role_required
 from calibrate.views.errors import refuse_back_to
+from calibrate.views.fields import MAX_PAGE, int_field
 from calibrate.views.session import close_session, get_session, get_write_session
 
 bp = Blueprint("adjudicate", __name__, url_prefix="/adjudicate")
@@ -37,7 +38,7 @@ def index():
     dataset_name = request.args.get("dataset") or (names[0] if names else None)
     task_name = request.args.get("task") or (tasks[0].name if tasks else None)
     show = request.args.get("show") if request.args.get("show") in SHOW else "open"
-    page_no = max(request.args.get("page", 1, type=int), 1)
+    page_no = int_field(request.args, "page", default=1, minimum=1, maximum=MAX_PAGE)
     page = task = dataset = widget = None
     if dataset_name and task_name:
         dataset = lookup.dataset(db, dataset_name)

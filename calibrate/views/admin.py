@@ -14,6 +14,7 @@ from calibrate.datasets import dataset_names
 from calibrate.models import ROLES, Assignment
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
+from calibrate.views.fields import int_field
 from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -83,15 +84,14 @@ def active(user_id: int):
 def assign_work():
     """Queue a dataset's sampled items for annotators with overlap K (the same as `calibrate sample`)."""
     form = request.form
-    n = form.get("n", "").strip()
     fraction = form.get("fraction", "").strip()
+    n_value = int_field(form, "n", minimum=0)
+    seed = int_field(form, "seed", default=0, maximum=2**32 - 1)
+    overlap = int_field(form, "overlap", default=1, minimum=0, maximum=1000)
     try:
-        n_value = int(n) if n else None
         fraction_value = float(fraction) if fraction else None
-        seed = int(form.get("seed", "0") or 0)
-        overlap = int(form.get("overlap", "1") or 1)
     except ValueError:
-        raise AnnotationError("n, seed and overlap must be whole numbers, fraction a number such as 0.02") from None
+        raise AnnotationError("fraction must be a number such as 0.02") from None
     db = get_write_session()
     summary = assign(db, form.get("dataset", ""), n=n_value, fraction=fraction_value, seed=seed, overlap=overlap,
                      usernames=form.getlist("annotator"), negative_first=form.get("negative_first") == "1")

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate import lookup
-from calibrate.annotation import AnnotationError
 from calibrate.annotation.claim_edits import (
     ACTIONS,
     claim_history,
@@ -39,6 +38,7 @@ from calibrate.annotation.queue import claim_open_slot, my_assignments, my_progr
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
+from calibrate.views.fields import BadField, int_field
 from calibrate.views.session import close_session, get_session, write
 
 bp = Blueprint("annotate", __name__)
@@ -169,13 +169,14 @@ def label(assignment_id: int):
     form = request.form
     value = form.get("value", "").strip() or None
     rationale = form.get("rationale") if "rationale" in form else None
-    evidence = form.get("evidence", "")
-    if evidence and not evidence.isdigit():
-        raise AnnotationError("evidence must be a context rank")
+    evidence = int_field(form, "evidence")
     sentence = form.get("evidence_sentence", "")
     context_id, _, index = sentence.partition(":")
-    if sentence and not (context_id.isdigit() and index.isdigit()):
-        return _bad_field("evidence_sentence", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX")
+    if sentence:
+        if not (context_id.isdigit() and index.isdigit()):
+            raise BadField("evidence_sentence", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX")
+        for part in (context_id, index):  # each within what a row id can be
+            int_field({"evidence_sentence": part}, "evidence_sentence")
 
     # Read the item (and check the request against it) before taking the write lock; inside it,
     # read my label on the target again and write: the lock is held for three statements.
@@ -183,12 +184,12 @@ def label(assignment_id: int):
     task = data.task(form.get("task", ""))
     target = target_in(data, task, form.get("target", ""))
     close_session()
-    toggle: int | dict | None = int(evidence) if evidence else None
+    toggle: int | dict | None = evidence
     if sentence:
         try:
             toggle = sentence_evidence(data.contexts, int(context_id), int(index))
         except EvidenceError as exc:
-            return _bad_field(exc.field, str(exc))
+            raise BadField(exc.field, str(exc)) from None
 
     order = data.shown_order() if task.kind == "pairwise" else None
     if order is not None:  # the buttons post the position the response is shown in
@@ -202,17 +203,6 @@ def label(assignment_id: int):
 
     data.labels[(task.id, target.key)] = write(act)
     return _cell_response(item_view(data, required=_required()), task.id, target.key)
-
-
-def _bad_field(field: str, message: str):
-    """Answer a malformed form field with 400 naming it (for the script: `X-Invalid-Field`, so it does not
-    take the 400 for a stale CSRF token and reload)."""
-    if not is_script_request():
-        abort(400, description=message)
-    response = make_response(message, 400)
-    response.mimetype = "text/plain"
-    response.headers["X-Invalid-Field"] = field
-    return response
 
 
 @bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))
@@ -253,12 +243,15 @@ def change_claims(assignment_id: int):
     form = request.form
     action = form.get("change", "")
     if action not in ACTIONS:
-        return _bad_field("change", f"change must be one of {', '.join(ACTIONS)}")
+        raise BadField("change", f"change must be one of {', '.join(ACTIONS)}")
     claim_id, at = form.get("claim", ""), form.get("at", "")
     if not claim_id.isdigit():
-        return _bad_field("claim", "claim must be a claim id")
+        raise BadField("claim", "claim must be a claim id")
     if action == "split" and not at.isdigit():
-        return _bad_field("at", "at must be the character the claim is split at (0-based)")
+        raise BadField("at", "at must be the character the claim is split at (0-based)")
+    int_field(form, "claim")  # within what a row id can be (400 naming the field beyond)
+    if action == "split":
+        int_field(form, "at")
 
     def act(db):
         assignment = get_assignment(db, g.user, assignment_id)

@@ -10,6 +10,7 @@ from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
 from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import login_required
+from calibrate.views.fields import MAX_PAGE, int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session
 
@@ -37,7 +38,7 @@ def show(name: str):
     """List a dataset's samples, a page at a time."""
     session = get_session()
     dataset = lookup.dataset(session, name)
-    page = max(request.args.get("page", 1, type=int), 1)
+    page = int_field(request.args, "page", default=1, minimum=1, maximum=MAX_PAGE)
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)

@@ -24,6 +24,7 @@ from calibrate.judges.versions import (
 from calibrate.models import Dataset, PromptVersion, Task
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
+from calibrate.views.fields import int_field
 from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("prompts", __name__)
@@ -134,7 +135,7 @@ def diff(name: str):
     """Compare two versions side by side (template, system, model, params, few-shots)."""
     session = get_session()
     prompt = lookup.prompt(session, name)
-    a, b = request.args.get("a", type=int), request.args.get("b", type=int)
+    a, b = int_field(request.args, "a", minimum=1), int_field(request.args, "b", minimum=1)
     if a is None or b is None:
         abort(400, description="Choose two versions to compare (a and b).")
     _, version_a = _version_or_404(name, a)

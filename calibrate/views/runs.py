@@ -18,6 +18,7 @@ from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Verdict
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
+from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import app_engine, get_session, get_write_session
 
@@ -74,7 +75,7 @@ def create(name: str, number: int):
     if choice not in run_choices():
         abort(400, description=f"Unknown backend {choice!r}.")
     config = {"backend": "baseline"} if choice == "baseline" else dict(current_app.config["JUDGE_BACKENDS"][choice])
-    limit = request.form.get("limit", type=int)
+    limit = int_field(request.form, "limit", minimum=0)
     options = RunOptions(concurrency=int(config.get("concurrency", 8)))
     spec = RunSpec(dataset=request.form.get("dataset", ""), prompt=f"{name}@{number}", backend=config["backend"],
                    model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
