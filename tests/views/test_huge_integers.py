@@ -6,7 +6,9 @@ import re
 
 import pytest
 from bs4 import BeautifulSoup
+from sqlmodel import select
 
+from calibrate.accounts import get_user
 from calibrate.db import write_session
 from calibrate.judges import save_version
 from calibrate.models import MAX_ID, Assignment, Claim, Judge
@@ -19,8 +21,6 @@ HX = {"HX-Request": "true"}
 def world(app, client, engine, session, make_sample, login):
     """An admin logged in, a dataset with one sample assigned to them, a prompt version, a judge."""
     token = login("root", "admin")
-    from calibrate.accounts import get_user
-
     sample = make_sample()
     assignment = Assignment(sample_id=sample.id, user_id=get_user(session, "root").id)
     session.add(assignment)
@@ -28,7 +28,7 @@ def world(app, client, engine, session, make_sample, login):
     session.commit()
     with write_session(engine) as s:
         save_version(s, "claims", task="claim_support")
-    claim = session.exec(__import__("sqlmodel").select(Claim)).first()
+    claim = session.exec(select(Claim)).first()
     names = {"name": "d", "judge": "imported-judge", "target": f"claim:{claim.id}", "external_id": "s1", "action": "skip"}
     return {"token": token, "assignment": assignment.id, "claim": claim.id, "names": names}
 
@@ -36,7 +36,7 @@ def world(app, client, engine, session, make_sample, login):
 def _path(rule, values: dict[str, str]) -> str:
     path = rule.rule
     for name, value in values.items():
-        path = re.sub(r"<(?:[^:<>]+:)?%s>" % name, value, path)
+        path = re.sub(rf"<(?:[^:<>]+:)?{name}>", value, path)
     return path
 
 
