@@ -39,7 +39,11 @@ def create_app(test_config: dict | None = None) -> Flask:
     """Create and configure the calibrate Flask app."""
     settings = load_settings(test_config)
     instance = Path(settings["INSTANCE_PATH"])
-    instance.mkdir(parents=True, exist_ok=True)
+    try:
+        instance.mkdir(parents=True, mode=0o700)  # the database, the secret key: the owner's only
+        instance.chmod(0o700)  # whatever the umask
+    except FileExistsError:
+        pass  # an existing folder keeps the mode its owner gave it
     app = Flask(
         "calibrate",
         instance_path=str(instance),

@@ -2,6 +2,7 @@
 
 SQLite gets, on every connection: WAL journal (readers never block the writer),
 synchronous=NORMAL (durable at checkpoints, safe with WAL), a busy timeout, and foreign keys.
+A database file is created 0600 (its -wal and -shm files take its mode): owner only.
 pysqlite's own transaction handling is turned off so that SQLAlchemy emits BEGIN itself:
 a write transaction that reads first must start with BEGIN IMMEDIATE, or two concurrent
 writers that both read first deadlock into "database is locked" despite the busy timeout.
@@ -22,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -38,7 +41,37 @@ _lock = threading.Lock()
 PG_WRITE_LOCK = 0x63616C69
 
 
-def _install_sqlite_hooks(engine: Engine, busy_timeout: float) -> None:
+def sqlite_path(url: str) -> Path | None:
+    """Return the file of a SQLite URL (None for another database, in-memory or a file: URI)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:" \
+            or parsed.database.startswith("file:"):
+        return None
+    return Path(parsed.database)
+
+
+def create_private_file(path: Path) -> None:
+    """Create an empty file readable and writable by its owner only (0600), unless it exists.
+
+    SQLite would create the database with 0644 (less the umask): every local user could read
+    the clinical text. It opens an existing empty file as a new database, and gives its -wal
+    and -shm files the database file's mode.
+    """
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    else:
+        os.chmod(path, 0o600)  # whatever the umask
+
+
+def _install_sqlite_hooks(engine: Engine, busy_timeout: float, path: Path | None) -> None:
+    if path is not None:
+        @event.listens_for(engine, "do_connect")
+        def _create_privately(_dialect, _record, _cargs, _cparams):
+            if not path.exists():
+                create_private_file(path)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
@@ -89,7 +122,7 @@ def get_engine(url: str, *, busy_timeout: float = 10) -> Engine:
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout}
             engine = create_engine(url, **kwargs)
             if parsed.get_backend_name() == "sqlite":
-                _install_sqlite_hooks(engine, busy_timeout)
+                _install_sqlite_hooks(engine, busy_timeout, sqlite_path(url))
             elif parsed.get_backend_name() == "postgresql":
                 _install_postgres_hooks(engine)
             _engines[url] = engine

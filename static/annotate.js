@@ -9,7 +9,8 @@
 (() => {
   "use strict";
 
-  // The queue page: Enter on the focused "Start labelling" link opens the next item.
+  // The queue page: Enter on the focused "Start labelling" button opens the next item (a POST:
+  // it may take an open slot, which a GET never does).
   const start = document.querySelector("[data-autofocus]");
   if (start) start.focus();
 

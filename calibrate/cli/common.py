@@ -19,7 +19,7 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from calibrate.db import get_engine
+from calibrate.db import get_engine, sqlite_path
 from calibrate.errors import CalibrateError
 from calibrate.migrations import current_revision, head_revision
 from calibrate.settings import load_settings
@@ -99,10 +99,7 @@ def safe_url(settings: Settings) -> str:
 
 def sqlite_file(settings: Settings) -> Path | None:
     """Return the file of a SQLite database URL (None for another database or an in-memory one)."""
-    url = make_url(settings["DATABASE_URL"])
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:" or url.database.startswith("file:"):
-        return None
-    return Path(url.database)
+    return sqlite_path(settings["DATABASE_URL"])
 
 
 def ready_engine(settings: Settings) -> Engine:

@@ -34,7 +34,16 @@ from calibrate.annotation.labels import (
     sentence_evidence,
     target_in,
 )
-from calibrate.annotation.queue import claim_open_slot, my_assignments, my_progress, my_queue, pending_assignment, set_status, submit
+from calibrate.annotation.queue import (
+    claim_open_slot,
+    my_assignments,
+    my_progress,
+    my_queue,
+    open_slots,
+    pending_assignment,
+    set_status,
+    submit,
+)
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
@@ -82,32 +91,43 @@ def queue():
 
 
 def _next_for(dataset_id: int | None):
-    """Return my next assignment (in the dataset if given, else anywhere), claiming an open slot if needed."""
+    """Return my next pending assignment (in the dataset if given, else anywhere), or None. Reads only."""
     db = get_session()
     found = pending_assignment(db, g.user, dataset_id=dataset_id)
     if found is None and dataset_id is not None:
         found = pending_assignment(db, g.user)
-    if found is None:
-        def claim(db):
-            slot = claim_open_slot(db, g.user, dataset_id=dataset_id)
-            return slot if slot is not None or dataset_id is None else claim_open_slot(db, g.user)
-        found = write(claim)
     return found
 
 
-@bp.route("/annotate/next")
+def _claim_for(dataset_id: int | None):
+    """Claim an open slot for me (in the dataset if given, else anywhere) in a write transaction; None if there is none."""
+    def claim(db):
+        slot = claim_open_slot(db, g.user, dataset_id=dataset_id)
+        return slot if slot is not None or dataset_id is None else claim_open_slot(db, g.user)
+    return write(claim)
+
+
+@bp.route("/annotate/next", methods=("GET", "POST"))
 @login_required
 def next_item():
-    """Go to my next item (in `?dataset=NAME` first), or back to the queue when there is none."""
-    dataset_id = None
-    if request.args.get("dataset"):
-        dataset = lookup.dataset(get_session(), request.args["dataset"])
-        dataset_id = dataset.id
+    """Go to my next item (in `?dataset=NAME` first), or back to the queue when there is none.
+
+    GET only reads: it goes to an item already mine; when only open slots are left it shows
+    the one-button form that takes one (POST), so a prefetch, a crawler or a reload never
+    hands an item out. POST takes an open slot when nothing of mine is pending.
+    """
+    dataset_name = request.values.get("dataset") or None
+    dataset_id = lookup.dataset(get_session(), dataset_name).id if dataset_name else None
     found = _next_for(dataset_id)
-    if found is None:
-        flash("Nothing left to label. Thank you!", "done")
-        return redirect(url_for("annotate.queue"))
-    return redirect(url_for("annotate.show", assignment_id=found.id))
+    if found is None and request.method == "POST":
+        found = _claim_for(dataset_id)
+    if found is not None:
+        return redirect(url_for("annotate.show", assignment_id=found.id), code=303 if request.method == "POST" else 302)
+    if request.method == "GET" and (open_slots(get_session(), g.user, dataset_id=dataset_id)
+                                    or dataset_id is not None and open_slots(get_session(), g.user)):
+        return render_template("annotate/next.html", dataset=dataset_name)
+    flash("Nothing left to label. Thank you!", "done")
+    return redirect(url_for("annotate.queue"), code=303 if request.method == "POST" else 302)
 
 
 # --------------------------------------------------------------------------- the item

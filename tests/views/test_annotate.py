@@ -277,15 +277,39 @@ def test_the_queue_page_and_next_item(client, session, make_sample, login):
     page = _soup(client.get("/annotate"))
     row = page.select_one("#my-progress tr[data-dataset=d]")
     assert row.select_one(".done-count").get_text() == "1/2" and row.select_one(".pending").get_text() == "1"
-    assert page.select_one("#start")["href"] == "/annotate/next"
+    start = page.select_one("#start")
+    assert start.find_parent("form")["action"] == "/annotate/next" and start.find_parent("form")["method"] == "post"
     assert client.get("/annotate/next").headers["Location"] == f"/annotate/{first.id}"
+    token = page.select_one("form.start-form input[name=csrf_token]")["value"]
+    assert client.post("/annotate/next", data={"csrf_token": token}).headers["Location"] == f"/annotate/{first.id}"
     session.delete(session.get(Assignment, first.id))
     session.commit()
-    # nothing of mine left: the open slot is claimed for me
-    assert client.get("/annotate/next?dataset=d").headers["Location"] == f"/annotate/{open_slot.id}"
+    # Nothing of mine left: GET offers the open slot and takes nothing; POST claims it for me.
+    offer = client.get("/annotate/next?dataset=d")
+    assert offer.status_code == 200
+    form = _soup(offer).select_one("#start").find_parent("form")
+    assert form["method"] == "post" and form.select_one("input[name=dataset]")["value"] == "d"
+    _fresh(session)
+    assert session.get(Assignment, open_slot.id).user_id is None
+    taken = client.post("/annotate/next", data={"csrf_token": token, "dataset": "d"})
+    assert taken.status_code == 303 and taken.headers["Location"] == f"/annotate/{open_slot.id}"
     _fresh(session)
     assert session.get(Assignment, open_slot.id).user_id == ana.id
     assert client.get("/annotate/next?dataset=nope").status_code == 404
+
+
+def test_get_next_never_writes(client, session, make_sample, login, engine):
+    """A GET (a prefetch, a crawler, a reload) hands no item out and changes no row (issue 14, point 10)."""
+    login("ana")
+    slots = [Assignment(sample_id=make_sample(external_id=f"s{i}").id, user_id=None) for i in range(3)]
+    session.add_all(slots)
+    session.commit()
+    before = [(a.id, a.user_id, a.status, a.updated_at) for a in session.exec(select(Assignment).order_by(Assignment.id))]
+    for path in ("/annotate/next", "/annotate/next?dataset=d", "/annotate"):
+        assert client.get(path).status_code == 200
+    _fresh(session)
+    after = [(a.id, a.user_id, a.status, a.updated_at) for a in session.exec(select(Assignment).order_by(Assignment.id))]
+    assert after == before
 
 
 # --------------------------------------------------------------------------- security
