@@ -16,7 +16,7 @@ from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine,
 # Loaded when the command runs, not for its --help (the split check brings pandas).
 export = lazy_import("calibrate.annotation.export")
 samples_export = lazy_import("calibrate.ingest.samples_export")
-csv_report = lazy_import("calibrate.reports.csv_report")
+readers = lazy_import("calibrate.ingest.readers")
 
 
 @click.group("export")
@@ -25,15 +25,29 @@ def export_group() -> None:
 
 
 def _text(fmt: str, fields: tuple[str, ...], rows: list[dict], cell) -> str:
-    """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column."""
+    """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column.
+
+    CSV cells a spreadsheet would run as formulas (`=`, `+`, `-`, `@` …) get a leading ' and
+    each row says so in a last column `csv_escape`, which `calibrate import` reads to take the
+    ' off again: the file is safe to open and still imports back exactly (docs/formats.md).
+    """
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(fields)
+    writer.writerow([*fields, readers.ESCAPE_COLUMN])
     for row in rows:
-        writer.writerow([cell(row, name) for name in fields])
+        writer.writerow([*(readers.escape_cell(cell(row, name)) for name in fields), readers.ESCAPE_MARK])
     return buffer.getvalue()
+
+
+def _cell(value) -> str:
+    """Return a field's CSV text: lists as JSON, true/false, nothing for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, list) else str(value)
 
 
 @export_group.command("labels")
@@ -51,8 +65,7 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
     """Write a dataset's labels in the format `calibrate import labels` reads."""
     with Session(ready_engine(settings)) as session:
         result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
-    text = _text(fmt, result.fields, result.rows, lambda row, name: csv_report.neutralise(
-        json.dumps(row[name]) if isinstance(row.get(name), list) else row.get(name)))
+    text = _text(fmt, result.fields, result.rows, lambda row, name: _cell(row.get(name)))
     write_output(text, output, f"{len(result.rows)} labels")
     click.echo(result.summary(), err=True)
 
@@ -67,8 +80,7 @@ def export_samples_command(settings: Settings, dataset: str, split: str | None, 
     """Write a dataset's samples with their current claims and claim source, in the format `calibrate import samples` reads."""
     with Session(ready_engine(settings)) as session:
         result = samples_export.export_samples(session, dataset, split=split)
-    # CSV cells as they are (no formula prefix): the file is for `calibrate import samples`, which
-    # must read back exactly what was written; JSON-valued fields are JSON text.
+    # JSON-valued fields are JSON text; `calibrate import samples` reads back exactly what was written.
     text = _text(fmt, result.fields, result.rows, lambda row, name: "" if name not in row else json.dumps(
         row[name], ensure_ascii=False) if name in samples_export.STRUCTURED else str(row[name]))
     write_output(text, output, f"{len(result.rows)} samples")

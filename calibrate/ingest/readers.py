@@ -23,6 +23,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -145,6 +146,29 @@ def _deep_field(text: str, limit: int) -> str | None:
             expect_key = text.lstrip()[:1] == "{"
         i += 1
     return key
+
+
+# A CSV column that says the other cells of its row were escaped against spreadsheet formulas:
+# `'` there means one leading `'` is taken off every other cell that has one (`calibrate export
+# labels` writes `'=SUM(A1)` for the text `=SUM(A1)`, and `''x` for `'x`). Without the column,
+# or with the cell empty, cells are read as they are. See docs/formats.md.
+ESCAPE_COLUMN = "csv_escape"
+ESCAPE_MARK = "'"
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape_cell(text: str) -> str:
+    """Return a CSV cell a spreadsheet will not read as a formula, that `_read_csv` reads back as `text`.
+
+    Used with an ESCAPE_COLUMN cell of `'`: a cell that starts like a formula, or with `'`
+    itself, gets one `'` in front (numbers such as -2 or +3.5 are left as they are).
+    """
+    if text.startswith(ESCAPE_MARK) or (text.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.match(text)):
+        return ESCAPE_MARK + text
+    return text
+
+
+_PLAIN_NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?$")
 
 
 class _Stop(Exception):
@@ -424,8 +448,9 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
         if name and name in seen:
             problems.append((name, "the header names this column twice"))
         seen.add(name)
+    escape = columns.index(ESCAPE_COLUMN) if ESCAPE_COLUMN in columns else None
     if not problems and header_check is not None:
-        problems = header_check(columns)
+        problems = header_check([name for name in columns if name != ESCAPE_COLUMN])
     if problems:
         for field, message in problems:
             yield Record(header_line, None, ImportProblem(header_line, field, message), whole_file=True)
@@ -447,4 +472,12 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
         if len(row) != width:
             yield Record(start, None, ImportProblem(start, None, f"the row has {len(row)} cells, the header has {width} columns"))
             continue
+        if escape is not None:
+            marker = row[escape]
+            if marker not in ("", ESCAPE_MARK):
+                yield Record(start, None, ImportProblem(start, ESCAPE_COLUMN, f"must be {ESCAPE_MARK} or empty, got {marker[:20]!r}"))
+                continue
+            if marker:
+                row = [cell[1:] if cell.startswith(ESCAPE_MARK) else cell for cell in row]
+            row[escape] = ""
         yield Record(start, {name: cell for name, cell in zip(columns, row, strict=False) if cell != ""})

@@ -88,8 +88,50 @@ def test_csv_is_spreadsheet_safe_and_jsonl_keeps_text_verbatim(runner, session):
     label.rationale = "=HYPERLINK(\"http://x\")" + XSS_ANSWER
     session.commit()
     table = list(csv.DictReader(io.StringIO(_export(runner, "--dataset", "d", "--format", "csv").output.split("exported")[0])))
-    assert table[0]["rationale"].startswith("'=HYPERLINK")
+    assert table[0]["rationale"].startswith("'=HYPERLINK") and table[0]["csv_escape"] == "'"
     assert _lines(_export(runner, "--dataset", "d").output)[0]["rationale"] == label.rationale  # data, not a page
+
+
+def test_a_csv_export_round_trips_values_that_look_like_formulas(runner, session, tmp_path):
+    """`= + - @` and a leading ' survive export and import exactly, while a spreadsheet sees text (issue 14, point 10)."""
+    _load(runner)
+    session.rollback()
+    texts = ["=SUM(A1:A3)", "+44 20 7946 0000", "-2 doses", "@ana said so", "'quoted", "''twice", "-3"]
+    labels = session.exec(select(Label).order_by(Label.id)).all()
+    for label, text in zip(labels, texts, strict=False):
+        label.rationale = text
+    session.commit()
+    exported = tmp_path / "labels.csv"
+    _export(runner, "--dataset", "d", "--format", "csv", "-o", str(exported))
+    table = list(csv.DictReader(io.StringIO(exported.read_text(encoding="utf-8"))))
+    escaped = ["'=SUM(A1:A3)", "'+44 20 7946 0000", "'-2 doses", "'@ana said so", "''quoted", "'" + "''twice", "-3"]
+    assert sorted(row["rationale"] for row in table) == sorted(escaped)
+    assert {row["csv_escape"] for row in table} == {"'"}
+    # Into another dataset with the same samples: the very same labels.
+    assert runner.invoke(["import", "samples", str(GOOD / "samples.jsonl"), "--dataset", "e"]).exit_code == 0
+    out = runner.invoke(["import", "labels", str(exported), "--dataset", "e"])
+    assert out.exit_code == 0 and "7 added" in out.output, out.output
+    session.rollback()
+    e = session.exec(select(Dataset).where(Dataset.name == "e")).one()
+    imported = session.exec(select(Label.rationale).join(Sample, Sample.id == Label.sample_id)
+                            .where(Sample.dataset_id == e.id).order_by(Label.id)).all()
+    assert sorted(imported) == sorted(texts)
+    # And into its own dataset: nothing changed.
+    assert "nothing changed" in runner.invoke(["import", "labels", str(exported), "--dataset", "d"]).output
+
+
+def test_without_the_escape_column_a_csv_cell_is_read_as_it_is(runner, session, tmp_path):
+    _load(runner)
+    path = tmp_path / "hand.csv"
+    path.write_text("sample_id,annotator,task,value,claim,rationale\ns1,zoe,claim_support,supported,0,'=kept as typed\n",
+                    encoding="utf-8")
+    assert runner.invoke(["import", "labels", str(path), "--dataset", "d"]).exit_code == 0
+    session.rollback()
+    assert session.exec(select(Label.rationale).join(User, User.id == Label.annotator_id)
+                        .where(User.username == "zoe")).one() == "'=kept as typed"
+    path.write_text("sample_id,annotator,task,value,claim,csv_escape\ns1,zoe,claim_support,supported,0,yes\n", encoding="utf-8")
+    out = runner.invoke(["import", "labels", str(path), "--dataset", "d"])
+    assert out.exit_code == 2 and "line 2, field 'csv_escape': must be ' or empty, got 'yes'" in out.output, out.output
 
 
 def test_split_filter_and_bad_input(runner, session):
