@@ -43,6 +43,15 @@ MAX_CONTENT_LENGTH = 200 * 1024 * 1024
 IMPORT_MAX_ERRORS = 50
 # Import: the largest text field accepted, in characters.
 IMPORT_MAX_FIELD_CHARS = 1_000_000
+# Import: records written per write transaction. A CLI import validates the whole file first,
+# then writes it in chunks this size, each a short transaction (a web write waits for one chunk
+# at most), invisible until one last small transaction publishes the whole file. See
+# docs/security.md and calibrate/ingest/batches.py.
+IMPORT_CHUNK_SIZE = 1000
+# Import: an unfinished import whose last chunk is older than this many seconds (or whose
+# process is gone, on this machine) was killed; the next import, `calibrate init`, `calibrate
+# serve` and `calibrate cleanup` remove what it left (never visible).
+IMPORT_STALE_SECONDS = 600
 # Judge prompt templates: every render (the trial render when a version is saved, and each
 # item of a run) is stopped after this many seconds, and refused when its text would be longer
 # than this many characters (a template may also build at most 20 times as much text along the

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from calibrate.models import Assignment, Claim, Context, Dataset, Label, Response, Sample, Task, User
+from calibrate.models import Assignment, Claim, Context, Dataset, Label, Response, Sample, Task, User, visible_dataset
 
 
 @dataclass
@@ -23,7 +23,7 @@ class DatasetRow:
 
 def dataset_overview(session: Session) -> list[DatasetRow]:
     """Return every dataset with its counts, newest first."""
-    datasets = session.exec(select(Dataset).order_by(Dataset.created_at.desc(), Dataset.id.desc())).all()
+    datasets = session.exec(select(Dataset).where(visible_dataset()).order_by(Dataset.created_at.desc(), Dataset.id.desc())).all()
     rows = []
     for ds in datasets:
         samples = session.exec(select(func.count()).select_from(Sample).where(Sample.dataset_id == ds.id)).one()
@@ -43,7 +43,7 @@ def dataset_overview(session: Session) -> list[DatasetRow]:
 
 def dataset_names(session: Session) -> list[str]:
     """Return the names of every dataset, sorted."""
-    return list(session.exec(select(Dataset.name).order_by(Dataset.name)).all())
+    return list(session.exec(select(Dataset.name).where(visible_dataset()).order_by(Dataset.name)).all())
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from calibrate.errors import NotFound
-from calibrate.models import Dataset, Judge, Prompt, PromptVersion, Task, User
+from calibrate.models import Dataset, Judge, Prompt, PromptVersion, Task, User, visible_dataset
 
 SHOWN = 20  # names listed in a message before "… (N in all)"
 
@@ -33,17 +33,17 @@ def not_found(kind: str, name: str, existing: list[str], *, plural: str | None =
     return NotFound(f"unknown {kind} {name!r} ({plural}: {listed}){': ' + hint if hint else ''}")
 
 
-def _by_name(session: Session, model: Any, column: Any, name: str, kind: str, hint: str = "") -> Any:
-    found = session.exec(select(model).where(column == name)).first()
+def _by_name(session: Session, model: Any, column: Any, name: str, kind: str, hint: str = "", *where: Any) -> Any:
+    found = session.exec(select(model).where(column == name, *where)).first()
     if found is None:
-        existing = list(session.exec(select(column).order_by(column)).all())
+        existing = list(session.exec(select(column).where(*where).order_by(column)).all())
         raise not_found(kind, name, existing, hint=hint)
     return found
 
 
 def dataset(session: Session, name: str, *, hint: str = "") -> Dataset:
-    """Return the dataset called `name`."""
-    return _by_name(session, Dataset, Dataset.name, name, "dataset", hint=hint)
+    """Return the dataset called `name` (never one an unpublished import is still writing)."""
+    return _by_name(session, Dataset, Dataset.name, name, "dataset", hint, visible_dataset())
 
 
 def task(session: Session, name: str) -> Task:

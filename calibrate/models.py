@@ -13,6 +13,7 @@ Relations (see docs/architecture.md):
     Judge(prompt version | imported) ─< JudgeRun ─< Verdict
     ResponseCache (keyed by the hash of a rendered request)
     User ─< LoginSession; LoginThrottle (failed logins by account and by address)
+    ImportBatch ─< StagedLabel, StagedVerdict, ImportStep; Dataset.import_batch_id (hidden until published)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
@@ -35,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, SQLModel, col
 
 ROLES = ("annotator", "engineer", "admin")
 TARGETS = ("sample", "claim", "context")
@@ -79,6 +80,20 @@ def parse_target_key(key: str) -> tuple[str, int] | None:
     return kind, int(raw_id)
 
 
+class ImportBatch(SQLModel, table=True):
+    """An import being written in short transactions (calibrate/ingest/batches.py): nothing of it is
+    visible until its last, small transaction publishes it; an unfinished batch is cleaned up."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=20)  # samples | labels | verdicts
+    dataset: str = Field(max_length=200)  # the dataset it imports into (one live batch per dataset)
+    source: str = Field(default="", max_length=1000)  # the file's name
+    state: str = Field(default="writing", max_length=20)  # writing | published
+    owner: str = Field(default="", max_length=300)  # "host:pid" of the importing process
+    started: int  # Unix seconds
+    heartbeat: int  # Unix seconds of its last committed chunk
+
+
 class Dataset(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
@@ -86,6 +101,16 @@ class Dataset(SQLModel, table=True):
     source: str = Field(default="", max_length=1000)
     is_demo: bool = Field(default=False)
     created_at: datetime = Field(default_factory=utcnow)
+    # Set while an import batch writes into the dataset (a new one, or the staging copy of an
+    # existing one): hidden from every page, command and lookup until the batch is published.
+    # (No foreign key: on SQLite adding one would copy the table, and dropping the old copy
+    # would cascade to its samples.)
+    import_batch_id: int | None = Field(default=None)
+
+
+def visible_dataset():
+    """Return the condition that a dataset is not an import's unpublished staging (`Dataset.import_batch_id` is NULL)."""
+    return col(Dataset.import_batch_id).is_(None)
 
 
 class Sample(SQLModel, table=True):
@@ -460,3 +485,67 @@ class TestEvaluation(SQLModel, table=True):
     threshold: float | None = Field(default=None)
     user_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ImportStep(SQLModel, table=True):
+    """One change an `--update` samples import staged, applied when its batch is published (ingest/batches.py).
+
+    action: "sample" (row_id: the stored sample; other_id: the hidden copy holding its new
+    fields; key/note: its labels' target key and stale reason, if they go stale), "activate"
+    (a new context or claim row written inactive), "retire" (an old row; note: why its labels
+    go stale), "keep" (a kept row whose doc_id or span changes: data).
+    """
+
+    __table_args__ = (Index("ix_importstep_batch", "batch_id", "action"),)
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="importbatch.id", ondelete="CASCADE")
+    action: str = Field(max_length=20)
+    target: str = Field(default="", max_length=10)  # context | claim (for activate, retire, keep)
+    row_id: int
+    other_id: int | None = Field(default=None)
+    key: str = Field(default="", max_length=40)
+    note: str = Field(default="", max_length=500)
+    data: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+
+
+class StagedLabel(SQLModel, table=True):
+    """A label line of an import batch, resolved and checked, waiting for the batch to be published."""
+
+    __table_args__ = (Index("ix_stagedlabel_batch", "batch_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="importbatch.id", ondelete="CASCADE")
+    task_id: int
+    sample_id: int
+    claim_id: int | None = Field(default=None)
+    context_id: int | None = Field(default=None)
+    target_key: str = Field(max_length=40)
+    annotator: str = Field(max_length=100)
+    value: str = Field(max_length=200)
+    rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    guideline_version: int | None = Field(default=None)
+    # Pairwise: the order shown, as the JSON text a label's `order` holds; NULL: the line gave none.
+    order: str | None = Field(default=None, sa_column=Column("order", Text, nullable=True))
+
+
+class StagedVerdict(SQLModel, table=True):
+    """A verdict line of an import batch, resolved and checked, waiting for the batch to be published."""
+
+    __table_args__ = (Index("ix_stagedverdict_batch", "batch_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="importbatch.id", ondelete="CASCADE")
+    judge: str = Field(max_length=200)
+    task_id: int
+    sample_id: int
+    claim_id: int | None = Field(default=None)
+    context_id: int | None = Field(default=None)
+    target_key: str = Field(max_length=40)
+    order_key: str = Field(default="", max_length=40)
+    order: str | None = Field(default=None, sa_column=Column("order", Text, nullable=True))  # JSON text, as above
+    value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    status: str = Field(default="ok", max_length=20)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    latency_ms: float | None = Field(default=None)
+    input_tokens: int | None = Field(default=None)
+    output_tokens: int | None = Field(default=None)

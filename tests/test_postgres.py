@@ -498,3 +498,41 @@ def test_two_server_workers_label_the_same_item_at_once_without_duplicates(db_ur
     assert session.exec(select(func.count()).select_from(Label)).one() == len(claims) + 1
     assert session.exec(select(func.count()).select_from(LabelRevision)).one() == len(claims) + 1
     assert session.get(Assignment, assignment.id).status == "done"
+
+
+# --------------------------------------------------------------------------- imports in chunks
+
+
+def test_imports_in_one_record_chunks_publish_updates_and_clean_up_as_on_sqlite(engine, session, tmp_path):
+    from calibrate.ingest import import_in_chunks
+    from calibrate.models import Dataset, ImportBatch, ImportStep, LabelRevision, StagedLabel, StagedVerdict
+
+    good = DATA / "good"
+
+    def rewritten(name: str, change) -> Path:
+        rows = [json.loads(line) for line in (good / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(change(row)) + "\n" for row in rows), encoding="utf-8")
+        return path
+
+    def run(kind, path, **kwargs):
+        return import_in_chunks(engine, kind, path, dataset="d", chunk_size=1, **kwargs)
+
+    assert run("samples", good / "samples.jsonl").added == 3
+    assert run("labels", good / "labels.jsonl").added == 7
+    assert run("verdicts", good / "verdicts.jsonl", judge="gpt").added == 4
+    assert "nothing changed" in run("labels", good / "labels.jsonl").line()
+    changed = run("labels", rewritten("labels.jsonl", lambda row: {**row, "rationale": "seen again"}))
+    assert (changed.added, changed.updated) == (0, 7)
+    assert session.exec(select(func.count()).select_from(LabelRevision)).one() == 14  # 7 creates, 7 updates
+    reasons = run("verdicts", rewritten("verdicts.jsonl", lambda row: {**row, "reason": "again"}), judge="gpt")
+    assert (reasons.added, reasons.updated) == (0, 4)
+    update = run("samples", rewritten("samples.jsonl", lambda row: {**row, "question": row["question"] + " (v2)"}),
+                 update=True)
+    assert update.updated == 3 and update.flagged > 0
+    session.rollback()
+    for model in (ImportBatch, ImportStep, StagedLabel, StagedVerdict):
+        assert session.exec(select(func.count()).select_from(model)).one() == 0, model
+    dump = _dump(engine)
+    assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 4
+    assert all(row[-1] is None for row in session.exec(select(Dataset.id, Dataset.import_batch_id)).all())

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ab": ("reports", "ab_command", "Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."),
     "alt-test": ("reports", "alt_test_command", "Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."),
     "claims": ("claims", "claims_group", "Extract the answers' claims with an LLM (claim_extraction prompts)."),
+    "cleanup": ("imports", "cleanup_command",
+                "Remove what unfinished imports left (killed or crashed: never visible); list imports still running."),
     "compare": ("reports", "compare_command", "Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."),
     "demo": ("demo", "demo_command", "Load the bundled demo (samples, experts' labels, logins) and serve it."),
     "export": ("export", "export_group", "Write what the experts made to a file."),

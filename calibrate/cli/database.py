@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from calibrate.cli.common import Settings, db_option, engine_of, safe_url
+from calibrate.cli.common import Settings, db_option, engine_of, lazy_import, safe_url
 from calibrate.db import write_session
 from calibrate.migrations import current_revision, head_revision, upgrade
 from calibrate.tasks import ensure_builtin_tasks
+
+batches = lazy_import("calibrate.ingest.batches")
 
 
 def init_database(settings: Settings) -> str:
@@ -17,6 +19,7 @@ def init_database(settings: Settings) -> str:
     upgrade(engine)
     with write_session(engine) as session:
         ensure_builtin_tasks(session)
+    batches.cleanup(engine, stale_seconds=settings["IMPORT_STALE_SECONDS"])  # what killed imports left (never visible)
     head = head_revision()
     if before is None:
         return f"created database {safe_url(settings)} (schema {head})"

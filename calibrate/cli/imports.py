@@ -1,16 +1,17 @@
-"""`calibrate import samples|labels|verdicts|run|qrels FILE`: all or nothing."""
+"""`calibrate import samples|labels|verdicts|run|qrels FILE`: all or nothing; `calibrate cleanup`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+from sqlmodel import Session
 
 from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, progress_bar, ready_engine
-from calibrate.db import write_session
 
 # Loaded when the command runs, not for its --help.
 ingest = lazy_import("calibrate.ingest")
+batches = lazy_import("calibrate.ingest.batches")
 
 
 @click.command("import")
@@ -38,11 +39,26 @@ def import_command(settings: Settings, kind: str, file: Path, dataset: str, judg
         raise BadInput(f"{file}: no such file")
     engine = ready_engine(settings)
     # An import reads the file twice (validate everything, then write): the bar counts both passes.
-    with progress_bar(f"importing {kind} (validate, then write)") as progress, write_session(engine) as session:
-        summary = ingest.import_file(
-            session, kind, file, dataset=dataset, judge=judge, fmt=fmt, update=update,
+    # It writes in short transactions of IMPORT_CHUNK_SIZE records, published at the end.
+    with progress_bar(f"importing {kind} (validate, then write)") as progress:
+        summary = ingest.import_in_chunks(
+            engine, kind, file, dataset=dataset, judge=judge, fmt=fmt, update=update,
             description=description, progress=progress,
             max_errors=settings["IMPORT_MAX_ERRORS"], max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"],
-            where=where,
+            where=where, chunk_size=settings["IMPORT_CHUNK_SIZE"], stale_seconds=settings["IMPORT_STALE_SECONDS"],
         )
     click.echo(summary.line())
+
+
+@click.command("cleanup")
+@db_option
+def cleanup_command(settings: Settings) -> None:
+    """Remove what unfinished imports left (killed or crashed: never visible); list imports still running."""
+    engine = ready_engine(settings)
+    removed = batches.cleanup(engine, stale_seconds=settings["IMPORT_STALE_SECONDS"])
+    with Session(engine) as session:
+        running = batches.unfinished(session)
+    for batch in running:
+        click.echo(f"import {batch.id} of {batch.kind} into {batch.dataset!r} is running ({batch.owner}); left alone")
+    click.echo(f"removed {len(removed)} unfinished import{'' if len(removed) == 1 else 's'}"
+               + (f" ({', '.join(map(str, removed))})" if removed else ""))

@@ -8,7 +8,9 @@ import click
 from flask import Flask
 
 from calibrate import create_app
-from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
+
+batches = lazy_import("calibrate.ingest.batches")
 
 DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
 
@@ -63,5 +65,6 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
 @db_option
 def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int) -> None:
     """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""
-    ready_engine(settings)
+    engine = ready_engine(settings)
+    batches.cleanup(engine, stale_seconds=settings["IMPORT_STALE_SECONDS"])  # what killed imports left (never visible)
     serve_app(web_app(settings), host, port, threads, workers)

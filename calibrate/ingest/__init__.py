@@ -1,9 +1,18 @@
 """Importers that turn external RAG samples, experts' labels, judges' verdicts and TREC runs and qrels into calibrate's data.
 
-`import_file` is the one entry point (the CLI's `calibrate import` and the web import call it).
-The caller owns the transaction (`with write_session(engine) as session:`) and commits after
-it returns; the import itself also runs inside a SAVEPOINT that it rolls back before raising
-ImportRejected, so nothing of a bad file is ever written even by a caller that commits anyway.
+Two entry points, one code path:
+
+- `import_in_chunks(engine, …)` (the CLI's `calibrate import`): validates first, outside any
+  write transaction, then writes the file as an import batch in short transactions of its
+  own, invisible until its last small transaction publishes it (calibrate/ingest/batches.py),
+  so web writes never wait long; a failure or a kill leaves nothing visible, and what it
+  left is cleaned up. Unfinished batches of dead importers are removed before it starts.
+- `import_file(session, …)`: everything inside the caller's one transaction (the demo,
+  the tests); the caller commits after it returns. The import runs inside a SAVEPOINT that
+  it rolls back before raising ImportRejected, so nothing of a bad file is ever written even
+  by a caller that commits anyway.
+
+TREC run and qrels files change id lists of existing samples and are small: one transaction.
 Formats and rules: docs/formats.md.
 """
 
@@ -13,22 +22,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlmodel import Session
 
+from calibrate.db import write_session
+from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
 from calibrate.ingest.labels import import_labels, import_verdicts
 from calibrate.ingest.problems import ImportProblem, ImportRejected, ImportSummary, reject
 from calibrate.ingest.readers import FORMATS, detect_format
 from calibrate.ingest.samples import import_samples
 from calibrate.ingest.trec import TrecSummary, import_trec
 
-__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "TrecSummary", "import_file"]
+__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "TrecSummary", "import_file",
+           "import_in_chunks"]
 
 KINDS = ("samples", "labels", "verdicts", "run", "qrels")
 TREC_KINDS = ("run", "qrels")
 
 
 def import_file(session: Session, kind: str, path: str | Path, **options: Any) -> ImportSummary | TrecSummary:
-    """Import a samples, labels, verdicts, TREC run or TREC qrels file into `dataset`, all or nothing.
+    """Import a samples, labels, verdicts, TREC run or TREC qrels file into `dataset`, all or nothing, in `session`'s transaction.
 
     Raise ImportRejected (listing up to `max_errors` problems, each with its line and field,
     and naming the file) if anything in the file is wrong; then nothing of it has been
@@ -36,17 +49,46 @@ def import_file(session: Session, kind: str, path: str | Path, **options: Any) -
     once per pass). `where` (`metadata.FIELD=VALUE`, run and qrels only) limits the samples a
     TREC file applies to. Options: those of `_import_file`.
     """
+    chunk_size = options.pop("chunk_size", CHUNK_SIZE)
     try:
-        return _import_file(session, kind, path, **options)
+        _check(kind, path, **options)
+        savepoint = session.begin_nested()
+        try:
+            if kind in TREC_KINDS:
+                summary = _import_trec(session, kind, path, **options)
+            else:
+                summary = _import_file(InTransaction(session, chunk_size=chunk_size), kind, path, **options)
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+        return summary
     except ImportRejected as exc:
         exc.source = str(path)
         raise
 
 
-def _import_file(session: Session, kind: str, path: str | Path, *, dataset: str, judge: str | None = None,
-                 fmt: str | None = None, update: bool = False, description: str = "",
-                 progress: Callable[[int], object] | None = None, max_errors: int = 50,
-                 max_field_chars: int = 1_000_000, where: str | None = None) -> ImportSummary | TrecSummary:
+def import_in_chunks(engine: Engine, kind: str, path: str | Path, *, chunk_size: int = CHUNK_SIZE,
+                     stale_seconds: int = STALE_SECONDS, **options: Any) -> ImportSummary | TrecSummary:
+    """Import a file as `import_file` does, but in short write transactions of its own (see the module's docstring).
+
+    `chunk_size`: records per write transaction (IMPORT_CHUNK_SIZE); `stale_seconds`: how long
+    an unfinished batch's heartbeat may be silent before it counts as abandoned (IMPORT_STALE_SECONDS).
+    """
+    try:
+        _check(kind, path, **options)
+        cleanup(engine, stale_seconds=stale_seconds)
+        if kind in TREC_KINDS:
+            with write_session(engine) as session:
+                return _import_trec(session, kind, path, **options)
+        return _import_file(InChunks(engine, chunk_size=chunk_size), kind, path, **options)
+    except ImportRejected as exc:
+        exc.source = str(path)
+        raise
+
+
+def _check(kind: str, path: str | Path, *, judge: str | None = None, fmt: str | None = None, update: bool = False,
+           where: str | None = None, **_options: Any) -> None:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if kind != "verdicts" and judge is not None:
@@ -59,32 +101,21 @@ def _import_file(session: Session, kind: str, path: str | Path, *, dataset: str,
         raise ValueError("where is for TREC run and qrels files")
     if not Path(path).is_file():
         raise reject(f"{path}: no such file")
-    if kind in TREC_KINDS:
 
-        savepoint = session.begin_nested()
-        try:
-            summary = import_trec(session, path, kind, dataset=dataset, where=where, progress=progress, max_errors=max_errors)
-        except BaseException:
-            savepoint.rollback()
-            raise
-        savepoint.commit()
-        return summary
+
+def _import_trec(session: Session, kind: str, path: str | Path, *, dataset: str, where: str | None = None,
+                 progress: Callable[[int], object] | None = None, max_errors: int = 50, **_options: Any) -> TrecSummary:
+    return import_trec(session, path, kind, dataset=dataset, where=where, progress=progress, max_errors=max_errors)
+
+
+def _import_file(writes: Writes, kind: str, path: str | Path, *, dataset: str, judge: str | None = None,
+                 fmt: str | None = None, update: bool = False, description: str = "",
+                 progress: Callable[[int], object] | None = None, max_errors: int = 50,
+                 max_field_chars: int = 1_000_000, where: str | None = None) -> ImportSummary:
     fmt = detect_format(path, fmt)
     limits = {"progress": progress, "max_errors": max_errors, "max_field_chars": max_field_chars}
-    savepoint = session.begin_nested()
-    try:
-        if kind == "samples":
-
-            summary = import_samples(session, path, fmt, dataset=dataset, update=update,
-                                     description=description, **limits)
-        elif kind == "labels":
-
-            summary = import_labels(session, path, fmt, dataset=dataset, **limits)
-        else:
-
-            summary = import_verdicts(session, path, fmt, dataset=dataset, judge=judge, **limits)
-    except BaseException:
-        savepoint.rollback()
-        raise
-    savepoint.commit()
-    return summary
+    if kind == "samples":
+        return import_samples(writes, path, fmt, dataset=dataset, update=update, description=description, **limits)
+    if kind == "labels":
+        return import_labels(writes, path, fmt, dataset=dataset, **limits)
+    return import_verdicts(writes, path, fmt, dataset=dataset, judge=judge, **limits)

@@ -3,14 +3,17 @@
 A line names its target by the sample's id and, as its task requires, a claim index (claim
 tasks) or a context rank (context tasks), counted among the sample's active claims and
 contexts. The first pass validates every line and keeps only the key of each target (to find
-duplicates); the target rows are then loaded for the samples the file names, and the second
-pass resolves each line's claim or context and writes in batches. A problem found in the
-second pass (an index out of range) stops the writing, the pass still lists every such
-problem, and import_file rolls back its savepoint, so what was written before is undone.
+duplicates); the target rows and the stored labels or verdicts of the samples the file names
+are then read, and the second pass resolves each line's claim or context and stages the lines
+that change something, chunk by chunk, as an import batch (calibrate/ingest/batches.py: each
+chunk a short write transaction, invisible until the last small one publishes it with a few
+set-based upserts). A problem found in the second pass (an index out of range) stops the
+staging, the pass still lists every such problem, and the batch is removed (import_file rolls
+back its savepoint in one transaction), so nothing of the file lands.
 
 Labels are upserted on (task, target, annotator): the same value and rationale is unchanged;
 another one updates the label and keeps the old one in a LabelRevision("update"). Verdicts
-are upserted on (judge, task, target). `"value": null` records a judge call with no usable
+are upserted on (judge, task, target) — with pairwise tasks (judge, task, target, order). `"value": null` records a judge call with no usable
 verdict (status "error" when an `error` is given, else "unparsed"); a value that is not
 valid for the task is a problem of the file, never an unparsed verdict.
 
@@ -23,29 +26,34 @@ task, target, order), and a verdicts line may give both orders at once: `value_o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import JSON, Text, and_, case, cast, exists, false, func, insert, literal, null, or_, select, update
 from sqlmodel import Session
 
 from calibrate import lookup
 from calibrate.accounts import AccountError, ensure_annotator, validate_username
 from calibrate.errors import NotFound
-from calibrate.ingest.bulk import first_free_id, sync_id_sequence
+from calibrate.ingest.batches import Writes
+from calibrate.ingest.bulk import sync_id_sequence
 from calibrate.ingest.fields import RecordCheck, invalid, kind_of
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import (
     Claim,
     Context,
+    ImportBatch,
     Judge,
     Label,
     LabelRevision,
     Response,
     Sample,
+    StagedLabel,
+    StagedVerdict,
     Task,
     User,
     Verdict,
@@ -60,7 +68,6 @@ VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "re
                   "latency_ms", "input_tokens", "output_tokens", "order", "value_original", "value_swapped")
 TWO_ORDERS = ("value_original", "value_swapped")  # a pairwise verdicts line with both orders
 _LABEL_KNOWN, _VERDICT_KNOWN = frozenset(LABEL_FIELDS), frozenset(VERDICT_FIELDS)
-BATCH = 2000
 CHUNK = 500  # ids per IN (...) query
 
 _SAMPLES, _CLAIMS, _CONTEXTS = Sample.__table__, Claim.__table__, Context.__table__
@@ -346,20 +353,20 @@ def _verdict_value(data: dict[str, Any], check: RecordCheck, task: Task | None, 
 # --------------------------------------------------------------------------- the imports
 
 
-def import_labels(session: Session, source: str | Path, fmt: str, *, dataset: str,
+def import_labels(writes: Writes, source: str | Path, fmt: str, *, dataset: str,
                   progress: Callable[[int], object] | None = None, max_errors: int = 50,
                   max_field_chars: int = 1_000_000) -> ImportSummary:
-    """Validate then upsert the labels of a file (annotators created without a password)."""
-    return _Import(session, source, fmt, "labels", dataset, None, progress, max_errors, max_field_chars).run()
+    """Validate then upsert the labels of a file (annotators created without a password), as one import batch."""
+    return _Import(writes, source, fmt, "labels", dataset, None, progress, max_errors, max_field_chars).run()
 
 
-def import_verdicts(session: Session, source: str | Path, fmt: str, *, dataset: str, judge: str | None = None,
+def import_verdicts(writes: Writes, source: str | Path, fmt: str, *, dataset: str, judge: str | None = None,
                     progress: Callable[[int], object] | None = None, max_errors: int = 50,
                     max_field_chars: int = 1_000_000) -> ImportSummary:
-    """Validate then upsert the verdicts of a file (the judge created if missing, kind "imported")."""
+    """Validate then upsert the verdicts of a file (the judge created if missing, kind "imported"), as one import batch."""
     if judge is not None and (not judge.strip() or len(judge) > 200):
         raise reject("--judge must be a name of 1 to 200 characters", field="judge")
-    return _Import(session, source, fmt, "verdicts", dataset, judge, progress, max_errors, max_field_chars).run()
+    return _Import(writes, source, fmt, "verdicts", dataset, judge, progress, max_errors, max_field_chars).run()
 
 
 def _chunks(items: Iterable[int], size: int = CHUNK) -> Iterator[list[int]]:
@@ -369,17 +376,17 @@ def _chunks(items: Iterable[int], size: int = CHUNK) -> Iterator[list[int]]:
 
 
 class _Import:
-    def __init__(self, session: Session, source: str | Path, fmt: str, kind: str, dataset: str,
+    def __init__(self, writes: Writes, source: str | Path, fmt: str, kind: str, dataset: str,
                  judge: str | None, progress, max_errors: int, max_field_chars: int) -> None:
-        self.session = session
+        self.writes = writes
         self.source = source
         self.fmt = fmt
         self.kind = kind
-        self.ctx = _Context(session, dataset, kind, judge)
+        with writes.read() as session:
+            self.ctx = _Context(session, dataset, kind, judge)
         self.problems = Problems(max_errors)
         self.limit = max_field_chars
         self.tick = Progress(progress)
-        self.now = utcnow()
 
     def records(self) -> Iterator[Record]:
         header = None
@@ -413,59 +420,71 @@ class _Import:
         seen: dict[tuple, int | None] = {}
         claim_samples: set[int] = set()
         context_samples: set[int] = set()
-        people: set[str] = set()
         no_value = no_value_errors = 0
         last_line: int | None = -1
-        try:
-            for line in self.lines(problems):
-                if isinstance(line, Record):
-                    count += not line.whole_file
-                    continue
-                count += line.line != last_line  # a line with both orders gives two verdicts
-                last_line = line.line
-                key = line.key()
-                first = seen.get(key, -1)
-                if first != -1:
-                    problems.add(line.line, {"claim": "claim", "context": "context"}.get(line.task.target, "sample_id"),
-                                 f"duplicate: line {first} already gives {self._what(line)}")
-                    continue
-                seen[key] = line.line
-                people.add(line.who)
-                if self.kind == "verdicts" and line.value is None:
-                    no_value += 1
-                    no_value_errors += line.extra.get("status") == "error"
-                if line.claim is not None:
-                    claim_samples.add(line.sample_id)
-                elif line.context is not None:
-                    context_samples.add(line.sample_id)
-        except TooManyProblems:
-            raise problems.rejected(count) from None
-        self.tick.flush()
-        samples = {sample_id for _, sample_id, *_ in seen}
-        del seen
-        claims = self._targets(_CLAIMS, _CLAIMS.c.index, claim_samples)
-        contexts = self._targets(_CONTEXTS, _CONTEXTS.c.rank, context_samples)
+        with self.writes.read() as session:
+            self.ctx.session = session  # a pairwise line reads the dataset's responses (once)
+            try:
+                for line in self.lines(problems):
+                    if isinstance(line, Record):
+                        count += not line.whole_file
+                        continue
+                    count += line.line != last_line  # a line with both orders gives two verdicts
+                    last_line = line.line
+                    key = line.key()
+                    first = seen.get(key, -1)
+                    if first != -1:
+                        problems.add(line.line, {"claim": "claim", "context": "context"}.get(line.task.target, "sample_id"),
+                                     f"duplicate: line {first} already gives {self._what(line)}")
+                        continue
+                    seen[key] = line.line
+                    if self.kind == "verdicts" and line.value is None:
+                        no_value += 1
+                        no_value_errors += line.extra.get("status") == "error"
+                    if line.claim is not None:
+                        claim_samples.add(line.sample_id)
+                    elif line.context is not None:
+                        context_samples.add(line.sample_id)
+            except TooManyProblems:
+                raise problems.rejected(count) from None
+            self.tick.flush()
+            samples = {sample_id for _, sample_id, *_ in seen}
+            del seen
+            claims = self._targets(session, _CLAIMS, _CLAIMS.c.index, claim_samples)
+            contexts = self._targets(session, _CONTEXTS, _CONTEXTS.c.rank, context_samples)
+            stager = (_LabelStager if self.kind == "labels" else _VerdictStager)(self, session, samples)
+            self.writes.end_read(session)
+        # Pass 2: resolve targets and stage the lines that change something, chunk by chunk, while
+        # the file has no problem (what was staged is removed if one turns up). Pass 1 has filed
+        # the lines' own problems already.
         writing = not problems
-        writer = (_LabelWriter if self.kind == "labels" else _VerdictWriter)(self, samples, people) if writing else None
-        # Pass 2: resolve targets and write while the file has no problem (import_file rolls the
-        # writes back if one turns up). Pass 1 has filed the lines' own problems already.
         quiet = Problems(1 << 30)
         try:
-            for line in self.lines(quiet):
-                if isinstance(line, Record):
-                    continue
-                target = self._resolve(line, claims, contexts)
-                if target is None:
-                    writing = False
-                elif writing:
-                    writer.add(line, *target)
-        except TooManyProblems:
-            raise problems.rejected(count) from None
-        if problems:
-            raise problems.rejected(count)
-        writer.flush()
+            try:
+                for line in self.lines(quiet):
+                    if isinstance(line, Record):
+                        continue
+                    target = self._resolve(line, claims, contexts)
+                    if target is None:
+                        writing = False
+                    elif writing:
+                        stager.add(line, *target)
+            except TooManyProblems:
+                raise problems.rejected(count) from None
+            if problems:
+                raise problems.rejected(count)
+            stager.flush()
+            added = updated = 0
+            if self.writes.batch is not None:
+                with self.writes.publish() as session:
+                    added, updated = stager.publish(session)
+        except BaseException:
+            self.writes.abandon()
+            raise
+        self.writes.finish()
         self.tick.flush()
-        return ImportSummary(self.kind, self.ctx.dataset.name, writer.added, writer.updated, writer.unchanged,
+        unchanged = stager.unchanged + stager.staged - added - updated
+        return ImportSummary(self.kind, self.ctx.dataset.name, added, updated, unchanged,
                              no_value=no_value, no_value_errors=no_value_errors)
 
     def _what(self, line: Line) -> str:
@@ -476,11 +495,11 @@ class _Import:
         return (f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}"
                 f"{shown}").replace("on  ", "on ")
 
-    def _targets(self, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:
+    def _targets(self, session: Session, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:
         """Return (sample id, index or rank) -> row id of the active claims or contexts of the samples."""
         out: dict[tuple[int, int], int] = {}
         for chunk in _chunks(sample_ids):
-            for sample_id, at, pk in self.session.execute(
+            for sample_id, at, pk in session.execute(
                 select(table.c.sample_id, position, table.c.id)
                 .where(table.c.sample_id.in_(chunk), table.c.active.is_(True))
             ):
@@ -511,136 +530,199 @@ class _Import:
         self.problems.add(line.line, name, f"{noun} {index} is out of range: sample {line.external_id!r} has {have}")
 
 
-class _LabelWriter:
-    """Upsert labels in batches, with a LabelRevision for every create and update."""
+class _Stager:
+    """Stage the lines of a file that change something, chunk by chunk, in an import batch; publish them.
 
-    def __init__(self, job: _Import, samples: set[int], people: set[str]) -> None:
-        session = self.session = job.session
-        self.now = job.now
-        self.added = self.updated = self.unchanged = 0
-        self.users = {name: job.ctx.people[name] if name in job.ctx.people else ensure_annotator(session, name).id
-                      for name in sorted(people)}
-        self.guidelines: dict[int, int | None] = {}
-        self.existing: dict[tuple[int, str, int], tuple[int, str, str, list | None]] = {}
-        for chunk in _chunks(samples):
-            for row in session.execute(
-                select(_LABELS.c.id, _LABELS.c.task_id, _LABELS.c.target_key, _LABELS.c.annotator_id,
-                       _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order)
-                .where(_LABELS.c.sample_id.in_(chunk), _LABELS.c.adjudicated.is_(False))
-            ):
-                self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.id, row.value, row.rationale, row.order)
-        self.next_id = first_free_id(session, _LABELS)
-        self.inserts: list[dict[str, Any]] = []
-        self.updates: list[dict[str, Any]] = []
-        self.revisions: list[dict[str, Any]] = []
+    Lines equal to what is stored are only counted (`unchanged`): a file imported again stages
+    nothing and starts no batch. Publishing upserts the staged rows with a few set-based
+    statements, so it stays short however many rows the file has.
+    """
 
-    def _guideline(self, task: Task) -> int | None:
-        if task.id not in self.guidelines:
-            guideline = current_guideline(self.session, task)
-            self.guidelines[task.id] = guideline.version if guideline is not None else None
-        return self.guidelines[task.id]
+    model: Any = None
 
-    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
-        annotator_id = self.users[line.who]
-        old = self.existing.get((line.task.id, key, annotator_id))
-        if old is not None:
-            label_id, value, rationale, order = old
-            # A line without `order` leaves a recorded order as it is.
-            new_order = line.order if line.order is not None else order
-            if (value, rationale, order) == (line.value, line.text, new_order):
-                self.unchanged += 1
-                return
-            self.updated += 1
-            self.updates.append({"b_id": label_id, "value": line.value, "rationale": line.text, "stale": False,
-                                 "stale_reason": "", "guideline_version": self._guideline(line.task),
-                                 "order": new_order, "updated_at": self.now})
-            self.revisions.append({"label_id": label_id, "action": "update", "value": value, "rationale": rationale,
-                                   "order": order, "changed_by_id": annotator_id, "changed_at": self.now})
-        else:
-            self.added += 1
-            label_id = self.next_id
-            self.next_id += 1
-            self.inserts.append({
-                "id": label_id, "task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id,
-                "context_id": context_id, "target_key": key, "annotator_id": annotator_id, "value": line.value,
-                "rationale": line.text, "evidence": None, "guideline_version": self._guideline(line.task),
-                "adjudicated": False, "stale": False, "stale_reason": "", "source": "import", "order": line.order,
-                "created_at": self.now, "updated_at": self.now,
-            })
-            self.revisions.append({"label_id": label_id, "action": "create", "value": line.value, "order": line.order,
-                                   "rationale": line.text, "changed_by_id": annotator_id, "changed_at": self.now})
-        if len(self.revisions) >= BATCH:
+    def __init__(self, job: _Import) -> None:
+        self.job = job
+        self.writes = job.writes
+        self.unchanged = self.staged = 0
+        self.rows: list[dict[str, Any]] = []
+
+    def stage(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self.staged += 1
+        if len(self.rows) >= self.writes.chunk_size:
             self.flush()
 
     def flush(self) -> None:
-        execute = self.session.execute
-        if self.inserts:
-            execute(insert(_LABELS), self.inserts)
-            sync_id_sequence(self.session, _LABELS)
-        if self.updates:
-            execute(update(_LABELS).where(_LABELS.c.id == bindparam("b_id")), self.updates)
-        if self.revisions:
-            execute(insert(_REVISIONS), self.revisions)
-        self.inserts, self.updates, self.revisions = [], [], []
+        if not self.rows:
+            return
+        if self.writes.batch is None:
+            self.writes.begin(self.job.kind, self.job.ctx.dataset.name, Path(self.job.source).name)
+        rows, self.rows = [{**row, "batch_id": self.writes.batch.id} for row in self.rows], []
+        with self.writes.chunk() as session:
+            session.execute(insert(self.model.__table__), rows)
+
+
+def _order_text(order: list[str] | None) -> str | None:
+    """Return a pairwise order as the JSON text it is stored as (None: not given)."""
+    return None if order is None else json.dumps(order)
+
+
+def _as_json(session: Session, expression: Any) -> Any:
+    """Return a staged JSON text as a value for a JSON column (PostgreSQL needs the cast; SQLite stores the text)."""
+    return cast(expression, JSON) if session.get_bind().dialect.name == "postgresql" else expression
+
+
+def _json_text(column: Any) -> Any:
+    """Return a JSON column as comparable text, JSON null and SQL NULL alike ("null")."""
+    return func.coalesce(cast(column, Text), "null")
+
+
+class _LabelStager(_Stager):
+    """Labels: upserted on (task, target, annotator), a LabelRevision for every create and update.
+
+    A line without `order` leaves a recorded order as it is.
+    """
+
+    model = StagedLabel
+
+    def __init__(self, job: _Import, session: Session, samples: set[int]) -> None:
+        super().__init__(job)
+        self.people = job.ctx.people
+        self.guidelines: dict[int, int | None] = {}
+        for task in job.ctx.tasks.values():
+            guideline = current_guideline(session, task)
+            self.guidelines[task.id] = guideline.version if guideline is not None else None
+        self.existing: dict[tuple[int, str, int], tuple[str, str, list | None]] = {}
+        for chunk in _chunks(samples):
+            for row in session.execute(
+                select(_LABELS.c.task_id, _LABELS.c.target_key, _LABELS.c.annotator_id, _LABELS.c.value, _LABELS.c.rationale,
+                       _LABELS.c.order)
+                .where(_LABELS.c.sample_id.in_(chunk), _LABELS.c.adjudicated.is_(False))
+            ):
+                self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.value, row.rationale, row.order)
+
+    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
+        annotator_id = self.people.get(line.who)
+        old = self.existing.get((line.task.id, key, annotator_id)) if annotator_id is not None else None
+        if old is not None:
+            new_order = line.order if line.order is not None else old[2]
+            if old == (line.value, line.text, new_order):
+                self.unchanged += 1
+                return
+        self.stage({"task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id, "context_id": context_id,
+                    "target_key": key, "annotator": line.who, "value": line.value, "rationale": line.text,
+                    "guideline_version": self.guidelines.get(line.task.id), "order": _order_text(line.order)})
+
+    def publish(self, session: Session) -> tuple[int, int]:
+        """Upsert the batch's staged labels (creating the annotators it names); return (added, updated)."""
+        batch_id, now = self.writes.batch.id, utcnow()
+        staged, users = StagedLabel.__table__, User.__table__
+        for name in session.execute(select(staged.c.annotator).where(staged.c.batch_id == batch_id).distinct()).scalars():
+            ensure_annotator(session, name)
+        session.flush()
+        first_new = (session.execute(select(func.max(_LABELS.c.id))).scalar() or 0) + 1
+        match = and_(_LABELS.c.task_id == staged.c.task_id, _LABELS.c.target_key == staged.c.target_key,
+                     _LABELS.c.annotator_id == users.c.id, _LABELS.c.adjudicated.is_(False))
+        differs = or_(_LABELS.c.value != staged.c.value, _LABELS.c.rationale != staged.c.rationale,
+                      and_(staged.c.order.is_not(None), _json_text(_LABELS.c.order) != staged.c.order))
+        mine = and_(staged.c.batch_id == batch_id, users.c.username == staged.c.annotator)
+        at = literal(now, _REVISIONS.c.changed_at.type)
+        # An update keeps what it replaces in a revision: written first, from the label as it is.
+        session.execute(insert(_REVISIONS).from_select(
+            ["label_id", "action", "value", "rationale", "order", "changed_by_id", "changed_at"],
+            select(_LABELS.c.id, literal("update"), _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order,
+                   _LABELS.c.annotator_id, at)
+            .select_from(staged.join(users, users.c.username == staged.c.annotator).join(_LABELS, match))
+            .where(staged.c.batch_id == batch_id, differs)))
+        updated = session.execute(
+            update(_LABELS).where(mine, match, differs)
+            .values(value=staged.c.value, rationale=staged.c.rationale, stale=False, stale_reason="",
+                    guideline_version=staged.c.guideline_version, updated_at=now,
+                    order=case((staged.c.order.is_(None), _LABELS.c.order),
+                               else_=_as_json(session, staged.c.order)))).rowcount
+        stamp = literal(now, _LABELS.c.created_at.type)
+        session.execute(insert(_LABELS).from_select(
+            ["task_id", "sample_id", "claim_id", "context_id", "target_key", "annotator_id", "value", "rationale",
+             "evidence", "guideline_version", "adjudicated", "stale", "stale_reason", "source", "order", "created_at",
+             "updated_at"],
+            select(staged.c.task_id, staged.c.sample_id, staged.c.claim_id, staged.c.context_id, staged.c.target_key,
+                   users.c.id, staged.c.value, staged.c.rationale, null(), staged.c.guideline_version, false(), false(),
+                   literal(""), literal("import"), _as_json(session, staged.c.order), stamp, stamp)
+            .select_from(staged.join(users, users.c.username == staged.c.annotator))
+            .where(staged.c.batch_id == batch_id, ~exists().where(match))))
+        # Counted, not taken from the INSERT's rowcount (not reliable for INSERT … SELECT on every driver).
+        added = session.execute(select(func.count()).where(_LABELS.c.id >= first_new)).scalar()
+        session.execute(insert(_REVISIONS).from_select(
+            ["label_id", "action", "value", "rationale", "order", "changed_by_id", "changed_at"],
+            select(_LABELS.c.id, literal("create"), _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order,
+                   _LABELS.c.annotator_id, at)
+            .where(_LABELS.c.id >= first_new)))
+        sync_id_sequence(session, _LABELS)
+        session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
+        return added, updated
 
 
 _VERDICT_COLUMNS = ("value", "status", "reason", "error", "raw", "latency_ms", "input_tokens", "output_tokens", "order")
+_PLAIN_COLUMNS = _VERDICT_COLUMNS[:-1]  # compared as they are; `order` (JSON) as text
 
 
-class _VerdictWriter:
-    """Upsert verdicts in batches on (judge, task, target)."""
+class _VerdictStager(_Stager):
+    """Verdicts: upserted on (judge, task, target, order)."""
 
-    def __init__(self, job: _Import, samples: set[int], people: set[str]) -> None:
-        session = self.session = job.session
-        self.now = job.now
-        self.added = self.updated = self.unchanged = 0
-        self.judges: dict[str, int] = {}
-        for name in sorted(people):
-            known = job.ctx.people.get(name)
-            if known is None:
-                judge = Judge(name=name, kind="imported", description="created by an import of verdicts")
-                session.add(judge)
-                session.flush()
-                self.judges[name] = judge.id
-            else:
-                self.judges[name] = known[0]
+    model = StagedVerdict
+
+    def __init__(self, job: _Import, session: Session, samples: set[int]) -> None:
+        super().__init__(job)
+        self.judges = {name: pk for name, (pk, _kind) in job.ctx.people.items()}
         self.existing: dict[tuple[int, int, str, str], tuple] = {}
         judge_ids = list(self.judges.values())
         for chunk in _chunks(samples):
             for row in session.execute(
-                select(_VERDICTS.c.id, _VERDICTS.c.judge_id, _VERDICTS.c.task_id, _VERDICTS.c.target_key,
-                       _VERDICTS.c.order_key, *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
+                select(_VERDICTS.c.judge_id, _VERDICTS.c.task_id, _VERDICTS.c.target_key, _VERDICTS.c.order_key,
+                       *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
                 .where(_VERDICTS.c.sample_id.in_(chunk), _VERDICTS.c.judge_id.in_(judge_ids))
             ):
-                self.existing[(row.judge_id, row.task_id, row.target_key, row.order_key)] = (
-                    row.id, tuple(row._mapping[name] for name in _VERDICT_COLUMNS))
-        self.inserts: list[dict[str, Any]] = []
-        self.updates: list[dict[str, Any]] = []
+                self.existing[(row.judge_id, row.task_id, row.target_key, row.order_key)] = tuple(
+                    row._mapping[name] for name in _VERDICT_COLUMNS)
 
     def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
-        judge_id = self.judges[line.who]
         content = {"value": line.value, "reason": line.text, **line.extra, "order": line.order if line.order_key else None}
-        values = tuple(content[name] for name in _VERDICT_COLUMNS)
-        old = self.existing.get((judge_id, line.task.id, key, line.order_key))
-        if old is not None:
-            if old[1] == values:
-                self.unchanged += 1
-                return
-            self.updated += 1
-            self.updates.append({"b_id": old[0], **content, "source": "import", "run_id": None})
-        else:
-            self.added += 1
-            self.inserts.append({
-                "judge_id": judge_id, "run_id": None, "task_id": line.task.id, "sample_id": line.sample_id,
-                "claim_id": claim_id, "context_id": context_id, "target_key": key, "order_key": line.order_key, **content,
-                "cached": False, "source": "import", "created_at": self.now,
-            })
-        if len(self.inserts) + len(self.updates) >= BATCH:
-            self.flush()
+        judge_id = self.judges.get(line.who)
+        old = self.existing.get((judge_id, line.task.id, key, line.order_key)) if judge_id is not None else None
+        if old is not None and old == tuple(content[n] for n in _VERDICT_COLUMNS):
+            self.unchanged += 1
+            return
+        self.stage({"judge": line.who, "task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id,
+                    "context_id": context_id, "target_key": key, "order_key": line.order_key,
+                    **{name: content[name] for name in _PLAIN_COLUMNS}, "order": _order_text(content["order"])})
 
-    def flush(self) -> None:
-        if self.inserts:
-            self.session.execute(insert(_VERDICTS), self.inserts)
-        if self.updates:
-            self.session.execute(update(_VERDICTS).where(_VERDICTS.c.id == bindparam("b_id")), self.updates)
-        self.inserts, self.updates = [], []
+    def publish(self, session: Session) -> tuple[int, int]:
+        """Upsert the batch's staged verdicts (creating the imported judges it names); return (added, updated)."""
+        batch_id, now = self.writes.batch.id, utcnow()
+        staged, judges = StagedVerdict.__table__, Judge.__table__
+        names = session.execute(select(staged.c.judge).where(staged.c.batch_id == batch_id).distinct()).scalars().all()
+        known = set(session.execute(select(judges.c.name).where(judges.c.name.in_(names))).scalars())
+        for name in sorted(set(names) - known):
+            session.add(Judge(name=name, kind="imported", description="created by an import of verdicts"))
+        session.flush()
+        match = and_(_VERDICTS.c.judge_id == judges.c.id, _VERDICTS.c.task_id == staged.c.task_id,
+                     _VERDICTS.c.target_key == staged.c.target_key, _VERDICTS.c.order_key == staged.c.order_key)
+        differs = or_(*(_VERDICTS.c[name].is_distinct_from(staged.c[name]) for name in _PLAIN_COLUMNS),
+                      _json_text(_VERDICTS.c.order) != func.coalesce(staged.c.order, "null"))
+        order = _as_json(session, staged.c.order)
+        updated = session.execute(
+            update(_VERDICTS).where(staged.c.batch_id == batch_id, judges.c.name == staged.c.judge, match, differs)
+            .values(**{name: staged.c[name] for name in _PLAIN_COLUMNS}, order=order, source="import",
+                    run_id=None)).rowcount
+        first_new = (session.execute(select(func.max(_VERDICTS.c.id))).scalar() or 0) + 1
+        session.execute(insert(_VERDICTS).from_select(
+            ["judge_id", "run_id", "task_id", "sample_id", "claim_id", "context_id", "target_key", "order_key",
+             *_PLAIN_COLUMNS, "order", "cached", "source", "created_at"],
+            select(judges.c.id, null(), staged.c.task_id, staged.c.sample_id, staged.c.claim_id, staged.c.context_id,
+                   staged.c.target_key, staged.c.order_key, *(staged.c[name] for name in _PLAIN_COLUMNS), order, false(),
+                   literal("import"), literal(now, _VERDICTS.c.created_at.type))
+            .select_from(staged.join(judges, judges.c.name == staged.c.judge))
+            .where(staged.c.batch_id == batch_id, ~exists().where(match))))
+        added = session.execute(select(func.count()).where(_VERDICTS.c.id >= first_new)).scalar()
+        session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
+        return added, updated

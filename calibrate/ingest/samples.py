@@ -2,9 +2,11 @@
 
 Two streaming passes over the file. The first validates every record and keeps only
 id → (content hash, line), so duplicates and changed samples are found without holding the
-records; the second re-reads the file and writes the new and updated samples in batches
-(`BulkInsert`; sample ids preallocated from max(id) + 1 (`first_free_id`), safe because the caller's transaction
-holds SQLite's write lock). A file with any problem raises ImportRejected before anything is
+records; it only reads the database, in no write transaction. The second re-reads the file and
+writes the new and updated samples as an import batch (calibrate/ingest/batches.py): chunk by
+chunk, each its own short write transaction (`BulkInsert`; ids from max(id) + 1 inside the
+chunk's transaction, which holds the write lock), into a hidden dataset; one last small
+transaction publishes it. A file with any problem raises ImportRejected before anything is
 written; re-importing a file whose samples are all known and unchanged skips the second pass
 and writes nothing.
 
@@ -14,7 +16,9 @@ or dropped ones are retired (`active=False`) and new rows added. Labels on retir
 the sample's own labels when its question, answer, ground truth or contexts changed, are
 kept and flagged stale with a LabelRevision("stale"). A record without `claims` whose answer
 is unchanged keeps claims an LLM extraction or an expert made (claim source `NAME@V`, or
-`…+edited`): only a new answer, or claims given in the file, replace them.
+`…+edited`): only a new answer, or claims given in the file, replace them. The chunks write
+the new rows inactive and the new fields into a hidden copy of the sample, and record each
+change as an ImportStep; the publish applies them.
 
 `claims` is a list of strings (each located in the answer) or of `{"text", "start", "end"}`
 objects (the span given, checked against the answer: what `calibrate export samples` writes),
@@ -32,12 +36,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlmodel import Session
 
+from calibrate.ingest.batches import Writes, hidden_dataset
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
 from calibrate.ingest.claims import ClaimSpan, SentenceSegmenter, locate_claims, segment
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
@@ -51,6 +57,8 @@ from calibrate.models import (
     Claim,
     Context,
     Dataset,
+    ImportBatch,
+    ImportStep,
     Label,
     LabelRevision,
     Response,
@@ -67,13 +75,11 @@ REQUIRED = ("id", "question", "answer", "contexts")
 PAIRWISE_OPTIONAL = ("answer", "contexts")  # a sample with responses may leave these out
 _KNOWN = frozenset(SAMPLE_FIELDS)
 GIVEN = "given"  # Sample.segmenter of a sample whose claims came with it
-BATCH = 2000  # samples per bulk insert (about 12 rows each with contexts and claims)
-UPDATE_BATCH = 500
 # A sample label judged the whole sample: it is stale when one of these changed.
 SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts", "responses")
 
 _SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__
-_LABELS, _REVISIONS = Label.__table__, LabelRevision.__table__
+_LABELS, _REVISIONS, _STEPS = Label.__table__, LabelRevision.__table__, ImportStep.__table__
 _SAMPLE_COLUMNS = ("id", "dataset_id", "external_id", "question", "answer", "ground_truth", "metadata", "feedback",
                    "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "split", "created_at",
                    "updated_at")
@@ -306,66 +312,75 @@ def _fingerprint(path: str | Path) -> tuple[int, int]:
     return stat.st_size, stat.st_mtime_ns
 
 
-def import_samples(session: Session, source: str | Path, fmt: str, *, dataset: str, update: bool = False,
+def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str, update: bool = False,
                    description: str = "", progress: Callable[[int], object] | None = None,
                    max_errors: int = 50, max_field_chars: int = 1_000_000) -> ImportSummary:
-    """Validate then write the samples of a file into `dataset` (created if missing)."""
+    """Validate then write the samples of a file into `dataset` (created if missing), as one import batch.
+
+    `writes` says where: the caller's transaction, or short transactions of their own
+    (calibrate.ingest.batches). Validation only reads; nothing is visible before the publish.
+    """
     if not dataset.strip() or len(dataset) > 200:
         raise reject("the dataset name must be 1 to 200 characters", field="dataset")
-    ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
-    existing: dict[str, tuple[int, str]] = {}
-    if ds is not None:
-        rows = session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id, _SAMPLES.c.content_hash)
-                               .where(_SAMPLES.c.dataset_id == ds.id))
-        existing = {ext: (pk, digest) for ext, pk, digest in rows}
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in dataset):
+        raise reject("the dataset name must not contain control characters (tabs, line breaks …)", field="dataset")
     cells = fmt == "csv"
     fingerprint = _fingerprint(source)
 
     def records() -> Iterator[Record]:
         return read_records(source, fmt, header_check=check_samples_header if cells else None)
 
-    # Pass 1: validate, keeping id -> (hash, line) only.
+    # Pass 1: validate, keeping id -> (hash, line) only. Reads, in no write transaction.
     problems = Problems(max_errors)
     seen: dict[str, tuple[str, int | None]] = {}
     added = changed = count = 0
     tick = Progress(progress)
-    try:
-        for record in records():
-            count += not record.whole_file
-            tick()
-            if record.problem is not None:
-                problems.add_problem(record.problem)
-                continue
-            check = RecordCheck(record.line, cells=cells, problems=problems, limit=max_field_chars)
-            norm = normalise_sample(record.fields, check)
-            if norm is None:
-                continue
-            digest = hash_checked(norm, check)
-            if digest is None:
-                continue
-            external_id = norm["id"]
-            first = seen.get(external_id)
-            if first is not None:
-                check.bad("id", f"duplicate id {external_id!r}: line {first[1]} has it too")
-                continue
-            seen[external_id] = (digest, record.line)
-            stored = existing.get(external_id)
-            if stored is None:
-                added += 1
-            elif stored[1] != digest:
-                if not update:
-                    fields = _diff(_stored_records(session, [stored[0]])[stored[0]], norm)
-                    if not fields:
-                        # Written differently, same content (an exported file: claims with their spans and
-                        # source): nothing to import.
-                        seen[external_id] = (stored[1], record.line)
-                        continue
-                    check.bad("id", f"sample {external_id!r} changed since it was imported ({', '.join(fields)}); "
-                                    "use --update to replace it")
+    with writes.read() as session:
+        ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
+        existing: dict[str, tuple[int, str]] = {}
+        if ds is not None and ds.import_batch_id is None:
+            rows = session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id, _SAMPLES.c.content_hash)
+                                   .where(_SAMPLES.c.dataset_id == ds.id))
+            existing = {ext: (pk, digest) for ext, pk, digest in rows}
+        writes.end_read(session)  # pass 1 reads the file, not the database: hold no snapshot meanwhile
+        try:
+            for record in records():
+                count += not record.whole_file
+                tick()
+                if record.problem is not None:
+                    problems.add_problem(record.problem)
                     continue
-                changed += 1
-    except TooManyProblems:
-        pass
+                check = RecordCheck(record.line, cells=cells, problems=problems, limit=max_field_chars)
+                norm = normalise_sample(record.fields, check)
+                if norm is None:
+                    continue
+                digest = hash_checked(norm, check)
+                if digest is None:
+                    continue
+                external_id = norm["id"]
+                first = seen.get(external_id)
+                if first is not None:
+                    check.bad("id", f"duplicate id {external_id!r}: line {first[1]} has it too")
+                    continue
+                seen[external_id] = (digest, record.line)
+                stored = existing.get(external_id)
+                if stored is None:
+                    added += 1
+                elif stored[1] != digest:
+                    if not update:
+                        fields = _diff(_stored_records(session, [stored[0]])[stored[0]], norm)
+                        writes.end_read(session)
+                        if not fields:
+                            # Written differently, same content (an exported file: claims with their spans and
+                            # source): nothing to import.
+                            seen[external_id] = (stored[1], record.line)
+                            continue
+                        check.bad("id", f"sample {external_id!r} changed since it was imported ({', '.join(fields)}); "
+                                        "use --update to replace it")
+                        continue
+                    changed += 1
+        except TooManyProblems:
+            pass
     tick.flush()
     if problems:
         raise problems.rejected(count)
@@ -373,35 +388,43 @@ def import_samples(session: Session, source: str | Path, fmt: str, *, dataset: s
     if not added and not changed:
         return ImportSummary("samples", dataset, 0, 0, unchanged)
 
-    # Pass 2: write. The records are those pass 1 validated and hashed, unless the file changed.
-    if ds is None:
-        ds = Dataset(name=dataset, source=Path(source).name, description=description)
-        session.add(ds)
-        session.flush()
-    writer = _SampleWriter(session, ds.id)
-    quiet = Problems(1)
-    for record in records():
-        tick()
-        norm = None
-        if record.fields is not None:
-            try:
-                norm = normalise_sample(record.fields, RecordCheck(record.line, cells=cells, problems=quiet,
-                                                                   limit=max_field_chars))
-            except TooManyProblems:
-                pass
-        first = seen.get(norm["id"]) if norm is not None else None
-        if first is None or first[1] != record.line:
-            raise reject("the file changed while it was being imported: import it again", line=record.line)
-        stored = existing.get(norm["id"])
-        if stored is None:
-            writer.add(norm, first[0])
-        elif stored[1] != first[0]:
-            writer.replace(stored[0], norm, first[0])
-    if _fingerprint(source) != fingerprint:
-        raise reject("the file changed while it was being imported: import it again")
-    writer.flush()
+    # Pass 2: write in chunks into the batch's hidden dataset; then publish. The records are those
+    # pass 1 validated and hashed, unless the file changed.
+    batch = writes.begin("samples", dataset, Path(source).name)
+    try:
+        with writes.chunk() as session:
+            staging = hidden_dataset(session, batch, dataset, source=Path(source).name, description=description)
+            staging_id = staging.id
+        stager = _SampleStager(writes, staging_id, batch.id)
+        quiet = Problems(1)
+        for record in records():
+            tick()
+            norm = None
+            if record.fields is not None:
+                try:
+                    norm = normalise_sample(record.fields, RecordCheck(record.line, cells=cells, problems=quiet,
+                                                                       limit=max_field_chars))
+                except TooManyProblems:
+                    pass
+            first = seen.get(norm["id"]) if norm is not None else None
+            if first is None or first[1] != record.line:
+                raise reject("the file changed while it was being imported: import it again", line=record.line)
+            stored = existing.get(norm["id"])
+            if stored is None:
+                stager.add(norm, first[0])
+            elif stored[1] != first[0]:
+                stager.replace(stored[0], norm, first[0])
+        if _fingerprint(source) != fingerprint:
+            raise reject("the file changed while it was being imported: import it again")
+        stager.flush()
+        with writes.publish() as session:
+            flagged = publish_samples(session, batch.id, staging_id, dataset)
+    except BaseException:
+        writes.abandon()
+        raise
+    writes.finish()
     tick.flush()
-    return ImportSummary("samples", dataset, added, changed, unchanged, flagged=writer.flagged)
+    return ImportSummary("samples", dataset, added, changed, unchanged, flagged=flagged)
 
 
 def _stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any]]:
@@ -454,181 +477,293 @@ def _diff(stored: dict[str, Any], norm: dict[str, Any]) -> list[str]:
     return changed
 
 
-class _SampleWriter:
-    """Bulk-insert new samples and replace changed ones, in batches."""
+class _SampleStager:
+    """Write a samples batch chunk by chunk: new samples into the hidden dataset, replacements as steps.
 
-    def __init__(self, session: Session, dataset_id: int) -> None:
-        self.session = session
-        self.dataset_id = dataset_id
+    The work of a chunk that needs no lock (segmenting answers, comparing a changed sample with
+    the stored one) is done before its write transaction; inside it are the INSERTs.
+    """
+
+    def __init__(self, writes: Writes, staging_id: int, batch_id: int) -> None:
+        self.writes = writes
+        self.staging_id = staging_id
+        self.batch_id = batch_id
         self.now = utcnow()
-        self.next_id = first_free_id(session, _SAMPLES)
-        self.samples = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS)
-        self.contexts = BulkInsert(session, _CONTEXTS, ("sample_id", "rank", "text", "doc_id", "active"))
-        self.claims = BulkInsert(session, _CLAIMS, ("sample_id", "index", "text", "start", "end", "active", "origin"))
-        self.responses = BulkInsert(session, _RESPONSES, ("sample_id", "position", "key", "text", "model", "metadata"))
-        self.json = self.samples.bind("metadata")
-        self.null = self.json(None)  # what SQLAlchemy stores for None in a JSON column
-        self.stamp = self.samples.bind("created_at")(self.now)
-        self.active = self.contexts.bind("active")(True)
+        with writes.read() as session:  # the driver's form of JSON values, as SQLAlchemy stores them
+            self.json = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS).bind("metadata")
+        self.null = self.json(None)
+        # New samples wait as tuples of plain values: a chunk's thousand records held as dicts and
+        # lists would keep the garbage collector busy (measured: a fifth of the import's time).
+        self.new: list[tuple] = []
         self.replacements: list[tuple[int, dict[str, Any], str]] = []
-        self.flagged = 0
 
     def add(self, norm: dict[str, Any], digest: str) -> None:
-        """Queue a new sample with its contexts and claims."""
-        sample_id = self.next_id
-        self.next_id += 1
+        """Queue a new sample (written with the chunk it falls in); its answer is segmented now, outside any transaction."""
         spans, segmenter, source = claim_spans(norm)
         origin = claim_origin(source)
-        json_value, null, active = self.json, self.null, self.active
+        self.new.append((self._fields(norm, digest, segmenter, source),
+                         tuple((text, doc_id) for text, doc_id in norm["contexts"]),
+                         tuple((span.text, span.start, span.end, origin) for span in spans),
+                         self._responses(norm)))
+        self._maybe_write()
+
+    def _responses(self, norm: dict[str, Any]) -> tuple:
+        """Return a pairwise sample's responses as (position, key, text, model, metadata) rows (none for another sample)."""
+        json_value, null = self.json, self.null
+        return tuple((position, r["id"], r["text"], r["model"] or "", null if r["metadata"] is None else json_value(r["metadata"]))
+                     for position, r in enumerate(norm.get("responses") or []))
+
+    def _fields(self, norm: dict[str, Any], digest: str, segmenter: str, source: str) -> tuple:
+        """Return a sample's columns from external_id to claim_source, as the driver takes them."""
+        json_value, null = self.json, self.null
         retrieved, relevant = norm["retrieved_ids"], norm["relevant_ids"]
-        self.samples.add((
-            sample_id, self.dataset_id, norm["id"], norm["question"], norm["answer"], norm["ground_truth"],
-            json_value(norm["metadata"]), norm["feedback"], null if retrieved is None else json_value(retrieved),
-            null if relevant is None else json_value(relevant), digest, segmenter, source, None, self.stamp, self.stamp,
-        ))
-        self.contexts.extend([(sample_id, rank, text, doc_id, active)
-                              for rank, (text, doc_id) in enumerate(norm["contexts"])])
-        self.claims.extend([(sample_id, index, span.text, span.start, span.end, active, origin)
-                            for index, span in enumerate(spans)])
-        self._add_responses(sample_id, norm)
-        if len(self.samples) >= BATCH:
-            self._insert()
+        return (norm["id"], norm["question"], norm["answer"], norm["ground_truth"], json_value(norm["metadata"]),
+                norm["feedback"], null if retrieved is None else json_value(retrieved),
+                null if relevant is None else json_value(relevant), digest, segmenter, source)
 
     def replace(self, pk: int, norm: dict[str, Any], digest: str) -> None:
-        """Queue the update of a stored sample."""
+        """Queue the replacement of a stored sample."""
         self.replacements.append((pk, norm, digest))
-        if len(self.replacements) >= UPDATE_BATCH:
-            self._replace()
+        self._maybe_write()
+
+    def _maybe_write(self) -> None:
+        if len(self.new) + len(self.replacements) >= self.writes.chunk_size:
+            self.flush()
 
     def flush(self) -> None:
-        """Write everything queued."""
-        self._insert()
-        self._replace()
+        """Write what is queued, as one chunk."""
+        if not self.new and not self.replacements:
+            return
+        new, self.new = self.new, []
+        plans: list[_Plan] = []
+        if self.replacements:
+            batch, self.replacements = self.replacements, []
+            with self.writes.read() as session:
+                stored_by_pk = _stored_records(session, [pk for pk, _, _ in batch])
+            plans = [_plan(pk, norm, digest, stored_by_pk[pk]) for pk, norm, digest in batch]
+            for plan in plans:
+                if plan.responses is not None:
+                    plan.responses = self._responses(plan.norm)
+        with self.writes.chunk() as session:
+            self._write(session, new, plans)
 
-    def _insert(self) -> None:
+    def _write(self, session: Session, new: list[tuple], plans: list[_Plan]) -> None:
+        samples = BulkInsert(session, _SAMPLES, _SAMPLE_COLUMNS)
+        contexts = BulkInsert(session, _CONTEXTS, ("id", "sample_id", "rank", "text", "doc_id", "active"))
+        claims = BulkInsert(session, _CLAIMS, ("id", "sample_id", "index", "text", "start", "end", "active", "origin"))
+        responses = BulkInsert(session, _RESPONSES, ("sample_id", "position", "key", "text", "model", "metadata"))
+        stamp = samples.bind("created_at")(self.now)
+        active, inactive = contexts.bind("active")(True), contexts.bind("active")(False)
+        next_sample = first_free_id(session, _SAMPLES)
+        next_context, next_claim = first_free_id(session, _CONTEXTS), first_free_id(session, _CLAIMS)
+        staging = self.staging_id
+        for fields, context_rows, claim_rows, response_rows in new:
+            sample_id, next_sample = next_sample, next_sample + 1
+            responses.extend([(sample_id, *row) for row in response_rows])
+            samples.add((sample_id, staging, *fields, None, stamp, stamp))
+            contexts.extend([(next_context + rank, sample_id, rank, text, doc_id, active)
+                             for rank, (text, doc_id) in enumerate(context_rows)])
+            next_context += len(context_rows)
+            claims.extend([(next_claim + index, sample_id, index, text, start, end, active, origin)
+                           for index, (text, start, end, origin) in enumerate(claim_rows)])
+            next_claim += len(claim_rows)
+        steps: list[dict[str, Any]] = []
+        for plan in plans:
+            # The new fields wait in a hidden copy; new rows are written inactive; the rest are steps.
+            copy_id, next_sample = next_sample, next_sample + 1
+            samples.add((copy_id, staging, *self._fields(plan.norm, plan.digest, plan.segmenter, plan.source), None, stamp,
+                         stamp))
+            steps.append(self._step("sample", plan.pk, other_id=copy_id, key=target_key("sample", plan.pk),
+                                    note=plan.stale_reason, data={"responses": True} if plan.responses is not None else None))
+            if plan.responses is not None:  # replaced whole at the publish: the new ones wait on the copy
+                responses.extend([(copy_id, *row) for row in plan.responses])
+            for rank, text, doc_id in plan.new_contexts:
+                contexts.add((next_context, plan.pk, rank, text, doc_id, inactive))
+                steps.append(self._step("activate", next_context, target="context"))
+                next_context += 1
+            for index, text, start, end in plan.new_claims:
+                claims.add((next_claim, plan.pk, index, text, start, end, inactive, claim_origin(plan.source)))
+                steps.append(self._step("activate", next_claim, target="claim"))
+                next_claim += 1
+            steps += [self._step("retire", row_id, target=target, note=reason) for target, row_id, reason in plan.retired]
+            steps += [self._step("keep", row_id, target=target, data=data) for target, row_id, data in plan.kept]
         # Parents first: the foreign keys are checked row by row.
-        self.samples.flush()
-        sync_id_sequence(self.session, _SAMPLES)
-        self.contexts.flush()
-        self.claims.flush()
-        self.responses.flush()
+        samples.flush()
+        contexts.flush()
+        claims.flush()
+        responses.flush()
+        for table in (_SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES):
+            sync_id_sequence(session, table)
+        if steps:
+            session.execute(insert(_STEPS), steps)
 
-    def _add_responses(self, sample_id: int, norm: dict[str, Any]) -> None:
-        responses = norm.get("responses") or []
-        json_value, null = self.json, self.null
-        self.responses.extend([(sample_id, position, r["id"], r["text"], r["model"] or "",
-                                null if r["metadata"] is None else json_value(r["metadata"]))
-                               for position, r in enumerate(responses)])
+    def _step(self, action: str, row_id: int, *, target: str = "", other_id: int | None = None, key: str = "",
+              note: str = "", data: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"batch_id": self.batch_id, "action": action, "target": target, "row_id": row_id, "other_id": other_id,
+                "key": key, "note": note[:500], "data": data}
 
-    def _replace(self) -> None:
-        if not self.replacements:
-            return
-        batch, self.replacements = self.replacements, []
-        stored_by_pk = _stored_records(self.session, [pk for pk, _, _ in batch])
-        sample_updates, context_doc_ids, claim_spans_kept = [], [], []
-        retired_contexts: dict[int, str] = {}
-        retired_claims: dict[int, str] = {}
-        stale_samples: dict[str, str] = {}
-        new_responses: list[int] = []
-        for pk, norm, digest in batch:
-            stored = stored_by_pk[pk]
-            spans, segmenter, source = claim_spans(norm)
-            if norm["claims"] is None and "claim_source" not in norm and norm["answer"] == stored["answer"] \
-                    and claim_origin(stored["claim_source"]) not in (SEGMENTER, IMPORT):
-                # An extraction's or an expert's claims of an unchanged answer stay: the file says nothing new.
-                spans = [ClaimSpan(row.text, row.start, row.end) for row in stored["claim_rows"]]
-                segmenter, source = stored["segmenter"], stored["claim_source"]
-            origin = claim_origin(source)
-            sample_updates.append({
-                "b_id": pk, "question": norm["question"], "answer": norm["answer"],
-                "ground_truth": norm["ground_truth"], "metadata": norm["metadata"], "feedback": norm["feedback"],
-                "retrieved_ids": norm["retrieved_ids"], "relevant_ids": norm["relevant_ids"],
-                "content_hash": digest, "segmenter": segmenter, "claim_source": source, "updated_at": self.now,
-            })
-            name = _short(norm["id"])
-            changed = _diff(stored, norm)
-            judged = [field for field in changed if field in SAMPLE_LABEL_FIELDS]
-            if judged:
-                stale_samples[target_key("sample", pk)] = f"sample {name} changed in an --update import ({', '.join(judged)})"
-            # Contexts: keep a row whose rank and text are unchanged, retire the rest.
-            old_contexts = {row.rank: row for row in stored["context_rows"]}
-            for rank, (text, doc_id) in enumerate(norm["contexts"]):
-                old = old_contexts.pop(rank, None)
-                if old is not None and old.text == text:
-                    if old.doc_id != doc_id:
-                        context_doc_ids.append({"b_id": old.id, "doc_id": doc_id})
-                    continue
-                if old is not None:
-                    retired_contexts[old.id] = f"context at rank {rank} of sample {name} changed in an --update import"
-                self.contexts.add((pk, rank, text, doc_id, self.active))
-            for rank, old in old_contexts.items():
-                retired_contexts[old.id] = f"context at rank {rank} of sample {name} was removed by an --update import"
-            # Claims: the same by index and text; a kept claim's span follows the new answer.
-            old_claims = {row.index: row for row in stored["claim_rows"]}
-            for index, span in enumerate(spans):
-                old = old_claims.pop(index, None)
-                if old is not None and old.text == span.text:
-                    if (old.start, old.end) != (span.start, span.end):
-                        claim_spans_kept.append({"b_id": old.id, "start": span.start, "end": span.end})
-                    continue
-                if old is not None:
-                    retired_claims[old.id] = f"claim {index} of sample {name} changed in an --update import"
-                self.claims.add((pk, index, span.text, span.start, span.end, self.active, origin))
-            for index, old in old_claims.items():
-                retired_claims[old.id] = f"claim {index} of sample {name} was removed by an --update import"
-            if "responses" in changed:
-                new_responses.append(pk)
-                self._add_responses(pk, norm)
-        execute = self.session.execute
-        execute(update(_SAMPLES).where(_SAMPLES.c.id == bindparam("b_id")), sample_updates)
-        if context_doc_ids:
-            execute(update(_CONTEXTS).where(_CONTEXTS.c.id == bindparam("b_id")), context_doc_ids)
-        if claim_spans_kept:
-            execute(update(_CLAIMS).where(_CLAIMS.c.id == bindparam("b_id")), claim_spans_kept)
-        if retired_contexts:
-            execute(update(_CONTEXTS).where(_CONTEXTS.c.id.in_(list(retired_contexts))).values(active=False))
-        if retired_claims:
-            execute(update(_CLAIMS).where(_CLAIMS.c.id.in_(list(retired_claims))).values(active=False))
-        if new_responses:  # replaced whole: labels and verdicts name responses by id, never by row
-            execute(delete(_RESPONSES).where(_RESPONSES.c.sample_id.in_(new_responses)))
-        self._insert()
-        self._flag(retired_contexts, retired_claims, stale_samples)
 
-    def _flag(self, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> None:
-        """Mark the labels on retired targets (and on changed samples) stale, with a revision each."""
-        conditions = []
-        if contexts:
-            conditions.append(_LABELS.c.context_id.in_(list(contexts)))
-        if claims:
-            conditions.append(_LABELS.c.claim_id.in_(list(claims)))
-        if samples:
-            conditions.append(_LABELS.c.target_key.in_(list(samples)))
-        if not conditions:
-            return
-        rows = self.session.execute(
-            select(_LABELS.c.id, _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.claim_id, _LABELS.c.context_id,
-                   _LABELS.c.target_key)
-            .where(_LABELS.c.stale.is_(False), or_(*conditions))
-        ).all()
-        if not rows:
-            return
-        flags, revisions = [], []
-        for row in rows:
-            if row.claim_id is not None:
-                reason = claims.get(row.claim_id)
-            elif row.context_id is not None:
-                reason = contexts.get(row.context_id)
-            else:
-                reason = samples.get(row.target_key)
-            if reason is None:
-                continue
-            flags.append({"b_id": row.id, "stale": True, "stale_reason": reason[:500]})
-            revisions.append({"label_id": row.id, "action": "stale", "value": row.value, "rationale": row.rationale,
-                              "changed_by_id": None, "changed_at": self.now})
-        if flags:
-            self.session.execute(update(_LABELS).where(_LABELS.c.id == bindparam("b_id")), flags)
-            self.session.execute(insert(_REVISIONS), revisions)
-        self.flagged += len(flags)
+@dataclass
+class _Plan:
+    """What replacing one stored sample changes, computed before the chunk's write transaction."""
+
+    pk: int
+    norm: dict[str, Any]
+    digest: str
+    segmenter: str
+    source: str  # Sample.claim_source after the replacement
+    stale_reason: str  # for the sample's own labels ("" when they stay valid)
+    new_contexts: list[tuple[int, str, str | None]] = field(default_factory=list)
+    new_claims: list[tuple[int, str, int, int]] = field(default_factory=list)
+    retired: list[tuple[str, int, str]] = field(default_factory=list)  # (context|claim, row id, why its labels go stale)
+    kept: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # (context|claim, row id, new doc_id or span)
+    responses: tuple | None = None  # the new responses when they changed (they replace the stored ones whole)
+
+
+def _plan(pk: int, norm: dict[str, Any], digest: str, stored: dict[str, Any]) -> _Plan:
+    """Match a replacement's contexts and claims with the stored ones by rank/index and text (see the module's docstring)."""
+    spans, segmenter, source = claim_spans(norm)
+    if norm["claims"] is None and "claim_source" not in norm and norm["answer"] == stored["answer"] \
+            and claim_origin(stored["claim_source"]) not in (SEGMENTER, IMPORT):
+        # An extraction's or an expert's claims of an unchanged answer stay: the file says nothing new.
+        spans = [ClaimSpan(row.text, row.start, row.end) for row in stored["claim_rows"]]
+        segmenter, source = stored["segmenter"], stored["claim_source"]
+    name = _short(norm["id"])
+    changed = _diff(stored, norm)
+    judged = [name_ for name_ in changed if name_ in SAMPLE_LABEL_FIELDS]
+    plan = _Plan(pk, norm, digest, segmenter, source,
+                 f"sample {name} changed in an --update import ({', '.join(judged)})" if judged else "",
+                 responses=() if "responses" in changed else None)
+    old_contexts = {row.rank: row for row in stored["context_rows"]}
+    for rank, (text, doc_id) in enumerate(norm["contexts"]):
+        old = old_contexts.pop(rank, None)
+        if old is not None and old.text == text:
+            if old.doc_id != doc_id:
+                plan.kept.append(("context", old.id, {"doc_id": doc_id}))
+            continue
+        if old is not None:
+            plan.retired.append(("context", old.id, f"context at rank {rank} of sample {name} changed in an --update import"))
+        plan.new_contexts.append((rank, text, doc_id))
+    for rank, old in old_contexts.items():
+        plan.retired.append(("context", old.id, f"context at rank {rank} of sample {name} was removed by an --update import"))
+    # Claims: the same by index and text; a kept claim's span follows the new answer.
+    old_claims = {row.index: row for row in stored["claim_rows"]}
+    for index, span in enumerate(spans):
+        old = old_claims.pop(index, None)
+        if old is not None and old.text == span.text:
+            if (old.start, old.end) != (span.start, span.end):
+                plan.kept.append(("claim", old.id, {"start": span.start, "end": span.end}))
+            continue
+        if old is not None:
+            plan.retired.append(("claim", old.id, f"claim {index} of sample {name} changed in an --update import"))
+        plan.new_claims.append((index, span.text, span.start, span.end))
+    for index, old in old_claims.items():
+        plan.retired.append(("claim", old.id, f"claim {index} of sample {name} was removed by an --update import"))
+    return plan
+
+
+# --------------------------------------------------------------------------- publishing
+
+
+def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> int:
+    """Make a samples batch visible in one transaction; return how many labels went stale.
+
+    A new dataset is unhidden; into an existing one the staged samples move (one UPDATE).
+    An --update's steps are applied: fields copied from the hidden copies, old rows retired and
+    new ones activated, kept rows' doc_id and spans updated, labels on what changed flagged.
+    """
+    now = utcnow()
+    steps = session.exec(select(ImportStep).where(ImportStep.batch_id == batch_id)).scalars().all()
+    copies = {step.row_id: step for step in steps if step.action == "sample"}
+    copy_ids = [step.other_id for step in copies.values()]
+    staging = session.get(Dataset, staging_id)
+    if staging.name == dataset:
+        session.execute(update(Dataset).where(Dataset.id == staging_id).values(import_batch_id=None))
+    else:
+        real = session.scalars(select(Dataset).where(Dataset.name == dataset, Dataset.import_batch_id.is_(None))).one()
+        moving = update(_SAMPLES).where(_SAMPLES.c.dataset_id == staging_id).values(dataset_id=real.id)
+        session.execute(moving.where(_SAMPLES.c.id.not_in(copy_ids)) if copy_ids else moving)
+    flagged = 0
+    if copies:
+        fields = ("question", "answer", "ground_truth", "metadata", "feedback", "retrieved_ids", "relevant_ids",
+                  "content_hash", "segmenter", "claim_source")
+        updates = []
+        for part in _in_parts(copy_ids):
+            for row in session.execute(select(_SAMPLES).where(_SAMPLES.c.id.in_(part))).mappings():
+                updates.append({"b_id": row["id"], **{name: row[name] for name in fields}, "updated_at": now})
+        by_copy = {step.other_id: pk for pk, step in copies.items()}
+        for row in updates:
+            row["b_id"] = by_copy[row["b_id"]]
+        session.execute(update(_SAMPLES).where(_SAMPLES.c.id == bindparam("b_id")), updates)
+        # Responses are replaced whole (labels and verdicts name them by id, never by row): the
+        # stored ones go, the copy's move over.
+        replaced = [(pk, step.other_id) for pk, step in copies.items() if (step.data or {}).get("responses")]
+        for part in _in_parts([pk for pk, _ in replaced]):
+            session.execute(delete(_RESPONSES).where(_RESPONSES.c.sample_id.in_(part)))
+        if replaced:
+            session.execute(update(_RESPONSES).where(_RESPONSES.c.sample_id == bindparam("b_copy")).values(sample_id=bindparam("b_pk")),
+                            [{"b_copy": copy, "b_pk": pk} for pk, copy in replaced])
+        for target, table in (("context", _CONTEXTS), ("claim", _CLAIMS)):
+            retired = [step.row_id for step in steps if step.action == "retire" and step.target == target]
+            activated = [step.row_id for step in steps if step.action == "activate" and step.target == target]
+            for part in _in_parts(retired):
+                session.execute(update(table).where(table.c.id.in_(part)).values(active=False))
+            for part in _in_parts(activated):
+                session.execute(update(table).where(table.c.id.in_(part)).values(active=True))
+            kept = [{"b_id": step.row_id, **step.data} for step in steps if step.action == "keep" and step.target == target]
+            for columns in {tuple(sorted(row)) for row in kept}:
+                rows = [row for row in kept if tuple(sorted(row)) == columns]
+                session.execute(update(table).where(table.c.id == bindparam("b_id")), rows)
+        flagged = _flag(session, now,
+                        {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "context"},
+                        {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "claim"},
+                        {step.key: step.note for step in copies.values() if step.note})
+        for part in _in_parts(copy_ids):
+            session.execute(delete(_SAMPLES).where(_SAMPLES.c.id.in_(part)))
+    if staging.name != dataset:
+        session.execute(delete(Dataset).where(Dataset.id == staging_id))
+    session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
+    return flagged
+
+
+def _in_parts(ids: list[int], size: int = 500) -> Iterator[list[int]]:
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
+
+
+def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> int:
+    """Mark the labels on retired targets (and on changed samples) stale, with a revision each; return how many."""
+    conditions = []
+    if contexts:
+        conditions.append(_LABELS.c.context_id.in_(list(contexts)))
+    if claims:
+        conditions.append(_LABELS.c.claim_id.in_(list(claims)))
+    if samples:
+        conditions.append(_LABELS.c.target_key.in_(list(samples)))
+    if not conditions:
+        return 0
+    rows = session.execute(
+        select(_LABELS.c.id, _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.claim_id, _LABELS.c.context_id,
+               _LABELS.c.target_key)
+        .where(_LABELS.c.stale.is_(False), or_(*conditions))
+    ).all()
+    flags, revisions = [], []
+    for row in rows:
+        if row.claim_id is not None:
+            reason = claims.get(row.claim_id)
+        elif row.context_id is not None:
+            reason = contexts.get(row.context_id)
+        else:
+            reason = samples.get(row.target_key)
+        if reason is None:
+            continue
+        flags.append({"b_id": row.id, "stale": True, "stale_reason": reason[:500]})
+        revisions.append({"label_id": row.id, "action": "stale", "value": row.value, "rationale": row.rationale,
+                          "changed_by_id": None, "changed_at": now})
+    if flags:
+        session.execute(update(_LABELS).where(_LABELS.c.id == bindparam("b_id")), flags)
+        session.execute(insert(_REVISIONS), revisions)
+    return len(flags)
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -29,7 +29,20 @@ from calibrate.judges.errors import PromptError
 from calibrate.judges.params import check_params
 from calibrate.judges.render import check_template, default_templates
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
-from calibrate.models import Claim, Context, Dataset, FewShot, Judge, JudgeRun, Prompt, PromptVersion, Sample, Task, User
+from calibrate.models import (
+    Claim,
+    Context,
+    Dataset,
+    FewShot,
+    Judge,
+    JudgeRun,
+    Prompt,
+    PromptVersion,
+    Sample,
+    Task,
+    User,
+    visible_dataset,
+)
 from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -169,7 +182,7 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         raise PromptError(f"few-shot {spec.ref}: task {task.name} judges {task.target}s: write SAMPLE:N with the 0-based {what}")
     if sep and not position.isdigit():
         raise PromptError(f"few-shot {spec.ref}: {position!r} is not a 0-based index")
-    query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external)
+    query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
     if dataset:
         query = query.where(Dataset.name == dataset)
     found = session.exec(query).all()

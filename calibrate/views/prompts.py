@@ -7,6 +7,7 @@ from flask import Blueprint, abort, current_app, flash, g, redirect, render_temp
 from sqlmodel import select
 
 from calibrate import lookup
+from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrateError
 from calibrate.judges.sandbox import Limits
 from calibrate.judges.versions import (
@@ -21,7 +22,7 @@ from calibrate.judges.versions import (
     version_view,
     versions_of,
 )
-from calibrate.models import Dataset, PromptVersion, Task
+from calibrate.models import PromptVersion, Task
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import int_field
@@ -86,7 +87,7 @@ def show(name: str, number: int):
     prompt, version = _version_or_404(name, number)
     session = get_session()
     view = version_view(session, prompt, version)
-    datasets = session.exec(select(Dataset.name).order_by(Dataset.name)).all()
+    datasets = dataset_names(session)
     return render_template("prompts/show.html", v=view, versions=versions_of(session, prompt), datasets=datasets,
                            backends=run_choices(), params_text=format_params(version.params))
 

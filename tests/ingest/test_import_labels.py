@@ -11,6 +11,9 @@ from calibrate.ingest import ImportRejected
 from calibrate.models import Claim, Context, Judge, Label, LabelRevision, Sample, Task, User, Verdict
 from calibrate.tasks import add_task
 
+# Every test runs twice: imports in one transaction, and in chunks (an import batch).
+pytestmark = pytest.mark.usefixtures("import_mode")
+
 
 @pytest.fixture
 def dataset(engine):

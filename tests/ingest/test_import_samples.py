@@ -12,6 +12,9 @@ from calibrate.ingest import ImportRejected, import_file
 from calibrate.ingest.claims import segment
 from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample
 
+# Every test runs twice: imports in one transaction, and in chunks (an import batch).
+pytestmark = pytest.mark.usefixtures("import_mode")
+
 
 def good_rows() -> list[dict]:
     return [json.loads(line) for line in (GOOD / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
