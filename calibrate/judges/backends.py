@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 import httpx
 
+from calibrate.ingest.fields import kind_of
 from calibrate.ingest.readers import MAX_NESTING, NestingTooDeep, load_json
 from calibrate.judges.errors import (
     BackendError,
@@ -365,10 +366,10 @@ class OpenAIBackend(HTTPBackend):
         """
         fmt = "chat-completions"
         if not isinstance(data, dict):
-            raise _malformed(fmt, f"the body is {_kind(data)}, not an object")
+            raise _malformed(fmt, f"the body is {kind_of(data)}, not an object")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise _malformed(fmt, "no choices" if choices is None or choices == [] else f"choices is {_kind(choices)}")
+            raise _malformed(fmt, "no choices" if choices is None or choices == [] else f"choices is {kind_of(choices)}")
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         if not isinstance(message, dict):
             raise _malformed(fmt, "no choices[0].message object")
@@ -376,7 +377,7 @@ class OpenAIBackend(HTTPBackend):
         if isinstance(content, list):  # some servers send content parts
             content = _text_parts(fmt, content, "choices[0].message.content", text_only=False)
         elif content is not None and not isinstance(content, str):
-            raise _malformed(fmt, f"choices[0].message.content is {_kind(content)}, expected a string or null")
+            raise _malformed(fmt, f"choices[0].message.content is {kind_of(content)}, expected a string or null")
         usage = _object(fmt, data, "usage")
         details = _object(fmt, usage, "prompt_tokens_details", "usage.")
         return Completion(content or "", _count(fmt, usage, "prompt_tokens", "usage."),
@@ -410,10 +411,10 @@ class AnthropicBackend(HTTPBackend):
         """
         fmt = "Messages"
         if not isinstance(data, dict):
-            raise _malformed(fmt, f"the body is {_kind(data)}, not an object")
+            raise _malformed(fmt, f"the body is {kind_of(data)}, not an object")
         content = data.get("content")
         if not isinstance(content, list):
-            raise _malformed(fmt, "no content list" if content is None else f"content is {_kind(content)}, expected a list of blocks")
+            raise _malformed(fmt, "no content list" if content is None else f"content is {kind_of(content)}, expected a list of blocks")
         text = _text_parts(fmt, content, "content", text_only=True)
         usage = _object(fmt, data, "usage")
         cache_read = _count(fmt, usage, "cache_read_input_tokens", "usage.") or 0
@@ -427,26 +428,13 @@ def _malformed(fmt: str, detail: str) -> MalformedResponse:
     return MalformedResponse(f"does not follow the {fmt} format: {detail}")
 
 
-def _kind(value: Any) -> str:
-    """Name a JSON value's type for a message ("a string", "a list")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
-
-
 def _object(fmt: str, parent: dict[str, Any], key: str, prefix: str = "") -> dict[str, Any]:
     """Return an optional object field ({} when absent or null)."""
     value = parent.get(key)
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _malformed(fmt, f"{prefix}{key} is {_kind(value)}, expected an object")
+        raise _malformed(fmt, f"{prefix}{key} is {kind_of(value)}, expected an object")
     return value
 
 
@@ -458,7 +446,7 @@ def _count(fmt: str, parent: dict[str, Any], key: str, prefix: str = "") -> int 
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        shown = value if isinstance(value, int) and not isinstance(value, bool) else _kind(value)
+        shown = value if isinstance(value, int) and not isinstance(value, bool) else kind_of(value)
         raise _malformed(fmt, f"{prefix}{key} is {shown}, "
                               "expected a whole number of 0 or more")
     return value
@@ -469,14 +457,14 @@ def _text_parts(fmt: str, parts: list[Any], where: str, *, text_only: bool) -> s
     texts = []
     for position, part in enumerate(parts):
         if not isinstance(part, dict):
-            raise _malformed(fmt, f"{where}[{position}] is {_kind(part)}, expected an object")
+            raise _malformed(fmt, f"{where}[{position}] is {kind_of(part)}, expected an object")
         if text_only and part.get("type") != "text":
             continue
         text = part.get("text")
         if text is None and not text_only:
             continue
         if not isinstance(text, str):
-            raise _malformed(fmt, f"{where}[{position}].text is {_kind(text)}, expected a string")
+            raise _malformed(fmt, f"{where}[{position}].text is {kind_of(text)}, expected a string")
         texts.append(text)
     return "".join(texts)
 

@@ -17,6 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 from click.testing import CliRunner
 from ingest_helpers import GOOD, write_jsonl
+from sqlite_helpers import write_lock_is_free
 from sqlmodel import Session, func, select
 
 from calibrate import lookup
@@ -54,18 +55,6 @@ def _count(engine, model, *where) -> int:
         return session.exec(select(func.count()).select_from(model).where(*where)).one()
 
 
-def _write_lock_is_free(db_url: str) -> bool:
-    connection = sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        connection.close()
-
-
 @pytest.fixture
 def chunk_commits(monkeypatch):
     """Call the functions appended to the returned list after every committed chunk of a chunked import."""
@@ -101,7 +90,7 @@ def test_a_large_import_is_written_in_many_short_transactions_while_labels_are_s
     seen = []
 
     def between_chunks():
-        free = _write_lock_is_free(db_url)
+        free = write_lock_is_free(db_url)
         value = ("supported", "unsupported")[len(seen) % 2]
         saved = client.post(annotator["url"], data={"task": "claim_support", "target": annotator["target"], "value": value},
                             headers={"HX-Request": "true", "X-CSRFToken": annotator["token"]})

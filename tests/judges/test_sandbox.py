@@ -5,13 +5,13 @@ limit is shown by the refusal naming it, memory by tracemalloc's peak."""
 
 from __future__ import annotations
 
-import sqlite3
 import tracemalloc
 
 import pytest
 from bs4 import BeautifulSoup
 from click.testing import CliRunner
 from judge_helpers import fast_options
+from sqlite_helpers import write_lock_is_free
 from sqlmodel import select
 
 from calibrate.cli import cli
@@ -166,18 +166,6 @@ def test_a_template_cannot_mutate_the_context_other_items_share():
 # --------------------------------------------------------------------------- the save path and runs
 
 
-def _write_lock_is_free(db_url: str) -> bool:
-    connection = sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=0)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        connection.close()
-
-
 @pytest.fixture
 def lock_during_checks(monkeypatch, db_url):
     """Record, at every save-time template check, whether another writer could take the write lock."""
@@ -185,7 +173,7 @@ def lock_during_checks(monkeypatch, db_url):
     real = versions.check_template
 
     def spy(*args, **kwargs):
-        seen.append(_write_lock_is_free(db_url))
+        seen.append(write_lock_is_free(db_url))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(versions, "check_template", spy)
@@ -224,23 +212,28 @@ def test_the_web_form_renders_the_template_before_taking_the_write_lock(client, 
     assert len(session.exec(select(PromptVersion)).all()) == 1
 
 
-def test_a_render_that_hits_a_limit_in_a_run_is_that_items_error(engine, session, fake_llm, claims_dataset, claims_prompt):
-    claims_dataset(n_samples=4, claims_per_sample=2)
-    long = session.exec(select(Sample).where(Sample.external_id == "s00002")).one()
-    long.question = "q" * 3000
-    session.add(long)
+def _run_with_long_questions(engine, session, fake_llm, claims_dataset, claims_prompt, *, n_samples: int, long: set[str]):
+    """Run a claims prompt showing the question, at a 2,000-character limit, where the samples `long` ask 3,000 characters."""
+    claims_dataset(n_samples=n_samples, claims_per_sample=2)
+    for sample in session.exec(select(Sample).where(Sample.external_id.in_(long))).all():
+        sample.question = "q" * 3000
+        session.add(sample)
     session.commit()
     prompt = claims_prompt(template="Question: {{ question }}\nClaim: {{ claim.text }}")
     spec = RunSpec(dataset="many", prompt=prompt, backend="openai", base_url=fake_llm.openai_base, api_key_env="",
                    options=fast_options())
-    summary = run_judge(engine, spec, limits=Limits(max_chars=2_000))
+    return run_judge(engine, spec, limits=Limits(max_chars=2_000))
+
+
+def test_a_render_that_hits_a_limit_in_a_run_is_that_items_error(engine, session, fake_llm, claims_dataset, claims_prompt):
+    summary = _run_with_long_questions(engine, session, fake_llm, claims_dataset, claims_prompt, n_samples=4, long={"s00002"})
+    long = session.exec(select(Sample).where(Sample.external_id == "s00002")).one()
     assert summary.status == "done" and summary.n_done == 8 and summary.n_errors == 2 and summary.n_ok == 6
     errors = session.exec(select(Verdict).where(Verdict.status == "error")).all()
     assert {v.sample_id for v in errors} == {long.id}
     assert all(v.error == "template refused: the rendered text is longer than the 2,000-character limit "
                           "(PROMPT_RENDER_MAX_CHARS)" for v in errors)
     assert fake_llm.stats()["requests"] == 6  # the refused items were never sent
-
 
 
 def test_a_metric_step_that_hits_a_limit_makes_its_samples_verdict_an_error(engine, session, make_sample, fake_llm):
@@ -261,15 +254,8 @@ def test_a_metric_step_that_hits_a_limit_makes_its_samples_verdict_an_error(engi
 
 def test_a_run_whose_first_items_all_fail_to_render_the_same_way_stops_before_any_call(
         engine, session, fake_llm, claims_dataset, claims_prompt):
-    claims_dataset(n_samples=6, claims_per_sample=2)
-    for sample in session.exec(select(Sample)).all():
-        sample.question = "q" * 3000
-        session.add(sample)
-    session.commit()
-    prompt = claims_prompt(template="Question: {{ question }}\nClaim: {{ claim.text }}")
-    spec = RunSpec(dataset="many", prompt=prompt, backend="openai", base_url=fake_llm.openai_base, api_key_env="",
-                   options=fast_options())
-    summary = run_judge(engine, spec, limits=Limits(max_chars=2_000))
+    every = {f"s{i:05d}" for i in range(6)}
+    summary = _run_with_long_questions(engine, session, fake_llm, claims_dataset, claims_prompt, n_samples=6, long=every)
     assert summary.status == "failed"
     assert summary.error.startswith("the first 10 items all failed to render with the same error, so the run stopped "
                                     "before any call: template refused: the rendered text is longer than the 2,000-character")
