@@ -1,7 +1,7 @@
 """Server-side login sessions (revocable) and login throttling by account and address (calibrate/logins.py).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01
 """
 from alembic import op
@@ -9,8 +9,8 @@ import sqlalchemy as sa
 import sqlmodel
 
 
-revision = '0004'
-down_revision = '0003'
+revision = '0006'
+down_revision = '0005'
 branch_labels = None
 depends_on = None
 
