@@ -8,7 +8,9 @@ unknown name (`logit_bias`, `stream`), `n` above 1 (calibrate reads one answer a
 docs/judges.md ("Parameters").
 
 Parameters that configure calibrate and are never sent: `json_mode`, the baseline's
-`baseline.*` settings, and answer relevancy's `n_questions`, `embedder`, `embedding_model`.
+`baseline.*` settings, answer relevancy's `n_questions`, `embedder`, `embedding_model`, and
+the metric tasks' `leakage_guard`, `leakage_threshold` (their values and the metric they apply
+to are checked when a run starts: calibrate.judges.metrics.LeakageGuard).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from calibrate.judges.baseline import PREFIX as BASELINE_PREFIX
 from calibrate.judges.baseline import settings_from
 from calibrate.judges.errors import PromptError, RunSetupError
+from calibrate.tasks import METRIC_TASKS
 
 MAX_TOKENS = 16_384
 MAX_STOP = 4  # stop sequences
@@ -30,6 +33,7 @@ MAX_OBJECT_CHARS = 20_000  # response_format (a JSON schema)
 RESERVED = ("model", "messages", "system", "stream")
 LOCAL = ("json_mode",)
 METRIC = {"answer_relevancy": ("n_questions", "embedder", "embedding_model")}
+EVERY_METRIC = ("leakage_guard", "leakage_threshold")  # any metric task's version may name them
 HTTP_BACKENDS = ("openai", "anthropic")
 
 
@@ -125,7 +129,7 @@ def check_params(params: Any, *, task: str | None = None) -> None:
     """Raise PromptError naming the first parameter that no backend takes or whose value is over its cap."""
     if not isinstance(params, dict):
         raise PromptError("params must be an object of key=value pairs")
-    metric = METRIC.get(task or "", ())
+    metric = METRIC.get(task or "", ()) + (EVERY_METRIC if task in METRIC_TASKS else ())
     for key, value in params.items():
         if key in RESERVED:
             raise PromptError(f"params: '{key}' is set by calibrate, not a parameter")
@@ -151,6 +155,8 @@ def check_params(params: Any, *, task: str | None = None) -> None:
 
 
 def _metric_problem(key: str, value: Any) -> str | None:
+    if key in EVERY_METRIC:
+        return None  # checked with the run's metric when it starts (LeakageGuard.from_params)
     if key == "n_questions":
         return _whole(1, 20)(value)
     if key == "embedder":
@@ -176,7 +182,8 @@ def check_backend_params(backend: str, params: dict[str, Any]) -> None:
         if problem:
             raise RunSetupError(problem)
     unknown = sorted(key for key in params if key not in MODEL_PARAMS and key not in LOCAL
-                     and not key.startswith(BASELINE_PREFIX) and key not in METRIC["answer_relevancy"])
+                     and not key.startswith(BASELINE_PREFIX) and key not in METRIC["answer_relevancy"]
+                     and key not in EVERY_METRIC)
     if unknown:
         raise RunSetupError(f"params: '{unknown[0]}' is not a parameter calibrate sends (see docs/judges.md); "
                             "save a version without it")
