@@ -273,3 +273,81 @@ def test_importing_the_same_file_again_in_chunks_changes_nothing_and_leaves_no_b
         after = json.dumps([sorted(map(str, session.exec(select(model)).all())) for model in (Sample, Claim, Context, Verdict)])
         assert session.exec(select(ImportBatch)).all() == [] and session.exec(select(ImportStep)).all() == []
     assert after == before
+
+
+def _pairwise_flow(run, engine, tmp_path):
+    """Import pairwise samples, labels with orders, verdicts in both orders, then change them all; return each summary."""
+    from calibrate.db import write_session
+    from calibrate.tasks import add_task
+
+    rows = [{"id": f"p{i}", "question": f"Q{i}?", "responses": [{"id": "A", "text": f"a{i}"}, {"id": "B", "text": f"b{i}"}]}
+            for i in range(7)]
+    summaries = [run("samples", write_jsonl(tmp_path / "s.jsonl", rows))]
+    with write_session(engine) as session:
+        add_task(session, "pref", target="sample", kind="pairwise", labels=["A", "B", "tie"])
+    labels = [{"sample_id": f"p{i}", "annotator": "ana", "task": "pref", "value": "A", "order": ["B", "A"]} for i in range(7)]
+    summaries.append(run("labels", write_jsonl(tmp_path / "l.jsonl", labels)))
+    verdicts = [{"sample_id": f"p{i}", "judge": "ext", "task": "pref", "value_original": "A", "value_swapped": "B"}
+                for i in range(7)]
+    summaries.append(run("verdicts", write_jsonl(tmp_path / "v.jsonl", verdicts)))
+    # Again, unchanged; then changed: a label without order keeps its order, verdicts flip, responses change.
+    summaries += [run("labels", tmp_path / "l.jsonl"), run("verdicts", tmp_path / "v.jsonl")]
+    relabel = [{**row, "value": "tie"} for row in labels[:3]]
+    for row in relabel:
+        del row["order"]
+    summaries.append(run("labels", write_jsonl(tmp_path / "l2.jsonl", relabel)))
+    summaries.append(run("verdicts", write_jsonl(tmp_path / "v2.jsonl", [{**row, "value_swapped": "A"} for row in verdicts])))
+    changed = [{**row, "responses": [{"id": "A", "text": "new"}, {"id": "B", "text": row["responses"][1]["text"]}]}
+               if row["id"] in ("p0", "p1") else row for row in rows]
+    summaries.append(run("samples", write_jsonl(tmp_path / "s2.jsonl", changed), update=True))
+    return [(s.added, s.updated, s.unchanged, s.flagged) for s in summaries]
+
+
+def _contents(engine) -> list:
+    """Return what the imports stored, without row ids or times."""
+    with Session(engine) as session:
+        def rows(sql):
+            return sorted(map(tuple, session.connection().exec_driver_sql(sql).fetchall()))
+        return [
+            rows("SELECT s.external_id, r.position, r.key, r.text FROM response r JOIN sample s ON s.id = r.sample_id"),
+            rows('SELECT s.external_id, l.value, l."order", l.stale, l.stale_reason FROM label l JOIN sample s ON s.id = l.sample_id'),
+            rows("SELECT action, value, \"order\" FROM labelrevision"),
+            rows('SELECT s.external_id, v.order_key, v.value, v."order" FROM verdict v JOIN sample s ON s.id = v.sample_id'),
+        ]
+
+
+def test_pairwise_imports_in_one_record_chunks_store_exactly_what_one_transaction_stores(template_db, tmp_path):
+    """Responses, labels with their order, verdicts in both orders, updates of each: the same rows either way."""
+    import shutil
+
+    from calibrate.db import dispose_engine, get_engine, write_session
+    from calibrate.ingest import import_file
+
+    results = []
+    for mode in ("transaction", "chunks"):
+        path = tmp_path / f"{mode}.sqlite"
+        shutil.copyfile(template_db, path)
+        url = f"sqlite:///{path}"
+        engine = get_engine(url)
+        folder = tmp_path / mode
+        folder.mkdir()
+
+        def run(kind, file, engine=engine, mode=mode, **kwargs):
+            if mode == "chunks":
+                return import_in_chunks(engine, kind, file, dataset="d", chunk_size=1, **kwargs)
+            with write_session(engine) as session:
+                return import_file(session, kind, file, dataset="d", **kwargs)
+
+        try:
+            summaries = _pairwise_flow(run, engine, folder)
+            results.append((summaries, _contents(engine)))
+            assert _count(engine, ImportBatch) == 0 and _count(engine, StagedLabel) == 0
+        finally:
+            dispose_engine(url)
+    assert results[0] == results[1]
+    summaries, (responses, labels, _revisions, verdicts) = results[1]
+    assert summaries[3][:3] == (0, 0, 7) and summaries[4][:3] == (0, 0, 14)  # the same files again: nothing changed
+    assert summaries[5][:2] == (0, 3) and summaries[6][:2] == (0, 7) and summaries[7][1] == 2
+    assert ("p0", 0, "A", "new") in responses and ("p2", 0, "A", "a2") in responses
+    assert [row for row in labels if row[1] == "tie"][0][2] == '["B", "A"]'  # a line without order kept the order
+    assert len(verdicts) == 14

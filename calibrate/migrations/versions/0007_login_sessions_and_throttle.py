@@ -1,7 +1,7 @@
 """Server-side login sessions (revocable) and login throttling by account and address (calibrate/logins.py).
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 from alembic import op
@@ -9,8 +9,8 @@ import sqlalchemy as sa
 import sqlmodel
 
 
-revision = '0006'
-down_revision = '0005'
+revision = '0007'
+down_revision = '0006'
 branch_labels = None
 depends_on = None
 

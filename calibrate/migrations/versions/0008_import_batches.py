@@ -1,7 +1,7 @@
 """Import batches: chunked imports staged invisibly and published at once (calibrate/ingest/batches.py).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-01
 
 The new dataset column is added with a plain ALTER TABLE ADD COLUMN (no batch copy): copying
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import sqlmodel
 
 
-revision = '0007'
-down_revision = '0006'
+revision = '0008'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 
