@@ -412,6 +412,8 @@ def _naive_alt_test(items, anns, vals, j_items, j_vals, *, epsilon, alpha, scori
         return -math.sqrt(float(np.mean([(pred - o) ** 2 for o in others])))
 
     annotators = list(dict.fromkeys(a for i, a, v in zip(items, anns, vals, strict=True) if v is not None))
+    if len(annotators) < 3:  # the documented floor: fewer than 3 annotators with a label is undefined
+        return None
     out = {}
     for a in annotators:
         mine = [i for i in labels if a in labels[i] and i in kept]
