@@ -16,7 +16,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from calibrate import PROJECT_ROOT, cli, views
-from calibrate.settings import load_settings
+from calibrate.settings import ensure_instance_folder, load_settings
 from calibrate.views import session
 
 
@@ -39,11 +39,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     """Create and configure the calibrate Flask app."""
     settings = load_settings(test_config)
     instance = Path(settings["INSTANCE_PATH"])
-    try:
-        instance.mkdir(parents=True, mode=0o700)  # the database, the secret key: the owner's only
-        instance.chmod(0o700)  # whatever the umask
-    except FileExistsError:
-        pass  # an existing folder keeps the mode its owner gave it
+    ensure_instance_folder(instance)
     app = Flask(
         "calibrate",
         instance_path=str(instance),

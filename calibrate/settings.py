@@ -74,3 +74,12 @@ def load_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     if not settings.get("DATABASE_URL"):
         settings["DATABASE_URL"] = f"sqlite:///{instance / 'calibrate.sqlite'}"
     return settings
+
+
+def ensure_instance_folder(instance: Path) -> None:
+    """Create the instance folder (0700: the database and the secret key are the owner's only) unless it exists."""
+    try:
+        instance.mkdir(parents=True, mode=0o700)
+        instance.chmod(0o700)  # whatever the umask
+    except FileExistsError:
+        pass  # an existing folder keeps the mode its owner gave it

@@ -126,3 +126,24 @@ def test_a_mistyped_database_path_leaves_no_file_behind(tmp_path):
     assert result.exit_code == 2
     assert result.output == f"error: no database at {missing}: check --db, or run `calibrate init` to create it\n"
     assert not missing.exists() and not list(tmp_path.glob("typo.sqlite*"))
+
+
+def test_init_makes_a_missing_instance_folder_for_the_default_database(tmp_path):
+    from click.testing import CliRunner
+
+    instance = tmp_path / "not" / "yet"
+    result = CliRunner().invoke(cli, ["init"], env={"CALIBRATE_INSTANCE": str(instance), "CALIBRATE_DATABASE_URL": None})
+    assert result.exit_code == 0, result.output
+    assert "created database" in result.output
+    assert (instance / "calibrate.sqlite").is_file()
+    assert instance.stat().st_mode & 0o777 == 0o700
+
+
+def test_init_refuses_a_database_in_a_folder_that_does_not_exist(tmp_path):
+    from click.testing import CliRunner
+
+    target = tmp_path / "nodir" / "x.sqlite"
+    result = CliRunner().invoke(cli, ["init", "--db", f"sqlite:///{target}"], env={"CALIBRATE_INSTANCE": str(tmp_path)})
+    assert result.exit_code == 2
+    assert result.output == f"error: no folder {target.parent} for the database: create it first, or check --db\n"
+    assert not target.parent.exists()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from calibrate.cli.common import Settings, db_option, engine_of, lazy_import, safe_url
+from calibrate.cli.common import BadInput, Settings, db_option, engine_of, lazy_import, safe_url, sqlite_file
 from calibrate.db import write_session
 from calibrate.migrations import current_revision, head_revision, upgrade
+from calibrate.settings import ensure_instance_folder
 from calibrate.tasks import ensure_builtin_tasks
 
 batches = lazy_import("calibrate.ingest.batches")
@@ -14,6 +17,13 @@ batches = lazy_import("calibrate.ingest.batches")
 
 def init_database(settings: Settings) -> str:
     """Create or upgrade the schema and the built-in tasks; return a one-line description."""
+    path = sqlite_file(settings)
+    if path is not None:
+        instance = Path(settings["INSTANCE_PATH"])
+        if path.parent.resolve() == instance.resolve():
+            ensure_instance_folder(instance)  # the default database: its folder is calibrate's to make
+        elif not path.parent.is_dir():
+            raise BadInput(f"no folder {path.parent} for the database: create it first, or check --db")
     engine = engine_of(settings)
     before = current_revision(engine)
     upgrade(engine)
