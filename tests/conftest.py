@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 
 import pytest
 from click.testing import CliRunner
@@ -43,6 +44,53 @@ def db_url(tmp_path, template_db):
 @pytest.fixture
 def engine(db_url):
     return get_engine(db_url)
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory, template_db):
+    """Load the bundled demo once per test session into a copy of the migrated database (loading it takes ~1 s)."""
+    from calibrate.demo import load_demo
+
+    path = tmp_path_factory.mktemp("demo-template") / "calibrate.sqlite"
+    shutil.copyfile(template_db, path)
+    url = f"sqlite:///{path}"
+    engine = get_engine(url)
+    load_demo(engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    dispose_engine(url)
+    return path
+
+
+def copy_database(source_path, engine) -> None:
+    """Replace the content of an engine's SQLite database by a copy of another file, with SQLite's backup API.
+
+    The backup replaces every page of the target inside one transaction, so the engine (and the app
+    or live server sharing it) need not be disposed: their next statement sees the copied database.
+    """
+    source = sqlite3.connect(source_path)
+    target = sqlite3.connect(engine.url.database)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+
+
+@pytest.fixture
+def load_demo_copy(demo_template):
+    """Return `load(engine)`: what `load_demo(engine)` does to a fresh test database, copied from the session's demo.
+
+    Call it where `load_demo` would run: it replaces everything written before (users included).
+    """
+    return lambda engine: copy_database(demo_template, engine)
+
+
+@pytest.fixture
+def demo_engine(engine, load_demo_copy):
+    """The test's engine with the demo loaded (a copy of the session's demo database)."""
+    load_demo_copy(engine)
+    return engine
 
 
 @pytest.fixture

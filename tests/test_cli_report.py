@@ -6,13 +6,12 @@ import json
 
 import pytest
 
-from calibrate.demo import DATASET, TO_LABEL, load_demo
+from calibrate.demo import DATASET, TO_LABEL
 
 
 @pytest.fixture
-def demo_with_judges(engine, tmp_path, runner):
+def demo_with_judges(demo_engine, tmp_path, runner):
     """The demo plus two imported judges: one that copies an expert, one that always says 'supported'."""
-    load_demo(engine)
     from calibrate.demo import HERE
 
     good, lazy = [], []

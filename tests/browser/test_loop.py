@@ -8,7 +8,7 @@ from sqlmodel import select
 from calibrate.calibration import Options
 from calibrate.calibration.compare import compare_judges
 from calibrate.db import write_session
-from calibrate.demo import DATASET, load_demo
+from calibrate.demo import DATASET
 from calibrate.judges import RunSpec, execute_run, prepare_run, save_version
 from calibrate.models import FewShot, Prompt, PromptVersion
 
@@ -17,8 +17,8 @@ def _run(engine, prompt):
     execute_run(engine, prepare_run(engine, RunSpec(dataset=DATASET, prompt=prompt, backend="baseline", split="dev")), prices={})
 
 
-def test_disagreement_to_fewshot_to_v2(page, live_server, browser_login, engine, session):
-    load_demo(engine)
+def test_disagreement_to_fewshot_to_v2(load_demo_copy, page, live_server, browser_login, engine, session):
+    load_demo_copy(engine)
     with write_session(engine) as s:
         save_version(s, "claims", task="claim_support")
     _run(engine, "claims@1")
@@ -57,8 +57,8 @@ def test_disagreement_to_fewshot_to_v2(page, live_server, browser_login, engine,
     assert page.locator(f"#disagreements tr[data-target='{target}']").count() == 0
 
 
-def test_compare_two_versions_from_the_dashboard(page, live_server, browser_login, engine, session):
-    load_demo(engine)
+def test_compare_two_versions_from_the_dashboard(load_demo_copy, page, live_server, browser_login, engine, session):
+    load_demo_copy(engine)
     browser_login("eng", "engineer")
     page.goto(f"{live_server}/datasets/{DATASET}/calibration")
     # the form is pre-filled with the last two judges that ran
@@ -80,11 +80,11 @@ def test_compare_two_versions_from_the_dashboard(page, live_server, browser_logi
     assert page.locator("#gold").inner_text() and page.locator("#judge-raw").count() == 1
 
 
-def test_dashboard_three_states_and_the_test_split_asks_before_each_look(page, live_server, browser_login, engine, session, app):
+def test_dashboard_three_states_and_the_test_split_asks_before_each_look(load_demo_copy, page, live_server, browser_login, engine, session, app):
     from calibrate.models import Judge, Label, Task, TestEvaluation, User, Verdict
     from calibrate.reports.charts import OUTCOME_COLOURS
 
-    load_demo(engine)
+    load_demo_copy(engine)
     app.config["BOOTSTRAP"] = 300
     two = session.exec(select(Judge).where(Judge.name == "demo-claims@2")).one()
     # an imported judge that always says "supported": it fails

@@ -15,15 +15,15 @@ from sqlmodel import select
 
 import calibrate.views.runs as runs_view
 from calibrate.calibration.gold import human_gold
-from calibrate.demo import DATASET, load_demo
+from calibrate.demo import DATASET
 from calibrate.demo.judges import PROMPT
 from calibrate.models import Claim, JudgeRun, Label, Sample, Task, Verdict
 
 
 @pytest.fixture
-def engineer(page, live_server, browser_login, engine):
+def engineer(load_demo_copy, page, live_server, browser_login, engine):
     """The demo data, and the page logged in as an engineer."""
-    load_demo(engine)
+    load_demo_copy(engine)
     browser_login("eng", "engineer")
     return page
 
@@ -179,8 +179,8 @@ def test_hostile_note_and_template_render_as_text(engineer, live_server):
     # (the page fixture fails the test if any dialog opened)
 
 
-def test_an_annotator_gets_403_on_prompt_and_run_pages(page, live_server, browser_login, engine, session):
-    load_demo(engine)
+def test_an_annotator_gets_403_on_prompt_and_run_pages(load_demo_copy, page, live_server, browser_login, engine, session):
+    load_demo_copy(engine)
     browser_login("ana", "annotator")
     run_id = session.exec(select(JudgeRun.id)).first()
     prompt = PROMPT

@@ -66,13 +66,12 @@ def test_settings_come_from_baseline_params(tasks):
         BaselineJudge(custom, Settings())
 
 
-def test_on_the_demo_it_agrees_with_the_experts_and_is_deterministic(engine, session):
+def test_on_the_demo_it_agrees_with_the_experts_and_is_deterministic(load_demo_copy, engine, session):
     """The figure docs/judges.md reports: Cohen's kappa on the demo's claim labels."""
     from calibrate.calibration import Options, build_report
-    from calibrate.demo import load_demo
     from calibrate.models import Verdict
 
-    load_demo(engine)
+    load_demo_copy(engine)
     report = build_report(session, "demo-prenatal", "demo-claims@2", options=Options(bootstrap=200))
     section = report.data["tasks"]["claim_support"]
     assert section["n"] >= 120 and section["n_fewshot"] == 2 and section["n_unparsed"] == 0

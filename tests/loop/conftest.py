@@ -6,13 +6,12 @@ import pytest
 from bs4 import BeautifulSoup
 from labelstore import Store
 
-from calibrate.demo import DATASET, load_demo
+from calibrate.demo import DATASET
 
 
 @pytest.fixture
-def demo(engine):
-    """Load the demo; return its dataset's name."""
-    load_demo(engine)
+def demo(demo_engine):
+    """Load the demo (a copy of the session's demo database); return its dataset's name."""
     return DATASET
 
 

@@ -9,11 +9,10 @@ from bs4 import BeautifulSoup
 
 from calibrate.calibration import Options
 from calibrate.calibration.compare import compare_judges
-from calibrate.demo import DATASET, load_demo
+from calibrate.demo import DATASET
 
 
-def test_report_versions_section_json_md_html(engine, session, runner):
-    load_demo(engine)
+def test_report_versions_section_json_md_html(demo_engine, session, runner):
     out = runner.invoke(["report", "--dataset", DATASET, "--judge", "demo-claims@1", "--split", "dev", "--bootstrap", "200",
                          "--versions"])
     assert out.exit_code == 0, out.output

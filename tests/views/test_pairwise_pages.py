@@ -164,10 +164,8 @@ def test_the_sample_page_shows_responses_to_an_annotator_without_ids(client, pai
     assert not any(r.has_attr("data-response-id") for r in page.select("#responses .response"))
 
 
-def test_the_dashboard_of_the_pairwise_demo_shows_position_bias_and_takes_the_order_rule(client, engine, login):
-    from calibrate.demo import load_demo
-
-    load_demo(engine)
+def test_the_dashboard_of_the_pairwise_demo_shows_position_bias_and_takes_the_order_rule(load_demo_copy, client, engine, login):
+    load_demo_copy(engine)
     login("eng", "engineer")
     page = _soup(client.get("/datasets/demo-prenatal-ab/calibration?task=preference"))
     assert page.select_one("#order-rule").get_text() == "consistent"
