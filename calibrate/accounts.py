@@ -8,6 +8,7 @@ import re
 from sqlmodel import Session, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from calibrate import i18n
 from calibrate.errors import AccountError
 from calibrate.logins import clear_account, revoke_all
 from calibrate.models import ROLES, User
@@ -69,6 +70,17 @@ def set_password(session: Session, user: User, password: str) -> None:
     if user.id is not None:
         revoke_all(session, user.id)
         clear_account(session, user.username)
+
+
+def set_locale(session: Session, user: User, locale: str | None) -> User:
+    """Set the interface language of a user ("en", "es"; None or "": follow the browser's). The caller commits."""
+    chosen = (locale or "").strip() or None
+    if chosen is not None and chosen not in i18n.LOCALES:
+        raise AccountError(i18n.gettext("language must be one of %(locales)s", locales=", ".join(i18n.LOCALES)))
+    user.locale = chosen
+    session.add(user)
+    session.flush()
+    return user
 
 
 def authenticate(session: Session, username: str, password: str) -> User | None:

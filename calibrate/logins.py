@@ -94,7 +94,7 @@ class Active:
 
 _SESSION_SQL = Statement(
     'SELECT s.last_seen, s.expires, s.revoked, u.id, u.username, u.display_name, u.role, u.password_hash, u.active, '
-    'u.created_at FROM loginsession s JOIN "user" u ON u.id = s.user_id WHERE s.id = :id'
+    'u.created_at, u.locale FROM loginsession s JOIN "user" u ON u.id = s.user_id WHERE s.id = :id'
 )
 _TOUCH_SQL = Statement("UPDATE loginsession SET last_seen = :now WHERE id = :id")
 
@@ -112,7 +112,7 @@ def load_session(session: Session, token: str, policy: SessionPolicy, *, now: in
     created = row.created_at
     user = {"id": row.id, "username": row.username, "display_name": row.display_name, "role": row.role,
             "password_hash": row.password_hash, "active": bool(row.active),
-            "created_at": datetime.fromisoformat(created) if isinstance(created, str) else created}
+            "created_at": datetime.fromisoformat(created) if isinstance(created, str) else created, "locale": row.locale}
     return Active(key, now - row.last_seen >= TOUCH_SECONDS, user)
 
 

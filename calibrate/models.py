@@ -35,7 +35,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel, col
 
 ROLES = ("annotator", "engineer", "admin")
@@ -215,6 +215,8 @@ class User(SQLModel, table=True):
     password_hash: str | None = Field(default=None, max_length=300)
     active: bool = Field(default=True)
     created_at: datetime = Field(default_factory=utcnow)
+    # The interface's language the user chose ("en", "es"; calibrate/i18n.py); None: the browser's Accept-Language.
+    locale: str | None = Field(default=None, max_length=10)
 
 
 class LoginSession(SQLModel, table=True):
@@ -258,6 +260,10 @@ class Task(SQLModel, table=True):
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     builtin: bool = Field(default=False)
     created_at: datetime = Field(default_factory=utcnow)
+    # How its labels are shown to people, per locale: {"es": {"supported": "Respaldada"}}; stored values never change.
+    display: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    # Counts the task's edits: the workbench's task cache (annotation/items.py) keys on the tasks' state.
+    revision: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
 class Guideline(SQLModel, table=True):

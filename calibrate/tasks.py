@@ -15,6 +15,11 @@ uses them. Every label and every verdict is validated against its task by
 A *pairwise* task (`--kind pairwise --target sample --labels A,B[,tie]`) is labelled like a
 categorical one, but its labels are response ids (plus `tie`, if declared): a value must also
 name one of the sample's own responses (`pairwise_value`).
+
+Labels keep their stored values; how a person sees them is the task's *display names*, per
+locale (`calibrate task edit NAME --display es:supported=Respaldada`, the Tasks page):
+`label_name` is the one place that words a label for a reader. The built-in tasks come with
+English names (in this module, translated by the catalogs) and Spanish display names.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from dataclasses import dataclass
 from sqlalchemy import Float, cast, func
 from sqlmodel import Session, select
 
-from calibrate import lookup
+from calibrate import i18n, lookup
 from calibrate.errors import TaskError
+from calibrate.i18n import N_
 from calibrate.models import (
     EXTRACTION,
     KINDS,
@@ -58,7 +64,18 @@ class BuiltinTask:
     scale: tuple[float, float] | None = None
     description: str = ""
     guidelines: str = ""
+    display: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (locale, ((label, name), …)): Task.display
 
+
+# How people read the built-in labels (English, translated by the catalogs) and tasks' names.
+BUILTIN_LABEL_NAMES = {
+    "supported": N_("Supported"), "unsupported": N_("Unsupported"), "not_applicable": N_("Not a claim"),
+    "relevant": N_("Relevant"), "not_relevant": N_("Not relevant"),
+}
+TASK_TITLES = {
+    "claim_support": N_("Claim support"), "answer_quality": N_("Answer quality"), "context_relevance": N_("Context relevance"),
+}
+MAX_DISPLAY_CHARS = 100  # characters of one display name, at most
 
 BUILTIN_TASKS = (
     BuiltinTask(
@@ -68,6 +85,7 @@ BUILTIN_TASKS = (
         labels=("supported", "unsupported", "not_applicable"),
         excluded=("not_applicable",),
         description="Is each claim of the answer supported by the retrieved contexts?",
+        display=(("es", (("supported", "Respaldada"), ("unsupported", "No respaldada"), ("not_applicable", "No es una afirmación"))),),
         guidelines=(
             "Supported: everything the claim states can be found in, or follows directly from, "
             "the retrieved contexts (numbers, units and conditions included).\n"
@@ -98,6 +116,7 @@ BUILTIN_TASKS = (
         "categorical",
         labels=("relevant", "not_relevant"),
         description="Is each retrieved context relevant to the question?",
+        display=(("es", (("relevant", "Relevante"), ("not_relevant", "No relevante"))),),
         guidelines=(
             "Relevant: the passage helps answer the question (even partly).\n"
             "Not relevant: the passage does not help answer this question."
@@ -182,6 +201,7 @@ def ensure_builtin_tasks(session: Session) -> None:
             scale_max=spec.scale[1] if spec.scale else None,
             description=spec.description,
             builtin=True,
+            display={locale: dict(names) for locale, names in spec.display} or None,
         )
         session.add(task)
         session.flush()
@@ -333,8 +353,10 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
-              scale: tuple[float, float] | None = None) -> TaskChange:
-    """Change a task's description, add labels to a categorical task, or set the scale of a score task.
+              scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None) -> TaskChange:
+    """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
+    its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
+    removes one: the label is shown by its default name again).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -372,9 +394,77 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     if description is not None and description != task.description:
         task.description = description
         changes.append("description changed")
+    if display:
+        changes += _set_display(task, display)
+    if changes:
+        task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
     session.add(task)
     session.flush()
     return TaskChange(task, changes)
+
+
+def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Return `--display` values (`LOCALE:LABEL=NAME`, e.g. `es:supported=Respaldada`) as {locale: {label: name}}.
+
+    Raises TaskError naming the value that does not have that shape or names an unsupported locale.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        head, sep, name = item.partition("=")
+        locale, colon, label = head.partition(":")
+        if not sep or not colon or not label.strip():
+            raise TaskError(f"--display {item[:80]!r} must look like LOCALE:LABEL=NAME, e.g. es:supported=Respaldada")
+        if i18n.supported(locale) != locale.strip().casefold():
+            raise TaskError(f"--display {item[:80]!r}: locale must be one of {', '.join(i18n.LOCALES)}")
+        out.setdefault(locale.strip().casefold(), {})[label.strip()] = name.strip()
+    return out
+
+
+def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
+    """Merge display names into the task (checked against its labels); return what changed, in words."""
+    if task.kind not in LABEL_KINDS:
+        raise TaskError(f"--display names labels: {task.name} is {task.kind} (its values are numbers)")
+    merged = {locale: dict(names) for locale, names in (task.display or {}).items()}
+    changes = []
+    for locale, names in display.items():
+        for label, name in names.items():
+            if label not in (task.labels or []):
+                raise TaskError(f"--display: task {task.name} has no label {label!r} (labels: {', '.join(task.labels or [])})")
+            if len(name) > MAX_DISPLAY_CHARS or any(ch < " " for ch in name):
+                raise TaskError(f"--display: the name of {label!r} must be one line of at most {MAX_DISPLAY_CHARS} characters")
+            here = merged.setdefault(locale, {})
+            if name:
+                if here.get(label) != name:
+                    here[label] = name
+                    changes.append(f"{locale}: {label} shown as {name!r}")
+            elif label in here:
+                del here[label]
+                changes.append(f"{locale}: {label} shown by its default name")
+    task.display = {locale: names for locale, names in merged.items() if names} or None
+    return changes
+
+
+def label_name(task, value: object, locale: str | None = None) -> str:
+    """Return how a person reads a task's label in `locale` (default: the current one): its display name, else the
+    built-in name (translated), else the value as stored. Numbers and response ids are returned as they are."""
+    if value is None:
+        return ""
+    text = str(value)
+    locale = locale or i18n.current().locale
+    name = ((getattr(task, "display", None) or {}).get(locale) or {}).get(text)
+    if name:
+        return name
+    if text == TIE:
+        return i18n.translator(locale).gettext("tie")
+    if getattr(task, "builtin", False) and text in BUILTIN_LABEL_NAMES:
+        return i18n.translator(locale).gettext(BUILTIN_LABEL_NAMES[text])
+    return text
+
+
+def task_title(task) -> str:
+    """Return how a person reads a task's name: a built-in task's title (translated), else the task's name."""
+    title = TASK_TITLES.get(task.name) if getattr(task, "builtin", False) else None
+    return i18n.gettext(title) if title else task.name
 
 
 def remove_task(session: Session, name: str) -> Task:

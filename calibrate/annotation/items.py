@@ -290,7 +290,7 @@ _TASKS, _GUIDELINES = Task.__table__, Guideline.__table__
 # text, and on SQLite run on the driver itself (see Statement: SQLAlchemy's work per execution
 # cost several times the queries). Plain SQL that SQLite and PostgreSQL both read.
 _STAMP = "(SELECT max(id) FROM task) AS task_max, (SELECT count(*) FROM task) AS task_count, " \
-         "(SELECT max(id) FROM guideline) AS guideline_max"
+         "(SELECT coalesce(sum(revision), 0) FROM task) AS task_edits, (SELECT max(id) FROM guideline) AS guideline_max"
 _ASSIGNMENT_SQL = Statement("SELECT a.id, a.sample_id, a.user_id, a.status, a.note, a.priority, s.dataset_id, "
                             "CASE WHEN s.answer = '' THEN 0 ELSE 1 END AS has_answer, " + _STAMP +
                             " FROM assignment a JOIN sample s ON s.id = a.sample_id WHERE a.id = :id AND a.user_id = :user_id")
@@ -319,9 +319,10 @@ def get_assignment(session: Session, user: User, assignment_id: int):
     return row
 
 
-# Tasks and guidelines are only ever added (a task is never edited; saving a guideline adds a
-# version), so (largest task id, number of tasks, largest guideline id) names their state: the
-# rows are read again only when it changes, and every other request pays one tiny query.
+# Tasks and guidelines are only added or edited (an edit bumps the task's `revision`; saving a
+# guideline adds a version), so (largest task id, number of tasks, sum of the tasks' revisions,
+# largest guideline id) names their state: the rows are read again only when it changes, and
+# every other request pays one tiny query.
 _TASK_CACHE: dict[str, tuple[tuple, list, dict]] = {}
 _TASK_CACHE_LOCK = threading.Lock()
 
@@ -329,7 +330,7 @@ _TASK_CACHE_LOCK = threading.Lock()
 def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[list, dict[int, object]]:
     """Return every task (built-in first) and the current guideline of each task that has one.
 
-    `stamp`: the (task_max, task_count, guideline_max) the caller has just read, if it has.
+    `stamp`: the (task_max, task_count, task_edits, guideline_max) the caller has just read, if it has.
     """
     conn = session.connection()
     if stamp is None:
@@ -396,7 +397,7 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     """
     assignment = get_assignment(session, user, assignment_id)
     sample_id = assignment.sample_id
-    tasks, guidelines = tasks_and_guidelines(session, (assignment.task_max, assignment.task_count, assignment.guideline_max))
+    tasks, guidelines = tasks_and_guidelines(session, (assignment.task_max, assignment.task_count, assignment.task_edits, assignment.guideline_max))
     claims = _CLAIMS_SQL.all(session, {"sample_id": sample_id})
     contexts = _CONTEXTS_SQL.all(session, {"sample_id": sample_id})
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id))

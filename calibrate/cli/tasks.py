@@ -8,7 +8,7 @@ from sqlmodel import Session, select
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
-from calibrate.tasks import add_task, describe_values, edit_task, parse_scale, remove_task
+from calibrate.tasks import add_task, describe_values, edit_task, parse_display, parse_scale, remove_task
 
 
 @click.group("task")
@@ -51,15 +51,20 @@ def task_list_command(settings: Settings) -> None:
 @click.option("--description", help="The new one-line description shown to annotators.")
 @click.option("--add-labels", metavar="X,Y", help="Labels to add to a categorical task, or response ids to a pairwise one (labels are never removed).")
 @click.option("--scale", metavar="LO-HI", help="New range of an ordinal or continuous task; every stored value must fit.")
+@click.option("--display", "display", multiple=True, metavar="LOCALE:LABEL=NAME",
+              help="How a label is shown to people in a language, e.g. es:supported=Respaldada (repeatable; an empty NAME "
+                   "goes back to the default name). Stored values never change.")
 @db_option
-def task_edit_command(settings: Settings, name: str, description: str | None, add_labels: str | None, scale: str | None) -> None:
-    """Change a task: its description, more labels, or a scale every stored value fits."""
-    if description is None and not add_labels and not scale:
-        raise click.UsageError("give --description, --add-labels or --scale")
+def task_edit_command(settings: Settings, name: str, description: str | None, add_labels: str | None, scale: str | None,
+                      display: tuple[str, ...]) -> None:
+    """Change a task: its description, more labels, a scale every stored value fits, or its labels' display names."""
+    if description is None and not add_labels and not scale and not display:
+        raise click.UsageError("give --description, --add-labels, --scale or --display")
     parsed_scale = parse_scale(scale) if scale else None
+    names = parse_display(display) if display else None
     with write_session(ready_engine(settings)) as session:
         change = edit_task(session, name, description=description, add_labels=add_labels.split(",") if add_labels else None,
-                           scale=parsed_scale)
+                           scale=parsed_scale, display=names)
         line = change.line()
     click.echo(line)
 

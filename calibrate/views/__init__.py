@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask import Flask, render_template
 
 from calibrate.views import (
+    account,
     adjudicate,
     admin,
     annotate,
@@ -18,6 +19,7 @@ from calibrate.views import (
     errors,
     fields,
     guidelines,
+    i18n,
     prompts,
     runs,
     security,
@@ -30,7 +32,9 @@ def init_app(app: Flask) -> None:
     fields.init_app(app)  # the bounded `int` converter: before any route is added
     security.init_app(app)
     errors.init_app(app)
+    i18n.init_app(app)
     app.register_blueprint(auth.bp)
+    app.register_blueprint(account.bp)
     app.register_blueprint(datasets.bp)
     app.register_blueprint(annotate.bp)
     app.register_blueprint(admin.bp)

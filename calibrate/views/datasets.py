@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, g, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_from_directory
 
 from calibrate import lookup
 from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
 from calibrate.judges.extraction import extraction_versions
-from calibrate.views.auth import login_required
+from calibrate.views.auth import landing_page, login_required
 from calibrate.views.fields import MAX_PAGE, int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session
@@ -20,9 +20,16 @@ PER_PAGE = 50
 
 
 @bp.route("/")
+@login_required
 def home():
-    """Send visitors to the datasets (or to the login page)."""
-    return redirect(url_for("datasets.index"))
+    """Send a visitor where she starts: an annotator to her queue, engineers and admins to the datasets (else the login)."""
+    return redirect(landing_page(g.user))
+
+
+@bp.route("/favicon.ico")
+def favicon():
+    """Serve the icon browsers ask for by this name (pages name the SVG one)."""
+    return send_from_directory(current_app.static_folder, "favicon.ico", mimetype="image/vnd.microsoft.icon", max_age=86400)
 
 
 @bp.route("/datasets")
