@@ -455,7 +455,7 @@ def label_name(task, value: object, locale: str | None = None) -> str:
     if name:
         return name
     if text == TIE:
-        return i18n.translator(locale).gettext("tie")
+        return i18n.translator(locale).gettext("Tie")
     if getattr(task, "builtin", False) and text in BUILTIN_LABEL_NAMES:
         return i18n.translator(locale).gettext(BUILTIN_LABEL_NAMES[text])
     return text

@@ -34,16 +34,19 @@ from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.ingest.claims import segment
+from calibrate import i18n
+from calibrate.i18n import N_, _
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
-from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS
+from calibrate.targets import where
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, task_title
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 
 # Labels and keys of the built-in tasks. `u` is undo, so "unsupported" is x (as in a cross).
 BUILTIN_CHOICES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "claim_support": (("supported", "Supported", "s"), ("unsupported", "Unsupported", "x"),
-                      ("not_applicable", "Not a claim", "n")),
-    "context_relevance": (("relevant", "Relevant", "y"), ("not_relevant", "Not relevant", "n")),
+    "claim_support": (("supported", N_("Supported"), "s"), ("unsupported", N_("Unsupported"), "x"),
+                      ("not_applicable", N_("Not a claim"), "n")),
+    "context_relevance": (("relevant", N_("Relevant"), "y"), ("not_relevant", N_("Not relevant"), "n")),
 }
 MAX_DIGIT_CHOICES = 9
 
@@ -83,8 +86,17 @@ def pairwise_widget(task: Task, order: list[str]) -> Widget:
     choices = [Choice(key, f"Response {i + 1}", (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), submit=str(i + 1))
                for i, key in enumerate(order)]
     if TIE in (task.labels or []):
-        choices.append(Choice(TIE, "Tie", (str(len(order) + 1), "t") if len(order) == 2 else ("t",), submit=TIE))
+        choices.append(Choice(TIE, N_("Tie"), (str(len(order) + 1), "t") if len(order) == 2 else ("t",), submit=TIE))
     return Widget("choices", tuple(choices))
+
+
+def choice_text(task, choice: Choice) -> str:
+    """Return a button's text in the reader's language: a pairwise response by its position, else the task's display
+    name for the value in the current locale, else the default name (translated)."""
+    if choice.submit and choice.value != TIE:
+        return _("Response %(n)s", n=choice.submit)
+    name = ((getattr(task, "display", None) or {}).get(i18n.current().locale) or {}).get(choice.value)
+    return name or _(choice.text)
 
 
 def chosen_response(order: list[str], posted: str | None) -> str | None:
@@ -164,14 +176,10 @@ class Cell:
 
     @property
     def where(self) -> str:
-        """Return how the annotator names the target ("claim 3", "context #2", "the answer")."""
-        if self.target == "claim":
-            return f"claim {self.position + 1}"
-        if self.target == "context":
-            return f"context #{self.position + 1}"
-        if self.order is not None:
-            return "the responses"
-        return "the answer"
+        """Return how the annotator names the target ("claim 3", "context #2", "the answer"; calibrate/targets.py)."""
+        if self.target in ("claim", "context"):
+            return where(self.target, self.position)
+        return where("responses" if self.order is not None else "sample", None)
 
 
 @dataclass
@@ -201,23 +209,28 @@ class ItemStatus:
         return not self.missing and not self.to_confirm
 
     def explain(self) -> list[str]:
-        """Return, in words, what stands between the annotator and submitting."""
+        """Return, in words, what stands between the annotator and submitting ("Claim support: label claim 2, claim 4")."""
         lines = []
-        by_task: dict[str, list[str]] = {}
+        by_task: dict[str, tuple[object, list[str]]] = {}
         for cell in self.missing:
-            by_task.setdefault(cell.task.name, []).append(cell.where)
-        for name, places in by_task.items():
-            lines.append(f"{name}: label {_list(places)}")
+            by_task.setdefault(cell.task.name, (cell.task, []))[1].append(cell.where)
+        for task, places in by_task.values():
+            lines.append(_("%(task)s: label %(targets)s", task=task_title(task), targets=_list(places)))
         if self.to_confirm:
-            lines.append(f"confirm {_list([c.where for c in self.to_confirm])} (made under an older guideline or "
-                         "changed since: press the label's key again)")
+            lines.append(_("confirm %(targets)s (made under an older guideline or changed since: press the label's key again)",
+                           targets=_list([c.where for c in self.to_confirm])))
         return lines
+
+    def summary(self) -> str:
+        """Return what is missing in one line, the targets by name ("claim 2, claim 4 and the answer"), for the notice bar."""
+        places = [c.where for c in self.missing] + [c.where for c in self.to_confirm]
+        return _list(places, limit=8)
 
 
 def _list(items: list[str], limit: int = 6) -> str:
     shown = items[:limit]
     text = ", ".join(shown)
-    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    return text + (_(" and %(n)s more", n=len(items) - limit) if len(items) > limit else "")
 
 
 @dataclass
@@ -281,6 +294,67 @@ def context_pieces(text: str) -> list[ContextPiece]:
     if pos < len(text):
         pieces.append(ContextPiece(text[pos:]))
     return pieces
+
+
+@dataclass(frozen=True)
+class MarkedPiece:
+    """A run of a context's text with the people who marked it as evidence (a sentence; whole contexts: MarkedContext)."""
+
+    text: str
+    sentence: int | None
+    marked_by: tuple[str, ...] = ()
+
+
+@dataclass
+class MarkedContext:
+    """A retrieved context as the engineer deciding a disagreement reads it: rank, doc id, text, and who marked what."""
+
+    id: int
+    rank: int  # 0-based; people read `number`
+    doc_id: str | None
+    text: str
+    marked_by: list[str]  # who marked the whole context as evidence
+    pieces: list[MarkedPiece]
+    is_target: bool = False  # the context the label is about (context tasks)
+
+    @property
+    def number(self) -> int:
+        return self.rank + 1
+
+    @property
+    def who(self) -> list[str]:
+        """Everyone who marked this context or one of its sentences, in order of appearance."""
+        names = list(self.marked_by)
+        for piece in self.pieces:
+            names += [n for n in piece.marked_by if n not in names]
+        return names
+
+
+def marked_contexts(contexts, marks, *, target_id: int | None = None) -> list[MarkedContext]:
+    """Return a sample's contexts with the evidence each person marked: `marks` is (who, Label.evidence) pairs.
+
+    Evidence names whole contexts by rank and sentences as {"context": rank, "sentence": index}
+    (the sentences `context_pieces` finds, as the workbench numbers them).
+    """
+    whole: dict[int, list[str]] = {}
+    sentences: dict[tuple[int, int], list[str]] = {}
+    for who, evidence in marks:
+        for entry in evidence or []:
+            if isinstance(entry, dict) and isinstance(entry.get("context"), int) and isinstance(entry.get("sentence"), int):
+                names = sentences.setdefault((entry["context"], entry["sentence"]), [])
+            elif isinstance(entry, int) and not isinstance(entry, bool):
+                names = whole.setdefault(entry, [])
+            else:
+                continue
+            if who not in names:
+                names.append(who)
+    out = []
+    for context in contexts:
+        pieces = [MarkedPiece(p.text, p.sentence, tuple(sentences.get((context.rank, p.sentence), ())) if p.sentence is not None else ())
+                  for p in context_pieces(context.text)]
+        out.append(MarkedContext(context.id, context.rank, context.doc_id, context.text, whole.get(context.rank, []), pieces,
+                                 is_target=context.id == target_id))
+    return out
 
 
 _TASKS, _GUIDELINES = Task.__table__, Guideline.__table__

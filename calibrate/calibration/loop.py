@@ -22,6 +22,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from calibrate import lookup
+from calibrate.annotation.items import marked_contexts
 from calibrate.annotation.queue import set_status
 from calibrate.annotation.uncertainty import queue_mode
 from calibrate.calibration.alttest import (
@@ -90,6 +91,7 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reports.summary import ceiling, decision_text
+from calibrate.targets import target_name
 
 DEFAULT_SPLIT = "dev"
 
@@ -344,6 +346,13 @@ class Disagreement:
     judge: str
     humans: dict[str, str]
     triage: str = ""
+    kind: str = "claim"  # what the target is: claim, context, sample (the answer), responses (pairwise)
+    text: str = ""  # the target's text (the claim, the context, the answer), for the list; whole on the detail page
+
+    @property
+    def where(self) -> str:
+        """Return the target as people name it: "demo-004 · claim 1" (calibrate/targets.py)."""
+        return target_name(self.sample, self.kind, self.position)
 
     @property
     def unanimous(self) -> bool:
@@ -394,8 +403,10 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     if section is None or "judge_note" in section:
         out.message = f"judge {judge_name} has no {task} verdicts on {dataset_name}" + (f" in split {split}" if split else "")
         return out
-    items = [Disagreement(r.target, r.sample_id, r.claim if r.claim is not None else r.context, str(r.gold), str(r.judge), r.humans)
-             for r in report.rows[task] if r.agree is False]
+    task_row = lookup.task(session, task)
+    kind = "responses" if task_row.kind == "pairwise" else task_row.target
+    items = [Disagreement(r.target, r.sample_id, r.claim if r.claim is not None else r.context, str(r.gold), str(r.judge), r.humans,
+                          kind=kind) for r in report.rows[task] if r.agree is False]
 
     kinds = triage_of(session, lookup.judge(session, judge_name), lookup.task(session, task))
     for d in items:
@@ -416,7 +427,25 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         keep = {ext for ext, m in rows if isinstance(m, dict) and str(m.get(key.strip())) == value.strip()}
         items = [d for d in items if d.sample in keep]
     out.items = items
+    _fill_texts(session, dataset_row, items)
     return out
+
+
+def _fill_texts(session: Session, dataset: Dataset, items: list[Disagreement]) -> None:
+    """Give each listed disagreement its target's text: the claim, the context or the answer (pairwise: none)."""
+    ids: dict[str, list[int]] = {}
+    for d in items:
+        parsed = parse_target_key(d.target)
+        if parsed is not None:
+            ids.setdefault(parsed[0], []).append(parsed[1])
+    texts: dict[str, str] = {}
+    for kind, model, column in (("claim", Claim, Claim.text), ("context", Context, Context.text), ("sample", Sample, Sample.answer)):
+        wanted = ids.get(kind)
+        for start in range(0, len(wanted or []), 500):  # bounded IN lists
+            rows = session.exec(select(model.id, column).where(model.id.in_(wanted[start:start + 500]))).all()
+            texts.update({f"{kind}:{row_id}": text for row_id, text in rows})
+    for d in items:
+        d.text = "" if d.kind == "responses" else texts.get(d.target, "")
 
 
 @dataclass
@@ -425,6 +454,7 @@ class HumanLabel:
     value: str
     rationale: str
     adjudicated: bool
+    evidence: list | None = None  # Label.evidence: context ranks and sentences
 
 
 @dataclass
@@ -452,6 +482,14 @@ class DisagreementDetail:
     judge_value: str | None = None
     order_rule: str = ""
     orders_seen: dict[str, list[str]] = field(default_factory=dict)
+    # The sample's retrieved contexts, each with the evidence the experts marked in it (annotation.items.marked_contexts).
+    contexts: list = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        """Return the target as people name it: "demo-004 · claim 1" (calibrate/targets.py)."""
+        kind = "responses" if self.responses else self.task.target
+        return target_name(self.sample.external_id, kind, self.position)
 
 
 def disagreement_detail(session: Session, dataset_name: str, judge_name: str, target: str,
@@ -485,7 +523,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         select(Label, User.username).join(User, User.id == Label.annotator_id)
         .where(Label.task_id == task_row.id, Label.target_key == target, Label.stale.is_(False)).order_by(Label.adjudicated, User.username)
     ).all()
-    labels = [HumanLabel(username, label.value, label.rationale, label.adjudicated) for label, username in rows]
+    labels = [HumanLabel(username, label.value, label.rationale, label.adjudicated, label.evidence) for label, username in rows]
     gold, rationale = human_gold(session, task_row, target)
     verdict = session.exec(select(Verdict).where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id,
                                                  Verdict.target_key == target)).first()
@@ -502,6 +540,10 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         refusal = f"no human gold label ({rationale})"
     detail = DisagreementDetail(dataset.name, judge, task_row, target, sample, text, position, labels, gold, rationale,
                                 verdict, prompt, refusal, triage_of(session, judge, task_row).get(target, ""))
+    contexts = session.exec(select(Context).where(Context.sample_id == sample.id, Context.active.is_(True))
+                            .order_by(Context.rank)).all()
+    detail.contexts = marked_contexts(contexts, [(h.annotator, h.evidence) for h in labels if not h.adjudicated],
+                                      target_id=target_id if kind == "context" else None)
     if task_row.kind == "pairwise":
         detail.responses = sample_responses(session, sample.id)
         detail.verdicts = list(session.exec(select(Verdict).where(
