@@ -19,7 +19,8 @@
 
   const STORE = `calibrate.pending.${root.dataset.user}.${root.dataset.assignment}`;
   const MAX_AGE_MS = 7 * 24 * 3600 * 1000;
-  const notice = document.getElementById("notice");
+  // What the workbench says, in the reader's language (calibrate.js reads the page's calibrate-strings block).
+  const t = (key, values) => (window.calibrate ? window.calibrate.t(key, values) : key);
   let pending = loadPending();
   let sending = false;
   let leaving = false;
@@ -87,15 +88,15 @@
       response = null;
     }
     sending = false;
-    if (response === null) return retryLater(action, "No connection");
+    if (response === null) return retryLater(action, t("no_connection"));
     await handle(action, response);
     if (!leaving && pending.length && retryMs === 0) pump();
   }
 
   function retryLater(action, why) {
     retryMs = Math.min(retryMs ? retryMs * 2 : 1000, 30000);
-    markCell(action.cell, "error", "not saved yet: retrying");
-    say(`${why}: ${pending.length} change${pending.length === 1 ? "" : "s"} waiting, retrying in ${Math.round(retryMs / 1000)} s. Nothing is lost.`, "error");
+    markCell(action.cell, "error", t("retrying_cell"));
+    say(t(pending.length === 1 ? "waiting_one" : "waiting_many", { why, n: pending.length, seconds: Math.round(retryMs / 1000) }), "error");
     setTimeout(() => { retryMs = 0; pump(); }, retryMs);
   }
 
@@ -105,14 +106,14 @@
     if (status === 401) {
       // The session ended: keep the action, log in, come back here and send it then.
       leaving = true;
-      say("Your session has ended: log in again and your change will be saved.", "error");
+      say(t("session_ended"), "error");
       location.assign(redirect || `${root.dataset.login}?next=${encodeURIComponent(location.pathname)}`);
       return;
     }
     if (status === 400 && response.headers.get("X-Invalid-Field")) {
       // A field the server refused (a sentence the context does not have): say so, do not resend.
       finish(action);
-      markCell(action.cell, "error", "not saved");
+      markCell(action.cell, "error", t("not_saved"));
       say(await response.text(), "error");
       return;
     }
@@ -122,10 +123,10 @@
       persist();
       if (action.tries <= 2) { leaving = true; location.reload(); return; }
       finish(action);
-      say("This change was refused (security token). Reload the page and make it again.", "error");
+      say(t("token_refused"), "error");
       return;
     }
-    if (status >= 500 || status === 0) return retryLater(action, `Server error ${status}`);
+    if (status >= 500 || status === 0) return retryLater(action, t("server_error", { status }));
     const text = await response.text();
     if (status === 200 || status === 204) {
       finish(action);
@@ -137,7 +138,7 @@
       if (response.headers.get("X-Nothing")) { say(text, "info"); return; }
       const cell = swap(text, response.headers.get("HX-Retarget"));
       // An undo says what it undid (and keeps saying it); any other answer clears the notice once nothing waits.
-      if (action.kind === "undo" && cell) { focusCell(cell); say(`Undone: ${cell.dataset.where}`, "info"); }
+      if (action.kind === "undo" && cell) { focusCell(cell); say(t("undone", { what: cell.dataset.where }), "info"); }
       else if (!pending.length) say("", "");
       return;
     }
@@ -146,10 +147,13 @@
       swap(text, response.headers.get("HX-Retarget"));
       const first = cells().find((c) => c.dataset.required === "1" && c.dataset.state !== "saved");
       if (first) focusCell(first);
+      // What is missing, by name, in the notice bar (fixed in view, an alert), wherever the focus went.
+      const missing = document.querySelector("#item-status [data-summary]");
+      say(t("not_submitted", { what: missing ? missing.dataset.summary : "" }), "error");
       return;
     }
-    markCell(action.cell, "error", "not saved");
-    say(status === 404 || status === 403 ? "This item is not yours or no longer exists." : text, "error");
+    markCell(action.cell, "error", t("not_saved"));
+    say(status === 404 || status === 403 ? t("not_yours") : text, "error");
   }
 
   // ------------------------------------------------------------------ swapping fragments
@@ -291,10 +295,9 @@
     }
   }
 
+  // The notice bar of the page (base.html, fixed in view): calibrate.js owns it.
   function say(text, kind) {
-    if (!notice) return;
-    notice.textContent = text;
-    notice.dataset.kind = kind;
+    if (window.calibrate) window.calibrate.say(text, kind);
   }
 
   // ------------------------------------------------------------------ actions
@@ -319,15 +322,15 @@
       for (const button of form.querySelectorAll("button[name=value]")) button.setAttribute("aria-pressed", String(button === chosen));
       cell.dataset.value = chosen ? chosen.value : number.value;
       for (const part of cell.querySelectorAll(".rationale, .evidence, .history-link")) part.hidden = false;
-      markCell(cell.id, "saving", "saving…");
+      markCell(cell.id, "saving", t("saving"));
       syncMarks();
       advance(cell);
     } else if (event.submitter && (event.submitter.name === "evidence" || event.submitter.name === "evidence_sentence")) {
       const on = event.submitter.getAttribute("aria-pressed") !== "true";
       event.submitter.setAttribute("aria-pressed", String(on));
-      markCell(cell.id, "saving", "saving…");
+      markCell(cell.id, "saving", t("saving"));
     } else {
-      markCell(cell.id, "saving", "saving…");
+      markCell(cell.id, "saving", t("saving"));
     }
   });
 
@@ -372,7 +375,7 @@
   async function fetchFragment(url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true", "HX-Current-URL": location.href } });
     if (response.status === 401) { location.assign(response.headers.get("HX-Redirect") || root.dataset.login); return null; }
-    if (!response.ok) { say(await response.text() || `Error ${response.status}`, "error"); return null; }
+    if (!response.ok) { say(await response.text() || t("error_status", { status: response.status }), "error"); return null; }
     return response.text();
   }
 
@@ -411,22 +414,22 @@
   function toggleEvidence(cell, rank) {
     const chip = cell.querySelector(`.evidence:not([hidden]) button[name=evidence][value="${rank}"]`);
     if (chip) chip.form.requestSubmit(chip);
-    else say(cell.dataset.value ? `There is no context #${rank + 1}.` : "Label the claim first, then mark its evidence.", "info");
+    else say(cell.dataset.value ? t("no_context", { n: rank + 1 }) : t("label_first_evidence"), "info");
   }
 
   // Mark (or unmark) one sentence of a context as evidence of the focused claim.
   function toggleSentence(cell, context, index) {
     const form = cell && cell.closest(".claim-row") ? cell.querySelector("form.evidence") : null;
-    if (!form) { say("Focus a claim first (j/k), then pick the sentence that supports it.", "info"); return; }
-    if (form.hidden) { say("Label the claim first, then mark its evidence.", "info"); return; }
+    if (!form) { say(t("focus_claim_sentence"), "info"); return; }
+    if (form.hidden) { say(t("label_first_evidence"), "info"); return; }
     const sentence = context && context.querySelector(`.sentence[data-sentence="${index}"]`);
-    if (!sentence) { say(context ? `Context #${Number(context.dataset.rank) + 1} has no sentence ${index + 1}.` : "There is no such context.", "info"); return; }
+    if (!sentence) { say(context ? t("no_sentence", { n: Number(context.dataset.rank) + 1, m: index + 1 }) : t("no_such_context"), "info"); return; }
     const data = new FormData(form);
     data.delete("csrf_token");
     data.set("evidence_sentence", `${context.dataset.contextId}:${index}`);
     enqueue(form.action, Array.from(data.entries()).map(([k, v]) => [k, String(v)]), "label", cell.id);
     sentence.classList.toggle("evidence-shown");
-    markCell(cell.id, "saving", "saving…");
+    markCell(cell.id, "saving", t("saving"));
   }
 
   function undo() {
@@ -438,7 +441,7 @@
   // The claim row of the focused cell, or null (with a hint) when the focus is not on a claim.
   function claimRow(cell) {
     const row = cell ? cell.closest(".claim-row") : null;
-    if (!row) say("Focus a claim first (j/k): then Shift+D splits it, Shift+M merges it with the next, Shift+T edits it.", "info");
+    if (!row) say(t("focus_claim_edit"), "info");
     return row;
   }
 
@@ -453,7 +456,7 @@
     form.elements.change.value = mode;
     area.value = area.dataset.original;
     form.querySelector(".claim-edit-mode").textContent = mode === "split"
-      ? "Split: move the caret to where the second claim starts" : "Edit the claim";
+      ? t("split_mode") : t("edit_mode");
     form.querySelector(".claim-edit-verb").textContent = mode === "split" ? "split here" : "save";
     area.focus();
     // Split: the caret starts at the word boundary nearest the middle; edit: at the end.
@@ -464,7 +467,7 @@
       if (spaces.length) at = spaces.reduce((best, i) => (Math.abs(i - middle) < Math.abs(best - middle) ? i : best));
     }
     area.setSelectionRange(at, at);
-    say(mode === "split" ? "Split: move the caret (arrows), Enter splits there, Esc cancels." : "Edit: Enter saves, Esc cancels.", "info");
+    say(mode === "split" ? t("split_help") : t("edit_help"), "info");
   }
 
   function closeClaimEditor(form) {
@@ -478,7 +481,7 @@
     const area = form.elements.text;
     if (form.dataset.mode === "split") {
       if (area.value !== area.dataset.original) {
-        say("Split only moves the caret: Esc, then Shift+T to edit the text.", "info");
+        say(t("split_only_caret"), "info");
         return;
       }
       form.elements.at.value = String(area.selectionStart);
@@ -488,17 +491,17 @@
     }
     form.requestSubmit();
     form.hidden = true;
-    say("Saving the claim change…", "info");
+    say(t("saving_claim"), "info");
   }
 
   function mergeClaim(cell) {
     const row = claimRow(cell);
     if (!row) return;
-    if (!row.nextElementSibling) { say("This is the last claim: there is no next claim to merge it with.", "info"); return; }
+    if (!row.nextElementSibling) { say(t("last_claim"), "info"); return; }
     const form = row.querySelector("form.claim-edit");
     form.elements.change.value = "merge";
     form.requestSubmit();
-    say("Merging the claim with the next…", "info");
+    say(t("merging"), "info");
   }
 
   function submitItem() {
@@ -546,9 +549,9 @@
         event.preventDefault();
         if (pick.rank === undefined) {
           const context = root.querySelector(`.context[data-rank="${Number(key) - 1}"]`);
-          if (!context) { root.classList.remove("picking-sentence"); say(`There is no context #${key}.`, "info"); return; }
+          if (!context) { root.classList.remove("picking-sentence"); say(t("no_context", { n: key }), "info"); return; }
           sentencePick = { rank: Number(key) - 1 };
-          say(`Evidence in context #${key}: press the number of the sentence (1–9).`, "info");
+          say(t("evidence_context", { n: key }), "info");
           return;
         }
         say("", "");
@@ -575,16 +578,16 @@
     else if (key === "v") { const button = root.querySelector("[data-review]"); if (button) showReview(button.dataset.review); else handled = false; }
     else if (key === "r" && cell) {
       const area = cell.querySelector(".rationale:not([hidden]) textarea");
-      if (area) area.focus(); else say("Label it first; then r writes the rationale.", "info");
+      if (area) area.focus(); else say(t("label_first_rationale"), "info");
     } else if (key === "e" && cell) {
-      if (cell.querySelector(".evidence:not([hidden])")) { evidenceMode = true; say("Evidence: press the number of the context (1–9).", "info"); }
-      else say(cell.querySelector(".evidence") ? "Label the claim first, then e and a number mark its evidence." : "Evidence is marked on claims.", "info");
+      if (cell.querySelector(".evidence:not([hidden])")) { evidenceMode = true; say(t("evidence_prompt"), "info"); }
+      else say(cell.querySelector(".evidence") ? t("label_first_e") : t("evidence_on_claims"), "info");
     } else if (key === "E" && event.shiftKey && cell) {
       if (cell.querySelector(".evidence:not([hidden])")) {
         sentencePick = {};
         root.classList.add("picking-sentence");
-        say("Evidence sentence: press the number of the context (1–9), then of the sentence (1–9).", "info");
-      } else say(cell.querySelector(".evidence") ? "Label the claim first, then E marks a sentence as its evidence." : "Evidence is marked on claims.", "info");
+        say(t("sentence_prompt"), "info");
+      } else say(cell.querySelector(".evidence") ? t("label_first_E") : t("evidence_on_claims"), "info");
     } else if (key === "h" && cell) {
       const link = cell.querySelector("[data-history]:not([hidden])");
       if (link) showHistory(link.dataset.history); else handled = false;
@@ -611,7 +614,7 @@
     if (target && target.classList.contains("cell")) focusCell(target);
   }
   if (pending.length) {
-    say(`Saving ${pending.length} change${pending.length === 1 ? "" : "s"} made before the page was left…`, "info");
+    say(pending.length === 1 ? t("sending_one") : t("sending_many", { n: pending.length }), "info");
     pump();
   }
 })();

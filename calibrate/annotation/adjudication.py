@@ -27,7 +27,9 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
+from calibrate.annotation.items import marked_contexts
 from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
+from calibrate.targets import where
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 SPREAD = 2
@@ -58,6 +60,13 @@ class Dispute:
     kind: str = ""  # tie | disagreement | spread
     dataset: str = ""
     responses: list[Response] = field(default_factory=list)  # pairwise: the sample's responses in import order
+    # The sample's retrieved contexts with the evidence each annotator marked (annotation.items.marked_contexts).
+    contexts: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """Return the target as people name it: "demo-004 · claim 1" (calibrate/targets.py)."""
+        return f"{self.sample.external_id} · {self.where}"
 
     @property
     def dom_id(self) -> str:
@@ -129,13 +138,17 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
         for response in session.exec(select(Response).where(col(Response.sample_id).in_(sample_ids))
                                      .order_by(Response.sample_id, Response.position)).all():
             responses.setdefault(response.sample_id, []).append(response)
+    contexts: dict[int, list[Context]] = {}
+    for context in session.exec(select(Context).where(col(Context.sample_id).in_(sample_ids), Context.active.is_(True))
+                                .order_by(Context.sample_id, Context.rank)).all():
+        contexts.setdefault(context.sample_id, []).append(context)
     ids = [int(k.split(":")[1]) for k in keys]
     if task.target == "claim":
         for claim in session.exec(select(Claim).where(col(Claim.id).in_(ids))).all():
-            texts[f"claim:{claim.id}"] = (claim.text, f"claim {claim.index + 1}")
+            texts[f"claim:{claim.id}"] = (claim.text, where("claim", claim.index))
     elif task.target == "context":
         for context in session.exec(select(Context).where(col(Context.id).in_(ids))).all():
-            texts[f"context:{context.id}"] = (context.text, f"context #{context.rank + 1}")
+            texts[f"context:{context.id}"] = (context.text, where("context", context.rank))
     out = []
     for key in keys:
         entries = by_key.get(key, [])
@@ -145,12 +158,14 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
                  if not label.adjudicated]
         decision = next(((label, user) for label, user in entries if label.adjudicated), None)
         sample = samples[entries[0][0].sample_id]
-        text, where = texts.get(key, (sample.answer, "the answer"))
+        text, place = texts.get(key, (sample.answer, where("sample", None)))
         if task.kind == "pairwise":
-            text, where = "", "the responses"
-        out.append(Dispute(task, key, sample, text, where, votes, decision[0] if decision else None,
+            text, place = "", where("responses", None)
+        out.append(Dispute(task, key, sample, text, place, votes, decision[0] if decision else None,
                            decision[1].username if decision else "", _kind(task, votes), names[sample.dataset_id],
-                           responses.get(sample.id, [])))
+                           responses.get(sample.id, []),
+                           marked_contexts(contexts.get(sample.id, []), [(v.annotator, v.evidence) for v in votes],
+                                           target_id=int(key.split(":")[1]) if task.target == "context" else None)))
     return out
 
 

@@ -29,13 +29,13 @@ from sqlalchemy import and_, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
+from calibrate import i18n
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
-from calibrate.ingest.claims import segment
-from calibrate import i18n
 from calibrate.i18n import N_, _
+from calibrate.ingest.claims import segment
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, task_title
@@ -320,6 +320,14 @@ class MarkedContext:
     @property
     def number(self) -> int:
         return self.rank + 1
+
+    @property
+    def sentence_markers(self) -> list[str]:
+        """Everyone who marked one of this context's sentences, in order of appearance."""
+        names: list[str] = []
+        for piece in self.pieces:
+            names += [n for n in piece.marked_by if n not in names]
+        return names
 
     @property
     def who(self) -> list[str]:

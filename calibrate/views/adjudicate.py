@@ -14,6 +14,7 @@ from calibrate.annotation.guidelines import current_versions, tasks_in_order
 from calibrate.annotation.items import widget_for
 from calibrate.annotation.queue import for_review
 from calibrate.datasets import dataset_names
+from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.fields import MAX_PAGE, int_field
@@ -58,7 +59,7 @@ def decide(task_name: str, target_key: str):
     adjudicate(db, g.user, task, target_key, request.form.get("value", ""), request.form.get("note", ""))
     db.commit()
     if not is_script_request():
-        flash(f"Gold set for {target_key}.", "done")
+        flash(_("Gold set for %(target)s.", target=target_key), "done")
         return redirect(request.form.get("back") if (request.form.get("back") or "").startswith("/adjudicate")
                         else url_for("adjudicate.index"), code=303)
     close_session()  # read the answer in an ordinary session, not a new write transaction

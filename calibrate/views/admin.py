@@ -11,6 +11,7 @@ from calibrate.annotation import AnnotationError
 from calibrate.annotation.queue import for_review, set_status, team_progress
 from calibrate.annotation.team import assign, create_user, get_user_by_id, reset_password, set_active, users
 from calibrate.datasets import dataset_names
+from calibrate.i18n import _, ngettext
 from calibrate.models import ROLES, Assignment
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
@@ -46,7 +47,7 @@ def add_user():
     user = create_user(db, form.get("username", ""), role=form.get("role", "annotator"), password=form.get("password", ""),
                        display_name=form.get("display_name", ""))
     db.commit()
-    flash(f"Added {user.username} ({user.role}).", "done")
+    flash(_("Added %(user)s (%(role)s).", user=user.username, role=_(user.role)), "done")
     return redirect(url_for("admin.index"), code=303)
 
 
@@ -58,7 +59,7 @@ def password(user_id: int):
     user = get_user_by_id(db, user_id)
     reset_password(db, user, request.form.get("password", ""))
     db.commit()
-    flash(f"New password set for {user.username}.", "done")
+    flash(_("New password set for %(user)s.", user=user.username), "done")
     return redirect(url_for("admin.index"), code=303)
 
 
@@ -72,10 +73,11 @@ def active(user_id: int):
     released = set_active(db, user, turn_on, acting=g.user, release=request.form.get("release") == "1")
     db.commit()
     if turn_on:
-        flash(f"{user.username} can log in again.", "done")
+        flash(_("%(user)s can log in again.", user=user.username), "done")
     else:
-        returned = f"; {released} pending item{'s' if released != 1 else ''} returned to the open pool." if released else "."
-        flash(f"{user.username} is deactivated{returned}", "done")
+        flash(ngettext("%(user)s is deactivated; %(num)s pending item returned to the open pool.",
+                       "%(user)s is deactivated; %(num)s pending items returned to the open pool.", released, user=user.username)
+              if released else _("%(user)s is deactivated.", user=user.username), "done")
     return redirect(url_for("admin.index"), code=303)
 
 
@@ -108,6 +110,6 @@ def reopen(assignment_id: int):
     assignment = db.get(Assignment, assignment_id) or abort(404)
     set_status(db, assignment, "pending", "")
     db.commit()
-    flash("Back in the queue.", "done")
+    flash(_("Back in the queue."), "done")
     back = request.form.get("back", "")
     return redirect(back if back in (url_for("admin.index"), url_for("adjudicate.index")) else url_for("admin.index"), code=303)

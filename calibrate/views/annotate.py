@@ -24,7 +24,7 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import REQUIRED_TASKS, chosen_response, get_assignment, item_view, load_item
+from calibrate.annotation.items import REQUIRED_TASKS, choice_text, chosen_response, get_assignment, item_view, load_item
 from calibrate.annotation.labels import (
     EvidenceError,
     history,
@@ -45,12 +45,15 @@ from calibrate.annotation.queue import (
     submit,
 )
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
+from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.fields import BadField, int_field
 from calibrate.views.session import close_session, get_session, write
 
 bp = Blueprint("annotate", __name__)
+# A label button's text in the reader's language (the task's display name, a built-in name translated, "Response 2").
+bp.add_app_template_global(choice_text, "choice_text")
 
 T = TypeVar("T")
 
@@ -126,7 +129,7 @@ def next_item():
     if request.method == "GET" and (open_slots(get_session(), g.user, dataset_id=dataset_id)
                                     or dataset_id is not None and open_slots(get_session(), g.user)):
         return render_template("annotate/next.html", dataset=dataset_name)
-    flash("Nothing left to label. Thank you!", "done")
+    flash(_("Nothing left to label. Thank you!"), "done")
     return redirect(url_for("annotate.queue"), code=303 if request.method == "POST" else 302)
 
 
@@ -239,7 +242,7 @@ def undo(assignment_id: int):
     item, undone = write(act)
     if undone is not None and undone.edit is not None:
         # The claims changed: the page is drawn again, focused where the claims were.
-        flash(f"Undone: {undone.what}.", "info")
+        flash(_("Undone: %(what)s.", what=undone.what), "info")
         return _reload(assignment_id, int(undone.edit.before[0]["id"]))
     if undone is None:
         if is_script_request():
@@ -247,7 +250,7 @@ def undo(assignment_id: int):
             response.mimetype = "text/plain"
             response.headers["X-Nothing"] = "1"
             return response
-        flash("Nothing to undo on this item.", "info")
+        flash(_("Nothing to undo on this item."), "info")
         return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
     return _cell_response(item, undone.label.task_id, undone.label.target_key)
 
@@ -311,7 +314,7 @@ def submit_item(assignment_id: int):
             response = make_response(html, 422)
             response.headers["HX-Retarget"] = "#item-status"
             return response
-        flash("Not submitted yet: " + "; ".join(item.status.explain()), "error")
+        flash(_("Not submitted yet: %(what)s", what="; ".join(item.status.explain())), "error")
         return redirect(url_for("annotate.show", assignment_id=assignment_id), code=303)
     close_session()
     write(lambda db: submit(db, item.assignment, item.status))
@@ -321,7 +324,7 @@ def submit_item(assignment_id: int):
 def _go_next(dataset_id: int):
     found = _next_for(dataset_id)
     if found is None:
-        flash("Nothing left to label. Thank you!", "done")
+        flash(_("Nothing left to label. Thank you!"), "done")
         url = url_for("annotate.queue")
     else:
         url = url_for("annotate.show", assignment_id=found.id)
@@ -344,7 +347,8 @@ def park(assignment_id: int, action: str):
         return item
 
     item = write(act)
-    flash(f"{item.sample.external_id}: {'skipped' if status == 'skipped' else 'flagged for review'}.", "info")
+    flash(_("%(sample)s: skipped.", sample=item.sample.external_id) if status == "skipped"
+          else _("%(sample)s: flagged for review.", sample=item.sample.external_id), "info")
     return _go_next(item.assignment.dataset_id)
 
 

@@ -16,6 +16,7 @@ from flask import (
     url_for,
 )
 from markupsafe import Markup
+from sqlmodel import select
 
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import Options
@@ -35,8 +36,9 @@ from calibrate.calibration.pairwise import ORDER_RULES
 from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
+from calibrate.i18n import _
 from calibrate.judges.sandbox import Limits
-from calibrate.models import Prompt
+from calibrate.models import Prompt, Task
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
 from calibrate.reports.summary import alt_test_context, alt_test_verdict
@@ -117,7 +119,8 @@ def disagreement_list(name: str, judge: str):
     found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
                           agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None,
                           order_rule=_order_rule())
-    return render_template("calibration/disagreements.html", found=found, args=request.args)
+    task_row = get_session().exec(select(Task).where(Task.name == found.task)).first()
+    return render_template("calibration/disagreements.html", found=found, args=request.args, task=task_row)
 
 
 @bp.route("/datasets/<name>/calibration/judges/<judge>/disagreements/<target>")
@@ -141,10 +144,10 @@ def fewshot(name: str, judge: str, target: str):
     prompt_name = session.get(Prompt, result.version.prompt_id).name
     session.commit()
     if result.created:
-        flash(f"Created {prompt_name}@{result.version.number} with {target} as a few-shot example; "
-              f"run it to see its scores (the example is excluded from them).", "info")
+        flash(_("Created %(version)s with %(target)s as a few-shot example; run it to see its scores (the example is excluded "
+                "from them).", version=f"{prompt_name}@{result.version.number}", target=target), "info")
     else:
-        flash(f"Unchanged: identical to version {result.version.number}.", "info")
+        flash(_("Unchanged: identical to version %(n)s.", n=result.version.number), "info")
     return redirect(url_for("prompts.show", name=prompt_name, number=result.version.number), code=303)
 
 
@@ -158,10 +161,10 @@ def triage_one(name: str, judge: str, target: str):
     result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
                     note=request.form.get("note", ""), user=g.user)
     session.commit()
-    message = f"Triaged {target} as {result.triage.kind.replace('_', ' ')}."
+    message = _("Triaged %(target)s as %(kind)s.", target=target, kind=_(result.triage.kind.replace("_", " ")))
     if result.triage.kind == "human_error":
-        message += (" The sample is flagged for review on the adjudication page." if result.flagged
-                    else " No queue assignment to flag: adjudicate it from the adjudication page.")
+        message += " " + (_("The sample is flagged for review on the adjudication page.") if result.flagged
+                          else _("No queue assignment to flag: adjudicate it from the adjudication page."))
     flash(message, "info")
     return redirect(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task), code=303)
 
@@ -182,7 +185,7 @@ def evaluate_test(name: str, judge: str):
     session = get_write_session()
     row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
     session.commit()
-    flash(f"{judge} on test: {look_text(row)}; n = {row.n} (this look is recorded).", "info")
+    flash(_("%(judge)s on test: %(look)s; n = %(n)s (this look is recorded).", judge=judge, look=look_text(row), n=row.n), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
 
 

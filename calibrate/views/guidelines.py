@@ -10,6 +10,7 @@ from flask import Blueprint, flash, g, redirect, render_template, request, url_f
 from calibrate import lookup
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
+from calibrate.i18n import _, ngettext
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.session import get_session, get_write_session
@@ -52,7 +53,7 @@ def update(task_name: str):
         flash(str(exc), "error")
         return redirect(url_for("guidelines.show", task_name=task.name), code=303)
     db.commit()
-    flash(f"Saved {task.name} guideline v{guideline.version}. New labels record v{guideline.version}.", "done")
+    flash(_("Saved %(task)s guideline v%(version)s. New labels record v%(version)s.", task=task.name, version=guideline.version), "done")
     return redirect(url_for("guidelines.show", task_name=task.name), code=303)
 
 
@@ -67,5 +68,6 @@ def requeue(task_name: str):
         dataset = lookup.dataset(db, request.form["dataset"])
     count = requeue_outdated(db, task, dataset)
     db.commit()
-    flash(f"Re-queued {count} item{'s' if count != 1 else ''}: their annotators will confirm each outdated {task.name} label.", "done")
+    flash(ngettext("Re-queued %(num)s item: its annotator will confirm each outdated %(task)s label.",
+                   "Re-queued %(num)s items: their annotators will confirm each outdated %(task)s label.", count, task=task.name), "done")
     return redirect(url_for("guidelines.show", task_name=task.name), code=303)

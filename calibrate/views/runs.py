@@ -10,6 +10,7 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from calibrate.i18n import _
 from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
 from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
@@ -150,5 +151,5 @@ def stop(run_id: int):
     if run.status in ("pending", "running"):
         request_stop(session, run)
         session.commit()
-        flash("Stopping after the current batch; run it again to continue.", "info")
+        flash(_("Stopping after the current batch; run it again to continue."), "info")
     return redirect(url_for("runs.show", run_id=run_id), code=303)

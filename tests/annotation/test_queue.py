@@ -126,7 +126,7 @@ def test_submit_needs_every_claim_and_the_quality_and_says_what_is_missing(work,
     save_label(session, assignment, ana, resolve_target(session, assignment, "claim_support", f"claim:{claims[0].id}"), value="supported")
     with pytest.raises(Incomplete) as raised:
         submit(session, assignment, build_item(session, assignment, ana).status)
-    assert str(raised.value) == "claim_support: label claim 2, claim 3; answer_quality: label the answer"
+    assert str(raised.value) == "Claim support: label claim 2, claim 3; Answer quality: label the answer"
     for claim in claims[1:]:
         save_label(session, assignment, ana, resolve_target(session, assignment, "claim_support", f"claim:{claim.id}"), value="unsupported")
     save_label(session, assignment, ana, resolve_target(session, assignment, "answer_quality", f"sample:{sample.id}"), value=3)

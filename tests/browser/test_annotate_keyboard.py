@@ -84,7 +84,7 @@ def test_enter_on_an_incomplete_item_says_what_is_missing(page, live_server, ses
     page.keyboard.press("Enter")
     missing = page.locator("#item-status .missing li")
     expect(missing).to_have_count(2)
-    assert missing.nth(0).inner_text() == "claim_support: label claim 2, claim 3"
+    assert missing.nth(0).inner_text() == "Claim support: label claim 2, claim 3"
     assert page.url == f"{live_server}/annotate/{a1.id}"
     # the focus went to the first claim still to do
     assert page.evaluate("document.activeElement.dataset.where") == "claim 2"

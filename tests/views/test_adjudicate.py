@@ -37,7 +37,7 @@ def test_the_page_lists_disputes_with_labels_and_rationales_escaped(client, logi
     [article] = page.select("#disputes article.dispute")
     assert "kind-tie" in article["class"]
     assert [[td.get_text() for td in tr.select("td")] for tr in article.select(".votes tbody tr")] == [
-        ["ana", "supported", "<script>alert('ana')</script>"], ["bea", "unsupported", "<script>alert('bea')</script>"]]
+        ["ana", "Supported", "<script>alert('ana')</script>"], ["bea", "Unsupported", "<script>alert('bea')</script>"]]
     assert article.select_one(".dispute-text").has_attr("hx-disable")
     assert [b["value"] for b in article.select("form.decide button[name=value]")] == ["supported", "unsupported", "not_applicable"]
     assert page.select_one("#dispute-counts").get_text() == "1 open · 0 decided"
@@ -54,7 +54,7 @@ def test_deciding_sets_the_gold_and_answers_with_the_fragment(client, session, l
     assert response.status_code == 200
     article = _soup(response).select_one("article.dispute")
     assert article["id"] == f"dispute-{lookup.task(session, 'claim_support').id}-{dispute.replace(':', '-')}"
-    assert article.select_one(".badge.gold").get_text() == "gold: unsupported"
+    assert article.select_one(".badge.gold").get_text() == "gold: Unsupported"
     assert article.select_one("button[aria-pressed=true]")["value"] == "unsupported"
     session.commit()
     gold = session.exec(select(Label).where(col(Label.adjudicated).is_(True))).one()

@@ -227,7 +227,7 @@ def test_submit_explains_what_is_missing(client, session, item):
     response = client.post(f"{item.url}/submit", headers={**HX, "X-CSRFToken": item.token})
     assert response.status_code == 422 and response.headers["HX-Retarget"] == "#item-status"
     missing = [li.get_text() for li in _soup(response).select("#item-status .missing li")]
-    assert missing == ["claim_support: label claim 2", "answer_quality: label the answer"]
+    assert missing == ["Claim support: label claim 2", "Answer quality: label the answer"]
     _fresh(session)
     assert session.get(Assignment, item.assignment.id).status == "pending"
 
