@@ -369,7 +369,12 @@
 
   function openDialog(id) {
     const dialog = document.getElementById(id);
-    if (dialog && !dialog.open) dialog.showModal();
+    if (!dialog || dialog.open) return;
+    dialog.showModal();
+    // Open at the top with the heading in view (showModal focuses the first control, which may be at the bottom).
+    const heading = dialog.querySelector("h2");
+    if (heading && !dialog.querySelector("input, textarea")) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); }
+    dialog.scrollTop = 0;
   }
 
   async function fetchFragment(url) {

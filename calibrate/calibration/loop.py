@@ -128,6 +128,7 @@ class JudgeRow:
     warnings: list[dict] = field(default_factory=list)  # self-preference (calibration.self_preference_warnings)
     test: object | None = None  # the latest TestEvaluation
     position: dict | None = None  # pairwise tasks: position bias over the judge's two orders (calibration/pairwise.py)
+    n_disagree: int | None = None  # categorical tasks: common targets where the verdict differs from the gold (confusion)
 
     @property
     def own_differs(self) -> bool:
@@ -301,6 +302,9 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.decision_text = decision_text(row.decision or "undefined", row.rule, row.metric, row.value, row.ci, board.threshold,
                                           row.passed, row.labels_to_decide, note=(section.get(row.metric) or {}).get("note") or "")
         row.budget = section.get("budget")
+        matrix = (section.get("confusion") or {}).get("matrix")
+        if matrix:
+            row.n_disagree = int(sum(map(sum, matrix)) - sum(matrix[i][i] for i in range(min(len(matrix), len(matrix[0])))))
         row.per_group = section.get("per_group") or []
         row.alt_test = too_few or alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name),
                                                  frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)

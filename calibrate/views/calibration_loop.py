@@ -32,6 +32,7 @@ from calibrate.calibration.loop import (
     disagreements,
     triage,
 )
+from calibrate.calibration.next_step import next_step
 from calibrate.calibration.pairwise import ORDER_RULES
 from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
@@ -102,7 +103,8 @@ def show(name: str):
                   for r in board.rows if r.ran]
         chart = Markup(charts.versions_chart(points, threshold=board.threshold, ceiling=board.ceiling,
                                              metric=board.scored[0].metric or "alignment", ci_label=f"{confidence:.0%} CI"))
-    page = render_template("calibration/dashboard.html", board=board, chart=chart, alt_verdict=alt_test_verdict, look_text=look_text)
+    page = render_template("calibration/dashboard.html", board=board, chart=chart, alt_verdict=alt_test_verdict, look_text=look_text,
+                           next_step=next_step(board))
     return page, 400 if board.input_errors else 200
 
 
@@ -248,3 +250,32 @@ def queue_order(name: str):
     session.commit()
     flash(result.line(), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
+
+
+REPORT_TYPES = {"html": "text/html", "md": "text/markdown", "csv": "text/csv"}
+
+
+@bp.route("/datasets/<name>/calibration/report.<fmt>")
+@role_required(*ENGINEERS)
+def report_file(name: str, fmt: str):
+    """Serve the calibration report of `?judge=` on the dashboard's task and split: the same bytes as
+    `calibrate report --dataset NAME --judge J --task T --split S --format FMT` (HTML, Markdown or CSV), in the
+    reader's language for HTML and Markdown (CSV stays locale-independent)."""
+    from calibrate import reports
+    from calibrate.calibration.report import build_report
+
+    if fmt not in REPORT_TYPES:
+        raise CalibrationError(_("the report comes as html, md or csv, not %(fmt)s", fmt=fmt[:20]))
+    judge = request.args.get("judge") or None
+    task = request.args.get("task") or "claim_support"
+    config = current_app.config
+    budget = request.args.get("budget", 0.05, type=float)
+    options = Options(split=_split_arg(), budget_half_width=budget if budget is not None and 0 < budget <= 1 else 0.05,
+                      order_rule=_order_rule(), threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)),
+                      bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"])
+    built = build_report(get_session(), name, judge, options=options, tasks=[task])
+    response = current_app.response_class(reports.render(built, fmt), mimetype=REPORT_TYPES[fmt])
+    if fmt != "html":
+        stem = f"{name}-{judge or 'humans'}-{task}".replace("@", "-v").replace("/", "-")
+        response.headers["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
+    return response

@@ -16,7 +16,7 @@ from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
 from calibrate.judges.runner import request_stop, run_is_live
 from calibrate.judges.sandbox import Limits
-from calibrate.models import Dataset, Judge, JudgeRun, Verdict
+from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import int_field
@@ -132,7 +132,21 @@ def index():
 @role_required(*ENGINEERS)
 def show(run_id: int):
     """Show a run with its live progress."""
-    return render_template("runs/show.html", **_status_context(run_id))
+    context = _status_context(run_id)
+    return render_template("runs/show.html", **context, scored=_scored_as(context["run"], context["judge"]))
+
+
+def _scored_as(run: JudgeRun, judge: Judge) -> dict | None:
+    """Return where a run's verdicts are scored (the dashboard's task and split), or None for an extraction run."""
+    if judge.prompt_version_id is None or "kept_labelled" in (run.params or {}):
+        return None
+    task = get_session().exec(select(Task.name).join(Prompt, Prompt.task_id == Task.id)
+                              .join(PromptVersion, PromptVersion.prompt_id == Prompt.id)
+                              .where(PromptVersion.id == judge.prompt_version_id)).first()
+    if task is None:
+        return None
+    split = ((run.params or {}).get("scope") or {}).get("split")
+    return {"task": task, "split": split or "all"}
 
 
 @bp.route("/runs/<int:run_id>/status")

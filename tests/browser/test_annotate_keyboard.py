@@ -85,6 +85,11 @@ def test_enter_on_an_incomplete_item_says_what_is_missing(page, live_server, ses
     missing = page.locator("#item-status .missing li")
     expect(missing).to_have_count(2)
     assert missing.nth(0).inner_text() == "Claim support: label claim 2, claim 3"
+    # ... and says it by name in the notice bar, an alert inside the viewport wherever the page is scrolled
+    notice = page.locator("#notice[role=alert]")
+    expect(notice).to_have_text("Not submitted yet: claim 2, claim 3, the answer.")
+    box, view = notice.bounding_box(), page.viewport_size
+    assert box["width"] > 0 and 0 <= box["y"] and box["y"] + box["height"] <= view["height"]
     assert page.url == f"{live_server}/annotate/{a1.id}"
     # the focus went to the first claim still to do
     assert page.evaluate("document.activeElement.dataset.where") == "claim 2"
