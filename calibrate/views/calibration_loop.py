@@ -253,6 +253,7 @@ def queue_order(name: str):
 
 
 REPORT_TYPES = {"html": "text/html", "md": "text/markdown", "csv": "text/csv"}
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 
 
 @bp.route("/datasets/<name>/calibration/report.<fmt>")
@@ -275,6 +276,9 @@ def report_file(name: str, fmt: str):
                       bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"])
     built = build_report(get_session(), name, judge, options=options, tasks=[task])
     response = current_app.response_class(reports.render(built, fmt), mimetype=REPORT_TYPES[fmt])
+    # The HTML report is one self-contained file (its style inline, its charts inline SVG, no script): its own policy,
+    # stricter than the app's but for the inline style it needs.
+    response.headers["Content-Security-Policy"] = REPORT_CSP
     if fmt != "html":
         stem = f"{name}-{judge or 'humans'}-{task}".replace("@", "-v").replace("/", "-")
         response.headers["Content-Disposition"] = f'attachment; filename="{stem}.{fmt}"'
