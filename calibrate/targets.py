@@ -8,7 +8,10 @@ export formats): those are for programs, this is for people.
 
 from __future__ import annotations
 
+from sqlmodel import Session, select
+
 from calibrate import i18n
+from calibrate.models import Claim, Context, Sample
 
 
 def where(kind: str, position: int | None) -> str:
@@ -25,3 +28,22 @@ def where(kind: str, position: int | None) -> str:
 def target_name(sample: str, kind: str, position: int | None) -> str:
     """Return a target as people name it: "demo-004 · claim 1" (the sample's own id, then `where`)."""
     return f"{sample} · {where(kind, position)}"
+
+
+def target_names(session: Session, keys: list[str]) -> dict[str, str]:
+    """Return target key → its name for people ("demo-004 · claim 5"), for a few keys (one query per kind)."""
+    ids: dict[str, list[int]] = {}
+    for key in keys:
+        kind, _, raw = key.partition(":")
+        if raw.isdigit():
+            ids.setdefault(kind, []).append(int(raw))
+    out: dict[str, str] = {}
+    for kind, model, position in (("claim", Claim, Claim.index), ("context", Context, Context.rank)):
+        if ids.get(kind):
+            rows = session.exec(select(model.id, Sample.external_id, position).join(Sample, Sample.id == model.sample_id)
+                                .where(model.id.in_(ids[kind]))).all()
+            out.update({f"{kind}:{row_id}": target_name(external, kind, pos) for row_id, external, pos in rows})
+    if ids.get("sample"):
+        rows = session.exec(select(Sample.id, Sample.external_id).where(Sample.id.in_(ids["sample"]))).all()
+        out.update({f"sample:{row_id}": target_name(external, "sample", None) for row_id, external in rows})
+    return out

@@ -67,7 +67,7 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.stats import Estimate
-from calibrate.targets import target_name
+from calibrate.targets import target_names
 from calibrate.tasks import has_labels, is_extraction
 
 MAX_FLIPS_LISTED = 500
@@ -305,27 +305,9 @@ def changed_fields(session: Session, a: Judge, b: Judge) -> tuple[list[str] | No
 def _shots(session: Session, version: PromptVersion) -> list[str]:
     """Return a version's few-shot examples as people read them: "demo-004 · claim 5 → unsupported: why"."""
     rows = session.exec(select(FewShot).where(FewShot.version_id == version.id).order_by(FewShot.order)).all()
-    names = _target_names(session, [row.target_key for row in rows])
+    names = target_names(session, [row.target_key for row in rows])
     return [f"{names.get(row.target_key, row.target_key)} → {row.value}: {row.rationale}" for row in rows]
 
-
-def _target_names(session: Session, keys: list[str]) -> dict[str, str]:
-    """Return target key → its name for people ("demo-004 · claim 5", calibrate/targets.py), for a few keys."""
-    ids: dict[str, list[int]] = {}
-    for key in keys:
-        kind, _, raw = key.partition(":")
-        if raw.isdigit():
-            ids.setdefault(kind, []).append(int(raw))
-    out: dict[str, str] = {}
-    for kind, model, position in (("claim", Claim, Claim.index), ("context", Context, Context.rank)):
-        if ids.get(kind):
-            rows = session.exec(select(model.id, Sample.external_id, position).join(Sample, Sample.id == model.sample_id)
-                                .where(model.id.in_(ids[kind]))).all()
-            out.update({f"{kind}:{row_id}": target_name(external, kind, pos) for row_id, external, pos in rows})
-    if ids.get("sample"):
-        rows = session.exec(select(Sample.id, Sample.external_id).where(Sample.id.in_(ids["sample"]))).all()
-        out.update({f"sample:{row_id}": target_name(external, "sample", None) for row_id, external in rows})
-    return out
 
 
 def params_diff(a: dict | None, b: dict | None) -> list[dict]:

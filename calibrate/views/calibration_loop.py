@@ -18,6 +18,7 @@ from flask import (
 from markupsafe import Markup
 from sqlmodel import select
 
+from calibrate import reports
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import Options
 from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS
@@ -34,6 +35,7 @@ from calibrate.calibration.loop import (
 )
 from calibrate.calibration.next_step import next_step
 from calibrate.calibration.pairwise import ORDER_RULES
+from calibrate.calibration.report import build_report
 from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
@@ -262,9 +264,6 @@ def report_file(name: str, fmt: str):
     """Serve the calibration report of `?judge=` on the dashboard's task and split: the same bytes as
     `calibrate report --dataset NAME --judge J --task T --split S --format FMT` (HTML, Markdown or CSV), in the
     reader's language for HTML and Markdown (CSV stays locale-independent)."""
-    from calibrate import reports
-    from calibrate.calibration.report import build_report
-
     if fmt not in REPORT_TYPES:
         raise CalibrationError(_("the report comes as html, md or csv, not %(fmt)s", fmt=fmt[:20]))
     judge = request.args.get("judge") or None
