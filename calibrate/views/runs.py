@@ -17,6 +17,7 @@ from calibrate.judges.prices import load_prices
 from calibrate.judges.runner import request_stop, run_is_live
 from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict
+from calibrate.targets import target_names
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import int_field
@@ -113,7 +114,7 @@ def _status_context(run_id: int) -> dict:
         lines = report_for(session, dataset.name, judge.name, limit=(params.get("scope") or {}).get("limit"),
                            force=bool(params.get("force"))).lines()
     return {"run": run, "judge": judge, "dataset": dataset, "problems": errors, "active": active, "percent": percent,
-            "p": params, "extraction_lines": lines}
+            "p": params, "extraction_lines": lines, "names": target_names(session, [v.target_key for v in errors])}
 
 
 @bp.route("/runs")

@@ -476,7 +476,7 @@ def test_review_mode_and_history_show_sentence_evidence_escaped(client, session,
     assert review.status_code == 200
     assert "<script>alert(1)" not in review.get_data(as_text=True)
     row = next(tr for tr in BeautifulSoup(review.get_data(as_text=True), "html.parser").select("tr.other-label")
-               if tr.select("td")[2].get_text() == "ana" and tr.select("td")[1].get_text() == "claim_support")
+               if tr.select("td")[2].get_text() == "ana" and tr.select("td")[1].get_text() == "Claim support")
     assert [li.get_text() for li in row.select(".evidence-list li")] == [
         "context #1, sentence 2: Antes del <script>alert(1)</script> embarazo!", "context #2"]
 

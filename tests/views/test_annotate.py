@@ -216,7 +216,7 @@ def test_history_lists_my_changes(client, item):
     _label(client, item, target, "not_applicable")
     page = _soup(client.get(f"{item.url}/history", query_string={"task": "claim_support", "target": target}, headers=HX))
     rows = [[td.get_text() for td in tr.select("td")][1:4] for tr in page.select("#history tbody tr")]
-    assert rows == [["ana", "changed from", "supported"], ["ana", "created as", "supported"]]
+    assert rows == [["ana", "changed from", "Supported"], ["ana", "created as", "Supported"]]
 
 
 # --------------------------------------------------------------------------- submit, skip, flag
@@ -432,7 +432,7 @@ def test_an_engineer_in_review_mode_sees_them_once_their_labels_are_complete(cli
     # the status that completes the item offers the reveal; the ones before do not
     assert [bool(_soup(r).select("#item-status [data-review]")) for r in responses] == [False] * len(item.claims) + [True]
     review = _soup(client.get(f"{item.url}/review", headers=HX))
-    assert {td.get_text() for td in review.select("tr.other-label td")} >= {"bea", "unsupported", "BEA-SECRET-RATIONALE"}
+    assert {td.get_text() for td in review.select("tr.other-label td")} >= {"bea", "Unsupported", "BEA-SECRET-RATIONALE"}
     assert {td.get_text() for td in review.select("tr.verdict td")} >= {"judge judge-x", "supported", "JUDGE-SECRET-REASON"}
     page = _soup(client.get(item.url))
     assert page.select_one("#review tr.verdict") is not None
