@@ -433,7 +433,7 @@ def test_an_engineer_in_review_mode_sees_them_once_their_labels_are_complete(cli
     assert [bool(_soup(r).select("#item-status [data-review]")) for r in responses] == [False] * len(item.claims) + [True]
     review = _soup(client.get(f"{item.url}/review", headers=HX))
     assert {td.get_text() for td in review.select("tr.other-label td")} >= {"bea", "Unsupported", "BEA-SECRET-RATIONALE"}
-    assert {td.get_text() for td in review.select("tr.verdict td")} >= {"judge judge-x", "supported", "JUDGE-SECRET-REASON"}
+    assert {td.get_text() for td in review.select("tr.verdict td")} >= {"judge judge-x", "Supported", "JUDGE-SECRET-REASON"}
     page = _soup(client.get(item.url))
     assert page.select_one("#review tr.verdict") is not None
     client.post("/annotate/review-mode", data={"on": "0", "back": item.url, "csrf_token": token})
