@@ -2,14 +2,15 @@
 //
 // The notice bar (#notice, fixed in view) says what a script could not do: one handler for every
 // refused htmx request (a 4xx or 5xx answer, with the server's message) and for a request that
-// never reached the server. The words come from the page (JSON in the body's data-strings), in the
+// never reached the server. The words come from the page (the JSON block #calibrate-strings), in the
 // reader's language; the workbench (annotate.js) speaks through the same bar (window.calibrate).
 (() => {
   "use strict";
 
   let strings = {};
   try {
-    strings = JSON.parse(document.body.dataset.strings || "{}");
+    const block = document.getElementById("calibrate-strings");
+    strings = JSON.parse((block && block.textContent) || "{}");
   } catch (_err) {
     strings = {};
   }

@@ -171,7 +171,7 @@ def test_hostile_text_in_question_answer_and_context_stays_text(page, live_serve
     assert page.locator(".claim-text").nth(1).inner_text() == XSS_ANSWER.split(". ")[1]
     assert page.locator("#annotate img").count() == 0
     assert page.locator("#annotate a[href^='javascript']").count() == 0
-    assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
+    assert page.evaluate("document.querySelectorAll('script:not([src]):not(#calibrate-strings)').length") == 0
     # the page fixture fails the test if any alert() ran
 
 

@@ -97,7 +97,9 @@ def test_item_page_shows_everything_to_label_with_its_keys(client, item):
 
 def test_item_page_has_no_inline_script_style_or_handler(client, item):
     page = _soup(client.get(item.url))
-    assert all(s.get("src", "").startswith("/static/") for s in page.select("script"))
+    # scripts come from /static; the one script element without src is the JSON data block of the scripts' strings
+    assert all(s.get("src", "").startswith("/static/") for s in page.select("script:not([type='application/json'])"))
+    assert [s["id"] for s in page.select("script[type='application/json']")] == ["calibrate-strings"]
     assert page.select("[style]") == [] and page.select("style") == []
     assert [el.name for el in page.find_all(True) if any(attr.startswith("on") for attr in el.attrs)] == []
     assert page.select("#annotate img, #annotate a[href^=javascript]") == []

@@ -42,7 +42,9 @@ def test_sample_page_escapes_hostile_text(client, login, make_sample):
     assert page.select_one(".ctx-text").get_text() == XSS_CONTEXT
     assert page.select_one("#answer").get_text() == XSS_ANSWER
     # The only scripts are our own static files.
-    assert all(s.get("src", "").startswith("/static/") for s in page.select("script"))
+    # scripts come from /static; the one script element without src is the JSON data block of the scripts' strings
+    assert all(s.get("src", "").startswith("/static/") for s in page.select("script:not([type='application/json'])"))
+    assert [s["id"] for s in page.select("script[type='application/json']")] == ["calibrate-strings"]
     assert page.select_one("article.item").has_attr("hx-disable")
 
 

@@ -109,5 +109,5 @@ def test_model_text_is_escaped(client, login, engine, make_sample):
         save_version(session, "x", task="claim_support", system="<script>alert(1)</script> Judge.")
     login("eng", "engineer")
     page = soup(client.get("/prompts/x/1"))
-    assert page.select("script[src]") and not [s for s in page.select("script") if not s.get("src")]
+    assert page.select("script[src]") and not [s for s in page.select("script") if not s.get("src") and s.get("type") != "application/json"]
     assert "<script>alert(1)</script>" in page.select_one("#system pre").get_text()
