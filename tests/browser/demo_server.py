@@ -1,6 +1,6 @@
 """One served app on the demo data (labels, users, queue, demo judges) for a whole test module.
 
-Loading the demo and running its judges is the slow part: the polish and crawl tests share one
+Serving and logging in are the slow part: the polish and crawl tests share one
 database and one waitress server per module (`demo_site`), each test logging a fresh browser context in.
 """
 
@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from calibrate import create_app
 from calibrate.db import dispose_engine, get_engine
-from calibrate.demo import DEMO_USERS, load_demo
-from calibrate.demo.judges import load_demo_judges
+from calibrate.demo import DEMO_USERS
 
 PASSWORDS = {username: password for username, _role, _display, password in DEMO_USERS}
 
@@ -48,15 +47,13 @@ def serve(app):
 
 
 @contextmanager
-def demo_site(tmp_path_factory, template_db):
-    """Yield a DemoSite: a copy of the migrated template database with the demo and its judges, served."""
+def demo_site(tmp_path_factory, demo_template):
+    """Yield a DemoSite: a copy of the session's demo database (the demo and its judges' runs, tests/conftest.py), served."""
     folder = tmp_path_factory.mktemp("demo-site")
     path = folder / "calibrate.sqlite"
-    shutil.copyfile(template_db, path)
+    shutil.copyfile(demo_template, path)
     url = f"sqlite:///{path}"
     engine = get_engine(url)
-    load_demo(engine)
-    load_demo_judges(engine)
     app = create_app({"TESTING": True, "DATABASE_URL": url, "INSTANCE_PATH": str(folder / "instance"), "SECRET_KEY": "test"})
     try:
         with serve(app) as base:

@@ -21,8 +21,8 @@ LINKS = """[...document.querySelectorAll('a[href], [hx-get]')].map((el) => el.ge
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, template_db):
-    with demo_site(tmp_path_factory, template_db) as served:
+def site(tmp_path_factory, demo_template):
+    with demo_site(tmp_path_factory, demo_template) as served:
         yield served
 
 

@@ -30,8 +30,8 @@ OVERFLOWING = """[...document.querySelectorAll('body *')]
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, template_db):
-    with demo_site(tmp_path_factory, template_db) as served:
+def site(tmp_path_factory, demo_template):
+    with demo_site(tmp_path_factory, demo_template) as served:
         yield served
 
 

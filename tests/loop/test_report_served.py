@@ -8,18 +8,11 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
-from calibrate.demo import DATASET, load_demo
-from calibrate.demo.judges import load_demo_judges
+from calibrate.demo import DATASET
 
 JUDGE = "demo-claims@1"
 # The report's own generation time (to the second) is the one thing two renderings may not share.
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\+00:00| UTC)?")
-
-
-@pytest.fixture
-def demo(engine):
-    load_demo(engine)
-    load_demo_judges(engine)
 
 
 @pytest.mark.parametrize("fmt", ["html", "md", "csv"])

@@ -9,8 +9,7 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlmodel import select
 
-from calibrate.demo import DATASET, DEMO_USERS, load_demo
-from calibrate.demo.judges import load_demo_judges
+from calibrate.demo import DATASET, DEMO_USERS
 from calibrate.models import Assignment, Claim, Sample, User
 
 JUDGE = "demo-claims@1"
@@ -27,9 +26,8 @@ def _login(client, username):
 
 
 @pytest.fixture
-def demo(engine):
-    load_demo(engine)
-    load_demo_judges(engine)
+def demo(demo_engine):
+    """The bundled demo with its judges' runs (a copy of the session's demo database, tests/conftest.py)."""
 
 
 def test_the_pages_name_a_claim_alike(app, session, demo):
