@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 
+from calibrate import i18n
+from calibrate.accounts import set_locale
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.queue import for_review, set_status, team_progress
 from calibrate.annotation.team import assign, create_user, get_user_by_id, reset_password, set_active, users
@@ -60,6 +62,19 @@ def password(user_id: int):
     reset_password(db, user, request.form.get("password", ""))
     db.commit()
     flash(_("New password set for %(user)s.", user=user.username), "done")
+    return redirect(url_for("admin.index"), code=303)
+
+
+@bp.route("/users/<int:user_id>/locale", methods=("POST",))
+@role_required("admin")
+def locale(user_id: int):
+    """Set a user's interface language (as she can on her Account page); empty: follow her browser."""
+    db = get_write_session()
+    user = get_user_by_id(db, user_id)
+    set_locale(db, user, request.form.get("locale", ""))
+    db.commit()
+    flash(_("Language of %(user)s: %(language)s.", user=user.username,
+            language=i18n.LANGUAGE_NAMES.get(user.locale or "", _("as the browser asks"))), "done")
     return redirect(url_for("admin.index"), code=303)
 
 
