@@ -4,7 +4,8 @@ The lead judge is the passing judge with the highest alignment, else the judge w
 alignment. Then, in this order:
 
 1. no judge has run on the split: run one;
-2. the lead's decision is undecided and the label budget asks for more targets: label N more;
+2. the lead's decision is undecided and more labels are expected to settle it: label N more (N: the
+   decision's `labels_to_decide`, else the label budget's count for the CI half-width goal);
 3. disagreements of the lead not triaged yet (and it has not passed): triage K disagreements;
 4. the lead failed and everything is triaged: improve the prompt (few-shot examples, the guideline) and run a new version;
 5. the lead passed, the dataset has a test split, and the lead has never been evaluated on it: evaluate on test;
@@ -54,7 +55,10 @@ def next_step(board) -> NextStep | None:
         return NextStep("run")
     scored = sorted(ran, key=lambda r: (r.decision == "pass", r.value if r.value is not None else float("-inf")), reverse=True)
     lead = scored[0]
-    more = int((lead.budget or {}).get("more_targets") or 0)
+    # How many more labelled targets would settle an undecided lead (calibration/decision.py), else the label budget's
+    # count for the CI half-width goal; none when more labels are not expected to settle it.
+    settle = lead.labels_to_decide
+    more = int((settle if settle is not None else (lead.budget or {})).get("more_targets") or 0)
     if lead.decision in (None, "undecided") and more > 0:
         return NextStep("label", lead.judge, more)
     untriaged = max((lead.n_disagree or 0) - sum(lead.triage.values()), 0)
