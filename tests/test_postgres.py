@@ -300,7 +300,7 @@ def test_labelling_autosaves_keeps_revisions_never_duplicates_and_submits(client
     assert (stored.value, stored.rationale, stored.evidence) == ("unsupported", "<b>dice</b> 0,4 mg", [0])
     history = _soup(client.get(f"{url}/history", query_string={"task": "claim_support", "target": first}, headers=HX))
     assert [[td.get_text() for td in tr.select("td")][1:4] for tr in history.select("#history tbody tr")][-2:] == [
-        ["ana", "changed from", "supported"], ["ana", "created as", "supported"]]
+        ["ana", "changed from", "Supported"], ["ana", "created as", "Supported"]]
     missing = client.post(f"{url}/submit", headers={**HX, "X-CSRFToken": token})
     assert missing.status_code == 422
     assert label(f"claim:{claims[1].id}", "supported").status_code == 200

@@ -74,7 +74,7 @@ def test_refusals_are_one_line_with_exit_code_2(runner, custom, args, message):
 
 def test_edit_without_a_change_is_a_usage_error(runner, custom):
     result = runner.invoke(["task", "edit", "pref"])
-    assert result.exit_code == 2 and "give --description, --add-labels or --scale" in result.output
+    assert result.exit_code == 2 and "give --description, --add-labels, --scale or --display" in result.output
 
 
 def test_remove_only_what_nothing_uses(runner, session, custom, make_sample):

@@ -12,8 +12,6 @@ The built-in tasks get their Spanish display names. Columns are added with plain
 COLUMN (no batch copy: copying `user` or `task` on SQLite would drop the table, and with foreign
 keys on that cascades).
 """
-import json
-
 from alembic import op
 import sqlalchemy as sa
 import sqlmodel
@@ -36,9 +34,9 @@ def upgrade() -> None:
     op.add_column('user', sa.Column('locale', sqlmodel.sql.sqltypes.AutoString(length=10), nullable=True))
     op.add_column('task', sa.Column('display', sa.JSON(), nullable=True))
     op.add_column('task', sa.Column('revision', sa.Integer(), nullable=False, server_default='0'))
-    task = sa.table('task', sa.column('name', sa.String), sa.column('display', sa.Text), sa.column('builtin', sa.Boolean))
+    task = sa.table('task', sa.column('name', sa.String), sa.column('display', sa.JSON), sa.column('builtin', sa.Boolean))
     for name, display in BUILTIN_DISPLAY.items():
-        op.execute(task.update().where(task.c.name == name, task.c.builtin == sa.true()).values(display=json.dumps(display)))
+        op.execute(task.update().where(task.c.name == name, task.c.builtin == sa.true()).values(display=display))  # JSON: PostgreSQL's json column takes no text
 
 
 def downgrade() -> None:
