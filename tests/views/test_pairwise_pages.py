@@ -28,7 +28,7 @@ def _soup(response):
 def pair(session, make_sample):
     """A pairwise sample (no answer) with hostile responses whose ids are model names, and the task pref."""
     sample = make_sample(external_id="p1", answer="", claims=[])
-    session.add(Response(sample_id=sample.id, position=0, key=SECRET_IDS[0], text=XSS_ANSWER, model="m1"))
+    session.add(Response(sample_id=sample.id, position=0, key=SECRET_IDS[0], text=XSS_ANSWER, model="hidden-model-name"))
     session.add(Response(sample_id=sample.id, position=1, key=SECRET_IDS[1], text=XSS_CONTEXT, model="m2"))
     add_task(session, "pref", target="sample", kind="pairwise", labels=[*SECRET_IDS, "tie"])
     session.commit()
@@ -56,7 +56,7 @@ def test_the_item_shows_the_responses_side_by_side_by_position_and_never_their_i
     response = client.get(item.url)
     text = response.get_data(as_text=True)
     assert "<script>alert" not in text and "<img src=x" not in text
-    assert not any(secret in text for secret in SECRET_IDS) and "m1" not in text  # blind: no ids, no models
+    assert not any(secret in text for secret in SECRET_IDS) and "hidden-model-name" not in text  # blind: no ids, no models
     page = _soup(response)
     responses = page.select("#responses .response")
     assert [r["data-position"] for r in responses] == ["1", "2"]
