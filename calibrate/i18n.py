@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from datetime import date, datetime
 from decimal import Decimal
@@ -151,6 +151,14 @@ def using(locale: str | Translator | None) -> Iterator[Translator]:
         yield chosen
     finally:
         _ACTIVE.reset(token)
+
+
+def rendering(fmt: str, locale: str | None):
+    """Return the block a report renders in: a file format (json, csv) always in English, HTML and Markdown in
+    `locale` when given, else in the current locale (the reader's in the web app, English on the command line)."""
+    if fmt in ("json", "csv"):
+        return using(DEFAULT_LOCALE)
+    return using(locale) if locale else nullcontext(current())
 
 
 def gettext(message: str, **variables: Any) -> str:

@@ -29,6 +29,12 @@ ORDER_RULE = click.option(
     help="Pairwise tasks: a judge's verdict from its two presentation orders: consistent (both agree, else tie or a "
          "miss) or original (the original order's).")
 
+# The language of an HTML or Markdown report's words, numbers and dates (docs/i18n.md); JSON and CSV are the
+# same in every locale. calibrate.i18n.LOCALES, written out so that --help loads no catalog.
+LOCALE = click.option(
+    "--locale", type=click.Choice(["en", "es"]), default="en", show_default=True,
+    help="Language of an HTML or Markdown report: en (English) or es (Spanish). JSON and CSV do not change.")
+
 
 def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
                    bootstrap: int | None = None, k: int = 10, ci_method: str = "percentile", split: str | None = None,
@@ -63,11 +69,12 @@ def _build(settings: Settings, dataset: str, judge: str | None, options: Options
               help="CI half-width the label budget aims at.")
 @ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
+@LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(settings: Settings, dataset: str, judge: str | None, group_by: str | None, threshold: float | None,
                    ci_lower: bool, bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...],
-                   with_versions: bool, budget: float, order_rule: str, fmt: str, output: Path | None) -> None:
+                   with_versions: bool, budget: float, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
               "split": split, "budget": budget, "order_rule": order_rule}
@@ -80,7 +87,7 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
         if section is None:
             raise BadInput(f"--versions: {judge} is an imported judge, not a prompt version")
         built.data["versions"] = section
-    write_output(reports.render(built, fmt), output, f"{fmt} report")
+    write_output(reports.render(built, fmt, locale), output, f"{fmt} report")
 
 
 @click.command("gate")
@@ -138,10 +145,11 @@ def _unit_number(name: str, raw: str) -> float:
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
 @ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
+@LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, epsilon: str, alpha: str, scoring: str | None,
-                     min_items: str, split: str | None, order_rule: str, fmt: str, output: Path | None) -> None:
+                     min_items: str, split: str | None, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
     """Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."""
     eps, level = _unit_number("epsilon", epsilon), _unit_number("alpha", alpha)
     if not min_items.strip().isdigit() or int(min_items) < 1:
@@ -151,7 +159,7 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
                                       min_items=int(min_items), split=split, order_rule=order_rule)
     if result["status"] != "ok":
         raise BadInput(f"the alt-test cannot be run on {task} of {dataset} with {judge}: {result['note']}")
-    write_output(alt_test_report.render_alt_test(result, fmt), output, f"{fmt} alt-test")
+    write_output(alt_test_report.render_alt_test(result, fmt, locale), output, f"{fmt} alt-test")
 
 
 @click.command("compare")
@@ -164,17 +172,18 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
 @ORDER_RULE
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
-                    ci_method: str, split: str | None, order_rule: str, fmt: str, output: Path | None) -> None:
+                    ci_method: str, split: str | None, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
     """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
     if len(judges) != 2:
         raise click.UsageError("give exactly two judges: --judge A --judge B")
     options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split, order_rule=order_rule)
     with Session(ready_engine(settings)) as session:
         result = compare.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
-    write_output(compare_report.render_compare(result, fmt), output, f"{fmt} comparison")
+    write_output(compare_report.render_compare(result, fmt, locale), output, f"{fmt} comparison")
 
 
 @click.command("ab")
@@ -189,13 +198,14 @@ def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], t
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples of the paired difference (default 2000).")
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
+@LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def ab_command(settings: Settings, dataset: str, by: str, system_a: str, system_b: str, metric: str, source: str,
-               bootstrap: int | None, ci_method: str, fmt: str, output: Path | None) -> None:
+               bootstrap: int | None, ci_method: str, fmt: str, locale: str, output: Path | None) -> None:
     """Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."""
     options = ab.ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
                         confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method)
     with Session(ready_engine(settings)) as session:
         result = ab.compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
-    write_output(ab_report.render_ab(result, fmt), output, f"{fmt} A/B comparison")
+    write_output(ab_report.render_ab(result, fmt, locale), output, f"{fmt} A/B comparison")

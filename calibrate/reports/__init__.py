@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from calibrate import i18n
 from calibrate.reports.csv_report import render_csv
 from calibrate.reports.html_report import render_html
 from calibrate.reports.json_report import render_json
@@ -27,13 +28,15 @@ FORMATS = ("json", "html", "md", "csv")
 _RENDERERS = {"json": render_json, "html": render_html, "md": render_markdown, "csv": render_csv}
 
 
-def render(report: Any, fmt: str) -> str:
-    """Return the report rendered in `fmt` (one of FORMATS)."""
+def render(report: Any, fmt: str, locale: str | None = None) -> str:
+    """Return the report rendered in `fmt` (one of FORMATS); HTML and Markdown in `locale` (default: the current
+    locale, English outside the web app), JSON and CSV always locale-independent."""
     try:
         renderer = _RENDERERS[fmt]
     except KeyError:
         raise ValueError(f"unknown report format {fmt!r} (formats: {', '.join(FORMATS)})") from None
-    return renderer(report)
+    with i18n.rendering(fmt, locale):
+        return renderer(report)
 
 
 __all__ = ["FORMATS", "render", "render_csv", "render_html", "render_json", "render_markdown"]

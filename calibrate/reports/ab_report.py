@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from calibrate import __version__
+from calibrate import __version__, i18n
 from calibrate.reports import charts, summary
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import escape, table_row
@@ -33,14 +33,15 @@ METHODS = (
 )
 
 
-def render_ab(result: Any, fmt: str) -> str:
+def render_ab(result: Any, fmt: str, locale: str | None = None) -> str:
     """Return the comparison rendered in `fmt` (one of FORMATS)."""
     renderers = {"json": render_ab_json, "html": render_ab_html, "md": render_ab_markdown}
     try:
         renderer = renderers[fmt]
     except KeyError:
         raise ValueError(f"unknown A/B format {fmt!r} (formats: {', '.join(FORMATS)})") from None
-    return renderer(result)
+    with i18n.rendering(fmt, locale):
+        return renderer(result)
 
 
 def render_ab_json(result: Any) -> str:
@@ -50,13 +51,13 @@ def render_ab_json(result: Any) -> str:
 
 def _signed(value: Any) -> str:
     text = summary.number(value)
-    return text if text == "undefined" or text.startswith("-") or float(text) == 0 else f"+{text}"
+    return text if not summary.finite(value) or text.startswith("-") or round(value, summary.DIGITS) == 0 else f"+{text}"
 
 
 def _relative(value: Any) -> str:
-    if summary.number(value) == "undefined":
-        return "undefined"
-    return f"{100 * value:+.1f}%"
+    if not summary.finite(value):
+        return i18n.gettext("undefined")
+    return ("+" if value >= 0 else "") + i18n.current().percent(value, 1)
 
 
 def headline(data: dict) -> str:
@@ -64,7 +65,7 @@ def headline(data: dict) -> str:
     diff = data["difference"]
     ci = diff.get("ci")
     level = f"{100 * diff.get('confidence', 0.95):g}% CI"
-    if summary.number(diff.get("value")) == "undefined":
+    if not summary.finite(diff.get("value")):
         return f"The difference B − A is undefined: {diff.get('note') or 'no pairs'}."
     if not ci:
         return (f"Mean {data['metric']}: A {summary.number(data['mean_a'])}, B {summary.number(data['mean_b'])}; difference "
@@ -97,7 +98,7 @@ def rows(data: dict) -> list[tuple[str, str, str]]:
         ("Paired t-test: t", summary.number(ttest.get("t")),
          "; ".join(p for p in (f"p {summary.p_value(ttest.get('p_value'))}" if summary.p_value(ttest.get("p_value")) else "",
                                f"df {ttest['df']}" if ttest.get("df") is not None else "", why(ttest)) if p)),
-        ("Wilcoxon signed-rank: statistic", summary.number(wil.get("statistic"), 1) if wil.get("statistic") is not None else "undefined",
+        ("Wilcoxon signed-rank: statistic", summary.number(wil.get("statistic"), 1) if wil.get("statistic") is not None else i18n.gettext("undefined"),
          "; ".join(p for p in (f"p {summary.p_value(wil.get('p_value'))}" if summary.p_value(wil.get("p_value")) else "",
                                f"{wil.get('n_nonzero')} non-zero differences" if wil.get("n_nonzero") is not None else "",
                                why(wil)) if p)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from calibrate import __version__
+from calibrate import __version__, i18n
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import alt_test_lines, escape
 from calibrate.reports.summary import alt_test_context
@@ -37,9 +37,10 @@ def render_alt_test_html(result: dict) -> str:
     return environment().get_template("reports/alt_test.html").render(result=result, body=alt_test_context(result), version=__version__)
 
 
-def render_alt_test(result: dict, fmt: str) -> str:
+def render_alt_test(result: dict, fmt: str, locale: str | None = None) -> str:
     """Return `calibrate alt-test`'s result rendered in `fmt` (json, md or html)."""
     renderers = {"json": render_alt_test_json, "md": render_alt_test_markdown, "html": render_alt_test_html}
     if fmt not in renderers:
         raise ValueError(f"unknown alt-test format {fmt!r} (formats: {', '.join(FORMATS)})")
-    return renderers[fmt](result)
+    with i18n.rendering(fmt, locale):
+        return renderers[fmt](result)

@@ -10,7 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from calibrate import __version__
+from calibrate import __version__, i18n
+from calibrate.reports import summary
 from calibrate.reports.html_report import environment
 from calibrate.reports.summary import decision_text
 
@@ -18,11 +19,11 @@ FORMATS = ("json", "html", "md")
 
 
 def _num(value: Any, digits: int = 3) -> str:
-    return "undefined" if value is None else f"{value:.{digits}f}"
+    return summary.number(value, digits)
 
 
 def _ci(ci: list | None) -> str:
-    return "—" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    return "—" if not ci else summary.interval(ci)
 
 
 def _p(value: float | None) -> str:
@@ -154,9 +155,10 @@ def render_compare_html(result: dict) -> str:
     return environment().get_template("reports/compare.html").render(**compare_context(result), version=__version__)
 
 
-def render_compare(result: dict, fmt: str) -> str:
+def render_compare(result: dict, fmt: str, locale: str | None = None) -> str:
     """Return the comparison rendered in `fmt` (json, html or md)."""
     renderers = {"json": render_compare_json, "html": render_compare_html, "md": render_compare_markdown}
     if fmt not in renderers:
         raise ValueError(f"unknown comparison format {fmt!r} (formats: {', '.join(FORMATS)})")
-    return renderers[fmt](result)
+    with i18n.rendering(fmt, locale):
+        return renderers[fmt](result)

@@ -15,15 +15,25 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from calibrate import PROJECT_ROOT, __version__
+from calibrate import PROJECT_ROOT, __version__, i18n
 from calibrate.reports import charts, summary
 
 
 @functools.cache
 def environment() -> Environment:
-    """Return the Jinja2 environment of the report templates (autoescaped, strict about missing names)."""
-    return Environment(loader=FileSystemLoader(PROJECT_ROOT / "templates"), autoescape=select_autoescape(["html"]),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    """Return the Jinja2 environment of the report templates (autoescaped, strict about missing names).
+
+    Their text is translated as the web app's templates are (`{{ _('…') }}`, Jinja's i18n extension, new-style
+    gettext) by the current locale of calibrate.i18n: the renderers set it (`i18n.rendering`), no Flask.
+    """
+    env = Environment(loader=FileSystemLoader(PROJECT_ROOT / "templates"), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      extensions=["jinja2.ext.i18n"])
+    env.install_gettext_callables(  # type: ignore[attr-defined]  # added by the i18n extension
+        lambda message: i18n.current().catalog.gettext(message),
+        lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True)
+    env.globals.update(current_locale=lambda: i18n.current().locale)
+    return env
 
 
 def render_html(report: Any, *, generated: datetime | None = None) -> str:

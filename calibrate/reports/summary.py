@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from calibrate import i18n
+
 DIGITS = 3
 
 METRIC_NAMES = {
@@ -49,41 +51,49 @@ COUNTS = (
 # --------------------------------------------------------------------------- numbers
 
 
+def finite(value: Any) -> bool:
+    """Return whether `value` is a number that can be shown (not None, a bool, NaN or infinite)."""
+    return value is not None and not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def number(value: Any, digits: int = DIGITS) -> str:
-    """Return `value` with `digits` decimals, or "undefined" when it has none (None, NaN)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "undefined"
+    """Return `value` with `digits` decimals in the current locale ("0.861", "0,861"), or "undefined" (translated)."""
+    if not finite(value):
+        return i18n.gettext("undefined")
     text = f"{value:.{digits}f}"
     if float(text) == 0:  # never show "-0.000"
         text = f"{0:.{digits}f}"
-    return text
+    return i18n.current().number(float(text), digits)
 
 
 def interval(ci: Any, digits: int = DIGITS) -> str:
-    """Return "[low, high]", or "no interval" when there is none."""
-    if not ci or len(ci) != 2 or any(number(v) == "undefined" for v in ci):
-        return "no interval"
-    return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]"
+    """Return "[low, high]", or "no interval" when there is none (in Spanish the bounds are separated by "; ")."""
+    if not ci or len(ci) != 2 or not all(finite(v) for v in ci):
+        return i18n.gettext("no interval")
+    # A decimal comma would make "[0,1, 0,2]" ambiguous: Spanish separates the bounds with a semicolon.
+    separator = ", " if i18n.current().locale == i18n.DEFAULT_LOCALE else "; "
+    return f"[{number(ci[0], digits)}{separator}{number(ci[1], digits)}]"
 
 
 def p_value(p: Any) -> str:
     """Return a p-value as text ("< 0.001" below a thousandth), or "" when there is none."""
-    if number(p) == "undefined":
+    if not finite(p):
         return ""
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+    return "< " + i18n.current().number(0.001, 3) if p < 0.001 else i18n.current().number(p, 3)
 
 
 def percent(value: Any) -> str:
     """Return a proportion as a percentage with one decimal, or "undefined"."""
-    if number(value) == "undefined":
-        return "undefined"
-    return f"{100 * value:.1f}%"
+    if not finite(value):
+        return i18n.gettext("undefined")
+    return i18n.current().percent(value, 1)
 
 
 def confidence_text(data: dict) -> str:
-    """Return the CI level as text, e.g. "95% CI"."""
+    """Return the CI level as text, e.g. "95% CI" ("IC 95 %")."""
     conf = (data.get("method") or {}).get("bootstrap", {}).get("confidence", 0.95)
-    return f"{100 * conf:g}% CI"
+    return i18n.gettext("%(level)s CI", level=i18n.current().percent(conf, 0) if float(f"{100 * conf:g}").is_integer()
+                        else f"{100 * conf:g}%")
 
 
 def noun(target: str, count: int | None = None) -> str:
@@ -116,11 +126,11 @@ def _stat(key: str, est: Any, *, name: str | None = None, alignment: bool = Fals
     value = est.get("value")
     text = percent(value) if as_percent else number(value)
     note = est.get("note") or ""
-    if text == "undefined" and not note:
+    if not finite(value) and not note:
         note = "no data" if est.get("status") == "no_data" else "the statistic has no value for these data"
     return Stat(key=key, name=name or METRIC_NAMES.get(key, key), value=text,
                 ci=interval(est.get("ci")) if "ci" in est else "", p=p_value(est.get("p_value")),
-                note=note, defined=text != "undefined", alignment=alignment)
+                note=note, defined=finite(value), alignment=alignment)
 
 
 def statistics(section: dict) -> list[Stat]:
@@ -277,14 +287,14 @@ def ceiling(section: dict) -> Ceiling | None:
         return None
     categorical = labelled(section)
     pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
-    values = [p["value"] for p in pairs if number(p.get("value")) != "undefined"]
+    values = [p["value"] for p in pairs if finite(p.get("value"))]
     stat = "Cohen's κ" if categorical else "Spearman's ρ"
     if values:
         name = f"pairwise {stat}" if len(pairs) == 1 else f"mean pairwise {stat} ({len(values)} pairs)"
         return Ceiling(name=name, value=sum(values) / len(values), note="")
     fallback = human.get("fleiss_kappa") if categorical else (human.get("krippendorff_alpha") or {}).get("ordinal")
     fallback_name = "Fleiss' κ" if categorical else "Krippendorff's α (ordinal)"
-    if isinstance(fallback, dict) and number(fallback.get("value")) != "undefined":
+    if isinstance(fallback, dict) and finite(fallback.get("value")):
         return Ceiling(name=fallback_name, value=fallback["value"], note="")
     note = human.get("note") or (fallback or {}).get("note") or "no pair of annotators shares a target"
     return Ceiling(name=f"pairwise {stat}", value=None, note=note)
@@ -382,8 +392,8 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     ci = alignment.get("ci")
     ci = (ci[0], ci[1]) if ci and len(ci) == 2 and None not in ci else None
     passed = section.get("passed")
-    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
-    if passed is None or number(value) == "undefined":
+    t = f"{threshold:g}" if finite(threshold) else str(threshold)
+    if passed is None or not finite(value):
         note = (section.get(metric) or {}).get("note") or "the statistic has no value"
         outcome, reason = "undefined", f"{metric_name} is undefined: {note}"
     elif data.get("ci_lower"):
@@ -411,7 +421,7 @@ STATE_WORDS = {"pass": "pass", "fail": "fail", "undecided": "undecided", "undefi
 
 def rule_text(rule: str, threshold: Any) -> str:
     """Return the rule in words: "rule: point, the estimate must reach 0.75" or "rule: ci_lower, the CI lower bound must …"."""
-    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
+    t = f"{threshold:g}" if finite(threshold) else str(threshold)
     what = "the CI lower bound" if rule == "ci_lower" else "the estimate"
     return f"rule: {rule}, {what} must reach {t}"
 
@@ -420,7 +430,7 @@ def decision_reason(state: str, rule: str, threshold: Any, passed: bool | None, 
                     *, note: str = "") -> str:
     """Return what the decision says beside the estimate: where the CI lies against the threshold, what `passed` is
     under the rule, and for an undecided task the labels that would settle it ("straddles 0.75; passes on …")."""
-    t = f"{threshold:g}" if number(threshold) != "undefined" else str(threshold)
+    t = f"{threshold:g}" if finite(threshold) else str(threshold)
     has_ci = interval(ci) != "no interval"
     rule_words = rule_text(rule, threshold)
     if state == "undefined":

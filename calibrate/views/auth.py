@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 
 from calibrate.accounts import authenticate
+from calibrate.i18n import _, ngettext
 from calibrate.logins import SessionPolicy, Throttle, clear_account, end_session, record_failure, retry_after, start_session
 from calibrate.views.session import get_session, write
 
@@ -108,7 +109,7 @@ def login():
             locked = write(lambda db: record_failure(db, username, address, Throttle.from_settings(current_app.config)))
             log.warning("login failed: user %r from %s%s", username, address,
                         f"; locked for {locked} s" if locked else "")
-            flash("Unknown user or wrong password.", "error")
+            flash(_("Unknown user or wrong password."), "error")
             return render_template("auth/login.html", next=next_url), 401
 
         def begin(db):
@@ -129,7 +130,8 @@ def login():
 def _throttled(next_url: str | None, wait: int):
     """Answer a throttled login: 429 with Retry-After, the same for every account name."""
     minutes = max(1, -(-wait // 60))
-    flash(f"Too many failed logins: try again in {minutes} minute{'s' if minutes != 1 else ''}.", "error")
+    flash(ngettext("Too many failed logins: try again in %(num)s minute.", "Too many failed logins: try again in %(num)s minutes.", minutes),
+          "error")
     response = make_response(render_template("auth/login.html", next=next_url), 429)
     response.headers["Retry-After"] = str(wait)
     return response

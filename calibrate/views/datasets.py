@@ -8,6 +8,7 @@ from calibrate import lookup
 from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
+from calibrate.i18n import N_
 from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import landing_page, login_required
 from calibrate.views.fields import MAX_PAGE, int_field
@@ -15,6 +16,9 @@ from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session
 
 bp = Blueprint("datasets", __name__)
+
+# The claim changes of the claim history as people read them (_claim_history.html translates `row.action`).
+CLAIM_ACTIONS = (N_("split"), N_("merge"), N_("edit"))
 
 PER_PAGE = 50
 

@@ -24,7 +24,25 @@ from flask import Blueprint, Flask, flash, g, make_response, redirect, render_te
 from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.errors import CalibrateError, NotFound
+from calibrate.i18n import N_
 from calibrate.views.auth import is_script_request, safe_next
+
+# The names and default descriptions of the HTTP errors error.html shows (Werkzeug's English), marked so
+# that the catalog has them: the template translates `error.name` and `error.description`.
+HTTP_ERROR_TEXT = (
+    N_("Bad Request"), N_("The browser (or proxy) sent a request that this server could not understand."),
+    N_("Unauthorized"),
+    N_("Forbidden"),
+    N_("You don't have the permission to access the requested resource. It is either read-protected or not readable by the server."),
+    N_("Not Found"),
+    N_("The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."),
+    N_("Method Not Allowed"), N_("The method is not allowed for the requested URL."),
+    N_("Request Entity Too Large"), N_("The data value transmitted exceeds the capacity limit."),
+    N_("Too Many Requests"), N_("This user has exceeded an allotted request count. Try again later."),
+    N_("Internal Server Error"),
+    N_("The server encountered an internal error and was unable to complete your request. Either the server is overloaded or there "
+       "is an error in the application."),
+)
 
 # Blueprint name → the page a refused form goes back to (the annotation area: annotate, adjudicate, admin, guidelines).
 _BACK: dict[str, Callable[[], str]] = {}

@@ -64,6 +64,9 @@ def day(value) -> str:
     return i18n.current().date(value) if value is not None else ""
 
 
+# The roles as people read them (base.html and the Account page translate `user.role`).
+ROLE_NAMES = (N_("annotator"), N_("engineer"), N_("admin"))
+
 # What the scripts (static/annotate.js, static/calibrate.js) say, by key; `{n}`, `{what}`… are filled in by the script.
 JS_STRINGS = {
     "saving": N_("saving…"),

@@ -9,6 +9,7 @@ from sqlmodel import select
 from calibrate import lookup
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrateError
+from calibrate.i18n import gettext
 from calibrate.judges.sandbox import Limits
 from calibrate.judges.versions import (
     check_version,
@@ -123,10 +124,11 @@ def update(name: str, number: int):
     except CalibrateError as exc:  # the form again, with what was typed and why it was refused
         session.rollback()
         return render_template("prompts/edit.html", v=view, form=form, error=str(exc)), 400
+    ref = f"{prompt.name}@{result.version.number}"
     if result.created:
-        flash(f"Saved {prompt.name}@{result.version.number}.", "info")
+        flash(gettext("Saved %(version)s.", version=ref), "info")
     else:
-        flash(f"Nothing saved: identical to {prompt.name}@{result.version.number}.", "info")
+        flash(gettext("Nothing saved: identical to %(version)s.", version=ref), "info")
     return redirect(url_for("prompts.show", name=prompt.name, number=result.version.number), code=303)
 
 
@@ -138,7 +140,7 @@ def diff(name: str):
     prompt = lookup.prompt(session, name)
     a, b = int_field(request.args, "a", minimum=1), int_field(request.args, "b", minimum=1)
     if a is None or b is None:
-        abort(400, description="Choose two versions to compare (a and b).")
+        abort(400, description=gettext("Choose two versions to compare (a and b)."))
     _, version_a = _version_or_404(name, a)
     _, version_b = _version_or_404(name, b)
     return render_template("prompts/diff.html", d=diff_versions(session, prompt, version_a, version_b),

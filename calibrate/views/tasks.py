@@ -10,8 +10,10 @@ from __future__ import annotations
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from sqlmodel import select
 
+from calibrate import i18n, lookup
+from calibrate.i18n import _
 from calibrate.models import Task
-from calibrate.tasks import describe_values, edit_task, parse_scale, remove_task
+from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -26,7 +28,22 @@ def index():
     """List the tasks: built-in ones as they are, custom ones with their edit form."""
     tasks = get_session().exec(select(Task).order_by(Task.id)).all()
     rows = [{"task": task, "values": describe_values(task)} for task in tasks]
-    return render_template("tasks/index.html", rows=rows)
+    return render_template("tasks/index.html", rows=rows, locales=i18n.LOCALES, max_display=MAX_DISPLAY_CHARS)
+
+
+def display_fields(task: Task, form) -> dict[str, dict[str, str]]:
+    """Return the display names the form sends (`display.<locale>.<label index>`) as {locale: {label: name}}.
+
+    Only the fields present are read (an empty one removes the name); an index that is not one of the
+    task's labels, or a locale calibrate does not speak, is ignored: the form only ever names real ones.
+    """
+    display: dict[str, dict[str, str]] = {}
+    for locale in i18n.LOCALES:
+        for index, label in enumerate(task.labels or []):
+            field = f"display.{locale}.{index}"
+            if field in form:
+                display.setdefault(locale, {})[label] = form[field].strip()
+    return display
 
 
 @bp.route("/<name>", methods=("POST",))
@@ -38,7 +55,9 @@ def update(name: str):
     labels = [label for label in form.get("add_labels", "").split(",") if label.strip()]
     scale = parse_scale(form["scale"]) if form.get("scale", "").strip() else None
     session = get_write_session()
-    change = edit_task(session, name, description=form.get("description"), add_labels=labels or None, scale=scale)
+    display = display_fields(lookup.task(session, name), form)
+    change = edit_task(session, name, description=form.get("description"), add_labels=labels or None, scale=scale,
+                       display=display or None)
     session.commit()
     flash(f"{change.line()}.", "info")
     return redirect(url_for("tasks.index"), code=303)
@@ -52,5 +71,5 @@ def remove(name: str):
     session = get_write_session()
     task = remove_task(session, name)
     session.commit()
-    flash(f"Removed task {task.name}.", "info")
+    flash(_("Removed task %(task)s.", task=task.name), "info")
     return redirect(url_for("tasks.index"), code=303)

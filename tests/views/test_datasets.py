@@ -99,7 +99,7 @@ def test_labels_shown_to_engineers(client, login, make_sample, session):
     login("eng", "engineer")
     table = _page(client, "/datasets/d/samples/s1").select_one("#labels")
     cells = [td.get_text() for td in table.select("tbody td")]
-    assert cells[2:5] == ["other", "unsupported", "<b>x</b>"]
+    assert cells[2:5] == ["other", "Unsupported", "<b>x</b>"]
 
 
 def test_unknown_dataset_and_sample_are_404(client, login, make_sample):
