@@ -94,3 +94,20 @@ def test_gate_ci_lower_is_stricter(runner, demo_with_judges):
 def test_gate_bad_input(runner, demo_with_judges):
     result = runner.invoke(["gate", "--dataset", DATASET, "--judge", "nope"])
     assert result.exit_code == 2
+
+
+def test_the_report_commands_take_locale(runner, demo_with_judges, tmp_path):
+    for fmt in ("html", "md"):
+        out = tmp_path / f"r.{fmt}"
+        result = runner.invoke(["report", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200",
+                                "--format", fmt, "--locale", "es", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "Informe de calibración" in out.read_text()
+    result = runner.invoke(["report", "--dataset", DATASET, "--judge", "copycat", "--locale", "fr"])
+    assert result.exit_code == 2 and "fr" in result.output
+    result = runner.invoke(["compare", "--dataset", DATASET, "--judge", "copycat", "--judge", "lazy",
+                            "--bootstrap", "200", "--format", "md", "--locale", "es"])
+    assert result.exit_code == 0, result.output
+    english = runner.invoke(["compare", "--dataset", DATASET, "--judge", "copycat", "--judge", "lazy",
+                             "--bootstrap", "200", "--format", "md"])
+    assert result.output != english.output

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calibrate import __version__
+from calibrate.i18n import gettext
 from calibrate.reports import summary
 
 ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
@@ -48,20 +49,22 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     threshold = data.get("threshold")
     outcome, why = summary.overall(data)
     judge = data.get("judge")
-    lines = [f"# Calibration report: {escape(data.get('dataset', ''))}", ""]
-    meta = [f"**Judge:** {escape(judge) if judge is not None else 'none (human agreement only)'}",
-            f"**Threshold:** {escape(threshold)}{' (CI lower bound must pass)' if data.get('ci_lower') else ''}",
-            f"**Generated:** {escape(when)}", f"calibrate {escape(__version__)}"]
+    lines = ["# " + gettext("Calibration report: %(dataset)s", dataset=escape(data.get("dataset", ""))), ""]
+    meta = [f"**{gettext('Judge')}:** {escape(judge) if judge is not None else gettext('none (human agreement only)')}",
+            f"**{gettext('Threshold')}:** {escape(threshold)}"
+            + (f" ({gettext('CI lower bound must pass')})" if data.get("ci_lower") else ""),
+            f"**{gettext('Generated')}:** {escape(when)}", f"calibrate {escape(__version__)}"]
     lines += [" · ".join(meta), ""]
-    heading = {"passed": "✅ PASSED", "not passed": "❌ NOT PASSED"}.get(outcome, "no decision")
+    heading = {"passed": "✅ " + gettext("PASSED"), "not passed": "❌ " + gettext("NOT PASSED")}.get(outcome, gettext("no decision"))
     if judge is not None:  # the three-state decision first, then what `passed` (the gate's exit code) is under the rule
         state, state_why = summary.overall_decision(data)
-        heading = f"{summary.STATE_WORDS.get(state, state)} — {heading} under rule {escape(data.get('rule') or 'point')}"
-        lines += [f"## Decision: {heading}", "", escape(state_why), "", escape(why), ""]
+        heading = gettext("%(state)s — %(outcome)s under rule %(rule)s", state=gettext(summary.STATE_WORDS.get(state, state)),
+                          outcome=heading, rule=escape(data.get("rule") or "point"))
+        lines += ["## " + gettext("Decision: %(heading)s", heading=heading), "", escape(state_why), "", escape(why), ""]
     else:
-        lines += [f"## Decision: {heading}", "", escape(why), ""]
+        lines += ["## " + gettext("Decision: %(heading)s", heading=heading), "", escape(why), ""]
     for warning in data.get("warnings") or []:
-        lines += [f"> ⚠️ **Warning ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
+        lines += [f"> ⚠️ **{gettext('Warning')} ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
 
     decisions = summary.decisions(data)
     for d in decisions:
@@ -81,7 +84,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
 
     rag = summary.rag(data)
     if rag:
-        lines += ["## RAG metrics", "", table_row(["metric", "human mean", "judge mean", "Spearman's ρ"]), "|---|---:|---:|---:|"]
+        lines += ["## " + gettext("RAG metrics"), "",
+                  table_row([gettext("metric"), gettext("human mean"), gettext("judge mean"), "Spearman's ρ"]), "|---|---:|---:|---:|"]
         lines += [table_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
         lines.append("")
         notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
@@ -89,14 +93,14 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
             lines += [*notes, ""]
     retrieval = summary.retrieval(data)
     if retrieval:
-        lines += [f"## Retrieval at K = {escape(retrieval.k)}", "", escape(retrieval.summary), "",
-                  table_row(["metric", "mean"]), "|---|---:|"]
+        lines += ["## " + gettext("Retrieval at K = %(k)s", k=escape(retrieval.k)), "", escape(retrieval.summary), "",
+                  table_row([gettext("metric"), gettext("mean")]), "|---|---:|"]
         lines += [table_row([escape(name), value]) for name, value, _ in retrieval.rows]
         lines.append("")
 
     versions = data.get("versions")
     if versions:
-        lines += [f"## Versions of {escape(versions.get('prompt', ''))}", "",
+        lines += ["## " + gettext("Versions of %(prompt)s", prompt=escape(versions.get("prompt", ""))), "",
                   escape(f"Scored on the {versions.get('common_targets', 0)} targets common to all versions "
                          "(an unusable verdict counts as a miss); own: each version on all its own targets."
                          + (f" {versions['common_note']}." if versions.get("common_note") else "")), "",
@@ -124,8 +128,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
                              + (f" {comparison['reconciliation']}" if comparison.get("reconciliation") else "")), ""]
         elif versions.get("comparison_note"):
             lines += [escape(versions["comparison_note"]), ""]
-    lines += ["## Methods", "", escape(_methods_paragraph(data)), ""]
-    lines += ["Provenance:", ""]
+    lines += ["## " + gettext("Methods"), "", escape(_methods_paragraph(data)), ""]
+    lines += [gettext("Provenance") + ":", ""]
     lines += [f"- {escape(name)}: {escape(value)}" for name, value in summary.provenance(data)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -135,13 +139,13 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     target = section.get("target", "")
     lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, per {summary.noun(target, 1)})", ""]
     if section.get("status") == "no_data":
-        lines += ["This task has no data: no current human label and no verdict of the judge remain for it.", ""]
+        lines += [gettext("This task has no data: no current human label and no verdict of the judge remain for it."), ""]
     note = summary.judge_note(section, data)
     if note:
-        lines += [f"**No comparison possible:** {escape(note)}.", ""]
+        lines += [f"**{gettext('No comparison possible:')}** {escape(note)}.", ""]
     stats = summary.statistics(section)
     if stats:
-        lines += [table_row(["statistic", "value", ci_label, "p", "note"]), "|---|---:|---|---:|---|"]
+        lines += [table_row([gettext("statistic"), gettext("value"), ci_label, "p", gettext("note")]), "|---|---:|---|---:|---|"]
         for s in stats:
             value = f"**{s.value}**" if s.alignment else s.value
             lines.append(table_row([escape(s.name), value, s.ci or "—", escape(s.p) or "—", escape(s.note) or ""]))
@@ -184,7 +188,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [f"Claim sets: {escape(summary.claim_sources(section))}.", ""]
     needed = section.get("labels_needed")
     if isinstance(needed, dict) and needed.get("note"):
-        lines += [f"Labels needed: {escape(needed['note'])}.", ""]
+        lines += [f"{gettext('Labels needed:')} {escape(needed['note'])}.", ""]
     if isinstance(section.get("alt_test"), dict):
         lines += alt_test_lines(section["alt_test"])
     return lines

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate import i18n
+from calibrate.i18n import N_
 
 DIGITS = 3
 
@@ -92,8 +93,8 @@ def percent(value: Any) -> str:
 def confidence_text(data: dict) -> str:
     """Return the CI level as text, e.g. "95% CI" ("IC 95 %")."""
     conf = (data.get("method") or {}).get("bootstrap", {}).get("confidence", 0.95)
-    return i18n.gettext("%(level)s CI", level=i18n.current().percent(conf, 0) if float(f"{100 * conf:g}").is_integer()
-                        else f"{100 * conf:g}%")
+    digits = 0 if float(f"{100 * conf:g}").is_integer() else 1
+    return i18n.gettext("%(level)s CI", level=i18n.current().percent(conf, digits))
 
 
 def noun(target: str, count: int | None = None) -> str:
@@ -416,7 +417,9 @@ def decision(name: str, section: dict, data: dict) -> Decision:
 
 SYMBOLS = {"cohen_kappa": "κ", "spearman_rho": "ρ"}
 
-STATE_WORDS = {"pass": "pass", "fail": "fail", "undecided": "undecided", "undefined": "no decision", "not judged": "not judged"}
+# The decision states as people read them (marked: each renderer translates the word it shows).
+STATE_WORDS = {"pass": N_("pass"), "fail": N_("fail"), "undecided": N_("undecided"), "undefined": N_("no decision"),
+               "not judged": N_("not judged")}
 
 
 def rule_text(rule: str, threshold: Any) -> str:
@@ -470,9 +473,8 @@ def decision_text(state: str, rule: str, metric: str, value: Any, ci: Any, thres
 def _beside(value: float, threshold: float) -> str:
     """Return `value` with enough decimals (3 to 6) that it does not look equal to the threshold."""
     for digits in range(DIGITS, 7):
-        text = number(value, digits)
-        if float(text) != threshold or value == threshold:
-            return text
+        if float(f"{value:.{digits}f}") != threshold or value == threshold:
+            return number(value, digits)
     return number(value, 6)
 
 

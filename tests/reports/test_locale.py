@@ -1,0 +1,61 @@
+"""Reports in the reader's language: HTML and Markdown in Spanish, JSON and CSV the same in every locale."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bs4 import BeautifulSoup
+
+from calibrate import i18n
+from calibrate.reports import render
+
+
+def es(value: float, digits: int = 3) -> str:
+    """Return a number as the Spanish report writes it (Python's rounding, a decimal comma)."""
+    return f"{value:.{digits}f}".replace(".", ",")
+
+
+def test_the_html_report_in_spanish_speaks_spanish_with_decimal_commas(full_report):
+    page = BeautifulSoup(render(full_report, "html", "es"), "html.parser")
+    data = full_report.data
+    assert page.html["lang"] == "es"
+    assert page.title.get_text().startswith("Informe de calibración: d")
+    assert page.select_one("#decision-title").get_text() == "Decisión"
+    assert "Judge against human gold" not in page.get_text() and "Juez frente a la referencia humana" in page.get_text()
+    rows = page.select("#decision table.decisions tbody tr")
+    assert rows
+    for row in rows:
+        section = data["tasks"][row["data-task"]]
+        assert row.select_one("td.value").get_text(strip=True) == es(section["alignment"]["value"])
+        low, high = section["alignment"]["ci"]
+        assert row.select_one("td.ci").get_text(strip=True) == f"[{es(low)}; {es(high)}]"
+    # The English report is what it always was: no locale is English outside the web app.
+    english = render(full_report, "html")
+    assert english == render(full_report, "html", "en")
+    assert '<html lang="en">' in english and "Calibration report: d" in english
+
+
+def test_the_markdown_report_in_spanish(full_report):
+    text = render(full_report, "md", "es")
+    assert text.startswith("# Informe de calibración: d")
+    assert "## Decisión: " in text and "## Métodos" in text and "Procedencia:" in text
+    value = next(iter(full_report.data["tasks"].values()))["alignment"]["value"]
+    assert es(value) in text
+    assert render(full_report, "md").startswith("# Calibration report: d")
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
+    english = render(full_report, fmt)
+    assert render(full_report, fmt, "es") == english
+    with i18n.using("es"):  # a Spanish reader's request, say: files still are the same bytes
+        assert render(full_report, fmt) == english
+    if fmt == "json":
+        assert json.loads(english)["tasks"]
+
+
+def test_a_report_in_the_current_locale_when_none_is_given(full_report):
+    with i18n.using("es"):
+        assert render(full_report, "html") == render(full_report, "html", "es")
+

@@ -1,0 +1,117 @@
+"""The pages outside the workbench in the reader's language: login, account, datasets, prompts, tasks, errors."""
+
+from __future__ import annotations
+
+from bs4 import BeautifulSoup
+from sqlmodel import select
+
+from calibrate.models import Task, User
+
+SPANISH = {"Accept-Language": "es-ES,es;q=0.9,en;q=0.5"}
+
+
+def page(response) -> BeautifulSoup:
+    return BeautifulSoup(response.data, "html.parser")
+
+
+def test_a_spanish_browser_gets_the_login_page_in_spanish(client):
+    english = page(client.get("/login"))
+    assert english.html["lang"] == "en" and english.h1.get_text() == "Log in"
+    spanish = page(client.get("/login", headers=SPANISH))
+    assert spanish.html["lang"] == "es"
+    assert spanish.h1.get_text() == "Iniciar sesión"
+    assert spanish.select_one("button[type=submit]").get_text() == "Iniciar sesión"
+    assert "Contraseña" in spanish.get_text() and "Password" not in spanish.get_text()
+    # The scripts' messages come translated in the body's data-strings.
+    assert '"saved": "✓ guardado"' in spanish.body["data-strings"] or "guardado" in spanish.body["data-strings"]
+
+
+def test_a_refused_login_says_so_in_spanish(client, make_user):
+    make_user("ana", "annotator", "password-123")
+    form = page(client.get("/login", headers=SPANISH))
+    token = form.select_one("input[name=csrf_token]")["value"]
+    refused = client.post("/login", data={"username": "ana", "password": "wrong-password", "csrf_token": token}, headers=SPANISH)
+    assert refused.status_code == 401
+    assert "Usuario desconocido o contraseña incorrecta." in page(refused).select_one(".flash-error").get_text()
+
+
+def test_the_account_setting_beats_the_browser(client, login, session):
+    token = login("eng", "engineer")
+    assert page(client.get("/datasets")).h1.get_text() == "Datasets"
+    saved = client.post("/account", data={"csrf_token": token, "locale": "es"}, follow_redirects=True)
+    assert "Idioma guardado: Español." in page(saved).get_text()
+    assert session.exec(select(User).where(User.username == "eng")).one().locale == "es"
+    # An English browser, a Spanish setting: Spanish pages.
+    datasets = page(client.get("/datasets", headers={"Accept-Language": "en"}))
+    assert datasets.html["lang"] == "es" and datasets.h1.get_text() == "Conjuntos de datos"
+    assert "Cola" in datasets.select_one(".topbar nav").get_text()
+    assert "Aún no hay conjuntos de datos." in datasets.get_text()
+    # "As my browser asks" again: the browser's language.
+    client.post("/account", data={"csrf_token": token, "locale": ""})
+    assert page(client.get("/datasets", headers={"Accept-Language": "en"})).h1.get_text() == "Datasets"
+    assert page(client.get("/datasets", headers=SPANISH)).h1.get_text() == "Conjuntos de datos"
+
+
+def test_an_unsupported_language_is_refused_in_the_readers_language(client, login):
+    token = login("eng", "engineer")
+    response = client.post("/account", data={"csrf_token": token, "locale": "fr"}, headers=SPANISH, follow_redirects=True)
+    assert "el idioma debe ser uno de en, es" in page(response).get_text()
+
+
+def test_error_pages_in_spanish(client, login):
+    login("eng", "engineer")
+    missing = client.get("/datasets/nope/samples/nothing", headers=SPANISH)
+    assert missing.status_code == 404
+    assert "Volver a los conjuntos de datos" in page(missing).get_text()
+    not_found = client.get("/no-such-page", headers=SPANISH)
+    assert not_found.status_code == 404 and "No encontrado" in page(not_found).h1.get_text()
+
+
+def test_the_sample_page_numbers_claims_from_one_and_names_labels(client, login, make_sample):
+    login("eng", "engineer")
+    make_sample(external_id="s1", answer="Aspirin thins blood. It cures colds.")
+    text = page(client.get("/datasets/d/samples/s1", headers=SPANISH))
+    marks = text.select("#answer mark.claim")
+    assert [m["title"] for m in marks] == ["afirmación 1", "afirmación 2"]
+    assert text.select_one("#claims").get("start") is None  # an <ol> from 1, as people count
+    assert "2 afirmaciones" in text.get_text()
+
+
+def test_the_tasks_page_edits_display_names_per_language(client, login, session):
+    token = login("eng", "engineer")
+    tasks = page(client.get("/tasks", headers=SPANISH))
+    assert tasks.h1.get_text() == "Tareas"
+    row = tasks.select_one("tr[data-task=claim_support]")
+    spanish_names = {field["name"]: field["value"] for field in row.select("fieldset[lang=es] input")}
+    assert sorted(spanish_names.values()) == ["No es una afirmación", "No respaldada", "Respaldada"]
+    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    index = task.labels.index("supported")
+    done = client.post("/tasks/claim_support", data={"csrf_token": token, "description": task.description,
+                                                     f"display.es.{index}": "Con respaldo", f"display.en.{index}": ""})
+    assert done.status_code == 303
+    session.rollback()  # a new read transaction: the app wrote on its own connection
+    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    assert task.display["es"]["supported"] == "Con respaldo" and task.labels[index] == "supported"
+    # A name that is too long is refused with the task edit's one line, nothing saved.
+    refused = client.post("/tasks/claim_support", data={"csrf_token": token, "description": task.description,
+                                                        f"display.es.{index}": "x" * 101}, follow_redirects=True)
+    assert "at most 100 characters" in page(refused).get_text()
+    session.rollback()  # a new read transaction: the app wrote on its own connection
+    assert session.exec(select(Task).where(Task.name == "claim_support")).one().display["es"]["supported"] == "Con respaldo"
+    # An empty name goes back to the default one.
+    client.post("/tasks/claim_support", data={"csrf_token": token, "description": task.description, f"display.es.{index}": ""})
+    session.rollback()  # a new read transaction: the app wrote on its own connection
+    assert "supported" not in (session.exec(select(Task).where(Task.name == "claim_support")).one().display or {}).get("es", {})
+
+
+def test_the_prompts_pages_in_spanish(client, login):
+    token = login("eng", "engineer")
+    index = page(client.get("/prompts", headers=SPANISH))
+    assert index.h1.get_text() == "Prompts del juez"
+    created = client.post("/prompts", data={"csrf_token": token, "name": "p1", "task": "claim_support"}, headers=SPANISH,
+                          follow_redirects=True)
+    assert created.status_code == 200
+    shown = page(created)
+    assert "Nueva versión a partir de esta" in shown.get_text() and "Hash del contenido" in shown.get_text()
+    bad = client.get("/prompts/p1/diff", headers=SPANISH)
+    assert bad.status_code == 400 and "Elija dos versiones para comparar (a y b)." in page(bad).get_text()
