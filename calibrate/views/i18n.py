@@ -7,7 +7,7 @@ is told the same locale (a provider), so sentences worded outside the views — 
 the dashboard's decision, a report served to the reader — come out in it too.
 
 Templates also get the locale's number and date formats (`num`, `pct`, `when`, `day`), the
-label and task names people read (`label_name`, `task_title`), and `js_strings`: every message
+label and task names people read (`label_name`, `task_title`, `choice_text` for a workbench button), and `js_strings`: every message
 the scripts show, translated, for the body's `data-strings` attribute (JSON; no inline script: the CSP stays
 `script-src 'self'`).
 """
@@ -20,6 +20,7 @@ from flask import Flask, g, has_request_context, request
 from flask_babel import Babel, get_locale
 
 from calibrate import i18n
+from calibrate.annotation.items import choice_text
 from calibrate.i18n import N_
 from calibrate.tasks import label_name, task_title
 
@@ -126,5 +127,5 @@ def init_app(app: Flask) -> None:
           default_domain=i18n.DOMAIN)
     i18n.set_locale_provider(request_locale)
     app.jinja_env.filters.update(num=num, pct=pct, when=when, day=day)
-    app.jinja_env.globals.update(label_name=label_name, task_title=task_title, js_strings=js_strings,
+    app.jinja_env.globals.update(label_name=label_name, task_title=task_title, choice_text=choice_text, js_strings=js_strings,
                                  LANGUAGE_NAMES=i18n.LANGUAGE_NAMES, current_locale=request_locale)
