@@ -14,6 +14,7 @@ from calibrate import __version__, i18n
 from calibrate.reports import summary
 from calibrate.reports.html_report import environment
 from calibrate.reports.summary import decision_text
+from calibrate.targets import target_name
 
 FORMATS = ("json", "html", "md")
 
@@ -117,7 +118,7 @@ def render_compare_markdown(result: dict) -> str:
             lines += ["", f"**{_md(section['reconciliation'])}**"]
         lines += ["", tests, "", f"Flipped: {flips['n_fixed']} fixed by B, {flips['n_broken']} broken by B."]
         if flips["broken"]:
-            lines.append("Broken: " + ", ".join(f"`{_md(t)}`" for t in flips["broken"][:30]) + (" …" if flips["n_broken"] > 30 else ""))
+            lines.append("Broken: " + ", ".join(f"`{_md(person_target(t))}`" for t in flips["broken"][:30]) + (" …" if flips["n_broken"] > 30 else ""))
         lines.append("")
     lines += ["### What changed between the prompt versions", ""] + [f"- {_md(line)}" for line in changed_lines(result)] + [""]
     if result.get("skipped"):
@@ -126,6 +127,15 @@ def render_compare_markdown(result: dict) -> str:
     lines.append(f"Paired cluster bootstrap over samples ({boot['n_resamples']} resamples, {boot['confidence']:.0%}, seed {boot['seed']}); "
                  f"few-shot targets of either version excluded. calibrate {__version__}.")
     return "\n".join(lines) + "\n"
+
+
+def person_target(readable: str) -> str:
+    """Return a flipped target's file-style id ("demo-001/claim/2", 0-based) as people read it ("demo-001 · claim 3")."""
+    head, _, position = readable.rpartition("/")
+    sample, _, kind = head.rpartition("/")
+    if kind in ("claim", "context") and sample and position.isdigit():
+        return target_name(sample, kind, int(position))
+    return readable
 
 
 def compare_context(result: dict, link: Callable[[str, str, str], str] | None = None) -> dict:
@@ -138,7 +148,7 @@ def compare_context(result: dict, link: Callable[[str, str, str], str] | None = 
     def flips(name: str, section: dict, side: str) -> list[tuple[str, str | None]]:
         ids, keys = section["flips"][side], section["flips"].get(f"{side}_keys") or []
         hrefs = [link(name, side, key) for key in keys] if link else []
-        return list(zip(ids, hrefs + [None] * (len(ids) - len(hrefs)), strict=True))
+        return list(zip([person_target(i) for i in ids], hrefs + [None] * (len(ids) - len(hrefs)), strict=True))
 
     threshold = result.get("threshold")
     sections = [{"name": name, "s": section, "headline": headline(section), "threshold": threshold,

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from calibrate import PROJECT_ROOT, __version__, i18n
 from calibrate.reports import charts, summary
+from calibrate.targets import target_name
 
 
 @functools.cache
@@ -32,7 +33,7 @@ def environment() -> Environment:
     env.install_gettext_callables(  # type: ignore[attr-defined]  # added by the i18n extension
         lambda message: i18n.current().catalog.gettext(message),
         lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True)
-    env.globals.update(current_locale=lambda: i18n.current().locale)
+    env.globals.update(current_locale=lambda: i18n.current().locale, target_name=target_name)
     return env
 
 

@@ -17,35 +17,36 @@ from calibrate.i18n import N_
 DIGITS = 3
 
 METRIC_NAMES = {
-    "cohen_kappa": "Cohen's κ",
-    "percent_agreement": "Percent agreement",
-    "spearman_rho": "Spearman's ρ",
-    "kendall_tau": "Kendall's τ-b",
-    "pearson_r": "Pearson's r",
-    "weighted_kappa": "Quadratic weighted κ",
-    "fleiss_kappa": "Fleiss' κ",
-    "krippendorff_nominal": "Krippendorff's α (nominal)",
-    "krippendorff_ordinal": "Krippendorff's α (ordinal)",
-    "krippendorff_interval": "Krippendorff's α (interval)",
+    "cohen_kappa": N_("Cohen's κ"),
+    "percent_agreement": N_("Percent agreement"),
+    "spearman_rho": N_("Spearman's ρ"),
+    "kendall_tau": N_("Kendall's τ-b"),
+    "pearson_r": N_("Pearson's r"),
+    "weighted_kappa": N_("Quadratic weighted κ"),
+    "fleiss_kappa": N_("Fleiss' κ"),
+    "krippendorff_nominal": N_("Krippendorff's α (nominal)"),
+    "krippendorff_ordinal": N_("Krippendorff's α (ordinal)"),
+    "krippendorff_interval": N_("Krippendorff's α (interval)"),
 }
 
 LABEL_KINDS = ("categorical", "pairwise")  # kinds scored with κ (models.LABEL_KINDS: no database import here)
 
-TARGET_NOUNS = {"claim": ("claim", "claims"), "context": ("context", "contexts"), "sample": ("answer", "answers")}
+TARGET_NOUNS = {"claim": (N_("claim"), N_("claims")), "context": (N_("context"), N_("contexts")),
+                "sample": (N_("answer"), N_("answers"))}
 
 # (label, what it counts); the order is the order of the tables.
 COUNTS = (
-    ("n", "Scored", "targets with both a usable verdict and human gold"),
-    ("n_samples", "Samples", "answers the scored targets belong to (the unit the bootstrap resamples)"),
-    ("n_unparsed", "Unparsed verdicts", "the judge gave no usable value (unparseable answer, or a call that failed for good)"),
-    ("n_order_miss", "No verdict by the order rule", "pairwise: the two presentation orders disagree and the task has no "
-                                                      "tie, or one order was not judged"),
-    ("n_no_gold", "No human gold", "a verdict but no human gold (ties included)"),
-    ("n_ties", "Ties", "annotators split evenly and nobody adjudicated: no gold, listed for adjudication"),
-    ("n_excluded_label", "Excluded label", "the gold or the verdict is a label left out of statistics (such as not_applicable)"),
-    ("n_fewshot", "Few-shot examples", "targets shown to the judge as examples in its prompt"),
-    ("n_stale", "Stale labels", "labels whose claim or context changed after they were given (an --update, a claim "
-                                "re-extraction, an expert's claim edit): kept in the history, left out"),
+    ("n", N_("Scored"), N_("targets with both a usable verdict and human gold")),
+    ("n_samples", N_("Samples"), N_("answers the scored targets belong to (the unit the bootstrap resamples)")),
+    ("n_unparsed", N_("Unparsed verdicts"), N_("the judge gave no usable value (unparseable answer, or a call that failed for good)")),
+    ("n_order_miss", N_("No verdict by the order rule"), N_("pairwise: the two presentation orders disagree and the task has no "
+                                                      "tie, or one order was not judged")),
+    ("n_no_gold", N_("No human gold"), N_("a verdict but no human gold (ties included)")),
+    ("n_ties", N_("Ties"), N_("annotators split evenly and nobody adjudicated: no gold, listed for adjudication")),
+    ("n_excluded_label", N_("Excluded label"), N_("the gold or the verdict is a label left out of statistics (such as not_applicable)")),
+    ("n_fewshot", N_("Few-shot examples"), N_("targets shown to the judge as examples in its prompt")),
+    ("n_stale", N_("Stale labels"), N_("labels whose claim or context changed after they were given (an --update, a claim "
+                                "re-extraction, an expert's claim edit): kept in the history, left out")),
 )
 
 
@@ -99,8 +100,8 @@ def confidence_text(data: dict) -> str:
 
 def noun(target: str, count: int | None = None) -> str:
     """Return the word for a task's targets ("claims"), singular when `count` is 1."""
-    one, many = TARGET_NOUNS.get(target, ("target", "targets"))
-    return one if count == 1 else many
+    one, many = TARGET_NOUNS.get(target, (N_("target"), N_("targets")))
+    return i18n.gettext(one if count == 1 else many)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -129,7 +130,7 @@ def _stat(key: str, est: Any, *, name: str | None = None, alignment: bool = Fals
     note = est.get("note") or ""
     if not finite(value) and not note:
         note = "no data" if est.get("status") == "no_data" else "the statistic has no value for these data"
-    return Stat(key=key, name=name or METRIC_NAMES.get(key, key), value=text,
+    return Stat(key=key, name=name or i18n.gettext(METRIC_NAMES.get(key, key)), value=text,
                 ci=interval(est.get("ci")) if "ci" in est else "", p=p_value(est.get("p_value")),
                 note=note, defined=finite(value), alignment=alignment)
 
@@ -175,7 +176,7 @@ def pooled(section: dict, key: str) -> str:
 
 def counts(section: dict) -> list[tuple[str, str, int, str]]:
     """Return (key, label, count, meaning) for the counts present in a section."""
-    return [(key, label, int(section[key]), meaning) for key, label, meaning in COUNTS if key in section]
+    return [(key, i18n.gettext(label), int(section[key]), i18n.gettext(meaning)) for key, label, meaning in COUNTS if key in section]
 
 
 def claim_sources(info: dict) -> str:
@@ -385,10 +386,10 @@ def decision(name: str, section: dict, data: dict) -> Decision:
         default = "cohen_kappa" if kind in LABEL_KINDS else "spearman_rho"
         reason = section.get("judge_note") or ("no judge was named: human agreement only" if data.get("judge") is None
                                                else "the judge has no verdicts for this task")
-        return Decision(name, kind, target, default, METRIC_NAMES.get(default, default), None, None, int(section.get("n") or 0),
+        return Decision(name, kind, target, default, i18n.gettext(METRIC_NAMES.get(default, default)), None, None, int(section.get("n") or 0),
                         "not judged", reason, ceiling(section), rule=data.get("rule") or "point")
     metric = alignment.get("metric") or ""
-    metric_name = METRIC_NAMES.get(metric, metric)
+    metric_name = i18n.gettext(METRIC_NAMES.get(metric, metric))
     value = alignment.get("value")
     ci = alignment.get("ci")
     ci = (ci[0], ci[1]) if ci and len(ci) == 2 and None not in ci else None

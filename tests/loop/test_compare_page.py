@@ -11,6 +11,7 @@ from calibrate.calibration.compare import compare_judges
 from calibrate.db import write_session
 from calibrate.judges import save_version
 from calibrate.models import Assignment, Judge, Sample, Verdict
+from calibrate.reports.compare_report import person_target
 
 
 def test_compare_page_shows_what_calibrate_compare_gives_on_the_split(demo, client, login, session, app, soup):
@@ -35,7 +36,9 @@ def test_compare_page_shows_what_calibrate_compare_gives_on_the_split(demo, clie
     # every flip is listed and opens the disagreement of the judge that got it wrong
     fixed = page.select("#task-claim_support ul.fixed a")
     broken = page.select("#task-claim_support ul.broken a")
-    assert [a.get_text() for a in fixed] == expected["flips"]["fixed"] and [a.get_text() for a in broken] == expected["flips"]["broken"]
+    # The JSON's file-style ids ("demo-004/claim/4", 0-based), named for people on the page ("demo-004 · claim 5").
+    assert [a.get_text() for a in fixed] == [person_target(t) for t in expected["flips"]["fixed"]]
+    assert [a.get_text() for a in broken] == [person_target(t) for t in expected["flips"]["broken"]]
     assert fixed or broken
     for a, judge in [(x, "demo-claims@1") for x in fixed] + [(x, "demo-claims@2") for x in broken]:
         assert f"/judges/{judge}/disagreements/claim:" in a["href"]

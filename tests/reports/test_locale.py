@@ -59,3 +59,14 @@ def test_a_report_in_the_current_locale_when_none_is_given(full_report):
     with i18n.using("es"):
         assert render(full_report, "html") == render(full_report, "html", "es")
 
+
+
+def test_flipped_targets_are_named_for_people_in_html_and_markdown():
+    from calibrate.reports.compare_report import person_target
+
+    assert person_target("demo-001/claim/2") == "demo-001 · claim 3"
+    assert person_target("a/b/context/0") == "a/b · context #1"  # an id with a slash keeps it
+    assert person_target("demo-001") == "demo-001"
+    assert person_target("demo-001/claim/x") == "demo-001/claim/x"
+    with i18n.using("es"):
+        assert person_target("demo-001/claim/2") == "demo-001 · afirmación 3"
