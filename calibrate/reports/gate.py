@@ -12,7 +12,7 @@ from calibrate.calibration.decision import decide, labels_to_decide, rule_of
 from calibrate.calibration.report import (
     Report,
 )
-from calibrate.reports.summary import decision_reason, interval
+from calibrate.reports.summary import decision_reason, has_interval, interval
 
 
 def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bool,
@@ -43,7 +43,7 @@ def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bo
             continue
         decided = decide(value, ci, threshold, rule=rule)
         to_decide = labels_to_decide(decided, n, value, ci, threshold)
-        ci_text = f" {interval(ci)}" if interval(ci) != "no interval" else ""
+        ci_text = f" {interval(ci)}" if has_interval(ci) else ""
         reason = decision_reason(decided.decision, rule, threshold, decided.passed, ci, to_decide)
         lines.append(f"{decided.decision.upper()} {name}: {alignment['metric']} {value:.3f}{ci_text} n={n} {reason}"
                      + ("" if decided.decision != "undecided" else f"; counts as {'passing' if decided.passed else 'failing'}"))

@@ -394,16 +394,18 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     ci = alignment.get("ci")
     ci = (ci[0], ci[1]) if ci and len(ci) == 2 and None not in ci else None
     passed = section.get("passed")
-    t = f"{threshold:g}" if finite(threshold) else str(threshold)
+    t = _threshold(threshold)
     if passed is None or not finite(value):
-        note = (section.get(metric) or {}).get("note") or "the statistic has no value"
-        outcome, reason = "undefined", f"{metric_name} is undefined: {note}"
+        note = (section.get(metric) or {}).get("note") or i18n.gettext("the statistic has no value")
+        outcome, reason = "undefined", i18n.gettext("%(metric)s is undefined: %(note)s", metric=metric_name, note=note)
     elif data.get("ci_lower"):
         if ci is None:
-            reason = f"{metric_name} = {number(value)} has no confidence interval, so its lower bound cannot reach {t}"
+            reason = i18n.gettext("%(metric)s = %(value)s has no confidence interval, so its lower bound cannot reach %(threshold)s",
+                                  metric=metric_name, value=number(value), threshold=t)
         else:
             sign = "≥" if passed else "<"
-            reason = f"CI lower bound {_beside(ci[0], threshold)} {sign} {t} ({metric_name} = {number(value)})"
+            reason = i18n.gettext("CI lower bound %(bound)s %(sign)s %(threshold)s (%(metric)s = %(value)s)", bound=_beside(ci[0], threshold),
+                                  sign=sign, threshold=t, metric=metric_name, value=number(value))
         outcome = "passed" if passed else "not passed"
     else:
         sign = "≥" if passed else "<"
@@ -423,40 +425,61 @@ STATE_WORDS = {"pass": N_("pass"), "fail": N_("fail"), "undecided": N_("undecide
                "not judged": N_("not judged")}
 
 
+def has_interval(ci: Any) -> bool:
+    """Return whether `ci` is an interval that can be shown (two finite bounds)."""
+    return bool(ci) and len(ci) == 2 and all(finite(v) for v in ci)
+
+
 def rule_text(rule: str, threshold: Any) -> str:
     """Return the rule in words: "rule: point, the estimate must reach 0.75" or "rule: ci_lower, the CI lower bound must …"."""
-    t = f"{threshold:g}" if finite(threshold) else str(threshold)
-    what = "the CI lower bound" if rule == "ci_lower" else "the estimate"
-    return f"rule: {rule}, {what} must reach {t}"
+    t = _threshold(threshold)
+    if rule == "ci_lower":
+        return i18n.gettext("rule: %(rule)s, the CI lower bound must reach %(threshold)s", rule=rule, threshold=t)
+    return i18n.gettext("rule: %(rule)s, the estimate must reach %(threshold)s", rule=rule, threshold=t)
+
+
+def _threshold(threshold: Any) -> str:
+    """Return a threshold as written ("0.75"; "0,75" in Spanish), with no trailing zeros."""
+    if not finite(threshold):
+        return str(threshold)
+    text = f"{threshold:g}"
+    return text if i18n.current().locale == i18n.DEFAULT_LOCALE else text.replace(".", ",")
 
 
 def decision_reason(state: str, rule: str, threshold: Any, passed: bool | None, ci: Any, to_decide: dict | None,
                     *, note: str = "") -> str:
     """Return what the decision says beside the estimate: where the CI lies against the threshold, what `passed` is
     under the rule, and for an undecided task the labels that would settle it ("straddles 0.75; passes on …")."""
-    t = f"{threshold:g}" if finite(threshold) else str(threshold)
-    has_ci = interval(ci) != "no interval"
+    gettext = i18n.gettext
+    t = _threshold(threshold)
+    has_ci = has_interval(ci)
     rule_words = rule_text(rule, threshold)
     if state == "undefined":
-        return f"is undefined{': ' + note if note else ''} ({rule_words})"
+        if note:
+            return gettext("is undefined: %(note)s (%(rule)s)", note=note, rule=rule_words)
+        return gettext("is undefined (%(rule)s)", rule=rule_words)
     if state in ("pass", "fail") and not has_ci:
         sign = "≥" if state == "pass" else "<"
-        return f"has no CI: decided on the point estimate alone, {sign} {t} ({rule_words})"
+        return gettext("has no CI: decided on the point estimate alone, %(sign)s %(threshold)s (%(rule)s)", sign=sign, threshold=t,
+                       rule=rule_words)
     if state == "pass":
-        return f"lies at or above {t} over its whole CI ({rule_words})"
+        return gettext("lies at or above %(threshold)s over its whole CI (%(rule)s)", threshold=t, rule=rule_words)
     if state == "fail":
-        return f"lies below {t} over its whole CI ({rule_words})"
+        return gettext("lies below %(threshold)s over its whole CI (%(rule)s)", threshold=t, rule=rule_words)
     if not has_ci:
-        text = f"has no CI, so its lower bound cannot be checked against {t}; does not pass ({rule_words})"
+        text = gettext("has no CI, so its lower bound cannot be checked against %(threshold)s; does not pass (%(rule)s)",
+                       threshold=t, rule=rule_words)
     elif rule == "ci_lower":
-        text = f"straddles {t}; {'passes' if passed else 'does not pass'} on the CI lower bound ({rule_words})"
+        text = (gettext("straddles %(threshold)s; passes on the CI lower bound (%(rule)s)", threshold=t, rule=rule_words) if passed
+                else gettext("straddles %(threshold)s; does not pass on the CI lower bound (%(rule)s)", threshold=t, rule=rule_words))
     else:
-        text = f"straddles {t}; {'passes' if passed else 'does not pass'} on the point estimate ({rule_words})"
+        text = (gettext("straddles %(threshold)s; passes on the point estimate (%(rule)s)", threshold=t, rule=rule_words) if passed
+                else gettext("straddles %(threshold)s; does not pass on the point estimate (%(rule)s)", threshold=t, rule=rule_words))
     more = (to_decide or {}).get("more_targets")
     if more is not None:
-        text += f"; label ≈ {more} more {'target' if more == 1 else 'targets'} to settle"
+        text += i18n.ngettext("; label ≈ %(num)s more target to settle", "; label ≈ %(num)s more targets to settle", more)
     elif to_decide:
-        text += "; more labels are not expected to settle it"
+        text += gettext("; more labels are not expected to settle it")
     return text
 
 
@@ -464,11 +487,12 @@ def decision_text(state: str, rule: str, metric: str, value: Any, ci: Any, thres
                   to_decide: dict | None, *, note: str = "") -> str:
     """Return a decision in one sentence, e.g. "undecided — κ 0.861 [0.739, 0.965] straddles 0.75; passes on the point
     estimate (rule: point); label ≈ 40 more targets to settle"."""
-    symbol = SYMBOLS.get(metric, METRIC_NAMES.get(metric, metric))
+    symbol = SYMBOLS.get(metric, i18n.gettext(METRIC_NAMES.get(metric, metric)))
     if state == "undefined":
-        return f"no decision — {symbol} is undefined{': ' + note if note else ''} ({rule_text(rule, threshold)})"
-    estimate = f"{symbol} {number(value)}" + (f" {interval(ci)}" if interval(ci) != "no interval" else "")
-    return f"{STATE_WORDS.get(state, state)} — {estimate} {decision_reason(state, rule, threshold, passed, ci, to_decide, note=note)}"
+        return f"{i18n.gettext('no decision')} — {symbol} {decision_reason(state, rule, threshold, passed, ci, to_decide, note=note)}"
+    estimate = f"{symbol} {number(value)}" + (f" {interval(ci)}" if has_interval(ci) else "")
+    return (f"{i18n.gettext(STATE_WORDS.get(state, state))} — {estimate} "
+            f"{decision_reason(state, rule, threshold, passed, ci, to_decide, note=note)}")
 
 
 def _beside(value: float, threshold: float) -> str:

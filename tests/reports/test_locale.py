@@ -30,6 +30,11 @@ def test_the_html_report_in_spanish_speaks_spanish_with_decimal_commas(full_repo
         assert row.select_one("td.value").get_text(strip=True) == es(section["alignment"]["value"])
         low, high = section["alignment"]["ci"]
         assert row.select_one("td.ci").get_text(strip=True) == f"[{es(low)}; {es(high)}]"
+    # The decision's sentence too: the rule, where the CI lies, in Spanish.
+    reasons = " ".join(r.get_text() for r in page.select("#decision .reason"))
+    assert "κ de Cohen = 0," in reasons and " 0,75" in reasons and "0.75" not in reasons
+    sentences = " ".join(r.get_text() for r in page.select("#decision .decision-text"))
+    assert "regla: point, la estimación debe alcanzar 0,75" in sentences and "rule:" not in sentences
     # The English report is what it always was: no locale is English outside the web app.
     english = render(full_report, "html")
     assert english == render(full_report, "html", "en")
