@@ -509,55 +509,64 @@ def decisions(data: dict) -> list[Decision]:
 
 
 def overall(data: dict) -> tuple[str, str]:
-    """Return the report's outcome ("passed", "not passed", "undefined" or "not judged") and why."""
+    """Return the report's outcome ("passed", "not passed", "undefined" or "not judged") and why (in the current locale)."""
+    gettext = i18n.gettext
     if data.get("judge") is None:
-        return "not judged", "No judge was named: this report shows human agreement only and makes no pass/fail decision."
+        return "not judged", gettext("No judge was named: this report shows human agreement only and makes no pass/fail decision.")
     found = decisions(data)
     rule = threshold_rule(data)
     if not found:
-        return "not passed", "The dataset has no task with data, so nothing could be checked."
+        return "not passed", gettext("The dataset has no task with data, so nothing could be checked.")
     failed = [d.task for d in found if d.outcome == "not passed"]
     undefined = [d.task for d in found if d.outcome == "undefined"]
     unjudged = [d.task for d in found if d.outcome == "not judged"]
-    aside = f" Not judged (no verdicts, so not part of the decision): {', '.join(unjudged)}." if unjudged else ""
+    aside = (" " + gettext("Not judged (no verdicts, so not part of the decision): %(tasks)s.", tasks=", ".join(unjudged))
+             if unjudged else "")
     if data.get("passed"):
-        return "passed", f"Every judged task passed.{aside} {rule}"
+        return "passed", f"{gettext('Every judged task passed.')}{aside} {rule}"
     if not failed and not undefined:
-        return "not passed", f"The judge has no verdicts on any task of this dataset.{aside} {rule}"
+        return "not passed", f"{gettext('The judge has no verdicts on any task of this dataset.')}{aside} {rule}"
     parts = []
     if failed:
-        parts.append(f"not passed: {', '.join(failed)}")
+        parts.append(gettext("not passed: %(tasks)s", tasks=", ".join(failed)))
     if undefined:
-        parts.append(f"undefined: {', '.join(undefined)}")
-    return "not passed", f"Every judged task must pass ({'; '.join(parts)}).{aside} {rule}"
+        parts.append(gettext("undefined: %(tasks)s", tasks=", ".join(undefined)))
+    return "not passed", f"{gettext('Every judged task must pass (%(failures)s).', failures='; '.join(parts))}{aside} {rule}"
 
 
 def overall_decision(data: dict) -> tuple[str, str]:
     """Return the whole judge's three-state decision (pass, fail, undecided; "not judged" without a judge) and why."""
+    gettext = i18n.gettext
     if data.get("judge") is None:
-        return "not judged", "No judge was named: no decision."
+        return "not judged", gettext("No judge was named: no decision.")
     state = data.get("decision") or "fail"
     rule = data.get("rule") or "point"
     found = [d for d in decisions(data) if d.outcome != "not judged"]
     if not found:
-        return state, f"No task was judged, so the judge does not pass (rule: {rule})."
+        return state, gettext("No task was judged, so the judge does not pass (rule: %(rule)s).", rule=rule)
     by_state: dict[str, list[str]] = {}
     for d in found:
         by_state.setdefault(d.state, []).append(d.task)
-    parts = [f"{STATE_WORDS.get(k, k)}: {', '.join(v)}" for k, v in by_state.items()]
-    lead = {"pass": "Every judged task passes over its whole CI",
-            "fail": "At least one task fails over its whole CI",
-            "undecided": "Not settled yet: no task fails, but not every task passes over its whole CI"}.get(state, state)
-    passed = "passes" if data.get("passed") else "does not pass"
-    return state, f"{lead} ({'; '.join(parts)}). Under rule {rule} the judge {passed} (what calibrate gate's exit code follows)."
+    parts = "; ".join(f"{gettext(STATE_WORDS.get(k, k))}: {', '.join(v)}" for k, v in by_state.items())
+    lead = {"pass": N_("Every judged task passes over its whole CI"),
+            "fail": N_("At least one task fails over its whole CI"),
+            "undecided": N_("Not settled yet: no task fails, but not every task passes over its whole CI")}.get(state, state)
+    if data.get("passed"):
+        return state, gettext("%(lead)s (%(tasks)s). Under rule %(rule)s the judge passes (what calibrate gate's exit code follows).",
+                              lead=gettext(lead), tasks=parts, rule=rule)
+    return state, gettext("%(lead)s (%(tasks)s). Under rule %(rule)s the judge does not pass (what calibrate gate's exit code follows).",
+                          lead=gettext(lead), tasks=parts, rule=rule)
 
 
 def threshold_rule(data: dict) -> str:
     """Return the threshold rule of the report in one sentence."""
-    t = data.get("threshold")
-    what = "the lower bound of the confidence interval of its alignment statistic" if data.get("ci_lower") else "its alignment statistic"
-    return (f"A task passes when {what} (Cohen's κ for categorical and pairwise tasks, Spearman's ρ for ordinal and continuous "
-            f"ones) is at least {t}.")
+    t = _threshold(data.get("threshold")) if finite(data.get("threshold")) else str(data.get("threshold"))
+    if data.get("ci_lower"):
+        return i18n.gettext("A task passes when the lower bound of the confidence interval of its alignment statistic (Cohen's κ for "
+                            "categorical and pairwise tasks, Spearman's ρ for ordinal and continuous ones) is at least %(threshold)s.",
+                            threshold=t)
+    return i18n.gettext("A task passes when its alignment statistic (Cohen's κ for categorical and pairwise tasks, Spearman's ρ for "
+                        "ordinal and continuous ones) is at least %(threshold)s.", threshold=t)
 
 
 # --------------------------------------------------------------------------- the Alternative Annotator Test

@@ -35,6 +35,7 @@ def test_the_html_report_in_spanish_speaks_spanish_with_decimal_commas(full_repo
     assert "κ de Cohen = 0," in reasons and " 0,75" in reasons and "0.75" not in reasons
     sentences = " ".join(r.get_text() for r in page.select("#decision .decision-text"))
     assert "regla: point, la estimación debe alcanzar 0,75" in sentences and "rule:" not in sentences
+    assert "Una tarea supera la calibración cuando su estadístico de alineamiento" in page.select_one("#decision").get_text()
     # The English report is what it always was: no locale is English outside the web app.
     english = render(full_report, "html")
     assert english == render(full_report, "html", "en")
