@@ -137,7 +137,8 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
 def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     decision = summary.decision(name, section, data)
     target = section.get("target", "")
-    lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, per {summary.noun(target, 1)})", ""]
+    lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, {gettext('one value per %(target)s', target=summary.noun(target, 1))})",
+             ""]
     if section.get("status") == "no_data":
         lines += [gettext("This task has no data: no current human label and no verdict of the judge remain for it."), ""]
     note = summary.judge_note(section, data)
@@ -167,7 +168,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
             lines.append("")
     block = summary.position(section)
     if block:
-        lines += ["Presentation order (pairwise):", "", table_row(["", "value", "note"]), "|---|---:|---|"]
+        lines += [gettext("Presentation order") + ":", "", table_row(["", gettext("value"), gettext("note")]), "|---|---:|---|"]
         lines += [table_row([escape(label), escape(value), escape(note) or ""]) for _, label, value, note in block]
         lines.append("")
     human = section.get("human") or {}
@@ -176,16 +177,17 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         parts.append(f"{escape(decision.ceiling.name)} {decision.ceiling.text}")
     parts += [f"{escape(s.name)} {s.value}" for s in summary.human_statistics(section)]
     annotators = human.get("annotators") or []
-    who = f" over {human.get('n', 0)} {summary.noun(target, human.get('n', 0))} labelled by two or more of {len(annotators)} annotators"
     note = f" ({escape(human['note'])})" if human.get("note") else ""
-    lines += [f"Human–human agreement{who}: {'; '.join(parts) or 'none'}{note}.", ""]
+    lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
+                      n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
+                      values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
     counts = [(label, count) for key, label, count, _ in summary.counts(section) if key not in ("n", "n_samples", "n_ties")]
     if counts:
-        ties = f" Ties awaiting adjudication: {section['n_ties']}." if section.get("n_ties") else ""
-        lines += ["Excluded from the statistics: " + ", ".join(f"{label.lower()} {count}" for label, count in counts)
-                  + f" (scored: {section.get('n', 0)}).{ties}", ""]
+        ties = " " + gettext("Ties awaiting adjudication: %(n)s.", n=section["n_ties"]) if section.get("n_ties") else ""
+        lines += [gettext("Excluded from the statistics: %(counts)s (scored: %(n)s).",
+                          counts=", ".join(f"{label.lower()} {count}" for label, count in counts), n=section.get("n", 0)) + ties, ""]
     if section.get("claim_sources"):
-        lines += [f"Claim sets: {escape(summary.claim_sources(section))}.", ""]
+        lines += [gettext("Claim sets: %(sources)s.", sources=escape(summary.claim_sources(section))), ""]
     needed = section.get("labels_needed")
     if isinstance(needed, dict) and needed.get("note"):
         lines += [f"{gettext('Labels needed:')} {escape(needed['note'])}.", ""]
