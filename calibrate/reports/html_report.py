@@ -89,8 +89,8 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
     confusion = section.get("confusion")
     heatmap = None
     if judged and summary.labelled(section) and confusion and confusion.get("labels"):
-        heatmap = Markup(charts.confusion_heatmap(confusion["labels"], confusion["matrix"], title=f"Confusion matrix of {name}",
-                                                  row_axis="human gold", column_axis="judge"))
+        heatmap = Markup(charts.confusion_heatmap(confusion["labels"], confusion["matrix"], title=i18n.gettext("Confusion matrix of %(task)s", task=name),
+                                                  row_axis=i18n.gettext("human gold"), column_axis=i18n.gettext("judge")))
     scatter = None
     if judged and not summary.labelled(section):
         points = []
@@ -101,7 +101,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
                 except (TypeError, ValueError):
                     continue
         if points:  # no scored target (no gold, say): the section's note says why, no empty chart
-            scatter = Markup(charts.score_scatter(points, scale=section.get("scale"), title=f"Human gold against judge, {name}"))
+            scatter = Markup(charts.score_scatter(points, scale=section.get("scale"), title=i18n.gettext("Human gold against judge, %(task)s", task=name)))
     ties = [row for row in report.rows.get(name, []) if row.gold_source == "tie"]
     needed = section.get("labels_needed")
     return {

@@ -611,58 +611,58 @@ def methods(data: dict) -> list[tuple[str, str]]:
     method = {"percentile": "percentile", "bca": "bias-corrected and accelerated (BCa)"}.get(boot.get("method"), str(boot.get("method")))
     ci_lower = " The lower bound of the confidence interval, not the estimate, must reach the threshold (--ci-lower)." if data.get("ci_lower") else ""
     return [
-        ("Human gold",
+        (i18n.gettext("Human gold"),
          "Each target (a claim, a retrieved context or a whole answer) gets one gold value. For categorical tasks "
          "it is the adjudicated label when an adjudicator decided one, otherwise the majority of the annotators' "
          "current labels; a tie gives no gold (the target is listed for adjudication and counted under ties). For "
          "ordinal and continuous tasks it is the adjudicated value, otherwise the mean of the annotators' values. "
          "Labels whose claim or context changed after they were given (stale labels) are ignored."),
-        ("What is excluded, and why",
+        (i18n.gettext("What is excluded, and why"),
          "A target is scored when it has both a usable verdict and human gold. Left out and counted: verdicts "
          "that could not be parsed or whose call failed (unparsed), since there is no judgement to compare; "
          "targets with a verdict but no gold (no gold, ties included), since there is nothing to compare with; "
          "targets whose gold or verdict is a label the task excludes from statistics, such as not_applicable "
          "(excluded label), since they are not claims that can be checked; and targets shown to the judge as "
          "few-shot examples in its prompt (few-shot), since the judge has seen their answers."),
-        ("Judge–human agreement",
+        (i18n.gettext("Judge–human agreement"),
          "Categorical tasks: Cohen's κ between the judge and the gold (chance-corrected agreement), percent "
          "agreement, the confusion matrix and precision, recall and F1 per label. Ordinal and continuous tasks: "
          "Spearman's ρ, Kendall's τ-b and Pearson's r between the judge and the gold, and quadratic weighted κ "
          "when both are integers on the task's scale. With grouping, each statistic is also computed within "
          "every group and averaged over the groups where it is defined (groups where either side is constant are "
          "skipped and counted)."),
-        ("Human–human ceiling",
+        (i18n.gettext("Human–human ceiling"),
          "Over the targets labelled by two or more annotators: pairwise Cohen's κ (Spearman's ρ for scores), "
          "Fleiss' κ and Krippendorff's α (nominal for categories; ordinal and interval for scores). It shows how "
          "far experts agree with each other, the level a judge can be expected to reach. The judge is compared "
          "with the gold, which pools several annotators and is less noisy than any one of them, so a judge can "
          "exceed the pairwise human figure."),
-        ("Confidence intervals",
+        (i18n.gettext("Confidence intervals"),
          f"{100 * conf:g}% {method} bootstrap intervals from {n_res} resamples (seed {boot.get('seed', '?')}). "
          "The bootstrap resamples whole samples (answers) with all their claims or contexts, a cluster "
          "bootstrap, because the claims of one answer are not independent. Human–human statistics have no "
          "interval."),
-        ("Decision",
+        (i18n.gettext("Decision"),
          f"{threshold_rule(data)}{ci_lower} A statistic that is undefined gives no decision for its task, and the "
          "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
          "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
          "labelled targets would be expected to settle a task whose interval straddles the threshold."),
-        *([("Pairwise tasks and presentation order", position_methods(data))] if position_methods(data) else []),
-        *([("RAG and retrieval metrics", rag_methods(data))] if rag_methods(data) else []),
+        *([(i18n.gettext("Pairwise tasks and presentation order"), position_methods(data))] if position_methods(data) else []),
+        *([(i18n.gettext("RAG and retrieval metrics"), rag_methods(data))] if rag_methods(data) else []),
     ]
 
 
 def provenance(data: dict) -> list[tuple[str, str]]:
     """Return the dataset's provenance as (field, text) pairs."""
     prov = data.get("provenance") or {}
-    rows = [("Dataset", str(data.get("dataset") or "")),
-            ("Description", str(prov.get("description") or "none given")),
-            ("Source", str(prov.get("source") or "not recorded")),
-            ("Samples in the dataset", str(prov.get("n_samples", "unknown")))]
+    rows = [(i18n.gettext("Dataset"), str(data.get("dataset") or "")),
+            (i18n.gettext("Description"), str(prov.get("description") or i18n.gettext("none given"))),
+            (i18n.gettext("Source"), str(prov.get("source") or i18n.gettext("not recorded"))),
+            (i18n.gettext("Samples in the dataset"), str(prov.get("n_samples", "unknown")))]
     if prov.get("is_demo"):
-        rows.append(("Demo data", "yes: bundled synthetic demo data, not a real evaluation"))
+        rows.append((i18n.gettext("Demo data"), i18n.gettext("yes: bundled synthetic demo data, not a real evaluation")))
     judge = data.get("judge")
-    rows.append(("Judge", f"{judge} ({prov.get('judge_kind') or 'unknown kind'})" if judge is not None else "none"))
+    rows.append((i18n.gettext("Judge"), f"{judge} ({prov.get('judge_kind') or 'unknown kind'})" if judge is not None else "none"))
     return rows
 
 
