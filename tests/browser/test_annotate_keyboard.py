@@ -127,8 +127,14 @@ def test_rationale_evidence_and_help_with_the_keyboard(page, live_server, sessio
     page.keyboard.press("2")
     expect(page.locator("#claims .cell").first.locator(".evidence button[aria-pressed=true]")).to_have_attribute("value", "1")
     expect(page.locator("#claims .cell").first.locator(".save-state")).to_have_attribute("data-state", "saved")
-    session.commit()
-    label = session.exec(select(Label).where(Label.sample_id == first.id)).one()
+    # "saved" may still be the rationale's save while the evidence's request is in flight on a busy
+    # machine: wait (bounded) until the database has the evidence too.
+    for _ in range(100):
+        session.commit()
+        label = session.exec(select(Label).where(Label.sample_id == first.id)).one()
+        if label.evidence == [1]:
+            break
+        page.wait_for_timeout(100)
     assert (label.value, label.rationale, label.evidence) == ("unsupported", "dice 4 mg, no 0,4", [1])
     page.keyboard.press("?")
     expect(page.locator("dialog#help")).to_be_visible()
