@@ -67,6 +67,9 @@ def day(value) -> str:
 
 # The roles as people read them (base.html and the Account page translate `user.role`).
 ROLE_NAMES = (N_("annotator"), N_("engineer"), N_("admin"))
+# Statuses as people read them (an item's badge, a run's state, a verdict's): templates translate the stored value.
+STATUS_NAMES = (N_("pending"), N_("done"), N_("skipped"), N_("flagged"), N_("running"), N_("failed"), N_("stopped"),
+                N_("ok"), N_("unparsed"), N_("error"))
 
 # What the scripts (static/annotate.js, static/calibrate.js) say, by key; `{n}`, `{what}`… are filled in by the script.
 JS_STRINGS = {

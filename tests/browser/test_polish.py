@@ -163,12 +163,13 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site, role):
 
 
 def test_the_documentation_screenshots(browser, site, tmp_path):
-    """docs/annotation.md's screenshots of the item page, English, desktop and phone (1× scale, small PNGs)."""
+    """docs/annotation.md's screenshots of the item page: desktop in English and Spanish, phone (1× scale, small PNGs)."""
     folder = DOCS_IMG if os.environ.get("CALIBRATE_UPDATE_SCREENSHOTS") == "1" else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
-    for name, viewport in (("annotate-desktop-en.png", {"width": 1200, "height": 720}),
-                           ("annotate-phone-en.png", {"width": 390, "height": 844})):
-        context = browser.new_context(viewport=viewport, device_scale_factor=1, locale="en-US")
+    desktop, phone = {"width": 1200, "height": 720}, {"width": 390, "height": 844}
+    for name, viewport, locale in (("annotate-desktop-en.png", desktop, "en-US"), ("annotate-desktop-es.png", desktop, "es-ES"),
+                                   ("annotate-phone-en.png", phone, "en-US")):
+        context = browser.new_context(viewport=viewport, device_scale_factor=1, locale=locale)
         page = context.new_page()
         try:
             login(page, site.url, "matrona.ruiz")
