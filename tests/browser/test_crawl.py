@@ -1,6 +1,7 @@
 """Crawl every page of the demo as an annotator, an engineer and an admin: every same-origin link and every
 `hx-get` is followed (each URL shape twice at most), and none answers with an error status or logs a
-console error (a missing favicon, a script refused by the CSP, a failed fragment would)."""
+console error (a missing favicon, a script refused by the CSP, a failed fragment would), and every whole
+page has one `<h1>`."""
 
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ def test_every_page_answers_without_an_error(browser, site, username):
             if response is None or response.status >= 400:
                 problems.append(f"{response.status if response else 'no response'} {url}")
                 continue
+            # every whole page (not an htmx fragment) says what it is in one heading
+            if page.evaluate("!!document.querySelector('header.topbar')") and page.locator("h1").count() != 1:
+                problems.append(f"{page.locator('h1').count()} <h1> on {url}")
             for href in page.evaluate(LINKS):
                 if href and not href.startswith(("mailto:", "javascript:")):
                     queue.append(urljoin(page.url, href))
