@@ -91,7 +91,7 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reports.summary import ceiling, decision_text
-from calibrate.targets import target_name
+from calibrate.targets import target_name, target_names
 
 DEFAULT_SPLIT = "dev"
 
@@ -125,6 +125,7 @@ class JudgeRow:
     triage: dict[str, int] = field(default_factory=dict)  # triage kind → disagreements so triaged
     test_looks: int = 0  # times its test score was computed ("evaluate on test")
     budget: dict | None = None  # the label budget for the board's CI half-width (calibration.label_budget)
+    budget_names: list[str] = field(default_factory=list)  # the budget's candidate targets as people name them
     warnings: list[dict] = field(default_factory=list)  # self-preference (calibration.self_preference_warnings)
     test: object | None = None  # the latest TestEvaluation
     position: dict | None = None  # pairwise tasks: position bias over the judge's two orders (calibration/pairwise.py)
@@ -313,6 +314,12 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
             row.note = est.get("note") or "alignment undefined on these targets"
+    # The budget's candidates as people read them ("demo-004 · claim 1"), in one query per kind.
+    wanted = [key for r in board.rows if r.budget for key in r.budget.get("candidates") or []]
+    names = target_names(session, wanted) if wanted else {}
+    for r in board.rows:
+        if r.budget:
+            r.budget_names = [names.get(key, key) for key in r.budget.get("candidates") or []]
     # The human–human ceiling: the human-only section (no bootstrap needed for it).
     human_opts = Options(**{**opts.__dict__, "bootstrap": 100})
     human_section = build_report(session, dataset.name, None, options=human_opts, tasks=[task_row.name]).data["tasks"].get(task_row.name)

@@ -21,6 +21,9 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from calibrate import i18n
+from calibrate.i18n import N_
+
 FONT = "-apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 INK = "#1f2328"
 MUTED = "#59636e"
@@ -28,10 +31,25 @@ GRID = "#d1d9e0"
 # The three-state decision (pass, fail, undecided) and the older passed / not passed wording.
 OUTCOME_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "undecided": "#9a6700", "passed": "#1a7f37", "not passed": "#cf222e",
                    "undefined": "#6e7781", "not judged": "#6e7781"}
+# The outcomes as people read them (tooltips translate the stored word).
+OUTCOME_NAMES = (N_("pass"), N_("fail"), N_("undecided"), N_("passed"), N_("not passed"), N_("undefined"), N_("not judged"))
 CEILING_COLOUR = "#8250df"
 THRESHOLD_COLOUR = "#bc4c00"
 POINT_COLOUR = "#0969da"
 CHAR_WIDTH = 6.6  # average width of a 12px sans-serif character, for layout only
+
+
+def _num(value: float, digits: int | None = None) -> str:
+    """Return a number in the reader's notation ("0.75", "0,75"); `digits` None: as few as `:g` writes."""
+    if digits is None:
+        text = f"{value:g}"
+        digits = len(text.split(".")[1]) if "." in text and "e" not in text else 0
+    return i18n.current().number(value, digits)
+
+
+def _ci(ci: tuple[float, float], digits: int) -> str:
+    """Return a CI in the reader's notation ("[0.533, 0.929]", "[0,533; 0,929]")."""
+    return i18n.gettext("[%(low)s, %(high)s]", low=_num(ci[0], digits), high=_num(ci[1], digits))
 
 
 def _e(text: object) -> str:
@@ -248,7 +266,7 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
     base = top + row_h * max(len(rows), 1)
     while tick <= hi + 1e-9:
         body.append(f'<line x1="{_f(sx(tick))}" y1="{_f(top - 6)}" x2="{_f(sx(tick))}" y2="{_f(base)}" stroke="{GRID}" stroke-width="0.6"/>')
-        body.append(_text(sx(tick), base + 16, f"{tick:.1f}".replace("-0.0", "0.0"), anchor="middle", fill=MUTED))
+        body.append(_text(sx(tick), base + 16, _num(0.0 if abs(tick) < 1e-9 else tick, 1), anchor="middle", fill=MUTED))
         tick = round(tick + step, 10)
     for i, row in enumerate(rows):
         cy = top + row_h * i + row_h / 2
@@ -269,26 +287,28 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
                         f"<title>{_e(f'{ceiling_label}: {row.ceiling:.3f}')}</title></path>")
         if _finite(row.value):
             body.append(f'<circle class="estimate" cx="{_f(sx(row.value))}" cy="{_f(cy)}" r="6" fill="{colour}" stroke="#ffffff" '
-                        f'stroke-width="1.5"><title>{_e(f"{row.label}: {row.value:.3f} ({row.outcome})")}</title></circle>')
-            ci_text = f" [{row.ci[0]:.2f}, {row.ci[1]:.2f}]" if row.ci and all(_finite(v) for v in row.ci) else ""
-            body.append(_text(left + plot + 14, cy + 4, f"{row.value:.3f}{ci_text}", fill=colour, weight="600"))
+                        f'stroke-width="1.5"><title>{_e(f"{row.label}: {_num(row.value, 3)} ({i18n.gettext(row.outcome)})")}</title></circle>')
+            ci_text = " " + _ci(row.ci, 2) if row.ci and all(_finite(v) for v in row.ci) else ""
+            body.append(_text(left + plot + 14, cy + 4, f"{_num(row.value, 3)}{ci_text}", fill=colour, weight="600"))
         else:
             body.append(_text(sx(lo) + 8, cy + 4, "undefined", fill=MUTED, extra=' font-style="italic"'))
             body.append(_text(left + plot + 14, cy + 4, "undefined", fill=MUTED, weight="600"))
     tx = sx(threshold)
     body.append(f'<line class="threshold" x1="{_f(tx)}" y1="{_f(top - 10)}" x2="{_f(tx)}" y2="{_f(base)}" '
                 f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
-    body.append(_text(tx, top - 16, f"threshold {threshold:g}", anchor="middle", fill=THRESHOLD_COLOUR, weight="600"))
+    body.append(_text(tx, top - 16, i18n.gettext("threshold %(t)s", t=_num(threshold)), anchor="middle", fill=THRESHOLD_COLOUR,
+                      weight="600"))
     ly = base + 42
     lx = left
     body.append(f'<circle cx="{_f(lx)}" cy="{_f(ly - 4)}" r="5" fill="{OUTCOME_COLOURS["passed"]}"/>')
     body.append(f'<circle cx="{_f(lx + 12)}" cy="{_f(ly - 4)}" r="5" fill="{OUTCOME_COLOURS["not passed"]}"/>')
-    body.append(_text(lx + 22, ly, f"judge vs gold (passed / not passed), bar: {ci_label}", fill=MUTED))
+    body.append(_text(lx + 22, ly, i18n.gettext("judge vs gold (passed / not passed), bar: %(ci)s", ci=ci_label), fill=MUTED))
     cx = lx + 22 + 50 * CHAR_WIDTH
     body.append(f'<path d="M{_f(cx)} {_f(ly - 10)} L{_f(cx + 6)} {_f(ly - 4)} L{_f(cx)} {_f(ly + 2)} L{_f(cx - 6)} {_f(ly - 4)} Z" '
                 f'fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2"/>')
     body.append(_text(cx + 12, ly, ceiling_label, fill=MUTED))
-    return _svg(width, height, body, label=f"Agreement with {ci_label} against the threshold {threshold:g}", kind="agreement")
+    return _svg(width, height, body, label=i18n.gettext("Agreement with %(ci)s against the threshold %(t)s", ci=ci_label, t=_num(threshold)),
+                kind="agreement")
 
 
 # --------------------------------------------------------------------------- a difference against zero
@@ -369,7 +389,7 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     tick = lo
     while tick <= hi + 1e-9:
         body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
-        body.append(_text(left - 8, sy(tick) + 4, f"{tick:.1f}".replace("-0.0", "0.0"), anchor="end", fill=MUTED))
+        body.append(_text(left - 8, sy(tick) + 4, _num(0.0 if abs(tick) < 1e-9 else tick, 1), anchor="end", fill=MUTED))
         tick = round(tick + 0.2, 10)
     with_ci = [(i, p) for i, p in enumerate(points) if p.ci and all(_finite(v) for v in p.ci)]
     if with_ci:
@@ -384,12 +404,12 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     ty = sy(threshold)
     body.append(f'<line class="threshold" x1="{_f(left)}" y1="{_f(ty)}" x2="{_f(left + plot_w)}" y2="{_f(ty)}" '
                 f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
-    body.append(_text(left + plot_w + 8, ty + 4, f"threshold {threshold:g}", fill=THRESHOLD_COLOUR, weight="600"))
+    body.append(_text(left + plot_w + 8, ty + 4, i18n.gettext("threshold %(t)s", t=_num(threshold)), fill=THRESHOLD_COLOUR, weight="600"))
     if _finite(ceiling):
         cy = sy(ceiling)
         body.append(f'<line class="ceiling" x1="{_f(left)}" y1="{_f(cy)}" x2="{_f(left + plot_w)}" y2="{_f(cy)}" '
                     f'stroke="{CEILING_COLOUR}" stroke-width="1.6" stroke-dasharray="2 3"/>')
-        body.append(_text(left + plot_w + 8, cy + 4 + (14 if abs(cy - ty) < 14 else 0), f"human–human {ceiling:.2f}",
+        body.append(_text(left + plot_w + 8, cy + 4 + (14 if abs(cy - ty) < 14 else 0), i18n.gettext("human–human %(value)s", value=_num(ceiling, 2)),
                           fill=CEILING_COLOUR, weight="600"))
     for i, p in enumerate(points):
         x = sx(i)
@@ -397,10 +417,11 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
                           extra=f' transform="rotate(-30 {_f(x)} {_f(top + plot_h + 18)})"'))
         if _finite(p.value):
             colour = OUTCOME_COLOURS.get(p.outcome, MUTED)
-            ci_text = f" [{p.ci[0]:.3f}, {p.ci[1]:.3f}]" if p.ci and all(_finite(v) for v in p.ci) else ""
+            ci_text = " " + _ci(p.ci, 3) if p.ci and all(_finite(v) for v in p.ci) else ""
             body.append(f'<circle class="estimate" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" fill="{colour}" stroke="#ffffff" '
-                        f'stroke-width="1.5"><title>{_e(f"{p.label}: {p.value:.3f}{ci_text} ({p.outcome})")}</title></circle>')
+                        f'stroke-width="1.5"><title>{_e(f"{p.label}: {_num(p.value, 3)}{ci_text} ({i18n.gettext(p.outcome)})")}</title></circle>')
     body.append(f'<text x="14" y="{_f(top + plot_h / 2)}" text-anchor="middle" font-weight="600" '
                 f'transform="rotate(-90 14 {_f(top + plot_h / 2)})">{_e(metric)}</text>')
-    return _svg(width, height, body, label=f"{metric} across {len(points)} versions with {ci_label}, threshold {threshold:g}",
-                kind="versions")
+    label = i18n.gettext("%(metric)s across %(n)s versions with %(ci)s, threshold %(t)s", metric=metric, n=len(points), ci=ci_label,
+                         t=_num(threshold))
+    return _svg(width, height, body, label=label, kind="versions")

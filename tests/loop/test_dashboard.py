@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from bs4 import BeautifulSoup
@@ -13,7 +14,7 @@ from calibrate.calibration.loop import dashboard
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.judges import save_version
-from calibrate.models import Label, Sample
+from calibrate.models import Claim, Label, Sample
 
 
 def test_dashboard_rows_are_the_report_on_the_split(demo, session):
@@ -189,6 +190,13 @@ def test_label_budget_formula_json_and_dashboard(demo, session, client, login, a
     page = soup(client.get(f"/datasets/{demo}/calibration?budget=0.1"))
     cell = page.select_one("#judges tr[data-judge='demo-claims@1'] .budget span")
     assert cell.get_text() == str(section["budget"]["more_targets"])
+    # the disclosure names the candidates as people read them: the sample's id and the claim from 1
+    which = page.select_one("#judges tr[data-judge='demo-claims@1'] .budget-ids small").get_text()
+    names = which.split(", ")
+    assert len(names) == len(section["budget"]["candidates"]) > 0
+    assert all(re.fullmatch(r"demo-\d{3} · claim \d+", name) for name in names), which
+    first = session.get(Claim, int(section["budget"]["candidates"][0].split(":")[1]))
+    assert names[0] == f"{session.get(Sample, first.sample_id).external_id} · claim {first.index + 1}"
 
 
 def test_self_preference_guard(demo, session, client, login, app, runner, soup):
