@@ -30,11 +30,11 @@ def _ci(ci: list | None) -> str:
 def _p(value: float | None) -> str:
     if value is None:
         return "—"
-    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+    return "< " + _num(0.001) if value < 0.001 else _num(value)
 
 
 def _ci_label(result: dict) -> str:
-    return f"{result['method']['bootstrap']['confidence']:.0%} CI"
+    return summary.confidence_text(result)
 
 
 def _md(text: Any) -> str:
@@ -48,15 +48,17 @@ def headline(section: dict) -> str:
     """Return one sentence saying whether B beat A on a task, with the evidence."""
     diff = section["difference"]
     if diff["value"] is None:
-        return f"the difference is undefined: {diff['note']}"
+        return i18n.gettext("the difference is undefined: %(why)s", why=diff["note"])
     ci = diff.get("ci")
     if ci and ci[0] > 0:
-        verdict = "B is better"
+        verdict = i18n.gettext("B is better")
     elif ci and ci[1] < 0:
-        verdict = "B is worse"
+        verdict = i18n.gettext("B is worse")
     else:
-        verdict = "no clear difference (the CI includes 0)"
-    return f"{verdict}: {section['metric']} {_num(section['a']['value'])} → {_num(section['b']['value'])}, B − A = {diff['value']:+.3f} {_ci(ci)}"
+        verdict = i18n.gettext("no clear difference (the CI includes 0)")
+    sign = "+" if diff["value"] >= 0 else "−"
+    return (f"{verdict}: {section['metric']} {_num(section['a']['value'])} → {_num(section['b']['value'])}, "
+            f"B − A = {sign}{_num(abs(diff['value']))} {_ci(ci)}")
 
 
 def judge_decision(section: dict, side: str, threshold: float | None) -> str:
@@ -94,38 +96,45 @@ def render_compare_json(result: dict) -> str:
 
 
 def render_compare_markdown(result: dict) -> str:
-    scope = f" (split {_md(result['split'])})" if result.get("split") else ""
-    lines = [f"## Judge comparison on {_md(result['dataset'])}{scope}: A = `{_md(result['judge_a'])}`, B = `{_md(result['judge_b'])}`", ""]
+    _ = i18n.gettext
+    scope = " (" + _("split %(split)s", split=_md(result["split"])) + ")" if result.get("split") else ""
+    lines = [_("## Judge comparison on %(dataset)s%(scope)s: A = `%(a)s`, B = `%(b)s`", dataset=_md(result["dataset"]), scope=scope,
+               a=_md(result["judge_a"]), b=_md(result["judge_b"])), ""]
     for name, section in result["tasks"].items():
-        lines += [f"### {_md(name)} ({section['common_n']} common targets in {section['n_samples']} samples)", "",
+        lines += ["### " + _md(name) + " (" + _("%(n)s common targets in %(samples)s samples", n=section["common_n"],
+                                                 samples=section["n_samples"]) + ")", "",
                   f"**{_md(headline(section))}**", "",
                   "| | A | B |", "|---|---|---|",
                   f"| {section['metric']} | {_num(section['a']['value'])} | {_num(section['b']['value'])} |"]
         if section["metric"] == "cohen_kappa":
-            lines.append(f"| accuracy vs gold | {_num(section['accuracy']['a'])} | {_num(section['accuracy']['b'])} |")
+            lines.append(f"| {_('accuracy against gold')} | {_num(section['accuracy']['a'])} | {_num(section['accuracy']['b'])} |")
             mc = section["mcnemar"]
-            tests = f"McNemar exact: fixed (b01) {mc['b01']}, broken (b10) {mc['b10']}, p = {_p(mc['p_value'])}"
+            tests = _("McNemar exact: fixed (b01) %(fixed)s, broken (b10) %(broken)s, p = %(p)s", fixed=mc["b01"], broken=mc["b10"],
+                      p=_p(mc["p_value"]))
         else:
-            lines.append(f"| mean absolute error | {_num(section['mean_abs_error']['a'])} | {_num(section['mean_abs_error']['b'])} |")
-            tests = (f"paired t-test on per-sample absolute error: t = {_num(section['ttest']['t'])}, p = {_p(section['ttest']['p_value'])}; "
-                     f"Wilcoxon: p = {_p(section['wilcoxon']['p_value'])}")
+            lines.append(f"| {_('mean absolute error')} | {_num(section['mean_abs_error']['a'])} | {_num(section['mean_abs_error']['b'])} |")
+            tests = _("paired t-test on per-sample absolute error: t = %(t)s, p = %(p)s; Wilcoxon: p = %(w)s", t=_num(section["ttest"]["t"]),
+                      p=_p(section["ttest"]["p_value"]), w=_p(section["wilcoxon"]["p_value"]))
         lines.append(f"| {_ci_label(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
-        lines.append(f"| decision | {_md(section['a'].get('decision') or 'no decision')} | {_md(section['b'].get('decision') or 'no decision')} |")
+        decided = [_md(_(section[side]["decision"]) if section[side].get("decision") else _("no decision")) for side in ("a", "b")]
+        lines.append(f"| {_('decision')} | {decided[0]} | {decided[1]} |")
         flips = section["flips"]
         lines += ["", f"A: {_md(judge_decision(section, 'a', result.get('threshold')))}.",
                   f"B: {_md(judge_decision(section, 'b', result.get('threshold')))}."]
         if section.get("reconciliation"):
             lines += ["", f"**{_md(section['reconciliation'])}**"]
-        lines += ["", tests, "", f"Flipped: {flips['n_fixed']} fixed by B, {flips['n_broken']} broken by B."]
+        lines += ["", tests, "", _("Flipped: %(fixed)s fixed by B, %(broken)s broken by B.", fixed=flips["n_fixed"], broken=flips["n_broken"])]
         if flips["broken"]:
-            lines.append("Broken: " + ", ".join(f"`{_md(person_target(t))}`" for t in flips["broken"][:30]) + (" …" if flips["n_broken"] > 30 else ""))
+            lines.append(_("Broken:") + " " + ", ".join(f"`{_md(person_target(t))}`" for t in flips["broken"][:30])
+                         + (" …" if flips["n_broken"] > 30 else ""))
         lines.append("")
-    lines += ["### What changed between the prompt versions", ""] + [f"- {_md(line)}" for line in changed_lines(result)] + [""]
+    lines += ["### " + _("What changed between the prompt versions"), ""] + [f"- {_md(line)}" for line in changed_lines(result)] + [""]
     if result.get("skipped"):
-        lines += ["Not compared: " + "; ".join(_md(s) for s in result["skipped"]), ""]
+        lines += [_("Not compared:") + " " + "; ".join(_md(s) for s in result["skipped"]), ""]
     boot = result["method"]["bootstrap"]
-    lines.append(f"Paired cluster bootstrap over samples ({boot['n_resamples']} resamples, {boot['confidence']:.0%}, seed {boot['seed']}); "
-                 f"few-shot targets of either version excluded. calibrate {__version__}.")
+    lines.append(_("Paired cluster bootstrap over samples (%(n)s resamples, %(level)s, seed %(seed)s); few-shot targets of either version "
+                   "excluded. calibrate %(version)s.", n=boot["n_resamples"], level=i18n.current().percent(boot["confidence"], 0),
+                   seed=boot["seed"], version=__version__))
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +166,7 @@ def compare_context(result: dict, link: Callable[[str, str, str], str] | None = 
                  "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
                  "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
                  "fixed": flips(name, section, "fixed"), "broken": flips(name, section, "broken"),
-                 "p": _p, "num": _num} for name, section in result["tasks"].items()]
+                 "p": _p, "num": _num, "ci_label": _ci_label(result)} for name, section in result["tasks"].items()]
     return {"result": result, "sections": sections}
 
 
