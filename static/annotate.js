@@ -188,8 +188,11 @@
     const active = document.activeElement;
     if (!(active && target.contains(active) && active.matches("textarea, input"))) {
       const wasFocused = active === target;
+      // A focused element inside (the Submit button in the status box) keeps the focus in its fresh copy.
+      const inside = !wasFocused && active && active.id && target.contains(active) ? active.id : null;
       target.replaceWith(fresh);
       if (wasFocused) fresh.focus({ preventScroll: true });
+      else if (inside && document.getElementById(inside)) document.getElementById(inside).focus({ preventScroll: true });
       return fresh;
     }
     // Keep the part holding the field being edited; take every other part from the server.

@@ -62,6 +62,9 @@ def test_label_a_whole_item_with_the_keyboard_submit_and_come_back(page, live_se
     expect(page.locator(".cell[data-required='1'] .save-state[data-state=saved]")).to_have_count(4)
     assert _labels(session, first) == {"claim 0": "supported", "claim 1": "unsupported", "claim 2": "not_applicable", "sample": "4"}
     expect(page.locator("mark.claim[data-value=unsupported]")).to_have_count(1)
+    # the item is complete: the focus is on Submit (not lost to <body>), in view
+    expect(page.locator("#submit-button")).to_be_focused()
+    expect(page.locator("#submit-button")).to_be_in_viewport()
     page.keyboard.press("Enter")
     page.wait_for_url(f"{live_server}/annotate/{a2.id}")
     session.commit()

@@ -69,6 +69,9 @@ def test_label_a_pairwise_item_with_the_keyboard_only(page, live_server, session
     page.keyboard.press("u")  # undo the tie: back to the second response
     assert eventually(lambda: _label(session).value == order[1])
     assert _label(session).order == order
+    # the database has it before the page does: wait until the undo's answer gave the cell the focus back
+    # ("3" had handed it on to Submit), or "r" and the typing would go to no cell
+    expect(cell).to_have_class("cell focused")
 
     page.keyboard.press("r")
     page.keyboard.type("más completa")
