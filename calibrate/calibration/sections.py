@@ -19,6 +19,7 @@ from calibrate.calibration.budget import budget_candidates, label_budget
 from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
 from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
+from calibrate.i18n import N_
 from calibrate.models import (
     Task,
 )
@@ -183,7 +184,7 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
     if shared.empty:
         out["status"] = "no_data"
-        out["note"] = "no target was labelled by two or more annotators"
+        out["note"] = N_("no target was labelled by two or more annotators")
         out["pairwise_kappa"] = []
         out["fleiss_kappa"] = estimate_dict(Estimate.no_data(out["note"]))
         out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(out["note"]))}
@@ -377,7 +378,7 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
     shared = current[multi] if not current.empty else current
     out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
     if shared.empty:
-        note = "no target was labelled by two or more annotators"
+        note = N_("no target was labelled by two or more annotators")
         out.update(status="no_data", note=note, krippendorff_alpha={
             "ordinal": estimate_dict(Estimate.no_data(note)), "interval": estimate_dict(Estimate.no_data(note))})
         out["pairwise_spearman"] = []

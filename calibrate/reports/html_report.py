@@ -124,7 +124,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "excluded_total": summary.excluded_total(section),
         "claim_sources": summary.claim_sources(section),
         "n_stale": int(section.get("n_stale") or 0),
-        "labels_needed": needed.get("note") if isinstance(needed, dict) else "",
+        "labels_needed": summary.labels_needed_text(section, data.get("threshold")),
         "settled": judged and needed is None and decision.outcome in ("passed", "not passed"),
         "heatmap": heatmap,
         "scatter": scatter,

@@ -188,9 +188,9 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
                           counts=", ".join(f"{label.lower()} {count}" for label, count in counts), n=section.get("n", 0)) + ties, ""]
     if section.get("claim_sources"):
         lines += [gettext("Claim sets: %(sources)s.", sources=escape(summary.claim_sources(section))), ""]
-    needed = section.get("labels_needed")
-    if isinstance(needed, dict) and needed.get("note"):
-        lines += [f"{gettext('Labels needed:')} {escape(needed['note'])}.", ""]
+    needed = summary.labels_needed_text(section, data.get("threshold"))
+    if needed:
+        lines += [f"{gettext('Labels needed:')} {escape(needed)}.", ""]
     if isinstance(section.get("alt_test"), dict):
         lines += alt_test_lines(section["alt_test"])
     return lines
@@ -199,7 +199,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
 def alt_test_lines(block: dict) -> list[str]:
     """Return an `alt_test` block as Markdown lines: the answer with why, then the per-annotator table when it ran."""
     answer, why = summary.alt_test_verdict(block)
-    out = [f"Could the judge replace an expert (Alternative Annotator Test)? **{escape(answer)}**: {escape(why)}.", ""]
+    out = [gettext("Could the judge replace an expert (Alternative Annotator Test)?") + f" **{escape(answer)}**: {escape(why)}.", ""]
     rows = summary.alt_test_rows(block)
     if rows:
         out += [table_row(["annotator", "items", "p", "rejected", "judge wins", "annotator wins"]), "|---|---:|---:|---|---:|---:|"]
@@ -212,15 +212,17 @@ def alt_test_lines(block: dict) -> list[str]:
 
 def _methods_paragraph(data: dict) -> str:
     boot = (data.get("method") or {}).get("bootstrap") or {}
+    method = boot.get("method", "percentile")
     return (
-        "Gold per target: the adjudicated label, else the majority of annotators (a tie gives no gold); for scores, "
-        "the mean of the annotators. Excluded and counted: unparsed verdicts, targets without gold, labels left out "
-        "of statistics (such as not_applicable) and few-shot examples of the judge's prompt. "
-        f"Intervals: {100 * boot.get('confidence', 0.95):g}% {boot.get('method', 'percentile')} cluster bootstrap over "
-        f"samples (answers), {boot.get('n_resamples', '?')} resamples, seed {boot.get('seed', '?')}. "
-        f"{summary.threshold_rule(data)}"
-        f"{' The CI lower bound must reach the threshold.' if data.get('ci_lower') else ''} "
-        "Human–human agreement is over targets with two or more annotators."
+        gettext("Gold per target: the adjudicated label, else the majority of annotators (a tie gives no gold); for scores, "
+                "the mean of the annotators. Excluded and counted: unparsed verdicts, targets without gold, labels left out "
+                "of statistics (such as not_applicable) and few-shot examples of the judge's prompt.") + " "
+        + gettext("Intervals: %(level)s %(method)s cluster bootstrap over samples (answers), %(n)s resamples, seed %(seed)s.",
+                  level=summary.confidence_level(boot.get("confidence", 0.95)), method=gettext(method), n=boot.get("n_resamples", "?"),
+                  seed=boot.get("seed", "?")) + " "
+        + summary.threshold_rule(data)
+        + (" " + gettext("The CI lower bound must reach the threshold.") if data.get("ci_lower") else "") + " "
+        + gettext("Human–human agreement is over targets with two or more annotators.")
         + (f" {summary.position_methods(data)}" if summary.position_methods(data) else "")
         + (f" {summary.rag_methods(data)}" if summary.rag_methods(data) else "")
     )

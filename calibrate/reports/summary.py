@@ -3,11 +3,16 @@
 Both human-readable renderers take their numbers and sentences from here, so a value shown
 in the HTML is the same text as in the Markdown (and the JSON value rounded to 3 decimals).
 Nothing here escapes: each renderer escapes for its own output.
+
+Over 800 lines because it is the one place where the reports' sentences are worded, each as one
+translatable message (docs/i18n.md): splitting it would split the wording the HTML and Markdown
+must share, and the methods' paragraphs alone are a tenth of it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,7 +187,7 @@ def counts(section: dict) -> list[tuple[str, str, int, str]]:
 def claim_sources(info: dict) -> str:
     """Return which claim sets a section used, in words ("segmenter: 40 answers; claims@2: 12 answers"), or ""."""
     sources = info.get("claim_sources") or {}
-    return "; ".join(f"{source}: {_count(n, 'answer', 'answers')}" for source, n in sources.items())
+    return "; ".join(f"{source}: " + i18n.ngettext("%(num)s answer", "%(num)s answers", n) for source, n in sources.items())
 
 
 def excluded_total(section: dict) -> int:
@@ -249,16 +254,16 @@ def position_methods(data: dict) -> str:
     rule = (data.get("method") or {}).get("order_rule")
     if not rule:
         return ""
-    return (
+    return i18n.gettext(
         "A pairwise task's value names the better response by its id, or tie. A judge may see the responses in the "
         "original order and in the swapped (reversed) order; its alignment with the gold uses one verdict per target "
-        f"by the order rule {ORDER_RULES.get(rule, rule)}. A judge with verdicts in one order only is scored on that "
+        "by the order rule %(rule)s. A judge with verdicts in one order only is scored on that "
         "order under either rule. Targets left without a verdict by the rule are counted, never scored. Position bias "
         "compares the two orders on the targets with two responses and a usable verdict in both (an unusable verdict "
         "never agrees with anything): agreement and Cohen's κ between the orders, the share of non-tie verdicts that "
-        "pick the response shown first (pooled over both orders, so a judge without position bias scores 50%), and an "
+        "pick the response shown first (pooled over both orders, so a judge without position bias scores 50%%), and an "
         "exact sign test on the pairs where the judge picked the same slot twice. The annotators' own first-position "
-        "rate comes from the order each of them was shown.")
+        "rate comes from the order each of them was shown.", rule=ORDER_RULES.get(rule, rule))
 
 
 # --------------------------------------------------------------------------- human ceiling
@@ -340,7 +345,11 @@ def judge_note(section: dict, data: dict) -> str:
     if data.get("judge") is None:
         return ""
     if section.get("judge_note"):
-        return str(section["judge_note"])
+        note = str(section["judge_note"])
+        judge = str(data.get("judge"))
+        if note == f"judge {judge} has no verdicts for this task":  # the JSON's wording (calibration/report.py)
+            return i18n.gettext("judge %(judge)s has no verdicts for this task", judge=judge)
+        return note
     metric = (section.get("alignment") or {}).get("metric") or ("cohen_kappa" if labelled(section) else "spearman_rho")
     estimate = section.get(metric) if isinstance(section.get(metric), dict) else {}
     return str(estimate.get("note") or "") if estimate.get("status") == "no_data" else ""
@@ -575,15 +584,31 @@ def threshold_rule(data: dict) -> str:
 def alt_test_verdict(block: dict | None) -> tuple[str, str]:
     """Return the answer to "could the judge replace an expert?" ("yes", "no" or "—") and why, in one sentence."""
     if not block:
-        return "—", "not computed"
+        return "—", i18n.gettext("not computed")
     if block.get("status") != "ok":
-        return "—", str(block.get("note") or "the alt-test is undefined here")
+        return "—", alt_test_note(str(block.get("note") or "the alt-test is undefined here"))
     rejected = sum(1 for a in block.get("annotators") or [] if a.get("rejected"))
     tested = int(block.get("n_annotators") or 0)
     why = (f"winning rate ω = {number(block.get('winning_rate'))} ({rejected} of {tested} tested annotators beaten at "
            f"ε = {block.get('epsilon'):g}, α = {block.get('alpha'):g}; passes at ω ≥ 0.5); advantage probability "
            f"ρ = {number(block.get('advantage_prob'))}; {block.get('n_items')} items, {block.get('scoring')} scoring")
     return ("yes" if block.get("passed") else "no"), why
+
+
+ALT_TEST_NOTES = (N_("the alt-test is undefined here"), N_("the judge has no verdicts for this task"),
+                  N_("no item has at least 2 human labels and a judge verdict"))
+_TOO_FEW_ANNOTATORS = re.compile(r"(\d+) annotator\(s\) with labels: the alt-test needs at least (\d+)")
+
+
+def alt_test_note(note: str) -> str:
+    """Return why the alt-test is undefined in the reader's language (the JSON's `note` is English): the fixed
+    reasons and the commonest worded one; any other reason as it is."""
+    too_few = _TOO_FEW_ANNOTATORS.fullmatch(note)
+    if too_few:
+        return i18n.ngettext("%(num)s annotator(s) with labels: the alt-test needs at least %(min)s",
+                             "%(num)s annotator(s) with labels: the alt-test needs at least %(min)s",
+                             int(too_few.group(1)), min=too_few.group(2))
+    return i18n.gettext(note) if note in ALT_TEST_NOTES else note
 
 
 def alt_test_rows(block: dict) -> list[dict]:
@@ -603,53 +628,92 @@ def alt_test_context(block: dict) -> dict:
 # --------------------------------------------------------------------------- methods and provenance
 
 
+BOOTSTRAP_METHODS = {"percentile": N_("percentile"), "bca": N_("bias-corrected and accelerated (BCa)")}
+
+
+def confidence_level(conf: float) -> str:
+    """Return a confidence level as a percentage in the reader's notation ("95%", "95 %")."""
+    digits = 0 if float(f"{100 * conf:g}").is_integer() else 1
+    return i18n.current().percent(conf, digits)
+
+
 def methods(data: dict) -> list[tuple[str, str]]:
     """Return the methods text as (heading, paragraph) pairs, with this report's settings."""
+    _ = i18n.gettext
     boot = (data.get("method") or {}).get("bootstrap") or {}
     n_res = boot.get("n_resamples", "?")
     conf = boot.get("confidence", 0.95)
-    method = {"percentile": "percentile", "bca": "bias-corrected and accelerated (BCa)"}.get(boot.get("method"), str(boot.get("method")))
-    ci_lower = " The lower bound of the confidence interval, not the estimate, must reach the threshold (--ci-lower)." if data.get("ci_lower") else ""
+    method = _(BOOTSTRAP_METHODS[boot.get("method")]) if boot.get("method") in BOOTSTRAP_METHODS else str(boot.get("method"))
+    ci_lower = (" " + _("The lower bound of the confidence interval, not the estimate, must reach the threshold (--ci-lower).")
+                if data.get("ci_lower") else "")
     return [
-        (i18n.gettext("Human gold"),
-         "Each target (a claim, a retrieved context or a whole answer) gets one gold value. For categorical tasks "
-         "it is the adjudicated label when an adjudicator decided one, otherwise the majority of the annotators' "
-         "current labels; a tie gives no gold (the target is listed for adjudication and counted under ties). For "
-         "ordinal and continuous tasks it is the adjudicated value, otherwise the mean of the annotators' values. "
-         "Labels whose claim or context changed after they were given (stale labels) are ignored."),
-        (i18n.gettext("What is excluded, and why"),
-         "A target is scored when it has both a usable verdict and human gold. Left out and counted: verdicts "
-         "that could not be parsed or whose call failed (unparsed), since there is no judgement to compare; "
-         "targets with a verdict but no gold (no gold, ties included), since there is nothing to compare with; "
-         "targets whose gold or verdict is a label the task excludes from statistics, such as not_applicable "
-         "(excluded label), since they are not claims that can be checked; and targets shown to the judge as "
-         "few-shot examples in its prompt (few-shot), since the judge has seen their answers."),
-        (i18n.gettext("Judge–human agreement"),
-         "Categorical tasks: Cohen's κ between the judge and the gold (chance-corrected agreement), percent "
-         "agreement, the confusion matrix and precision, recall and F1 per label. Ordinal and continuous tasks: "
-         "Spearman's ρ, Kendall's τ-b and Pearson's r between the judge and the gold, and quadratic weighted κ "
-         "when both are integers on the task's scale. With grouping, each statistic is also computed within "
-         "every group and averaged over the groups where it is defined (groups where either side is constant are "
-         "skipped and counted)."),
-        (i18n.gettext("Human–human ceiling"),
-         "Over the targets labelled by two or more annotators: pairwise Cohen's κ (Spearman's ρ for scores), "
-         "Fleiss' κ and Krippendorff's α (nominal for categories; ordinal and interval for scores). It shows how "
-         "far experts agree with each other, the level a judge can be expected to reach. The judge is compared "
-         "with the gold, which pools several annotators and is less noisy than any one of them, so a judge can "
-         "exceed the pairwise human figure."),
-        (i18n.gettext("Confidence intervals"),
-         f"{100 * conf:g}% {method} bootstrap intervals from {n_res} resamples (seed {boot.get('seed', '?')}). "
-         "The bootstrap resamples whole samples (answers) with all their claims or contexts, a cluster "
-         "bootstrap, because the claims of one answer are not independent. Human–human statistics have no "
-         "interval."),
-        (i18n.gettext("Decision"),
-         f"{threshold_rule(data)}{ci_lower} A statistic that is undefined gives no decision for its task, and the "
-         "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
-         "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
-         "labelled targets would be expected to settle a task whose interval straddles the threshold."),
-        *([(i18n.gettext("Pairwise tasks and presentation order"), position_methods(data))] if position_methods(data) else []),
-        *([(i18n.gettext("RAG and retrieval metrics"), rag_methods(data))] if rag_methods(data) else []),
+        (_("Human gold"),
+         _("Each target (a claim, a retrieved context or a whole answer) gets one gold value. For categorical tasks "
+           "it is the adjudicated label when an adjudicator decided one, otherwise the majority of the annotators' "
+           "current labels; a tie gives no gold (the target is listed for adjudication and counted under ties). For "
+           "ordinal and continuous tasks it is the adjudicated value, otherwise the mean of the annotators' values. "
+           "Labels whose claim or context changed after they were given (stale labels) are ignored.")),
+        (_("What is excluded, and why"),
+         _("A target is scored when it has both a usable verdict and human gold. Left out and counted: verdicts "
+           "that could not be parsed or whose call failed (unparsed), since there is no judgement to compare; "
+           "targets with a verdict but no gold (no gold, ties included), since there is nothing to compare with; "
+           "targets whose gold or verdict is a label the task excludes from statistics, such as not_applicable "
+           "(excluded label), since they are not claims that can be checked; and targets shown to the judge as "
+           "few-shot examples in its prompt (few-shot), since the judge has seen their answers.")),
+        (_("Judge–human agreement"),
+         _("Categorical tasks: Cohen's κ between the judge and the gold (chance-corrected agreement), percent "
+           "agreement, the confusion matrix and precision, recall and F1 per label. Ordinal and continuous tasks: "
+           "Spearman's ρ, Kendall's τ-b and Pearson's r between the judge and the gold, and quadratic weighted κ "
+           "when both are integers on the task's scale. With grouping, each statistic is also computed within "
+           "every group and averaged over the groups where it is defined (groups where either side is constant are "
+           "skipped and counted).")),
+        (_("Human–human ceiling"),
+         _("Over the targets labelled by two or more annotators: pairwise Cohen's κ (Spearman's ρ for scores), "
+           "Fleiss' κ and Krippendorff's α (nominal for categories; ordinal and interval for scores). It shows how "
+           "far experts agree with each other, the level a judge can be expected to reach. The judge is compared "
+           "with the gold, which pools several annotators and is less noisy than any one of them, so a judge can "
+           "exceed the pairwise human figure.")),
+        (_("Confidence intervals"),
+         _("%(level)s %(method)s bootstrap intervals from %(n)s resamples (seed %(seed)s). "
+           "The bootstrap resamples whole samples (answers) with all their claims or contexts, a cluster "
+           "bootstrap, because the claims of one answer are not independent. Human–human statistics have no "
+           "interval.", level=confidence_level(conf), method=method, n=n_res, seed=boot.get("seed", "?"))),
+        (_("Decision"),
+         threshold_rule(data) + ci_lower + " "
+         + _("A statistic that is undefined gives no decision for its task, and the "
+             "report then does not pass. The report passes when every task passes. \"Labels needed\" assumes the "
+             "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
+             "labelled targets would be expected to settle a task whose interval straddles the threshold.")),
+        *([(_("Pairwise tasks and presentation order"), position_methods(data))] if position_methods(data) else []),
+        *([(_("RAG and retrieval metrics"), rag_methods(data))] if rag_methods(data) else []),
     ]
+
+
+NEEDED_NOTES = (N_("there is no confidence interval to extrapolate from"),
+                N_("the estimate lies outside its interval: no extrapolation is made"))
+SIDES = {"lower": N_("lower"), "upper": N_("upper")}
+
+
+def labels_needed_text(section: dict, threshold: Any) -> str:
+    """Return the section's `labels_needed` in the reader's language ("" when there is none).
+
+    The JSON's `note` is English; the sentence is worded again here from the same figures
+    (calibration.decision.labels_to_settle), so it reads the same in English.
+    """
+    needed = section.get("labels_needed")
+    if not isinstance(needed, dict) or not needed.get("note"):
+        return ""
+    more = needed.get("more_targets")
+    alignment = section.get("alignment") or {}
+    value, ci = alignment.get("value"), alignment.get("ci")
+    if not isinstance(more, int) or not finite(value) or not finite(threshold) or not ci or not all(finite(v) for v in ci):
+        return i18n.gettext(str(needed["note"]))
+    side = "lower" if value >= threshold else "upper"
+    half = value - ci[0] if side == "lower" else ci[1] - value
+    return i18n.gettext("the CI %(ci)s straddles %(t)s; about %(more)s more labelled targets (n ≈ %(total)s) would be expected to "
+                        "settle it, assuming the estimate stays at %(value)s and the distance to the CI's %(side)s bound (%(half)s) "
+                        "shrinks as 1/√n", ci=interval(ci), t=_threshold(threshold), more=more, total=int(section.get("n") or 0) + more,
+                        value=number(value), side=i18n.gettext(SIDES[side]), half=number(half))
 
 
 def provenance(data: dict) -> list[tuple[str, str]]:
@@ -670,21 +734,17 @@ def provenance(data: dict) -> list[tuple[str, str]]:
 
 
 RAG_NAMES = {
-    "faithfulness": "Faithfulness (share of supported claims per answer)",
-    "context_precision": "Context precision (rank-weighted, per answer)",
+    "faithfulness": N_("Faithfulness (share of supported claims per answer)"),
+    "context_precision": N_("Context precision (rank-weighted, per answer)"),
 }
 
 RETRIEVAL_NAMES = {"recall_at_k": "Recall@K", "precision_at_k": "Precision@K", "f1_at_k": "F1@K", "mrr": "MRR", "ndcg_at_k": "nDCG@K"}
 
 RETRIEVAL_SOURCES = {
-    "ids": "the samples' retrieved_ids (ranked) and relevant_ids",
-    "context_relevance_gold": ("the human gold of context_relevance (each answer's retrieved contexts in rank order; "
-                               "recall is relative to the relevant contexts that were retrieved)"),
+    "ids": N_("the samples' retrieved_ids (ranked) and relevant_ids"),
+    "context_relevance_gold": N_("the human gold of context_relevance (each answer's retrieved contexts in rank order; "
+                                 "recall is relative to the relevant contexts that were retrieved)"),
 }
-
-
-def _count(n: Any, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
 
 
 def rag(data: dict) -> list[dict]:
@@ -696,15 +756,17 @@ def rag(data: dict) -> list[dict]:
         rho = info.get("spearman_rho")
         notes = [rho.get("note")] if isinstance(rho, dict) and rho.get("note") else []
         if info.get("n_claims_no_gold"):
-            notes.append(f"{_count(info['n_claims_no_gold'], 'claim', 'claims')} without human gold (ties, unlabelled) "
-                         "left out of the human value")
+            notes.append(i18n.ngettext("%(num)s claim without human gold (ties, unlabelled) left out of the human value",
+                                       "%(num)s claims without human gold (ties, unlabelled) left out of the human value",
+                                       info["n_claims_no_gold"]))
         if info.get("n_claims_no_verdict"):
-            notes.append(f"{_count(info['n_claims_no_verdict'], 'claim', 'claims')} without a usable verdict counted as "
-                         "not supported in the judge's value")
+            notes.append(i18n.ngettext("%(num)s claim without a usable verdict counted as not supported in the judge's value",
+                                       "%(num)s claims without a usable verdict counted as not supported in the judge's value",
+                                       info["n_claims_no_verdict"]))
         if info.get("claim_sources"):
-            notes.append(f"claim sets: {claim_sources(info)}")
+            notes.append(i18n.gettext("claim sets: %(sources)s", sources=claim_sources(info)))
         out.append({
-            "key": key, "name": RAG_NAMES.get(key, key),
+            "key": key, "name": i18n.gettext(RAG_NAMES[key]) if key in RAG_NAMES else key,
             "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),
             "judge": number(info.get("judge_mean")) if "judge_mean" in info else "",
             "n_judge": info.get("n_judge", ""),
@@ -728,14 +790,16 @@ class Retrieval:
     @property
     def summary(self) -> str:
         """Return one sentence: the source, the samples averaged and those left out."""
-        parts = [(f"Mean over {_count(self.n, 'sample', 'samples')} with a relevant document, at K = {self.k}, "
-                  f"from {self.source}.")]
+        parts = [i18n.ngettext("Mean over %(num)s sample with a relevant document, at K = %(k)s, from %(source)s.",
+                               "Mean over %(num)s samples with a relevant document, at K = %(k)s, from %(source)s.",
+                               self.n, k=self.k, source=self.source)]
         if self.n_no_relevant:
-            parts.append(f"{_count(self.n_no_relevant, 'sample has', 'samples have')} no relevant document: "
-                         "left out of the means (undefined, not zero).")
+            parts.append(i18n.ngettext("%(num)s sample has no relevant document: left out of the means (undefined, not zero).",
+                                       "%(num)s samples have no relevant document: left out of the means (undefined, not zero).",
+                                       self.n_no_relevant))
         if self.n_skipped:
-            parts.append(f"{_count(self.n_skipped, 'sample has', 'samples have')} no relevance data and "
-                         f"{'is' if self.n_skipped == 1 else 'are'} not counted.")
+            parts.append(i18n.ngettext("%(num)s sample has no relevance data and is not counted.",
+                                       "%(num)s samples have no relevance data and are not counted.", self.n_skipped))
         return " ".join(parts)
 
 
@@ -746,7 +810,8 @@ def retrieval(data: dict) -> Retrieval | None:
         return None
     k = str(info.get("k", "K"))
     rows = [(name.replace("@K", f"@{k}"), number(info.get(key)), key) for key, name in RETRIEVAL_NAMES.items() if key in info]
-    source = RETRIEVAL_SOURCES.get(info.get("source"), str(info.get("source") or "unknown"))
+    key = info.get("source")
+    source = i18n.gettext(RETRIEVAL_SOURCES[key]) if key in RETRIEVAL_SOURCES else str(key or "unknown")
     return Retrieval(k=k, n=int(info.get("n") or 0), n_no_relevant=int(info.get("n_no_relevant") or 0),
                      n_skipped=int(info.get("n_skipped") or 0), source=source, rows=rows)
 
@@ -755,22 +820,22 @@ def rag_methods(data: dict) -> str:
     """Return how the RAG and retrieval metrics are defined, or "" when the report has none."""
     parts = []
     if data.get("rag"):
-        parts.append(
+        parts.append(i18n.gettext(
             "Faithfulness of an answer is its supported claims divided by its claims (Es et al. 2023, RAGAS): for "
             "the judge the denominator is every claim of the answer, so a claim whose verdict failed or is missing "
             "counts as not supported; for the human gold it is the claims with gold (a tie is unknown, not "
             "unsupported). Claims labelled not_applicable and few-shot examples are left out of both. Context "
             "precision is (1/R) Σ_k precision@k · rel_k over the ranks k of the retrieved contexts, R the relevant "
             "ones; a context without a judgement counts as not relevant at its rank, and an answer with no relevant "
-            "context scores 0.")
+            "context scores 0."))
     info = data.get("retrieval")
     if isinstance(info, dict):
-        parts.append(
-            f"Retrieval at K = {info.get('k')}: Recall@K = relevant in the top K / relevant; Precision@K = relevant "
+        parts.append(i18n.gettext(
+            "Retrieval at K = %(k)s: Recall@K = relevant in the top K / relevant; Precision@K = relevant "
             "in the top K / K; F1@K their harmonic mean; MRR the mean of 1 / rank of the first relevant document "
             "over the whole ranking; nDCG@K with binary gain and the log2 discount, the ideal DCG over "
             "min(relevant, K) documents (Järvelin & Kekäläinen 2002). A sample without any relevant document has no "
-            "value and is left out of the means (counted).")
+            "value and is left out of the means (counted).", k=info.get("k")))
     return " ".join(parts)
 
 

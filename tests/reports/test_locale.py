@@ -51,6 +51,33 @@ def test_the_markdown_report_in_spanish(full_report):
     assert render(full_report, "md").startswith("# Calibration report: d")
 
 
+def test_the_methods_and_the_labels_needed_speak_spanish_and_english_stays_word_for_word(demo_engine, session):
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, DATASET, "demo-claims@2", options=Options(bootstrap=200))
+    section = report.data["tasks"]["claim_support"]
+    note = section["labels_needed"]["note"]  # the demo's κ straddles the threshold: the JSON words it in English
+    assert section["labels_needed"]["more_targets"] >= 1 and "straddles" in note
+    english = render(report, "md")
+    assert f"Labels needed: {note}." in english.replace("\\", "")  # worded again from the figures, word for word
+    spanish = render(report, "md", "es").replace("\\", "")
+    more, n = section["labels_needed"]["more_targets"], section["n"]
+    assert f"Etiquetas necesarias: el IC [" in spanish and f"unos {more} elementos etiquetados más (n ≈ {n + more})" in spanish
+    methods = spanish[spanish.index("## Métodos"):].replace("\xa0", " ")  # Spanish writes "95 %" with a no-break space
+    assert methods.startswith("## Métodos\n\nReferencia por elemento: la etiqueta arbitrada")
+    assert "Intervalos: bootstrap por conglomerados percentil al 95 % sobre las muestras (respuestas), 200 remuestreos" in methods
+    assert "La fidelidad (faithfulness) de una respuesta" in methods and "Recuperación con K = 10" in methods
+    for english_words in ("Gold per target", "Mean over", "Faithfulness (share", "Could the judge", "annotator(s)", "straddles"):
+        assert english_words not in spanish, english_words
+    assert "2 anotadores con etiquetas: el alt-test necesita al menos 3" in spanish
+    html = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    assert html.select_one(".labels-needed").get_text(" ", strip=True).startswith("Etiquetas necesarias: el IC")
+    headings = [h.get_text() for h in html.select("#methods h3")] or [h.get_text() for h in html.select("h3")]
+    assert "Intervalos de confianza" in " ".join(headings)
+    assert "El bootstrap remuestrea muestras enteras" in html.get_text()
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
     english = render(full_report, fmt)
