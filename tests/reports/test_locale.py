@@ -63,7 +63,7 @@ def test_the_methods_and_the_labels_needed_speak_spanish_and_english_stays_word_
     assert f"Labels needed: {note}." in english.replace("\\", "")  # worded again from the figures, word for word
     spanish = render(report, "md", "es").replace("\\", "")
     more, n = section["labels_needed"]["more_targets"], section["n"]
-    assert f"Etiquetas necesarias: el IC [" in spanish and f"unos {more} elementos etiquetados más (n ≈ {n + more})" in spanish
+    assert "Etiquetas necesarias: el IC [" in spanish and f"unos {more} elementos etiquetados más (n ≈ {n + more})" in spanish
     methods = spanish[spanish.index("## Métodos"):].replace("\xa0", " ")  # Spanish writes "95 %" with a no-break space
     assert methods.startswith("## Métodos\n\nReferencia por elemento: la etiqueta arbitrada")
     assert "Intervalos: bootstrap por conglomerados percentil al 95 % sobre las muestras (respuestas), 200 remuestreos" in methods
