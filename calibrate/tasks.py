@@ -444,6 +444,11 @@ def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
     return changes
 
 
+def display_name(task, value: object, locale: str | None = None) -> str | None:
+    """Return the name a task gives a label in `locale` (default: the current one) (`task edit --display`), or None."""
+    return ((getattr(task, "display", None) or {}).get(locale or i18n.current().locale) or {}).get(str(value))
+
+
 def label_name(task, value: object, locale: str | None = None) -> str:
     """Return how a person reads a task's label in `locale` (default: the current one): its display name, else the
     built-in name (translated), else the value as stored. Numbers and response ids are returned as they are."""
@@ -451,7 +456,7 @@ def label_name(task, value: object, locale: str | None = None) -> str:
         return ""
     text = str(value)
     locale = locale or i18n.current().locale
-    name = ((getattr(task, "display", None) or {}).get(locale) or {}).get(text)
+    name = display_name(task, text, locale)
     if name:
         return name
     if text == TIE:

@@ -29,7 +29,6 @@ from sqlalchemy import and_, func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
-from calibrate import i18n
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
@@ -38,7 +37,7 @@ from calibrate.i18n import N_, _
 from calibrate.ingest.claims import segment
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.targets import where
-from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, task_title
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, task_title
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 
@@ -95,8 +94,7 @@ def choice_text(task, choice: Choice) -> str:
     name for the value in the current locale, else the default name (translated)."""
     if choice.submit and choice.value != TIE:
         return _("Response %(n)s", n=choice.submit)
-    name = ((getattr(task, "display", None) or {}).get(i18n.current().locale) or {}).get(choice.value)
-    return name or _(choice.text)
+    return display_name(task, choice.value) or _(choice.text)
 
 
 def chosen_response(order: list[str], posted: str | None) -> str | None:

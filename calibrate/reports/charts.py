@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from calibrate import i18n
 from calibrate.i18n import N_
+from calibrate.reports.summary import interval, number, threshold_text
 
 FONT = "-apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 INK = "#1f2328"
@@ -37,19 +38,6 @@ CEILING_COLOUR = "#8250df"
 THRESHOLD_COLOUR = "#bc4c00"
 POINT_COLOUR = "#0969da"
 CHAR_WIDTH = 6.6  # average width of a 12px sans-serif character, for layout only
-
-
-def _num(value: float, digits: int | None = None) -> str:
-    """Return a number in the reader's notation ("0.75", "0,75"); `digits` None: as few as `:g` writes."""
-    if digits is None:
-        text = f"{value:g}"
-        digits = len(text.split(".")[1]) if "." in text and "e" not in text else 0
-    return i18n.current().number(value, digits)
-
-
-def _ci(ci: tuple[float, float], digits: int) -> str:
-    """Return a CI in the reader's notation ("[0.533, 0.929]", "[0,533; 0,929]")."""
-    return i18n.gettext("[%(low)s, %(high)s]", low=_num(ci[0], digits), high=_num(ci[1], digits))
 
 
 def _e(text: object) -> str:
@@ -266,7 +254,7 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
     base = top + row_h * max(len(rows), 1)
     while tick <= hi + 1e-9:
         body.append(f'<line x1="{_f(sx(tick))}" y1="{_f(top - 6)}" x2="{_f(sx(tick))}" y2="{_f(base)}" stroke="{GRID}" stroke-width="0.6"/>')
-        body.append(_text(sx(tick), base + 16, _num(0.0 if abs(tick) < 1e-9 else tick, 1), anchor="middle", fill=MUTED))
+        body.append(_text(sx(tick), base + 16, number(tick, 1), anchor="middle", fill=MUTED))
         tick = round(tick + step, 10)
     for i, row in enumerate(rows):
         cy = top + row_h * i + row_h / 2
@@ -287,16 +275,16 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
                         f"<title>{_e(f'{ceiling_label}: {row.ceiling:.3f}')}</title></path>")
         if _finite(row.value):
             body.append(f'<circle class="estimate" cx="{_f(sx(row.value))}" cy="{_f(cy)}" r="6" fill="{colour}" stroke="#ffffff" '
-                        f'stroke-width="1.5"><title>{_e(f"{row.label}: {_num(row.value, 3)} ({i18n.gettext(row.outcome)})")}</title></circle>')
-            ci_text = " " + _ci(row.ci, 2) if row.ci and all(_finite(v) for v in row.ci) else ""
-            body.append(_text(left + plot + 14, cy + 4, f"{_num(row.value, 3)}{ci_text}", fill=colour, weight="600"))
+                        f'stroke-width="1.5"><title>{_e(f"{row.label}: {number(row.value)} ({i18n.gettext(row.outcome)})")}</title></circle>')
+            ci_text = " " + interval(row.ci, 2) if row.ci and all(_finite(v) for v in row.ci) else ""
+            body.append(_text(left + plot + 14, cy + 4, f"{number(row.value)}{ci_text}", fill=colour, weight="600"))
         else:
             body.append(_text(sx(lo) + 8, cy + 4, "undefined", fill=MUTED, extra=' font-style="italic"'))
             body.append(_text(left + plot + 14, cy + 4, "undefined", fill=MUTED, weight="600"))
     tx = sx(threshold)
     body.append(f'<line class="threshold" x1="{_f(tx)}" y1="{_f(top - 10)}" x2="{_f(tx)}" y2="{_f(base)}" '
                 f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
-    body.append(_text(tx, top - 16, i18n.gettext("threshold %(t)s", t=_num(threshold)), anchor="middle", fill=THRESHOLD_COLOUR,
+    body.append(_text(tx, top - 16, i18n.gettext("threshold %(t)s", t=threshold_text(threshold)), anchor="middle", fill=THRESHOLD_COLOUR,
                       weight="600"))
     ly = base + 42
     lx = left
@@ -307,7 +295,7 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
     body.append(f'<path d="M{_f(cx)} {_f(ly - 10)} L{_f(cx + 6)} {_f(ly - 4)} L{_f(cx)} {_f(ly + 2)} L{_f(cx - 6)} {_f(ly - 4)} Z" '
                 f'fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2"/>')
     body.append(_text(cx + 12, ly, ceiling_label, fill=MUTED))
-    return _svg(width, height, body, label=i18n.gettext("Agreement with %(ci)s against the threshold %(t)s", ci=ci_label, t=_num(threshold)),
+    return _svg(width, height, body, label=i18n.gettext("Agreement with %(ci)s against the threshold %(t)s", ci=ci_label, t=threshold_text(threshold)),
                 kind="agreement")
 
 
@@ -389,7 +377,7 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     tick = lo
     while tick <= hi + 1e-9:
         body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
-        body.append(_text(left - 8, sy(tick) + 4, _num(0.0 if abs(tick) < 1e-9 else tick, 1), anchor="end", fill=MUTED))
+        body.append(_text(left - 8, sy(tick) + 4, number(tick, 1), anchor="end", fill=MUTED))
         tick = round(tick + 0.2, 10)
     with_ci = [(i, p) for i, p in enumerate(points) if p.ci and all(_finite(v) for v in p.ci)]
     if with_ci:
@@ -404,12 +392,12 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     ty = sy(threshold)
     body.append(f'<line class="threshold" x1="{_f(left)}" y1="{_f(ty)}" x2="{_f(left + plot_w)}" y2="{_f(ty)}" '
                 f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
-    body.append(_text(left + plot_w + 8, ty + 4, i18n.gettext("threshold %(t)s", t=_num(threshold)), fill=THRESHOLD_COLOUR, weight="600"))
+    body.append(_text(left + plot_w + 8, ty + 4, i18n.gettext("threshold %(t)s", t=threshold_text(threshold)), fill=THRESHOLD_COLOUR, weight="600"))
     if _finite(ceiling):
         cy = sy(ceiling)
         body.append(f'<line class="ceiling" x1="{_f(left)}" y1="{_f(cy)}" x2="{_f(left + plot_w)}" y2="{_f(cy)}" '
                     f'stroke="{CEILING_COLOUR}" stroke-width="1.6" stroke-dasharray="2 3"/>')
-        body.append(_text(left + plot_w + 8, cy + 4 + (14 if abs(cy - ty) < 14 else 0), i18n.gettext("human–human %(value)s", value=_num(ceiling, 2)),
+        body.append(_text(left + plot_w + 8, cy + 4 + (14 if abs(cy - ty) < 14 else 0), i18n.gettext("human–human %(value)s", value=number(ceiling, 2)),
                           fill=CEILING_COLOUR, weight="600"))
     for i, p in enumerate(points):
         x = sx(i)
@@ -417,11 +405,11 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
                           extra=f' transform="rotate(-30 {_f(x)} {_f(top + plot_h + 18)})"'))
         if _finite(p.value):
             colour = OUTCOME_COLOURS.get(p.outcome, MUTED)
-            ci_text = " " + _ci(p.ci, 3) if p.ci and all(_finite(v) for v in p.ci) else ""
+            ci_text = " " + interval(p.ci) if p.ci and all(_finite(v) for v in p.ci) else ""
             body.append(f'<circle class="estimate" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" fill="{colour}" stroke="#ffffff" '
-                        f'stroke-width="1.5"><title>{_e(f"{p.label}: {_num(p.value, 3)}{ci_text} ({i18n.gettext(p.outcome)})")}</title></circle>')
+                        f'stroke-width="1.5"><title>{_e(f"{p.label}: {number(p.value)}{ci_text} ({i18n.gettext(p.outcome)})")}</title></circle>')
     body.append(f'<text x="14" y="{_f(top + plot_h / 2)}" text-anchor="middle" font-weight="600" '
                 f'transform="rotate(-90 14 {_f(top + plot_h / 2)})">{_e(metric)}</text>')
     label = i18n.gettext("%(metric)s across %(n)s versions with %(ci)s, threshold %(t)s", metric=metric, n=len(points), ci=ci_label,
-                         t=_num(threshold))
+                         t=threshold_text(threshold))
     return _svg(width, height, body, label=label, kind="versions")

@@ -28,13 +28,7 @@ def _ci(ci: list | None) -> str:
 
 
 def _p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return "< " + _num(0.001) if value < 0.001 else _num(value)
-
-
-def _ci_label(result: dict) -> str:
-    return summary.confidence_text(result)
+    return summary.p_value(value) or "—"
 
 
 def _md(text: Any) -> str:
@@ -115,7 +109,7 @@ def render_compare_markdown(result: dict) -> str:
             lines.append(f"| {_('mean absolute error')} | {_num(section['mean_abs_error']['a'])} | {_num(section['mean_abs_error']['b'])} |")
             tests = _("paired t-test on per-sample absolute error: t = %(t)s, p = %(p)s; Wilcoxon: p = %(w)s", t=_num(section["ttest"]["t"]),
                       p=_p(section["ttest"]["p_value"]), w=_p(section["wilcoxon"]["p_value"]))
-        lines.append(f"| {_ci_label(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
+        lines.append(f"| {summary.confidence_text(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
         decided = [_md(_(section[side]["decision"]) if section[side].get("decision") else _("no decision")) for side in ("a", "b")]
         lines.append(f"| {_('decision')} | {decided[0]} | {decided[1]} |")
         flips = section["flips"]
@@ -166,7 +160,7 @@ def compare_context(result: dict, link: Callable[[str, str, str], str] | None = 
                  "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
                  "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
                  "fixed": flips(name, section, "fixed"), "broken": flips(name, section, "broken"),
-                 "p": _p, "num": _num, "ci_label": _ci_label(result)} for name, section in result["tasks"].items()]
+                 "p": _p, "num": _num, "ci_label": summary.confidence_text(result)} for name, section in result["tasks"].items()]
     return {"result": result, "sections": sections}
 
 

@@ -96,11 +96,20 @@ def percent(value: Any) -> str:
     return i18n.current().percent(value, 1)
 
 
-def confidence_text(data: dict) -> str:
-    """Return the CI level as text, e.g. "95% CI" ("IC 95 %")."""
-    conf = (data.get("method") or {}).get("bootstrap", {}).get("confidence", 0.95)
+def confidence_level(conf: float) -> str:
+    """Return a confidence level as a percentage in the reader's notation ("95%", "95 %")."""
     digits = 0 if float(f"{100 * conf:g}").is_integer() else 1
-    return i18n.gettext("%(level)s CI", level=i18n.current().percent(conf, digits))
+    return i18n.current().percent(conf, digits)
+
+
+def ci_label(conf: float) -> str:
+    """Return a CI's name with its level, e.g. "95% CI" ("IC 95 %")."""
+    return i18n.gettext("%(level)s CI", level=confidence_level(conf))
+
+
+def confidence_text(data: dict) -> str:
+    """Return the CI level of a report's bootstrap as text, e.g. "95% CI" ("IC 95 %")."""
+    return ci_label((data.get("method") or {}).get("bootstrap", {}).get("confidence", 0.95))
 
 
 def noun(target: str, count: int | None = None) -> str:
@@ -403,7 +412,7 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     ci = alignment.get("ci")
     ci = (ci[0], ci[1]) if ci and len(ci) == 2 and None not in ci else None
     passed = section.get("passed")
-    t = _threshold(threshold)
+    t = threshold_text(threshold)
     if passed is None or not finite(value):
         note = (section.get(metric) or {}).get("note") or i18n.gettext("the statistic has no value")
         outcome, reason = "undefined", i18n.gettext("%(metric)s is undefined: %(note)s", metric=metric_name, note=note)
@@ -441,13 +450,13 @@ def has_interval(ci: Any) -> bool:
 
 def rule_text(rule: str, threshold: Any) -> str:
     """Return the rule in words: "rule: point, the estimate must reach 0.75" or "rule: ci_lower, the CI lower bound must …"."""
-    t = _threshold(threshold)
+    t = threshold_text(threshold)
     if rule == "ci_lower":
         return i18n.gettext("rule: %(rule)s, the CI lower bound must reach %(threshold)s", rule=rule, threshold=t)
     return i18n.gettext("rule: %(rule)s, the estimate must reach %(threshold)s", rule=rule, threshold=t)
 
 
-def _threshold(threshold: Any) -> str:
+def threshold_text(threshold: Any) -> str:
     """Return a threshold as written ("0.75"; "0,75" in Spanish), with no trailing zeros."""
     if not finite(threshold):
         return str(threshold)
@@ -460,7 +469,7 @@ def decision_reason(state: str, rule: str, threshold: Any, passed: bool | None, 
     """Return what the decision says beside the estimate: where the CI lies against the threshold, what `passed` is
     under the rule, and for an undecided task the labels that would settle it ("straddles 0.75; passes on …")."""
     gettext = i18n.gettext
-    t = _threshold(threshold)
+    t = threshold_text(threshold)
     has_ci = has_interval(ci)
     rule_words = rule_text(rule, threshold)
     if state == "undefined":
@@ -569,7 +578,7 @@ def overall_decision(data: dict) -> tuple[str, str]:
 
 def threshold_rule(data: dict) -> str:
     """Return the threshold rule of the report in one sentence."""
-    t = _threshold(data.get("threshold")) if finite(data.get("threshold")) else str(data.get("threshold"))
+    t = threshold_text(data.get("threshold"))
     if data.get("ci_lower"):
         return i18n.gettext("A task passes when the lower bound of the confidence interval of its alignment statistic (Cohen's κ for "
                             "categorical and pairwise tasks, Spearman's ρ for ordinal and continuous ones) is at least %(threshold)s.",
@@ -629,12 +638,6 @@ def alt_test_context(block: dict) -> dict:
 
 
 BOOTSTRAP_METHODS = {"percentile": N_("percentile"), "bca": N_("bias-corrected and accelerated (BCa)")}
-
-
-def confidence_level(conf: float) -> str:
-    """Return a confidence level as a percentage in the reader's notation ("95%", "95 %")."""
-    digits = 0 if float(f"{100 * conf:g}").is_integer() else 1
-    return i18n.current().percent(conf, digits)
 
 
 def methods(data: dict) -> list[tuple[str, str]]:
@@ -712,7 +715,7 @@ def labels_needed_text(section: dict, threshold: Any) -> str:
     half = value - ci[0] if side == "lower" else ci[1] - value
     return i18n.gettext("the CI %(ci)s straddles %(t)s; about %(more)s more labelled targets (n ≈ %(total)s) would be expected to "
                         "settle it, assuming the estimate stays at %(value)s and the distance to the CI's %(side)s bound (%(half)s) "
-                        "shrinks as 1/√n", ci=interval(ci), t=_threshold(threshold), more=more, total=int(section.get("n") or 0) + more,
+                        "shrinks as 1/√n", ci=interval(ci), t=threshold_text(threshold), more=more, total=int(section.get("n") or 0) + more,
                         value=number(value), side=i18n.gettext(SIDES[side]), half=number(half))
 
 

@@ -44,7 +44,7 @@ from calibrate.judges.sandbox import Limits
 from calibrate.models import Prompt, Task
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
-from calibrate.reports.summary import alt_test_context, alt_test_verdict, confidence_text
+from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -103,9 +103,8 @@ def show(name: str):
         confidence = current_app.config["CONFIDENCE"]
         points = [charts.VersionPoint(label=r.judge, value=r.value, ci=r.ci, outcome=r.decision or "undefined")
                   for r in board.rows if r.ran]
-        ci_label = confidence_text({"method": {"bootstrap": {"confidence": confidence}}})
         chart = Markup(charts.versions_chart(points, threshold=board.threshold, ceiling=board.ceiling,
-                                             metric=board.scored[0].metric or "alignment", ci_label=ci_label))
+                                             metric=board.scored[0].metric or "alignment", ci_label=ci_label(confidence)))
     page = render_template("calibration/dashboard.html", board=board, chart=chart, alt_verdict=alt_test_verdict, look_text=look_text,
                            next_step=next_step(board))
     return page, 400 if board.input_errors else 200

@@ -8,13 +8,11 @@ the dashboard's decision, a report served to the reader — come out in it too.
 
 Templates also get the locale's number and date formats (`num`, `pct`, `when`, `day`), the
 label and task names people read (`label_name`, `task_title`, `choice_text` for a workbench button), and `js_strings`: every message
-the scripts show, translated, for the body's `data-strings` attribute (JSON; no inline script: the CSP stays
+the scripts show, translated, for base.html's JSON data block `#calibrate-strings` (data, never executed: the CSP stays
 `script-src 'self'`).
 """
 
 from __future__ import annotations
-
-import math
 
 from flask import Flask, g, has_request_context, request
 from flask_babel import Babel, get_locale
@@ -22,7 +20,8 @@ from flask_babel import Babel, get_locale
 from calibrate import i18n
 from calibrate.annotation.items import choice_text
 from calibrate.i18n import N_
-from calibrate.tasks import label_name, task_title
+from calibrate.reports.summary import finite, number
+from calibrate.tasks import display_name, label_name, task_title
 
 
 def select_locale() -> str:
@@ -41,18 +40,9 @@ def request_locale() -> str | None:
     return str(get_locale() or i18n.DEFAULT_LOCALE)
 
 
-def num(value, digits: int = 3) -> str:
-    """Return a number with `digits` decimals as the reader writes it ("0,861" in Spanish), or "undefined"."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return i18n.gettext("undefined")
-    return i18n.current().number(value, digits)
-
-
 def pct(value, digits: int = 0) -> str:
-    """Return a proportion as a percentage in the reader's notation ("50%", "50 %")."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return i18n.gettext("undefined")
-    return i18n.current().percent(value, digits)
+    """Return a proportion as a percentage in the reader's notation ("50%", "50 %"), or "undefined"."""
+    return i18n.current().percent(value, digits) if finite(value) else i18n.gettext("undefined")
 
 
 def when(value, seconds: bool = False) -> str:
@@ -119,7 +109,7 @@ JS_STRINGS = {
 
 
 def js_strings() -> dict[str, str]:
-    """Return the scripts' messages in the request's locale (the body's data-strings in base.html)."""
+    """Return the scripts' messages in the request's locale (base.html's JSON data block #calibrate-strings)."""
     translate = i18n.current().gettext
     return {key: translate(text) for key, text in JS_STRINGS.items()}
 
@@ -129,6 +119,6 @@ def init_app(app: Flask) -> None:
     Babel(app, locale_selector=select_locale, default_translation_directories=str(i18n.TRANSLATIONS),
           default_domain=i18n.DOMAIN)
     i18n.set_locale_provider(request_locale)
-    app.jinja_env.filters.update(num=num, pct=pct, when=when, day=day)
-    app.jinja_env.globals.update(label_name=label_name, task_title=task_title, choice_text=choice_text, js_strings=js_strings,
+    app.jinja_env.filters.update(num=number, pct=pct, when=when, day=day)
+    app.jinja_env.globals.update(display_name=display_name, label_name=label_name, task_title=task_title, choice_text=choice_text, js_strings=js_strings,
                                  LANGUAGE_NAMES=i18n.LANGUAGE_NAMES, current_locale=request_locale)
