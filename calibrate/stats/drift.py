@@ -27,6 +27,7 @@ References
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -97,10 +98,10 @@ def _check_options(*, alpha: float | None = None, power: float | None = None, n_
         raise ValueError(f"n_permutations must be in [0, 100000], got {n_permutations!r}")
 
 
-def _permutation_rows(codes: np.ndarray, n_permutations: int, seed: int | None):
-    """Yield blocks of permuted copies of ``codes`` (rows), bounded in memory."""
+def _permutation_rows(codes: np.ndarray, n_permutations: int, seed: int | None, *, width: int = 0):
+    """Yield blocks of permuted copies of ``codes`` (rows), each row costing ``max(codes.size, width)`` cells."""
     rng = np.random.default_rng(seed)
-    step = max(1, _MAX_CELLS // max(1, codes.size))
+    step = max(1, _MAX_CELLS // max(1, codes.size, width))
     for start in range(0, n_permutations, step):
         rows = min(step, n_permutations - start)
         yield rng.permuted(np.broadcast_to(codes, (rows, codes.size)).copy(), axis=1)
@@ -152,21 +153,22 @@ def psi(reference_counts: Any, current_counts: Any, *, epsilon: float = PSI_EPSI
 
 
 def _pool(table: np.ndarray, min_expected: float) -> tuple[np.ndarray, list[list[int]]]:
-    """Merge the rarest columns of a 2 x K table until every expected count reaches ``min_expected``."""
-    groups = [[j] for j in range(table.shape[1])]
-    cols = [table[:, j].astype(float) for j in range(table.shape[1])]
-    rows = table.sum(axis=1).astype(float)
-    total = rows.sum()
-    while len(cols) > 2:
-        expected_min = min(rows.min() * c.sum() / total for c in cols)
-        if expected_min >= min_expected:
-            break
-        order = sorted(range(len(cols)), key=lambda j: (cols[j].sum(), min(groups[j])))
-        a, b = order[0], order[1]
-        cols[b] = cols[b] + cols[a]
-        groups[b] = sorted(groups[b] + groups[a])
-        del cols[a], groups[a]
-    return np.column_stack(cols), groups
+    """Merge the rarest columns of a 2 x K table until every expected count reaches ``min_expected``.
+
+    The smallest expected count is in the smallest column, ``min(n_row) * n_j / N``, so a heap
+    of column totals (ties: the smaller first label) does it in ``O(K log K)``.
+    """
+    total = float(table.sum())
+    threshold = min_expected * total / float(table.sum(axis=1).min())
+    heap = [(float(table[:, j].sum()), j, [j]) for j in range(table.shape[1])]
+    heapq.heapify(heap)
+    while len(heap) > 2 and heap[0][0] < threshold:
+        t1, _, g1 = heapq.heappop(heap)
+        t2, _, g2 = heapq.heappop(heap)
+        group = sorted(g1 + g2)
+        heapq.heappush(heap, (t1 + t2, group[0], group))
+    groups = sorted((g for _, _, g in heap), key=lambda g: g[0])
+    return np.column_stack([table[:, g].sum(axis=1) for g in groups]), groups
 
 
 def _noncentrality(shares_ref: np.ndarray, shares_cur: np.ndarray, n1: int, n2: int) -> float:
@@ -314,7 +316,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     codes = np.concatenate([np.fromiter((index[v] for v in ref), np.int64), np.fromiter((index[v] for v in cur), np.int64)])
     null = []
     n1 = len(ref)
-    for block in _permutation_rows(codes, n_permutations, seed):
+    for block in _permutation_rows(codes, n_permutations, seed, width=k):
         offs = np.arange(block.shape[0])[:, None] * k
         r_perm = np.bincount((block[:, :n1] + offs).ravel(), minlength=block.shape[0] * k).reshape(-1, k)
         c_perm = np.bincount((block[:, n1:] + offs).ravel(), minlength=block.shape[0] * k).reshape(-1, k)
@@ -640,6 +642,9 @@ def judge_drift(golden_human: Any, golden_judge: Any, audit_human: Any, audit_ju
     except KeyError as exc:
         raise ValueError(f"label {exc.args[0]!r} is not in labels") from None
     n = len(gold) + len(audit)
+    if n_resamples * max(len(gold), len(audit)) > _MAX_CELLS * 5:
+        raise ValueError(f"judge drift: {n_resamples} resamples x {max(len(gold), len(audit))} targets exceed "
+                         f"{_MAX_CELLS * 5:,} bootstrap cells; pass fewer resamples")
     idx = [bootstrap_index_matrix(len(side), n_resamples=n_resamples, seed=None if seed is None else seed + s)
            for s, side in enumerate((gold, audit))]
     kap = []
