@@ -353,3 +353,11 @@ def test_mde_agrees_with_the_simulated_power():
     rng = np.random.default_rng(0)
     reported = categorical_drift(rng.choice(TOPICS, 200, p=SHARES), rng.choice(TOPICS, 200, p=SHARES))
     assert reported.extra["mde"] == pytest.approx(mde, abs=0.03)  # every result reports it, from the observed golden shares
+
+
+def test_hostile_sizes_are_bounded():
+    rng = np.random.default_rng(9)
+    many = categorical_drift(rng.integers(0, 3000, 4000), rng.integers(0, 3000, 30))  # 3,000 categories, few in production
+    assert many.ok and many.extra["test"] in ("chi2", "permutation_tv") and len(many.extra["categories"]) > 2000
+    with pytest.raises(ValueError, match="resamples"):
+        judge_drift([0, 1] * 30_000, [0, 1] * 30_000, [0, 1], [1, 0], n_resamples=2000)
