@@ -26,6 +26,13 @@ alttest
 position
     Position bias of a pairwise judge run in both presentation orders, and the
     "consistent" order rule.
+drift
+    A golden set against production: categorical (chi-squared or permutation, PSI, MDE),
+    numeric (KS, normalised Wasserstein), text (domain-classifier AUC), Holm, the judge's
+    drift.
+refresh
+    The golden-set refresh rule: anchors, retire oldest in over-represented strata,
+    largest-remainder allocation of new items.
 paired
     A/B tests on paired per-question values: paired t-test, Wilcoxon signed-rank, paired
     bootstrap interval of the mean difference, relative improvement.
@@ -54,6 +61,16 @@ from calibrate.stats.agreement import (
 from calibrate.stats.alttest import AltTestResult, alt_test, benjamini_yekutieli
 from calibrate.stats.comparison import discordant_counts, mcnemar_exact
 from calibrate.stats.correlation import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
+from calibrate.stats.drift import REASONS as DRIFT_REASONS
+from calibrate.stats.drift import (
+    categorical_drift,
+    chi2_mde,
+    holm_adjust,
+    judge_drift,
+    numeric_drift,
+    psi,
+    text_drift,
+)
 from calibrate.stats.intervals import (
     bootstrap_index_matrix,
     cluster_bootstrap,
@@ -68,6 +85,14 @@ from calibrate.stats.intervals import (
 from calibrate.stats.paired import paired_bootstrap_diff, paired_t_test, relative_improvement, wilcoxon_signed_rank
 from calibrate.stats.position import PositionResult, consistent_verdicts, position_bias
 from calibrate.stats.rag import context_precision, faithfulness, faithfulness_counts
+from calibrate.stats.refresh import (
+    RefreshPlan,
+    largest_remainder_allocation,
+    refresh_plan,
+    renew_count,
+    retire_items,
+    select_anchors,
+)
 from calibrate.stats.result import Estimate
 from calibrate.stats.retrieval import (
     RetrievalMetrics,
@@ -84,6 +109,20 @@ from calibrate.stats.retrieval import (
 
 __all__ = [
     "AltTestResult",
+    "DRIFT_REASONS",
+    "RefreshPlan",
+    "categorical_drift",
+    "chi2_mde",
+    "holm_adjust",
+    "judge_drift",
+    "largest_remainder_allocation",
+    "numeric_drift",
+    "psi",
+    "refresh_plan",
+    "renew_count",
+    "retire_items",
+    "select_anchors",
+    "text_drift",
     "PositionResult",
     "alt_test",
     "benjamini_yekutieli",
