@@ -243,3 +243,16 @@ def test_the_command_prints_the_summary_as_json_and_takes_at_most_max(runner, en
     assert result.exit_code == 0 and "0 created" in result.output and "10 unchanged" in result.output
     result = runner.invoke(["traces", "import", str(tmp_path / "nope.json"), "--dataset", "cli"])
     assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_feedback_that_arrives_later_updates_only_the_feedback(engine, tmp_path):
+    path = _otlp_file(tmp_path / "1.json", _rag(T1))
+    import_traces(engine, [path], dataset="d")
+    before = samples_of(engine, "d")[T1]
+    feedback = write_jsonl(tmp_path / "f.jsonl", [{"trace_id": T1, "value": -2.5}])
+    summary = import_traces(engine, [path], dataset="d", feedback=feedback, rate=0.5)
+    assert (summary.updated, summary.unchanged) == (1, 0)
+    after = samples_of(engine, "d")[T1]
+    assert after == {**before, "feedback": -1}  # metadata (inclusion_prob 1.0 of the first import) kept
+    summary = import_traces(engine, [path], dataset="d", feedback=feedback)
+    assert (summary.updated, summary.unchanged) == (0, 1)

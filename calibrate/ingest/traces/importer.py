@@ -225,24 +225,29 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
            max_field_chars: int) -> None:
     """Decide created/updated/unchanged/duplicate/kept against the dataset, then write through the samples import."""
     with writes.read() as session:
-        stored: dict[str, tuple[int, str | None]] = {}
+        stored: dict[str, tuple[int, str | None, Any, int | None]] = {}  # id → (pk, content hash, metadata, feedback)
         labelled: set[int] = set()
         ds = session.scalars(select(Dataset).where(Dataset.name == summary.dataset)).first()
         if ds is not None and ds.import_batch_id is None:
-            for pk, external_id, metadata in session.execute(
-                    select(Sample.id, Sample.external_id, Sample.meta).where(Sample.dataset_id == ds.id)):
+            for pk, external_id, metadata, feedback in session.execute(
+                    select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback).where(Sample.dataset_id == ds.id)):
                 digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
-                stored[external_id] = (pk, digest)
+                stored[external_id] = (pk, digest, metadata, feedback)
             labelled = set(session.scalars(select(Label.sample_id).join(Sample, Sample.id == Label.sample_id)
                                            .where(Sample.dataset_id == ds.id).distinct()))
         writes.end_read(session)
-    contents = {digest: external_id for external_id, (_, digest) in stored.items() if digest}
+    contents = {known[1]: external_id for external_id, known in stored.items() if known[1]}
     out = []
     for rec in records:
         digest = rec["metadata"]["content_sha256"]
         known = stored.get(rec["id"])
         if known is not None:
-            if known[1] == digest:
+            if known[1] == digest and rec["feedback"] is not None and rec["feedback"] != known[3]:
+                # Feedback that arrived after the trace was imported: only the feedback changes (it is not
+                # content; labels stay valid), the stored metadata is kept as it was.
+                summary.updated += 1
+                out.append({**rec, "metadata": known[2]})
+            elif known[1] == digest:
                 summary.unchanged += 1
             elif known[0] in labelled:
                 summary.changed_after_labelling += 1
