@@ -256,3 +256,18 @@ def test_feedback_that_arrives_later_updates_only_the_feedback(engine, tmp_path)
     assert after == {**before, "feedback": -1}  # metadata (inclusion_prob 1.0 of the first import) kept
     summary = import_traces(engine, [path], dataset="d", feedback=feedback)
     assert (summary.updated, summary.unchanged) == (0, 1)
+
+
+def test_one_traces_odd_text_skips_that_trace_not_the_import_in_the_callers_transaction(engine, tmp_path):
+    from calibrate.db import write_session
+
+    long_id = [(T3, *span[1:]) for span in _rag(T3)]
+    long_id[1] = (T3, "b" * 16, "a" * 16, {**long_id[1][3], "retrieval.documents.0.document.id": "x" * 501})
+    path = tmp_path / "t.json"
+    _otlp_file(path, long_id)  # a document id over 500 characters
+    extra = _otlp_file(tmp_path / "u.json", _rag(T2, answer="bad \ud800 text"))  # an unpaired surrogate: not text
+    good = _otlp_file(tmp_path / "g.json", _rag("6" * 32))
+    with write_session(engine) as session:
+        summary = import_traces(session, [path, extra, good], dataset="d")
+    assert summary.skipped == {"invalid": 2} and summary.created == 1
+    assert set(samples_of(engine, "d")) == {"6" * 32}

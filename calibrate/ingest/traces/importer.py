@@ -25,8 +25,9 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session
 
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
-from calibrate.ingest.problems import ImportRejected, reject
-from calibrate.ingest.samples import import_samples
+from calibrate.ingest.fields import RecordCheck
+from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
+from calibrate.ingest.samples import hash_checked, import_samples, normalise_sample
 from calibrate.ingest.traces.decode import (
     FORMATS,
     MAX_FILE_BYTES,
@@ -155,6 +156,16 @@ def group_traces(decoded: Decoded) -> tuple[dict[str, Trace], int, int]:
     return traces, spans, repeated
 
 
+def acceptable(record: dict[str, Any], max_field_chars: int) -> bool:
+    """Return whether the samples import would take the record (one trace's odd text must not refuse the others)."""
+    check = RecordCheck(None, cells=False, problems=Problems(1), limit=max_field_chars)
+    try:
+        norm = normalise_sample(dict(record), check)
+        return norm is not None and hash_checked(norm, check) is not None and check.ok
+    except TooManyProblems:
+        return False
+
+
 def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, dataset: str, fmt: str = "auto",
                   feedback: str | Path | None = None, rate: float = 1.0, salt: str | None = None,
                   max_samples: int | None = None, max_field_chars: int = 1_000_000, max_bytes: int = MAX_FILE_BYTES,
@@ -204,6 +215,9 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
             continue
         mapped["metadata"]["inclusion_prob"] = 1.0 if down else float(rate)
         mapped["feedback"] = trace.feedback
+        if not acceptable(mapped, max_field_chars):
+            skipped["invalid"] += 1
+            continue
         records.append(mapped)
     summary.skipped = dict(skipped.most_common())
 

@@ -33,6 +33,8 @@ HINTS = {
     "no_contexts": "no retrieved document text: instrument the retriever (a RETRIEVER span with "
                    "retrieval.documents.N.document.content, or gen_ai.retrieval.documents with content)",
     "over_max": "more traces were sampled than --max allows (thumbs-down first, then the smallest draws were kept)",
+    "invalid": "a text the samples import refuses (an unpaired surrogate escape, a document id over 500 characters, "
+               "metadata over IMPORT_MAX_FIELD_CHARS)",
     "too_long": "a question, answer or context is over IMPORT_MAX_FIELD_CHARS characters",
 }
 
