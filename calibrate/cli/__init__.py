@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sample": ("sampling", "sample_command", "Choose the samples experts should label and queue them (seeded, reproducible)."),
     "serve": ("serve", "serve_command", "Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."),
     "task": ("tasks", "task_group", "Manage tasks (what is labelled, on which target, with which values)."),
+    "traces": ("traces", "traces_group", "Import production traces (OpenTelemetry/OpenInference, GenAI, Langfuse) as sampled samples."),
     "users": ("accounts", "users_group", "Manage accounts."),
 }
 

@@ -13,6 +13,8 @@ Two entry points, one code path:
   by a caller that commits anyway.
 
 TREC run and qrels files change id lists of existing samples and are small: one transaction.
+Production traces (`import_traces`, calibrate/ingest/traces/) are sampled and mapped to samples,
+then written by the samples import.
 Formats and rules: docs/formats.md.
 """
 
@@ -31,10 +33,11 @@ from calibrate.ingest.labels import import_labels, import_verdicts
 from calibrate.ingest.problems import ImportProblem, ImportRejected, ImportSummary, reject
 from calibrate.ingest.readers import FORMATS, detect_format
 from calibrate.ingest.samples import import_samples
+from calibrate.ingest.traces import TracesSummary, import_traces
 from calibrate.ingest.trec import TrecSummary, import_trec
 
-__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "TrecSummary", "import_file",
-           "import_in_chunks"]
+__all__ = ["FORMATS", "KINDS", "ImportProblem", "ImportRejected", "ImportSummary", "TracesSummary", "TrecSummary",
+           "import_file", "import_in_chunks", "import_traces"]
 
 KINDS = ("samples", "labels", "verdicts", "run", "qrels")
 TREC_KINDS = ("run", "qrels")

@@ -1,0 +1,384 @@
+"""Read trace files into spans: OTLP/JSON, OTLP/JSONL, OTLP protobuf and Langfuse's trace export.
+
+Every OTLP encoding goes through one function, `spans_of_traces_data(data, where=…)`, on the
+`TracesData` / `ExportTraceServiceRequest` as a JSON-shaped dict: a JSON file is parsed with
+the standard library, a protobuf body is decoded with `opentelemetry-proto` and turned into
+the same dict (`google.protobuf.json_format`), so a request body of the OTLP/HTTP receiver
+decodes through exactly what a file does. Ids are lowercase hex (the OTLP/JSON rule); the
+base64 that protobuf's own JSON mapping writes for bytes is accepted too (told apart by length:
+a trace id is 32 hex characters or 24 base64 ones). A Langfuse trace becomes one `LangfuseTrace`.
+
+Bounded: the file's size, the nesting of attribute values, the attributes of a span, the
+observations of a trace. Anything malformed raises ImportRejected naming where (the line of a
+JSONL file, the byte offset of a JSON syntax error, and the field path); nothing is returned
+in part.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calibrate.ingest.problems import ImportRejected, reject
+
+FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto", "langfuse")
+MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_ATTRIBUTES = 1000  # per span or resource (the SDK's default limit is 128)
+MAX_VALUE_DEPTH = 8  # nesting of array/kvlist attribute values
+MAX_OBSERVATIONS = 10_000  # per Langfuse trace
+HEX32 = re.compile(r"[0-9a-f]{32}")
+HEX16 = re.compile(r"[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One span, its attributes as plain values (str, int, float, bool, list, dict)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start_ns: int
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+
+
+@dataclass
+class LangfuseTrace:
+    """One trace of Langfuse's export: the trace's fields as exported, with its observations and scores."""
+
+    trace_id: str  # 32 lowercase hex (see langfuse_trace_id)
+    source_id: str  # the id as Langfuse wrote it
+    data: dict[str, Any]
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Decoded:
+    """What one or more files held: spans (OTLP) and Langfuse traces, in file order."""
+
+    spans: list[Span] = field(default_factory=list)
+    langfuse: list[LangfuseTrace] = field(default_factory=list)
+
+
+class Where:
+    """Where a value is, for error messages: the line of a file and a field path."""
+
+    def __init__(self, line: int | None = None) -> None:
+        self.line = line
+
+    def fail(self, path: str, message: str) -> ImportRejected:
+        return reject(message, line=self.line, field=path)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """Return a file's bytes, refusing one over `max_bytes`."""
+    path = Path(path)
+    if not path.is_file():
+        raise reject(f"{path}: no such file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise reject(f"{path}: {size:,} bytes, the limit is {max_bytes:,}")
+    return path.read_bytes()
+
+
+def detect_format(raw: bytes) -> str:
+    """Return the format of a trace file from its content (see docs/formats.md, "Traces")."""
+    text = raw.lstrip()
+    if not text:
+        raise reject("the file is empty")
+    if text[:1] not in (b"{", b"["):
+        if raw[:1] == b"\x0a":  # field 1 (resource_spans), length-delimited: a protobuf request
+            return "otlp-proto"
+        raise reject("cannot tell the format (not JSON, not an OTLP protobuf request): give --format")
+    if text[:1] == b"[":
+        return "langfuse"
+    first = text.split(b"\n", 1)[0]
+    try:
+        head = json.loads(first)
+        whole_is_first = first.strip() == text.strip()
+    except (ValueError, RecursionError):
+        head, whole_is_first = None, False
+    if head is None:  # a pretty-printed JSON document
+        try:
+            head = json.loads(text)
+        except (ValueError, RecursionError):
+            # Broken JSON: tell the format from its opening so the error says where the JSON breaks.
+            opening = text[:4096]
+            if b'"resourceSpans"' in opening or b'"resource_spans"' in opening:
+                return "otlp-json"
+            if b'"observations"' in opening or b'"data"' in opening:
+                return "langfuse"
+            raise reject("cannot tell the format: not JSON, and its first line is not a JSON object; give --format") from None
+        whole_is_first = True
+    if not isinstance(head, dict):
+        raise reject("cannot tell the format: give --format")
+    otlp = "resourceSpans" in head or "resource_spans" in head
+    if otlp:
+        return "otlp-json" if whole_is_first else "otlp-jsonl"
+    if "data" in head or "observations" in head or ("id" in head and ("input" in head or "output" in head)):
+        return "langfuse"
+    raise reject("cannot tell the format: a JSON object with neither resourceSpans (OTLP) nor a Langfuse trace's "
+                 "id, input, output or observations; give --format")
+
+
+def decode(raw: bytes, fmt: str, *, into: Decoded | None = None) -> Decoded:
+    """Decode one file's bytes in format `fmt` (one of FORMATS) into `into` (a new Decoded if None)."""
+    out = Decoded() if into is None else into
+    if fmt == "otlp-proto":
+        out.spans.extend(spans_of_protobuf(raw))
+    elif fmt == "otlp-json":
+        out.spans.extend(spans_of_traces_data(parse_json(raw), Where()))
+    elif fmt == "otlp-jsonl":
+        for line, data in json_lines(raw):
+            out.spans.extend(spans_of_traces_data(data, Where(line)))
+    elif fmt == "langfuse":
+        out.langfuse.extend(langfuse_traces(raw))
+    else:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return out
+
+
+def parse_json(raw: bytes, *, line: int | None = None) -> Any:
+    """Parse a JSON document; a syntax error names its line or byte offset."""
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise reject(f"not UTF-8 text (byte offset {exc.start})", line=line) from None
+    except RecursionError:
+        raise reject("JSON nested too deeply", line=line) from None
+    except ValueError as exc:
+        where = "" if line is not None else f" (line {exc.lineno}, column {exc.colno}, byte offset {exc.pos})"
+        raise reject(f"not valid JSON: {exc.msg}{where}", line=line) from None
+
+
+def json_lines(raw: bytes) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed JSON) for every non-blank line."""
+    for number, text in enumerate(raw.split(b"\n"), start=1):
+        if text.strip():
+            yield number, parse_json(text, line=number)
+
+
+# --------------------------------------------------------------------------- OTLP
+
+
+def spans_of_protobuf(raw: bytes) -> list[Span]:
+    """Decode a binary ExportTraceServiceRequest (the same message as TracesData) into spans."""
+    # Loaded here: protobuf is only needed for this format.
+    from google.protobuf import json_format  # noqa: PLC0415 (optional heavy import: protobuf)
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 (as above)
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 (as above)
+        ExportTraceServiceRequest,
+    )
+
+    try:
+        message = ExportTraceServiceRequest.FromString(raw)
+    except (DecodeError, RecursionError) as exc:
+        raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+    return spans_of_traces_data(json_format.MessageToDict(message), Where())
+
+
+def spans_of_traces_data(data: Any, where: Where) -> list[Span]:
+    """Return the spans of one TracesData (or ExportTraceServiceRequest) as a JSON-shaped dict."""
+    if not isinstance(data, dict):
+        raise where.fail("", f"must be a TracesData object, found {_kind(data)}")
+    spans: list[Span] = []
+    for r, resource_spans in enumerate(_list(data, ("resourceSpans", "resource_spans"), "resourceSpans", where)):
+        path = f"resourceSpans[{r}]"
+        _object(resource_spans, path, where)
+        resource = resource_spans.get("resource") or {}
+        _object(resource, f"{path}.resource", where)
+        resource_attributes = attributes(resource.get("attributes"), f"{path}.resource.attributes", where)
+        for s, scope_spans in enumerate(_list(resource_spans, ("scopeSpans", "scope_spans"), f"{path}.scopeSpans", where)):
+            scope_path = f"{path}.scopeSpans[{s}]"
+            _object(scope_spans, scope_path, where)
+            for n, span in enumerate(_list(scope_spans, ("spans",), f"{scope_path}.spans", where)):
+                spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+    return spans
+
+
+def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
+    _object(span, path, where)
+    trace_id = otlp_id(span.get("traceId", span.get("trace_id")), 16, f"{path}.traceId", where)
+    span_id = otlp_id(span.get("spanId", span.get("span_id")), 8, f"{path}.spanId", where)
+    parent = span.get("parentSpanId", span.get("parent_span_id"))
+    parent_id = "" if parent in (None, "") else otlp_id(parent, 8, f"{path}.parentSpanId", where)
+    name = span.get("name", "")
+    if not isinstance(name, str):
+        raise where.fail(f"{path}.name", f"must be a string, found {_kind(name)}")
+    start = _integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano", where)
+    return Span(trace_id, span_id, parent_id, name, start, attributes(span.get("attributes"), f"{path}.attributes", where),
+                resource)
+
+
+def otlp_id(value: Any, size: int, path: str, where: Where) -> str:
+    """Return a trace (16 bytes) or span (8 bytes) id as lowercase hex, from hex or base64; refuse all-zero ids."""
+    if not isinstance(value, str):
+        raise where.fail(path, f"must be a string of {size * 2} hex digits, found {_kind(value)}")
+    text = value.lower()
+    if len(value) == size * 2 and (HEX32 if size == 16 else HEX16).fullmatch(text):
+        hex_id = text
+    else:
+        try:
+            decoded = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            decoded = b""
+        if len(decoded) != size:
+            raise where.fail(path, f"must be {size * 2} hex digits (or {size} bytes in base64), found {value[:60]!r}")
+        hex_id = decoded.hex()
+    if hex_id == "0" * (size * 2):
+        raise where.fail(path, "is all zeros (an invalid id)")
+    return hex_id
+
+
+def attributes(value: Any, path: str, where: Where) -> dict[str, Any]:
+    """Return OTLP KeyValue attributes as {key: plain value}; bounded in number and depth."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise where.fail(path, f"must be a list of {{key, value}} objects, found {_kind(value)}")
+    if len(value) > MAX_ATTRIBUTES:
+        raise where.fail(path, f"{len(value):,} attributes, the limit is {MAX_ATTRIBUTES:,}")
+    out: dict[str, Any] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise where.fail(f"{path}[{i}]", "must be a {key, value} object with a string key")
+        out[item["key"]] = any_value(item.get("value"), f"{path}[{i}].value", where, 0)
+    return out
+
+
+def any_value(value: Any, path: str, where: Where, depth: int) -> Any:
+    """Return an OTLP AnyValue as a plain value (bytes as base64 text)."""
+    if depth > MAX_VALUE_DEPTH:
+        raise where.fail(path, f"attribute values nested deeper than {MAX_VALUE_DEPTH}")
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        raise where.fail(path, "must be an AnyValue object with one typed member (stringValue, intValue, …)")
+    (kind, inner), = value.items()
+    if kind in ("stringValue", "string_value"):
+        if not isinstance(inner, str):
+            raise where.fail(path, f"stringValue must be a string, found {_kind(inner)}")
+        return inner
+    if kind in ("boolValue", "bool_value"):
+        if not isinstance(inner, bool):
+            raise where.fail(path, f"boolValue must be true or false, found {_kind(inner)}")
+        return inner
+    if kind in ("intValue", "int_value"):
+        return _integer(inner, f"{path}.intValue", where)
+    if kind in ("doubleValue", "double_value"):
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return float(inner)
+        if inner in ("NaN", "Infinity", "-Infinity"):
+            return None  # not a usable score; JSON has no such number
+        raise where.fail(path, f"doubleValue must be a number, found {_kind(inner)}")
+    if kind in ("bytesValue", "bytes_value"):
+        if not isinstance(inner, str):
+            raise where.fail(path, "bytesValue must be base64 text")
+        return inner
+    if kind in ("arrayValue", "array_value"):
+        items = (inner or {}).get("values") or [] if isinstance(inner, dict) else None
+        if not isinstance(items, list):
+            raise where.fail(path, "arrayValue must be {values: [...]}")
+        return [any_value(item, f"{path}.arrayValue.values[{i}]", where, depth + 1) for i, item in enumerate(items)]
+    if kind in ("kvlistValue", "kvlist_value"):
+        items = (inner or {}).get("values") or [] if isinstance(inner, dict) else None
+        if not isinstance(items, list):
+            raise where.fail(path, "kvlistValue must be {values: [{key, value}, ...]}")
+        out = {}
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+                raise where.fail(f"{path}.kvlistValue.values[{i}]", "must be a {key, value} object")
+            out[item["key"]] = any_value(item.get("value"), f"{path}.kvlistValue.values[{i}].value", where, depth + 1)
+        return out
+    raise where.fail(path, f"unknown AnyValue member {kind!r}")
+
+
+def _integer(value: Any, path: str, where: Where) -> int:
+    # OTLP/JSON writes 64-bit integers as decimal strings; some exporters write numbers.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
+        return int(value)
+    raise where.fail(path, f"must be an integer (or its decimal string), found {_kind(value)}")
+
+
+def _list(data: dict[str, Any], names: tuple[str, ...], path: str, where: Where) -> list[Any]:
+    for name in names:
+        if name in data:
+            value = data[name]
+            if value is None:
+                return []
+            if not isinstance(value, list):
+                raise where.fail(path, f"must be a list, found {_kind(value)}")
+            return value
+    return []
+
+
+def _object(value: Any, path: str, where: Where) -> None:
+    if not isinstance(value, dict):
+        raise where.fail(path, f"must be an object, found {_kind(value)}")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+# --------------------------------------------------------------------------- Langfuse
+
+
+def langfuse_trace_id(value: str) -> str:
+    """Return a Langfuse trace id as 32 lowercase hex: itself, a UUID without dashes, or the first half of its sha256."""
+    text = value.strip().lower().replace("-", "")
+    if HEX32.fullmatch(text):
+        return text
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def langfuse_traces(raw: bytes) -> list[LangfuseTrace]:
+    """Read Langfuse's export: a JSON array of traces, {"data": [...]}, one trace, or one trace per line."""
+    try:
+        items = [(None, parse_json(raw))]
+    except ImportRejected:
+        items = list(json_lines(raw))  # a JSONL export: one trace per line (the first bad line is the error)
+        if len(items) < 2:
+            raise
+    traces: list[LangfuseTrace] = []
+    for line, data in items:
+        if isinstance(data, dict) and isinstance(data.get("data"), list):
+            data = data["data"]
+        for i, trace in enumerate(data if isinstance(data, list) else [data]):
+            traces.append(_langfuse_trace(trace, f"[{i}]" if isinstance(data, list) else "", Where(line)))
+    return traces
+
+
+def _langfuse_trace(trace: Any, path: str, where: Where) -> LangfuseTrace:
+    _object(trace, path or "trace", where)
+    source_id = trace.get("id")
+    if not isinstance(source_id, str) or not source_id.strip() or len(source_id) > 200:
+        raise where.fail(f"{path}.id", "a Langfuse trace needs an 'id' string (1 to 200 characters)")
+    observations = trace.get("observations") or []
+    scores = trace.get("scores") or []
+    for name, value in (("observations", observations), ("scores", scores)):
+        if not isinstance(value, list):
+            raise where.fail(f"{path}.{name}", f"must be a list, found {_kind(value)}")
+        if len(value) > MAX_OBSERVATIONS:
+            raise where.fail(f"{path}.{name}", f"{len(value):,} items, the limit is {MAX_OBSERVATIONS:,}")
+        for i, item in enumerate(value):
+            # An API export may list observations by id only: those carry nothing to map.
+            if not isinstance(item, (dict, str)):
+                raise where.fail(f"{path}.{name}[{i}]", f"must be an object, found {_kind(item)}")
+    return LangfuseTrace(langfuse_trace_id(source_id), source_id, trace,
+                         [o for o in observations if isinstance(o, dict)], [s for s in scores if isinstance(s, dict)])

@@ -1,0 +1,290 @@
+"""`calibrate traces import`: trace files → spans → sampled traces → samples, through the samples import.
+
+Steps: decode every file (all or nothing: one bad file refuses the import, nothing written);
+key spans by (trace_id, span_id), so a span seen twice counts once (`duplicate_spans`); group
+them into traces; sample (deterministic and nested, `inclusion_u`; thumbs-down always); map
+each sampled trace (mapping.py) or count why it was skipped; compare with what the dataset
+holds (unchanged, updated, changed after labelling, duplicate content); and hand the new and
+updated samples to the samples import (ingest/samples.py) as one JSONL file, so they get its
+validation, its content hash and its batches: invisible until one small transaction publishes
+them, and `--update`'s rules for a changed sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlmodel import Session
+
+from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
+from calibrate.ingest.fields import RecordCheck
+from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
+from calibrate.ingest.samples import hash_checked, import_samples, normalise_sample
+from calibrate.ingest.traces.decode import (
+    FORMATS,
+    MAX_FILE_BYTES,
+    Decoded,
+    Span,
+    decode,
+    detect_format,
+    json_lines,
+    langfuse_trace_id,
+    read_bytes,
+)
+from calibrate.ingest.traces.mapping import HINTS, Skip, feedback_value, langfuse_feedback, map_langfuse, map_spans
+from calibrate.models import Dataset, Label, Sample
+
+SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
+                "duplicate_content", "changed_after_labelling", "skipped")
+
+
+def inclusion_u(salt: str, trace_id: str) -> float:
+    """Return the trace's uniform draw in [0, 1): the first 64 bits of sha256("salt:trace_id")."""
+    return int(hashlib.sha256(f"{salt}:{trace_id}".encode()).hexdigest()[:16], 16) / 2**64
+
+
+@dataclass
+class TracesSummary:
+    """What a traces import did (docs/cli.md, `calibrate traces import`)."""
+
+    dataset: str
+    traces: int = 0
+    spans: int = 0
+    duplicate_spans: int = 0
+    sampled: int = 0
+    sampled_down: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    duplicate_content: int = 0
+    changed_after_labelling: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the summary's keys (SUMMARY_KEYS) and values, `skipped` as {reason: n}."""
+        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in SUMMARY_KEYS}
+
+    def lines(self, *, top: int = 3) -> list[str]:
+        """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""
+        out = [f"traces → {self.dataset}: {self.traces:,} traces ({self.spans:,} spans, {self.duplicate_spans:,} "
+               f"repeated), {self.sampled:,} sampled ({self.sampled_down:,} thumbs-down)",
+               f"{self.created:,} created, {self.updated:,} updated, {self.unchanged:,} unchanged, "
+               f"{self.duplicate_content:,} duplicate content, {self.changed_after_labelling:,} changed after labelling "
+               f"(kept), {sum(self.skipped.values()):,} skipped"]
+        for reason, n in Counter(self.skipped).most_common(top):
+            hint = HINTS.get(reason)
+            out.append(f"skipped {n:,}: {reason}" + (f" ({hint})" if hint else ""))
+        return out
+
+
+@dataclass
+class Trace:
+    """One trace to sample: its spans (or its Langfuse export) and the feedback found in it."""
+
+    trace_id: str
+    spans: list[Span] = field(default_factory=list)
+    langfuse: Any = None
+    feedback: int | None = None
+
+
+def read_files(paths: Iterable[str | Path], fmt: str = "auto", *, max_bytes: int = MAX_FILE_BYTES) -> Decoded:
+    """Decode every file (auto: each by its content); the first bad file raises ImportRejected naming it."""
+    if fmt != "auto" and fmt not in FORMATS:
+        raise ValueError(f"format must be auto or one of {', '.join(FORMATS)}, got {fmt!r}")
+    decoded = Decoded()
+    for path in paths:
+        try:
+            raw = read_bytes(path, max_bytes=max_bytes)
+            decode(raw, detect_format(raw) if fmt == "auto" else fmt, into=decoded)
+        except ImportRejected as exc:
+            exc.source = str(path)
+            raise
+    return decoded
+
+
+def read_feedback(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, int]:
+    """Read a feedback JSONL file: lines {trace_id, value}, value "down"/"up" or a number; return trace id → -1/0/1."""
+    try:
+        out: dict[str, int] = {}
+        for line, data in json_lines(read_bytes(path, max_bytes=max_bytes)):
+            if not isinstance(data, dict):
+                raise reject("must be an object {trace_id, value}", line=line)
+            trace_id = data.get("trace_id")
+            if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
+                raise reject("must be a trace id string", line=line, field="trace_id")
+            value = feedback_value(data.get("value"))
+            if value is None:
+                raise reject(f"must be \"down\", \"up\" or a number, found {data.get('value')!r}"[:200], line=line,
+                             field="value")
+            out[langfuse_trace_id(trace_id)] = value
+        return out
+    except ImportRejected as exc:
+        exc.source = str(path)
+        raise
+
+
+def group_traces(decoded: Decoded) -> tuple[dict[str, Trace], int, int]:
+    """Return traces by id, the number of distinct spans and the number of repeated ones (kept once, the first)."""
+    traces: dict[str, Trace] = {}
+    seen: set[tuple[str, str]] = set()
+    spans = repeated = 0
+    for span in decoded.spans:
+        key = (span.trace_id, span.span_id)
+        if key in seen:
+            repeated += 1
+            continue
+        seen.add(key)
+        spans += 1
+        trace = traces.get(span.trace_id)
+        if trace is None:
+            trace = traces[span.trace_id] = Trace(span.trace_id)
+        trace.spans.append(span)
+    for item in decoded.langfuse:
+        if item.trace_id in traces:  # the same trace again (or already read from OTLP): the first wins
+            repeated += 1 + len(item.observations)
+            continue
+        spans += 1 + len(item.observations)
+        traces[item.trace_id] = Trace(item.trace_id, langfuse=item, feedback=langfuse_feedback(item))
+    return traces, spans, repeated
+
+
+def acceptable(record: dict[str, Any], max_field_chars: int) -> bool:
+    """Return whether the samples import would take the record (one trace's odd text must not refuse the others)."""
+    check = RecordCheck(None, cells=False, problems=Problems(1), limit=max_field_chars)
+    try:
+        norm = normalise_sample(dict(record), check)
+        return norm is not None and hash_checked(norm, check) is not None and check.ok
+    except TooManyProblems:
+        return False
+
+
+def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, dataset: str, fmt: str = "auto",
+                  feedback: str | Path | None = None, rate: float = 1.0, salt: str | None = None,
+                  max_samples: int | None = None, max_field_chars: int = 1_000_000, max_bytes: int = MAX_FILE_BYTES,
+                  chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS) -> TracesSummary:
+    """Import trace files into `dataset` (module docstring); return the summary.
+
+    `target`: an Engine (short transactions of its own, as `calibrate import`) or a Session
+    (everything in the caller's transaction, inside a savepoint; the caller commits).
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise reject(f"the rate must be between 0 and 1, got {rate}", field="rate")
+    if max_samples is not None and max_samples < 0:
+        raise reject("--max must be 0 or more", field="max")
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise reject("no trace file given")
+    salt = dataset if salt is None else salt
+    decoded = read_files(paths, fmt, max_bytes=max_bytes)
+    given = read_feedback(feedback, max_bytes=max_bytes) if feedback is not None else {}
+    traces, spans, repeated = group_traces(decoded)
+    summary = TracesSummary(dataset, traces=len(traces), spans=spans, duplicate_spans=repeated)
+    skipped: Counter[str] = Counter()
+
+    # Sample: thumbs-down always; any other trace when u < rate. --max keeps thumbs-down first, then the smallest u.
+    taken: list[tuple[bool, float, Trace]] = []
+    for trace_id in sorted(traces):
+        trace = traces[trace_id]
+        if trace_id in given:
+            trace.feedback = given[trace_id]
+        down = trace.feedback == -1
+        u = inclusion_u(salt, trace_id)
+        if down or u < rate:
+            taken.append((down, u, trace))
+    summary.sampled = len(taken)
+    summary.sampled_down = sum(down for down, _, _ in taken)
+    if max_samples is not None and len(taken) > max_samples:
+        kept = sorted(taken, key=lambda item: (not item[0], item[1]))[:max_samples]
+        skipped["over_max"] = len(taken) - max_samples
+        taken = sorted(kept, key=lambda item: item[2].trace_id)
+
+    records = []
+    for down, _, trace in taken:
+        mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
+                  else map_spans(trace.spans, max_chars=max_field_chars))
+        if isinstance(mapped, Skip):
+            skipped[mapped.reason] += 1
+            continue
+        mapped["metadata"]["inclusion_prob"] = 1.0 if down else float(rate)
+        mapped["feedback"] = trace.feedback
+        if not acceptable(mapped, max_field_chars):
+            skipped["invalid"] += 1
+            continue
+        records.append(mapped)
+    summary.skipped = dict(skipped.most_common())
+
+    if isinstance(target, Session):
+        savepoint = target.begin_nested()
+        try:
+            _store(InTransaction(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+    else:
+        cleanup(target, stale_seconds=stale_seconds)
+        _store(InChunks(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+    return summary
+
+
+def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: Path,
+           max_field_chars: int) -> None:
+    """Decide created/updated/unchanged/duplicate/kept against the dataset, then write through the samples import."""
+    with writes.read() as session:
+        stored: dict[str, tuple[int, str | None, Any, int | None]] = {}  # id → (pk, content hash, metadata, feedback)
+        labelled: set[int] = set()
+        ds = session.scalars(select(Dataset).where(Dataset.name == summary.dataset)).first()
+        if ds is not None and ds.import_batch_id is None:
+            for pk, external_id, metadata, feedback in session.execute(
+                    select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback).where(Sample.dataset_id == ds.id)):
+                digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
+                stored[external_id] = (pk, digest, metadata, feedback)
+            labelled = set(session.scalars(select(Label.sample_id).join(Sample, Sample.id == Label.sample_id)
+                                           .where(Sample.dataset_id == ds.id).distinct()))
+        writes.end_read(session)
+    contents = {known[1]: external_id for external_id, known in stored.items() if known[1]}
+    out = []
+    for rec in records:
+        digest = rec["metadata"]["content_sha256"]
+        known = stored.get(rec["id"])
+        if known is not None:
+            if known[1] == digest and rec["feedback"] is not None and rec["feedback"] != known[3]:
+                # Feedback that arrived after the trace was imported: only the feedback changes (it is not
+                # content; labels stay valid), the stored metadata is kept as it was.
+                summary.updated += 1
+                out.append({**rec, "metadata": known[2]})
+            elif known[1] == digest:
+                summary.unchanged += 1
+            elif known[0] in labelled:
+                summary.changed_after_labelling += 1
+            else:
+                summary.updated += 1
+                out.append(rec)
+            continue
+        if digest in contents:
+            summary.duplicate_content += 1
+            continue
+        contents[digest] = rec["id"]
+        summary.created += 1
+        out.append(rec)
+    if not out:
+        return
+    with tempfile.TemporaryDirectory(prefix="calibrate-traces-") as folder:
+        path = Path(folder) / f"{source.name[:100]}.samples.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for rec in out:
+                handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        result = import_samples(writes, path, "jsonl", dataset=summary.dataset, update=True,
+                                description="production traces", max_field_chars=max_field_chars)
+    # The samples import compared with the same stored rows; should another writer have got in between, its
+    # counts are what was written.
+    summary.unchanged += (summary.created - result.added) + (summary.updated - result.updated)
+    summary.created, summary.updated = result.added, result.updated
