@@ -190,5 +190,6 @@ def pytest_collection_finish(session):
     """Fail, never skip, when the suite's own dependencies are missing (CI must notice)."""
     import importlib
 
-    for name in ("hypothesis", "statsmodels", "krippendorff", "playwright", "bs4", "sklearn", "scipy", "psycopg", "ruff"):
+    for name in ("hypothesis", "statsmodels", "krippendorff", "playwright", "bs4", "sklearn", "scipy", "psycopg", "ruff",
+                 "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common", "opentelemetry.proto"):
         importlib.import_module(name)
