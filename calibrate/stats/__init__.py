@@ -26,6 +26,12 @@ alttest
 position
     Position bias of a pairwise judge run in both presentation orders, and the
     "consistent" order rule.
+estimation
+    The system's mean from many verdicts and few labels: classical, naive judge, PPI, PPI++
+    (tuned lambda), Rogan-Gladen with Lee et al.'s interval, labels needed for a width;
+    undefined results carry a code from ``ESTIMATE_REASONS``.
+consistency
+    Self-consistency of K verdicts per target: flip rate, Fleiss' kappa among runs, majority.
 paired
     A/B tests on paired per-question values: paired t-test, Wilcoxon signed-rank, paired
     bootstrap interval of the mean difference, relative improvement.
@@ -53,7 +59,19 @@ from calibrate.stats.agreement import (
 )
 from calibrate.stats.alttest import AltTestResult, alt_test, benjamini_yekutieli
 from calibrate.stats.comparison import discordant_counts, mcnemar_exact
+from calibrate.stats.consistency import SelfConsistency, flip_rate, majority_vote, self_consistency
 from calibrate.stats.correlation import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
+from calibrate.stats.estimation import REASONS as ESTIMATE_REASONS
+from calibrate.stats.estimation import (
+    classical_mean,
+    judge_mean,
+    labels_needed,
+    ppi_correlation,
+    ppi_lambda,
+    ppi_mean,
+    rogan_gladen,
+    rogan_gladen_from_rates,
+)
 from calibrate.stats.intervals import (
     bootstrap_index_matrix,
     cluster_bootstrap,
@@ -83,6 +101,19 @@ from calibrate.stats.retrieval import (
 )
 
 __all__ = [
+    "ESTIMATE_REASONS",
+    "SelfConsistency",
+    "classical_mean",
+    "flip_rate",
+    "judge_mean",
+    "labels_needed",
+    "majority_vote",
+    "ppi_correlation",
+    "ppi_lambda",
+    "ppi_mean",
+    "rogan_gladen",
+    "rogan_gladen_from_rates",
+    "self_consistency",
     "AltTestResult",
     "PositionResult",
     "alt_test",
