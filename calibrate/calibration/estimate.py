@@ -41,7 +41,7 @@ from calibrate.calibration.gold import gold_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.errors import CalibrationError
 from calibrate.models import Sample, Task
-from calibrate.stats import ESTIMATE_REASONS, classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
+from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels
 
 __all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "window_keys"]
@@ -248,8 +248,3 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         result["by_window"] = by_window
         result["windows"] = windows
     return result
-
-
-def describe_reason(code: str | None) -> str:
-    """Return the words of a refusal code (stats' or this module's)."""
-    return ESTIMATE_REASONS.get(code or "", REASONS.get(code or "", ""))
