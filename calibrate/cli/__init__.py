@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Remove what unfinished imports left (killed or crashed: never visible); list imports still running."),
     "compare": ("reports", "compare_command", "Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."),
     "demo": ("demo", "demo_command", "Load the bundled demo (samples, experts' labels, logins) and serve it."),
+    "estimate": ("estimate", "estimate_command",
+                 "Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."),
     "export": ("export", "export_group", "Write what the experts made to a file."),
     "gate": ("reports", "gate_command", "Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."),
     "import": ("imports", "import_command",

@@ -33,6 +33,12 @@ drift
 refresh
     The golden-set refresh rule: anchors, retire oldest in over-represented strata,
     largest-remainder allocation of new items.
+estimation
+    The system's mean from many verdicts and few labels: classical, naive judge, PPI, PPI++
+    (tuned lambda), Rogan-Gladen with Lee et al.'s interval, labels needed for a width;
+    undefined results carry a code from ``ESTIMATE_REASONS``.
+consistency
+    Self-consistency of K verdicts per target: flip rate, Fleiss' kappa among runs, majority.
 paired
     A/B tests on paired per-question values: paired t-test, Wilcoxon signed-rank, paired
     bootstrap interval of the mean difference, relative improvement.
@@ -60,6 +66,7 @@ from calibrate.stats.agreement import (
 )
 from calibrate.stats.alttest import AltTestResult, alt_test, benjamini_yekutieli
 from calibrate.stats.comparison import discordant_counts, mcnemar_exact
+from calibrate.stats.consistency import SelfConsistency, flip_rate, majority_vote, self_consistency
 from calibrate.stats.correlation import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
 from calibrate.stats.drift import REASONS as DRIFT_REASONS
 from calibrate.stats.drift import (
@@ -70,6 +77,17 @@ from calibrate.stats.drift import (
     numeric_drift,
     psi,
     text_drift,
+)
+from calibrate.stats.estimation import REASONS as ESTIMATE_REASONS
+from calibrate.stats.estimation import (
+    classical_mean,
+    judge_mean,
+    labels_needed,
+    ppi_correlation,
+    ppi_lambda,
+    ppi_mean,
+    rogan_gladen,
+    rogan_gladen_from_rates,
 )
 from calibrate.stats.intervals import (
     bootstrap_index_matrix,
@@ -108,6 +126,19 @@ from calibrate.stats.retrieval import (
 )
 
 __all__ = [
+    "ESTIMATE_REASONS",
+    "SelfConsistency",
+    "classical_mean",
+    "flip_rate",
+    "judge_mean",
+    "labels_needed",
+    "majority_vote",
+    "ppi_correlation",
+    "ppi_lambda",
+    "ppi_mean",
+    "rogan_gladen",
+    "rogan_gladen_from_rates",
+    "self_consistency",
     "AltTestResult",
     "DRIFT_REASONS",
     "RefreshPlan",

@@ -1,0 +1,250 @@
+"""An honest number about the live system: the task's mean from the judge's verdicts and the experts' labels.
+
+`calibrate estimate` (docs/cli.md) reads the data here and computes with `calibrate.stats.estimation`
+(docs/statistics.md §17). The estimand is the mean of the task's gold as a number over every target
+the judge has a usable verdict on:
+
+- a categorical or pairwise task: the share of the positive label (`positive`, default the task's
+  first declared label); a score task (ordinal, continuous): the mean score;
+- **labelled** targets have a gold (calibration/gold.py: adjudicated, else majority, else mean;
+  ties give none) and a usable verdict; **unlabelled** targets a usable verdict only;
+- a usable verdict: status ok, a value, its claim or context still active, not an excluded label
+  (`not_applicable`); a pairwise task's verdict is the one its order rule makes (pairwise.py);
+- the judge version's **few-shot examples** are left out entirely (the judge has seen their gold)
+  and counted (`n_fewshot_excluded`); so are labelled targets whose gold is an excluded label;
+- `split` and `where` (`metadata.FIELD=VALUE`) restrict the samples;
+- **weights**: when the labelled targets' samples carry `metadata.inclusion_prob` (π in (0, 1], the
+  probability the sampling design gave them), each weighs 1/π and the imputed term uses every
+  target's verdict (stats docs §17); `weighted` says so. Some with π and some without is refused;
+- **windows** (`by_window` day, week, month) group targets by their sample's `metadata.started_at`
+  (ISO 8601), else its creation time, and estimate each window with the same method.
+
+Refusals (no labelled targets, a constant gold, sensitivity + specificity ≤ 1 for rogan-gladen, …)
+come back as the result's `status` "undefined" with `reason` (a code of `stats.ESTIMATE_REASONS` or
+of `REASONS` here) and `note`; the command turns them into an error, never a number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import select as sa_select
+from sqlmodel import Session
+
+from calibrate import lookup
+from calibrate.calibration.calibrated import calibrated_task
+from calibrate.calibration.frames import fewshot_keys, labels_frame, split_samples, verdicts_frame
+from calibrate.calibration.gold import gold_frame
+from calibrate.calibration.pairwise import apply_order_rule
+from calibrate.errors import CalibrationError
+from calibrate.models import Sample, Task
+from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
+from calibrate.tasks import has_labels
+
+__all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "window_keys"]
+
+METHODS = ("ppi++", "ppi", "classical", "rogan-gladen")
+WINDOWS = ("day", "week", "month")
+
+#: Refusals that come from the data's shape rather than from a statistic.
+REASONS: dict[str, str] = {
+    "not_binary": "rogan-gladen needs a binary estimand: a task with labels (the positive label's share)",
+    "mixed_weights": "some labelled targets' samples carry metadata.inclusion_prob and some do not: give it to all or none",
+}
+
+
+def _check(method: str, alpha: float, by_window: str | None, target_width: float) -> None:
+    if method not in METHODS:
+        raise CalibrationError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 < alpha < 1:
+        raise CalibrationError(f"alpha must lie strictly between 0 and 1, not {alpha!r}")
+    if by_window is not None and by_window not in WINDOWS:
+        raise CalibrationError(f"by-window must be one of {', '.join(WINDOWS)}, not {by_window!r}")
+    if not isinstance(target_width, (int, float)) or not math.isfinite(target_width) or not 0 < target_width <= 1:
+        raise CalibrationError(f"target-width must lie in (0, 1], not {target_width!r}")
+
+
+def _where_samples(session: Session, dataset, where: str) -> set[int]:
+    """Return the ids of the samples whose `metadata.FIELD` equals VALUE (as text)."""
+    name, sep, value = where.partition("=")
+    if not sep or not name.startswith("metadata.") or len(name) <= len("metadata."):
+        raise CalibrationError(f"--where must be metadata.FIELD=VALUE, got {where!r}")
+    key = name.removeprefix("metadata.")
+    rows = session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
+    ids = {sid for sid, meta in rows if isinstance(meta, dict) and meta.get(key) is not None and str(meta[key]) == value}
+    if not ids:
+        raise CalibrationError(f"no sample of {dataset.name} has {where}")
+    return ids
+
+
+def _positive(task: Task, positive: str | None) -> str | None:
+    if not has_labels(task):
+        if positive is not None:
+            raise CalibrationError(f"--positive is for tasks with labels; {task.name} is {task.kind} (its mean score is estimated)")
+        return None
+    declared = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
+    if positive is None:
+        if task.kind == "pairwise" or not declared:
+            raise CalibrationError(f"task {task.name} needs --positive LABEL (the label whose share is estimated)")
+        return declared[0]
+    if task.kind != "pairwise" and positive not in declared:
+        raise CalibrationError(f"--positive {positive!r} is not a label of {task.name} (labels: {', '.join(declared)})")
+    return positive
+
+
+def _numbers(values: pd.Series, positive: str | None, what: str) -> np.ndarray:
+    if positive is not None:
+        return (values.astype(str) == positive).to_numpy(dtype=float)
+    numbers = pd.to_numeric(values, errors="coerce")
+    if numbers.isna().any():
+        raise CalibrationError(f"{what} {values[numbers.isna()].iloc[0]!r} is not a number")
+    return numbers.to_numpy(dtype=float)
+
+
+def _sample_info(session: Session, dataset) -> pd.DataFrame:
+    """Return per sample: inclusion_prob (NaN when absent) and the time it belongs to (started_at, else created_at)."""
+    # Through SQLAlchemy, not read_frame's raw cursor: the metadata column's JSON is decoded here.
+    rows = session.execute(sa_select(Sample.id, Sample.meta, Sample.created_at).where(Sample.dataset_id == dataset.id)).all()
+    frame = pd.DataFrame(rows, columns=["sample_id", "meta", "created_at"])
+    metas = [m if isinstance(m, dict) else {} for m in frame["meta"]]
+    prob = pd.to_numeric(pd.Series([m.get("inclusion_prob") for m in metas], dtype=object), errors="coerce")
+    bad = prob.notna() & ~((prob > 0) & (prob <= 1))
+    if bad.any():
+        raise CalibrationError(f"sample {int(frame['sample_id'][bad].iloc[0])}: metadata.inclusion_prob must lie in (0, 1], "
+                               f"not {prob[bad].iloc[0]!r}")
+    started = pd.to_datetime(pd.Series([m.get("started_at") for m in metas], dtype=object).astype("string"),
+                             errors="coerce", utc=True, format="ISO8601").dt.as_unit("us")
+    created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
+    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()},
+                        index=frame["sample_id"].astype(np.int64).to_numpy())
+
+
+def window_keys(times: pd.Series, by: str) -> pd.Series:
+    """Return each time's window: day `2026-12-02`, ISO week `2026-W49`, month `2026-12`."""
+    times = pd.to_datetime(times, utc=True)
+    if by == "day":
+        return times.dt.strftime("%Y-%m-%d")
+    if by == "month":
+        return times.dt.strftime("%Y-%m")
+    iso = times.dt.isocalendar()
+    return iso["year"].astype(str) + "-W" + iso["week"].astype(int).map("{:02d}".format)
+
+
+def _pair(est) -> dict:
+    return {"estimate": est.value, "ci": list(est.ci) if est.ci else None}
+
+
+def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, method: str, alpha: float,
+                    weights: np.ndarray | None = None, yhat_all: np.ndarray | None = None) -> dict:
+    """Return the method's estimate on arrays: `estimate`, `ci`, `lambda`, `status`, `reason`, `note` (+ Rogan–Gladen's rates).
+
+    With `weights` (1/π of the labelled targets) the imputed term uses `yhat_all`, every target's verdict.
+    """
+    if method == "classical":
+        est = classical_mean(y, alpha=alpha, weights=weights)
+    elif method == "rogan-gladen":
+        est = rogan_gladen(y, yhat, yhat_unl, alpha=alpha)
+    else:
+        imputed = yhat_all if weights is not None and yhat_all is not None else yhat_unl
+        est = ppi_mean(y, yhat, imputed, alpha=alpha, lam=None if method == "ppi++" else 1.0, weights=weights)
+    out: dict[str, Any] = {"estimate": est.value, "ci": list(est.ci) if est.ci else None, "status": est.status,
+                           "reason": est.extra.get("reason"), "note": est.note,
+                           "lambda": est.extra.get("lambda") if method in ("ppi++", "ppi") else None}
+    if method == "rogan-gladen":
+        out.update({k: est.extra.get(k) for k in ("sensitivity", "specificity", "n_positive", "n_negative")})
+    return out
+
+
+def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name: str, *, method: str = "ppi++",
+                 alpha: float = 0.05, split: str | None = None, where: str | None = None, positive: str | None = None,
+                 by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent") -> dict:
+    """Return what `calibrate estimate` writes (docs/cli.md lists the keys); undefined results carry status, reason, note.
+
+    Raises NotFound for an unknown dataset, task or judge and CalibrationError for options the data
+    cannot answer (a split or --where value no sample has, an unknown positive label).
+    """
+    _check(method, alpha, by_window, target_width)
+    dataset = lookup.dataset(session, dataset_name)
+    task = calibrated_task(session, task_name)
+    judge = lookup.judge(session, judge_name)
+    pos = _positive(task, positive)
+    scope = split_samples(session, dataset, split) if split else None
+    if where:
+        chosen = _where_samples(session, dataset, where)
+        scope = chosen if scope is None else scope & chosen
+
+    verdicts = verdicts_frame(session, dataset, task, judge)
+    if task.kind == "pairwise":
+        verdicts, _ = apply_order_rule(task, verdicts, order_rule)
+    excluded = set(task.excluded or [])
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & verdicts["active"]
+                      & ~verdicts["value"].astype(str).isin(excluded)]
+    labels = labels_frame(session, dataset, task)
+    if scope is not None:
+        usable = usable[usable["sample_id"].isin(scope)]
+        labels = labels[labels["sample_id"].isin(scope)]
+    usable = usable.drop_duplicates("target_key")
+    gold = gold_frame(labels, task.kind)
+    outside = gold["gold"].notna() & gold["gold"].astype(str).isin(excluded)  # e.g. "not a claim": not in the estimand
+    usable = usable[~usable["target_key"].isin(gold.loc[outside, "target_key"])]
+    gold = gold[gold["gold"].notna() & ~outside]
+    fewshot = fewshot_keys(session, judge)
+    n_fewshot = int(usable["target_key"].isin(fewshot).sum())
+    usable = usable[~usable["target_key"].isin(fewshot)]
+
+    merged = usable.merge(gold[["target_key", "gold"]], on="target_key", how="left")
+    is_labelled = merged["gold"].notna().to_numpy()
+    yhat_all = _numbers(merged["value"], pos, "verdict")
+    y = _numbers(merged.loc[is_labelled, "gold"], pos, "gold value")
+    info = _sample_info(session, dataset)
+    samples = merged["sample_id"].astype(np.int64).to_numpy()
+    prob = info["inclusion_prob"].reindex(samples).to_numpy(dtype=float)
+
+    head: dict[str, Any] = {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, "where": where,
+                            "positive": pos, "method": method, "alpha": alpha}
+    counts = {"n_labelled": int(is_labelled.sum()), "n_unlabelled": int((~is_labelled).sum()), "n_fewshot_excluded": n_fewshot}
+    lab_prob = prob[is_labelled]
+    if np.isnan(lab_prob).any() and not np.isnan(lab_prob).all():
+        return {**head, **counts, "status": "undefined", "reason": "mixed_weights", "note": REASONS["mixed_weights"]}
+    # Rogan–Gladen is unweighted (its rates are per-target counts): weighted stays false for it.
+    weighted = bool(lab_prob.size) and not np.isnan(lab_prob).any() and method != "rogan-gladen"
+    if method == "rogan-gladen" and pos is None:
+        return {**head, **counts, "status": "undefined", "reason": "not_binary", "note": REASONS["not_binary"]}
+    weights = 1.0 / lab_prob if weighted else None
+
+    def compute(mask: np.ndarray) -> dict:
+        lab, unl = mask & is_labelled, mask & ~is_labelled
+        w = 1.0 / prob[lab] if weighted else None
+        return estimate_values(y[lab[is_labelled]], yhat_all[lab], yhat_all[unl], method=method, alpha=alpha,
+                               weights=w, yhat_all=yhat_all[mask])
+
+    everything = np.ones(len(merged), dtype=bool)
+    main = compute(everything)
+    result: dict[str, Any] = {**head, **counts, **{k: v for k, v in main.items() if k not in ("status", "reason", "note")},
+                              "status": main["status"], "reason": main["reason"], "note": main["note"], "weighted": weighted}
+    if method != "rogan-gladen":
+        for key in ("sensitivity", "specificity", "n_positive", "n_negative"):
+            result.pop(key, None)
+    result["classical"] = _pair(classical_mean(y, alpha=alpha, weights=weights))
+    result["naive_judge"] = _pair(judge_mean(yhat_all, alpha=alpha))
+    power = labels_needed(y, yhat_all[is_labelled], n_total=len(merged), target_width=target_width, alpha=alpha,
+                          method="classical" if method == "classical" else "ppi++", weights=weights) if len(merged) else None
+    result["labels_needed"] = int(power.value) if power is not None and power.ok else None
+    result["target_width"] = target_width
+    if power is not None and not power.ok:
+        result["labels_needed_note"] = power.note
+    if by_window:
+        keys = window_keys(pd.Series(info["time"].reindex(samples).to_numpy()), by_window).to_numpy()
+        windows = []
+        for key in sorted(set(keys.tolist())):
+            mask = keys == key
+            one = compute(mask)
+            windows.append({"window": key, "n_labelled": int((mask & is_labelled).sum()),
+                            "n_unlabelled": int((mask & ~is_labelled).sum()), "estimate": one["estimate"], "ci": one["ci"],
+                            **({"reason": one["reason"], "note": one["note"]} if one["status"] != "ok" else {})})
+        result["by_window"] = by_window
+        result["windows"] = windows
+    return result

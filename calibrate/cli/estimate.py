@@ -1,0 +1,61 @@
+"""`calibrate estimate`: the task's mean over the live system from the judge's verdicts and the experts' labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from sqlmodel import Session
+
+from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, ready_engine, write_output
+from calibrate.cli.reports import LOCALE, ORDER_RULE
+
+# Loaded when the command runs, not for its --help (they bring pandas and SciPy).
+estimate = lazy_import("calibrate.calibration.estimate")
+estimate_report = lazy_import("calibrate.reports.estimate_report")
+
+
+def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"--{name} must be a number, not {raw!r}") from None
+    if not (0 < value <= 1 if upper_inclusive else 0 < value < 1):  # also refuses nan
+        raise BadInput(f"--{name} must lie in (0, 1{']' if upper_inclusive else ')'}, not {raw}")
+    return value
+
+
+@click.command("estimate")
+@click.option("--dataset", required=True, help="Dataset whose targets the estimate is about.")
+@click.option("--judge", required=True, help="Judge whose verdicts are used (a prompt run is PROMPT@VERSION).")
+@click.option("--task", required=True, help="Task whose gold value is averaged.")
+@click.option("--method", type=click.Choice(["ppi++", "ppi", "classical", "rogan-gladen"]), default="ppi++", show_default=True,
+              help="ppi++ (verdicts weighed by the tuned lambda), ppi (lambda 1), classical (labels alone) or rogan-gladen "
+                   "(binary tasks: the verdicts' share corrected by sensitivity and specificity).")
+@click.option("--alpha", default="0.05", show_default=True, metavar="A", help="Error level: the interval covers 1 - A.")
+@click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
+@click.option("--where", metavar="metadata.FIELD=VALUE", help="Only the samples with this metadata value (e.g. one system's).")
+@click.option("--positive", metavar="LABEL", help="Tasks with labels: the label whose share is estimated (default the first declared).")
+@click.option("--by-window", "by_window", type=click.Choice(["day", "week", "month"]),
+              help="Also estimate per window of metadata.started_at (else the sample's creation time).")
+@click.option("--target-width", "target_width", default="0.05", show_default=True, metavar="W",
+              help="The interval half-width labels_needed is computed for.")
+@ORDER_RULE
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
+@LOCALE
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def estimate_command(settings: Settings, dataset: str, judge: str, task: str, method: str, alpha: str, split: str | None,
+                     where: str | None, positive: str | None, by_window: str | None, target_width: str, order_rule: str, fmt: str,
+                     locale: str, output: Path | None) -> None:
+    """Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."""
+    level = _fraction("alpha", alpha)
+    width = _fraction("target-width", target_width, upper_inclusive=True)
+    with Session(ready_engine(settings)) as session:
+        result = estimate.run_estimate(session, dataset, task, judge, method=method, alpha=level, split=split, where=where,
+                                       positive=positive, by_window=by_window, target_width=width, order_rule=order_rule)
+    if result["status"] != "ok":
+        counts = f"{result['n_labelled']} labelled, {result['n_unlabelled']} unlabelled, {result['n_fewshot_excluded']} few-shot left out"
+        raise BadInput(f"no {method} estimate of {task} on {dataset} with {judge}: {result['note']} "
+                       f"[{result['reason']}] ({counts})")
+    write_output(estimate_report.render_estimate(result, fmt, locale), output, f"{fmt} estimate")
