@@ -164,7 +164,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
                 async for chunk in response.aiter_raw():
                     raw += chunk
                     if self.max_answer_bytes is not None and len(raw) > WIRE_FACTOR * self.max_answer_bytes:
-                        raise too_large(len(raw), self.max_answer_bytes, wire=True)
+                        raise too_large(WIRE_FACTOR * self.max_answer_bytes, self.max_answer_bytes, wire=True)
             finally:
                 await response.aclose()
         finally:
@@ -282,7 +282,7 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
         else:
             out += decoder.decompress(chunk, limit + 1 - len(out))
         if len(out) > limit:
-            raise too_large(len(out) - 1 if decoder is not None else len(out), limit, decoded=decoder is not None)
+            raise too_large(limit, limit, decoded=decoder is not None)
     if decoder is not None:
         out += decoder.flush(limit + 1 - len(out)) if len(out) <= limit else b""
         if len(out) > limit:

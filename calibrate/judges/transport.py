@@ -230,7 +230,7 @@ class H11Transport(httpx.AsyncBaseTransport):
                 elif isinstance(event, h11.Data):
                     answer += event.data
                     if cap is not None and len(answer) > WIRE_FACTOR * cap:
-                        raise too_large(len(answer), cap, wire=True)
+                        raise too_large(WIRE_FACTOR * cap, cap, wire=True)
                 elif isinstance(event, h11.EndOfMessage):
                     break
                 elif isinstance(event, h11.ConnectionClosed):

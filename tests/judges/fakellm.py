@@ -360,10 +360,16 @@ class _Handler(BaseHTTPRequestHandler):
 @functools.lru_cache(maxsize=1)
 def gzip_bomb(size: int = 1024 ** 3) -> bytes:
     """Return gzip data that inflates to `size` zero bytes (1 GiB: about 1 MB), made once per process."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     block = bytes(16 * 1024 * 1024)
-    parts = [packer.compress(block) for _ in range(size // len(block))]
-    return b"".join(parts) + packer.flush()
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate
+    # After a full flush the compressor starts afresh, so every block of zeros compresses to the same bytes.
+    piece = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(size // len(block)):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = crc.to_bytes(4, "little") + (size % 2**32).to_bytes(4, "little")
+    return header + piece * (size // len(block)) + packer.flush() + trailer
 
 
 def _error(anthropic: bool, kind: str, message: str) -> dict:
