@@ -26,11 +26,19 @@ huge allocation, so the two are closed differently:
   Lists, tuples and dicts a template builds may not print as more than that budget (checked
   when they are built, so `[x, x]` doubled in a loop is refused long before anything compares,
   hashes or prints it). The output is streamed through `generate()` and counted.
+- **Depth.** Lists, tuples, dicts and namespaces a template builds may nest at most
+  `Limits.max_depth` levels (PROMPT_RENDER_MAX_DEPTH, `nesting_depth`): deeper ones crash the C
+  code that hashes, prints or compares them (a 160,000-level tuple and `|unique`: SIGSEGV).
+- **Costly filters** (`COSTLY_FILTERS`: `|batch`, `|striptags`, `|sort`…) are refused on more
+  than PROMPT_RENDER_MAX_CHARS characters or elements before they run: their cost grows faster
+  than their input, or one regular expression over the whole text cannot be interrupted.
 - **Shared context.** The environment is immutable (`ImmutableSandboxedEnvironment`): a template
   cannot `append` to `task.labels` or `update` the metadata another item will see.
 
 Data passed in (the sample's question, contexts…) is not built by the template and is bounded by
 the importer's limits; only what the template makes of it is counted.
+And whatever these checks miss, the process pays for: renders of user templates run in worker
+processes (calibrate.judges.render_pool) unless `Limits.isolated` is False (inside a worker).
 """
 
 from __future__ import annotations
