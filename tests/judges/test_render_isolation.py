@@ -208,3 +208,12 @@ def test_a_run_whose_process_died_is_shown_failed_and_resumes(engine, session, f
     assert (run.status, run.error) == ("failed", DEAD_RUN_ERROR)
     assert prepare_run(engine, spec) == run_id  # taken up again: resumable
     assert execute_run(engine, run_id).status == "done"
+
+
+def test_prompt_new_with_the_deep_tuple_under_the_default_settings_is_refused_by_the_depth_bound(runner, tmp_path):
+    path = tmp_path / "t.j2"
+    path.write_text(DEEP_TUPLE, encoding="utf-8")
+    result = runner.invoke(["prompt", "new", "claims", "--task", "claim_support", "--template", str(path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: template refused: a list or dict builds a value nested more than 100 "
+                                     "levels deep (PROMPT_RENDER_MAX_DEPTH)")
