@@ -58,6 +58,17 @@ IMPORT_STALE_SECONDS = 600
 # way). A run records an item that hits a limit as that item's error. See docs/security.md.
 PROMPT_RENDER_SECONDS = 2
 PROMPT_RENDER_MAX_CHARS = 200_000
+# Untrusted templates (issue 20): every check and render runs in one of PROMPT_RENDER_WORKERS
+# long-lived worker processes per server or command, each limited to PROMPT_RENDER_MEMORY_MB MiB
+# of address space and killed when a render overruns PROMPT_RENDER_SECONDS (plus a second): a
+# template that crashes or exhausts its worker costs one item, never the server or the run.
+# Lists, tuples and dicts a template builds may nest at most PROMPT_RENDER_MAX_DEPTH levels.
+PROMPT_RENDER_WORKERS = 2
+PROMPT_RENDER_MEMORY_MB = 512
+PROMPT_RENDER_MAX_DEPTH = 100
+# Judge answers: the largest answer body read, in bytes after decompression (twice that on the
+# wire); a longer one is the item's error, naming its size, and nothing of it is stored.
+JUDGE_MAX_ANSWER_BYTES = 1024 * 1024
 # Statistics defaults (the report and gate take these unless told otherwise).
 THRESHOLD = 0.75
 # The decision rule: False decides `passed` on the estimate (rule `point`), True on the CI's lower

@@ -5,6 +5,8 @@ Modules, by what they do:
     errors      the exception tree (drawn at its top)
     render      sandboxed Jinja2 templates: fields, save-time checks, built-in defaults
     sandbox     the bounded sandbox every render runs in: time and size limits, immutable context
+    render_pool the worker processes user templates render in (a crash costs one item) …
+    render_worker … and the worker's side: length-prefixed JSON over pipes, its own rlimits
     params      the per-backend allowlist of version parameters, with caps
     versions    prompts and immutable, content-hashed versions with few-shot examples; diffs
     items       the targets a run judges and the fields templates see

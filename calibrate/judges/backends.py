@@ -28,6 +28,7 @@ import json
 import os
 import ssl
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -49,7 +50,8 @@ from calibrate.judges.errors import (
     Unreachable,
 )
 from calibrate.judges.render import Rendered
-from calibrate.judges.transport import H11Transport
+from calibrate.judges.sandbox import DEFAULT_MAX_ANSWER_BYTES
+from calibrate.judges.transport import WIRE_FACTOR, AnswerTooLarge, H11Transport, too_large
 
 BACKENDS = ("openai", "anthropic", "baseline")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -142,7 +144,8 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     PER_POOL = 4
 
-    def __init__(self, max_connections: int, **kwargs: Any) -> None:
+    def __init__(self, max_connections: int, max_answer_bytes: int | None = None, **kwargs: Any) -> None:
+        self.max_answer_bytes = max_answer_bytes
         shards = max(1, -(-max_connections // self.PER_POOL))
         per_pool = -(-max_connections // shards)
         limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
@@ -156,10 +159,18 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         self.load[index] += 1
         try:
             response = await self.pools[index].handle_async_request(request)
-            await response.aread()  # release the connection before the slot
+            raw = bytearray()
+            try:  # read (undecoded, capped) to release the connection before the slot
+                async for chunk in response.aiter_raw():
+                    raw += chunk
+                    if self.max_answer_bytes is not None and len(raw) > WIRE_FACTOR * self.max_answer_bytes:
+                        raise too_large(WIRE_FACTOR * self.max_answer_bytes, self.max_answer_bytes, wire=True)
+            finally:
+                await response.aclose()
         finally:
             self.load[index] -= 1
-        return response
+        return httpx.Response(response.status_code, headers=response.headers, stream=httpx.ByteStream(bytes(raw)),
+                              extensions=response.extensions)
 
     async def aclose(self) -> None:
         for pool in self.pools:
@@ -174,13 +185,16 @@ def build_client(
     read_timeout: float = READ_TIMEOUT,
     max_connections: int = 8,
     transport: httpx.AsyncBaseTransport | None = None,
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> httpx.AsyncClient:
     """Return the AsyncClient a run uses: explicit timeouts, auth headers, enough connections.
 
     Plain-http endpoints go through `transport.H11Transport` (far less CPU per call: see its
-    docstring), https ones through httpx's default transport in a `ShardedTransport`.
+    docstring), https ones through httpx's default transport in a `ShardedTransport`; both stop
+    reading an answer at WIRE_FACTOR × `max_answer_bytes` on the wire (AnswerTooLarge), and
+    `read_capped` caps the decoded size.
     """
-    headers = {"user-agent": "calibrate-judge"}
+    headers = {"user-agent": "calibrate-judge", "accept-encoding": "gzip, deflate"}  # what read_capped decodes
     if endpoint.backend == "openai" and api_key:
         headers["authorization"] = f"Bearer {api_key}"
     elif endpoint.backend == "anthropic":
@@ -190,7 +204,8 @@ def build_client(
     timeout = httpx.Timeout(read_timeout, connect=connect_timeout, write=max(read_timeout, 30.0), pool=None)
     if transport is None:
         plain = bool(endpoint.base_url) and httpx.URL(endpoint.base_url).scheme == "http"
-        transport = H11Transport(max_connections) if plain else ShardedTransport(max_connections)
+        transport = (H11Transport(max_connections, max_answer_bytes) if plain
+                     else ShardedTransport(max_connections, max_answer_bytes))
     return httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport, follow_redirects=False,
                              trust_env=False)
 
@@ -230,11 +245,60 @@ def retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | 
 # --------------------------------------------------------------------------- HTTP
 
 
-def _server_message(response: httpx.Response) -> str:
+def _decoder(encoding: str) -> Any:
+    """Return a zlib decompressor for a Content-Encoding (None for identity); MalformedResponse for others."""
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise MalformedResponse(f"the answer is encoded as {encoding!r}; calibrate reads gzip, deflate or plain answers")
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """Return the answer's body decoded, refusing (AnswerTooLarge) one of more than `limit` bytes.
+
+    Reads and decompresses as it goes, at most `limit` + 1 bytes out of the decompressor, so a
+    gzip bomb (1 MB on the wire, 1 GiB unpacked) stops at the cap without being inflated.
+    """
     try:
-        body = load_json(response.text)
+        body = response.content  # already read and decoded (httpx.MockTransport reads what it returns)
+    except httpx.ResponseNotRead:
+        pass
+    else:
+        if len(body) > limit:
+            raise too_large(len(body), limit)
+        return body
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    declared = response.headers.get("content-length", "")
+    if not encoding and declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit, declared=True)
+    decoder = _decoder(encoding)
+    out = bytearray()
+    async for chunk in response.aiter_raw():
+        if decoder is None:
+            out += chunk
+        else:
+            out += decoder.decompress(chunk, limit + 1 - len(out))
+        if len(out) > limit:
+            raise too_large(limit, limit, decoded=decoder is not None)
+    if decoder is not None:
+        out += decoder.flush(limit + 1 - len(out)) if len(out) <= limit else b""
+        if len(out) > limit:
+            raise too_large(limit, limit, decoded=True)
+    return bytes(out)
+
+
+def _text(response: httpx.Response, body: bytes) -> str:
+    return body.decode(response.charset_encoding or "utf-8", errors="replace")
+
+
+def _server_message(text: str) -> str:
+    try:
+        body = load_json(text)
     except ValueError:  # not JSON, or nested too deeply (NestingTooDeep)
-        return response.text[:200].strip()
+        return text[:200].strip()
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -252,8 +316,10 @@ class HTTPBackend:
     name = "http"
     path = ""
 
-    def __init__(self, endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None) -> None:
+    def __init__(self, endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.endpoint = endpoint
+        self.max_answer_bytes = max_answer_bytes
         self.model = endpoint.model
         self.url = endpoint.base_url.rstrip("/") + self.path
         self.target = httpx.URL(self.url)  # parsed once, not per call (~3 % of a call's CPU on loopback)
@@ -289,7 +355,10 @@ class HTTPBackend:
     async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
         where = self.url
         try:
-            response = await client.post(self.target, json=body)
+            async with client.stream("POST", self.target, json=body) as response:
+                raw = await read_capped(response, self.max_answer_bytes)
+        except AnswerTooLarge as exc:  # the item's error, not retried: the same call would answer the same
+            raise RequestRejected(f"the answer from {where} was refused: {exc}", status=200) from None
         except httpx.ConnectTimeout as exc:
             raise Unreachable(f"cannot reach {where}: connect timeout") from exc
         except httpx.TimeoutException as exc:
@@ -303,7 +372,7 @@ class HTTPBackend:
         status = response.status_code
         if 200 <= status < 300:
             try:
-                text = response.text
+                text = _text(response, raw)
                 data = load_json(text)
             except NestingTooDeep:
                 raise MalformedResponse(f"the answer from {where} nests deeper than {MAX_NESTING} levels (HTTP {status})",
@@ -314,7 +383,7 @@ class HTTPBackend:
             if any(s in text for s in self.redact.spellings) or (self.redact.spellings and "\\u" in text):
                 data = self.redact.data(data)
             return data
-        message = _server_message(response)
+        message = _server_message(_text(response, raw))
         detail = f": {message}" if message else ""
         if status in (401, 403):
             key = f" (check ${self.endpoint.api_key_env})" if self.endpoint.api_key_env else ""
@@ -333,8 +402,8 @@ class OpenAIBackend(HTTPBackend):
     name = "openai"
     path = "/chat/completions"
 
-    def __init__(self, endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None) -> None:
-        super().__init__(endpoint, params, redact=redact)
+    def __init__(self, endpoint: Endpoint, params: dict[str, Any], **options: Any) -> None:
+        super().__init__(endpoint, params, **options)
         # JSON mode unless the version says json_mode=false; dropped for good if the server refuses it.
         self.json_mode = bool(params.get("json_mode", True)) and "response_format" not in self.params
 
@@ -390,10 +459,10 @@ class AnthropicBackend(HTTPBackend):
 
     name = "anthropic"
 
-    def __init__(self, endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None) -> None:
+    def __init__(self, endpoint: Endpoint, params: dict[str, Any], **options: Any) -> None:
         base = endpoint.base_url.rstrip("/")
         self.path = "/messages" if base.endswith("/v1") else "/v1/messages"
-        super().__init__(endpoint, params, redact=redact)
+        super().__init__(endpoint, params, **options)
 
     def body(self, rendered: Rendered) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "max_tokens": 1024, **self.params,
@@ -474,14 +543,15 @@ def token_count(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def make_backend(endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None) -> HTTPBackend:
-    """Return the HTTP backend for an endpoint."""
+def make_backend(endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor | None = None,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> HTTPBackend:
+    """Return the HTTP backend for an endpoint (answers read up to `max_answer_bytes`, decoded)."""
     if endpoint.backend == "openai":
-        return OpenAIBackend(endpoint, params, redact=redact)
+        return OpenAIBackend(endpoint, params, redact=redact, max_answer_bytes=max_answer_bytes)
     if endpoint.backend == "anthropic":
-        return AnthropicBackend(endpoint, params, redact=redact)
+        return AnthropicBackend(endpoint, params, redact=redact, max_answer_bytes=max_answer_bytes)
     raise RunSetupError(f"backend must be one of {', '.join(BACKENDS)}; got {endpoint.backend!r}")
 
 
 __all__ = ["AnthropicBackend", "Completion", "Endpoint", "OpenAIBackend", "Redactor", "build_client",
-           "make_backend", "read_api_key", "retry_after"]
+           "make_backend", "read_api_key", "read_capped", "retry_after"]

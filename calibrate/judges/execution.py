@@ -35,7 +35,7 @@ from sqlalchemy import insert as sa_insert
 from sqlmodel import Session, select
 
 from calibrate.db import write_session
-from calibrate.judges.backends import Completion, Endpoint, HTTPBackend, build_client
+from calibrate.judges.backends import DEFAULT_MAX_ANSWER_BYTES, Completion, Endpoint, HTTPBackend, build_client
 from calibrate.judges.errors import FatalBackendError, RateLimited, RequestRejected, RetryableError, Unreachable
 from calibrate.judges.items import Target
 from calibrate.judges.parsing import parse_verdict
@@ -481,7 +481,8 @@ def run_coroutine(coroutine: Awaitable[Any]) -> Any:
 async def run_calls(execution: Execution, endpoint: Endpoint, api_key: str | None, options: RunOptions,
                      transport: httpx.AsyncBaseTransport | None, jobs: deque[Job]) -> None:
     client = build_client(endpoint, api_key=api_key, connect_timeout=options.connect_timeout,
-                          read_timeout=options.read_timeout, max_connections=options.concurrency, transport=transport)
+                          read_timeout=options.read_timeout, max_connections=options.concurrency, transport=transport,
+                          max_answer_bytes=getattr(execution.backend, "max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES))
     async with client:
         await execution.run_http(jobs, client)
 

@@ -229,7 +229,8 @@ def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, versio
     if endpoint.backend == "baseline":
         _run_baseline(writer, task, version, items, plans, embedder, options, decided)
         return "done", "", True, 0.0
-    backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact)
+    backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact,
+                           max_answer_bytes=limits.max_answer_bytes)
     table = prices if prices is not None else load_prices()
     price = price_for(table, endpoint.model)
     renderer = Renderer(version.system, version.template, context, limits)

@@ -44,6 +44,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
 
+from calibrate.judges import render_pool
 from calibrate.judges.errors import PromptError, RenderError
 from calibrate.judges.sandbox import DEFAULT_LIMITS, BoundedEnvironment, Limits, render
 
@@ -113,14 +114,31 @@ def check_template(source: str, *, target: str, part: str, task: str | None = No
 
     `task` names the task so a metric task's step fields (`STEP_FIELDS`) are known. The trial
     render may take up to `limits.seconds`: callers run it before they take the write lock.
+    With `limits.isolated` (the default) the whole check runs in a render worker process
+    (calibrate.judges.render_pool): a template that crashes or exhausts it is refused with the reason.
     """
     if len(source) > MAX_TEMPLATE_CHARS:
         raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
+    if not limits.isolated:
+        check_in_process(source, target=target, part=part, task=task, limits=limits)
+        return
+    answer = _pooled({"op": "check", "source": source, "target": target, "part": part, "task": task}, limits, part, PromptError)
+    if "error" in answer:
+        raise PromptError(answer["error"])
+
+
+def check_in_process(source: str, *, target: str, part: str, task: str | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """`check_template` in this process (what a render worker runs)."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
     env = environment()
+    check_nesting(source, part)
     try:
         tree = env.parse(source)
     except TemplateSyntaxError as exc:
         raise PromptError(f"{part}: line {exc.lineno}: {exc.message}") from exc
+    except RecursionError:
+        raise PromptError(f"{part}: nested too deeply to parse (brackets or blocks inside one another)") from None
     allowed = dict(version_fields(target))
     if part == "template":
         allowed.update(item_fields(target, task))
@@ -135,6 +153,39 @@ def check_template(source: str, *, target: str, part: str, task: str | None = No
         raise PromptError(f"{part}: {exc}") from exc
     except Exception as exc:
         raise PromptError(f"{part}: fails to render: {type(exc).__name__}: {exc}") from exc
+
+
+MAX_PARSE_DEPTH = 40  # brackets or blocks one inside another; Jinja's parser recurses ~15 frames per bracket
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_BLOCKS = frozenset({"for", "if", "macro", "call", "filter", "with", "block", "autoescape"})
+
+
+def check_nesting(source: str, part: str) -> None:
+    """Raise PromptError naming the line where brackets or blocks nest deeper than MAX_PARSE_DEPTH.
+
+    Jinja's parser and compiler are recursive: 300 nested parentheses end in RecursionError, so
+    the depth is counted on the tokens first and refused with the line. Lexing errors are left
+    to the parser, which reports them.
+    """
+    depth = 0
+    after_block_begin = False
+    try:
+        for lineno, kind, value in environment().lex(source):
+            if kind == "operator" and value in _OPEN:
+                depth += 1
+            elif kind == "operator" and value in _OPEN.values():
+                depth -= 1
+            elif after_block_begin and kind == "name":
+                if value in _BLOCKS:
+                    depth += 1
+                elif value.startswith("end") and value[3:] in _BLOCKS:
+                    depth -= 1
+            if kind != "whitespace":
+                after_block_begin = kind == "block_begin"
+            if depth > MAX_PARSE_DEPTH:
+                raise PromptError(f"{part}: line {lineno}: brackets or blocks nested more than {MAX_PARSE_DEPTH} deep")
+    except TemplateSyntaxError:
+        return
 
 
 class _Checker:
@@ -348,21 +399,61 @@ class Renderer:
     """
 
     def __init__(self, system: str, template: str, version_context: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
-        env = environment()
         self.version_context = version_context
         self.limits = limits
-        self.system = _render(env.from_string(system), version_context, limits, "system").strip() if system else ""
-        self.template = env.from_string(template)
+        self.template_source = template
+        self.system = self._render(system, version_context, "system").strip() if system else ""
 
     def render(self, item: dict[str, Any]) -> Rendered:
         """Return the messages for one item (the version's fields stay visible to the template)."""
-        return Rendered(self.system, _render(self.template, {**self.version_context, **item}, self.limits, "template").strip())
+        return Rendered(self.system, self._render(self.template_source, {**self.version_context, **item}, "template").strip())
+
+    def _render(self, source: str, context: dict[str, Any], part: str) -> str:
+        if not self.limits.isolated:
+            return render_in_process(source, context, self.limits, part)
+        answer = _pooled({"op": "render", "source": source, "part": part, "context": context}, self.limits, part, RenderError)
+        if "error" in answer:
+            raise RenderError(answer["error"])
+        return answer["text"]
 
 
-def _render(template: Any, context: dict[str, Any], limits: Limits, part: str) -> str:
+@lru_cache(maxsize=16)
+def compiled(source: str) -> Any:
+    """Return the compiled template of `source` (a worker renders the same few templates thousands of times)."""
+    return environment().from_string(source)
+
+
+def render_in_process(source: str, context: dict[str, Any], limits: Limits, part: str) -> str:
+    """Render `source` in this process within `limits` (what a render worker runs); RenderError if it fails."""
+    try:
+        template = compiled(source)
+    except RecursionError:
+        raise RenderError(f"{part} fails to render: nested too deeply to parse") from None
+    except Exception as exc:
+        raise RenderError(f"{part} fails to render: {type(exc).__name__}: {exc}") from exc
     try:
         return render(template, context, limits, part=part)
     except RenderError:
         raise
     except Exception as exc:  # any failure of a user template is the item's error, not the run's
         raise RenderError(f"{part} fails to render: {type(exc).__name__}: {exc}") from exc
+
+
+def restore_context(context: dict[str, Any]) -> dict[str, Any]:
+    """Give back the Metadata type of an item's (and its examples') metadata after a trip through JSON."""
+    if isinstance(context.get("metadata"), dict):
+        context["metadata"] = Metadata(context["metadata"])
+    for example in context.get("examples") or ():
+        if isinstance(example, dict) and isinstance(example.get("metadata"), dict):
+            example["metadata"] = Metadata(example["metadata"])
+    return context
+
+
+def _pooled(message: dict[str, Any], limits: Limits, part: str, error: type[Exception]) -> dict[str, Any]:
+    """Send a check or render to a worker process; raise `error` ("{part} refused: …") if the worker is lost."""
+    message["limits"] = {"seconds": limits.seconds, "max_chars": limits.max_chars, "max_depth": limits.max_depth,
+                         "memory_mb": limits.memory_mb}
+    try:
+        return render_pool.call(message, seconds=limits.seconds + render_pool.GRACE_SECONDS, workers=limits.workers)
+    except render_pool.WorkerLost as exc:
+        raise error(f"{part} refused: {exc}") from None

@@ -236,6 +236,26 @@ def run_is_live(run: JudgeRun) -> bool:
     return True
 
 
+DEAD_RUN_ERROR = "interrupted: its process ended before it finished; run it again to resume where it stopped"
+
+
+def settle_dead_runs(session: Session, runs: list[JudgeRun] | None = None) -> list[int]:
+    """Mark `failed` (resumable: prepare_run takes it up) every pending or running run with no live process
+    behind it (`run_is_live`), so a killed server or command never leaves a run `running`; return their ids.
+
+    `runs`: the runs to look at (default: all pending or running ones). The caller commits.
+    """
+    if runs is None:
+        runs = list(session.exec(select(JudgeRun).where(JudgeRun.status.in_(("pending", "running")))).all())
+    settled = []
+    for run in runs:
+        if run.status in ("pending", "running") and not run_is_live(run):
+            run.status, run.error, run.finished_at = "failed", DEAD_RUN_ERROR, run.finished_at or utcnow()
+            session.add(run)
+            settled.append(run.id)
+    return settled
+
+
 def prepare_run(engine: Engine, spec: RunSpec) -> int:
     """Check the request, create the judge and a run (or take up an interrupted one); return the run id.
 
@@ -292,11 +312,9 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             raise RunSetupError(f"a judge named {name} already exists and is not a run of this version (imported verdicts?)")
         runs = session.exec(select(JudgeRun).where(JudgeRun.judge_id == judge.id).order_by(JudgeRun.id.desc())).all()
         for run in runs:
-            if run.status in ("pending", "running"):
-                if run_is_live(run):
-                    raise RunSetupError(f"run {run.id} of {name} is still in progress; wait for it or stop it first")
-                run.status, run.error = "stopped", "interrupted: its process ended before it finished"
-                session.add(run)
+            if run.status in ("pending", "running") and run_is_live(run):
+                raise RunSetupError(f"run {run.id} of {name} is still in progress; wait for it or stop it first")
+        settle_dead_runs(session, runs)
         if is_extraction(task):
             done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
         else:
@@ -414,7 +432,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         else:
             api_key = read_api_key(endpoint)
             redact = Redactor(api_key)
-            backend = make_backend(endpoint, version.params, redact=redact)
+            backend = make_backend(endpoint, version.params, redact=redact, max_answer_bytes=limits.max_answer_bytes)
             table = prices if prices is not None else load_prices()
             price = price_for(table, endpoint.model)
             priced = price is not None

@@ -26,11 +26,19 @@ huge allocation, so the two are closed differently:
   Lists, tuples and dicts a template builds may not print as more than that budget (checked
   when they are built, so `[x, x]` doubled in a loop is refused long before anything compares,
   hashes or prints it). The output is streamed through `generate()` and counted.
+- **Depth.** Lists, tuples, dicts and namespaces a template builds may nest at most
+  `Limits.max_depth` levels (PROMPT_RENDER_MAX_DEPTH, `nesting_depth`): deeper ones crash the C
+  code that hashes, prints or compares them (a 160,000-level tuple and `|unique`: SIGSEGV).
+- **Costly filters** (`COSTLY_FILTERS`: `|batch`, `|striptags`, `|sort`…) are refused on more
+  than PROMPT_RENDER_MAX_CHARS characters or elements before they run: their cost grows faster
+  than their input, or one regular expression over the whole text cannot be interrupted.
 - **Shared context.** The environment is immutable (`ImmutableSandboxedEnvironment`): a template
   cannot `append` to `task.labels` or `update` the metadata another item will see.
 
 Data passed in (the sample's question, contexts…) is not built by the template and is bounded by
 the importer's limits; only what the template makes of it is counted.
+And whatever these checks miss, the process pays for: renders of user templates run in worker
+processes (calibrate.judges.render_pool) unless `Limits.isolated` is False (inside a worker).
 """
 
 from __future__ import annotations
@@ -60,20 +68,44 @@ DEFAULT_MAX_CHARS = 200_000
 WORK_FACTOR = 20  # the text a render may build, as a multiple of its output limit
 MAX_RANGE = 10_000  # numbers one range() may produce
 MAX_INT_BITS = 10_000  # about 3,000 digits: more than any prompt needs, far below a slow multiplication
+DEFAULT_MAX_DEPTH = 100  # how deeply the lists, tuples and dicts a template builds may nest
+DEFAULT_MEMORY_MB = 512  # the address space of a render worker process
+DEFAULT_WORKERS = 2  # render worker processes per server or command
+DEFAULT_MAX_ANSWER_BYTES = 1024 * 1024  # JUDGE_MAX_ANSWER_BYTES (calibrate.judges.backends reads answers)
+# Filters whose cost grows faster than their input or that no deadline can interrupt (one regex over
+# the whole text): refused on a text of more than PROMPT_RENDER_MAX_CHARS characters, or a list of
+# more than that many elements, before they run.
+COSTLY_FILTERS = frozenset({"batch", "slice", "list", "striptags", "urlize", "wordwrap", "unique", "sort", "groupby",
+                            "dictsort", "title", "capitalize", "wordcount", "tojson", "pprint", "xmlattr", "reverse"})
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one render may use: wall time in seconds and output size in characters."""
+    """What one render may use: wall time in seconds, output size in characters, the nesting depth of
+    what it builds; and where it runs: `isolated` renders go to a worker process
+    (calibrate.judges.render_pool) of at most `memory_mb` MiB, up to `workers` of them.
+
+    The run's other bound on untrusted input rides along, since every caller already builds
+    this from the settings: `max_answer_bytes`, the largest judge answer read (decoded).
+    """
 
     seconds: float = DEFAULT_SECONDS
     max_chars: int = DEFAULT_MAX_CHARS
+    max_depth: int = DEFAULT_MAX_DEPTH
+    memory_mb: int = DEFAULT_MEMORY_MB
+    workers: int = DEFAULT_WORKERS
+    isolated: bool = True
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES  # not a render's: the largest judge answer a run reads
 
     @classmethod
     def from_settings(cls, settings: abc.Mapping[str, Any]) -> Limits:
-        """Return the limits configured by PROMPT_RENDER_SECONDS and PROMPT_RENDER_MAX_CHARS (a Flask config)."""
+        """Return the limits configured by the PROMPT_RENDER_* settings (a Flask config; docs/security.md)."""
         return cls(float(settings.get("PROMPT_RENDER_SECONDS", DEFAULT_SECONDS)),
-                   int(settings.get("PROMPT_RENDER_MAX_CHARS", DEFAULT_MAX_CHARS)))
+                   int(settings.get("PROMPT_RENDER_MAX_CHARS", DEFAULT_MAX_CHARS)),
+                   int(settings.get("PROMPT_RENDER_MAX_DEPTH", DEFAULT_MAX_DEPTH)),
+                   int(settings.get("PROMPT_RENDER_MEMORY_MB", DEFAULT_MEMORY_MB)),
+                   int(settings.get("PROMPT_RENDER_WORKERS", DEFAULT_WORKERS)),
+                   max_answer_bytes=int(settings.get("JUDGE_MAX_ANSWER_BYTES", DEFAULT_MAX_ANSWER_BYTES)))
 
     @property
     def work_chars(self) -> int:
@@ -86,7 +118,7 @@ DEFAULT_LIMITS = Limits()
 class _Budget:
     """The running account of one render: its deadline, the output and work still allowed."""
 
-    __slots__ = ("deadline", "limits", "output_left", "sizes", "work_left")
+    __slots__ = ("deadline", "depths", "limits", "output_left", "sizes", "work_left")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -97,6 +129,7 @@ class _Budget:
         # cannot change a list or dict once built (only a namespace, never remembered), so `[x, x]`
         # costs the size of x once, not a walk.
         self.sizes: dict[int, tuple[Any, int]] = {}
+        self.depths: dict[int, tuple[Any, int]] = {}  # nesting depths of the containers built, likewise
 
     def size(self, value: Any, limit: int | None = None) -> int:
         """Return `printed_size(value)`, stopping beyond `limit` (default: the work left)."""
@@ -216,6 +249,38 @@ def _measure(value: Any, limit: int, known: dict[int, tuple[Any, int]] | None) -
         if total > limit:
             return total, mutable
     return total, mutable
+
+
+def nesting_depth(value: Any, limit: int, known: dict[int, tuple[Any, int]] | None = None, *, steps: int) -> int:
+    """Return how deeply lists, tuples, sets, dicts (keys too) and namespaces nest in `value`, stopping beyond
+    `limit` levels or `steps` elements visited (then the depth found so far, at least `limit` + 1 for a cycle).
+
+    Iterative, so a structure deeper than Python's own recursion limit is measured, never followed
+    by C code that would overflow the stack (hashing, printing, comparing a 160,000-level tuple
+    crashes the interpreter). `known`: depths already measured (id → (container, depth)).
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack and steps > 0:
+        item, depth = stack.pop()
+        steps -= 1
+        hit = known.get(id(item)) if known else None
+        if hit is not None and hit[0] is item:
+            deepest = max(deepest, depth - 1 + hit[1])
+        elif isinstance(item, abc.Mapping):
+            deepest = max(deepest, depth)
+            for key, inner in item.items():
+                stack.append((key, depth + 1))
+                stack.append((inner, depth + 1))
+        elif isinstance(item, (list, tuple, set, frozenset, deque)):
+            deepest = max(deepest, depth)
+            stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, Namespace):
+            deepest = max(deepest, depth)
+            stack.append((object.__getattribute__(item, "_Namespace__attrs"), depth + 1))
+        if deepest > limit:
+            return deepest
+    return deepest
 
 
 def _nesting(value: Any, limit: int) -> int:
@@ -365,8 +430,13 @@ def _account(budget: _Budget, result: Any, what: str, inputs: tuple = ()) -> Any
         if size > budget.limits.work_chars:
             raise RenderError(f"{what} builds a value that would print as more than {budget.limits.work_chars:,} characters "
                               f"({WORK_FACTOR} × PROMPT_RENDER_MAX_CHARS)")
+        depth = nesting_depth(result, budget.limits.max_depth, budget.depths, steps=max(size, 1) * 2)
+        if depth > budget.limits.max_depth:
+            raise RenderError(f"{what} builds a value nested more than {budget.limits.max_depth:,} levels deep "
+                              "(PROMPT_RENDER_MAX_DEPTH)")
         if not mutable:
             budget.sizes[id(result)] = (result, size)
+            budget.depths[id(result)] = (result, depth)
         budget.spend(len(result), what)
     elif isinstance(result, int):
         _check_int(budget, result, what)
@@ -506,15 +576,33 @@ def _sum(environment: Any, iterable: Any, attribute: str | int | None = None, st
     return out if kind is list else tuple(out)
 
 
+def _check_costly(budget: _Budget, name: str, value: Any) -> None:
+    """Refuse a costly filter (COSTLY_FILTERS) on more than PROMPT_RENDER_MAX_CHARS characters or elements."""
+    if isinstance(value, (str, bytes)):
+        count, unit = len(value), "characters"
+    elif isinstance(value, abc.Sized) and not isinstance(value, range):
+        count, unit = len(value), "elements"
+    else:
+        return
+    if count > budget.limits.max_chars:
+        raise RenderError(f"|{name} on {count:,} {unit}; this filter takes at most {budget.limits.max_chars:,} "
+                          "(PROMPT_RENDER_MAX_CHARS)")
+
+
 def _checked_filter(name: str, func: abc.Callable[..., Any], check: abc.Callable[..., None] | None) -> abc.Callable[..., Any]:
     signature = inspect.signature(func) if check is not None else None
     # Jinja's async_variant filters (|slice, |list…) take an eval context their signature does not show.
     hidden = 1 if getattr(func, "jinja_async_variant", False) and not hasattr(inspect.unwrap(func), "jinja_pass_arg") else 0
 
+    first = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0  # the value filtered, after any context
+    costly = name in COSTLY_FILTERS
+
     @functools.wraps(func)  # keeps jinja_pass_arg: Jinja passes the context as before
     def checked(*args: Any, **kwargs: Any) -> Any:
         budget = _budget()
         budget.tick()
+        if costly and len(args) > first:
+            _check_costly(budget, name, args[first])
         if check is not None:
             bound = signature.bind(*args[hidden:], **kwargs)
             check(budget, bound.arguments)

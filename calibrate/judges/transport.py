@@ -10,7 +10,9 @@ replaces the rest with a stack of idle keep-alive connections and one `asyncio.P
 connection: a read waits on one future with a `call_later` timer, and the bytes of a request
 (headers and body) leave in one `send`.
 
-It speaks plain HTTP/1.1 only and reads each answer whole (judge answers are small). TLS
+It speaks plain HTTP/1.1 only and reads each answer whole (judge answers are small), up to
+WIRE_FACTOR × `max_answer_bytes` on the wire: beyond that it stops reading, closes the
+connection and raises `AnswerTooLarge` (`backends.read_capped` caps the decoded size). TLS
 endpoints — every hosted API — keep httpx's default transport: their calls take seconds, so
 the client's CPU per call does not matter there. `backends.build_client` chooses by the base
 URL's scheme.
@@ -33,6 +35,26 @@ import httpx
 HIGH_WATER = 256 * 1024
 READ_SIZE = 64 * 1024
 KEEPALIVE_SECONDS = 5.0  # httpx's default keep-alive expiry
+
+
+class AnswerTooLarge(httpx.TransportError):
+    """An answer longer than the cap (JUDGE_MAX_ANSWER_BYTES); `size` is how much was seen or declared."""
+
+    def __init__(self, message: str, *, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+WIRE_FACTOR = 2  # bytes read off the wire may reach this × the cap (compressed data is smaller, bar a few bytes)
+
+
+def too_large(size: int, limit: int, *, declared: bool = False, decoded: bool = False, wire: bool = False) -> AnswerTooLarge:
+    """Return the AnswerTooLarge error of an answer of `size` bytes (or more) against the cap `limit`."""
+    what = ("declares" if declared else "decompresses to more than" if decoded else "is more than")
+    where = " on the wire" if wire else ""
+    return AnswerTooLarge(f"the answer {what} {size:,} bytes{where}; answers may have at most {limit:,} bytes "
+                          "(JUDGE_MAX_ANSWER_BYTES)", size=size, limit=limit)
 
 
 class AsyncioStream(asyncio.Protocol):
@@ -146,8 +168,9 @@ class AsyncioStream(asyncio.Protocol):
 class H11Transport(httpx.AsyncBaseTransport):
     """Plain-HTTP/1.1 for httpx: h11 over `AsyncioStream`, idle connections reused newest first."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, max_answer_bytes: int | None = None) -> None:
         self.max_connections = max_connections
+        self.max_answer_bytes = max_answer_bytes
         self.slots: asyncio.Semaphore | None = None  # made inside the event loop
         self.idle: dict[tuple[str, int], list[tuple[AsyncioStream, h11.Connection, float]]] = {}
 
@@ -161,7 +184,7 @@ class H11Transport(httpx.AsyncBaseTransport):
             address = (request.url.host, request.url.port or 80)
             stream, connection = await self._connection(address, timeout.get("connect"))
             try:
-                response = await self._exchange(stream, connection, request, timeout)
+                response = await self._exchange(stream, connection, request, timeout, self.max_answer_bytes)
             except BaseException:
                 stream.close()
                 raise
@@ -184,7 +207,7 @@ class H11Transport(httpx.AsyncBaseTransport):
 
     @staticmethod
     async def _exchange(stream: AsyncioStream, connection: h11.Connection, request: httpx.Request,
-                        timeout: dict[str, float | None]) -> httpx.Response:
+                        timeout: dict[str, float | None], cap: int | None = None) -> httpx.Response:
         try:
             data = connection.send(h11.Request(method=request.method, target=request.url.raw_path,
                                                headers=request.headers.raw))
@@ -201,8 +224,13 @@ class H11Transport(httpx.AsyncBaseTransport):
                     connection.receive_data(await stream.read(timeout.get("read")))
                 elif isinstance(event, h11.Response):
                     head = event
+                    declared = dict(event.headers).get(b"content-length", b"")
+                    if cap is not None and declared.isdigit() and int(declared) > WIRE_FACTOR * cap:
+                        raise too_large(int(declared), cap, declared=True)
                 elif isinstance(event, h11.Data):
                     answer += event.data
+                    if cap is not None and len(answer) > WIRE_FACTOR * cap:
+                        raise too_large(WIRE_FACTOR * cap, cap, wire=True)
                 elif isinstance(event, h11.EndOfMessage):
                     break
                 elif isinstance(event, h11.ConnectionClosed):
@@ -220,4 +248,4 @@ class H11Transport(httpx.AsyncBaseTransport):
         self.idle.clear()
 
 
-__all__ = ["AsyncioStream", "H11Transport"]
+__all__ = ["WIRE_FACTOR", "AnswerTooLarge", "AsyncioStream", "H11Transport", "too_large"]

@@ -14,7 +14,7 @@ from calibrate.i18n import _
 from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
 from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
-from calibrate.judges.runner import request_stop, run_is_live
+from calibrate.judges.runner import request_stop, run_is_live, settle_dead_runs
 from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict
 from calibrate.targets import target_names
@@ -22,7 +22,7 @@ from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import app_engine, get_session, get_write_session
+from calibrate.views.session import app_engine, get_session, get_write_session, write
 
 bp = Blueprint("runs", __name__)
 log = logging.getLogger(__name__)
@@ -102,11 +102,14 @@ def _run_or_404(run_id: int) -> tuple[JudgeRun, Judge, Dataset]:
 
 def _status_context(run_id: int) -> dict:
     run, judge, dataset = _run_or_404(run_id)
+    if run.status in ("pending", "running") and not run_is_live(run):  # its process was killed: failed, resumable
+        write(lambda db: settle_dead_runs(db, [db.get(JudgeRun, run_id)]))
+        run, judge, dataset = _run_or_404(run_id)
     session = get_session()
     errors = session.exec(
         select(Verdict).where(Verdict.run_id == run.id, Verdict.status.in_(("error", "unparsed"))).order_by(Verdict.id.desc()).limit(10)
     ).all()
-    active = run.status in ("pending", "running") and run_is_live(run)
+    active = run.status in ("pending", "running")
     percent = int(100 * run.n_done / run.n_total) if run.n_total else 0
     params = run.params or {}
     lines = []
@@ -120,8 +123,11 @@ def _status_context(run_id: int) -> dict:
 @bp.route("/runs")
 @role_required(*ENGINEERS)
 def index():
-    """List the runs, newest first."""
+    """List the runs, newest first (runs whose process was killed are marked failed first)."""
     session = get_session()
+    if any(not run_is_live(r) for r in session.exec(select(JudgeRun).where(JudgeRun.status.in_(("pending", "running"))))):
+        write(settle_dead_runs)
+        session = get_session()
     rows = session.exec(
         select(JudgeRun, Judge.name, Dataset.name).join(Judge, Judge.id == JudgeRun.judge_id)
         .join(Dataset, Dataset.id == JudgeRun.dataset_id).order_by(JudgeRun.id.desc()).limit(200)

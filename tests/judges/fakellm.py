@@ -36,7 +36,9 @@ Faults (probabilities per request, or `script`, a list consumed first, one fault
 short), "wrong_schema" (a 200 without choices/content), "garbage" (a well-formed answer whose
 text is no verdict), "ok". Hostile 200s, each a verdict in every other respect: "usage_string"
 (`usage` a string), "content_number" (the answer text a number), "json_array" (a JSON array
-as the body), "deep_json" (100,000 nested lists as the body). Checks: `api_key` (401
+as the body), "deep_json" (100,000 nested lists as the body), "huge" (an answer of
+`huge_bytes`, 3 MiB by default, with no Content-Length: the connection's end delimits it),
+"gzip_bomb" (about 1 MB of gzip that inflates to 1 GiB). Checks: `api_key` (401
 otherwise, echoing the key sent — the client must redact it), `models` (404 for others),
 `json_mode=False` (400 on response_format). With `echo_key=True` every answer and error
 message repeats the credentials header the client sent ("authorization: Bearer KEY" or
@@ -49,12 +51,14 @@ serves until killed; GET /_stats and POST /_reset work across processes.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import random
 import re
 import threading
 import time
+import zlib
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -88,6 +92,7 @@ class FakeLLM:
         self.claims = claims
         self.claims_replies = dict(claims_replies or {})
         self.echo_key = echo_key
+        self.huge_bytes = 3 * 1024 * 1024  # the size of the "huge" fault's answer text
         self.labels = list(labels or ["supported", "unsupported"])
         self.api_key = api_key
         self.models = models
@@ -314,6 +319,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, answer)
         elif fault == "json_array":
             self._send(200, [_answer(anthropic, body, fake.verdict_for(user))])
+        elif fault == "huge":  # a valid answer of fake.huge_bytes, delimited by closing the connection (no length)
+            answer = _answer(anthropic, body, fake.verdict_for(user), text="x" * fake.huge_bytes)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(json.dumps(answer).encode("utf-8"))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        elif fault == "gzip_bomb":  # about 1 MB on the wire, 1 GiB once inflated
+            self._send(200, gzip_bomb(), {"Content-Encoding": "gzip"})
         elif fault == "deep_json":
             self._send(200, b"[" * 100_000 + b"]" * 100_000)
         elif fault == "garbage" and embeddings:
@@ -337,6 +355,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _count_answer(self, key: str) -> None:
         with self.fake.lock:
             self.fake.answers[key] += 1
+
+
+@functools.lru_cache(maxsize=1)
+def gzip_bomb(size: int = 1024 ** 3) -> bytes:
+    """Return gzip data that inflates to `size` zero bytes (1 GiB: about 1 MB), made once per process."""
+    block = bytes(16 * 1024 * 1024)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate
+    # After a full flush the compressor starts afresh, so every block of zeros compresses to the same bytes.
+    piece = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(size // len(block)):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = crc.to_bytes(4, "little") + (size % 2**32).to_bytes(4, "little")
+    return header + piece * (size // len(block)) + packer.flush() + trailer
 
 
 def _error(anthropic: bool, kind: str, message: str) -> dict:

@@ -1,0 +1,227 @@
+"""The pool of render worker processes user templates render in, so that no template can take
+the server, the command line or a run down with it.
+
+    call(request, limits)   send one request to a worker, return its answer (a dict), or raise
+                            WorkerLost with the reason the worker died or was stopped
+    shutdown()              stop every worker (at exit; tests)
+
+The sandbox (calibrate.judges.sandbox) bounds what a template may build and for how long, but a
+bug below Python — a C stack overflow while hashing a 160,000-level tuple, a single filter that
+cannot be interrupted — would still kill or freeze the process it runs in. So every render of a
+user template runs in a worker: a long-lived child process (`python -m
+calibrate.judges.render_worker`, started with `subprocess`, which is safe from a threaded
+server) that speaks length-prefixed JSON over its stdin and stdout, with `RLIMIT_AS` (memory)
+and `RLIMIT_CPU` (CPU seconds per request) set by itself, while this side enforces the wall
+clock by killing it. A worker that dies (a signal, the memory or CPU limit) or overruns is
+killed and replaced; the request it held gets WorkerLost with the reason, the other requests are
+on other workers and never see it.
+
+Workers are started on first use, up to `Limits.workers` of them, each used for one request at
+a time; they exit when this process closes their stdin (its exit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+HEADER = struct.Struct(">I")
+MAX_FRAME = 256 * 1024 * 1024  # a frame longer than this is a broken worker, not an answer
+START_SECONDS = 30.0  # a worker that has not said hello by then is taken as broken
+GRACE_SECONDS = 1.0  # the wall-clock limit a worker gets beyond the render's own limit
+MAX_REQUESTS = 5_000  # a worker is replaced after this many requests (memory fragmentation)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerLost(Exception):
+    """The worker died or was stopped while it held a request; the message says why."""
+
+
+def write_frame(stream: IO[bytes], message: dict[str, Any]) -> None:
+    """Write one length-prefixed JSON message and flush it."""
+    data = json.dumps(message, ensure_ascii=False, default=_plain).encode("utf-8")
+    stream.write(HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
+    """Read one length-prefixed JSON message (blocking); None at the end of the stream."""
+    head = stream.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(head)
+    if size > MAX_FRAME:
+        raise ValueError(f"a frame of {size:,} bytes")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return json.loads(data)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the values an item may hold beyond JSON's own (tuples are lists already)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def death_reason(returncode: int | None) -> str:
+    """Return how a worker ended, in words: "SIGSEGV", "exit status 1"…"""
+    if returncode is None:
+        return "no answer"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class Worker:
+    """One render worker process: one request at a time."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        env.pop("PYTHONFAULTHANDLER", None)  # a crash is reported by this side, not dumped on the server's stderr
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "calibrate.judges.render_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        self.requests = 0
+        self.buffer = b""
+        hello = self._receive(time.monotonic() + START_SECONDS)
+        if hello.get("ready") is not True:
+            self.kill()
+            raise WorkerLost("the render process did not start")
+
+    def request(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """Send `message`, wait at most `seconds` for the answer; WorkerLost (and the worker killed) otherwise."""
+        self.requests += 1
+        try:
+            write_frame(self.process.stdin, message)
+        except (BrokenPipeError, OSError):
+            self.kill()
+            raise WorkerLost(f"the render process ended ({death_reason(self.process.returncode)})") from None
+        return self._receive(time.monotonic() + seconds)
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        fd = self.process.stdout.fileno()
+        need = HEADER.size
+        while True:
+            if len(self.buffer) >= HEADER.size:
+                (size,) = HEADER.unpack(self.buffer[:HEADER.size])
+                if size > MAX_FRAME:
+                    self.kill()
+                    raise WorkerLost(f"the render process answered a frame of {size:,} bytes")
+                need = HEADER.size + size
+                if len(self.buffer) >= need:
+                    data, self.buffer = self.buffer[HEADER.size:need], self.buffer[need:]
+                    return json.loads(data)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerLost("the render took longer than its time limit and its process was stopped")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, max(65536, need - len(self.buffer)))
+            if not chunk:
+                self.process.wait()
+                raise WorkerLost(f"the template crashed the render process ({death_reason(self.process.returncode)})")
+            self.buffer += chunk
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class Pool:
+    """Up to `size` workers, each lent to one request at a time (threads wait for a free one)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.idle: list[Worker] = []
+        self.busy = 0
+        self.started = 0  # workers started, for the record (tests, bench)
+
+    def call(self, message: dict[str, Any], *, seconds: float, size: int) -> dict[str, Any]:
+        worker = self._acquire(max(1, size))
+        healthy = False
+        try:
+            answer = worker.request(message, seconds)
+            healthy = not answer.get("retire") and worker.requests < MAX_REQUESTS
+            return answer
+        finally:
+            self._release(worker, healthy)
+
+    def _acquire(self, size: int) -> Worker:
+        with self.lock:
+            while not self.idle and self.busy >= size:
+                self.lock.wait()
+            self.busy += 1
+            if self.idle:
+                return self.idle.pop()
+        try:
+            worker = Worker()
+        except BaseException:
+            with self.lock:
+                self.busy -= 1
+                self.lock.notify()
+            raise
+        with self.lock:
+            self.started += 1
+        return worker
+
+    def _release(self, worker: Worker, healthy: bool) -> None:
+        if not healthy or not worker.alive:
+            worker.kill()
+        with self.lock:
+            self.busy -= 1
+            if healthy and worker.alive:
+                self.idle.append(worker)
+            self.lock.notify()
+
+    def shutdown(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            worker.kill()
+
+
+POOL = Pool()
+atexit.register(POOL.shutdown)
+
+
+def call(message: dict[str, Any], *, seconds: float, workers: int) -> dict[str, Any]:
+    """Send `message` to a free worker (starting one if fewer than `workers` run); raise WorkerLost if it dies.
+
+    `seconds`: the wall-clock limit of the request (the render's own limit plus GRACE_SECONDS).
+    """
+    return POOL.call(message, seconds=seconds, size=workers)
+
+
+def shutdown() -> None:
+    """Stop the idle workers (the busy ones stop when their request ends)."""
+    POOL.shutdown()
