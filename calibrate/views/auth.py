@@ -6,9 +6,23 @@ import functools
 import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from calibrate.accounts import authenticate, get_user
+from calibrate.db import check_database
 from calibrate.i18n import _, ngettext
 from calibrate.logins import (
     SessionPolicy,
@@ -20,7 +34,7 @@ from calibrate.logins import (
     end_session,
     start_session,
 )
-from calibrate.views.session import get_session, write
+from calibrate.views.session import app_engine, get_session, write
 
 bp = Blueprint("auth", __name__)
 # Logins, failures and throttled attempts (account name tried, client address; never a password).
@@ -157,6 +171,14 @@ def _throttled(next_url: str | None, wait: int):
     response = make_response(render_template("auth/login.html", next=next_url), 429)
     response.headers["Retry-After"] = str(wait)
     return response
+
+
+@bp.route("/health")
+def health():
+    """Say whether the database can be read and written: 200 "ok", else 503 with "read-only" or "damaged" (no login)."""
+    state = check_database(app_engine())
+    body = {"status": state.status, "database": state.status, "message": state.message}
+    return jsonify(body), 200 if state.status == "ok" else 503
 
 
 @bp.route("/logout", methods=("POST",))
