@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
@@ -151,3 +152,26 @@ def test_simultaneous_splits_and_labels_leave_no_current_label_on_a_retired_clai
     _no_current_label_on_a_retired_claim(session)
     rows = _exported_labels_name_their_claims(runner, session)
     assert len(rows) == sum(label == 200 for label, _ in results)
+
+
+def test_a_labels_import_racing_a_split_leaves_its_labels_on_the_retired_claim_stale(runner, session, monkeypatch):
+    """The import validated against the claim; a split retired it before the publish: the label is flagged stale."""
+    from sqlalchemy import update
+
+    import calibrate.ingest.labels as labels_import
+
+    source = Path(__file__).resolve().parent.parent / "data" / "good"
+    assert runner.invoke(["import", "samples", str(source / "samples.jsonl"), "--dataset", "d"]).exit_code == 0
+    real_publish = labels_import._LabelStager.publish
+
+    def split_first(self, db):
+        db.execute(update(Claim).where(Claim.index == 0).values(active=False))  # as a split committed meanwhile
+        return real_publish(self, db)
+
+    monkeypatch.setattr(labels_import._LabelStager, "publish", split_first)
+    out = runner.invoke(["import", "labels", str(source / "labels.jsonl"), "--dataset", "d"])
+    assert out.exit_code == 0, out.output
+    _no_current_label_on_a_retired_claim(session)
+    stale = session.exec(select(Label).where(Label.stale.is_(True))).all()
+    assert stale and {label.stale_reason for label in stale} == {"its claim or context changed during the import"}
+    assert "left out: " in runner.invoke(["export", "labels", "--dataset", "d"]).stderr
