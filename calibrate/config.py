@@ -32,7 +32,9 @@ LOGIN_MAX_FAILURES = 10
 LOGIN_MAX_FAILURES_PER_ADDRESS = 30
 LOGIN_WINDOW = 15 * 60
 LOGIN_LOCKOUT = 60
-LOGIN_LOCKOUT_MAX = 3600
+LOGIN_LOCKOUT_MAX = 900
+# The cookie that exempts a browser which logged in before from its account's lock (not from its address's).
+LOGIN_DEVICE_DAYS = 180
 # Behind a reverse proxy: how many proxies to trust for the client address (X-Forwarded-For)
 # and the scheme (X-Forwarded-Proto). 0 (the default): trust no header, the address is the
 # connection's. Set it to the number of proxies in front of calibrate (usually 1).

@@ -29,9 +29,11 @@ from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
 _engines: dict[str, Engine] = {}
@@ -148,6 +150,77 @@ def forget_connections_after_fork() -> None:
         engines = list(_engines.values())
     for engine in engines:
         engine.dispose(close=False)
+
+
+class DatabaseState(NamedTuple):
+    """What `check_database` found: status "ok", "read-only" or "damaged", and a one-line message for people."""
+
+    status: str
+    message: str
+
+
+_checked: dict[str, DatabaseState] = {}
+
+
+def check_database(engine: Engine) -> DatabaseState:
+    """Check a SQLite database the first time this process opens it: `PRAGMA quick_check`, then whether it takes writes.
+
+    The result is remembered per URL (a second call is free). Another database is "ok": its
+    server checks itself. Writes are probed by changing `user_version` to itself inside a
+    transaction that is rolled back: a file opened read-only (a `mode=ro` URI, a read-only
+    mount, a file without write permission) refuses it, and nothing is written otherwise.
+    """
+    if engine.dialect.name != "sqlite":
+        return DatabaseState("ok", "")
+    key = str(engine.url)
+    if key in _checked:
+        return _checked[key]
+    where = engine.url.database or key
+    try:
+        raw = engine.raw_connection()
+    except DBAPIError as exc:
+        state = _damaged(where, exc)
+    else:
+        try:
+            state = _check_connection(raw.driver_connection, where)
+        finally:
+            raw.close()
+    _checked[key] = state
+    return state
+
+
+def _check_connection(connection, where: str) -> DatabaseState:
+    import sqlite3  # noqa: PLC0415 - the check is SQLite's only
+
+    try:
+        cursor = connection.cursor()
+        rows = [row[0] for row in cursor.execute("PRAGMA quick_check").fetchall()]
+        if rows != ["ok"]:
+            found = [row for row in rows if not str(row).startswith("***")]  # "*** in database main ***" is a heading
+            return _damaged(where, found[0] if found else rows[0] if rows else "no answer")
+        version = cursor.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            cursor.execute(f"PRAGMA user_version = {int(version)}")
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                return DatabaseState("read-only", f"the database {where} is read-only ({exc}): pages can be read but "
+                                                  "nothing can be saved; make the file (and its folder) writable, or "
+                                                  "open a writable copy")
+            if "locked" not in str(exc):  # busy: another process is writing, so the file takes writes
+                raise
+        finally:
+            if connection.in_transaction:
+                cursor.execute("ROLLBACK")
+    except sqlite3.DatabaseError as exc:
+        return _damaged(where, exc)
+    return DatabaseState("ok", "")
+
+
+def _damaged(where: str, why: object) -> DatabaseState:
+    reason = str(getattr(why, "orig", None) or why).splitlines()[0][:200]
+    return DatabaseState("damaged", f"the database {where} is damaged ({reason}): stop using it, and restore it from "
+                                    f"a backup (`sqlite3 {where} .recover` may save what is left)")
 
 
 def is_sqlite(engine: Engine) -> bool:

@@ -11,7 +11,16 @@ copy of the cookie is refused from then on; a password change or a deactivation 
 session of the user (`revoke_all`). Rows are deleted once past their absolute end.
 
 Throttling. Every failed login (unknown user or wrong password alike) counts against the
-account name tried and against the client address (`LoginThrottle`, one row each). Failures
+account name tried and against the client address (`LoginThrottle`, one row each). The count is
+taken *before* the password is checked, in the same write transaction that reads the lock
+(`begin_attempt`): concurrent attempts queue on the write lock, so a burst of 40 wrong logins
+checks exactly `LOGIN_MAX_FAILURES` passwords, never more (a read, then a hash, then a count
+raced: 17 of 40 were checked against a limit of 10). A login that succeeds gives its count back
+(`attempt_succeeded`). A browser that logged in to the account before carries a device cookie
+(`device_token`, an HMAC of the account's password hash under the app's secret, so a password
+change voids it): its attempts count against that device (`dev:…`) instead of the account
+name, so an attacker who locks the name does not lock its owner out; the address limit still
+applies to everyone. Failures
 count while each comes within `LOGIN_WINDOW` seconds of the one before; at the limit
 (`LOGIN_MAX_FAILURES` for an account, `LOGIN_MAX_FAILURES_PER_ADDRESS` for an address) the key
 is locked for `LOGIN_LOCKOUT` seconds, doubled by every further failure up to
@@ -27,6 +36,7 @@ No Flask here: views/auth.py and views/security.py call these with the request's
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import time
 from collections.abc import Mapping
@@ -146,7 +156,7 @@ class Throttle:
     max_failures_per_address: int = 30
     window: int = 15 * 60
     lockout: int = 60
-    lockout_max: int = 3600
+    lockout_max: int = 900
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Throttle:
@@ -204,6 +214,93 @@ def record_failure(session: Session, username: str, address: str, throttle: Thro
     session.execute(delete(LoginThrottle).where(col(LoginThrottle.last_failure) < now - throttle.window,
                                                 col(LoginThrottle.locked_until) < now))
     return locked
+
+
+DEVICE_PREFIX = "dev:"
+
+
+def device_token(secret: str, username: str, password_hash: str) -> str:
+    """Return a new device cookie value for an account: a random nonce and its HMAC (see the module's docstring)."""
+    nonce = secrets.token_urlsafe(16)
+    return f"{nonce}.{_device_mac(secret, nonce, username, password_hash)}"
+
+
+def device_key(secret: str, token: str | None, username: str, password_hash: str | None) -> str | None:
+    """Return the throttle key of a device cookie if it was issued for this account and its current password, else None."""
+    if not token or not password_hash or len(token) > 200 or token.count(".") != 1:
+        return None
+    nonce, mac = token.split(".")
+    if not hmac.compare_digest(mac, _device_mac(secret, nonce, username, password_hash)):
+        return None
+    return f"{DEVICE_PREFIX}{hashlib.sha256(nonce.encode()).hexdigest()[:40]}"
+
+
+def _device_mac(secret: str, nonce: str, username: str, password_hash: str) -> str:
+    message = f"device\x1f{nonce}\x1f{username}\x1f{password_hash}".encode()
+    return hmac.new(str(secret).encode(), message, hashlib.sha256).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What `begin_attempt` decided: `wait` > 0 refuses it; else `lock_if_failed` is the lock its failure sets."""
+
+    wait: int
+    lock_if_failed: int
+    keys: tuple[str, ...]
+
+
+def begin_attempt(session: Session, username: str, address: str, throttle: Throttle, *, device: str | None = None,
+                  now: int | None = None) -> Attempt:
+    """Check the locks and count this attempt as a failure, atomically (the caller commits before checking the password).
+
+    `device`: the throttle key of a valid device cookie (`device_key`); its attempts count
+    against the device instead of the account name. A refused attempt (`wait` > 0) counts
+    nothing. Run in a write transaction.
+    """
+    now = now_seconds() if now is None else now
+    user_key, address_key = throttle_keys(username, address)
+    counted = ((device, throttle.max_failures) if device else (user_key, throttle.max_failures),
+               (address_key, throttle.max_failures_per_address))
+    rows = [(session.get(LoginThrottle, key), key, limit) for key, limit in counted]
+    wait = max([row.locked_until - now for row, _, _ in rows if row is not None] + [0])
+    if wait > 0:
+        return Attempt(wait, 0, ())
+    lock = 0
+    for row, key, limit in rows:
+        if row is None:
+            row = LoginThrottle(key=key, failures=0, first_failure=now, last_failure=now)
+        elif now - row.last_failure > throttle.window:
+            row.failures, row.first_failure = 0, now
+        row.failures += 1
+        row.last_failure = now
+        seconds = throttle.lockout_after(row.failures, limit)
+        if seconds:
+            row.locked_until = now + seconds
+            lock = max(lock, seconds)
+        session.add(row)
+    session.flush()
+    session.execute(delete(LoginThrottle).where(col(LoginThrottle.last_failure) < now - throttle.window,
+                                                col(LoginThrottle.locked_until) < now))
+    return Attempt(0, lock, tuple(key for key, _ in counted))
+
+
+def attempt_succeeded(session: Session, attempt: Attempt, throttle: Throttle) -> None:
+    """Give back a successful attempt's count: forget the account's (or device's) failures, take one off the address's.
+
+    A login through a device cookie leaves the account name's count alone: the owner logging in
+    must not reset an attacker's lock (that would give the attacker fresh guesses).
+    """
+    for key in attempt.keys:
+        row = session.get(LoginThrottle, key)
+        if row is None:
+            continue
+        if not key.startswith("addr:"):
+            session.delete(row)
+            continue
+        row.failures = max(row.failures - 1, 0)
+        if row.failures < throttle.max_failures_per_address:
+            row.locked_until = 0  # the lock this very attempt set, at the limit, is lifted with it
+        session.add(row)
 
 
 def clear_account(session: Session, username: str) -> None:

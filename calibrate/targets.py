@@ -35,7 +35,7 @@ def target_names(session: Session, keys: list[str]) -> dict[str, str]:
     ids: dict[str, list[int]] = {}
     for key in keys:
         kind, _, raw = key.partition(":")
-        if raw.isdigit():
+        if raw.isascii() and raw.isdigit():
             ids.setdefault(kind, []).append(int(raw))
     out: dict[str, str] = {}
     for kind, model, position in (("claim", Claim, Claim.index), ("context", Context, Context.rank)):

@@ -76,6 +76,14 @@ TASK_TITLES = {
     "claim_support": N_("Claim support"), "answer_quality": N_("Answer quality"), "context_relevance": N_("Context relevance"),
 }
 MAX_DISPLAY_CHARS = 100  # characters of one display name, at most
+# A task's description is on every item page and its labels on every button: bounded, so that
+# one edit cannot make every page of the workbench megabytes long (docs/security.md).
+MAX_DESCRIPTION_CHARS = 2000
+MAX_LABEL_CHARS = 100
+MAX_LABELS = 50
+# A number value of a task without a scale: at most this magnitude, so that the statistics'
+# squares and sums over millions of values stay far from double precision's overflow (1.8e308).
+MAX_MAGNITUDE = 1e12
 
 BUILTIN_TASKS = (
     BuiltinTask(
@@ -210,12 +218,14 @@ def ensure_builtin_tasks(session: Session) -> None:
 
 def parse_scale(text: str) -> tuple[float, float]:
     """Parse a scale such as "1-5" or "0-1" or "-2-2" into (low, high)."""
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*", text or "")
+    match = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*-\s*(-?[0-9]+(?:\.[0-9]+)?)\s*", text or "")
     if not match:
-        raise TaskError(f"scale must look like 1-5, got {text!r}")
+        raise TaskError(f"scale must look like 1-5, got {_short(text or '')!r}")
     low, high = float(match.group(1)), float(match.group(2))
     if not low < high:
-        raise TaskError(f"scale must go from low to high, got {text!r}")
+        raise TaskError(f"scale must go from low to high, got {_short(text)!r}")
+    if max(abs(low), abs(high)) > MAX_MAGNITUDE:
+        raise TaskError(f"scale must stay within ±{MAX_MAGNITUDE:.0e}, got {_short(text)!r}")
     return low, high
 
 
@@ -241,6 +251,8 @@ def add_task(
         raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
         raise TaskError(f"task {name!r} already exists")
+    check_description(description)
+    check_labels(labels or [], "--labels")
     if kind in LABEL_KINDS:
         clean = [label.strip() for label in (labels or []) if label.strip()]
         if kind == "pairwise":
@@ -271,6 +283,22 @@ def add_task(
     if guidelines:
         session.add(Guideline(task_id=task.id, version=1, text=guidelines))
     return task
+
+
+def check_description(description: str | None) -> None:
+    """Refuse a description longer than MAX_DESCRIPTION_CHARS (it is shown on every item page)."""
+    if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
+        raise TaskError(f"the description has {len(description):,} characters: at most {MAX_DESCRIPTION_CHARS:,}")
+
+
+def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
+    """Refuse a label longer than MAX_LABEL_CHARS, or more than MAX_LABELS labels in all."""
+    for label in labels:
+        if len(label.strip()) > MAX_LABEL_CHARS:
+            raise TaskError(f"{option}: label {_short(label.strip())!r} has {len(label.strip()):,} characters: "
+                            f"at most {MAX_LABEL_CHARS}")
+    if existing + len(labels) > MAX_LABELS:
+        raise TaskError(f"{option}: a task has at most {MAX_LABELS} labels, this would make {existing + len(labels)}")
 
 
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
@@ -371,6 +399,7 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         if task.kind not in LABEL_KINDS:
             raise TaskError(f"--add-labels is for categorical and pairwise tasks; {task.name} is {task.kind} (use --scale)")
         clean = [label.strip() for label in add_labels if label.strip()]
+        check_labels(clean, "--add-labels", existing=len(task.labels or []))
         if task.kind == "pairwise":
             clean = [TIE if label.casefold() == TIE else label for label in clean]
             if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
@@ -391,6 +420,7 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
                             f"(they range from {low:g} to {high:g})")
         task.scale_min, task.scale_max = scale
         changes.append(f"scale now {scale[0]:g}-{scale[1]:g}")
+    check_description(description)
     if description is not None and description != task.description:
         task.description = description
         changes.append("description changed")
@@ -529,7 +559,11 @@ def canonical_value(task: Task, value: object) -> str:
         raise TaskError(f"value must be a number for task {task.name}, got {_short(str(value))!r}")
     low, high = task.scale_min, task.scale_max
     if (low is not None and number < low) or (high is not None and number > high):
-        raise TaskError(f"value {format_number(number)} is outside the scale of task {task.name} ({format_number(low)}–{format_number(high)})")
+        raise TaskError(f"value {_short(format_number(number), 24)} is outside the scale of task {task.name} "
+                        f"({format_number(low)}–{format_number(high)})")
+    if abs(number) > MAX_MAGNITUDE:  # a task without a scale: squares and sums must stay finite (docs/security.md)
+        raise TaskError(f"value {number:.3g} of task {task.name} is beyond ±{MAX_MAGNITUDE:.0e}, the largest value "
+                        f"calibrate takes (give the task a --scale, or rescale the values)")
     return format_number(number)
 
 

@@ -126,6 +126,14 @@
       say(t("token_refused"), "error");
       return;
     }
+    if (status === 409) {
+      // The claim or context changed under the label (an expert split it meanwhile): the label is
+      // not saved; the item is drawn again with the current claims and the server's notice.
+      finish(action);
+      leaving = true;
+      location.assign(redirect || location.href);
+      return;
+    }
     if (status >= 500 || status === 0) return retryLater(action, t("server_error", { status }));
     const text = await response.text();
     if (status === 200 || status === 204) {

@@ -31,6 +31,14 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def session_cookie(response, default: str = "") -> str:
+    """Return the `session=…` pair a response sets (a login also sets the device cookie, first), else `default`."""
+    for header in response.msg.get_all("Set-Cookie") or []:
+        if header.startswith("session="):
+            return header.split(";", 1)[0]
+    return default
+
+
 def request(port, method, path, body=None, cookie=""):
     """Send one request on a fresh connection; return the response and its text."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

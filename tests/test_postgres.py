@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "judges"))
 
 from fakellm import FakeLLM
 from judge_helpers import fast_options, write_samples
-from server_helpers import free_port, request, start_workers
+from server_helpers import free_port, request, session_cookie, start_workers
 
 pytestmark = pytest.mark.postgres
 
@@ -472,13 +472,13 @@ def test_two_server_workers_label_the_same_item_at_once_without_duplicates(db_ur
     claims = session.exec(select(Claim).where(Claim.sample_id == sample.id).order_by(Claim.index)).all()
     server, port, response, page = start_workers(db_url, tmp_path, workers=2, threads=4)
     try:
-        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        cookie = session_cookie(response)
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
         response, _ = request(port, "POST", "/login", {"username": "ana", "password": "password-123", "csrf_token": token}, cookie)
         assert response.status == 303
-        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        cookie = session_cookie(response)
         response, page = request(port, "GET", "/datasets", cookie=cookie)
-        cookie = (response.getheader("Set-Cookie") or cookie).split(";", 1)[0]  # the session now holds the form token
+        cookie = session_cookie(response, cookie)  # the session now holds the form token
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
         posts = [{"task": "claim_support", "target": f"claim:{claim.id}", "value": "supported", "csrf_token": token}
                  for claim in claims] * 8 + [

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from server_helpers import request, start_workers
+from server_helpers import request, session_cookie, start_workers
 
 from calibrate.server import gunicorn_options
 
@@ -31,11 +31,11 @@ def test_serve_with_two_workers_answers_logged_in_pages_from_both(tmp_path):
     server, port, response, page = start_workers(url, tmp_path, workers=2, threads=2)
     try:
         assert response.status == 200
-        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        cookie = session_cookie(response)
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
         response, _ = request(port, "POST", "/login", {"username": "ana", "password": "password-123", "csrf_token": token}, cookie)
         assert response.status == 303
-        cookie = response.getheader("Set-Cookie").split(";", 1)[0]
+        cookie = session_cookie(response)
         # Each request reads the user from the database, in whichever worker accepts the connection.
         statuses = {request(port, "GET", "/annotate", cookie=cookie)[0].status for _ in range(20)}
         assert statuses == {200}

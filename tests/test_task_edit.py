@@ -64,6 +64,15 @@ def test_a_scale_may_change_while_every_stored_value_fits(runner, session, custo
         (["task", "edit", "nope", "--description", "x"], "unknown task 'nope' (tasks: "),
         (["task", "remove", "claim_support"], "task claim_support is built in: it cannot be removed"),
         (["task", "remove", "nope"], "unknown task 'nope' (tasks: "),
+        # Bounds (issue 20, finding 8): a 1M-character description made every item page 1.2 MB.
+        (["task", "edit", "pref", "--description", "x" * 2001], "the description has 2,001 characters: at most 2,000"),
+        (["task", "add", "big", "--target", "sample", "--kind", "categorical", "--labels", "A,B",
+          "--description", "y" * 1_000_000], "the description has 1,000,000 characters: at most 2,000"),
+        (["task", "edit", "pref", "--add-labels", "z" * 101], "--add-labels: label 'zzzzz"),
+        (["task", "add", "big", "--target", "sample", "--kind", "categorical", "--labels", "A," + "b" * 101],
+         "--labels: label 'bbbb"),
+        (["task", "add", "big", "--target", "sample", "--kind", "categorical", "--labels", ",".join(map(str, range(51)))],
+         "--labels: a task has at most 50 labels, this would make 51"),
     ],
 )
 def test_refusals_are_one_line_with_exit_code_2(runner, custom, args, message):
@@ -120,6 +129,11 @@ def test_tasks_page_edits_and_removes_with_the_same_checks(client, login, sessio
     assert refused.status_code == 303
     message = BeautifulSoup(client.get("/tasks").data, "html.parser").select_one(".flash-error").get_text()
     assert message == "task pref already has the label 'A' (labels: A, B, tie)"
+
+    refused = client.post("/tasks/pref", data={"csrf_token": token, "description": "d" * 1_000_000, "add_labels": ""})
+    assert refused.status_code == 303 and _task(session, "pref").description == ""
+    message = BeautifulSoup(client.get("/tasks").data, "html.parser").select_one(".flash-error").get_text()
+    assert message == "the description has 1,000,000 characters: at most 2,000"
 
     refused = client.post("/tasks/claim_support/remove", data={"csrf_token": token})
     assert refused.status_code == 303 and _task(session, "claim_support") is not None

@@ -9,6 +9,12 @@ counted and left out: the import takes neither). `full=True` adds what the impor
 read — evidence, guideline version, adjudicated and stale flags, source, timestamps — and then
 includes adjudicated and stale labels too, for an archive rather than a round trip. A label of a
 pairwise task carries the presentation order its annotator saw (`order`), when recorded.
+A label whose claim or context was retired counts as stale whatever its flag says (a claim
+split racing a label must never export the label under an index that now names another claim).
+
+`export_verdicts` writes judges' verdicts in the verdicts import format the same way: only
+verdicts on current targets, not the claim extraction's (whose value is a claim list the
+import does not take), one line per verdict and presentation order.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from sqlmodel import Session
 from calibrate import lookup
 from calibrate.calibration.frames import split_samples
 from calibrate.ingest.labels import LABEL_FIELDS
-from calibrate.models import Claim, Context, Label, Sample, Task, User
+from calibrate.models import EXTRACTION, Claim, Context, Judge, Label, Sample, Task, User, Verdict
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -55,7 +61,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
                   Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
-                  Label.created_at, Label.updated_at, Label.order)
+                  Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active)
         .join(Sample, Sample.id == Label.sample_id)
         .join(User, User.id == Label.annotator_id)
         .join(Task, Task.id == Label.task_id)
@@ -71,7 +77,8 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
     for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,
-         created, updated, order) in session.exec(query):
+         created, updated, order, claim_active, context_active) in session.exec(query):
+        stale = bool(stale) or claim_active is False or context_active is False  # a retired target: stale whatever the flag
         if not full and (stale or adjudicated):
             out.n_stale += bool(stale)
             out.n_adjudicated += bool(adjudicated) and not stale
@@ -91,6 +98,64 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         out.rows.append(row)
     if not any("order" in row for row in out.rows):  # only pairwise labels have one: other files keep their columns
         out.fields = tuple(name for name in out.fields if name != "order")
+    return out
+
+
+VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
+                         "latency_ms", "input_tokens", "output_tokens", "order")
+
+
+@dataclass
+class VerdictExport:
+    """The exported verdicts (dicts in `fields` order, absent keys for fields without a value) and what was left out."""
+
+    dataset: str
+    fields: tuple[str, ...] = VERDICT_EXPORT_FIELDS
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    n_retired: int = 0  # left out: on a claim or context that is no longer current
+
+    def summary(self) -> str:
+        """Return the line the CLI prints on stderr."""
+        judges = len({row["judge"] for row in self.rows})
+        left = f" (left out: {self.n_retired} on retired claims or contexts)" if self.n_retired else ""
+        return f"exported {len(self.rows)} verdicts of {judges} judge(s) on {self.dataset}{left}"
+
+
+def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = None,
+                    tasks: list[str] | None = None) -> VerdictExport:
+    """Return the verdicts on a dataset's current targets, in sample order, then task, target, judge and order.
+
+    Raises NotFound for an unknown dataset, judge or task.
+    """
+    dataset = lookup.dataset(session, dataset_name)
+    query = (
+        sa_select(Sample.external_id, Judge.name, Task.name, Verdict.value, Claim.index, Context.rank, Verdict.reason,
+                  Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
+                  Verdict.order, Claim.active, Context.active)
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .join(Judge, Judge.id == Verdict.judge_id)
+        .join(Task, Task.id == Verdict.task_id)
+        .outerjoin(Claim, Claim.id == Verdict.claim_id)
+        .outerjoin(Context, Context.id == Verdict.context_id)
+        .where(Sample.dataset_id == dataset.id, Task.kind != EXTRACTION)
+        .order_by(Sample.id, Task.id, Claim.index, Context.rank, Judge.name, Verdict.order_key)
+    )
+    if judge is not None:
+        query = query.where(Verdict.judge_id == lookup.judge(session, judge).id)
+    if tasks:
+        query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
+    out = VerdictExport(dataset.name)
+    for (sample, judge_name, task, value, claim, context, reason, error, raw, latency, tokens_in, tokens_out, order,
+         claim_active, context_active) in session.exec(query):
+        if claim_active is False or context_active is False:
+            out.n_retired += 1
+            continue
+        record = {"sample_id": sample, "judge": judge_name, "task": task, "value": value, "claim": claim,
+                  "context": context, "reason": reason or None, "error": (error or None) if value is None else None,
+                  "raw": raw or None, "latency_ms": latency, "input_tokens": tokens_in, "output_tokens": tokens_out,
+                  "order": order or None}
+        # `value` is always written: null is an unusable verdict, and the import needs the key.
+        out.rows.append({name: record[name] for name in VERDICT_EXPORT_FIELDS if name == "value" or record[name] is not None})
     return out
 
 

@@ -89,6 +89,12 @@ def pairwise_widget(task: Task, order: list[str]) -> Widget:
     return Widget("choices", tuple(choices))
 
 
+def shown_positions(session: Session, user_id: int, sample_id: int) -> dict[str, int]:
+    """Return response id → the position (1, 2 …) this annotator sees it in: what a blind page names instead of the id."""
+    ids = [row.key for row in _RESPONSES_SQL.all(session, {"sample_id": sample_id})]
+    return {key: n for n, key in enumerate(presentation_order(user_id, sample_id, ids), start=1)} if len(ids) >= 2 else {}
+
+
 def choice_text(task, choice: Choice) -> str:
     """Return a button's text in the reader's language: a pairwise response by its position, else the task's display
     name for the value in the current locale, else the default name (translated)."""
@@ -108,7 +114,7 @@ def chosen_response(order: list[str], posted: str | None) -> str | None:
     text = posted.strip()
     if text.casefold() == TIE:
         return TIE
-    if text.isdigit() and 1 <= int(text) <= len(order):
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= len(order):
         return order[int(text) - 1]
     raise AnnotationError(f"value must be a response's position (1–{len(order)}) or tie, got {text[:20]!r}")
 
@@ -464,7 +470,7 @@ class ItemData:
     def task(self, ref: str | int):
         """Return a task row by name or id, or raise NotFound."""
         for task in self.tasks:
-            if task.name == ref or (str(ref).isdigit() and task.id == int(ref)):
+            if task.name == ref or (str(ref).isascii() and str(ref).isdigit() and task.id == int(ref)):
                 return task
         raise NotFound(f"no task {ref!r}")
 

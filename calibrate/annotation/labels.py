@@ -126,6 +126,15 @@ def target_in(data, task, key: str) -> Target:
     return _target(task, kind, target_id)
 
 
+def was_retired_here(session: Session, sample_id: int, task, key: str) -> bool:
+    """Return whether `key` names a claim or context of this sample that is retired (a target the item showed before a change)."""
+    parsed = parse_target_key(key)
+    if parsed is None or parsed[0] == "sample" or parsed[0] != task.target:
+        return False
+    row = session.get(Claim if parsed[0] == "claim" else Context, parsed[1])
+    return row is not None and row.sample_id == sample_id and not row.active
+
+
 _MY_LABEL_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
                           "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence", "order"))
 _INSERT_LABEL_SQL = Statement(
@@ -141,6 +150,29 @@ _INSERT_REVISION_SQL = Statement(
     'INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, "order", '
     "changed_by_id, changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :order, "
     ":user_id, :now)", json_fields=("evidence", "order"))
+
+
+_CLAIM_ACTIVE_SQL = Statement("SELECT active FROM claim WHERE id = :id")
+_CONTEXT_ACTIVE_SQL = Statement("SELECT active FROM context WHERE id = :id")
+
+
+class TargetRetired(AnnotationError):
+    """The claim or context a label was for was retired meanwhile (split, merged, edited): HTTP 409, reload the item."""
+
+
+def check_target_current(session: Session, target: Target) -> None:
+    """Raise TargetRetired if the target's claim or context is no longer active.
+
+    Called inside the write transaction (behind the writer lock), so that a claim split that
+    committed after the item was read is seen: without it the label landed on the retired
+    claim, not stale, and `export labels` wrote it under an index that names another claim.
+    """
+    if target.kind == "sample":
+        return
+    statement = _CLAIM_ACTIVE_SQL if target.kind == "claim" else _CONTEXT_ACTIVE_SQL
+    if not statement.scalar(session, {"id": target.id}):
+        raise TargetRetired(f"this {target.kind} was changed by someone else meanwhile: the item is shown again "
+                            f"with its current {target.kind}s; label it again")
 
 
 def my_label(session: Session, task_id: int, key: str, user: User):
@@ -252,6 +284,7 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
         rank = _evidence_key(evidence_toggle)[0]
         if rank not in ranks:
             raise AnnotationError(f"this item has no context #{rank + 1}")
+    check_target_current(session, target)
     if version is _UNKNOWN:
         version = current_version_of(session, task.id)
     label = my_label(session, task.id, target.key, user) if existing is _UNKNOWN else existing

@@ -18,8 +18,9 @@ from typing import Any
 import click
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from calibrate.db import get_engine, sqlite_path
+from calibrate.db import check_database, get_engine, sqlite_path
 from calibrate.errors import CalibrateError
 from calibrate.migrations import current_revision, head_revision
 from calibrate.settings import load_settings
@@ -83,6 +84,11 @@ def db_option(func: Callable[..., Any]) -> Callable[..., Any]:
             for line in exc.details():  # an import's problems, one a line
                 click.echo(line, err=True)
             raise BadInput(exc.headline()) from exc
+        except ArgumentError as exc:  # a --db that is not a database URL
+            raise BadInput(f"--db: {exc}") from exc
+        except DBAPIError as exc:  # the database refused (read-only, damaged, unreachable): one line, no traceback
+            reason = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
+            raise BadInput(f"the database {safe_url(settings)} refused: {reason}") from exc
 
     return wrapper
 
@@ -102,6 +108,17 @@ def sqlite_file(settings: Settings) -> Path | None:
     return sqlite_path(settings["DATABASE_URL"])
 
 
+def checked_engine(settings: Settings) -> Engine:
+    """Return the engine after `check_database`: a damaged file is refused (one line naming it), a read-only one said on stderr."""
+    engine = engine_of(settings)
+    state = check_database(engine)
+    if state.status == "damaged":
+        raise BadInput(state.message)
+    if state.status == "read-only":
+        click.echo(f"warning: {state.message}", err=True)
+    return engine
+
+
 def ready_engine(settings: Settings) -> Engine:
     """Return the engine after checking the database exists and is at the current schema.
 
@@ -111,7 +128,7 @@ def ready_engine(settings: Settings) -> Engine:
     path = sqlite_file(settings)
     if path is not None and not path.exists():
         raise BadInput(f"no database at {path}: check --db, or run `calibrate init` to create it")
-    engine = engine_of(settings)
+    engine = checked_engine(settings)
     revision = current_revision(engine)
     if revision is None:
         raise BadInput(f"the database {safe_url(settings)} is empty: run `calibrate init` first")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from calibrate.cli.common import BadInput, Settings, db_option, engine_of, lazy_import, safe_url, sqlite_file
+from calibrate.cli.common import BadInput, Settings, checked_engine, db_option, engine_of, lazy_import, safe_url, sqlite_file
 from calibrate.db import write_session
 from calibrate.migrations import current_revision, head_revision, upgrade
 from calibrate.settings import ensure_instance_folder
@@ -24,7 +24,7 @@ def init_database(settings: Settings) -> str:
             ensure_instance_folder(instance)  # the default database: its folder is calibrate's to make
         elif not path.parent.is_dir():
             raise BadInput(f"no folder {path.parent} for the database: create it first, or check --db")
-    engine = engine_of(settings)
+    engine = checked_engine(settings) if path is None or path.exists() else engine_of(settings)
     before = current_revision(engine)
     upgrade(engine)
     with write_session(engine) as session:

@@ -1,10 +1,14 @@
-"""`calibrate export labels` and `calibrate export samples`: what the experts made, and the samples
-with their current claims, each in the format its import reads."""
+"""`calibrate export labels`, `calibrate export verdicts` and `calibrate export samples`: what the
+experts and the judges made, and the samples with their current claims, each in the format its
+import reads.
+
+`-o FILE` without `--format` takes the format from the extension (.jsonl, .ndjson → jsonl,
+.csv → csv); a `--format` that contradicts the extension is refused, so a `.csv` file never
+holds JSONL.
+"""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -27,18 +31,28 @@ def export_group() -> None:
 def _text(fmt: str, fields: tuple[str, ...], rows: list[dict], cell) -> str:
     """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column.
 
-    CSV cells a spreadsheet would run as formulas (`=`, `+`, `-`, `@` …) get a leading ' and
-    each row says so in a last column `csv_escape`, which `calibrate import` reads to take the
-    ' off again: the file is safe to open and still imports back exactly (docs/formats.md).
+    CSV cells a spreadsheet would run as formulas (`=`, `+`, `-`, `@` …, also after a CR or LF
+    inside the cell) get a leading ' and each row says so in a last column `csv_escape`, which
+    `calibrate import` reads to take the ' off again; cells with a comma, quote, CR or LF are
+    quoted: the file is safe to open and still imports back exactly (docs/formats.md).
     """
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*fields, readers.ESCAPE_COLUMN])
-    for row in rows:
-        writer.writerow([*(readers.escape_cell(cell(row, name)) for name in fields), readers.ESCAPE_MARK])
-    return buffer.getvalue()
+    return readers.csv_text(fields, ([cell(row, name) for name in fields] for row in rows))
+
+
+FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+
+
+def output_format(fmt: str | None, output: Path | None) -> str:
+    """Return the format to write: `--format`, else the output's extension, else jsonl; refuse a contradiction."""
+    implied = FORMAT_OF_SUFFIX.get(output.suffix.lower()) if output is not None else None
+    if fmt is None:
+        return implied or "jsonl"
+    if implied is not None and implied != fmt:
+        raise click.UsageError(f"--format {fmt} contradicts the extension of {output.name!r} ({implied}): "
+                               f"leave --format out, or name the file .{fmt}")
+    return fmt
 
 
 def _cell(value) -> str:
@@ -50,6 +64,10 @@ def _cell(value) -> str:
     return json.dumps(value) if isinstance(value, list) else str(value)
 
 
+FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]),
+                             help="jsonl or csv; default: from the extension of -o, else jsonl.")
+
+
 @export_group.command("labels")
 @click.option("--dataset", required=True, help="Dataset whose labels to write.")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable); default every task.")
@@ -57,12 +75,13 @@ def _cell(value) -> str:
 @click.option("--full", is_flag=True,
               help="Add evidence, guideline version, flags, source and timestamps, and include adjudicated and stale "
                    "labels (an archive: the labels import does not read these fields).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@FORMAT_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
-def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ...], split: str | None, full: bool, fmt: str,
-                          output: Path | None) -> None:
+def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ...], split: str | None, full: bool,
+                          fmt: str | None, output: Path | None) -> None:
     """Write a dataset's labels in the format `calibrate import labels` reads."""
+    fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
         result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
     text = _text(fmt, result.fields, result.rows, lambda row, name: _cell(row.get(name)))
@@ -70,14 +89,33 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
     click.echo(result.summary(), err=True)
 
 
+@export_group.command("verdicts")
+@click.option("--dataset", required=True, help="Dataset whose verdicts to write.")
+@click.option("--judge", help="Only this judge's verdicts; default every judge's.")
+@click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable); default every task.")
+@FORMAT_OPTION
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def export_verdicts_command(settings: Settings, dataset: str, judge: str | None, tasks: tuple[str, ...],
+                            fmt: str | None, output: Path | None) -> None:
+    """Write judges' verdicts on a dataset in the format `calibrate import verdicts` reads."""
+    fmt = output_format(fmt, output)
+    with Session(ready_engine(settings)) as session:
+        result = export.export_verdicts(session, dataset, judge=judge, tasks=list(tasks) or None)
+    text = _text(fmt, result.fields, result.rows, lambda row, name: _cell(row.get(name)))
+    write_output(text, output, f"{len(result.rows)} verdicts")
+    click.echo(result.summary(), err=True)
+
+
 @export_group.command("samples")
 @click.option("--dataset", required=True, help="Dataset whose samples to write.")
 @click.option("--split", help="Only the samples of this split.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@FORMAT_OPTION
 @db_option
-def export_samples_command(settings: Settings, dataset: str, split: str | None, output: Path, fmt: str) -> None:
+def export_samples_command(settings: Settings, dataset: str, split: str | None, output: Path, fmt: str | None) -> None:
     """Write a dataset's samples with their current claims and claim source, in the format `calibrate import samples` reads."""
+    fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
         result = samples_export.export_samples(session, dataset, split=split)
     # JSON-valued fields are JSON text; `calibrate import samples` reads back exactly what was written.

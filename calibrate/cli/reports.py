@@ -152,7 +152,7 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
                      min_items: str, split: str | None, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
     """Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."""
     eps, level = _unit_number("epsilon", epsilon), _unit_number("alpha", alpha)
-    if not min_items.strip().isdigit() or int(min_items) < 1:
+    if not (min_items.strip().isascii() and min_items.strip().isdigit()) or int(min_items) < 1:
         raise BadInput(f"--min-items must be a positive whole number, not {min_items!r}")
     with Session(ready_engine(settings)) as session:
         result = alttest.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,

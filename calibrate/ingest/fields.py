@@ -13,11 +13,25 @@ import math
 import re
 from typing import Any
 
-from calibrate.ingest.problems import Problems
+from calibrate.ingest.problems import Problems, reject
 from calibrate.ingest.readers import NestingTooDeep, load_json
 
 _INT_TEXT = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
 MAX_ID_CHARS = 500  # Sample.external_id, Context.doc_id
+# A dataset's name is in URLs (/datasets/NAME), file names people derive from it and messages:
+# letters and digits of any script, then also `_`, `-`, `.` and single inner spaces; 1 to 100
+# characters (docs/formats.md, "Dataset names"). No `/`, `\\`, quotes or `..` path tricks.
+MAX_DATASET_NAME_CHARS = 100
+DATASET_NAME = re.compile(r"[^\W_](?:[\w.\-]| (?! ))*(?<! )")
+
+
+def check_dataset_name(name: str) -> str:
+    """Return `name` if it is a valid dataset name, else raise the import's one-line refusal (field `dataset`)."""
+    if not name or len(name) > MAX_DATASET_NAME_CHARS or not DATASET_NAME.fullmatch(name):
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        raise reject(f"invalid dataset name {shown!r}: use 1 to {MAX_DATASET_NAME_CHARS} letters, digits, '_', '-', "
+                     f"'.' and single spaces, starting with a letter or digit", field="dataset")
+    return name
 
 
 def kind_of(value: object) -> str:

@@ -658,6 +658,14 @@ class _LabelStager(_Stager):
                    _LABELS.c.annotator_id, at)
             .where(_LABELS.c.id >= first_new)))
         sync_id_sequence(session, _LABELS)
+        # A claim or context retired after validation (an expert split it meanwhile): the labels
+        # written onto it are stale, as every other path leaves them (never current on a retired target).
+        retired = or_(_LABELS.c.claim_id.in_(select(_CLAIMS.c.id).where(_CLAIMS.c.active.is_(False))),
+                      _LABELS.c.context_id.in_(select(_CONTEXTS.c.id).where(_CONTEXTS.c.active.is_(False))))
+        session.execute(update(_LABELS).where(
+            retired, _LABELS.c.stale.is_(False), _LABELS.c.updated_at == now,
+            _LABELS.c.sample_id.in_(select(staged.c.sample_id).where(staged.c.batch_id == batch_id)))
+            .values(stale=True, stale_reason="its claim or context changed during the import"))
         session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
         return added, updated
 

@@ -24,7 +24,7 @@ import codecs
 import csv
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,23 +149,48 @@ def _deep_field(text: str, limit: int) -> str | None:
 
 
 # A CSV column that says the other cells of its row were escaped against spreadsheet formulas:
-# `'` there means one leading `'` is taken off every other cell that has one (`calibrate export
-# labels` writes `'=SUM(A1)` for the text `=SUM(A1)`, and `''x` for `'x`). Without the column,
-# or with the cell empty, cells are read as they are. See docs/formats.md.
+# `'` there means one `'` is taken off every other cell at the start of each of its lines (the
+# cell's start, and after every CR or LF) that has one (`calibrate export labels` writes
+# `'=SUM(A1)` for the text `=SUM(A1)`, `''x` for `'x`, and `a\n'=x` for `a\n=x`). Without the
+# column, or with the cell empty, cells are read as they are. See docs/formats.md.
 ESCAPE_COLUMN = "csv_escape"
 ESCAPE_MARK = "'"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A line start inside a cell: where a spreadsheet that splits on a lone CR or LF starts a new cell.
+_LINE_STARTS = re.compile(r"(?<=[\r\n])(?=[=+\-@\t'])")
+_UNESCAPE = re.compile(r"(?:^|(?<=[\r\n]))'")
+_NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 
 
 def escape_cell(text: str) -> str:
     """Return a CSV cell a spreadsheet will not read as a formula, that `_read_csv` reads back as `text`.
 
     Used with an ESCAPE_COLUMN cell of `'`: a cell that starts like a formula, or with `'`
-    itself, gets one `'` in front (numbers such as -2 or +3.5 are left as they are).
+    itself, gets one `'` in front (numbers such as -2 or +3.5 are left as they are), and so does
+    every line inside the cell (after a CR or LF) that starts like one.
     """
     if text.startswith(ESCAPE_MARK) or (text.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.match(text)):
-        return ESCAPE_MARK + text
-    return text
+        text = ESCAPE_MARK + text
+    return _LINE_STARTS.sub(ESCAPE_MARK, text) if "\r" in text or "\n" in text else text
+
+
+def unescape_cell(text: str) -> str:
+    """Return the text `escape_cell` was given: one `'` off the cell's start and off every line start inside it."""
+    return _UNESCAPE.sub("", text)
+
+
+def csv_text(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    """Return rows as formula-safe CSV that the imports read back exactly: an ESCAPE_COLUMN, every cell escaped.
+
+    Every cell holding a comma, a double quote, a CR or an LF is quoted (the csv module, with a
+    "\n" line terminator, leaves a lone CR unquoted, which a reader takes for a new row).
+    """
+    def line(cells: Iterable[str]) -> str:
+        return ",".join('"' + cell.replace('"', '""') + '"' if _NEEDS_QUOTES.search(cell) else cell for cell in cells) + "\n"
+
+    out = [line([*header, ESCAPE_COLUMN])]
+    out.extend(line([*(escape_cell(cell) for cell in row), ESCAPE_MARK]) for row in rows)
+    return "".join(out)
 
 
 _PLAIN_NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?$")
@@ -478,6 +503,6 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
                 yield Record(start, None, ImportProblem(start, ESCAPE_COLUMN, f"must be {ESCAPE_MARK} or empty, got {marker[:20]!r}"))
                 continue
             if marker:
-                row = [cell[1:] if cell.startswith(ESCAPE_MARK) else cell for cell in row]
+                row = [unescape_cell(cell) if ESCAPE_MARK in cell else cell for cell in row]
             row[escape] = ""
         yield Record(start, {name: cell for name, cell in zip(columns, row, strict=False) if cell != ""})

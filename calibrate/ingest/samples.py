@@ -46,7 +46,7 @@ from sqlmodel import Session
 from calibrate.ingest.batches import Writes, hidden_dataset
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
 from calibrate.ingest.claims import ClaimSpan, SentenceSegmenter, locate_claims, segment
-from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
+from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, check_dataset_name, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.ingest.responses import check_response_columns, has_response_fields, response_column, responses_of
@@ -320,10 +320,8 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
     `writes` says where: the caller's transaction, or short transactions of their own
     (calibrate.ingest.batches). Validation only reads; nothing is visible before the publish.
     """
-    if not dataset.strip() or len(dataset) > 200:
+    if not dataset or len(dataset) > 200:
         raise reject("the dataset name must be 1 to 200 characters", field="dataset")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in dataset):
-        raise reject("the dataset name must not contain control characters (tabs, line breaks …)", field="dataset")
     cells = fmt == "csv"
     fingerprint = _fingerprint(source)
 
@@ -337,6 +335,8 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
     tick = Progress(progress)
     with writes.read() as session:
         ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
+        if ds is None:  # a new dataset: its name must be one of the documented ones (older ones stay usable)
+            check_dataset_name(dataset)
         existing: dict[str, tuple[int, str]] = {}
         if ds is not None and ds.import_batch_id is None:
             rows = session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id, _SAMPLES.c.content_hash)

@@ -92,7 +92,7 @@ def parse_ref(text: str) -> tuple[str, int | None]:
         raise PromptError(f"give a prompt as NAME@VERSION, got {text!r}")
     if not sep:
         return name, None
-    if not number.isdigit() or int(number) < 1:
+    if not (number.isascii() and number.isdigit()) or int(number) < 1:
         raise PromptError(f"version must be a positive number in {text!r} (NAME@VERSION)")
     return name, int(number)
 
@@ -180,7 +180,7 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
     if task.target != "sample" and not sep:
         what = "claim index" if task.target == "claim" else "context rank"
         raise PromptError(f"few-shot {spec.ref}: task {task.name} judges {task.target}s: write SAMPLE:N with the 0-based {what}")
-    if sep and not position.isdigit():
+    if sep and not (position.isascii() and position.isdigit()):
         raise PromptError(f"few-shot {spec.ref}: {position!r} is not a 0-based index")
     query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
     if dataset:

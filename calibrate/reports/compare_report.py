@@ -136,7 +136,7 @@ def person_target(readable: str) -> str:
     """Return a flipped target's file-style id ("demo-001/claim/2", 0-based) as people read it ("demo-001 · claim 3")."""
     head, _, position = readable.rpartition("/")
     sample, _, kind = head.rpartition("/")
-    if kind in ("claim", "context") and sample and position.isdigit():
+    if kind in ("claim", "context") and sample and position.isascii() and position.isdigit():
         return target_name(sample, kind, int(position))
     return readable
 

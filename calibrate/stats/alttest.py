@@ -39,6 +39,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -491,6 +492,16 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
         return undefined(f"no annotator labelled at least min_items = {min_items} kept items "
                          f"(most: {int(n_per_ann.max())})", n_items=n_items, n_skipped=n_ann)
 
+    if scoring == "neg_rmse":
+        # The advantage's products are bounded by 8·n·M² (n labels on an item, M the largest
+        # magnitude): beyond the largest double they overflow to inf/NaN and every sign is
+        # garbage, so the statistic is undefined rather than a "pass" built on overflow.
+        magnitude = float(max(np.abs(x_k).max(initial=0.0), np.abs(judge_by_item[item_k]).max(initial=0.0)))
+        bound = math.sqrt(np.finfo(float).max / (8.0 * float(labels_per_item.max())))
+        if magnitude > bound:
+            return undefined(f"values up to {magnitude:.3g} in magnitude: their squared differences overflow double "
+                             f"precision (neg_rmse needs values within ±{bound:.3g}); rescale the values",
+                             n_items=n_items, n_skipped=n_ann)
     adv = _advantage(item_k, x_k, judge_by_item[item_k], n_items_all, scoring)
     judge_wins = np.bincount(ann_k, weights=adv <= 0, minlength=n_ann)
     annotator_wins = np.bincount(ann_k, weights=adv >= 0, minlength=n_ann)

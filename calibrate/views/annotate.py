@@ -24,15 +24,25 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import REQUIRED_TASKS, choice_text, chosen_response, get_assignment, item_view, load_item
+from calibrate.annotation.items import (
+    REQUIRED_TASKS,
+    choice_text,
+    chosen_response,
+    get_assignment,
+    item_view,
+    load_item,
+    shown_positions,
+)
 from calibrate.annotation.labels import (
     EvidenceError,
+    TargetRetired,
     history,
     my_label,
     resolve_target,
     save_label,
     sentence_evidence,
     target_in,
+    was_retired_here,
 )
 from calibrate.annotation.queue import (
     claim_open_slot,
@@ -45,6 +55,7 @@ from calibrate.annotation.queue import (
     submit,
 )
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
+from calibrate.errors import NotFound
 from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
@@ -196,7 +207,7 @@ def label(assignment_id: int):
     sentence = form.get("evidence_sentence", "")
     context_id, _, index = sentence.partition(":")
     if sentence:
-        if not (context_id.isdigit() and index.isdigit()):
+        if not (context_id.isascii() and index.isascii() and context_id.isdigit() and index.isdigit()):
             raise BadField("evidence_sentence", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX")
         for part in (context_id, index):  # each within what a row id can be
             int_field({"evidence_sentence": part}, "evidence_sentence")
@@ -205,7 +216,12 @@ def label(assignment_id: int):
     # read my label on the target again and write: the lock is held for three statements.
     data = load_item(get_session(), g.user, assignment_id, page=False)
     task = data.task(form.get("task", ""))
-    target = target_in(data, task, form.get("target", ""))
+    try:
+        target = target_in(data, task, form.get("target", ""))
+    except NotFound:
+        if was_retired_here(get_session(), data.assignment.sample_id, task, form.get("target", "")):
+            return _target_changed(assignment_id)  # the page showed a claim split or merged since
+        raise
     close_session()
     toggle: int | dict | None = evidence
     if sentence:
@@ -216,6 +232,8 @@ def label(assignment_id: int):
 
     order = data.shown_order() if task.kind == "pairwise" else None
     if order is not None:  # the buttons post the position the response is shown in
+        if value is not None and value.isdigit() and not value.isascii():  # `²`: a digit int() does not read
+            raise BadField("value", "value must be a response's position written with the digits 0-9, or tie")
         value = chosen_response(order, value)
 
     def act(db):
@@ -224,8 +242,25 @@ def label(assignment_id: int):
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
                           context_ranks={c.rank for c in data.contexts}, order=order)
 
-    data.labels[(task.id, target.key)] = write(act)
+    try:
+        data.labels[(task.id, target.key)] = write(act)
+    except TargetRetired:  # checked inside the write lock: a split that won the race
+        return _target_changed(assignment_id)
     return _cell_response(item_view(data, required=_required()), task.id, target.key)
+
+
+def _target_changed(assignment_id: int):
+    """Answer a label on a claim or context changed meanwhile: 409, and the item shown again with a notice."""
+    message = _("This claim or context was changed by someone else meanwhile; the item is shown again with the "
+                "current ones. Label it again.")
+    flash(message, "error")
+    url = url_for("annotate.show", assignment_id=assignment_id)
+    if is_script_request():
+        response = make_response(message, 409)
+        response.mimetype = "text/plain"
+        response.headers["HX-Redirect"] = url
+        return response
+    return redirect(url, code=303)
 
 
 @bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))
@@ -268,9 +303,9 @@ def change_claims(assignment_id: int):
     if action not in ACTIONS:
         raise BadField("change", f"change must be one of {', '.join(ACTIONS)}")
     claim_id, at = form.get("claim", ""), form.get("at", "")
-    if not claim_id.isdigit():
+    if not (claim_id.isascii() and claim_id.isdigit()):
         raise BadField("claim", "claim must be a claim id")
-    if action == "split" and not at.isdigit():
+    if action == "split" and not (at.isascii() and at.isdigit()):
         raise BadField("at", "at must be the character the claim is split at (0-based)")
     int_field(form, "claim")  # within what a row id can be (400 naming the field beyond)
     if action == "split":
@@ -360,7 +395,10 @@ def label_history(assignment_id: int):
     assignment = get_assignment(db, g.user, assignment_id)
     target = resolve_target(db, assignment, request.args.get("task", ""), request.args.get("target", ""))
     label, entries = history(db, target, g.user)
-    return render_template("annotate/_history.html", label=label, entries=entries, task=target.task)
+    positions = None
+    if target.task.kind == "pairwise":  # blind: the history names positions, as the buttons do
+        positions = shown_positions(db, g.user.id, assignment.sample_id)
+    return render_template("annotate/_history.html", label=label, entries=entries, task=target.task, positions=positions)
 
 
 @bp.route("/annotate/<int:assignment_id>/review")

@@ -6,16 +6,41 @@ import functools
 import logging
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
-from calibrate.accounts import authenticate
+from calibrate.accounts import authenticate, get_user
+from calibrate.db import check_database
 from calibrate.i18n import _, ngettext
-from calibrate.logins import SessionPolicy, Throttle, clear_account, end_session, record_failure, retry_after, start_session
-from calibrate.views.session import get_session, write
+from calibrate.logins import (
+    SessionPolicy,
+    Throttle,
+    attempt_succeeded,
+    begin_attempt,
+    device_key,
+    device_token,
+    end_session,
+    start_session,
+)
+from calibrate.views.session import app_engine, get_session, write
 
 bp = Blueprint("auth", __name__)
 # Logins, failures and throttled attempts (account name tried, client address; never a password).
 log = logging.getLogger("calibrate.security")
+# A browser that logged in before: exempt from its account's login lock (calibrate.logins, docs/security.md).
+DEVICE_COOKIE = "calibrate_device"
 
 
 def safe_next(target: str | None) -> str | None:
@@ -99,21 +124,26 @@ def login():
     if request.method == "POST":
         username = request.form.get("username", "").strip()
         address = request.remote_addr or ""
-        # A throttled attempt is answered before its password is hashed, and nothing sleeps.
-        wait = retry_after(get_session(), username, address)
-        if wait > 0:
-            log.warning("login throttled: user %r from %s, %d s left", username, address, wait)
-            return _throttled(next_url, wait)
+        throttle = Throttle.from_settings(current_app.config)
+        secret = current_app.config["SECRET_KEY"]
+        known = get_user(get_session(), username)
+        # A browser that logged in to this account before is not held by the account's lock.
+        device = device_key(secret, request.cookies.get(DEVICE_COOKIE), username, known.password_hash if known else None)
+        # Checked and counted in one write transaction, before the password is hashed: no race
+        # between the check and the count; a throttled attempt is answered at once, nothing sleeps.
+        attempt = write(lambda db: begin_attempt(db, username, address, throttle, device=device))
+        if attempt.wait > 0:
+            log.warning("login throttled: user %r from %s, %d s left", username, address, attempt.wait)
+            return _throttled(next_url, attempt.wait)
         user = authenticate(get_session(), username, request.form.get("password", ""))
         if user is None:
-            locked = write(lambda db: record_failure(db, username, address, Throttle.from_settings(current_app.config)))
             log.warning("login failed: user %r from %s%s", username, address,
-                        f"; locked for {locked} s" if locked else "")
+                        f"; locked for {attempt.lock_if_failed} s" if attempt.lock_if_failed else "")
             flash(_("Unknown user or wrong password."), "error")
             return render_template("auth/login.html", next=next_url), 401
 
         def begin(db):
-            clear_account(db, username)
+            attempt_succeeded(db, attempt, throttle)
             return start_session(db, user.id, SessionPolicy.from_settings(current_app.config), address=address)
 
         token = write(begin)
@@ -121,7 +151,13 @@ def login():
         session.permanent = True
         session["sid"] = token  # a random id: the session itself is in the database, nothing of the password here
         log.info("login: user %r from %s", username, address)
-        return redirect(next_url or landing_page(user), code=303)
+        response = redirect(next_url or landing_page(user), code=303)
+        if device is None:
+            response.set_cookie(DEVICE_COOKIE, device_token(secret, username, user.password_hash),
+                                max_age=int(current_app.config.get("LOGIN_DEVICE_DAYS", 180)) * 86400, httponly=True,
+                                samesite="Lax", secure=current_app.session_interface.get_cookie_secure(current_app),
+                                path=current_app.config.get("APPLICATION_ROOT") or "/")
+        return response
     if g.user is not None:
         return redirect(next_url or landing_page(g.user))
     return render_template("auth/login.html", next=next_url)
@@ -135,6 +171,14 @@ def _throttled(next_url: str | None, wait: int):
     response = make_response(render_template("auth/login.html", next=next_url), 429)
     response.headers["Retry-After"] = str(wait)
     return response
+
+
+@bp.route("/health")
+def health():
+    """Say whether the database can be read and written: 200 "ok", else 503 with "read-only" or "damaged" (no login)."""
+    state = check_database(app_engine())
+    body = {"status": state.status, "database": state.status, "message": state.message}
+    return jsonify(body), 200 if state.status == "ok" else 503
 
 
 @bp.route("/logout", methods=("POST",))

@@ -179,6 +179,19 @@ def test_hand_computed_neg_rmse_example():
         assert rec[ann].p_value == pytest.approx(_scipy_p(d, 0.2), rel=1e-12)
 
 
+@pytest.mark.parametrize("big", [1e307, 1e160, -3e154])
+def test_neg_rmse_on_values_whose_squares_overflow_is_undefined_with_a_note(big):
+    """Issue 20, finding 10: 1e308 printed overflow warnings and `passed: true`, p = 0 for everyone."""
+    items, anns, values, j_items, j_values = _ratings()
+    values = [v * big for v in values]  # pytest's filterwarnings=error: any numpy overflow warning fails here
+    res = alt_test(items, anns, values, j_items, j_values, scoring="neg_rmse", min_items=4)
+    assert res.status == "undefined" and res.passed is None and res.winning_rate is None
+    assert "overflow double precision" in res.note and "rescale the values" in res.note
+    # Just inside the bound the same data is a result again.
+    inside = alt_test(items, anns, [v * 1e100 for v in _ratings()[2]], j_items, j_values, scoring="neg_rmse", min_items=4)
+    assert inside.status == "ok"
+
+
 def test_skipped_annotator_leaves_the_denominator_but_still_counts_among_the_others():
     # D labels i1 (2) and i4 (5) only: 2 kept items < min_items = 3, so D is not tested, but the
     # reference keeps D's labels among "the others" of A, B and C on those items.

@@ -139,3 +139,85 @@ def test_x_forwarded_for_is_ignored_unless_a_proxy_is_trusted(db_url, tmp_path, 
     # Behind one trusted proxy the client is the address the proxy saw: another client is not throttled.
     response = _post(proxied, "ana", "password-123", headers={"X-Forwarded-For": "192.0.2.200"})
     assert response.status_code == 303
+
+
+# --------------------------------------------------------------------------- issue 20, finding 6: not a weapon
+
+
+def _form(client, address):
+    page = client.get("/login", environ_base={"REMOTE_ADDR": address})
+    return BeautifulSoup(page.data, "html.parser").select_one("input[name=csrf_token]")["value"]
+
+
+def test_a_burst_of_40_concurrent_wrong_logins_checks_no_more_passwords_than_the_limit(db_url, tmp_path, make_user, hashes):
+    """The check and the count are one write transaction: 40 at once check exactly LOGIN_MAX_FAILURES passwords."""
+    import threading
+
+    make_user("admin", "admin")
+    app = _app(db_url, tmp_path)
+    clients = []
+    for i in range(40):  # 40 addresses: only the account's limit (3) can stop them
+        client = app.test_client()
+        clients.append((client, f"203.0.113.{i + 1}", _form(client, f"203.0.113.{i + 1}")))
+    hashes.clear()
+    codes = []
+    barrier = threading.Barrier(40)
+
+    def attack(client, address, token):
+        barrier.wait(timeout=30)
+        response = client.post("/login", data={"username": "admin", "password": "guess", "csrf_token": token},
+                               environ_base={"REMOTE_ADDR": address})
+        codes.append(response.status_code)
+
+    threads = [threading.Thread(target=attack, args=args) for args in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(hashes) == 3  # the red team's burst checked 17 against a limit of 10
+    assert sorted(codes) == [401] * 3 + [429] * 37
+
+
+def test_the_owner_with_a_device_cookie_logs_in_while_the_name_is_under_attack(db_url, tmp_path, make_user, hashes):
+    make_user("admin", "admin")
+    app = _app(db_url, tmp_path)
+    owner, attacker = app.test_client(), app.test_client()
+    assert _post(owner, "admin", "password-123", address="198.51.100.1").status_code == 303  # a past login: the cookie
+    device = owner.get_cookie("calibrate_device")
+    assert device is not None and device.http_only and device.same_site == "Lax"
+    owner.post("/logout", data={"csrf_token": BeautifulSoup(owner.get("/datasets").data, "html.parser")
+                                .select_one(".whoami input[name=csrf_token]")["value"]})
+    for _ in range(3):
+        assert _post(attacker, "admin", "wrong-password", address="192.0.2.66").status_code == 401
+    assert _post(attacker, "admin", "password-123", address="192.0.2.66").status_code == 429  # locked for everyone else
+    assert _post(app.test_client(), "admin", "password-123", address="198.51.100.1").status_code == 429  # the owner elsewhere
+    assert _post(owner, "admin", "password-123", address="198.51.100.1").status_code == 303  # the owner's browser: in
+    # The owner's own typos count against the device, not the name, and are limited there too.
+    owner.delete_cookie("session")
+    for _ in range(3):
+        assert _post(owner, "admin", "typo", address="198.51.100.1").status_code == 401
+    assert _post(owner, "admin", "password-123", address="198.51.100.1").status_code == 429
+    # A forged or another account's device cookie gives nothing.
+    forged = app.test_client()
+    forged.set_cookie("calibrate_device", device.value[:-1] + ("0" if device.value[-1] != "0" else "1"))
+    assert _post(forged, "admin", "password-123", address="198.51.100.2").status_code == 429
+
+
+def test_an_attacker_without_the_cookie_is_slowed_exponentially_not_locked_for_an_hour(session):
+    """Each guess past the limit doubles the wait, up to LOGIN_LOCKOUT_MAX (15 minutes by default): 4 guesses an hour."""
+    from calibrate.logins import begin_attempt
+
+    throttle = Throttle()  # the defaults: 10 failures, 60 s doubling, 900 s at most
+    start = now = 1_000_000
+    waits, guessed_at = [], []
+    while now < start + 3 * 3600:
+        attempt = begin_attempt(session, "admin", f"198.51.100.{len(guessed_at) % 200}", throttle, now=now)
+        if attempt.wait:
+            waits.append(attempt.wait)
+            now += attempt.wait
+            continue
+        guessed_at.append(now - start)
+    per_hour = [sum(h * 3600 <= t < (h + 1) * 3600 for t in guessed_at) for h in range(3)]
+    # 10 at once, then after 60, 120, 240 and 480 s, then one every 900 s: 16 in the first hour, 4 an hour after.
+    assert per_hour == [16, 4, 4]
+    assert max(waits) == 900

@@ -29,7 +29,7 @@ def pair(session, make_sample):
     """A pairwise sample (no answer) with hostile responses whose ids are model names, and the task pref."""
     sample = make_sample(external_id="p1", answer="", claims=[])
     session.add(Response(sample_id=sample.id, position=0, key=SECRET_IDS[0], text=XSS_ANSWER, model="hidden-model-name"))
-    session.add(Response(sample_id=sample.id, position=1, key=SECRET_IDS[1], text=XSS_CONTEXT, model="m2"))
+    session.add(Response(sample_id=sample.id, position=1, key=SECRET_IDS[1], text=XSS_CONTEXT, model="second-secret-model"))
     add_task(session, "pref", target="sample", kind="pairwise", labels=[*SECRET_IDS, "tie"])
     session.commit()
     return sample
@@ -99,6 +99,39 @@ def test_a_position_the_item_does_not_show_is_refused(client, session, item, val
     response = _label(client, item, value)
     assert response.status_code == 422
     assert "value must be a response's position (1–2) or tie" in response.get_data(as_text=True)
+    session.commit()
+    assert session.exec(select(Label)).all() == []
+
+
+SECRETS = (*SECRET_IDS, "hidden-model-name", "second-secret-model")
+
+
+def test_no_fragment_of_a_pairwise_item_carries_a_response_id_or_model_before_it_is_left(client, item):
+    """Issue 20, finding 5: after a key press the cell said data-value="B" and the history "Now: B"."""
+    pages = [client.get(item.url), client.get(item.url, headers=HX)]
+    history = f"{item.url}/history?task=pref&target={item.key}"
+    pages.append(client.get(history, headers=HX))
+    for value in ("1", "2", "tie", "2"):
+        saved = _label(client, item, value)
+        assert saved.status_code == 200
+        pages += [saved, client.get(history, headers=HX), client.get(item.url)]
+        cell = _soup(saved).select_one(".cell")
+        assert cell["data-value"] == value  # the position pressed, as the button posts it
+    pages.append(_label(client, item, "2", rationale="because"))
+    undone = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
+    pages += [undone, client.get(history, headers=HX), client.get(item.url)]
+    now = _soup(pages[-2]).select_one("#history strong").get_text()
+    assert now == "Response 2"
+    for page in pages:
+        text = page.get_data(as_text=True)
+        assert page.status_code == 200 and not [s for s in SECRETS if s in text], (page.request.path, text[:300])
+
+
+@pytest.mark.parametrize("value", ["²", "١", "2²"])
+def test_a_position_in_digits_int_cannot_read_is_a_400_not_a_500(client, session, item, value):
+    """`isdigit()` is true for `²`, `int()` refuses it: the red team's 500 (issue 20, finding 7)."""
+    response = _label(client, item, value)
+    assert response.status_code == 400 and "value" in response.get_data(as_text=True)
     session.commit()
     assert session.exec(select(Label)).all() == []
 
