@@ -81,7 +81,8 @@ def test_the_cli_writes_the_same_in_every_format(stored, session, runner, tmp_pa
     data = json.loads(out.output)
     assert list(data)[:4] == ["dataset", "task", "judge", "split"]
     assert list(data)[4:] == ["winning_rate", "advantage_prob", "passed", "epsilon", "alpha", "scoring", "n_items", "n_annotators",
-                              "annotators", "n_skipped", "status", "note"]
+                              "annotators", "n_skipped", "status", "note", "reason"]
+    assert "alt_test_annotators_skipped" in [part["code"] for part in data["reason"]["parts"]]  # a1…a3 tested, one skipped
     assert data == run_alt_test(session, "d", "claim_support", "p@1", alpha=0.02)
     md = runner.invoke(["alt-test", "--dataset", "d", "--task", "claim_support", "--judge", "p@1", "--format", "md"]).output
     assert "**yes**: winning rate ω = 1.000 (3 of 3 tested annotators beaten at ε = 0.2, α = 0.05" in md
