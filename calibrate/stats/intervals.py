@@ -1,9 +1,14 @@
 """Cluster bootstrap confidence intervals, vectorised over resamples.
 
-Over 800 lines because one resampling scheme serves every statistic: the index draws, the
-per-cluster tables of kappa, Pearson, Spearman and Kendall, and the percentile and BCa
-intervals share their arrays and their seed contract; split across modules, each statistic
-would re-derive the draws and the contract would live in several places.
+Over 800 lines because its engines are one private protocol: each statistic's engine
+(``_KappaEngine``, ``_PearsonEngine``, ``_TieTableEngine``, ``_SpearmanEngine``,
+``_KendallEngine``, ``_GenericEngine``) answers ``point``, ``resample`` and ``jackknife``, and
+one private driver (``_run``, ``_estimate``) runs them on the same blocks of draws, the
+paired difference running two engines on one set of draws. Split across modules, those
+classes and the driver would have to become public API (no private helper is imported across
+modules), or be copied. The draws, the percentile and BCa intervals and the factorising of
+clusters are already public and reused (``stats.paired`` imports them): they are not why the
+file is long.
 
 Why clusters
     The claims extracted from one answer (a *sample*) share the question, the context and
