@@ -39,7 +39,12 @@ def ngettext(singular: str, plural: str) -> tuple[str, str]:
 
 # Figures whose value is itself a word to translate (through WORDS), not data.
 WORDS = {"lower": N_("lower"), "upper": N_("upper"), "original": N_("original"), "swapped": N_("swapped"),
-         "first": N_("first"), "second": N_("second")}
+         "first": N_("first"), "second": N_("second"),
+         # the kinds of names a lookup refuses (lookup.py), singular and plural
+         "dataset": N_("dataset"), "datasets": N_("datasets"), "task": N_("task"), "tasks": N_("tasks"),
+         "judge": N_("judge"), "judges": N_("judges"), "user": N_("user"), "users": N_("users"),
+         "prompt": N_("prompt"), "prompts": N_("prompts")}
+TRANSLATED_FIGURES = ("side", "order", "which", "kind", "plural")
 
 # code -> English template, filled with str.format from the figures (a pair: singular and plural, by the
 # `count` figure). One place: docs/report.md lists them.
@@ -173,6 +178,54 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "see_ttest": N_("score task: see ttest and wilcoxon"),
     "imported_judge": N_("{judges} is an imported judge (no prompt version): what changed between the two is not known"),
     "imported_judges": N_("{judges} are imported judges (no prompt version): what changed between the two is not known"),
+    # refusals (CalibrateError): lookups
+    "unknown_name": N_("unknown {kind} {name!r} ({plural}: {names})"),
+    "unknown_name_more": N_("unknown {kind} {name!r} ({plural}: {names}, … ({total} in all))"),
+    "unknown_name_none": N_("unknown {kind} {name!r} ({plural}: none yet)"),
+    "with_hint": N_("{refusal}: {hint}"),
+    "hint_import_samples": N_("import samples first"),
+    "hint_import_its_samples": N_("import its samples first"),
+    "unknown_version": N_("prompt {prompt} has no version {number} (versions: {numbers})"),
+    "unknown_version_none": N_("prompt {prompt} has no version {number} (versions: none)"),
+    # refusals: annotation (the workbench, adjudication, guidelines, the team page)
+    "adjudication_needs_note": N_("write a note saying why: gold without a reason cannot be audited"),
+    "note_too_long": N_("the note is longer than {limit:,} characters"),
+    "claim_changed": N_("this claim was changed since the page was loaded (by another edit): reload the page"),
+    "claim_has_others_labels": ngettext("claim {numbers} carries labels of {count} other annotator(s): changing it would "
+                                        "make their work stale; flag the item for an engineer instead (Shift+F)",
+                                        "claim {numbers} carries labels of {count} other annotator(s): changing it would "
+                                        "make their work stale; flag the item for an engineer instead (Shift+F)"),
+    "claims_have_others_labels": ngettext("claims {numbers} carry labels of {count} other annotator(s): changing them would "
+                                          "make their work stale; flag the item for an engineer instead (Shift+F)",
+                                          "claims {numbers} carry labels of {count} other annotator(s): changing them would "
+                                          "make their work stale; flag the item for an engineer instead (Shift+F)"),
+    "claim_needs_text": N_("a claim needs text"),
+    "claim_too_long": N_("a claim has at most {limit:,} characters"),
+    "split_inside": N_("split inside the claim: put the caret between its first and last character (1–{last})"),
+    "split_between_words": N_("split between two words: both parts need text"),
+    "merge_last_claim": N_("claim {number} is the last one: there is no next claim to merge it with"),
+    "undo_changed_again": N_("cannot undo: these claims were changed again since (by another edit)"),
+    "guideline_empty": N_("the guideline is empty: write what annotators should do"),
+    "guideline_too_long": N_("the guideline is longer than {limit:,} characters"),
+    "guideline_unchanged": N_("nothing changed: this is already version {version}"),
+    "pairwise_fewer_than_two": N_("task {task} compares responses, and this item has fewer than two"),
+    "rationale_too_long": N_("the rationale is longer than {limit:,} characters"),
+    "evidence_on_claims": N_("evidence is marked on claims"),
+    "no_such_context": N_("this item has no context #{number}"),
+    "label_first": N_("choose a label first; the rationale and evidence are saved with it"),
+    "say_why_skip": N_("say why: the reason for skipping"),
+    "say_why_flag": N_("say why: what should be looked at"),
+    "own_account": N_("you cannot deactivate your own account"),
+    # A/B comparisons (calibrate ab): the `notes` list
+    "relative_undefined": N_("relative improvement undefined: {reason}"),
+    "ab_no_value": ngettext("{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "
+                            "no relevant document) and are left out",
+                            "{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "
+                            "no relevant document) and are left out"),
+    "ab_repeated": ngettext("{count} question(s) have several samples in {by}={value}: their values are averaged",
+                           "{count} question(s) have several samples in {by}={value}: their values are averaged"),
+    "ab_unpaired": ngettext("{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests",
+                           "{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests"),
     # decisions and labels needed
     "outside_interval": N_("the estimate lies outside its interval: no extrapolation is made"),
     "no_interval": N_("there is no confidence interval to extrapolate from"),
@@ -309,7 +362,7 @@ def word(reason: Mapping, *, gettext: Callable[[str], str] = N_,
             value = word(value, gettext=gettext, ngettext=ngettext, localize=localize)
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and localize is not None:
             value = _local(value, localize)
-        elif isinstance(value, str) and value in WORDS and key in ("side", "order", "which"):
+        elif isinstance(value, str) and value in WORDS and key in TRANSLATED_FIGURES:
             value = gettext(WORDS[value])
         figures[key] = value
     template = TEMPLATES[code]

@@ -24,14 +24,7 @@ from calibrate.reasons import Reason, join, noted
 RETRIEVAL_METRICS = {"recall": "recall", "precision": "precision", "f1": "f1", "ndcg": "ndcg", "mrr": "rr"}
 
 
-RETRIEVAL_SOURCES = {
-    "ids": "the samples' retrieved_ids (ranked) and relevant_ids",
-    "context_relevance_gold": ("the human gold of context_relevance: each sample's retrieved contexts in rank order, "
-                               "gold 'relevant' as relevant (a context without gold counts as not relevant); recall "
-                               "is relative to the relevant contexts that were retrieved, the only ones known"),
-    "context_relevance_judge": ("the judge's context_relevance verdicts: each sample's retrieved contexts in rank "
-                                "order, verdict 'relevant' as relevant (no usable verdict counts as not relevant)"),
-}
+# The sources in words: the reasons retrieval_source_<source> (calibrate/reasons.py).
 
 
 def id_lists(session: Session, dataset: Dataset) -> tuple[np.ndarray, list, list, int]:

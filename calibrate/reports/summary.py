@@ -57,13 +57,13 @@ COUNTS = (
 
 
 def local_decimals(text: str) -> str:
-    """Return a number as a template wrote it ("0.469") in the current locale's notation ("0,469")."""
+    """Return a number as a template wrote it ("0.469", "5,000") in the current locale's notation ("0,469", "5.000")."""
     locale = i18n.current().locale
     if locale == i18n.DEFAULT_LOCALE:
         return text
-    from babel.numbers import get_decimal_symbol  # noqa: PLC0415 - Babel's number data, as in i18n.Translator.number
+    from babel.numbers import get_decimal_symbol, get_group_symbol  # noqa: PLC0415 - as in i18n.Translator.number
 
-    return text.replace(".", get_decimal_symbol(locale))
+    return "".join(get_decimal_symbol(locale) if c == "." else get_group_symbol(locale) if c == "," else c for c in text)
 
 
 def reason_text(block: Any, key: str = "note") -> str:

@@ -132,7 +132,7 @@ def test_fewer_than_three_annotators_is_one_line(store, session, runner):
         "error: the alt-test cannot be run on claim_support of d with j: 2 annotator(s) with labels: the alt-test needs at least 3")
     # the report says so in its block, with every key, and does not fail
     block = build_report(session, "d", "j", options=Options(bootstrap=100)).data["tasks"]["claim_support"]["alt_test"]
-    assert block["status"] == "undefined" and block["winning_rate"] is None and "needs at least 3" in block["note"]
+    assert block["status"] == "undefined" and block["winning_rate"] is None and block["reason"]["code"] == "alt_test_too_few_annotators"
 
 
 def test_the_report_carries_the_block_in_every_format(stored, session):

@@ -98,7 +98,7 @@ def test_undefined_kappa_says_why(store, session):
     report = build_report(session, "d", "j", options=FAST)
     kappa = report.data["tasks"]["claim_support"]["cohen_kappa"]
     assert kappa["value"] is None and kappa["status"] == "undefined"
-    assert "supported" in kappa["note"]
+    assert kappa["reason"] == {"code": "single_label", "label": "supported"}
     assert report.data["tasks"]["claim_support"]["passed"] is None
     assert report.data["passed"] is False
     json.dumps(report.data, allow_nan=False)
