@@ -226,6 +226,12 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                            "{count} question(s) have several samples in {by}={value}: their values are averaged"),
     "ab_unpaired": ngettext("{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests",
                            "{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests"),
+    # refusals: calibration pages
+    "compare_same_judge": N_("compare two different judges"),
+    "no_test_split": N_("{dataset} has no test split (splits: {splits})"),
+    "no_test_split_none": N_("{dataset} has no test split (splits: none)"),
+    "no_test_verdicts": N_("judge {judge} has no {task} verdicts in the test split of {dataset}: run it there first"),
+    "unknown_order_rule": N_("order_rule must be one of {rules}, not {value!r}"),
     # decisions and labels needed
     "outside_interval": N_("the estimate lies outside its interval: no extrapolation is made"),
     "no_interval": N_("there is no confidence interval to extrapolate from"),

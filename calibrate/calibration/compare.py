@@ -352,13 +352,13 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     dataset = lookup.dataset(session, dataset_name)
     a, b = lookup.judge(session, judge_a), lookup.judge(session, judge_b)
     if a.id == b.id:
-        raise CalibrationError("compare two different judges")
+        raise CalibrationError(Reason("compare_same_judge"))
     tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
     if task:
         tasks = [t for t in tasks if t.name == task]
         if not tasks:
-            names = ", ".join(session.exec(select(Task.name).order_by(Task.id)).all())
-            raise CalibrationError(f"unknown task {task!r} (tasks: {names})")
+            names = list(session.exec(select(Task.name).order_by(Task.id)).all())
+            raise CalibrationError(lookup.not_found("task", task, names).reason)
     split = options.split
     if split:
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits

@@ -145,7 +145,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         known = {t.name: t for t in all_tasks}
         unknown = [t for t in tasks if t not in known]
         if unknown:
-            raise CalibrationError(f"unknown task {unknown[0]!r} (tasks: {', '.join(known)})")
+            raise CalibrationError(lookup.not_found("task", unknown[0], list(known)).reason)
         all_tasks = [known[t] for t in tasks]
     groups = sample_field_values(session, dataset, options.group_by) if options.group_by else None
     fewshot = fewshot_keys(session, judge)
