@@ -192,3 +192,12 @@ def test_docs_report_lists_every_code_with_its_english_template():
     for code, template in reasons.TEMPLATES.items():
         first = template[0] if isinstance(template, tuple) else template
         assert f"| `{code}` | {first.replace('|', chr(92) + '|')} |" in text, code
+
+
+def test_every_non_empty_note_of_a_grouped_report_has_a_reason(full_report):
+    """Beyond the demo: three tasks grouped by a field (per-group, per-label and per-annotator notes)."""
+    data = json.loads(render(full_report, "json"))
+    missing = [path for path, key, parent in notes(data)
+               if parent[key] and not reasons.known(parent.get(key[: -len("note")] + "reason"))]
+    assert missing == []
+    assert any(parent[key] for _, key, parent in notes(data))  # the fixture does have notes
