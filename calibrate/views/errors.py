@@ -98,7 +98,7 @@ def refused(exc: CalibrateError):
         response.mimetype = "text/plain"
         return response
     if request.method == "GET" and not annotation_area:
-        return render_template("error.html", error=HTTPNotFound(description=message)), 404
+        return render_template("error.html", error=HTTPNotFound(), refusal=message), 404
     flash(message, "error")
     return redirect(_back(), code=303)
 
