@@ -17,6 +17,11 @@
     └── JudgeError                  judges/errors.py draws its own tree (PromptError,
                                     RunSetupError, BackendError and its kinds, NothingToDo)
 
+A refusal a web user meets is raised with a `Reason` (calibrate/reasons.py: a code and its figures)
+instead of a string: str() is still the English line (the command line prints it), and the web
+(views/errors.py) words it from the code in the reader's language. A refusal raised with a string
+has no code and is shown as it is (docs/i18n.md lists which remain English, and why).
+
 The domain errors keep their ValueError base (callers and tests catch them as such). Each
 module that raises one imports it from here; the old import paths (`calibrate.tasks.TaskError`,
 `calibrate.annotation.AnnotationError`, …) still name the same classes.
@@ -24,9 +29,30 @@ module that raises one imports it from here; the old import paths (`calibrate.ta
 
 from __future__ import annotations
 
+from typing import Any
+
+from calibrate.reasons import Reason
+
 
 class CalibrateError(Exception):
-    """Base of every error calibrate raises on purpose; the message is one line for the user."""
+    """Base of every error calibrate raises on purpose; the message is one line for the user.
+
+    Raised with a `Reason`, the message is its English sentence and `reason` keeps the code and figures.
+    """
+
+    reason: Reason | None = None
+
+    def __init__(self, message: Any = "", *args: Any) -> None:
+        if isinstance(message, Reason):
+            self.reason = message
+            message = message.text()
+        super().__init__(message, *args)
+
+    @classmethod
+    def carrying(cls, exc: Exception) -> CalibrateError:
+        """Return this kind of error with another refusal's message, and its reason when it has one (a re-raise)."""
+        reason = getattr(exc, "reason", None)
+        return cls(reason if reason is not None else str(exc))
 
     def details(self) -> list[str]:
         """Return the lines shown before the message (an import's problems, one a line); usually none."""

@@ -19,21 +19,25 @@ from sqlmodel import Session, select
 
 from calibrate.errors import NotFound
 from calibrate.models import Dataset, Judge, Prompt, PromptVersion, Task, User, visible_dataset
+from calibrate.reasons import Reason
 
 SHOWN = 20  # names listed in a message before "… (N in all)"
 
 
-def not_found(kind: str, name: str, existing: list[str], *, plural: str | None = None, hint: str = "") -> NotFound:
-    """Return the NotFound for `name` of `kind`, listing `existing` (the first SHOWN of them)."""
+def not_found(kind: str, name: str, existing: list[str], *, plural: str | None = None, hint: Reason | None = None) -> NotFound:
+    """Return the NotFound for `name` of `kind`, listing `existing` (the first SHOWN of them), worded from a reason."""
     plural = plural or f"{kind}s"
-    if existing:
-        listed = ", ".join(existing[:SHOWN]) + (f", … ({len(existing)} in all)" if len(existing) > SHOWN else "")
+    names = ", ".join(existing[:SHOWN])
+    if not existing:
+        refusal = Reason("unknown_name_none", kind=kind, name=name, plural=plural)
+    elif len(existing) > SHOWN:
+        refusal = Reason("unknown_name_more", kind=kind, name=name, plural=plural, names=names, total=len(existing))
     else:
-        listed = "none yet"
-    return NotFound(f"unknown {kind} {name!r} ({plural}: {listed}){': ' + hint if hint else ''}")
+        refusal = Reason("unknown_name", kind=kind, name=name, plural=plural, names=names)
+    return NotFound(Reason("with_hint", refusal=refusal, hint=hint) if hint else refusal)
 
 
-def _by_name(session: Session, model: Any, column: Any, name: str, kind: str, hint: str = "", *where: Any) -> Any:
+def _by_name(session: Session, model: Any, column: Any, name: str, kind: str, hint: Reason | None = None, *where: Any) -> Any:
     found = session.exec(select(model).where(column == name, *where)).first()
     if found is None:
         existing = list(session.exec(select(column).where(*where).order_by(column)).all())
@@ -41,7 +45,7 @@ def _by_name(session: Session, model: Any, column: Any, name: str, kind: str, hi
     return found
 
 
-def dataset(session: Session, name: str, *, hint: str = "") -> Dataset:
+def dataset(session: Session, name: str, *, hint: Reason | None = None) -> Dataset:
     """Return the dataset called `name` (never one an unpublished import is still writing)."""
     return _by_name(session, Dataset, Dataset.name, name, "dataset", hint, visible_dataset())
 
@@ -76,5 +80,7 @@ def prompt_version(session: Session, prompt_row: Prompt, number: int | None) -> 
     if found is None:
         numbers = session.exec(select(PromptVersion.number).where(PromptVersion.prompt_id == prompt_row.id)
                                .order_by(PromptVersion.number)).all()
-        raise NotFound(f"prompt {prompt_row.name} has no version {number} (versions: {', '.join(map(str, numbers)) or 'none'})")
+        if numbers:
+            raise NotFound(Reason("unknown_version", prompt=prompt_row.name, number=number, numbers=", ".join(map(str, numbers))))
+        raise NotFound(Reason("unknown_version_none", prompt=prompt_row.name, number=number))
     return found

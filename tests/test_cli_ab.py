@@ -14,6 +14,7 @@ from labelstore import Store
 from scipy import stats as sps
 
 from calibrate.calibration.ab import ABError, compare_systems, parse_metric
+from calibrate.reasons import word
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -240,7 +241,9 @@ def test_one_pair_gives_undefined_tests_with_notes(session):
         store.label("claim_support", "ann", sid, "unsupported" if system == "x" else "supported", claim=1)
     store.commit()
     data = compare_systems(session, "d", by="metadata.system", a="x", b="y", metric="faithfulness").data
-    assert data["n_pairs"] == 1 and data["ttest"]["t"] is None and "n < 2" in data["ttest"]["note"]
+    assert data["n_pairs"] == 1 and data["ttest"]["t"] is None and data["ttest"]["reason"] == {"code": "ttest_too_few"}
+    assert data["difference"]["reason"] == {"code": "one_pair_no_interval"}
+    assert len(data["reasons"]) == len(data["notes"]) and [word(r) for r in data["reasons"]] == data["notes"]
     assert data["difference"]["value"] == pytest.approx(0.5) and data["difference"]["ci"] is None
     assert json.dumps(data, allow_nan=False)
 

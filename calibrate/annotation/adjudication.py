@@ -29,6 +29,7 @@ from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import marked_contexts
 from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
+from calibrate.reasons import Reason
 from calibrate.targets import where
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
@@ -188,9 +189,9 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
     """Set (or change) the adjudicated gold label of a target, with the decider's note."""
     note = (note or "").replace("\r\n", "\n").strip()
     if not note:
-        raise AnnotationError("write a note saying why: gold without a reason cannot be audited")
+        raise AnnotationError(Reason("adjudication_needs_note"))
     if len(note) > MAX_NOTE_CHARS:
-        raise AnnotationError(f"the note is longer than {MAX_NOTE_CHARS:,} characters")
+        raise AnnotationError(Reason("note_too_long", limit=MAX_NOTE_CHARS))
     votes = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,
                                              col(Label.adjudicated).is_(False))).first()
     if votes is None:
@@ -202,7 +203,7 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
         else:
             canonical = canonical_value(task, value)
     except TaskError as exc:
-        raise AnnotationError(str(exc)) from None
+        raise AnnotationError.carrying(exc) from None
     now = utcnow()
     version = current_version_of(session, task.id)
     gold = session.exec(select(Label).where(Label.task_id == task.id, Label.target_key == key,

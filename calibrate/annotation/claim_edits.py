@@ -38,6 +38,7 @@ from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.labels import UI, Undone, last_label_change, undo_label_change
 from calibrate.claimsets import active_claims, edited, flag_stale
 from calibrate.models import EXPERT, Claim, ClaimEdit, Label, LabelRevision, Sample, User, utcnow
+from calibrate.reasons import Reason
 from calibrate.tasks import MAX_CLAIM_CHARS
 
 ACTIONS = ("split", "merge", "edit")
@@ -51,7 +52,7 @@ def _snapshot(claim: Claim) -> dict[str, Any]:
 def _claim_of(claims: list[Claim], claim_id: int) -> Claim:
     claim = next((c for c in claims if c.id == claim_id), None)
     if claim is None:
-        raise AnnotationError("this claim was changed since the page was loaded (by another edit): reload the page")
+        raise AnnotationError(Reason("claim_changed"))
     return claim
 
 
@@ -65,18 +66,16 @@ def _others_labels(session: Session, claim_ids: Sequence[int], user: User) -> in
 def _check_others(session: Session, claims: Sequence[Claim], user: User) -> None:
     n = _others_labels(session, [c.id for c in claims], user)
     if n:
-        which = " and ".join(f"claim {c.index + 1}" for c in claims)
-        raise AnnotationError(f"{which} carr{'y' if len(claims) > 1 else 'ies'} labels of {n} other annotator"
-                              f"{'s' * (n != 1)}: changing it would make their work stale; flag the item for an "
-                              "engineer instead (Shift+F)")
+        raise AnnotationError(Reason("claims_have_others_labels" if len(claims) > 1 else "claim_has_others_labels",
+                                     numbers=", ".join(str(c.index + 1) for c in claims), count=n))
 
 
 def _clean(text: str) -> str:
     text = (text or "").replace("\r\n", "\n").strip()
     if not text:
-        raise AnnotationError("a claim needs text")
+        raise AnnotationError(Reason("claim_needs_text"))
     if len(text) > MAX_CLAIM_CHARS:
-        raise AnnotationError(f"a claim has at most {MAX_CLAIM_CHARS:,} characters")
+        raise AnnotationError(Reason("claim_too_long", limit=MAX_CLAIM_CHARS))
     return text
 
 
@@ -137,11 +136,11 @@ def split_claim(session: Session, sample: Sample, user: User, claim_id: int, at:
     _check_others(session, [claim], user)
     text = claim.text
     if not 0 < at < len(text):
-        raise AnnotationError(f"split inside the claim: put the caret between its first and last character (1–{len(text) - 1})")
+        raise AnnotationError(Reason("split_inside", last=len(text) - 1))
     left_raw, right_raw = text[:at], text[at:]
     left, right = left_raw.strip(), right_raw.strip()
     if not left or not right:
-        raise AnnotationError("split between two words: both parts need text")
+        raise AnnotationError(Reason("split_between_words"))
     if _exact(sample.answer, claim):
         left_start = claim.start + len(left_raw) - len(left_raw.lstrip())
         right_start = claim.start + at + len(right_raw) - len(right_raw.lstrip())
@@ -162,7 +161,7 @@ def merge_with_next(session: Session, sample: Sample, user: User, claim_id: int)
     claim = _claim_of(claims, claim_id)
     position = claims.index(claim)
     if position + 1 >= len(claims):
-        raise AnnotationError(f"claim {claim.index + 1} is the last one: there is no next claim to merge it with")
+        raise AnnotationError(Reason("merge_last_claim", number=claim.index + 1))
     following = claims[position + 1]
     _check_others(session, [claim, following], user)
     answer = sample.answer
@@ -201,7 +200,7 @@ def undo_edit(session: Session, sample: Sample, user: User, edit: ClaimEdit) -> 
     ids = {c.id for c in claims}
     after = [int(c["id"]) for c in edit.after]
     if not all(claim_id in ids for claim_id in after):
-        raise AnnotationError("cannot undo: these claims were changed again since (by another edit)")
+        raise AnnotationError(Reason("undo_changed_again"))
     _check_others(session, [c for c in claims if c.id in after], user)
     position = min(i for i, c in enumerate(claims) if c.id in after)
     restored = [session.get(Claim, int(c["id"])) for c in edit.before]

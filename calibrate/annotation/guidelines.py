@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError
 from calibrate.models import Assignment, Dataset, Guideline, Label, Sample, Task, User, utcnow
+from calibrate.reasons import Reason
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS
 
 MAX_GUIDELINE_CHARS = 50_000
@@ -78,12 +79,12 @@ def save_guideline(session: Session, task: Task, text: str, author: User) -> Gui
     """Add a new version of a task's guideline (the old ones stay); refuse an unchanged text."""
     text = (text or "").replace("\r\n", "\n").strip()
     if not text:
-        raise AnnotationError("the guideline is empty: write what annotators should do")
+        raise AnnotationError(Reason("guideline_empty"))
     if len(text) > MAX_GUIDELINE_CHARS:
-        raise AnnotationError(f"the guideline is longer than {MAX_GUIDELINE_CHARS:,} characters")
+        raise AnnotationError(Reason("guideline_too_long", limit=MAX_GUIDELINE_CHARS))
     newest = current_versions(session).get(task.id)
     if newest is not None and newest.text == text:
-        raise AnnotationError(f"nothing changed: this is already version {newest.version}")
+        raise AnnotationError(Reason("guideline_unchanged", version=newest.version))
     guideline = Guideline(task_id=task.id, version=(newest.version + 1) if newest else 1, text=text, author_id=author.id)
     session.add(guideline)
     session.flush()

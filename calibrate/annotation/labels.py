@@ -49,6 +49,7 @@ from calibrate.models import (
     target_key,
     utcnow,
 )
+from calibrate.reasons import Reason
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 _CONTEXTS = Context.__table__
@@ -267,23 +268,23 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
     task = target.task
     canonical = None
     if task.kind == "pairwise" and not order:
-        raise AnnotationError(f"task {task.name} compares responses, and this item has fewer than two")
+        raise AnnotationError(Reason("pairwise_fewer_than_two", task=task.name))
     if value is not None:
         try:
             canonical = pairwise_value(task, value, order) if task.kind == "pairwise" else canonical_value(task, value)
         except TaskError as exc:
-            raise AnnotationError(str(exc)) from None
+            raise AnnotationError.carrying(exc) from None
     if rationale is not None:
         rationale = rationale.replace("\r\n", "\n").strip()
         if len(rationale) > MAX_RATIONALE_CHARS:
-            raise AnnotationError(f"the rationale is longer than {MAX_RATIONALE_CHARS:,} characters")
+            raise AnnotationError(Reason("rationale_too_long", limit=MAX_RATIONALE_CHARS))
     if evidence_toggle is not None:
         if target.kind != "claim":
-            raise AnnotationError("evidence is marked on claims")
+            raise AnnotationError(Reason("evidence_on_claims"))
         ranks = context_ranks if context_ranks is not None else _context_ranks(session, assignment.sample_id)
         rank = _evidence_key(evidence_toggle)[0]
         if rank not in ranks:
-            raise AnnotationError(f"this item has no context #{rank + 1}")
+            raise AnnotationError(Reason("no_such_context", number=rank + 1))
     check_target_current(session, target)
     if version is _UNKNOWN:
         version = current_version_of(session, task.id)
@@ -291,7 +292,7 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
     now = utcnow()
     if label is None:
         if canonical is None:
-            raise AnnotationError("choose a label first; the rationale and evidence are saved with it")
+            raise AnnotationError(Reason("label_first"))
         evidence = toggle_evidence(None, evidence_toggle) if evidence_toggle is not None else None
         shown = list(order) if order else None
         label_id = _INSERT_LABEL_SQL.scalar(session, {

@@ -23,6 +23,7 @@ from sqlmodel import Session, col, select
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.items import ItemStatus
 from calibrate.models import Assignment, Dataset, Sample, User, utcnow
+from calibrate.reasons import Reason
 
 STATUSES = ("pending", "done", "skipped", "flagged")
 _ASSIGNMENTS = Assignment.__table__
@@ -97,9 +98,9 @@ def set_status(session: Session, assignment, status: str, note: str = "") -> Non
         raise AnnotationError(f"status must be one of {', '.join(STATUSES)}")
     note = (note or "").strip()
     if status in ("skipped", "flagged") and not note:
-        raise AnnotationError("say why: " + ("the reason for skipping" if status == "skipped" else "what should be looked at"))
+        raise AnnotationError(Reason("say_why_skip" if status == "skipped" else "say_why_flag"))
     if len(note) > MAX_NOTE_CHARS:
-        raise AnnotationError(f"the note is longer than {MAX_NOTE_CHARS} characters")
+        raise AnnotationError(Reason("note_too_long", limit=MAX_NOTE_CHARS))
     session.execute(update(Assignment).where(Assignment.id == assignment.id)
                     .values(status=status, note=note, updated_at=utcnow())
                     .execution_options(synchronize_session="evaluate"))

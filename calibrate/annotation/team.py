@@ -15,6 +15,7 @@ from calibrate.annotation.queue import release_pending
 from calibrate.ingest.sampling import SamplingError, SamplingSummary, sample_dataset
 from calibrate.logins import revoke_all
 from calibrate.models import User
+from calibrate.reasons import Reason
 
 
 def users(session: Session) -> list[User]:
@@ -42,7 +43,7 @@ def create_user(session: Session, username: str, *, role: str, password: str, di
         return add_user(session, (username or "").strip(), role=role, password=password or "",
                         display_name=(display_name or "").strip())
     except AccountError as exc:
-        raise AnnotationError(str(exc)) from None
+        raise AnnotationError.carrying(exc) from None
 
 
 def reset_password(session: Session, user: User, password: str) -> None:
@@ -50,7 +51,7 @@ def reset_password(session: Session, user: User, password: str) -> None:
     try:
         set_password(session, user, password or "")
     except AccountError as exc:
-        raise AnnotationError(str(exc)) from None
+        raise AnnotationError.carrying(exc) from None
 
 
 def set_active(session: Session, user: User, active: bool, *, acting: User, release: bool = True) -> int:
@@ -60,7 +61,7 @@ def set_active(session: Session, user: User, active: bool, *, acting: User, rele
     (so there is always someone left to undo it).
     """
     if not active and user.id == acting.id:
-        raise AnnotationError("you cannot deactivate your own account")
+        raise AnnotationError(Reason("own_account"))
     user.active = active
     session.add(user)
     if not active:
@@ -77,5 +78,5 @@ def assign(session: Session, dataset: str, *, n: int | None = None, fraction: fl
         return sample_dataset(session, dataset, n=n, fraction=fraction, seed=seed, overlap=overlap,
                               assign=list(usernames or []) or None, negative_first=negative_first)
     except SamplingError as exc:
-        raise AnnotationError(str(exc)) from None
+        raise AnnotationError.carrying(exc) from None
 

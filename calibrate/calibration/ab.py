@@ -62,7 +62,6 @@ from calibrate.calibration.rag import (
 )
 from calibrate.calibration.retrieval import (
     RETRIEVAL_METRICS,
-    RETRIEVAL_SOURCES,
     id_lists,
 )
 from calibrate.errors import ABError, CalibrationError
@@ -72,6 +71,7 @@ from calibrate.models import (
     Sample,
     Task,
 )
+from calibrate.reasons import Reason
 from calibrate.tasks import METRIC_TASKS
 
 #: Metrics with a fixed name (the metric tasks, whose human values are the report's gold and
@@ -104,7 +104,7 @@ class SampleValues:
 
     values: pd.Series
     source: str
-    note: str = ""
+    note: Reason | None = None  # what the values were computed from, when that needs saying
 
 
 def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Judge | None = None, k: int = 10) -> SampleValues:
@@ -144,7 +144,7 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
             if len(ids):
                 rel, n_relevant = stats.relevance_matrix(retrieved, relevant)
                 per_query = stats.per_query_metrics(rel, n_relevant, k=k)
-                return SampleValues(per_sample(ids, per_query[RETRIEVAL_METRICS[metric]]), "ids", RETRIEVAL_SOURCES["ids"])
+                return SampleValues(per_sample(ids, per_query[RETRIEVAL_METRICS[metric]]), "ids", Reason("retrieval_source_ids"))
         task = lookup.task(session, "context_relevance")
         if judge is None:
             labels = labels_frame(session, dataset, task)
@@ -156,7 +156,7 @@ def sample_metric(session: Session, dataset: Dataset, metric: str, *, judge: Jud
         if metric == "context_precision":
             return SampleValues(per_sample(samples, stats.context_precision(rel)), f"context_relevance: {side}")
         per_query = stats.per_query_metrics(rel, rel.sum(axis=1), k=k)
-        return SampleValues(per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, RETRIEVAL_SOURCES[source])
+        return SampleValues(per_sample(samples, per_query[RETRIEVAL_METRICS[metric]]), source, Reason(f"retrieval_source_{source}"))
     task = session.exec(select(Task).where(Task.name == metric)).first()
     if task is None or task.target != "sample" or task.kind not in ("ordinal", "continuous"):
         scored = ", ".join(name for name in session.exec(select(Task.name).where(Task.target == "sample",
@@ -276,13 +276,13 @@ def compare_systems(session: Session, dataset_name: str, *, by: str, a: str, b: 
         "relative_improvement": relative.value,
         "difference": {"value": boot.value, "ci": list(boot.ci) if boot.ci else None, "p_value": boot.p_value,
                        "confidence": options.confidence, "method": options.ci_method, "n_resamples": options.bootstrap,
-                       "seed": options.seed, "status": boot.status, "note": boot.note},
+                       "seed": options.seed, "status": boot.status, **boot.note_fields()},
         "ttest": {"t": ttest.value, "p_value": ttest.p_value, "df": ttest.extra.get("df"), "status": ttest.status,
-                  "note": ttest.note},
+                  **ttest.note_fields()},
         "wilcoxon": {"statistic": wilcoxon.value, "p_value": wilcoxon.p_value, "n_nonzero": wilcoxon.extra.get("n_nonzero"),
-                     "status": wilcoxon.status, "note": wilcoxon.note},
-        "notes": _notes(per_sample.note, relative, undefined_a, undefined_b, repeated_a, repeated_b, unpaired_a, unpaired_b,
-                        by, a, b),
+                     "status": wilcoxon.status, **wilcoxon.note_fields()},
+        **_notes(per_sample.note, relative, undefined_a, undefined_b, repeated_a, repeated_b, unpaired_a, unpaired_b,
+                 by, a, b),
         "pairs": [{"key": key, "a": float(va), "b": float(vb), "difference": float(vb - va),
                    "samples_a": [external[s] for s in members_a[key]], "samples_b": [external[s] for s in members_b[key]]}
                   for key, va, vb in zip(paired, x, y, strict=True)],
@@ -300,22 +300,16 @@ def _external_ids_of(session: Session, sample_ids: list[int]) -> dict[int, str]:
     return out
 
 
-def _notes(source_note: str, relative: Any, undefined_a: int, undefined_b: int, repeated_a: int, repeated_b: int,
-           unpaired_a: int, unpaired_b: int, by: str, a: str, b: str) -> list[str]:
-    notes = [source_note] if source_note else []
+def _notes(source_note: Reason | None, relative: Any, undefined_a: int, undefined_b: int, repeated_a: int, repeated_b: int,
+           unpaired_a: int, unpaired_b: int, by: str, a: str, b: str) -> dict:
+    """Return `notes` (English sentences) and `reasons` (the same, as data, one for one)."""
+    found = [source_note] if source_note is not None else []
     if relative.value is None and relative.note:
-        notes.append(f"relative improvement undefined: {relative.note}")
-    for side, n in ((a, undefined_a), (b, undefined_b)):
-        if n:
-            notes.append(f"{n} sample(s) of {by}={side} have no value for the metric (no labels or verdicts, or no "
-                         "relevant document) and are left out")
-    for side, n in ((a, repeated_a), (b, repeated_b)):
-        if n:
-            notes.append(f"{n} question(s) have several samples in {by}={side}: their values are averaged")
-    for side, n in ((a, unpaired_a), (b, unpaired_b)):
-        if n:
-            notes.append(f"{n} question(s) have a value only in {by}={side}: unpaired, left out of the tests")
-    return notes
+        found.append(Reason("relative_undefined", reason=relative.reason or Reason("unexpected", message=relative.note)))
+    for code, counts in (("ab_no_value", (undefined_a, undefined_b)), ("ab_repeated", (repeated_a, repeated_b)),
+                         ("ab_unpaired", (unpaired_a, unpaired_b))):
+        found += [Reason(code, count=n, by=by, value=side) for side, n in zip((a, b), counts, strict=True) if n]
+    return {"notes": [r.text() for r in found], "reasons": [r.to_dict() for r in found]}
 
 
 __all__ = ["ABError", "ABOptions", "ABResult", "compare_systems", "parse_metric", "question_keys"]

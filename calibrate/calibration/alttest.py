@@ -35,6 +35,7 @@ from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import DERIVED_GOLD, annotator_metric_labels
 from calibrate.errors import CalibrationError
 from calibrate.models import Task
+from calibrate.reasons import Reason
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
 from calibrate.tasks import has_labels
 
@@ -65,7 +66,7 @@ def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_item
         raise CalibrationError(f"min-items must be a positive whole number, not {min_items!r}")
 
 
-def _undefined(note: str, *, epsilon: float, alpha: float, scoring: str) -> dict:
+def _undefined(note: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:
     return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, epsilon=epsilon, alpha=alpha, scoring=scoring,
                          n_items=0, n_annotators=0, annotators=(), n_skipped=0, status="undefined", note=note).to_dict()
 
@@ -96,24 +97,23 @@ def alt_test_block(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | No
         current = current[~current["target_key"].isin(fewshot)]
     n_annotators = int(current["annotator"].nunique()) if not current.empty else 0
     if n_annotators < MIN_ANNOTATORS:  # said here, before reading 10^5 labels into the test
-        return _undefined(f"{n_annotators} annotator(s) with labels: the alt-test needs at least {MIN_ANNOTATORS}",
+        return _undefined(Reason("alt_test_too_few_annotators", count=n_annotators, min=MIN_ANNOTATORS),
                           epsilon=epsilon, alpha=alpha, scoring=scoring)
     if verdicts is None or verdicts.empty:
-        return _undefined("the judge has no verdicts for this task", epsilon=epsilon, alpha=alpha, scoring=scoring)
+        return _undefined(Reason("alt_test_no_verdicts"), epsilon=epsilon, alpha=alpha, scoring=scoring)
     usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & ~verdicts["target_key"].isin(fewshot)]
     human_values, judge_values = current["value"], usable["value"]
     if scoring == "neg_rmse":
         human_values = pd.to_numeric(human_values, errors="coerce")
         judge_values = pd.to_numeric(judge_values, errors="coerce")
         if human_values.isna().any() or judge_values.isna().any():
-            return _undefined(f"neg_rmse scoring needs numeric labels and verdicts; {task.name} has labels such as "
-                              f"{current['value'].iloc[0]!r}: use --scoring accuracy", epsilon=epsilon, alpha=alpha, scoring=scoring)
+            return _undefined(Reason("neg_rmse_not_numeric", task=task.name, label=current["value"].iloc[0]), epsilon=epsilon, alpha=alpha, scoring=scoring)
     try:
         result = alt_test(current["target_key"].to_numpy(), current["annotator"].to_numpy(), human_values.to_numpy(),
                           usable["target_key"].to_numpy(), judge_values.to_numpy(),
                           epsilon=epsilon, alpha=alpha, scoring=scoring, min_items=min_items)
     except ValueError as exc:  # duplicates cannot occur (one current label per annotator and target); said, not raised
-        return _undefined(str(exc), epsilon=epsilon, alpha=alpha, scoring=scoring)
+        return _undefined(Reason("unexpected", message=str(exc)), epsilon=epsilon, alpha=alpha, scoring=scoring)
     return result.to_dict()
 
 

@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 
+from calibrate.reasons import Reason, noted
+
 
 def labels_needed(n: int, ci: tuple[float, float] | None, value: float | None, threshold: float) -> dict | None:
     """Estimate how many more labelled targets would settle pass/fail at `threshold`.
@@ -23,17 +25,14 @@ def labels_needed(n: int, ci: tuple[float, float] | None, value: float | None, t
     half = (high - low) / 2
     gap = abs(value - threshold)
     if gap < 1e-9:
-        return {"more_targets": None, "note": "the estimate sits on the threshold: no number of labels is expected to settle it"}
+        return {"more_targets": None, **noted(Reason("on_threshold"))}
     total = math.ceil(n * (half / gap) ** 2)
     if total > 100 * n:
-        return {"more_targets": None,
-                "note": (f"the estimate {value:.3f} is too close to the threshold {threshold} for more labels to settle it "
-                         f"in practice (it would take over {100 * n} labelled targets)")}
+        return {"more_targets": None, **noted(Reason("too_close", value=value, threshold=threshold, limit=100 * n))}
     return {
         "more_targets": max(total - n, 0),
-        "note": (f"the CI [{low:.3f}, {high:.3f}] straddles {threshold}; about {max(total - n, 0)} more labelled "
-                 f"targets (n ≈ {total}) would be expected to settle it, assuming the estimate stays at "
-                 f"{value:.3f} and the CI half-width shrinks as 1/√n"),
+        **noted(Reason("straddles_half_width", low=low, high=high, threshold=threshold, more=max(total - n, 0), total=total,
+                       value=value)),
     }
 
 
@@ -56,15 +55,14 @@ def label_budget(n: int, ci: tuple[float, float] | list | None, target_half_widt
     candidates = candidates or []
     chosen = candidates[: min(more, BUDGET_CANDIDATES)]
     if more == 0:
-        note = f"the CI half-width {half:.3f} is already within {target_half_width:g}"
+        note = Reason("half_width_reached", half=half, target=target_half_width)
+    elif len(candidates) < more:
+        note = Reason("half_width_judge_more", half=half, n=n, more=more, total=total, target=target_half_width,
+                      candidates=len(candidates), judge_more=more - len(candidates))
     else:
-        note = (f"the CI half-width is {half:.3f} with n = {n}; about {more} more labelled targets (n ≈ {total}) would be "
-                f"expected to bring it under {target_half_width:g}, assuming it shrinks as 1/√n")
-        if len(candidates) < more:
-            note += (f"; only {len(candidates)} judged targets lack gold, so the judge must also judge "
-                     f"{more - len(candidates)} more targets")
+        note = Reason("half_width", half=half, n=n, more=more, total=total, target=target_half_width)
     return {"target_half_width": target_half_width, "half_width": half, "more_targets": more,
-            "candidates": chosen, "n_candidates": len(candidates), "note": note}
+            "candidates": chosen, "n_candidates": len(candidates), **noted(note)}
 
 
 def budget_candidates(merged: pd.DataFrame) -> list[str]:

@@ -40,6 +40,7 @@ from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
 from calibrate.calibration.sections import align_section, estimate_dict, per_group, with_point_p
+from calibrate.reasons import Reason
 from calibrate.stats import Estimate
 from calibrate.tasks import has_labels
 
@@ -54,6 +55,7 @@ class VersionScores:
     common_targets: int  # N: the targets every one of them is scored on
     n_fewshot: int  # targets left out because they are a few-shot example of some listed judge
     note: str  # why N is 0, or ""
+    reason: Reason | None = None  # the note as data (calibrate.reasons)
     common: dict[str, dict | None] = field(default_factory=dict)  # judge → light section on the common targets
     own: dict[str, dict | None] = field(default_factory=dict)  # judge → {metric, value, n} on its own targets
 
@@ -74,7 +76,8 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     out = VersionScores(judges=ran, common_targets=0, n_fewshot=0, note="")
     if not ran:
-        out.note = "no listed judge has verdicts"
+        out.reason = Reason("no_judge_verdicts")
+        out.note = out.reason.text()
         return out
     gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
     with_gold = gold["gold"].notna().to_numpy()
@@ -87,8 +90,8 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     keys = sorted(open_keys & valid)  # the order of the report's merged rows: the bootstrap draws the same samples
     out.common_targets = len(keys)
     if not keys:
-        out.note = (f"the {len(ran)} listed judges share no target with human gold outside their few-shot examples"
-                    if len(ran) > 1 else "no target with human gold outside its few-shot examples")
+        out.reason = Reason("judges_share_no_target", count=len(ran)) if len(ran) > 1 else Reason("no_target_outside_fewshot")
+        out.note = out.reason.text()
     common_gold = gold.loc[keys] if keys else gold.iloc[:0]
     first = frames.verdicts[ran[0]]
     no_gold = first[first["target_key"].isin(open_keys - gold_keys)]  # labelling them adds to N
@@ -130,14 +133,14 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
         excluded = set(task.excluded or [])
         scored &= ~pd.Series(golds).isin(excluded).to_numpy() & ~pd.Series(values).isin(excluded).to_numpy()
         est = stats.cohen_kappa(golds[scored].tolist(), values[scored].tolist(), labels=stat_labels) \
-            if scored.any() else Estimate.no_data("no scored targets")
+            if scored.any() else Estimate.no_data(Reason("no_scored_targets"))
         metric = "cohen_kappa"
     else:
         est = stats.spearman_rho(golds[scored].astype(float), values[scored].astype(float)) \
-            if scored.any() else Estimate.no_data("no scored targets")
+            if scored.any() else Estimate.no_data(Reason("no_scored_targets"))
         metric = "spearman_rho"
     n_fewshot = sum(1 for key in fewshot if key in gold.index or key in index)  # as join_verdicts counts them
-    return {"metric": metric, "value": est.value, "n": int(scored.sum()), "status": est.status, "note": est.note,
+    return {"metric": metric, "value": est.value, "n": int(scored.sum()), "status": est.status, **est.note_fields(),
             "n_fewshot": n_fewshot, "n_no_gold": int((usable & ~has_gold & ~shown).sum()),
             "n_unparsed": int((~usable & ~shown).sum())}
 
@@ -161,7 +164,7 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
         judge_v = np.where(usable & ~off_labels, values, MISS)
         labels = [*stat_labels, MISS]
         est = stats.cohen_kappa(gold_v.tolist(), judge_v.tolist(), labels=labels) if len(gold_v) else Estimate.no_data(
-            "no common target: see the note above the rows")
+            Reason("no_common_target"))
         if est.status == "ok":
             index = {lab: i for i, lab in enumerate(labels)}
             codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
@@ -179,7 +182,7 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
             low, high = scale
             judge_v = np.where(np.isnan(judge_v), np.where(np.abs(x - low) >= np.abs(x - high), low, high), judge_v)
         if len(x) == 0:
-            est = Estimate.no_data("no common target: see the note above the rows")
+            est = Estimate.no_data(Reason("no_common_target"))
         else:
             est = with_point_p(stats.cluster_bootstrap_corr(x, judge_v, clusters, method="spearman", ci_method=options.ci_method, **boot),
                                stats.spearman_rho(x, judge_v))

@@ -66,6 +66,7 @@ from calibrate.models import (
     Verdict,
     target_key,
 )
+from calibrate.reasons import Reason, noted
 from calibrate.stats import Estimate
 from calibrate.targets import target_names
 from calibrate.tasks import has_labels, is_extraction
@@ -75,7 +76,10 @@ MAX_FLIPS_LISTED = 500
 
 def _est(est: Estimate, keys=("value", "ci", "p_value", "status", "note")) -> dict:
     full = est.to_dict()
-    return {k: full.get(k) for k in keys if k in full or k == "p_value"}
+    out = {k: full.get(k) for k in keys if k in full or k == "p_value"}
+    if "note" in keys and "reason" in full:
+        out["reason"] = full["reason"]
+    return out
 
 
 def _readable_ids(session: Session, task: Task, frame: pd.DataFrame) -> list[str]:
@@ -193,13 +197,13 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         out["a"] = _decided(ka, options)
         out["b"] = _decided(kb, options)
         diff = stats.paired_cluster_bootstrap_diff((gold, b), (gold, a), clusters, statistic="kappa", n_labels=len(labels), **boot) \
-            if len(common) else Estimate.no_data("no common targets")
+            if len(common) else Estimate.no_data(Reason("no_common_targets"))
         right_a, right_b = a == gold, b == gold
         b01, b10, n = stats.discordant_counts(right_a, right_b)
         mc = stats.mcnemar_exact(b01, b10, n=n)
-        out["mcnemar"] = {"b01": b01, "b10": b10, "p_value": mc.p_value, "status": mc.status, "note": mc.note}
-        out["ttest"] = {"t": None, "p_value": None, "status": "not_applicable", "note": "categorical task: see mcnemar"}
-        out["wilcoxon"] = {"statistic": None, "p_value": None, "status": "not_applicable", "note": "categorical task: see mcnemar"}
+        out["mcnemar"] = {"b01": b01, "b10": b10, "p_value": mc.p_value, "status": mc.status, **mc.note_fields()}
+        out["ttest"] = {"t": None, "p_value": None, "status": "not_applicable", **noted(Reason("see_mcnemar"))}
+        out["wilcoxon"] = {"statistic": None, "p_value": None, "status": "not_applicable", **noted(Reason("see_mcnemar"))}
         out["accuracy"] = {"a": float(right_a.mean()) if n else None, "b": float(right_b.mean()) if n else None}
     else:
         gold, a, b = (common[c].astype(float).to_numpy() for c in ("gold", "a", "b"))
@@ -213,22 +217,22 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
         out["a"] = _decided(ra, options)
         out["b"] = _decided(rb, options)
         diff = stats.paired_cluster_bootstrap_diff((gold, b), (gold, a), clusters, statistic="spearman", **boot) \
-            if len(common) else Estimate.no_data("no common targets")
+            if len(common) else Estimate.no_data(Reason("no_common_targets"))
         errors = pd.DataFrame({"sample_id": common["sample_id"], "ea": np.abs(a - gold), "eb": np.abs(b - gold)})
         per_sample = errors.groupby("sample_id")[["ea", "eb"]].mean()
         # a − b of errors, written as "b − a" of closeness so positive means B is better
         t = stats.paired_t_test(per_sample["eb"].to_numpy(), per_sample["ea"].to_numpy())
         w = stats.wilcoxon_signed_rank(per_sample["eb"].to_numpy(), per_sample["ea"].to_numpy())
-        out["ttest"] = {"t": t.value, "p_value": t.p_value, "n": t.n, "status": t.status, "note": t.note}
-        out["wilcoxon"] = {"statistic": w.value, "p_value": w.p_value, "n": w.n, "status": w.status, "note": w.note}
+        out["ttest"] = {"t": t.value, "p_value": t.p_value, "n": t.n, "status": t.status, **t.note_fields()}
+        out["wilcoxon"] = {"statistic": w.value, "p_value": w.p_value, "n": w.n, "status": w.status, **w.note_fields()}
         out["mean_abs_error"] = {"a": float(errors["ea"].mean()) if len(errors) else None,
                                  "b": float(errors["eb"].mean()) if len(errors) else None}
         tolerance = score_tolerance(task, gold)
         right_a, right_b = score_agrees(task, gold, a, tolerance), score_agrees(task, gold, b, tolerance)
         out["tolerance"] = tolerance  # how close a score must be to count as right (fixed / broken)
-        out["mcnemar"] = {"b01": None, "b10": None, "p_value": None, "status": "not_applicable", "note": "score task: see ttest and wilcoxon"}
+        out["mcnemar"] = {"b01": None, "b10": None, "p_value": None, "status": "not_applicable", **noted(Reason("see_ttest"))}
     out["difference"] = {"value": diff.value, "ci": list(diff.ci) if diff.ci else None, "p_value": diff.p_value,
-                         "status": diff.status, "note": diff.note, "direction": "b minus a"}
+                         "status": diff.status, **diff.note_fields(), "direction": "b minus a"}
     out["reconciliation"] = reconcile(out, 1 - options.confidence)
     fixed_rows, broken_rows = common[~right_a & right_b], common[right_a & ~right_b]
     fixed_rows, broken_rows = fixed_rows.head(MAX_FLIPS_LISTED), broken_rows.head(MAX_FLIPS_LISTED)
@@ -288,18 +292,17 @@ def reconcile(section: dict, alpha: float) -> str | None:
     return None
 
 
-def changed_fields(session: Session, a: Judge, b: Judge) -> tuple[list[str] | None, str]:
+def changed_fields(session: Session, a: Judge, b: Judge) -> tuple[list[str] | None, Reason | None]:
     """Return the fields that differ between two prompt-version judges, in the order template, system, model,
     params, few_shots; None and a note when either judge is imported (it has no prompt version)."""
     imported = [j.name for j in (a, b) if j.prompt_version_id is None]
     if imported:
-        return None, (f"{' and '.join(imported)} {'is an imported judge' if len(imported) == 1 else 'are imported judges'} "
-                      "(no prompt version): what changed between the two is not known")
+        return None, Reason("imported_judge" if len(imported) == 1 else "imported_judges", judges=" and ".join(imported))
     va, vb = session.get(PromptVersion, a.prompt_version_id), session.get(PromptVersion, b.prompt_version_id)
     pairs = {"template": (va.template, vb.template), "system": (va.system or "", vb.system or ""),
              "model": (va.model, vb.model), "params": (va.params or {}, vb.params or {}),
              "few_shots": (_shots(session, va), _shots(session, vb))}
-    return [name for name, (x, y) in pairs.items() if x != y], ""
+    return [name for name, (x, y) in pairs.items() if x != y], None
 
 
 def _shots(session: Session, version: PromptVersion) -> list[str]:
@@ -349,13 +352,13 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     dataset = lookup.dataset(session, dataset_name)
     a, b = lookup.judge(session, judge_a), lookup.judge(session, judge_b)
     if a.id == b.id:
-        raise CalibrationError("compare two different judges")
+        raise CalibrationError(Reason("compare_same_judge"))
     tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
     if task:
         tasks = [t for t in tasks if t.name == task]
         if not tasks:
-            names = ", ".join(session.exec(select(Task.name).order_by(Task.id)).all())
-            raise CalibrationError(f"unknown task {task!r} (tasks: {names})")
+            names = list(session.exec(select(Task.name).order_by(Task.id)).all())
+            raise CalibrationError(lookup.not_found("task", task, names).reason)
     split = options.split
     if split:
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
@@ -388,8 +391,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     result.update({k: v for k, v in result["tasks"][primary].items() if k in (
         "common_n", "metric", "a", "b", "difference", "mcnemar", "ttest", "wilcoxon", "flips", "tolerance", "reconciliation")})
     result["changed"], note = changed_fields(session, a, b)
-    if note:
-        result["changed_note"] = note
+    if note is not None:
+        result["changed_note"], result["changed_reason"] = note.text(), note.to_dict()
     result["versions"] = version_diff(session, a, b)
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},

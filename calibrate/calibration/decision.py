@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate.calibration.budget import labels_needed
+from calibrate.reasons import Reason, noted
 
 RULES = ("point", "ci_lower")
 DECISIONS = ("pass", "fail", "undecided")
@@ -34,7 +35,12 @@ class Decided:
     decision: str | None
     rule: str
     passed: bool | None
-    note: str = ""
+    reason: Reason | None = None
+
+    @property
+    def note(self) -> str:
+        """Return why, in English ("" when there is nothing special to say)."""
+        return self.reason.text() if self.reason else ""
 
 
 def rule_of(ci_lower: bool) -> str:
@@ -54,14 +60,14 @@ def decide(value: float | None, ci: Any, threshold: float, *, rule: str) -> Deci
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
     if value is None or not math.isfinite(value):
-        return Decided(None, rule, None, "the alignment statistic is undefined: no decision")
+        return Decided(None, rule, None, Reason("alignment_undefined"))
     interval = usable_ci(ci)
     if interval is None:
         if rule == "point":
             return Decided("pass" if value >= threshold else "fail", rule, value >= threshold,
-                           "no confidence interval: decided on the point estimate alone (rule: point)")
+                           Reason("no_ci_point"))
         return Decided("undecided", rule, False,
-                       "no confidence interval, so its lower bound cannot be checked against the threshold (rule: ci_lower)")
+                       Reason("no_ci_ci_lower"))
     lo, hi = interval
     decision = "pass" if lo >= threshold else "fail" if hi < threshold else "undecided"
     passed = lo >= threshold if rule == "ci_lower" else value >= threshold
@@ -88,16 +94,14 @@ def labels_to_settle(n: int, value: float | None, ci: Any, threshold: float) -> 
     half = value - lo if value >= threshold else hi - value  # the side that faces the threshold
     needed = labels_needed(n, (value - half, value + half), value, threshold)
     if needed is None:  # the estimate lies outside its own interval: nothing sensible to extrapolate
-        return {"more_targets": None, "note": "the estimate lies outside its interval: no extrapolation is made"}
+        return {"more_targets": None, **noted(Reason("outside_interval"))}
     more = needed.get("more_targets")
     if more is None:  # on (or a hair from) the threshold: labels_needed says why
         return needed
     more = max(more, 1)
     side = "lower" if value >= threshold else "upper"
-    return {"more_targets": more,
-            "note": (f"the CI [{lo:.3f}, {hi:.3f}] straddles {threshold:g}; about {more} more labelled targets "
-                     f"(n ≈ {n + more}) would be expected to settle it, assuming the estimate stays at {value:.3f} and "
-                     f"the distance to the CI's {side} bound ({half:.3f}) shrinks as 1/√n")}
+    return {"more_targets": more, **noted(Reason("straddles", low=lo, high=hi, threshold=float(threshold), more=more, total=n + more,
+                                                  value=float(value), side=side, half=float(half)))}
 
 
 def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, threshold: float) -> dict | None:
@@ -106,9 +110,9 @@ def labels_to_decide(decided: Decided, n: int, value: float | None, ci: Any, thr
     if decided.decision != "undecided":
         return None
     if usable_ci(ci) is None:
-        return {"more_targets": None, "note": "there is no confidence interval to extrapolate from"}
+        return {"more_targets": None, **noted(Reason("no_interval"))}
     return labels_to_settle(n, value, ci, threshold) or {
-        "more_targets": None, "note": "the estimate lies outside its interval: no extrapolation is made"}
+        "more_targets": None, **noted(Reason("outside_interval"))}
 
 
 def decide_section(section: dict, threshold: float, rule: str) -> None:
@@ -119,6 +123,8 @@ def decide_section(section: dict, threshold: float, rule: str) -> None:
     section["decision"] = decided.decision
     section["rule"] = decided.rule
     section["decision_note"] = decided.note
+    if decided.reason is not None:
+        section["decision_reason"] = decided.reason.to_dict()
     section["labels_to_decide"] = labels_to_decide(decided, int(section.get("n") or 0), alignment.get("value"),
                                                    alignment.get("ci"), threshold)
 

@@ -90,7 +90,7 @@ from calibrate.models import (
     parse_target_key,
     utcnow,
 )
-from calibrate.reports.summary import ceiling, decision_text
+from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_name, target_names
 
 DEFAULT_SPLIT = "dev"
@@ -268,7 +268,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
             board.group_by = None
     frames = alignment_frames(session, dataset.name, task_row.name, names, options=opts)
     scores = score_versions(session, dataset.name, task_row.name, names, options=opts, groups=groups, frames=frames)
-    board.common_targets, board.common_note, board.n_fewshot_common = scores.common_targets, scores.note, scores.n_fewshot
+    board.common_targets, board.n_fewshot_common = scores.common_targets, scores.n_fewshot
+    board.common_note = reason_text({"note": scores.note, "reason": scores.reason.to_dict() if scores.reason else None})
     in_split = split_samples(session, dataset, split) if split else None
     expert_labels = alt_test_labels(session, dataset, task_row, in_split)
     # fewer than 3 experts: the same undefined block for every row, said once (a judge's few-shots only remove labels)
@@ -301,7 +302,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.passed, row.decision, row.rule = section.get("passed"), section.get("decision"), section.get("rule") or board.rule
         row.labels_to_decide = section.get("labels_to_decide")
         row.decision_text = decision_text(row.decision or "undefined", row.rule, row.metric, row.value, row.ci, board.threshold,
-                                          row.passed, row.labels_to_decide, note=(section.get(row.metric) or {}).get("note") or "")
+                                          row.passed, row.labels_to_decide, note=reason_text(section.get(row.metric)))
         row.budget = section.get("budget")
         matrix = (section.get("confusion") or {}).get("matrix")
         if matrix:
@@ -313,7 +314,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
-            row.note = est.get("note") or "alignment undefined on these targets"
+            row.note = reason_text(est) or "alignment undefined on these targets"
     # The budget's candidates as people read them ("demo-004 · claim 1"), in one query per kind.
     wanted = [key for r in board.rows if r.budget for key in r.budget.get("candidates") or []]
     names = target_names(session, wanted) if wanted else {}
@@ -705,6 +706,8 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
         previous = version
     out: dict = {"prompt": prompt.name, "task": task.name, "common_targets": scores.common_targets,
                  "common_note": scores.note, "versions": rows, "comparison": None}
+    if scores.reason is not None:
+        out["common_reason"] = scores.reason.to_dict()
     ran = [r["judge"] for r in rows if r["status"] == "ok"]
     if len(ran) < 2:
         out["comparison_note"] = f"fewer than two versions of {prompt.name} have verdicts: nothing to compare"

@@ -39,6 +39,7 @@ from calibrate.calibration.options import Options
 from calibrate.calibration.sections import ORDER_MISS, estimate_dict
 from calibrate.db import read_frame
 from calibrate.models import TIE, Dataset, Label, Response, Sample, Task
+from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 
 ORDER_RULES = ("consistent", "original")
@@ -147,7 +148,7 @@ def order_alignment(task: Task, verdicts: pd.DataFrame, gold: pd.DataFrame, fews
     stat_labels = [label for label in (task.labels or []) if label not in excluded]
     gold_v, judge_v = scored["gold"].tolist(), scored["value"].tolist()
     if scored.empty:
-        kappa = Estimate.no_data("the judge has no usable verdicts on targets with human gold in this order")
+        kappa = Estimate.no_data(Reason("order_no_usable_verdicts"))
     else:
         kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)
     if kappa.status == "ok":
@@ -158,7 +159,8 @@ def order_alignment(task: Task, verdicts: pd.DataFrame, gold: pd.DataFrame, fews
     found = estimate_dict(kappa)
     return {"metric": "cohen_kappa", "value": found.get("value"), "ci": found.get("ci"), "n": int(len(scored)),
             "percent_agreement": stats.percent_agreement(gold_v, judge_v).value if gold_v else None,
-            "n_unparsed": int((~usable).sum()), "status": found.get("status"), "note": found.get("note", "")}
+            "n_unparsed": int((~usable).sum()), "status": found.get("status"), "note": found.get("note", ""),
+            **({"reason": found["reason"]} if "reason" in found else {})}
 
 
 def human_first_position(session: Session, dataset: Dataset, task: Task, split: str | None) -> dict[str, Any]:
@@ -186,9 +188,9 @@ def position_summary(orders: dict[str, pd.DataFrame], first: pd.DataFrame | None
     out: dict[str, Any] = {}
     out["orders"] = list(orders)
     if len(orders) < 2:
-        missing = "no verdicts" if not orders else f"verdicts in the {next(iter(orders))} order only"
-        note = f"the judge has {missing}: position bias needs both presentation orders (judge run --orders both)"
-        out.update(stats.position_bias([], [], [], []).to_dict(), status="undefined", note=note)
+        missing = Reason("no_verdicts") if not orders else Reason("verdicts_in_one_order", order=next(iter(orders)))
+        out.update(stats.position_bias([], [], [], []).to_dict(), status="undefined",
+                   **noted(Reason("one_order_missing", missing=missing)))
     else:
         original, swapped = (orders[k][~orders[k]["target_key"].isin(fewshot)] for k in (ORIGINAL, SWAPPED))
         keys = pd.concat([original[["target_key", "sample_id"]], swapped[["target_key", "sample_id"]]]
@@ -206,9 +208,7 @@ def position_summary(orders: dict[str, pd.DataFrame], first: pd.DataFrame | None
         out.update(result.to_dict())
         out["n_targets_more_responses"] = n_more
         if n_more:
-            more = (f"{n_more} target{'s' if n_more != 1 else ''} with more than two responses left out "
-                    "(the statistics are defined for two)")
-            out["note"] = "; ".join(part for part in (out["note"], more) if part)
+            out.update(noted(join([result.reason, Reason("more_responses", count=n_more)])))
     return out
 
 

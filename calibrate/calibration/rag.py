@@ -35,6 +35,7 @@ from calibrate.models import (
     Judge,
     Task,
 )
+from calibrate.reasons import Reason
 from calibrate.stats import Estimate
 from calibrate.tasks import format_number
 
@@ -280,10 +281,8 @@ def metric_scores(session: Session, dataset: Dataset, judge: Judge | None, name:
     return per_sample(usable["sample_id"].to_numpy(dtype=np.int64), usable["value"].astype(float).to_numpy())
 
 
-def missing_gold_note(task: Task) -> str:
+def missing_gold_note(task: Task) -> Reason:
     """Return what a report says when a task has verdicts but no human gold at all."""
-    how = f"import experts' values with `calibrate import labels` (task {task.name}, a value in 0–1)"
     if task.name in DERIVED_GOLD:
-        return (f"no human gold for {task.name}: it is derived per sample from the {DERIVED_GOLD[task.name]} labels, "
-                f"and none of those samples has any; label {DERIVED_GOLD[task.name]} or {how}")
-    return f"no human gold for {task.name}: annotators do not label it on the item page; {how}"
+        return Reason("no_gold_derived", task=task.name, source=DERIVED_GOLD[task.name])
+    return Reason("no_gold_metric", task=task.name)

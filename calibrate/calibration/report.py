@@ -85,6 +85,7 @@ from calibrate.models import (
     Task,
     Verdict,
 )
+from calibrate.reasons import Reason, noted
 from calibrate.tasks import has_labels, is_extraction
 
 
@@ -144,7 +145,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         known = {t.name: t for t in all_tasks}
         unknown = [t for t in tasks if t not in known]
         if unknown:
-            raise CalibrationError(f"unknown task {unknown[0]!r} (tasks: {', '.join(known)})")
+            raise CalibrationError(lookup.not_found("task", unknown[0], list(known)).reason)
         all_tasks = [known[t] for t in tasks]
     groups = sample_field_values(session, dataset, options.group_by) if options.group_by else None
     fewshot = fewshot_keys(session, judge)
@@ -203,9 +204,12 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             gold = task_gold(session, dataset, task, direct_labels, in_split)
             section, merged = numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold)
             if gold.empty and verdicts is not None:
-                section["gold_note"] = section["spearman_rho"]["note"] = missing_gold_note(task)
+                missing = missing_gold_note(task)
+                section["gold_note"], section["gold_reason"] = missing.text(), missing.to_dict()
+                section["spearman_rho"].update(noted(missing))
         if no_verdicts:
-            section["judge_note"] = f"judge {judge.name} has no verdicts for this task"
+            unjudged = Reason("judge_no_verdicts", judge=judge.name)
+            section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
         elif verdicts is not None:  # could the judge replace one of the experts? (with the test's defaults)
             section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
         # Labels whose claim or context changed under them (an --update, a re-extraction, an

@@ -19,18 +19,12 @@ from calibrate.models import (
     Dataset,
     Sample,
 )
+from calibrate.reasons import Reason, join, noted
 
 RETRIEVAL_METRICS = {"recall": "recall", "precision": "precision", "f1": "f1", "ndcg": "ndcg", "mrr": "rr"}
 
 
-RETRIEVAL_SOURCES = {
-    "ids": "the samples' retrieved_ids (ranked) and relevant_ids",
-    "context_relevance_gold": ("the human gold of context_relevance: each sample's retrieved contexts in rank order, "
-                               "gold 'relevant' as relevant (a context without gold counts as not relevant); recall "
-                               "is relative to the relevant contexts that were retrieved, the only ones known"),
-    "context_relevance_judge": ("the judge's context_relevance verdicts: each sample's retrieved contexts in rank "
-                                "order, verdict 'relevant' as relevant (no usable verdict counts as not relevant)"),
-}
+# The sources in words: the reasons retrieval_source_<source> (calibrate/reasons.py).
 
 
 def id_lists(session: Session, dataset: Dataset) -> tuple[np.ndarray, list, list, int]:
@@ -62,12 +56,12 @@ def _section_from(k: int, source: str, samples: np.ndarray, rel: np.ndarray, n_r
     for key, name in (("recall_at_k", "recall"), ("precision_at_k", "precision"), ("f1_at_k", "f1"), ("mrr", "rr"),
                       ("ndcg_at_k", "ndcg")):
         section[key] = means[name].value
-    notes = [RETRIEVAL_SOURCES[source]]
+    notes = [Reason(f"retrieval_source_{source}")]
     if n_no_relevant:
-        notes.append(f"{n_no_relevant} sample(s) without a relevant document are left out of the means")
+        notes.append(Reason("retrieval_no_relevant", count=n_no_relevant))
     if section["n"] == 0:
-        notes.append("no sample has a relevant document: every metric is undefined")
-    section["note"] = "; ".join(notes)
+        notes.append(Reason("retrieval_none_relevant"))
+    section.update(noted(join(notes)))
     return section
 
 

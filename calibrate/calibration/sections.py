@@ -19,10 +19,10 @@ from calibrate.calibration.budget import budget_candidates, label_budget
 from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
 from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
-from calibrate.i18n import N_
 from calibrate.models import (
     Task,
 )
+from calibrate.reasons import Reason, noted
 from calibrate.stats import Estimate
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
@@ -33,9 +33,12 @@ ORDER_MISS = "order_miss"
 
 
 def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "status", "note")) -> dict:
-    """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one)."""
+    """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one, and the
+    note's `reason` beside a kept non-empty note)."""
     full = est.to_dict()
     out = {k: full[k] for k in keep if k in full}
+    if "note" in keep and "reason" in full:
+        out["reason"] = full["reason"]
     if est.p_value is not None:
         out["p_value"] = est.p_value
     return out
@@ -138,7 +141,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     if verdicts is not None:
         gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
         if scored.empty:
-            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
+            note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
         else:
             kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)  # its notes name the labels
@@ -184,13 +187,14 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
     if shared.empty:
         out["status"] = "no_data"
-        out["note"] = N_("no target was labelled by two or more annotators")
+        none = Reason("no_two_annotators")
+        out.update(noted(none))
         out["pairwise_kappa"] = []
-        out["fleiss_kappa"] = estimate_dict(Estimate.no_data(out["note"]))
-        out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(out["note"]))}
+        out["fleiss_kappa"] = estimate_dict(Estimate.no_data(none))
+        out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(none))}
         return out
     out["pairwise_kappa"] = [
-        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, "note": est.note}
+        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()}
         for a, b, est in _pairwise(shared, lambda x, y: stats.cohen_kappa(x, y, labels=stat_labels))
     ]
     counts = _unit_counts(shared["target_key"], shared["value"].map({lab: i for i, lab in enumerate(stat_labels)}), len(stat_labels))
@@ -214,7 +218,7 @@ def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_
     for annotator, group in (current.groupby("annotator") if not current.empty else []):
         pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
         human, judge = pairs["value"].to_numpy(), pairs["judge"].to_numpy()
-        est = stats.cohen_kappa(human, judge, labels=stat_labels) if len(pairs) else Estimate.no_data("no shared targets with the judge")
+        est = stats.cohen_kappa(human, judge, labels=stat_labels) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
                     "percent_agreement": float((human == judge).mean()) if len(pairs) else None})
     return out
@@ -232,9 +236,9 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
             used += 1
             kappas.append(est.value)
     mean = float(np.mean(kappas)) if kappas else None
-    note = "" if kappas else "kappa is undefined in every group"
+    note = None if kappas else Reason("kappa_undefined_every_group")
     return {"by": by, "groups": used, "groups_skipped": skipped,
-            "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", "note": note},
+            "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", **noted(note)},
             "per_group": per_group("categorical", scored, groups, options, labels=stat_labels)}
 
 
@@ -271,7 +275,7 @@ def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], op
             if est.status == "ok":
                 est = stats.cluster_bootstrap_corr(x, y, clusters, method="spearman", ci_method=options.ci_method, **boot)
         out.append({"group": group, "n": int(len(part)), "value": est.value, "ci": list(est.ci) if est.ci else None,
-                    "status": est.status, "note": est.note})
+                    "status": est.status, **est.note_fields()})
     return out
 
 
@@ -290,7 +294,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
         clusters = scored["sample_id"].to_numpy()
         boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, ci_method=options.ci_method, seed=options.seed)
         if scored.empty:
-            note = "the judge has no usable verdicts on targets with human gold"  # (no verdicts at all: see judge_note)
+            note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             rho = tau = Estimate.no_data(note)
             r = Estimate.no_data(note)
         elif light:  # the alignment and its decision only (the dashboard's rows)
@@ -316,7 +320,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
                      for g in scored["sample_id"].map(groups).tolist()]
             grouped = {"by": options.group_by}
             for name, method in (("spearman_rho", "spearman"), ("kendall_tau", "kendall"), ("pearson_r", "pearson")):
-                est = stats.grouped_correlation(x, y, gvals, method=method) if len(x) else Estimate.no_data("no scored targets")
+                est = stats.grouped_correlation(x, y, gvals, method=method) if len(x) else Estimate.no_data(Reason("no_scored_targets"))
                 grouped[name] = estimate_dict(est, keep=("value", "status", "note"))
                 grouped.setdefault("groups", est.extra.get("groups", 0))
                 grouped.setdefault("groups_skipped", est.extra.get("groups_skipped", 0))
@@ -333,7 +337,8 @@ def with_point_p(boot: Estimate, point: Estimate) -> Estimate:
     """Return the bootstrap estimate carrying the p-value of the point estimate's conventional test."""
     if boot.status != "ok" or point.p_value is None:
         return boot
-    return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, note=boot.note, p_value=point.p_value, extra=boot.extra)
+    return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, note=boot.note, reason=boot.reason,
+                    p_value=point.p_value, extra=boot.extra)
 
 
 def _weighted_kappa(task: Task, x: np.ndarray, y: np.ndarray, labels: pd.DataFrame, scored: pd.DataFrame) -> dict:
@@ -343,11 +348,11 @@ def _weighted_kappa(task: Task, x: np.ndarray, y: np.ndarray, labels: pd.DataFra
     defined; the value is then the mean of each annotator's weighted kappa with the judge.
     """
     if len(x) == 0:
-        return estimate_dict(Estimate.no_data("no scored targets"), keep=("value", "status", "note"))
+        return estimate_dict(Estimate.no_data(Reason("no_scored_targets")), keep=("value", "status", "note"))
     if task.scale_min is None or task.scale_max is None:
-        return {"value": None, "status": "undefined", "note": "the task has no scale"}
+        return {"value": None, "status": "undefined", **noted(Reason("no_scale"))}
     if not np.all(np.mod(y, 1) == 0):
-        return {"value": None, "status": "undefined", "note": "quadratic weighted kappa needs integer scores; the judge gave fractional ones"}
+        return {"value": None, "status": "undefined", **noted(Reason("fractional_scores"))}
     scale = list(range(int(task.scale_min), int(task.scale_max) + 1))
     if np.all(np.mod(x, 1) == 0):
         est = stats.cohen_kappa(x.astype(int).tolist(), y.astype(int).tolist(), labels=scale, weights="quadratic")
@@ -362,9 +367,9 @@ def _weighted_kappa(task: Task, x: np.ndarray, y: np.ndarray, labels: pd.DataFra
             if est.value is not None:
                 values.append(est.value)
     if not values:
-        return {"value": None, "status": "undefined", "note": "the gold is fractional (a mean of annotators) and no annotator has enough integer labels"}
+        return {"value": None, "status": "undefined", **noted(Reason("fractional_gold"))}
     return {"value": float(np.mean(values)), "status": "ok", "weights": "quadratic", "against": "each annotator",
-            "note": f"the gold is a mean of annotators (fractional), so this is the mean of {len(values)} annotators' weighted kappa with the judge"}
+            **noted(Reason("mean_of_annotators", count=len(values)))}
 
 
 def _plain_number(x: float) -> int | float:
@@ -378,8 +383,8 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
     shared = current[multi] if not current.empty else current
     out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
     if shared.empty:
-        note = N_("no target was labelled by two or more annotators")
-        out.update(status="no_data", note=note, krippendorff_alpha={
+        note = Reason("no_two_annotators")
+        out.update(status="no_data", **noted(note), krippendorff_alpha={
             "ordinal": estimate_dict(Estimate.no_data(note)), "interval": estimate_dict(Estimate.no_data(note))})
         out["pairwise_spearman"] = []
         return out
@@ -392,7 +397,7 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
         "interval": estimate_dict(stats.krippendorff_alpha_counts(counts, level="interval", values=values)),
     }
     out["pairwise_spearman"] = [
-        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, "note": est.note}
+        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()}
         for a, b, est in _pairwise(shared, lambda x, y: stats.spearman_rho(x.astype(float), y.astype(float)))
     ]
     return out
@@ -416,6 +421,6 @@ def _per_annotator_numeric(labels: pd.DataFrame, merged: pd.DataFrame) -> list[d
     for annotator, group in (current.groupby("annotator") if not current.empty else []):
         pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
         est = (stats.spearman_rho(pairs["value"].astype(float).to_numpy(), pairs["judge"].astype(float).to_numpy())
-               if len(pairs) else Estimate.no_data("no shared targets with the judge"))
+               if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge")))
         out.append({"annotator": annotator, "n": est.n, "spearman_rho": estimate_dict(est, keep=("value", "status", "note"))})
     return out

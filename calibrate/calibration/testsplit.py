@@ -21,6 +21,7 @@ from calibrate.calibration.options import Options
 from calibrate.calibration.report import alignment_sections
 from calibrate.errors import CalibrationError
 from calibrate.models import Dataset, Sample, Task, TestEvaluation, Verdict
+from calibrate.reasons import Reason
 from calibrate.reports.summary import decision_text
 
 
@@ -57,11 +58,13 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
     judge = lookup.judge(session, judge_name)
     task_row = calibrated_task(session, task)
     if TEST_SPLIT not in dataset_splits(session, dataset):
-        raise CalibrationError(f"{dataset.name} has no test split (splits: {', '.join(dataset_splits(session, dataset)) or 'none'})")
+        splits = ", ".join(dataset_splits(session, dataset))
+        raise CalibrationError(Reason("no_test_split", dataset=dataset.name, splits=splits) if splits
+                               else Reason("no_test_split_none", dataset=dataset.name))
     opts = Options(**{**(options or Options()).__dict__, "split": TEST_SPLIT, "group_by": None})
     section = alignment_sections(session, dataset.name, task_row.name, [judge.name], options=opts)[judge.name]
     if section is None:
-        raise CalibrationError(f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first")
+        raise CalibrationError(Reason("no_test_verdicts", judge=judge.name, task=task_row.name, dataset=dataset.name))
     alignment = section["alignment"]
     ci = alignment.get("ci") or (None, None)
     row = TestEvaluation(dataset_id=dataset.id, judge_id=judge.id, task_id=task_row.id, metric=alignment.get("metric") or "",

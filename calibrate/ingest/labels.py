@@ -61,6 +61,7 @@ from calibrate.models import (
     target_key,
     utcnow,
 )
+from calibrate.reasons import Reason
 from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
@@ -102,7 +103,7 @@ class _Context:
 
     def __init__(self, session: Session, dataset: str, kind: str, judge: str | None) -> None:
         try:
-            self.dataset = lookup.dataset(session, dataset, hint="import its samples first")
+            self.dataset = lookup.dataset(session, dataset, hint=Reason("hint_import_its_samples"))
         except NotFound as exc:
             raise reject(str(exc)) from exc
         self.kind = kind

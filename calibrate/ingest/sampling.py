@@ -27,6 +27,7 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.errors import SamplingError
 from calibrate.models import SPLITS, Assignment, Sample, User, utcnow
+from calibrate.reasons import Reason
 
 __all__ = [
     "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
@@ -569,7 +570,7 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     split_fractions = _split_fractions(split) if split is not None else None
 
     session.flush()
-    ds = lookup.dataset(session, dataset, hint="import samples first")
+    ds = lookup.dataset(session, dataset, hint=Reason("hint_import_samples"))
     users = _assignees(session, assign, overlap) if assign else []
 
     columns = [Sample.id, Sample.external_id, Sample.feedback, Sample.split]

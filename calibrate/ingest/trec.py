@@ -39,6 +39,7 @@ from calibrate.errors import NotFound
 from calibrate.ingest.problems import Problems, TooManyProblems, reject
 from calibrate.ingest.readers import EMPTY_FILE, Progress
 from calibrate.models import Sample, utcnow
+from calibrate.reasons import Reason
 
 KINDS = ("run", "qrels")
 COLUMNS = {"run": ("qid", "Q0", "docid", "rank", "score", "tag"), "qrels": ("qid", "iteration", "docid", "relevance")}
@@ -178,7 +179,7 @@ def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, 
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     try:
-        ds = lookup.dataset(session, dataset, hint="import its samples first")
+        ds = lookup.dataset(session, dataset, hint=Reason("hint_import_its_samples"))
     except NotFound as exc:
         raise reject(str(exc)) from exc
     condition = _parse_where(where)

@@ -66,10 +66,10 @@ def headline(data: dict) -> str:
     ci = diff.get("ci")
     level = f"{100 * diff.get('confidence', 0.95):g}% CI"
     if not summary.finite(diff.get("value")):
-        return f"The difference B − A is undefined: {diff.get('note') or 'no pairs'}."
+        return f"The difference B − A is undefined: {summary.reason_text(diff) or 'no pairs'}."
     if not ci:
         return (f"Mean {data['metric']}: A {summary.number(data['mean_a'])}, B {summary.number(data['mean_b'])}; difference "
-                f"B − A {_signed(diff['value'])} over {data['n_pairs']} pair(s), with no interval ({diff.get('note') or 'too few pairs'}).")
+                f"B − A {_signed(diff['value'])} over {data['n_pairs']} pair(s), with no interval ({summary.reason_text(diff) or 'too few pairs'}).")
     if ci[0] > 0:
         side = "B scores higher than A: the interval lies above 0"
     elif ci[1] < 0:
@@ -86,7 +86,7 @@ def rows(data: dict) -> list[tuple[str, str, str]]:
     level = f"{100 * diff.get('confidence', 0.95):g}% CI"
 
     def why(est: dict) -> str:
-        return est.get("note") or ""
+        return summary.reason_text(est)
     return [
         (f"Mean A ({data['a']})", summary.number(data["mean_a"]), f"over {data['n_pairs']} pairs"),
         (f"Mean B ({data['b']})", summary.number(data["mean_b"]), f"over {data['n_pairs']} pairs"),

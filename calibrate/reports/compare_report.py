@@ -13,7 +13,7 @@ from typing import Any
 from calibrate import __version__, i18n
 from calibrate.reports import summary
 from calibrate.reports.html_report import environment
-from calibrate.reports.summary import decision_text
+from calibrate.reports.summary import decision_text, reason_text
 from calibrate.targets import target_name
 
 FORMATS = ("json", "html", "md")
@@ -42,7 +42,7 @@ def headline(section: dict) -> str:
     """Return one sentence saying whether B beat A on a task, with the evidence."""
     diff = section["difference"]
     if diff["value"] is None:
-        return i18n.gettext("the difference is undefined: %(why)s", why=diff["note"])
+        return i18n.gettext("the difference is undefined: %(why)s", why=reason_text(diff))
     ci = diff.get("ci")
     if ci and ci[0] > 0:
         verdict = i18n.gettext("B is better")
@@ -61,13 +61,13 @@ def judge_decision(section: dict, side: str, threshold: float | None) -> str:
     if threshold is None:
         return "no threshold"
     return decision_text(est.get("decision") or "undefined", est.get("rule") or "point", section["metric"], est.get("value"),
-                         est.get("ci"), threshold, est.get("passed"), None, note=est.get("note") or "")
+                         est.get("ci"), threshold, est.get("passed"), None, note=reason_text(est))
 
 
 def changed_lines(result: dict) -> list[str]:
     """Return what changed between the two prompt versions, one line per changed field (params key by key)."""
     if result.get("changed") is None:
-        return [result.get("changed_note") or "what changed is not known"]
+        return [reason_text(result, "changed_note") or "what changed is not known"]
     if not result["changed"]:
         return ["nothing: same template, system text, model, parameters and few-shot examples"]
     versions = result.get("versions") or {}

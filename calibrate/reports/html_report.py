@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from calibrate import PROJECT_ROOT, __version__, i18n
-from calibrate.reports import charts, summary
+from calibrate.reports import charts, rag_summary, summary
 from calibrate.targets import target_name
 
 
@@ -34,6 +34,7 @@ def environment() -> Environment:
         lambda message: i18n.current().catalog.gettext(message),
         lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True)
     env.globals.update(current_locale=lambda: i18n.current().locale, target_name=target_name)
+    env.filters["reason"] = summary.reason_text  # a JSON block's note, worded from its reason's code
     return env
 
 
@@ -73,9 +74,9 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
         "decisions": decisions,
         "agreement_chart": chart,
         "tasks": [task_context(name, section, report, ci_label) for name, section in (data.get("tasks") or {}).items()],
-        "rag": summary.rag(data),
-        "retrieval": summary.retrieval(data),
-        "methods": summary.methods(data),
+        "rag": rag_summary.rag(data),
+        "retrieval": rag_summary.retrieval(data),
+        "methods": [*summary.methods(data), *rag_summary.methods(data)],
         "provenance": summary.provenance(data),
         "is_demo": bool((data.get("provenance") or {}).get("is_demo")),
     }
@@ -124,7 +125,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "excluded_total": summary.excluded_total(section),
         "claim_sources": summary.claim_sources(section),
         "n_stale": int(section.get("n_stale") or 0),
-        "labels_needed": summary.labels_needed_text(section, data.get("threshold")),
+        "labels_needed": summary.labels_needed_text(section),
         "settled": judged and needed is None and decision.outcome in ("passed", "not passed"),
         "heatmap": heatmap,
         "scatter": scatter,
@@ -132,6 +133,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
                        "support": v.get("support", "")} for lab, v in (section.get("per_label") or {}).items()],
         "ceiling": decision.ceiling,
         "human": section.get("human") or {},
+        "human_note": summary.reason_text(section.get("human")) or i18n.gettext("no target was labelled by two or more annotators"),
         "human_statistics": summary.human_statistics(section),
         "pairwise": summary.pairwise(section),
         "per_annotator": summary.per_annotator(section),

@@ -12,7 +12,7 @@ from typing import Any
 
 from calibrate import __version__
 from calibrate.i18n import gettext
-from calibrate.reports import summary
+from calibrate.reports import rag_summary, summary
 
 ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
 
@@ -82,7 +82,7 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     for name, section in (data.get("tasks") or {}).items():
         lines += _task(name, section, data, ci_label)
 
-    rag = summary.rag(data)
+    rag = rag_summary.rag(data)
     if rag:
         lines += ["## " + gettext("RAG metrics"), "",
                   table_row([gettext("metric"), gettext("human mean"), gettext("judge mean"), "Spearman's ρ"]), "|---|---:|---:|---:|"]
@@ -91,7 +91,7 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
         notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
         if notes:
             lines += [*notes, ""]
-    retrieval = summary.retrieval(data)
+    retrieval = rag_summary.retrieval(data)
     if retrieval:
         lines += ["## " + gettext("Retrieval at K = %(k)s", k=escape(retrieval.k)), "", escape(retrieval.summary), "",
                   table_row([gettext("metric"), gettext("mean")]), "|---|---:|"]
@@ -103,7 +103,7 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
         lines += ["## " + gettext("Versions of %(prompt)s", prompt=escape(versions.get("prompt", ""))), "",
                   escape(f"Scored on the {versions.get('common_targets', 0)} targets common to all versions "
                          "(an unusable verdict counts as a miss); own: each version on all its own targets."
-                         + (f" {versions['common_note']}." if versions.get("common_note") else "")), "",
+                         + (f" {summary.reason_text(versions, 'common_note')}." if versions.get("common_note") else "")), "",
                   table_row(["version", "alignment", ci_label, "n", "decision", "own", "changed", "note"]),
                   "|---|---:|---|---:|---|---:|---|---|"]
         for v in versions.get("versions") or []:
@@ -177,7 +177,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         parts.append(f"{escape(decision.ceiling.name)} {decision.ceiling.text}")
     parts += [f"{escape(s.name)} {s.value}" for s in summary.human_statistics(section)]
     annotators = human.get("annotators") or []
-    note = f" ({escape(human['note'])})" if human.get("note") else ""
+    note = f" ({escape(summary.reason_text(human))})" if human.get("note") else ""
     lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
                       n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
                       values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
@@ -188,7 +188,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
                           counts=", ".join(f"{label.lower()} {count}" for label, count in counts), n=section.get("n", 0)) + ties, ""]
     if section.get("claim_sources"):
         lines += [gettext("Claim sets: %(sources)s.", sources=escape(summary.claim_sources(section))), ""]
-    needed = summary.labels_needed_text(section, data.get("threshold"))
+    needed = summary.labels_needed_text(section)
     if needed:
         lines += [f"{gettext('Labels needed:')} {escape(needed)}.", ""]
     if isinstance(section.get("alt_test"), dict):
@@ -206,7 +206,7 @@ def alt_test_lines(block: dict) -> list[str]:
         out += [table_row([escape(r["annotator"]), r["n"], r["p"], r["rejected"], r["judge"], r["annotator_rate"]]) for r in rows]
         out.append("")
     if block.get("status") == "ok" and block.get("note"):
-        out += [f"Note: {escape(block['note'])}.", ""]
+        out += [f"{gettext('Note:')} {escape(summary.reason_text(block))}.", ""]
     return out
 
 
@@ -224,5 +224,5 @@ def _methods_paragraph(data: dict) -> str:
         + (" " + gettext("The CI lower bound must reach the threshold.") if data.get("ci_lower") else "") + " "
         + gettext("Human–human agreement is over targets with two or more annotators.")
         + (f" {summary.position_methods(data)}" if summary.position_methods(data) else "")
-        + (f" {summary.rag_methods(data)}" if summary.rag_methods(data) else "")
+        + (f" {rag_summary.rag_methods(data)}" if rag_summary.rag_methods(data) else "")
     )

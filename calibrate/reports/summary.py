@@ -4,19 +4,17 @@ Both human-readable renderers take their numbers and sentences from here, so a v
 in the HTML is the same text as in the Markdown (and the JSON value rounded to 3 decimals).
 Nothing here escapes: each renderer escapes for its own output.
 
-Over 800 lines because it is the one place where the reports' sentences are worded, each as one
-translatable message (docs/i18n.md): splitting it would split the wording the HTML and Markdown
-must share, and the methods' paragraphs alone are a tenth of it.
+A note of the JSON is worded from its reason (`reason_text`), never from its English text. The
+RAG and retrieval metrics are worded in reports/rag_summary.py.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from calibrate import i18n
+from calibrate import i18n, reasons
 from calibrate.i18n import N_
 
 DIGITS = 3
@@ -53,6 +51,35 @@ COUNTS = (
     ("n_stale", N_("Stale labels"), N_("labels whose claim or context changed after they were given (an --update, a claim "
                                 "re-extraction, an expert's claim edit): kept in the history, left out")),
 )
+
+
+# --------------------------------------------------------------------------- reasons
+
+
+def local_decimals(text: str) -> str:
+    """Return a number as a template wrote it ("0.469", "5,000") in the current locale's notation ("0,469", "5.000")."""
+    locale = i18n.current().locale
+    if locale == i18n.DEFAULT_LOCALE:
+        return text
+    from babel.numbers import get_decimal_symbol, get_group_symbol  # noqa: PLC0415 - as in i18n.Translator.number
+
+    return "".join(get_decimal_symbol(locale) if c == "." else get_group_symbol(locale) if c == "," else c for c in text)
+
+
+def reason_text(block: Any, key: str = "note") -> str:
+    """Return a JSON block's note in the reader's language, worded from its reason's code and figures.
+
+    `key` names the note (`note`, `judge_note`, …; its reason is the key with `reason` for `note`).
+    The English note is shown as it is only when the reason is missing or its code unknown (a report
+    written by another version): a note is never parsed, matched or translated as a string.
+    """
+    if not isinstance(block, dict):
+        return ""
+    reason = block.get(key[: -len("note")] + "reason")
+    if reasons.known(reason):
+        catalog = i18n.current().catalog
+        return reasons.word(reason, gettext=catalog.gettext, ngettext=catalog.ngettext, localize=local_decimals)
+    return str(block.get(key) or "")
 
 
 # --------------------------------------------------------------------------- numbers
@@ -141,9 +168,9 @@ def _stat(key: str, est: Any, *, name: str | None = None, alignment: bool = Fals
         est = {"value": est, "status": "ok" if est is not None else "undefined"}
     value = est.get("value")
     text = percent(value) if as_percent else number(value)
-    note = est.get("note") or ""
+    note = reason_text(est)
     if not finite(value) and not note:
-        note = "no data" if est.get("status") == "no_data" else "the statistic has no value for these data"
+        note = i18n.gettext("no data") if est.get("status") == "no_data" else i18n.gettext("the statistic has no value for these data")
     return Stat(key=key, name=name or i18n.gettext(METRIC_NAMES.get(key, key)), value=text,
                 ci=interval(est.get("ci")) if "ci" in est else "", p=p_value(est.get("p_value")),
                 note=note, defined=finite(value), alignment=alignment)
@@ -179,7 +206,7 @@ def per_group(section: dict) -> list[dict]:
     info = section.get("grouped") or {}
     return [{"group": "(no value)" if g.get("group") is None else str(g["group"]), "n": g.get("n", 0),
              "value": number(g.get("value")), "ci": interval(g.get("ci")) if g.get("ci") else "—",
-             "note": g.get("note") or ""} for g in info.get("per_group") or []]
+             "note": reason_text(g)} for g in info.get("per_group") or []]
 
 
 def pooled(section: dict, key: str) -> str:
@@ -236,7 +263,7 @@ def position(section: dict) -> list[tuple[str, str, str, str]]:
             ("n_pairs", "Pairs", f"{block.get('n_pairs', 0)} of {block.get('n_targets', 0)}",
              "targets with two responses and a usable verdict in both orders"),
             ("agreement", "Same verdict in both orders", percent(block.get("agreement")), "a position-proof judge: 100%"),
-            ("kappa", "Cohen's κ between the orders", number(kappa.get("value")), kappa.get("note") or ""),
+            ("kappa", "Cohen's κ between the orders", number(kappa.get("value")), reason_text(kappa)),
             ("first_position_rate", "Picks the response shown first", percent(block.get("first_position_rate")),
              f"of the non-tie verdicts of the pairs; neutral: 50%; ties: {percent(block.get('tie_rate'))}"),
             ("flips", "Same slot twice (first / second)", f"{block.get('n_first_both', 0)} / {block.get('n_second_both', 0)}",
@@ -248,9 +275,9 @@ def position(section: dict) -> list[tuple[str, str, str, str]]:
             align = block.get(f"alignment_{kind}") or {}
             rows.append((f"alignment_{kind}", f"Cohen's κ with the gold, {kind} order", number(align.get("value")),
                          f"{interval(align.get('ci'))}, n = {align.get('n', 0)}"
-                         + (f"; {align['note']}" if align.get("note") else "")))
+                         + (f"; {reason_text(align)}" if align.get("note") else "")))
     elif block.get("note"):
-        rows.append(("note", "Position bias", "undefined", str(block["note"])))
+        rows.append(("note", "Position bias", "undefined", reason_text(block)))
     rows.append(("human_first_position_rate", "Annotators pick the response shown first",
                  percent(block.get("human_first_position_rate")),
                  f"of {block.get('n_human_with_order', 0)} non-tie labels made with a recorded order (each annotator "
@@ -312,7 +339,7 @@ def ceiling(section: dict) -> Ceiling | None:
     fallback_name = "Fleiss' κ" if categorical else "Krippendorff's α (ordinal)"
     if isinstance(fallback, dict) and finite(fallback.get("value")):
         return Ceiling(name=fallback_name, value=fallback["value"], note="")
-    note = human.get("note") or (fallback or {}).get("note") or "no pair of annotators shares a target"
+    note = reason_text(human) or reason_text(fallback) or i18n.gettext("no pair of annotators shares a target")
     return Ceiling(name=f"pairwise {stat}", value=None, note=note)
 
 
@@ -334,7 +361,7 @@ def pairwise(section: dict) -> list[dict]:
     human = section.get("human") or {}
     pairs = human.get("pairwise_kappa") if labelled(section) else human.get("pairwise_spearman")
     return [{"a": p.get("a"), "b": p.get("b"), "n": p.get("n", 0), "value": number(p.get("value")),
-             "note": p.get("note") or ""} for p in pairs or []]
+             "note": reason_text(p)} for p in pairs or []]
 
 
 def per_annotator(section: dict) -> list[dict]:
@@ -344,7 +371,7 @@ def per_annotator(section: dict) -> list[dict]:
     for row in section.get("per_annotator") or []:
         est = row.get(key) or {}
         out.append({"annotator": row.get("annotator"), "n": row.get("n", 0), "value": number(est.get("value")),
-                    "note": est.get("note") or "", "percent_agreement": percent(row.get("percent_agreement"))
+                    "note": reason_text(est), "percent_agreement": percent(row.get("percent_agreement"))
                     if "percent_agreement" in row else ""})
     return out
 
@@ -354,14 +381,10 @@ def judge_note(section: dict, data: dict) -> str:
     if data.get("judge") is None:
         return ""
     if section.get("judge_note"):
-        note = str(section["judge_note"])
-        judge = str(data.get("judge"))
-        if note == f"judge {judge} has no verdicts for this task":  # the JSON's wording (calibration/report.py)
-            return i18n.gettext("judge %(judge)s has no verdicts for this task", judge=judge)
-        return note
+        return reason_text(section, "judge_note")
     metric = (section.get("alignment") or {}).get("metric") or ("cohen_kappa" if labelled(section) else "spearman_rho")
     estimate = section.get(metric) if isinstance(section.get(metric), dict) else {}
-    return str(estimate.get("note") or "") if estimate.get("status") == "no_data" else ""
+    return reason_text(estimate) if estimate.get("status") == "no_data" else ""
 
 
 # --------------------------------------------------------------------------- decisions
@@ -402,8 +425,8 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     kind, target = section.get("kind", ""), section.get("target", "")
     if not alignment:
         default = "cohen_kappa" if kind in LABEL_KINDS else "spearman_rho"
-        reason = section.get("judge_note") or ("no judge was named: human agreement only" if data.get("judge") is None
-                                               else "the judge has no verdicts for this task")
+        reason = reason_text(section, "judge_note") or (i18n.gettext("no judge was named: human agreement only") if data.get("judge") is None
+                                                        else i18n.gettext("the judge has no verdicts for this task"))
         return Decision(name, kind, target, default, i18n.gettext(METRIC_NAMES.get(default, default)), None, None, int(section.get("n") or 0),
                         "not judged", reason, ceiling(section), rule=data.get("rule") or "point")
     metric = alignment.get("metric") or ""
@@ -414,7 +437,7 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     passed = section.get("passed")
     t = threshold_text(threshold)
     if passed is None or not finite(value):
-        note = (section.get(metric) or {}).get("note") or i18n.gettext("the statistic has no value")
+        note = reason_text(section.get(metric)) or i18n.gettext("the statistic has no value")
         outcome, reason = "undefined", i18n.gettext("%(metric)s is undefined: %(note)s", metric=metric_name, note=note)
     elif data.get("ci_lower"):
         if ci is None:
@@ -431,7 +454,7 @@ def decision(name: str, section: dict, data: dict) -> Decision:
     state = section.get("decision") or "undefined"
     rule = section.get("rule") or data.get("rule") or "point"
     text = decision_text(state, rule, metric, value, ci, threshold, passed, section.get("labels_to_decide"),
-                         note=(section.get(metric) or {}).get("note") or "")
+                         note=reason_text(section.get(metric)))
     return Decision(name, kind, target, metric, metric_name, value, ci, int(section.get("n") or 0), outcome, reason, ceiling(section),
                     state=state, rule=rule, text=text)
 
@@ -595,29 +618,13 @@ def alt_test_verdict(block: dict | None) -> tuple[str, str]:
     if not block:
         return "—", i18n.gettext("not computed")
     if block.get("status") != "ok":
-        return "—", alt_test_note(str(block.get("note") or "the alt-test is undefined here"))
+        return "—", reason_text(block) or i18n.gettext("the alt-test is undefined here")
     rejected = sum(1 for a in block.get("annotators") or [] if a.get("rejected"))
     tested = int(block.get("n_annotators") or 0)
     why = (f"winning rate ω = {number(block.get('winning_rate'))} ({rejected} of {tested} tested annotators beaten at "
            f"ε = {block.get('epsilon'):g}, α = {block.get('alpha'):g}; passes at ω ≥ 0.5); advantage probability "
            f"ρ = {number(block.get('advantage_prob'))}; {block.get('n_items')} items, {block.get('scoring')} scoring")
     return ("yes" if block.get("passed") else "no"), why
-
-
-ALT_TEST_NOTES = (N_("the alt-test is undefined here"), N_("the judge has no verdicts for this task"),
-                  N_("no item has at least 2 human labels and a judge verdict"))
-_TOO_FEW_ANNOTATORS = re.compile(r"(\d+) annotator\(s\) with labels: the alt-test needs at least (\d+)")
-
-
-def alt_test_note(note: str) -> str:
-    """Return why the alt-test is undefined in the reader's language (the JSON's `note` is English): the fixed
-    reasons and the commonest worded one; any other reason as it is."""
-    too_few = _TOO_FEW_ANNOTATORS.fullmatch(note)
-    if too_few:
-        return i18n.ngettext("%(num)s annotator(s) with labels: the alt-test needs at least %(min)s",
-                             "%(num)s annotator(s) with labels: the alt-test needs at least %(min)s",
-                             int(too_few.group(1)), min=too_few.group(2))
-    return i18n.gettext(note) if note in ALT_TEST_NOTES else note
 
 
 def alt_test_rows(block: dict) -> list[dict]:
@@ -631,7 +638,7 @@ def alt_test_context(block: dict) -> dict:
     """Return what templates/reports/_alt_test_body.html shows for one `alt_test` block."""
     answer, why = alt_test_verdict(block)
     return {"block": block, "answer": answer, "why": why, "rows": alt_test_rows(block),
-            "skipped": int(block.get("n_skipped") or 0), "note": block.get("note") or ""}
+            "skipped": int(block.get("n_skipped") or 0), "note": reason_text(block)}
 
 
 # --------------------------------------------------------------------------- methods and provenance
@@ -688,35 +695,13 @@ def methods(data: dict) -> list[tuple[str, str]]:
              "interval's half-width shrinks as 1/√n around an unchanged estimate, and says roughly how many more "
              "labelled targets would be expected to settle a task whose interval straddles the threshold.")),
         *([(_("Pairwise tasks and presentation order"), position_methods(data))] if position_methods(data) else []),
-        *([(_("RAG and retrieval metrics"), rag_methods(data))] if rag_methods(data) else []),
     ]
 
 
-NEEDED_NOTES = (N_("there is no confidence interval to extrapolate from"),
-                N_("the estimate lies outside its interval: no extrapolation is made"))
-SIDES = {"lower": N_("lower"), "upper": N_("upper")}
-
-
-def labels_needed_text(section: dict, threshold: Any) -> str:
-    """Return the section's `labels_needed` in the reader's language ("" when there is none).
-
-    The JSON's `note` is English; the sentence is worded again here from the same figures
-    (calibration.decision.labels_to_settle), so it reads the same in English.
-    """
+def labels_needed_text(section: dict) -> str:
+    """Return the section's `labels_needed` in the reader's language, worded from its reason ("" when there is none)."""
     needed = section.get("labels_needed")
-    if not isinstance(needed, dict) or not needed.get("note"):
-        return ""
-    more = needed.get("more_targets")
-    alignment = section.get("alignment") or {}
-    value, ci = alignment.get("value"), alignment.get("ci")
-    if not isinstance(more, int) or not finite(value) or not finite(threshold) or not ci or not all(finite(v) for v in ci):
-        return i18n.gettext(str(needed["note"]))
-    side = "lower" if value >= threshold else "upper"
-    half = value - ci[0] if side == "lower" else ci[1] - value
-    return i18n.gettext("the CI %(ci)s straddles %(t)s; about %(more)s more labelled targets (n ≈ %(total)s) would be expected to "
-                        "settle it, assuming the estimate stays at %(value)s and the distance to the CI's %(side)s bound (%(half)s) "
-                        "shrinks as 1/√n", ci=interval(ci), t=threshold_text(threshold), more=more, total=int(section.get("n") or 0) + more,
-                        value=number(value), side=i18n.gettext(SIDES[side]), half=number(half))
+    return reason_text(needed) if isinstance(needed, dict) else ""
 
 
 def provenance(data: dict) -> list[tuple[str, str]]:
@@ -731,115 +716,6 @@ def provenance(data: dict) -> list[tuple[str, str]]:
     judge = data.get("judge")
     rows.append((i18n.gettext("Judge"), f"{judge} ({prov.get('judge_kind') or 'unknown kind'})" if judge is not None else "none"))
     return rows
-
-
-# --------------------------------------------------------------------------- RAG
-
-
-RAG_NAMES = {
-    "faithfulness": N_("Faithfulness (share of supported claims per answer)"),
-    "context_precision": N_("Context precision (rank-weighted, per answer)"),
-}
-
-RETRIEVAL_NAMES = {"recall_at_k": "Recall@K", "precision_at_k": "Precision@K", "f1_at_k": "F1@K", "mrr": "MRR", "ndcg_at_k": "nDCG@K"}
-
-RETRIEVAL_SOURCES = {
-    "ids": N_("the samples' retrieved_ids (ranked) and relevant_ids"),
-    "context_relevance_gold": N_("the human gold of context_relevance (each answer's retrieved contexts in rank order; "
-                                 "recall is relative to the relevant contexts that were retrieved)"),
-}
-
-
-def rag(data: dict) -> list[dict]:
-    """Return the RAG metrics measured from the labels and from the judge, as text."""
-    out = []
-    for key, info in (data.get("rag") or {}).items():
-        if not isinstance(info, dict):
-            continue
-        rho = info.get("spearman_rho")
-        notes = [rho.get("note")] if isinstance(rho, dict) and rho.get("note") else []
-        if info.get("n_claims_no_gold"):
-            notes.append(i18n.ngettext("%(num)s claim without human gold (ties, unlabelled) left out of the human value",
-                                       "%(num)s claims without human gold (ties, unlabelled) left out of the human value",
-                                       info["n_claims_no_gold"]))
-        if info.get("n_claims_no_verdict"):
-            notes.append(i18n.ngettext("%(num)s claim without a usable verdict counted as not supported in the judge's value",
-                                       "%(num)s claims without a usable verdict counted as not supported in the judge's value",
-                                       info["n_claims_no_verdict"]))
-        if info.get("claim_sources"):
-            notes.append(i18n.gettext("claim sets: %(sources)s", sources=claim_sources(info)))
-        out.append({
-            "key": key, "name": i18n.gettext(RAG_NAMES[key]) if key in RAG_NAMES else key,
-            "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),
-            "judge": number(info.get("judge_mean")) if "judge_mean" in info else "",
-            "n_judge": info.get("n_judge", ""),
-            "rho": number(rho.get("value")) if isinstance(rho, dict) else "",
-            "rho_note": "; ".join(notes),
-        })
-    return out
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    """The report's retrieval metrics as text, with what they were computed from."""
-
-    k: str
-    n: int
-    n_no_relevant: int
-    n_skipped: int
-    source: str
-    rows: list[tuple[str, str, str]]
-
-    @property
-    def summary(self) -> str:
-        """Return one sentence: the source, the samples averaged and those left out."""
-        parts = [i18n.ngettext("Mean over %(num)s sample with a relevant document, at K = %(k)s, from %(source)s.",
-                               "Mean over %(num)s samples with a relevant document, at K = %(k)s, from %(source)s.",
-                               self.n, k=self.k, source=self.source)]
-        if self.n_no_relevant:
-            parts.append(i18n.ngettext("%(num)s sample has no relevant document: left out of the means (undefined, not zero).",
-                                       "%(num)s samples have no relevant document: left out of the means (undefined, not zero).",
-                                       self.n_no_relevant))
-        if self.n_skipped:
-            parts.append(i18n.ngettext("%(num)s sample has no relevance data and is not counted.",
-                                       "%(num)s samples have no relevance data and are not counted.", self.n_skipped))
-        return " ".join(parts)
-
-
-def retrieval(data: dict) -> Retrieval | None:
-    """Return the retrieval metrics as text (name with K, value, key), or None when the report has none."""
-    info = data.get("retrieval")
-    if not isinstance(info, dict):
-        return None
-    k = str(info.get("k", "K"))
-    rows = [(name.replace("@K", f"@{k}"), number(info.get(key)), key) for key, name in RETRIEVAL_NAMES.items() if key in info]
-    key = info.get("source")
-    source = i18n.gettext(RETRIEVAL_SOURCES[key]) if key in RETRIEVAL_SOURCES else str(key or "unknown")
-    return Retrieval(k=k, n=int(info.get("n") or 0), n_no_relevant=int(info.get("n_no_relevant") or 0),
-                     n_skipped=int(info.get("n_skipped") or 0), source=source, rows=rows)
-
-
-def rag_methods(data: dict) -> str:
-    """Return how the RAG and retrieval metrics are defined, or "" when the report has none."""
-    parts = []
-    if data.get("rag"):
-        parts.append(i18n.gettext(
-            "Faithfulness of an answer is its supported claims divided by its claims (Es et al. 2023, RAGAS): for "
-            "the judge the denominator is every claim of the answer, so a claim whose verdict failed or is missing "
-            "counts as not supported; for the human gold it is the claims with gold (a tie is unknown, not "
-            "unsupported). Claims labelled not_applicable and few-shot examples are left out of both. Context "
-            "precision is (1/R) Σ_k precision@k · rel_k over the ranks k of the retrieved contexts, R the relevant "
-            "ones; a context without a judgement counts as not relevant at its rank, and an answer with no relevant "
-            "context scores 0."))
-    info = data.get("retrieval")
-    if isinstance(info, dict):
-        parts.append(i18n.gettext(
-            "Retrieval at K = %(k)s: Recall@K = relevant in the top K / relevant; Precision@K = relevant "
-            "in the top K / K; F1@K their harmonic mean; MRR the mean of 1 / rank of the first relevant document "
-            "over the whole ranking; nDCG@K with binary gain and the log2 discount, the ideal DCG over "
-            "min(relevant, K) documents (Järvelin & Kekäläinen 2002). A sample without any relevant document has no "
-            "value and is left out of the means (counted).", k=info.get("k")))
-    return " ".join(parts)
 
 
 def scale(bounds: Any) -> str:

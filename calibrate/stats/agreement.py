@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibrate.reasons import Reason, join, noted
 from calibrate.stats._common import (
     check_same_length,
     encode,
@@ -150,8 +151,8 @@ def kappa_from_tables(tables: np.ndarray, disagreement: np.ndarray) -> np.ndarra
     return out
 
 
-def _single_label_note(label: Any) -> str:
-    return f"all labels are {label!r}: expected agreement is 1"
+def _single_label_note(label: Any) -> Reason:
+    return Reason("single_label", label=label)
 
 
 # --------------------------------------------------------------------------- two raters
@@ -209,7 +210,7 @@ def percent_agreement(a: Sequence, b: Sequence) -> Estimate:
     la, lb, dropped = _paired(a, b)
     extra = {"n_missing": dropped} if dropped else {}
     if not la:
-        return Estimate.no_data("no items rated by both raters", **extra)
+        return Estimate.no_data(Reason("no_items_both_raters"), **extra)
     agree = sum(1 for x, y in zip(la, lb, strict=True) if x == y)
     return Estimate(value=agree / len(la), n=len(la), extra={"n_agree": agree, **extra})
 
@@ -264,14 +265,14 @@ def cohen_kappa(a: Sequence, b: Sequence, *, labels: Sequence | None = None, wei
         extra["n_missing"] = dropped
     n = len(la)
     if n == 0:
-        return Estimate.no_data("no items rated by both raters", **extra)
+        return Estimate.no_data(Reason("no_items_both_raters"), **extra)
     labs = validate_labels(labels) if labels is not None else ordered_labels(la + lb)
     index = {lab: i for i, lab in enumerate(labs)}
     ca, cb = encode(la, index, "a"), encode(lb, index, "b")
     if weights is not None and not all(is_numeric_label(v) for v in labs):
         raise ValueError("weighted kappa needs numeric labels (ordered scale values)")
     if n < 2:
-        return Estimate.undefined(n, "n < 2: kappa needs at least two items", **extra)
+        return Estimate.undefined(n, Reason("kappa_too_few"), **extra)
     k = len(labs)
     table = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k)
     w = disagreement_weights(k, weights=weights, values=labs if weights is not None else None)
@@ -281,7 +282,7 @@ def cohen_kappa(a: Sequence, b: Sequence, *, labels: Sequence | None = None, wei
         label = labs[used[0]]
         if weights is None:
             return Estimate.undefined(n, _single_label_note(label), **extra)
-        return Estimate.undefined(n, f"all labels are {label!r}: expected disagreement is 0", **extra)
+        return Estimate.undefined(n, Reason("single_label_no_disagreement", label=label), **extra)
     p = table / n
     rows, cols = p.sum(axis=1), p.sum(axis=0)
     if weights is None:
@@ -331,16 +332,16 @@ def per_label_prf(gold: Sequence, pred: Sequence, *, labels: Sequence) -> dict:
         precision = tp / predicted if predicted else None
         recall = tp / support if support else None
         if precision is None:
-            notes.append("precision undefined: label never predicted")
+            notes.append(Reason("precision_undefined"))
         if recall is None:
-            notes.append("recall undefined: label absent from gold")
+            notes.append(Reason("recall_undefined"))
         if precision is None or recall is None:
             f1 = None
         elif precision + recall == 0:
             f1 = 0.0
         else:
             f1 = 2 * precision * recall / (precision + recall)
-        out[lab] = {"precision": precision, "recall": recall, "f1": f1, "support": support, "note": "; ".join(notes)}
+        out[lab] = {"precision": precision, "recall": recall, "f1": f1, "support": support, **noted(join(notes))}
     return out
 
 
@@ -379,10 +380,10 @@ def pairwise_cohen_kappa(ratings: Mapping[Any, Mapping[Any, Any]], *, labels: Se
         da, db = ratings[ra], ratings[rb]
         shared = [u for u in da if u in db and not is_missing(da[u]) and not is_missing(db[u])]
         if not shared:
-            est = Estimate.no_data(f"no units rated by both {ra!r} and {rb!r}")
+            est = Estimate.no_data(Reason("no_units_both_raters", a=ra, b=rb))
         else:
             est = cohen_kappa([da[u] for u in shared], [db[u] for u in shared], labels=labs)
-        out.append({"a": ra, "b": rb, "n": est.n, "value": est.value, "status": est.status, "note": est.note})
+        out.append({"a": ra, "b": rb, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()})
     return out
 
 
@@ -436,7 +437,7 @@ def fleiss_kappa(ratings: Sequence[Sequence], *, labels: Sequence | None = None)
     items = [[v for v in to_list(row) if not is_missing(v)] for row in to_list(ratings)]
     all_values = [v for row in items for v in row]
     if not all_values:
-        return Estimate.no_data("no ratings")
+        return Estimate.no_data(Reason("no_ratings"))
     labs = validate_labels(labels) if labels is not None else ordered_labels(all_values)
     index = {lab: i for i, lab in enumerate(labs)}
     k = len(labs)
@@ -473,13 +474,13 @@ def fleiss_kappa_counts(counts: np.ndarray, *, labels: Sequence) -> Estimate:
     labs = list(labels)
     counts = np.asarray(counts, dtype=np.int64)
     if counts.size == 0 or counts.sum() == 0:
-        return Estimate.no_data("no ratings")
+        return Estimate.no_data(Reason("no_ratings"))
     n_i = counts.sum(axis=1)
     used = n_i >= 2
     extra: dict[str, Any] = {"n_items_skipped": int((~used).sum()), "n_ratings": int(n_i.sum())}
     n_used = int(used.sum())
     if n_used == 0:
-        return Estimate.undefined(0, "no item has at least two ratings", **extra)
+        return Estimate.undefined(0, Reason("no_item_two_ratings"), **extra)
     cu, nu = counts[used].astype(float), n_i[used].astype(float)
     p_i = (cu * (cu - 1)).sum(axis=1) / (nu * (nu - 1))
     p_bar = float(p_i.mean())
@@ -556,7 +557,7 @@ def krippendorff_alpha(reliability_data: Any, *, level: str = "nominal", values:
     units = [[r[u] for r in rows if not is_missing(r[u])] for u in range(n_units)]
     present = [v for unit in units for v in unit]
     if not present:
-        return Estimate.no_data("no values", **extra)
+        return Estimate.no_data(Reason("no_values"), **extra)
     domain = validate_labels(values) if values is not None else ordered_labels(present)
     if level in ("interval", "ratio") and not all(is_numeric_label(v) for v in domain):
         raise ValueError(f"{level} alpha needs numeric values")
@@ -601,11 +602,11 @@ def krippendorff_alpha_counts(counts: np.ndarray, *, level: str = "nominal", val
     extra: dict[str, Any] = {"level": level}
     counts = np.asarray(counts, dtype=float)
     if counts.size == 0 or counts.sum() == 0:
-        return Estimate.no_data("no values", **extra)
+        return Estimate.no_data(Reason("no_values"), **extra)
     m_u = counts.sum(axis=1)
     pairable = m_u >= 2
     if not pairable.any():
-        return Estimate.undefined(0, "no unit has at least two values", **extra)
+        return Estimate.undefined(0, Reason("no_unit_two_values"), **extra)
     c = counts[pairable]
     m = m_u[pairable]
     o = np.einsum("uc,uk->ck", c / (m - 1)[:, None], c) - np.diag((c / (m - 1)[:, None]).sum(axis=0))
@@ -618,7 +619,7 @@ def krippendorff_alpha_counts(counts: np.ndarray, *, level: str = "nominal", val
     if expected <= 0:
         used = np.flatnonzero(n_c > 0)
         label = domain[int(used[0])]
-        return Estimate.undefined(n_pu, f"all pairable values are {label!r}: expected disagreement is 0", **extra)
+        return Estimate.undefined(n_pu, Reason("single_value_no_disagreement", label=label), **extra)
     observed = float((o * delta2).sum())
     return Estimate(value=1.0 - (n_total - 1.0) * observed / expected, n=n_pu, extra=extra)
 

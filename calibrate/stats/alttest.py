@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
 from calibrate.stats.result import finite_or_none, json_safe
 
@@ -134,9 +135,11 @@ class AltTestResult:
     status : {"ok", "undefined"}
         ``"undefined"``: fewer than three annotators, no kept item, or no annotator with enough
         kept items; ``note`` says which.
-    note : str
+    note : str or Reason
         Why the test is undefined, or caveats of an ``"ok"`` result (dropped items, skipped
-        annotators, degenerate t-tests).
+        annotators, degenerate t-tests); given as a Reason, its English sentence.
+    reason : Reason, optional
+        The note as data: a code and its figures (calibrate.reasons).
     """
 
     winning_rate: float | None
@@ -151,6 +154,12 @@ class AltTestResult:
     n_skipped: int
     status: str = "ok"
     note: str = ""
+    reason: Reason | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.note, Reason):  # given as a reason: the note is its English sentence
+            object.__setattr__(self, "reason", self.note)
+            object.__setattr__(self, "note", self.note.text())
 
     @property
     def ok(self) -> bool:
@@ -180,6 +189,7 @@ class AltTestResult:
             "n_skipped": int(self.n_skipped),
             "status": self.status,
             "note": self.note,
+            **({"reason": self.reason.to_dict()} if self.note and self.reason else {}),
         }
 
 
@@ -467,20 +477,20 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
         items, annotators, values, judge_items, judge_values, scoring)
     common = {"epsilon": epsilon, "alpha": alpha, "scoring": scoring}
 
-    def undefined(note: str, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
+    def undefined(note: Reason, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
         return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, n_items=n_items, n_annotators=0,
                              annotators=(), n_skipped=n_skipped, status="undefined", note=note, **common)
 
     n_ann = len(ann_ids)
     if n_ann < MIN_ANNOTATORS:
-        return undefined(f"{n_ann} annotator(s) with labels: the alt-test needs at least {MIN_ANNOTATORS}")
+        return undefined(Reason("alt_test_too_few_annotators", count=n_ann, min=MIN_ANNOTATORS))
 
     labels_per_item = np.bincount(h_item, minlength=n_items_all)
     kept_item = (labels_per_item >= 2) & has_judge
     n_items = int(kept_item.sum())
     n_human_items = int((labels_per_item > 0).sum())
     if n_items == 0:
-        return undefined("no item has at least 2 human labels and a judge verdict")
+        return undefined(Reason("alt_test_no_item"))
 
     keep = kept_item[h_item]
     item_k, ann_k, x_k = h_item[keep], ann[keep], x[keep]
@@ -489,8 +499,7 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
     n_tested = int(tested.sum())
     skipped = np.flatnonzero(~tested)
     if n_tested == 0:
-        return undefined(f"no annotator labelled at least min_items = {min_items} kept items "
-                         f"(most: {int(n_per_ann.max())})", n_items=n_items, n_skipped=n_ann)
+        return undefined(Reason("alt_test_min_items", min_items=min_items, most=int(n_per_ann.max())), n_items=n_items, n_skipped=n_ann)
 
     if scoring == "neg_rmse":
         # The advantage's products are bounded by 8·n·M² (n labels on an item, M the largest
@@ -525,22 +534,25 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
 
     notes = []
     if n_items < n_human_items:
-        notes.append(f"{n_human_items - n_items} item(s) dropped: fewer than 2 human labels or no judge verdict")
+        notes.append(Reason("alt_test_items_dropped", count=n_human_items - n_items))
     if skipped.size:
         listed = ", ".join(f"{_label_note(ann_ids[a])} ({int(n_per_ann[a])})" for a in skipped[:10])
-        more = f" and {skipped.size - 10} more" if skipped.size > 10 else ""
-        notes.append(f"{skipped.size} annotator(s) with fewer than {min_items} kept items not tested: {listed}{more}")
+        if skipped.size > 10:
+            notes.append(Reason("alt_test_annotators_skipped_more", count=int(skipped.size), min_items=min_items,
+                                listed=listed, more=int(skipped.size - 10)))
+        else:
+            notes.append(Reason("alt_test_annotators_skipped", count=int(skipped.size), min_items=min_items, listed=listed))
     for k in np.flatnonzero(constant):
         d_value = int(sum_d[idx[k]] // n[k])
-        notes.append(f"annotator {_label_note(ann_ids[idx[k]])}: every difference is {d_value}, so the t statistic is "
-                     f"{'-' if p[k] == 0 else '+'}inf and the p-value its limit {p[k]:g}")
+        notes.append(Reason("alt_test_constant", annotator=_label_note(ann_ids[idx[k]]), difference=d_value,
+                            sign="-" if p[k] == 0 else "+", p_value=float(p[k])))
     for k in np.flatnonzero(np.isnan(p)):
-        notes.append(f"annotator {_label_note(ann_ids[idx[k]])}: one item only, the t-test is undefined (not rejected)")
+        notes.append(Reason("alt_test_one_item", annotator=_label_note(ann_ids[idx[k]])))
     if n_tested < MIN_ANNOTATORS:
-        notes.append(f"only {n_tested} annotator(s) tested: the winning rate moves in steps of {1 / n_tested:.2g}")
+        notes.append(Reason("alt_test_few_tested", count=n_tested, step=1 / n_tested))
 
     return AltTestResult(winning_rate=winning_rate, advantage_prob=advantage_prob,
                          passed=bool(winning_rate >= 0.5), n_items=n_items, n_annotators=n_tested,
-                         annotators=records, n_skipped=int(skipped.size), status="ok", note="; ".join(notes),
+                         annotators=records, n_skipped=int(skipped.size), status="ok", note=join(notes) or "",
                          **common)
 

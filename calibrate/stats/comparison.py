@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from calibrate.reasons import Reason
 from calibrate.stats.result import Estimate
 
 __all__ = ["mcnemar_exact", "discordant_counts"]
@@ -79,8 +80,8 @@ def mcnemar_exact(b01: int, b10: int, *, n: int | None = None) -> Estimate:
     extra = {"b01": int(b01), "b10": int(b10), "n_discordant": int(total)}
     n = total if n is None else n
     if n == 0:
-        return Estimate.no_data("no targets to compare", **extra)
+        return Estimate.no_data(Reason("no_targets_to_compare"), **extra)
     if total == 0:
-        return Estimate.undefined(n, "the two judges are right and wrong on exactly the same targets: no discordant pair", **extra)
+        return Estimate.undefined(n, Reason("no_discordant_pair"), **extra)
     p = min(1.0, 2.0 * float(sps.binom.cdf(min(b01, b10), total, 0.5)))
     return Estimate(value=float(min(b01, b10)), n=n, p_value=p, extra=extra)

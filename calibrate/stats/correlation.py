@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from calibrate.reasons import Reason
 from calibrate.stats._common import as_float_array, check_same_length, is_missing, to_list
 from calibrate.stats.result import Estimate
 
@@ -46,8 +47,8 @@ def _prepare(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray, int]:
     return xa[keep], ya[keep], int((~keep).sum())
 
 
-def undefined_reason(x: np.ndarray, y: np.ndarray) -> tuple[str, str] | None:
-    """Return ``(status, note)`` when a correlation of ``x`` and ``y`` is undefined, else ``None``.
+def undefined_reason(x: np.ndarray, y: np.ndarray) -> tuple[str, Reason] | None:
+    """Return ``(status, reason)`` when a correlation of ``x`` and ``y`` is undefined, else ``None``.
 
     Parameters
     ----------
@@ -56,7 +57,7 @@ def undefined_reason(x: np.ndarray, y: np.ndarray) -> tuple[str, str] | None:
 
     Returns
     -------
-    tuple of str or None
+    tuple of (str, Reason) or None
         ``("no_data", ...)`` for no pairs, ``("undefined", ...)`` for ``n < 2`` or a constant
         variable.
 
@@ -67,16 +68,16 @@ def undefined_reason(x: np.ndarray, y: np.ndarray) -> tuple[str, str] | None:
     """
     n = x.size
     if n == 0:
-        return "no_data", "no pairs with both scores"
+        return "no_data", Reason("no_pairs_both_scores")
     if n < 2:
-        return "undefined", "n < 2: a correlation needs at least two pairs"
+        return "undefined", Reason("correlation_too_few")
     cx, cy = bool(np.all(x == x[0])), bool(np.all(y == y[0]))
     if cx and cy:
-        return "undefined", "x and y are constant"
+        return "undefined", Reason("both_constant")
     if cx:
-        return "undefined", "x is constant"
+        return "undefined", Reason("x_constant")
     if cy:
-        return "undefined", "y is constant"
+        return "undefined", Reason("y_constant")
     return None
 
 
@@ -129,8 +130,8 @@ def _correlation(x: Any, y: Any, method: str) -> Estimate:
             return Estimate.no_data(note, **extra)
         return Estimate.undefined(xa.size, note, **extra)
     value, p = correlation_value(xa, ya, method)
-    note = "" if p is not None else "no p-value for n = 2"
-    return Estimate(value=value, n=xa.size, p_value=p, note=note, extra=extra)
+    note = None if p is not None else Reason("no_p_value_two")
+    return Estimate(value=value, n=xa.size, p_value=p, reason=note, extra=extra)
 
 
 def spearman_rho(x: Sequence[float], y: Sequence[float]) -> Estimate:
@@ -261,8 +262,8 @@ def grouped_correlation(x: Sequence[float], y: Sequence[float], groups: Sequence
         n_items += gx.size
     extra = {"groups": len(values), "groups_skipped": skipped, "n_items": n_items, "statistic": method}
     if not members:
-        return Estimate.no_data("no groups", **extra)
+        return Estimate.no_data(Reason("no_groups"), **extra)
     if not values:
-        return Estimate.undefined(0, "no group has at least two pairs with non-constant x and y", **extra)
-    note = f"{skipped} group(s) skipped (n < 2 or constant scores)" if skipped else ""
-    return Estimate(value=float(np.mean(values)), n=len(values), note=note, extra=extra)
+        return Estimate.undefined(0, Reason("no_group_defined"), **extra)
+    note = Reason("groups_skipped", count=skipped) if skipped else None
+    return Estimate(value=float(np.mean(values)), n=len(values), reason=note, extra=extra)

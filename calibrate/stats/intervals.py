@@ -1,9 +1,14 @@
 """Cluster bootstrap confidence intervals, vectorised over resamples.
 
-Over 800 lines because one resampling scheme serves every statistic: the index draws, the
-per-cluster tables of kappa, Pearson, Spearman and Kendall, and the percentile and BCa
-intervals share their arrays and their seed contract; split across modules, each statistic
-would re-derive the draws and the contract would live in several places.
+Over 800 lines because its engines are one private protocol: each statistic's engine
+(``_KappaEngine``, ``_PearsonEngine``, ``_TieTableEngine``, ``_SpearmanEngine``,
+``_KendallEngine``, ``_GenericEngine``) answers ``point``, ``resample`` and ``jackknife``, and
+one private driver (``_run``, ``_estimate``) runs them on the same blocks of draws, the
+paired difference running two engines on one set of draws. Split across modules, those
+classes and the driver would have to become public API (no private helper is imported across
+modules), or be copied. The draws, the percentile and BCa intervals and the factorising of
+clusters are already public and reused (``stats.paired`` imports them): they are not why the
+file is long.
 
 Why clusters
     The claims extracted from one answer (a *sample*) share the question, the context and
@@ -78,6 +83,7 @@ import pandas as pd
 from scipy import stats as sps
 from scipy.special import ndtr, ndtri
 
+from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array, to_list
 from calibrate.stats.agreement import disagreement_weights, kappa_from_tables
 from calibrate.stats.correlation import CORRELATION_METHODS, undefined_reason
@@ -569,18 +575,18 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
     return float(lo), float(hi)
 
 
-def bca_interval(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) -> tuple[tuple[float, float], dict, str]:
-    """Return the BCa interval, its constants and a note (falls back to percentile)."""
+def bca_interval(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) -> tuple[tuple[float, float], dict, Reason | None]:
+    """Return the BCa interval, its constants and a reason to note, or None (falls back to percentile)."""
     b = values.size
     share = (np.count_nonzero(values < theta) + 0.5 * np.count_nonzero(values == theta)) / b
     if share <= 0.0 or share >= 1.0:
-        note = "BCa bias correction is infinite (all resamples on one side of the estimate); percentile interval reported"
+        note = Reason("bca_infinite")
         return percentile_interval(values, confidence), {"ci_method_used": "percentile"}, note
     z0 = float(ndtri(share))
     jv = jack[np.isfinite(jack)]
     notes = []
     if jack.size - jv.size:
-        notes.append(f"{jack.size - jv.size} jackknife value(s) undefined and ignored")
+        notes.append(Reason("jackknife_undefined", count=int(jack.size - jv.size)))
     d = jv.mean() - jv if jv.size else jv
     ss = float((d * d).sum())
     accel = float((d**3).sum() / (6.0 * ss**1.5)) if jv.size >= 2 and ss > 0 else 0.0
@@ -588,11 +594,11 @@ def bca_interval(values: np.ndarray, theta: float, jack: np.ndarray, confidence:
     denom = 1.0 - accel * (z0 + z)
     info = {"bias_correction_z0": z0, "acceleration": accel}
     if np.any(denom <= 0):
-        notes.append("BCa adjustment out of range; percentile interval reported")
-        return percentile_interval(values, confidence), {**info, "ci_method_used": "percentile"}, "; ".join(notes)
+        notes.append(Reason("bca_out_of_range"))
+        return percentile_interval(values, confidence), {**info, "ci_method_used": "percentile"}, join(notes)
     levels = ndtr(z0 + (z0 + z) / denom)
     lo, hi = np.quantile(values, levels)
-    return (float(lo), float(hi)), {**info, "ci_method_used": "bca"}, "; ".join(notes)
+    return (float(lo), float(hi)), {**info, "ci_method_used": "bca"}, join(notes)
 
 
 def _run(
@@ -639,12 +645,12 @@ def _estimate(values: np.ndarray, theta: float, jackknife: Callable[[], Any], *,
     }
     notes = []
     if n_undefined:
-        notes.append(f"{n_undefined} of {n_resamples} resamples undefined and dropped")
+        notes.append(Reason("resamples_undefined", undefined=int(n_undefined), resamples=int(n_resamples)))
     if n_clusters < 2:
-        notes.append("only one cluster: the bootstrap cannot estimate sampling variability")
+        notes.append(Reason("one_cluster"))
     if valid.size < 2:
-        notes.append("fewer than two defined resamples: no interval")
-        return Estimate(value=theta, n=n_rows, note="; ".join(notes), extra=info)
+        notes.append(Reason("too_few_resamples"))
+        return Estimate(value=theta, n=n_rows, reason=join(notes), extra=info)
     info["bootstrap_se"] = float(valid.std(ddof=1))
     if method == "percentile":
         ci = percentile_interval(valid, confidence)
@@ -653,7 +659,7 @@ def _estimate(values: np.ndarray, theta: float, jackknife: Callable[[], Any], *,
         info.update(bca_info)
         if bca_note:
             notes.append(bca_note)
-    return Estimate(value=theta, n=n_rows, ci=ci, note="; ".join(notes), extra=info)
+    return Estimate(value=theta, n=n_rows, ci=ci, reason=join(notes), extra=info)
 
 
 def _run_one(engine: Any, **kwargs: Any) -> Estimate:
@@ -702,10 +708,10 @@ def _kappa_setup(a_codes: Any, b_codes: Any, clusters: Any, n_labels: int, weigh
     return a, b, cl, len(uniques), w
 
 
-def _kappa_undefined_note(a: np.ndarray, b: np.ndarray) -> str:
+def _kappa_undefined_note(a: np.ndarray, b: np.ndarray) -> Reason:
     if a.size < 2:
-        return "n < 2: kappa needs at least two items"
-    return f"all labels are code {int(a[0])}: expected agreement is 1"
+        return Reason("kappa_too_few")
+    return Reason("single_label_code", label_code=int(a[0]))
 
 
 def _corr_setup(x: Any, y: Any, clusters: Any, method: str):
@@ -855,7 +861,7 @@ def cluster_bootstrap_kappa(
     a, b, cl, g, w = _kappa_setup(a_codes, b_codes, clusters, n_labels, weights, label_values)
     extra = {"statistic": "kappa", "weights": weights}
     if a.size == 0:
-        return Estimate.no_data("no rows", **extra)
+        return Estimate.no_data(Reason("no_rows"), **extra)
     engine = _KappaEngine(a, b, cl, g, n_labels, w)
     if a.size < 2 or not np.isfinite(engine.point()):
         return Estimate.undefined(a.size, _kappa_undefined_note(a, b), n_clusters=g, **extra)
@@ -908,7 +914,7 @@ def multinomial_bootstrap_kappa(
     a, b, w = _kappa_codes(a_codes, b_codes, n_labels, weights, label_values)
     extra = {"statistic": "kappa", "weights": weights, "bootstrap": "multinomial"}
     if a.size == 0:
-        return Estimate.no_data("no rows", **extra)
+        return Estimate.no_data(Reason("no_rows"), **extra)
     table = np.bincount(a * n_labels + b, minlength=n_labels * n_labels).astype(float)
     theta = float(kappa_from_tables(table[None], w)[0])
     if a.size < 2 or not np.isfinite(theta):
@@ -1042,7 +1048,7 @@ def paired_cluster_bootstrap_diff(
         a2, b2, cl2, _, _ = _kappa_setup(second[0], second[1], clusters, n_labels, weights, label_values)
         extra: dict[str, Any] = {"statistic": "kappa difference", "weights": weights}
         if a1.size == 0:
-            return Estimate.no_data("no rows", **extra)
+            return Estimate.no_data(Reason("no_rows"), **extra)
         engines = [_KappaEngine(a1, b1, cl, g, n_labels, w), _KappaEngine(a2, b2, cl, g, n_labels, w)]
         n_rows = a1.size
         reasons = [None if np.isfinite(e.point()) and n_rows >= 2 else _kappa_undefined_note(a, b) for e, a, b in ((engines[0], a1, b1), (engines[1], a2, b2))]
@@ -1060,13 +1066,13 @@ def paired_cluster_bootstrap_diff(
             extra["n_missing"] = int((~keep).sum())
         n_rows = cols[0].size
         if n_rows == 0:
-            return Estimate.no_data("no rows with all four scores", **extra)
+            return Estimate.no_data(Reason("no_rows_four_scores"), **extra)
         reasons = [None if (r := undefined_reason(cols[i], cols[i + 1])) is None else r[1] for i in (0, 2)]
         engines = [_corr_engine(statistic, cols[0], cols[1], cl, g), _corr_engine(statistic, cols[2], cols[3], cl, g)] if not any(reasons) else []
     else:
         raise ValueError(f"statistic must be 'kappa' or one of {CORRELATION_METHODS}, got {statistic!r}")
     if any(reasons):
-        which = "; ".join(f"{name}: {r}" for name, r in zip(("first", "second"), reasons, strict=True) if r)
+        which = join(Reason("difference_undefined", which=name, reason=r) for name, r in zip(("first", "second"), reasons, strict=True) if r)
         return Estimate.undefined(n_rows, which, n_clusters=g, **extra)
     extra["first"], extra["second"] = engines[0].point(), engines[1].point()
     est, values = _run(
@@ -1085,7 +1091,8 @@ def paired_cluster_bootstrap_diff(
         le = (np.count_nonzero(valid <= 0) + 1) / (valid.size + 1)
         ge = (np.count_nonzero(valid >= 0) + 1) / (valid.size + 1)
         p = min(1.0, 2.0 * min(le, ge))
-        return Estimate(value=est.value, n=est.n, ci=est.ci, note=est.note, p_value=p, extra={**est.extra, "p_value_method": "bootstrap, two-sided"})
+        return Estimate(value=est.value, n=est.n, ci=est.ci, note=est.note, reason=est.reason, p_value=p,
+                        extra={**est.extra, "p_value_method": "bootstrap, two-sided"})
     return est
 
 
@@ -1161,12 +1168,12 @@ def cluster_bootstrap(
     if any(c.shape[0] != cl.size for c in columns):
         raise ValueError("every data column must have one entry per cluster label")
     if cl.size == 0:
-        return Estimate.no_data("no rows", statistic="custom")
+        return Estimate.no_data(Reason("no_rows"), statistic="custom")
     engine = _GenericEngine(stat, columns, cl, len(uniques))
     theta = engine.point()
     if not np.isfinite(theta):
         res = stat(*columns)
-        note = res.note if isinstance(res, Estimate) and res.note else "the statistic is undefined on the full data"
+        note = (res.reason or res.note) if isinstance(res, Estimate) and res.note else Reason("custom_undefined")
         return Estimate.undefined(cl.size, note, n_clusters=len(uniques), statistic="custom")
     est, _ = _run(
         [engine],

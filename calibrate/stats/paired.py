@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array
 from calibrate.stats.intervals import CI_METHODS, bca_interval, bootstrap_draws, percentile_interval
 from calibrate.stats.result import Estimate
@@ -55,12 +56,12 @@ def _pairs(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, dict]:
     return x[keep], y[keep], ({"n_missing": dropped} if dropped else {})
 
 
-def _constant_note(d: np.ndarray) -> str | None:
+def _constant_note(d: np.ndarray) -> Reason | None:
     """Return why a test on the differences is undefined because they are all equal, or None."""
     if d.size and np.all(d == d[0]):
         if d[0] == 0:
-            return "all differences are zero: the two systems score the same on every pair"
-        return f"every difference is {d[0]:.6g}: their standard deviation is 0, so t is undefined"
+            return Reason("differences_zero")
+        return Reason("differences_constant", difference=float(d[0]))
     return None
 
 
@@ -87,11 +88,11 @@ def paired_t_test(a: Any, b: Any) -> Estimate:
     x, y, extra = _pairs(a, b)
     n = x.size
     if n == 0:
-        return Estimate.no_data("no pairs with both values", **extra)
+        return Estimate.no_data(Reason("no_pairs_both_values"), **extra)
     d = y - x
     extra = {**extra, "mean_difference": float(d.mean())}
     if n < 2:
-        return Estimate.undefined(n, "n < 2: the t-test needs at least two pairs", **extra)
+        return Estimate.undefined(n, Reason("ttest_too_few"), **extra)
     note = _constant_note(d)
     if note:
         return Estimate.undefined(n, note, df=n - 1, sd_difference=0.0, **extra)
@@ -135,12 +136,12 @@ def wilcoxon_signed_rank(a: Any, b: Any, *, method: str = "auto") -> Estimate:
     x, y, extra = _pairs(a, b)
     n = x.size
     if n == 0:
-        return Estimate.no_data("no pairs with both values", **extra)
+        return Estimate.no_data(Reason("no_pairs_both_values"), **extra)
     d = y - x
     nonzero = d[d != 0]
     extra = {**extra, "n_nonzero": int(nonzero.size), "method": method}
     if nonzero.size == 0:
-        return Estimate.undefined(n, "all differences are zero: the two systems score the same on every pair", **extra)
+        return Estimate.undefined(n, Reason("differences_zero"), **extra)
     ranks = sps.rankdata(np.abs(nonzero))
     extra["w_plus"] = float(ranks[nonzero > 0].sum())
     extra["w_minus"] = float(ranks[nonzero < 0].sum())
@@ -148,10 +149,10 @@ def wilcoxon_signed_rank(a: Any, b: Any, *, method: str = "auto") -> Estimate:
         warnings.simplefilter("ignore", RuntimeWarning)  # exact p-value with ties: scipy warns and falls back
         warnings.simplefilter("ignore", UserWarning)
         res = sps.wilcoxon(y, x, zero_method="wilcox", method=method)
-    note = ""
+    note = None
     if nonzero.size < 6:
-        note = f"only {nonzero.size} non-zero differences: the test cannot reach p < 0.05 with fewer than 6"
-    return Estimate(value=float(res.statistic), n=n, p_value=float(res.pvalue), note=note, extra=extra)
+        note = Reason("wilcoxon_few_nonzero", count=int(nonzero.size))
+    return Estimate(value=float(res.statistic), n=n, p_value=float(res.pvalue), reason=note, extra=extra)
 
 
 def paired_bootstrap_diff(a: Any, b: Any, *, n_resamples: int = 2000, confidence: float = 0.95,
@@ -203,11 +204,11 @@ def paired_bootstrap_diff(a: Any, b: Any, *, n_resamples: int = 2000, confidence
     extra = {**extra, "method": method, "n_resamples": n_resamples, "confidence": confidence, "seed": seed,
              "statistic": "mean difference (b - a)"}
     if n == 0:
-        return Estimate.no_data("no pairs with both values", **extra)
+        return Estimate.no_data(Reason("no_pairs_both_values"), **extra)
     d = y - x
     theta = float(d.mean())
     if n < 2:
-        return Estimate(value=theta, n=n, status="ok", note="n < 2: one pair gives no interval", extra=extra)
+        return Estimate(value=theta, n=n, status="ok", note=Reason("one_pair_no_interval"), extra=extra)
     values = np.empty(n_resamples)
     pos = 0
     for draw in bootstrap_draws(n, n_resamples, seed):
@@ -224,10 +225,10 @@ def paired_bootstrap_diff(a: Any, b: Any, *, n_resamples: int = 2000, confidence
         if bca_note:
             notes.append(bca_note)
     if np.all(d == d[0]):
-        notes.append("every difference is the same: the interval is a single point")
+        notes.append(Reason("differences_same"))
     le = (np.count_nonzero(values <= 0) + 1) / (n_resamples + 1)
     ge = (np.count_nonzero(values >= 0) + 1) / (n_resamples + 1)
-    return Estimate(value=theta, n=n, ci=ci, p_value=min(1.0, 2.0 * min(le, ge)), note="; ".join(notes),
+    return Estimate(value=theta, n=n, ci=ci, p_value=min(1.0, 2.0 * min(le, ge)), reason=join(notes),
                     extra={**extra, "p_value_method": "bootstrap, two-sided"})
 
 
@@ -242,9 +243,9 @@ def relative_improvement(a: Any, b: Any) -> Estimate:
     """
     x, y, extra = _pairs(a, b)
     if x.size == 0:
-        return Estimate.no_data("no pairs with both values", **extra)
+        return Estimate.no_data(Reason("no_pairs_both_values"), **extra)
     mean_a, mean_b = float(x.mean()), float(y.mean())
     extra = {**extra, "mean_a": mean_a, "mean_b": mean_b}
     if mean_a == 0:
-        return Estimate.undefined(x.size, "the mean of A is 0: no baseline to be relative to", **extra)
+        return Estimate.undefined(x.size, Reason("baseline_zero"), **extra)
     return Estimate(value=(mean_b - mean_a) / abs(mean_a), n=x.size, extra=extra)

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
 from calibrate.stats.agreement import cohen_kappa
 from calibrate.stats.comparison import mcnemar_exact
@@ -87,8 +88,10 @@ class PositionResult:
         The same, per order.
     status : {"ok", "undefined"}
         ``"undefined"`` when no target has a usable verdict in both orders.
-    note : str
-        Why the result is undefined, or caveats.
+    note : str or Reason
+        Why the result is undefined, or caveats (given as a Reason, its English sentence).
+    reason : Reason, optional
+        The note as data: a code and its figures (calibrate.reasons).
     """
 
     n_targets: int
@@ -105,6 +108,12 @@ class PositionResult:
     n_unusable_swapped: int
     status: str = "ok"
     note: str = ""
+    reason: Reason | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.note, Reason):  # given as a reason: the note is its English sentence
+            object.__setattr__(self, "reason", self.note)
+            object.__setattr__(self, "note", self.note.text())
 
     @property
     def ok(self) -> bool:
@@ -128,6 +137,7 @@ class PositionResult:
             "n_unusable_swapped": int(self.n_unusable_swapped),
             "status": self.status,
             "note": self.note,
+            **({"reason": self.reason.to_dict()} if self.note and self.reason else {}),
         }
 
 
@@ -248,12 +258,12 @@ def position_bias(original: Any, swapped: Any, first_original: Any, first_swappe
               "n_unusable_original": n_unusable_o, "n_unusable_swapped": n_unusable_s}
     notes = []
     if n_unusable_o or n_unusable_s:
-        notes.append(f"unusable verdicts: {n_unusable_o} in the original order, {n_unusable_s} in the swapped order")
+        notes.append(Reason("unusable_verdicts", original=n_unusable_o, swapped=n_unusable_s))
     if n_pairs == 0:
-        note = "no target has a usable verdict in both orders" if n else "no targets"
+        note = Reason("no_usable_pair") if n else Reason("no_targets")
         return PositionResult(agreement=None, kappa=Estimate.no_data(note), first_position_rate=None, tie_rate=None,
                               n_first_both=0, n_second_both=0, position_p_value=None, status="undefined",
-                              note="; ".join([note, *notes]), **counts)
+                              note=join([note, *notes]), **counts)
 
     po, ps, pfo, pfs = o[pair], s[pair], fo[pair], fs[pair]
     same = po == ps
@@ -270,11 +280,11 @@ def position_bias(original: Any, swapped: Any, first_original: Any, first_swappe
     n_first_both = int((flip & picks_first_o).sum())  # different responses picked: the same position twice
     n_second_both = int((flip & ~picks_first_o).sum())
     if first_rate is None:
-        notes.append("every verdict of the pairs is a tie: no position was picked")
+        notes.append(Reason("all_ties"))
     sign = mcnemar_exact(n_first_both, n_second_both)
     return PositionResult(agreement=agreement, kappa=kappa, first_position_rate=first_rate,
                           tie_rate=n_ties / (2 * n_pairs), n_first_both=n_first_both, n_second_both=n_second_both,
-                          position_p_value=sign.p_value, status="ok", note="; ".join(notes), **counts)
+                          position_p_value=sign.p_value, status="ok", note=join(notes) or "", **counts)
 
 
 def consistent_verdicts(original: Any, swapped: Any, *, tie: Any = "tie", on_conflict: str = "tie") -> list:

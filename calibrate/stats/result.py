@@ -3,7 +3,9 @@
 A statistic that cannot be computed is a *result*, not an exception: it comes back as an
 :class:`Estimate` whose ``value`` is ``None``, whose ``status`` says why (``"undefined"``
 when there is data but the statistic has no value, ``"no_data"`` when there is nothing to
-compute it on) and whose ``note`` explains it in words a reviewer can read.  Estimates are
+compute it on) and whose ``note`` explains it in words a reviewer can read, worded from its
+``reason`` (:class:`calibrate.reasons.Reason`: a stable code plus figures, which renderers word
+again in the reader's language).  Estimates are
 immutable and :meth:`Estimate.to_dict` is always JSON-safe (no NaN, no infinities, no numpy
 scalars).
 
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from calibrate.reasons import Reason
 
 __all__ = ["Estimate", "STATUSES"]
 
@@ -75,13 +79,16 @@ class Estimate:
         ``"undefined"``: there is data but the statistic has no value (e.g. expected
         agreement is 1, a constant variable, fewer than two units).  ``"no_data"``: the
         input was empty (after dropping missing values).
-    note : str
-        Why the value is undefined, or caveats about an ``"ok"`` value.
+    note : str or Reason
+        Why the value is undefined, or caveats about an ``"ok"`` value. Given a
+        :class:`~calibrate.reasons.Reason`, the note is its English sentence and the reason is kept.
     p_value : float, optional
         A p-value when the statistic has a conventional test attached.
     extra : dict
         Method details, e.g. ``{"method": "bca", "n_resamples": 2000, "n_clusters": 40}``.
         Flattened into :meth:`to_dict`.
+    reason : Reason, optional
+        The note as data (a code and its figures); set from ``note`` when that is a Reason.
 
     References
     ----------
@@ -97,15 +104,22 @@ class Estimate:
     note: str = ""
     p_value: float | None = None
     extra: dict = field(default_factory=dict)
+    reason: Reason | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.note, Reason):
+            object.__setattr__(self, "reason", self.note)
+            object.__setattr__(self, "note", self.note.text())
+        elif self.reason is not None and not self.note:
+            object.__setattr__(self, "note", self.reason.text())
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
         value = finite_or_none(self.value)
         if value is None and self.value is not None and self.status == "ok":
             object.__setattr__(self, "status", "undefined")
             if not self.note:
-                object.__setattr__(self, "note", "the statistic is not finite")
+                object.__setattr__(self, "reason", Reason("not_finite"))
+                object.__setattr__(self, "note", self.reason.text())
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "n", int(self.n))
         object.__setattr__(self, "p_value", finite_or_none(self.p_value))
@@ -125,7 +139,8 @@ class Estimate:
         Returns
         -------
         dict
-            ``{"value", "n", "ci", "status", "note"}`` plus ``"p_value"`` when set, plus the
+            ``{"value", "n", "ci", "status", "note"}`` plus ``"reason"`` (the note's code and
+            figures) when the note is not empty, plus ``"p_value"`` when set, plus the
             entries of :attr:`extra` (which never override the core keys).  ``ci`` is a
             two-element list or ``None``; non-finite numbers are ``None``.
         """
@@ -136,6 +151,8 @@ class Estimate:
             "status": self.status,
             "note": self.note,
         }
+        if self.note and self.reason is not None:
+            out["reason"] = self.reason.to_dict()
         if self.p_value is not None:
             out["p_value"] = self.p_value
         for key, val in self.extra.items():
@@ -144,15 +161,22 @@ class Estimate:
                 out[key] = json_safe(val)
         return json_safe(out)
 
+    def note_fields(self) -> dict:
+        """Return ``{"note"}``, plus ``"reason"`` when the note is not empty: what a JSON block copies of an estimate."""
+        out: dict[str, Any] = {"note": self.note}
+        if self.note and self.reason is not None:
+            out["reason"] = self.reason.to_dict()
+        return out
+
     @classmethod
-    def undefined(cls, n: int, note: str, **extra: Any) -> Estimate:
+    def undefined(cls, n: int, note: str | Reason, **extra: Any) -> Estimate:
         """Return an estimate for a statistic that has no value on this data.
 
         Parameters
         ----------
         n : int
             Units available.
-        note : str
+        note : str or Reason
             Why the statistic is undefined.
         **extra
             Stored in :attr:`extra`.
@@ -160,14 +184,14 @@ class Estimate:
         return cls(value=None, n=n, status="undefined", note=note, extra=extra)
 
     @classmethod
-    def no_data(cls, note: str = "no data", **extra: Any) -> Estimate:
+    def no_data(cls, note: str | Reason | None = None, **extra: Any) -> Estimate:
         """Return an estimate for empty input (``n = 0``).
 
         Parameters
         ----------
-        note : str
-            What was missing.
+        note : str or Reason, optional
+            What was missing (default: "no data").
         **extra
             Stored in :attr:`extra`.
         """
-        return cls(value=None, n=0, status="no_data", note=note, extra=extra)
+        return cls(value=None, n=0, status="no_data", note=Reason("no_data") if note is None else note, extra=extra)

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from calibrate.reasons import Reason
 from calibrate.stats.result import Estimate
 
 __all__ = [
@@ -64,7 +65,7 @@ __all__ = [
 #: Metric names, in report order.
 METRICS = ("recall", "precision", "f1", "rr", "ndcg")
 
-NO_RELEVANT_NOTE = "no query has a relevant document"
+NO_RELEVANT_NOTE = Reason("no_relevant_query")
 
 
 def relevance_matrix(retrieved: Sequence[Sequence[Any] | None], relevant: Sequence[Iterable[Any] | None], *,
@@ -315,20 +316,20 @@ def per_query_metrics(rel: Any, n_relevant: Any, *, k: int) -> dict[str, np.ndar
     return {"recall": recall, "precision": precision, "f1": f1, "rr": reciprocal_rank(r, nr), "ndcg": ndcg}
 
 
-def mean_defined(values: Any, *, what: str = "the metric", undefined_note: str = "no unit has a defined value") -> Estimate:
+def mean_defined(values: Any, *, what: str = "the metric", undefined_note: Reason | None = None) -> Estimate:
     """Return the mean of the finite values as an Estimate (``n`` = values averaged).
 
     NaN marks a unit where the metric is undefined: it is left out and counted in
     ``extra["n_undefined"]``. No finite value gives an undefined estimate with
-    ``undefined_note``; an empty input gives ``no_data``.
+    ``undefined_note`` (default: "no unit has a defined value"); an empty input gives ``no_data``.
     """
     v = np.asarray(values, dtype=float).ravel()
     if v.size == 0:
-        return Estimate.no_data(f"no units to average {what} over")
+        return Estimate.no_data(Reason("no_units_to_average", what=what))
     ok = np.isfinite(v)
     n_undefined = int(v.size - ok.sum())
     if not ok.any():
-        return Estimate.undefined(0, undefined_note, n_undefined=n_undefined)
+        return Estimate.undefined(0, undefined_note or Reason("no_unit_defined"), n_undefined=n_undefined)
     return Estimate(value=float(v[ok].mean()), n=int(ok.sum()), extra={"n_undefined": n_undefined})
 
 
@@ -342,7 +343,7 @@ def summarize(per_query: dict[str, np.ndarray], n_relevant: Any) -> dict[str, Es
     out = {}
     for name, values in per_query.items():
         est = mean_defined(values, what=name, undefined_note=NO_RELEVANT_NOTE)
-        out[name] = Estimate(value=est.value, n=est.n, status=est.status, note=est.note,
+        out[name] = Estimate(value=est.value, n=est.n, status=est.status, note=est.note, reason=est.reason,
                              extra={"n_no_relevant": n_none, "n_queries": int(nr.size)})
     return out
 

@@ -42,6 +42,7 @@ from calibrate.errors import CalibrationError
 from calibrate.i18n import _
 from calibrate.judges.sandbox import Limits
 from calibrate.models import Prompt, Task
+from calibrate.reasons import Reason
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
 from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label
@@ -77,7 +78,7 @@ def _order_rule() -> str:
     """Return the `?order_rule=` of a pairwise task's pages (consistent by default), refusing any other word."""
     rule = request.args.get("order_rule") or "consistent"
     if rule not in ORDER_RULES:
-        raise CalibrationError(f"order_rule must be one of {', '.join(ORDER_RULES)}, not {rule[:40]!r}")
+        raise CalibrationError(Reason("unknown_order_rule", rules=", ".join(ORDER_RULES), value=rule[:40]))
     return rule
 
 

@@ -3,6 +3,9 @@
 A domain call that refuses raises a `CalibrateError`; views do not catch it (except a form that
 shows the message beside what was typed). `init_app` registers one handler on the app:
 
+The message is worded from the refusal's reason in the reader's language (`refusal_text`); a refusal
+raised with a plain string is shown as it is (English: docs/i18n.md says which, and why).
+
 - In the annotation area (blueprints that name their page with `refuse_back_to`): `NotFound`
   → a neutral 404 page (never a hint that the item exists for someone else); a script
   request (htmx, the workbench) → 422 with the message as plain text, which the page shows.
@@ -25,6 +28,7 @@ from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from calibrate.errors import CalibrateError, NotFound
 from calibrate.i18n import N_
+from calibrate.reports.summary import reason_text
 from calibrate.views.auth import is_script_request, safe_next
 
 # The names and default descriptions of the HTTP errors error.html shows (Werkzeug's English), marked so
@@ -78,18 +82,24 @@ def _back() -> str:
     return url_for("datasets.index")
 
 
+def refusal_text(exc: CalibrateError) -> str:
+    """Return a refusal in the reader's language, worded from its reason's code; without a code, its English message."""
+    return reason_text({"note": str(exc), "reason": exc.reason.to_dict() if exc.reason is not None else None})
+
+
 def refused(exc: CalibrateError):
     """Answer a refused request (see the module's docstring)."""
+    message = refusal_text(exc)
     annotation_area = request.blueprint in _BACK
     if annotation_area and isinstance(exc, NotFound):
         return render_template("error.html", error=HTTPNotFound()), 404
     if annotation_area and request.blueprint in _SCRIPT_AWARE and is_script_request():
-        response = make_response(str(exc), 422)
+        response = make_response(message, 422)
         response.mimetype = "text/plain"
         return response
     if request.method == "GET" and not annotation_area:
-        return render_template("error.html", error=HTTPNotFound(description=str(exc))), 404
-    flash(str(exc), "error")
+        return render_template("error.html", error=HTTPNotFound(), refusal=message), 404
+    flash(message, "error")
     return redirect(_back(), code=303)
 
 

@@ -6,7 +6,8 @@ Flask-Babel gives the templates `_`, `gettext` and `ngettext` in that locale; ca
 is told the same locale (a provider), so sentences worded outside the views — a domain refusal,
 the dashboard's decision, a report served to the reader — come out in it too.
 
-Templates also get the locale's number and date formats (`num`, `pct`, `when`, `day`), the
+Templates also get the locale's number and date formats (`num`, `pct`, `when`, `day`), `reason` (a JSON
+block's note worded from its reason code, reports.summary.reason_text), the
 label and task names people read (`label_name`, `task_title`, `choice_text` for a workbench button), and `js_strings`: every message
 the scripts show, translated, for base.html's JSON data block `#calibrate-strings` (data, never executed: the CSP stays
 `script-src 'self'`).
@@ -20,7 +21,7 @@ from flask_babel import Babel, get_locale
 from calibrate import i18n
 from calibrate.annotation.items import choice_text
 from calibrate.i18n import N_
-from calibrate.reports.summary import finite, number
+from calibrate.reports.summary import finite, number, reason_text
 from calibrate.tasks import display_name, label_name, task_title
 
 
@@ -119,6 +120,6 @@ def init_app(app: Flask) -> None:
     Babel(app, locale_selector=select_locale, default_translation_directories=str(i18n.TRANSLATIONS),
           default_domain=i18n.DOMAIN)
     i18n.set_locale_provider(request_locale)
-    app.jinja_env.filters.update(num=number, pct=pct, when=when, day=day)
+    app.jinja_env.filters.update(num=number, pct=pct, when=when, day=day, reason=reason_text)
     app.jinja_env.globals.update(display_name=display_name, label_name=label_name, task_title=task_title, choice_text=choice_text, js_strings=js_strings,
                                  LANGUAGE_NAMES=i18n.LANGUAGE_NAMES, current_locale=request_locale)

@@ -81,7 +81,8 @@ def test_the_cli_writes_the_same_in_every_format(stored, session, runner, tmp_pa
     data = json.loads(out.output)
     assert list(data)[:4] == ["dataset", "task", "judge", "split"]
     assert list(data)[4:] == ["winning_rate", "advantage_prob", "passed", "epsilon", "alpha", "scoring", "n_items", "n_annotators",
-                              "annotators", "n_skipped", "status", "note"]
+                              "annotators", "n_skipped", "status", "note", "reason"]
+    assert "alt_test_annotators_skipped" in [part["code"] for part in data["reason"]["parts"]]  # a1…a3 tested, one skipped
     assert data == run_alt_test(session, "d", "claim_support", "p@1", alpha=0.02)
     md = runner.invoke(["alt-test", "--dataset", "d", "--task", "claim_support", "--judge", "p@1", "--format", "md"]).output
     assert "**yes**: winning rate ω = 1.000 (3 of 3 tested annotators beaten at ε = 0.2, α = 0.05" in md
@@ -131,7 +132,7 @@ def test_fewer_than_three_annotators_is_one_line(store, session, runner):
         "error: the alt-test cannot be run on claim_support of d with j: 2 annotator(s) with labels: the alt-test needs at least 3")
     # the report says so in its block, with every key, and does not fail
     block = build_report(session, "d", "j", options=Options(bootstrap=100)).data["tasks"]["claim_support"]["alt_test"]
-    assert block["status"] == "undefined" and block["winning_rate"] is None and "needs at least 3" in block["note"]
+    assert block["status"] == "undefined" and block["winning_rate"] is None and block["reason"]["code"] == "alt_test_too_few_annotators"
 
 
 def test_the_report_carries_the_block_in_every_format(stored, session):

@@ -98,7 +98,7 @@ def test_undefined_kappa_says_why(store, session):
     report = build_report(session, "d", "j", options=FAST)
     kappa = report.data["tasks"]["claim_support"]["cohen_kappa"]
     assert kappa["value"] is None and kappa["status"] == "undefined"
-    assert "supported" in kappa["note"]
+    assert kappa["reason"] == {"code": "single_label", "label": "supported"}
     assert report.data["tasks"]["claim_support"]["passed"] is None
     assert report.data["passed"] is False
     json.dumps(report.data, allow_nan=False)
@@ -218,10 +218,13 @@ def test_bad_requests_name_what_exists(store, session, dataset, judge, options, 
 
 
 def test_labels_needed_formula():
-    assert labels_needed(100, (0.6, 0.9), 0.8, 0.75) == {
-        "more_targets": 800, "note": labels_needed(100, (0.6, 0.9), 0.8, 0.75)["note"]}
+    needed = labels_needed(100, (0.6, 0.9), 0.8, 0.75)
+    assert needed["more_targets"] == 800
+    assert needed["reason"] == {"code": "straddles_half_width", "low": 0.6, "high": 0.9, "threshold": 0.75, "more": 800,
+                                "total": 900, "value": 0.8}
     assert labels_needed(100, (0.8, 0.9), 0.85, 0.75) is None  # already settled
-    assert labels_needed(100, (0.7, 0.8), 0.75, 0.75)["more_targets"] is None
+    on_it = labels_needed(100, (0.7, 0.8), 0.75, 0.75)
+    assert on_it["more_targets"] is None and on_it["reason"] == {"code": "on_threshold"}
 
 
 def test_ci_lower_rule(store, session):

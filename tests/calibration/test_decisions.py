@@ -44,7 +44,7 @@ def test_labels_to_decide_uses_the_side_facing_the_threshold():
     assert labels_to_decide(below, 100, 0.70, (0.55, 0.80), T)["more_targets"] == 300
     assert labels_to_decide(decide(0.9, (0.8, 0.95), T, rule="point"), 100, 0.9, (0.8, 0.95), T) is None
     no_ci = labels_to_decide(decide(0.8, None, T, rule="ci_lower"), 10, 0.8, None, T)
-    assert no_ci["more_targets"] is None and "no confidence interval" in no_ci["note"]
+    assert no_ci["more_targets"] is None and no_ci["reason"] == {"code": "no_interval"}
     assert overall([{"decision": "pass"}, {"decision": "undecided"}]) == "undecided"
     assert overall([{"decision": "pass"}, {"decision": "fail"}]) == "fail"
     assert overall([{"decision": "pass"}]) == "pass" and overall([]) == "fail"

@@ -123,6 +123,7 @@ def test_a_metric_without_any_human_gold_says_so_without_a_chart(store, session,
     assert section["n"] == 0 and section["spearman_rho"]["value"] is None
     assert section["gold_note"].startswith(f"no human gold for {metric}: annotators do not label it on the item page")
     assert section["spearman_rho"]["note"] == section["gold_note"]
+    assert section["spearman_rho"]["reason"] == section["gold_reason"] and section["gold_reason"]["code"].startswith("no_gold_")
     html = BeautifulSoup(render(report, "html"), "html.parser")
     assert html.select("svg.chart-scatter") == [] and html.select("figure.scatter") == []
     assert section["gold_note"].split(":")[0] in html.get_text()

@@ -135,7 +135,9 @@ def test_a_judge_with_one_order_is_scored_on_it_under_either_rule(engine, pairwi
     sections = [report(engine, rule, judge="only")["tasks"]["pref"] for rule in ("consistent", "original")]
     assert sections[0]["n"] == sections[1]["n"] == 8 and sections[0]["cohen_kappa"] == sections[1]["cohen_kappa"]
     position = sections[0]["position"]
-    assert position["orders"] == ["swapped"] and position["status"] == "undefined" and "swapped order only" in position["note"]
+    assert position["orders"] == ["swapped"] and position["status"] == "undefined"
+    assert position["reason"] == {"code": "one_order_missing", "missing": {"code": "verdicts_in_one_order", "order": "swapped"}}
+    assert "swapped order only" in position["note"]
 
 
 def test_the_order_rule_on_the_command_line_report_gate_and_compare(engine, pairwise, runner, tmp_path):

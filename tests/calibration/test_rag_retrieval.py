@@ -110,7 +110,8 @@ def test_retrieval_from_context_relevance_gold_when_samples_carry_no_ids(store, 
         store.label("context_relevance", "ann", "s1", "not_relevant", context=r)
     store.commit()
     section = build_report(session, "d", None, options=Options(bootstrap=200, k=2)).data["retrieval"]
-    assert section["source"] == "context_relevance_gold" and "gold" in section["note"]
+    assert section["source"] == "context_relevance_gold"
+    assert section["reason"]["parts"][0] == {"code": "retrieval_source_context_relevance_gold"}
     assert section["n"] == 1 and section["n_no_relevant"] == 1 and section["n_skipped"] == 1
     assert section["recall_at_k"] == pytest.approx(1 / 2)      # relevant ranks 2 and 3, K = 2
     assert section["precision_at_k"] == pytest.approx(1 / 2)
@@ -148,6 +149,7 @@ def test_undefined_retrieval_means_are_null_with_a_note(store, session):
     store.commit()
     report = build_report(session, "d", None, options=FAST)
     section = report.data["retrieval"]
-    assert section["n"] == 0 and section["ndcg_at_k"] is None and "undefined" in section["note"]
+    assert section["n"] == 0 and section["ndcg_at_k"] is None
+    assert {"code": "retrieval_none_relevant"} in section["reason"]["parts"]
     assert np.isfinite(json.loads(render(report, "json"))["retrieval"]["k"])
     assert "undefined" in render(report, "md")

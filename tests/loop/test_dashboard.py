@@ -172,7 +172,8 @@ def test_label_budget_formula_json_and_dashboard(demo, session, client, login, a
     from calibrate.calibration import label_budget
 
     budget = label_budget(100, (0.6, 0.8), 0.05, ["claim:3", "claim:4"])
-    assert budget["more_targets"] == 300 and budget["candidates"] == ["claim:3", "claim:4"] and "only 2" in budget["note"]
+    assert budget["more_targets"] == 300 and budget["candidates"] == ["claim:3", "claim:4"] and budget["reason"]["code"] == "half_width_judge_more"
+    assert budget["reason"]["candidates"] == 2
     assert label_budget(100, (0.74, 0.76), 0.05)["more_targets"] == 0
     assert label_budget(0, (0.1, 0.2), 0.05) is None and label_budget(10, None, 0.05) is None
     out = runner.invoke(["report", "--dataset", demo, "--judge", "demo-claims@1", "--split", "dev", "--bootstrap", "100",

@@ -150,7 +150,7 @@ def test_the_whole_loop_from_import_to_test_evaluation(app, client, session, run
     # The baseline reads no prompt: the same verdicts, so no target flipped and McNemar's test is
     # undefined (no discordant pair), said so rather than given a p-value.
     assert comparison["mcnemar"]["b01"] == comparison["mcnemar"]["b10"] == 0
-    assert comparison["mcnemar"]["p_value"] is None and "no discordant pair" in comparison["mcnemar"]["note"]
+    assert comparison["mcnemar"]["p_value"] is None and comparison["mcnemar"]["reason"] == {"code": "no_discordant_pair"}
     assert comparison["flips"] == {**comparison["flips"], "fixed": [], "broken": []}
 
     # 7. Evaluate the final version on the frozen test split, on demand: recorded with a timestamp.

@@ -196,7 +196,8 @@ def test_per_label_prf_matches_sklearn_where_defined(data):
 
 def test_per_label_prf_undefined_is_none_not_zero():
     out = per_label_prf(["a", "a", "b"], ["a", "a", "a"], labels=["a", "b", "c"])
-    assert out["b"] == {"precision": None, "recall": 0.0, "f1": None, "support": 1, "note": "precision undefined: label never predicted"}
+    assert out["b"] == {"precision": None, "recall": 0.0, "f1": None, "support": 1, "note": "precision undefined: label never predicted",
+                        "reason": {"code": "precision_undefined"}}
     assert out["c"]["precision"] is None and out["c"]["recall"] is None and out["c"]["support"] == 0
     assert out["a"]["precision"] == pytest.approx(2 / 3) and out["a"]["recall"] == 1.0
     # both defined and zero: F1 is 0, not None

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
+from calibrate.reasons import word
 from calibrate.stats.alttest import AltTestResult, alt_test, benjamini_yekutieli
 
 FAST = settings(max_examples=60, deadline=None)
@@ -295,26 +296,25 @@ def test_missing_human_labels_are_not_labels():
 # --------------------------------------------------------------------------- undefined results
 
 
-@pytest.mark.parametrize(("data", "kwargs", "note"), [
-    (([], [], [], [], []), {}, "0 annotator(s) with labels: the alt-test needs at least 3"),
+@pytest.mark.parametrize(("data", "kwargs", "reason"), [
+    (([], [], [], [], []), {}, {"code": "alt_test_too_few_annotators", "count": 0, "min": 3}),
     ((["a", "a", "b", "b"], ["A", "B", "A", "B"], ["x", "y", "x", "x"], ["a", "b"], ["x", "x"]), {},
-     "2 annotator(s) with labels: the alt-test needs at least 3"),
+     {"code": "alt_test_too_few_annotators", "count": 2, "min": 3}),
     ((["a", "b", "c"], ["A", "B", "C"], ["x", "x", "x"], ["a", "b", "c"], ["x", "x", "x"]), {},
-     "no item has at least 2 human labels and a judge verdict"),
-    ((["a", "a", "a"], ["A", "B", "C"], ["x", "x", "x"], ["a"], [None]), {},
-     "no item has at least 2 human labels and a judge verdict"),
-    (_accuracy_block(copies=1), {}, "no annotator labelled at least min_items = 30 kept items (most: 5)"),
+     {"code": "alt_test_no_item"}),
+    ((["a", "a", "a"], ["A", "B", "C"], ["x", "x", "x"], ["a"], [None]), {}, {"code": "alt_test_no_item"}),
+    (_accuracy_block(copies=1), {}, {"code": "alt_test_min_items", "min_items": 30, "most": 5}),
 ])
-def test_undefined_cases_are_results(data, kwargs, note):
+def test_undefined_cases_are_results(data, kwargs, reason):
     res = alt_test(*data, **kwargs)
     assert res.status == "undefined" and not res.ok
-    assert res.note == note
+    assert res.to_dict()["reason"] == reason and res.note == word(reason)
     assert (res.winning_rate, res.advantage_prob, res.passed) == (None, None, None)
     assert (res.n_annotators, res.annotators) == (0, ())
     out = res.to_dict()
     assert json.loads(json.dumps(out, allow_nan=False)) == out
     assert set(out) == {"winning_rate", "advantage_prob", "passed", "epsilon", "alpha", "scoring", "n_items",
-                        "n_annotators", "annotators", "n_skipped", "status", "note"}
+                        "n_annotators", "annotators", "n_skipped", "status", "note", "reason"}
 
 
 def test_undefined_when_no_annotator_has_enough_items_counts_them_all_as_skipped():

@@ -508,3 +508,14 @@ def test_claims_of_someone_elses_item_are_not_found(client, session, item, make_
     assert response.status_code == 404
     _fresh(session)
     assert all(c.active for c in _claims(session, sample))
+
+
+def test_a_refusal_is_worded_in_the_readers_language_from_its_code(client, item):
+    """The web words a refusal from its reason's code (views/errors.py); the English is the command line's."""
+    url, headers = f"{item.url}/skip", {**HX, "X-CSRFToken": item.token}
+    spanish = client.post(url, data={"note": ""}, headers={**headers, "Accept-Language": "es-ES,es;q=0.9"})
+    assert spanish.status_code == 422 and spanish.get_data(as_text=True) == "diga por qué: el motivo para omitirlo"
+    english = client.post(url, data={"note": ""}, headers={**headers, "Accept-Language": "en"})
+    assert english.get_data(as_text=True) == "say why: the reason for skipping"
+    long = client.post(f"{item.url}/flag", data={"note": "x" * 1001}, headers={**headers, "Accept-Language": "es"})
+    assert long.get_data(as_text=True) == "la nota supera los 1.000 caracteres"  # the figure written the Spanish way

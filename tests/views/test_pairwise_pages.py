@@ -184,6 +184,11 @@ def test_the_disagreement_page_shows_the_responses_gold_and_each_orders_verdict(
     assert listed.status_code == 200 and f"sample:{pair.id}" in listed.get_data(as_text=True)
     refused = client.get(f"/datasets/d/calibration/judges/j/disagreements/sample:{pair.id}?task=pref&order_rule=both")
     assert refused.status_code == 404 and "order_rule must be one of consistent, original" in refused.get_data(as_text=True)
+    spanish = client.get(f"/datasets/d/calibration/judges/j/disagreements/sample:{pair.id}?task=pref&order_rule=both",
+                         headers={"Accept-Language": "es"})  # the refusal worded from its code, in the reader's language
+    assert "order_rule debe ser uno de consistent, original, no 'both'" in BeautifulSoup(spanish.get_data(as_text=True), "html.parser").main.get_text()
+    hostile = client.get(f"/datasets/d/calibration/judges/j/disagreements/sample:{pair.id}?task=pref&order_rule=<b>x</b>")
+    assert "&lt;b&gt;x&lt;/b&gt;" in hostile.get_data(as_text=True)  # a refusal quoting the request is escaped, never markup
 
 
 def test_the_sample_page_shows_responses_to_an_annotator_without_ids(client, pair, login):

@@ -78,6 +78,9 @@ def test_a_run_with_a_bad_request_says_why(client, login, engine, make_sample):
     page = client.post("/prompts/quality/1/run", data={"dataset": "nope", "backend": "baseline", "csrf_token": token},
                        follow_redirects=True)
     assert "unknown dataset 'nope'" in soup(page).select_one(".flash-error").get_text()
+    page = client.post("/prompts/quality/1/run", data={"dataset": "nope", "backend": "baseline", "csrf_token": token},
+                       headers={"Accept-Language": "es-ES,es;q=0.9"}, follow_redirects=True)  # worded from its code
+    assert soup(page).select_one(".flash-error").get_text(strip=True) == "conjunto de datos 'nope': no existe (conjuntos de datos: d)"
     refused = client.post("/prompts/quality/1/run", data={"dataset": "d", "backend": "openai", "csrf_token": token})
     assert refused.status_code == 400
 
@@ -118,3 +121,4 @@ def test_annotators_neither_see_nor_start_extractions(client, login, make_sample
     assert soup(client.get("/datasets/d")).select_one("#claim-sets") is None
     response = client.post("/datasets/d/extract", data={"prompt": "ex@1", "backend": "baseline", "csrf_token": token})
     assert response.status_code == 403
+

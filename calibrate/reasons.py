@@ -1,0 +1,387 @@
+"""Why a result is undefined, or what to know about it, as data: a stable code plus the figures it needs.
+
+A statistic, a report section or a refusal that has something to say carries a `Reason`:
+`Reason("single_label", label="supported")`. Its English sentence (the report JSON's `note`,
+word for word what it always was) is the code's template in `TEMPLATES` filled with the figures;
+the JSON also carries the reason itself (`"reason": {"code": "single_label", "label": "supported"}`),
+so that the HTML, Markdown and web pages word it again in the reader's language from the code
+(`word`), and never parse, match or translate the English note.
+
+Figures stay data: numbers stay numbers (a renderer formats them per locale, the template says how
+many digits), labels and names stay as given, and a figure may itself be a reason (or a list of
+reasons, for a note made of several parts joined by "; ").
+
+Standard library only, like errors.py: the statistics (calibrate/stats/) import it, and it
+imports nothing of calibrate (docs/architecture.md, "Layers"). The templates are marked with `N_`
+so that `pybabel extract -k N_` puts them in the catalog (docs/i18n.md, "Reasons").
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+
+def N_(message: str) -> str:
+    """Mark `message` for translation without translating it (calibrate.i18n.N_; this floor imports nothing)."""
+    return message
+
+
+def ngettext(singular: str, plural: str) -> tuple[str, str]:
+    """Mark a template with a singular and a plural form (the `count` figure chooses), without translating it.
+
+    Named after gettext's ngettext so that Babel's default keywords extract the pair; English writes
+    both forms the same ("annotator(s)"), so the note does not change; other languages choose.
+    """
+    return singular, plural
+
+
+# Figures whose value is itself a word to translate (through WORDS), not data.
+WORDS = {"lower": N_("lower"), "upper": N_("upper"), "original": N_("original"), "swapped": N_("swapped"),
+         "first": N_("first"), "second": N_("second"),
+         # the kinds of names a lookup refuses (lookup.py), singular and plural
+         "dataset": N_("dataset"), "datasets": N_("datasets"), "task": N_("task"), "tasks": N_("tasks"),
+         "judge": N_("judge"), "judges": N_("judges"), "user": N_("user"), "users": N_("users"),
+         "prompt": N_("prompt"), "prompts": N_("prompts")}
+TRANSLATED_FIGURES = ("side", "order", "which", "kind", "plural")
+
+# code -> English template, filled with str.format from the figures (a pair: singular and plural, by the
+# `count` figure). One place: docs/report.md lists them.
+TEMPLATES: dict[str, str | tuple[str, str]] = {
+    # calibrate.stats: any statistic
+    "no_data": N_("no data"),
+    "not_finite": N_("the statistic is not finite"),
+    "no_rows": N_("no rows"),
+    "resamples_undefined": N_("{undefined} of {resamples} resamples undefined and dropped"),
+    "one_cluster": N_("only one cluster: the bootstrap cannot estimate sampling variability"),
+    "too_few_resamples": N_("fewer than two defined resamples: no interval"),
+    "bca_infinite": N_("BCa bias correction is infinite (all resamples on one side of the estimate); percentile "
+                       "interval reported"),
+    "jackknife_undefined": ngettext("{count} jackknife value(s) undefined and ignored",
+                                      "{count} jackknife value(s) undefined and ignored"),
+    "bca_out_of_range": N_("BCa adjustment out of range; percentile interval reported"),
+    "custom_undefined": N_("the statistic is undefined on the full data"),
+    "difference_undefined": N_("{which}: {reason}"),
+    "no_rows_four_scores": N_("no rows with all four scores"),
+    # agreement
+    "no_items_both_raters": N_("no items rated by both raters"),
+    "kappa_too_few": N_("n < 2: kappa needs at least two items"),
+    "single_label": N_("all labels are {label!r}: expected agreement is 1"),
+    "single_label_code": N_("all labels are code {label_code}: expected agreement is 1"),
+    "single_label_no_disagreement": N_("all labels are {label!r}: expected disagreement is 0"),
+    "single_value_no_disagreement": N_("all pairable values are {label!r}: expected disagreement is 0"),
+    "precision_undefined": N_("precision undefined: label never predicted"),
+    "recall_undefined": N_("recall undefined: label absent from gold"),
+    "no_units_both_raters": N_("no units rated by both {a!r} and {b!r}"),
+    "no_ratings": N_("no ratings"),
+    "no_item_two_ratings": N_("no item has at least two ratings"),
+    "no_values": N_("no values"),
+    "no_unit_two_values": N_("no unit has at least two values"),
+    # correlation
+    "no_pairs_both_scores": N_("no pairs with both scores"),
+    "correlation_too_few": N_("n < 2: a correlation needs at least two pairs"),
+    "both_constant": N_("x and y are constant"),
+    "x_constant": N_("x is constant"),
+    "y_constant": N_("y is constant"),
+    "no_p_value_two": N_("no p-value for n = 2"),
+    "groups_skipped": ngettext("{count} group(s) skipped (n < 2 or constant scores)",
+                                 "{count} group(s) skipped (n < 2 or constant scores)"),
+    "no_groups": N_("no groups"),
+    "no_group_defined": N_("no group has at least two pairs with non-constant x and y"),
+    # paired comparisons and McNemar
+    "no_pairs_both_values": N_("no pairs with both values"),
+    "ttest_too_few": N_("n < 2: the t-test needs at least two pairs"),
+    "differences_zero": N_("all differences are zero: the two systems score the same on every pair"),
+    "differences_constant": N_("every difference is {difference:.6g}: their standard deviation is 0, so t is undefined"),
+    "wilcoxon_few_nonzero": N_("only {count} non-zero differences: the test cannot reach p < 0.05 with fewer than 6"),
+    "one_pair_no_interval": N_("n < 2: one pair gives no interval"),
+    "differences_same": N_("every difference is the same: the interval is a single point"),
+    "baseline_zero": N_("the mean of A is 0: no baseline to be relative to"),
+    "no_targets_to_compare": N_("no targets to compare"),
+    "no_discordant_pair": N_("the two judges are right and wrong on exactly the same targets: no discordant pair"),
+    # presentation order (position bias)
+    "unusable_verdicts": N_("unusable verdicts: {original} in the original order, {swapped} in the swapped order"),
+    "no_usable_pair": N_("no target has a usable verdict in both orders"),
+    "no_targets": N_("no targets"),
+    "all_ties": N_("every verdict of the pairs is a tie: no position was picked"),
+    # retrieval
+    "no_units_to_average": N_("no units to average {what} over"),
+    "no_unit_defined": N_("no unit has a defined value"),
+    "no_relevant_query": N_("no query has a relevant document"),
+    # the alt-test
+    "alt_test_too_few_annotators": ngettext("{count} annotator(s) with labels: the alt-test needs at least {min}",
+                                              "{count} annotator(s) with labels: the alt-test needs at least {min}"),
+    "alt_test_no_item": N_("no item has at least 2 human labels and a judge verdict"),
+    "alt_test_min_items": N_("no annotator labelled at least min_items = {min_items} kept items (most: {most})"),
+    "alt_test_items_dropped": ngettext("{count} item(s) dropped: fewer than 2 human labels or no judge verdict",
+                                         "{count} item(s) dropped: fewer than 2 human labels or no judge verdict"),
+    "alt_test_annotators_skipped": ngettext("{count} annotator(s) with fewer than {min_items} kept items not tested: {listed}",
+                                              "{count} annotator(s) with fewer than {min_items} kept items not tested: {listed}"),
+    "alt_test_annotators_skipped_more": ngettext("{count} annotator(s) with fewer than {min_items} kept items not tested: "
+                                           "{listed} and {more} more",
+                                                   "{count} annotator(s) with fewer than {min_items} kept items not tested: "
+                                           "{listed} and {more} more"),
+    "alt_test_constant": N_("annotator {annotator}: every difference is {difference}, so the t statistic is {sign}inf "
+                            "and the p-value its limit {p_value:g}"),
+    "alt_test_one_item": N_("annotator {annotator}: one item only, the t-test is undefined (not rejected)"),
+    "alt_test_few_tested": ngettext("only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}",
+                                      "only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}"),
+    "alt_test_no_verdicts": N_("the judge has no verdicts for this task"),
+    "alt_test_pairwise": N_("the alt-test compares labels on single targets; pairwise preferences are not supported"),
+    # calibration sections
+    "no_shared_targets_judge": N_("no shared targets with the judge"),
+    "no_usable_verdicts_on_gold": N_("the judge has no usable verdicts on targets with human gold"),
+    "judge_no_verdicts": N_("judge {judge} has no verdicts for this task"),
+    "no_two_annotators": N_("no target was labelled by two or more annotators"),
+    "kappa_undefined_every_group": N_("kappa is undefined in every group"),
+    "no_scored_targets": N_("no scored targets"),
+    "no_scale": N_("the task has no scale"),
+    "fractional_scores": N_("quadratic weighted kappa needs integer scores; the judge gave fractional ones"),
+    "fractional_gold": N_("the gold is fractional (a mean of annotators) and no annotator has enough integer labels"),
+    "mean_of_annotators": N_("the gold is a mean of annotators (fractional), so this is the mean of {count} annotators' "
+                             "weighted kappa with the judge"),
+    "one_order_missing": N_("the judge has {missing}: position bias needs both presentation orders "
+                            "(judge run --orders both)"),
+    "no_verdicts": N_("no verdicts"),
+    "verdicts_in_one_order": N_("verdicts in the {order} order only"),
+    "retrieval_source_ids": N_("the samples' retrieved_ids (ranked) and relevant_ids"),
+    "retrieval_source_context_relevance_gold": N_(
+        "the human gold of context_relevance: each sample's retrieved contexts in rank order, gold 'relevant' as "
+        "relevant (a context without gold counts as not relevant); recall is relative to the relevant contexts that "
+        "were retrieved, the only ones known"),
+    "retrieval_source_context_relevance_judge": N_(
+        "the judge's context_relevance verdicts: each sample's retrieved contexts in rank order, verdict 'relevant' "
+        "as relevant (no usable verdict counts as not relevant)"),
+    "no_gold_derived": N_("no human gold for {task}: it is derived per sample from the {source} labels, and none of "
+                          "those samples has any; label {source} or import experts' values with `calibrate import "
+                          "labels` (task {task}, a value in 0–1)"),
+    "no_gold_metric": N_("no human gold for {task}: annotators do not label it on the item page; import experts' values "
+                         "with `calibrate import labels` (task {task}, a value in 0–1)"),
+    "more_responses": ngettext("{count} target(s) with more than two responses left out (the statistics are defined for two)",
+                                 "{count} target(s) with more than two responses left out (the statistics are defined for two)"),
+    "order_no_usable_verdicts": N_("the judge has no usable verdicts on targets with human gold in this order"),
+    "neg_rmse_not_numeric": N_("neg_rmse scoring needs numeric labels and verdicts; {task} has labels such as "
+                               "{label!r}: use --scoring accuracy"),
+    "unexpected": N_("{message}"),
+    "no_judge_verdicts": N_("no listed judge has verdicts"),
+    "judges_share_no_target": N_("the {count} listed judges share no target with human gold outside their few-shot "
+                                 "examples"),
+    "no_target_outside_fewshot": N_("no target with human gold outside its few-shot examples"),
+    "no_common_target": N_("no common target: see the note above the rows"),
+    "retrieval_no_relevant": ngettext("{count} sample(s) without a relevant document are left out of the means",
+                                        "{count} sample(s) without a relevant document are left out of the means"),
+    "retrieval_none_relevant": N_("no sample has a relevant document: every metric is undefined"),
+    # comparing two judges
+    "no_common_targets": N_("no common targets"),
+    "see_mcnemar": N_("categorical task: see mcnemar"),
+    "see_ttest": N_("score task: see ttest and wilcoxon"),
+    "imported_judge": N_("{judges} is an imported judge (no prompt version): what changed between the two is not known"),
+    "imported_judges": N_("{judges} are imported judges (no prompt version): what changed between the two is not known"),
+    # refusals (CalibrateError): lookups
+    "unknown_name": N_("unknown {kind} {name!r} ({plural}: {names})"),
+    "unknown_name_more": N_("unknown {kind} {name!r} ({plural}: {names}, … ({total} in all))"),
+    "unknown_name_none": N_("unknown {kind} {name!r} ({plural}: none yet)"),
+    "with_hint": N_("{refusal}: {hint}"),
+    "hint_import_samples": N_("import samples first"),
+    "hint_import_its_samples": N_("import its samples first"),
+    "unknown_version": N_("prompt {prompt} has no version {number} (versions: {numbers})"),
+    "unknown_version_none": N_("prompt {prompt} has no version {number} (versions: none)"),
+    # refusals: annotation (the workbench, adjudication, guidelines, the team page)
+    "adjudication_needs_note": N_("write a note saying why: gold without a reason cannot be audited"),
+    "note_too_long": N_("the note is longer than {limit:,} characters"),
+    "claim_changed": N_("this claim was changed since the page was loaded (by another edit): reload the page"),
+    "claim_has_others_labels": ngettext("claim {numbers} carries labels of {count} other annotator(s): changing it would "
+                                        "make their work stale; flag the item for an engineer instead (Shift+F)",
+                                        "claim {numbers} carries labels of {count} other annotator(s): changing it would "
+                                        "make their work stale; flag the item for an engineer instead (Shift+F)"),
+    "claims_have_others_labels": ngettext("claims {numbers} carry labels of {count} other annotator(s): changing them would "
+                                          "make their work stale; flag the item for an engineer instead (Shift+F)",
+                                          "claims {numbers} carry labels of {count} other annotator(s): changing them would "
+                                          "make their work stale; flag the item for an engineer instead (Shift+F)"),
+    "claim_needs_text": N_("a claim needs text"),
+    "claim_too_long": N_("a claim has at most {limit:,} characters"),
+    "split_inside": N_("split inside the claim: put the caret between its first and last character (1–{last})"),
+    "split_between_words": N_("split between two words: both parts need text"),
+    "merge_last_claim": N_("claim {number} is the last one: there is no next claim to merge it with"),
+    "undo_changed_again": N_("cannot undo: these claims were changed again since (by another edit)"),
+    "guideline_empty": N_("the guideline is empty: write what annotators should do"),
+    "guideline_too_long": N_("the guideline is longer than {limit:,} characters"),
+    "guideline_unchanged": N_("nothing changed: this is already version {version}"),
+    "pairwise_fewer_than_two": N_("task {task} compares responses, and this item has fewer than two"),
+    "rationale_too_long": N_("the rationale is longer than {limit:,} characters"),
+    "evidence_on_claims": N_("evidence is marked on claims"),
+    "no_such_context": N_("this item has no context #{number}"),
+    "label_first": N_("choose a label first; the rationale and evidence are saved with it"),
+    "say_why_skip": N_("say why: the reason for skipping"),
+    "say_why_flag": N_("say why: what should be looked at"),
+    "own_account": N_("you cannot deactivate your own account"),
+    # A/B comparisons (calibrate ab): the `notes` list
+    "relative_undefined": N_("relative improvement undefined: {reason}"),
+    "ab_no_value": ngettext("{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "
+                            "no relevant document) and are left out",
+                            "{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "
+                            "no relevant document) and are left out"),
+    "ab_repeated": ngettext("{count} question(s) have several samples in {by}={value}: their values are averaged",
+                           "{count} question(s) have several samples in {by}={value}: their values are averaged"),
+    "ab_unpaired": ngettext("{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests",
+                           "{count} question(s) have a value only in {by}={value}: unpaired, left out of the tests"),
+    # refusals: calibration pages
+    "compare_same_judge": N_("compare two different judges"),
+    "no_test_split": N_("{dataset} has no test split (splits: {splits})"),
+    "no_test_split_none": N_("{dataset} has no test split (splits: none)"),
+    "no_test_verdicts": N_("judge {judge} has no {task} verdicts in the test split of {dataset}: run it there first"),
+    "unknown_order_rule": N_("order_rule must be one of {rules}, not {value!r}"),
+    # decisions and labels needed
+    "outside_interval": N_("the estimate lies outside its interval: no extrapolation is made"),
+    "no_interval": N_("there is no confidence interval to extrapolate from"),
+    "straddles": N_("the CI [{low:.3f}, {high:.3f}] straddles {threshold:g}; about {more} more labelled targets "
+                    "(n ≈ {total}) would be expected to settle it, assuming the estimate stays at {value:.3f} and the "
+                    "distance to the CI's {side} bound ({half:.3f}) shrinks as 1/√n"),
+    "alignment_undefined": N_("the alignment statistic is undefined: no decision"),
+    "no_ci_point": N_("no confidence interval: decided on the point estimate alone (rule: point)"),
+    "no_ci_ci_lower": N_("no confidence interval, so its lower bound cannot be checked against the threshold (rule: ci_lower)"),
+    "too_close": N_("the estimate {value:.3f} is too close to the threshold {threshold} for more labels to settle it in "
+                    "practice (it would take over {limit} labelled targets)"),
+    "straddles_half_width": N_("the CI [{low:.3f}, {high:.3f}] straddles {threshold}; about {more} more labelled targets "
+                               "(n ≈ {total}) would be expected to settle it, assuming the estimate stays at {value:.3f} "
+                               "and the CI half-width shrinks as 1/√n"),
+    "on_threshold": N_("the estimate sits on the threshold: no number of labels is expected to settle it"),
+    "half_width_reached": N_("the CI half-width {half:.3f} is already within {target:g}"),
+    "half_width": N_("the CI half-width is {half:.3f} with n = {n}; about {more} more labelled targets (n ≈ {total}) "
+                     "would be expected to bring it under {target:g}, assuming it shrinks as 1/√n"),
+    "half_width_judge_more": N_("the CI half-width is {half:.3f} with n = {n}; about {more} more labelled targets "
+                                "(n ≈ {total}) would be expected to bring it under {target:g}, assuming it shrinks as "
+                                "1/√n; only {candidates} judged targets lack gold, so the judge must also judge "
+                                "{judge_more} more targets"),
+}
+
+# A note made of several reasons: each worded, joined by "; " (the English notes always were).
+SEVERAL = "several"
+
+
+class Reason:
+    """A stable code and the figures its sentence needs; `str()` is the English sentence."""
+
+    __slots__ = ("code", "figures")
+
+    def __init__(self, code: str, /, **figures: Any) -> None:
+        if code != SEVERAL and code not in TEMPLATES:
+            raise ValueError(f"unknown reason code {code!r}")
+        if "code" in figures:
+            raise ValueError("a figure cannot be named 'code' (the reason's own key)")
+        self.code = code
+        self.figures = figures
+
+    def __repr__(self) -> str:
+        return f"Reason({self.code!r}, {self.figures!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reason) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.code)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """Return the English sentence (the JSON's `note`)."""
+        return word(self.to_dict())
+
+    def to_dict(self) -> dict:
+        """Return `{"code": …, figure: value, …}`: flat, JSON-safe when the figures are."""
+        return {"code": self.code, **{k: _plain(v) for k, v in self.figures.items()}}
+
+    @property
+    def parts(self) -> list[Reason]:
+        """Return the reasons this one joins (itself when it is one)."""
+        return list(self.figures["parts"]) if self.code == SEVERAL else [self]
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, list, tuple, dict)):
+        value = value.item()  # a numpy scalar: a plain number (this floor imports no numpy)
+    if isinstance(value, Reason):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def join(reasons: Iterable[Reason | None]) -> Reason | None:
+    """Return the reasons given as one (None for none, the reason itself for one; "several" joins them with "; ")."""
+    parts = [p for r in reasons if r is not None for p in r.parts]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Reason(SEVERAL, parts=parts)
+
+
+def noted(reason: Reason | None) -> dict:
+    """Return `{"note": English sentence, "reason": {...}}` for a JSON block (`{"note": ""}` without a reason)."""
+    return {"note": reason.text(), "reason": reason.to_dict()} if reason is not None else {"note": ""}
+
+
+def known(reason: Any) -> bool:
+    """Return whether `reason` (a JSON block's `reason`) has a code this version can word, parts included."""
+    if not isinstance(reason, Mapping) or not isinstance(reason.get("code"), str):
+        return False
+    if reason["code"] == SEVERAL:
+        parts = reason.get("parts")
+        return isinstance(parts, list) and bool(parts) and all(known(p) for p in parts)
+    return reason["code"] in TEMPLATES
+
+
+def _local(value: int | float, localize: Callable[[str], str]) -> Any:
+    """Return a number that formats as the template says (digits), then is written the reader's way (decimal sign)."""
+    base = float if isinstance(value, float) else int
+
+    class Local(base):  # type: ignore[misc, valid-type]
+        def __format__(self, spec: str) -> str:
+            return localize(format(base(self), spec))
+
+    return Local(value)
+
+
+def _english_plural(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural
+
+
+def word(reason: Mapping, *, gettext: Callable[[str], str] = N_,
+         ngettext: Callable[[str, str, int], str] = _english_plural,
+         localize: Callable[[str], str] | None = None) -> str:
+    """Return the sentence of a reason (`Reason.to_dict()`) in a language.
+
+    `gettext` translates a template (and the WORDS figures), `ngettext` a singular/plural pair for
+    the `count` figure; `localize` rewrites a number as formatted by the template ("0.469") the
+    reader's way ("0,469"). English by default. Raises KeyError for an unknown code (`known` says
+    beforehand).
+    """
+    code = reason["code"]
+    if code == SEVERAL:
+        return "; ".join(word(p, gettext=gettext, ngettext=ngettext, localize=localize) for p in reason["parts"])
+    figures = {}
+    for key, value in reason.items():
+        if key == "code":
+            continue
+        if isinstance(value, Mapping) and "code" in value:
+            value = word(value, gettext=gettext, ngettext=ngettext, localize=localize)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and localize is not None:
+            value = _local(value, localize)
+        elif isinstance(value, str) and value in WORDS and key in TRANSLATED_FIGURES:
+            value = gettext(WORDS[value])
+        figures[key] = value
+    template = TEMPLATES[code]
+    if isinstance(template, tuple):
+        return ngettext(*template, int(reason["count"])).format(**figures)
+    return gettext(template).format(**figures)
+
+
+def fields(template: str) -> set[str]:
+    """Return the names a template fills (to check that a translation keeps them)."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def english_templates() -> list[str]:
+    """Return every English template, both forms of a pair."""
+    return [form for template in TEMPLATES.values() for form in (template if isinstance(template, tuple) else (template,))]
