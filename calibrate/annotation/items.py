@@ -34,10 +34,10 @@ from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.i18n import N_, _
-from calibrate.ingest.claims import segment
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, task_title
+from calibrate.text.sentences import segment
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 

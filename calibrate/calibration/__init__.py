@@ -19,7 +19,7 @@ first use, so naming one API does not load pandas and SciPy for the rest):
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), gold,
 budget, decision, sections (a task's statistics), rag and retrieval (the RAG system's own
-metrics), alttest, report (build_report), common, compare, ab, loop. The gate's PASS/FAIL wording is reports/gate.py;
+metrics), alttest, report (build_report), common, compare, ab, loop. The gate's PASS/FAIL wording is cli/gate.py;
 model families and the self-preference guard are judges/families.py.
 """
 
@@ -33,17 +33,15 @@ from calibrate.errors import ABError, CalibrationError
 _API = {
     "Options": "options",
     "Report": "report", "ItemRow": "report", "build_report": "report", "alignment_sections": "report",
-    "gold_frame": "gold", "categorical_gold": "gold", "numeric_gold": "gold", "human_gold": "gold", "GOLD_RULE": "gold",
+    "gold_frame": "calibrate.gold", "categorical_gold": "calibrate.gold", "numeric_gold": "calibrate.gold",
+    "human_gold": "calibrate.gold", "GOLD_RULE": "calibrate.gold",
     "task_gold": "rag", "DERIVED_GOLD": "rag",
     "labels_needed": "budget", "label_budget": "budget",
     "decide": "decision", "rule_of": "decision", "Decided": "decision",
-    "test_look_preview": "testsplit", "look_text": "testsplit",
     "score_versions": "common", "VersionScores": "common", "alignment_frames": "report",
     "run_alt_test": "alttest", "alt_test_block": "alttest",
     "compare_judges": "compare",
     "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
-    "dashboard": "loop", "disagreements": "loop", "disagreement_detail": "loop", "add_fewshot": "loop",
-    "triage": "loop", "evaluate_on_test": "testsplit", "versions_section": "loop", "compare_two": "loop",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]
@@ -54,6 +52,6 @@ def __getattr__(name: str) -> Any:
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

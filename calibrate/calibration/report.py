@@ -5,7 +5,7 @@ Markdown, CSV, the web dashboard and `calibrate gate`), so they never disagree.
 
 Per task and target:
 
-- **Human gold**: calibration/gold.py's rule (docs/statistics.md). Stale labels (their claim
+- **Human gold**: gold.py's rule (docs/statistics.md). Stale labels (their claim
   or context changed after labelling) are left out.
 - **Excluded and counted**: targets whose verdict has no usable value (`n_unparsed`), targets
   with a verdict but no gold (`n_no_gold`, ties included), targets whose gold or verdict is a
@@ -44,7 +44,6 @@ from calibrate.calibration.frames import (
     verdict_columns,
     verdicts_frame,
 )
-from calibrate.calibration.gold import GOLD_RULE, categorical_gold
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import (
     apply_order_rule,
@@ -77,6 +76,7 @@ from calibrate.calibration.sections import (
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
+from calibrate.gold import GOLD_RULE, categorical_gold
 from calibrate.judges.families import (
     self_preference_warnings,
 )

@@ -17,8 +17,8 @@ import pandas as pd
 from calibrate import stats
 from calibrate.calibration.budget import budget_candidates, label_budget
 from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
-from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
+from calibrate.gold import categorical_gold, numeric_gold
 from calibrate.i18n import N_
 from calibrate.models import (
     Task,

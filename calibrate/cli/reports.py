@@ -16,12 +16,12 @@ ab = lazy_import("calibrate.calibration.ab")
 alttest = lazy_import("calibrate.calibration.alttest")
 alt_test_report = lazy_import("calibrate.reports.alt_test_report")
 compare = lazy_import("calibrate.calibration.compare")
-loop = lazy_import("calibrate.calibration.loop")
+loop = lazy_import("calibrate.loop.dashboard")
 report = lazy_import("calibrate.calibration.report")
 reports = lazy_import("calibrate.reports")
 ab_report = lazy_import("calibrate.reports.ab_report")
 compare_report = lazy_import("calibrate.reports.compare_report")
-gate = lazy_import("calibrate.reports.gate")
+gate = lazy_import("calibrate.cli.gate")
 
 
 ORDER_RULE = click.option(

@@ -10,10 +10,10 @@ from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, build_report
-from calibrate.calibration.loop import dashboard
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.judges import save_version
+from calibrate.loop.dashboard import dashboard
 from calibrate.models import Claim, Label, Sample
 
 
@@ -122,8 +122,8 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
-    from calibrate.calibration.loop import disagreements
-    from calibrate.calibration.testsplit import evaluate_on_test
+    from calibrate.loop.dashboard import disagreements
+    from calibrate.loop.testsplit import evaluate_on_test
     from calibrate.models import TestEvaluation
 
     assert dashboard(session, demo, split="test").message.startswith("the test split of")

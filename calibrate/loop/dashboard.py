@@ -41,9 +41,6 @@ from calibrate.calibration.common import score_versions
 from calibrate.calibration.compare import compare_judges
 from calibrate.calibration.decision import rule_of
 from calibrate.calibration.frames import metadata_fields, sample_field_values, split_samples
-from calibrate.calibration.gold import (
-    human_gold,
-)
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import (
@@ -53,14 +50,11 @@ from calibrate.calibration.report import (
     alignment_frames,
     build_report,
 )
-from calibrate.calibration.testsplit import (
-    TEST_SPLIT,
-    dataset_splits,
-    frozen_test_message,
-    test_looks,
-)
 from calibrate.datasets import sample_responses
 from calibrate.errors import CalibrationError, NotFound
+from calibrate.gold import (
+    human_gold,
+)
 from calibrate.judges.families import (
     self_preference_warnings,
 )
@@ -71,6 +65,12 @@ from calibrate.judges.versions import (
     latest_version,
     save_version,
     stored_examples,
+)
+from calibrate.loop.testsplit import (
+    TEST_SPLIT,
+    dataset_splits,
+    frozen_test_message,
+    test_looks,
 )
 from calibrate.models import (
     Assignment,

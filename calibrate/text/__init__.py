@@ -1,0 +1,1 @@
+"""Text below every domain package: the sentence segmenter (sentences.py)."""
