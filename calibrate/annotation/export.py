@@ -20,7 +20,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.calibration.frames import split_samples
+from calibrate.datasets import split_samples
 from calibrate.ingest.labels import LABEL_FIELDS
 from calibrate.models import Claim, Context, Label, Sample, Task, User
 

@@ -39,7 +39,6 @@ from calibrate.calibration.frames import (
     join_target,
     labels_frame,
     sample_field_values,
-    split_samples,
     target_positions,
     verdict_columns,
     verdicts_frame,
@@ -74,6 +73,7 @@ from calibrate.calibration.sections import (
     score_tolerance,
 )
 from calibrate.claimsets import expert_changes, source_counts
+from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.gold import GOLD_RULE, categorical_gold

@@ -40,7 +40,7 @@ from calibrate.calibration.calibrated import calibrated_task, calibrated_task_na
 from calibrate.calibration.common import score_versions
 from calibrate.calibration.compare import compare_judges
 from calibrate.calibration.decision import rule_of
-from calibrate.calibration.frames import metadata_fields, sample_field_values, split_samples
+from calibrate.calibration.frames import metadata_fields, sample_field_values
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import (
@@ -50,7 +50,7 @@ from calibrate.calibration.report import (
     alignment_frames,
     build_report,
 )
-from calibrate.datasets import sample_responses
+from calibrate.datasets import sample_responses, split_samples
 from calibrate.errors import CalibrationError, NotFound
 from calibrate.gold import (
     human_gold,
