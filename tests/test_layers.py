@@ -176,3 +176,31 @@ def test_no_module_is_over_800_lines_without_a_reason_at_its_top():
         if len(lines) > 800 and "Over 800 lines because" not in "\n".join(lines[:40]):
             long.append(f"{name}: {len(lines)} lines")
     assert long == []
+
+
+def test_calibration_is_used_through_its_public_api():
+    """Outside calibration/, modules import `from calibrate.calibration import …`, never one of its modules."""
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith("calibrate.calibration"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] \
+                if isinstance(node, ast.Import) else []
+            offenders += [f"{name} imports {t}" for t in targets if t.startswith("calibrate.calibration.")]
+    assert offenders == []
+    from calibrate import calibration
+
+    assert all(hasattr(calibration, n) for n in calibration.__all__)
+
+
+def test_one_lazy_loading_mechanism():
+    """Lazy names and modules come from calibrate/lazy.py: no other module builds a LazyLoader or its own PEP 562 hook."""
+    own = []
+    for name, path in _modules().items():
+        if name == "calibrate.lazy":
+            continue
+        tree = ast.parse(path.read_text())
+        own += [f"{name}: LazyLoader" for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "LazyLoader"]
+        own += [f"{name}: def __getattr__" for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+    assert own == []

@@ -68,6 +68,7 @@ from calibrate.calibration.retrieval import (
 )
 from calibrate.calibration.sections import (
     categorical_section,
+    human_block,
     numeric_section,
     score_agrees,
     score_tolerance,
@@ -252,6 +253,24 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
     if verdicts is not None and not verdicts.empty:
         ids |= set(verdicts["sample_id"].astype(int).tolist())
     return ids
+
+
+def human_agreement(session: Session, dataset_name: str, task_name: str, *, split: str | None = None) -> dict | None:
+    """Return a task's human-only figures, `{"kind", "human"}` as in its report section, or None without labels.
+
+    What the dashboard's ceiling needs, without building the report: the same labels (a metric
+    task's from each expert's own labels), the same split, the same `human` block.
+    """
+    dataset, task = lookup.dataset(session, dataset_name), lookup.task(session, task_name)
+    labels = labels_frame(session, dataset, task)
+    in_split = split_samples(session, dataset, split) if split else None
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    if task.name in DERIVED_GOLD:
+        labels = annotator_metric_labels(session, dataset, task, labels, in_split)
+    if labels.empty:
+        return None
+    return {"kind": task.kind, "human": human_block(task, labels)}
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,

@@ -20,10 +20,14 @@ from sqlmodel import select
 
 from calibrate import reports
 from calibrate.annotation.uncertainty import order_queue
-from calibrate.calibration import Options
-from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS
-from calibrate.calibration.pairwise import ORDER_RULES
-from calibrate.calibration.report import build_report
+from calibrate.calibration import (
+    DEFAULT_ALPHA,
+    DEFAULT_EPSILON,
+    DEFAULT_MIN_ITEMS,
+    ORDER_RULES,
+    Options,
+    build_report,
+)
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrationError
 from calibrate.i18n import _

@@ -31,6 +31,21 @@ def test_dashboard_rows_are_the_report_on_the_split(demo, session):
     assert board.ceiling is not None and board.n_labelled > 0
 
 
+@pytest.mark.parametrize("task", ["claim_support", "answer_quality", "faithfulness"])
+def test_the_ceiling_is_the_reports_human_block_without_building_the_report(demo, session, task):
+    """human_agreement gives exactly the human-only report's `human` block (the dashboard's ceiling comes from it)."""
+    from calibrate.calibration import human_agreement
+
+    section = build_report(session, demo, None, options=Options(bootstrap=100, split="dev"), tasks=[task]).data["tasks"][task]
+    alone = human_agreement(session, demo, task, split="dev")
+    assert alone == {"kind": section["kind"], "human": section["human"]} and alone["human"]["annotators"]
+    if task == "claim_support":
+        from calibrate.reports.summary import ceiling
+
+        board = dashboard(session, demo, options=Options(bootstrap=100))
+        assert board.ceiling == ceiling(section).value is not None
+
+
 def test_split_filter_keeps_only_that_splits_samples(demo, session):
     dev_ids = set(session.exec(select(Sample.id).where(Sample.split == "dev")).all())
     dev_targets = set(session.exec(select(Label.target_key).where(Label.sample_id.in_(dev_ids))).all())
