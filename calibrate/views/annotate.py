@@ -24,15 +24,12 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import REQUIRED_TASKS, choice_text, chosen_response, get_assignment, item_view, load_item
+from calibrate.annotation.items import REQUIRED_TASKS, choice_text, get_assignment, item_view, load_item
+from calibrate.annotation.label_posts import LabelPost, post_label
 from calibrate.annotation.labels import (
     EvidenceError,
     history,
-    my_label,
     resolve_target,
-    save_label,
-    sentence_evidence,
-    target_in,
 )
 from calibrate.annotation.queue import (
     claim_open_slot,
@@ -201,31 +198,14 @@ def label(assignment_id: int):
         for part in (context_id, index):  # each within what a row id can be
             int_field({"evidence_sentence": part}, "evidence_sentence")
 
-    # Read the item (and check the request against it) before taking the write lock; inside it,
-    # read my label on the target again and write: the lock is held for three statements.
-    data = load_item(get_session(), g.user, assignment_id, page=False)
-    task = data.task(form.get("task", ""))
-    target = target_in(data, task, form.get("target", ""))
-    close_session()
-    toggle: int | dict | None = evidence
-    if sentence:
-        try:
-            toggle = sentence_evidence(data.contexts, int(context_id), int(index))
-        except EvidenceError as exc:
-            raise BadField(exc.field, str(exc)) from None
-
-    order = data.shown_order() if task.kind == "pairwise" else None
-    if order is not None:  # the buttons post the position the response is shown in
-        value = chosen_response(order, value)
-
-    def act(db):
-        return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
-                          evidence_toggle=toggle, existing=my_label(db, task.id, target.key, g.user),
-                          version=data.guidelines[task.id].version if task.id in data.guidelines else None,
-                          context_ranks={c.rank for c in data.contexts}, order=order)
-
-    data.labels[(task.id, target.key)] = write(act)
-    return _cell_response(item_view(data, required=_required()), task.id, target.key)
+    post = LabelPost(task=form.get("task", ""), target=form.get("target", ""), value=value, rationale=rationale,
+                     evidence=evidence, sentence=(int(context_id), int(index)) if sentence else None)
+    try:
+        saved = post_label(get_session(), g.user, assignment_id, post, write=write, release=close_session,
+                           required=_required())
+    except EvidenceError as exc:
+        raise BadField(exc.field, str(exc)) from None
+    return _cell_response(saved.item, saved.task_id, saved.key)
 
 
 @bp.route("/annotate/<int:assignment_id>/undo", methods=("POST",))
