@@ -466,27 +466,30 @@ def label_name(task, value: object, locale: str | None = None) -> str:
     return text
 
 
-def builtin_spec(task) -> BuiltinTask | None:
-    """Return the built-in task's shipped definition (None for a custom task)."""
-    return BUILTIN_BY_NAME.get(task.name) if getattr(task, "builtin", False) else None
+def shipped_text(text: str, locale: str | None = None) -> str:
+    """Return a text the product ships (a built-in task's or the demo's description or guideline) in `locale`
+    (default: the current one), translated line by line when every line is in the catalogs; else as written.
+
+    A text someone wrote (or rewrote) is not in the catalogs, so it is shown as written in every
+    language; nor is a text only partly shipped translated, so a reader never gets a mix.
+    """
+    if not text:
+        return text
+    translator = i18n.translator(locale or i18n.current().locale)
+    lines = text.split("\n")
+    shown = [translator.gettext(line) if line else line for line in lines]
+    return "\n".join(shown) if all(new != old for new, old in zip(shown, lines, strict=True) if old) else text
 
 
 def task_description(task, locale: str | None = None) -> str:
-    """Return a task's description in `locale` (default: the current one): a built-in's shipped text translated, else as stored."""
-    spec, text = builtin_spec(task), task.description or ""
-    if spec is not None and text and text == spec.description:
-        return i18n.translator(locale or i18n.current().locale).gettext(text)
-    return text
+    """Return a task's description in `locale` (a shipped description translated, else as stored)."""
+    return shipped_text(task.description or "", locale)
 
 
 def guideline_text(task, text: str, locale: str | None = None) -> str:
-    """Return a guideline's text in `locale` (default: the current one): a built-in task's shipped guideline translated
-    line by line (its rubric levels included), else the text as written."""
-    spec = builtin_spec(task)
-    if spec is not None and text and text == spec.guidelines:
-        translator = i18n.translator(locale or i18n.current().locale)
-        return "\n".join(translator.gettext(line) if line else line for line in text.split("\n"))
-    return text
+    """Return a task's guideline text in `locale` (a shipped guideline translated line by line, its rubric levels
+    included, else as written)."""
+    return shipped_text(text, locale)
 
 
 def task_title(task) -> str:

@@ -56,3 +56,14 @@ def test_the_spanish_tasks_page_shows_the_description_translated_and_saving_it_b
     client.post("/tasks/answer_quality", data={"csrf_token": token, "description": ""}, headers=SPANISH)
     session.expire_all()
     assert _task(session, "answer_quality").description == BUILTIN_BY_NAME["answer_quality"].description
+
+
+def test_the_demos_guideline_ships_in_both_languages_and_a_partly_shipped_text_is_never_mixed():
+    from calibrate.demo import PREFERENCE_GUIDELINES
+    from calibrate.tasks import shipped_text
+
+    spanish = shipped_text(PREFERENCE_GUIDELINES, "es")
+    assert spanish.startswith("Elige la respuesta") and spanish.splitlines()[1].startswith("Empate:")
+    assert shipped_text(PREFERENCE_GUIDELINES, "en") == PREFERENCE_GUIDELINES
+    mixed = PREFERENCE_GUIDELINES + "\nAsk the team when unsure."
+    assert shipped_text(mixed, "es") == mixed

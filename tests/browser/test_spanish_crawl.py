@@ -1,7 +1,7 @@
 """Every page of the demo in Spanish shows none of the product's English texts (issue 21): one browser context
 with a Spanish Accept-Language, the workbench as an annotator, then every page an admin reaches (the crawl of
-test_crawl.py, once per URL shape), checked against the built-in tasks' English descriptions, guidelines and
-rubric levels. An edit box (textarea, input) may hold the stored text an engineer edits; the page around it may not."""
+test_crawl.py, once per URL shape), checked against the built-in tasks' and the demo's English descriptions,
+guidelines and rubric levels. An edit box (textarea, input) may hold the stored text an engineer edits; the page around it may not."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ import pytest
 from demo_server import demo_site, login
 from test_crawl import DOWNLOAD, LINKS, SKIP, _shape
 
+from calibrate.demo import PREFERENCE_DESCRIPTION, PREFERENCE_GUIDELINES
 from calibrate.tasks import BUILTIN_TASKS
 
 MAX_PAGES = 80
 ENGLISH = sorted({line for spec in BUILTIN_TASKS if spec.name in ("claim_support", "answer_quality", "context_relevance")
                   for line in (spec.description, *spec.guidelines.split("\n"))}
-                 | {"wrong, unsafe or unrelated to the question", "mostly right, but"})
+                 | {"wrong, unsafe or unrelated to the question", "mostly right, but", PREFERENCE_DESCRIPTION,
+                    *PREFERENCE_GUIDELINES.split("\n")})
 # The page's text, hidden parts (closed <details>, tooltips' hosts) included, edit boxes and scripts left out.
 TEXT = """(() => { const copy = document.body.cloneNode(true);
   copy.querySelectorAll('textarea, script, style, input').forEach((el) => el.remove());
