@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ingest"))
 from test_claims import PARAGRAPH, PATHOLOGICAL
 
-from calibrate.ingest.claims import segment
+from calibrate.text.sentences import segment
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Every sample records the method behind its active claims in `Sample.claim_source`:
 
-    segmenter        the deterministic sentence segmenter (calibrate/ingest/claims.py) at import
+    segmenter        the deterministic sentence segmenter (calibrate/text/sentences.py) at import
     import           the claims given in the samples file
     NAME@V           an LLM extraction by prompt version NAME@V (`calibrate claims extract`)
     SOURCE+edited    any of these once an expert split, merged or edited one of its claims
@@ -30,8 +30,8 @@ from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
-from calibrate.ingest.claims import ClaimSpan
 from calibrate.models import EDITED, EXPERT, IMPORT, SEGMENTER, Claim, ClaimEdit, Dataset, Label, LabelRevision, Sample, utcnow
+from calibrate.text.sentences import ClaimSpan
 
 __all__ = ["EDITED", "EXPERT", "IMPORT", "SEGMENTER", "active_claims", "base_source", "edited",
            "expert_changes", "expert_work", "flag_stale", "labelled_samples", "replace_claim_sets", "replace_claims",

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sqlalchemy import func
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
+from calibrate.errors import CalibrationError
 from calibrate.models import Assignment, Claim, Context, Dataset, Label, Response, Sample, Task, User, visible_dataset
 
 
@@ -135,3 +137,13 @@ def sample_detail(session: Session, dataset: Dataset, external_id: str, *, with_
             ).all()
         )
     return SampleDetail(sample, contexts, claims, pieces, unplaced, labels, sample_responses(session, sample.id))
+
+
+def split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:
+    """Return the ids of the dataset's samples in `split` (CalibrationError naming the splits if none)."""
+    rows = session.execute(sa_select(Sample.id, Sample.split).where(Sample.dataset_id == dataset.id)).all()
+    ids = {sid for sid, value in rows if value == split}
+    if not ids:
+        present = sorted({value for _, value in rows if value})
+        raise CalibrationError(f"no sample of {dataset.name} is in split {split!r} (splits: {', '.join(present) or 'none'})")
+    return ids

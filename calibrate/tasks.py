@@ -92,43 +92,42 @@ BUILTIN_TASKS = (
         "categorical",
         labels=("supported", "unsupported", "not_applicable"),
         excluded=("not_applicable",),
-        description="Is each claim of the answer supported by the retrieved contexts?",
+        description=N_("Is each claim of the answer supported by the retrieved contexts?"),
         display=(("es", (("supported", "Respaldada"), ("unsupported", "No respaldada"), ("not_applicable", "No es una afirmación"))),),
-        guidelines=(
-            "Supported: everything the claim states can be found in, or follows directly from, "
-            "the retrieved contexts (numbers, units and conditions included).\n"
-            "Unsupported: any part of the claim is absent from or contradicted by the contexts, "
-            "even if it is true in the world (a wrong dose, an invented source, a claim beyond "
-            "what the contexts say).\n"
-            "Not a claim: courtesy, advice to see a professional, or a question — nothing that "
-            "can be checked against the contexts."
-        ),
+        guidelines="\n".join((
+            N_("Supported: everything the claim states can be found in, or follows directly from, "
+               "the retrieved contexts (numbers, units and conditions included)."),
+            N_("Unsupported: any part of the claim is absent from or contradicted by the contexts, "
+               "even if it is true in the world (a wrong dose, an invented source, a claim beyond "
+               "what the contexts say)."),
+            N_("Not a claim: courtesy, advice to see a professional, or a question — nothing that can be checked against the contexts."),
+        )),
     ),
     BuiltinTask(
         "answer_quality",
         "sample",
         "ordinal",
         scale=(1, 5),
-        description="How good is the answer as a whole, on the rubric scale?",
-        guidelines=(
-            "5: correct, complete and fully grounded in the contexts.\n"
-            "4: correct and grounded, with a minor omission.\n"
-            "3: mostly right, but with an unsupported detail or a notable omission.\n"
-            "2: a material error or several unsupported claims.\n"
-            "1: wrong, unsafe or unrelated to the question."
-        ),
+        description=N_("How good is the answer as a whole, on the rubric scale?"),
+        guidelines="\n".join((
+            N_("5: correct, complete and fully grounded in the contexts."),
+            N_("4: correct and grounded, with a minor omission."),
+            N_("3: mostly right, but with an unsupported detail or a notable omission."),
+            N_("2: a material error or several unsupported claims."),
+            N_("1: wrong, unsafe or unrelated to the question."),
+        )),
     ),
     BuiltinTask(
         "context_relevance",
         "context",
         "categorical",
         labels=("relevant", "not_relevant"),
-        description="Is each retrieved context relevant to the question?",
+        description=N_("Is each retrieved context relevant to the question?"),
         display=(("es", (("relevant", "Relevante"), ("not_relevant", "No relevante"))),),
-        guidelines=(
-            "Relevant: the passage helps answer the question (even partly).\n"
-            "Not relevant: the passage does not help answer this question."
-        ),
+        guidelines="\n".join((
+            N_("Relevant: the passage helps answer the question (even partly)."),
+            N_("Not relevant: the passage does not help answer this question."),
+        )),
     ),
     # Metric tasks: one score in 0–1 per sample, computed by a metric judge from per-claim,
     # per-context or per-statement steps (calibrate.judges.metrics). Judge-side tasks: no
@@ -139,7 +138,7 @@ BUILTIN_TASKS = (
         "sample",
         "continuous",
         scale=(0, 1),
-        description="Share of the answer's claims supported by the retrieved contexts (0–1).",
+        description=N_("Share of the answer's claims supported by the retrieved contexts (0–1)."),
         guidelines=("Supported claims / claims of the answer, leaving out claims that state nothing checkable. "
                     "Gold is derived from the claim_support labels unless a direct value is imported."),
     ),
@@ -148,8 +147,8 @@ BUILTIN_TASKS = (
         "sample",
         "continuous",
         scale=(0, 1),
-        description="How well the answer addresses the question (0–1): mean cosine similarity of the question "
-                    "with questions the answer would answer.",
+        description=N_("How well the answer addresses the question (0–1): mean cosine similarity of the question "
+                    "with questions the answer would answer."),
         guidelines="0: the answer does not address the question (or is noncommittal); 1: it addresses exactly it.",
     ),
     BuiltinTask(
@@ -157,7 +156,7 @@ BUILTIN_TASKS = (
         "sample",
         "continuous",
         scale=(0, 1),
-        description="Rank-weighted precision of the retrieved contexts (0–1): (1/R) Σ_k precision@k · rel_k.",
+        description=N_("Rank-weighted precision of the retrieved contexts (0–1): (1/R) Σ_k precision@k · rel_k."),
         guidelines=("Relevant contexts ranked first score high. Gold is derived from the context_relevance labels "
                     "unless a direct value is imported."),
     ),
@@ -166,7 +165,7 @@ BUILTIN_TASKS = (
         "sample",
         "continuous",
         scale=(0, 1),
-        description="Share of the ground truth's statements that can be attributed to the retrieved contexts (0–1).",
+        description=N_("Share of the ground truth's statements that can be attributed to the retrieved contexts (0–1)."),
         guidelines="Attributed statements of the ground truth / its statements.",
     ),
     # The extraction task: an LLM splits the answer into atomic claims (the way RAGAS and TruLens
@@ -175,11 +174,12 @@ BUILTIN_TASKS = (
         "claim_extraction",
         "sample",
         EXTRACTION,
-        description="Split the answer into atomic, self-contained claims (the claims the faithfulness judge verifies).",
+        description=N_("Split the answer into atomic, self-contained claims (the claims the faithfulness judge verifies)."),
         guidelines=("One claim per fact: a number with its unit and condition, a name, a date, a recommendation. "
                     "Resolve pronouns so each claim stands alone, keep the answer's language and wording, add nothing."),
     ),
 )
+BUILTIN_BY_NAME = {spec.name: spec for spec in BUILTIN_TASKS}
 METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 EXTRACTION_TASKS = ("claim_extraction",)
 # Tasks no annotator labels item by item: judge-side only.
@@ -494,6 +494,32 @@ def label_name(task, value: object, locale: str | None = None) -> str:
     if getattr(task, "builtin", False) and text in BUILTIN_LABEL_NAMES:
         return i18n.translator(locale).gettext(BUILTIN_LABEL_NAMES[text])
     return text
+
+
+def shipped_text(text: str, locale: str | None = None) -> str:
+    """Return a text the product ships (a built-in task's or the demo's description or guideline) in `locale`
+    (default: the current one), translated line by line when every line is in the catalogs; else as written.
+
+    A text someone wrote (or rewrote) is not in the catalogs, so it is shown as written in every
+    language; nor is a text only partly shipped translated, so a reader never gets a mix.
+    """
+    if not text:
+        return text
+    translator = i18n.translator(locale or i18n.current().locale)
+    lines = text.split("\n")
+    shown = [translator.gettext(line) if line else line for line in lines]
+    return "\n".join(shown) if all(new != old for new, old in zip(shown, lines, strict=True) if old) else text
+
+
+def task_description(task, locale: str | None = None) -> str:
+    """Return a task's description in `locale` (a shipped description translated, else as stored)."""
+    return shipped_text(task.description or "", locale)
+
+
+def guideline_text(task, text: str, locale: str | None = None) -> str:
+    """Return a task's guideline text in `locale` (a shipped guideline translated line by line, its rubric levels
+    included, else as written)."""
+    return shipped_text(text, locale)
 
 
 def task_title(task) -> str:

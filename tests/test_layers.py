@@ -89,10 +89,8 @@ def _top_level_imports(path: Path, name: str, modules: dict[str, Path]) -> set[s
     return found & set(modules)
 
 
-def test_there_are_no_import_circles():
-    """No module imports, directly or through others, a module that imports it back (Tarjan's SCCs)."""
-    modules = _modules()
-    graph = {name: _top_level_imports(path, name, modules) - {name} for name, path in modules.items()}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the strongly connected components of more than one node (Tarjan's algorithm)."""
     index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
 
     def visit(node: str) -> None:
@@ -121,7 +119,43 @@ def test_there_are_no_import_circles():
     for name in sorted(graph):
         if name not in index:
             visit(name)
-    assert circles == []
+    return circles
+
+
+def _module_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _top_level_imports(path, name, modules) - {name} for name, path in modules.items()}
+
+
+def test_there_are_no_import_circles():
+    """No module imports, directly or through others, a module that imports it back."""
+    assert _circles(_module_graph()) == []
+
+
+def _package(module: str) -> str:
+    """Return the floor a module lives on: calibrate.X for a subpackage's modules or a top module."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Return the graph of packages (calibrate.X) that the module graph draws; `calibrate` itself is no floor."""
+    packages: dict[str, set[str]] = {_package(name): set() for name in graph if name != "calibrate"}
+    for name, imported in graph.items():
+        if name != "calibrate":
+            packages[_package(name)] |= {_package(other) for other in imported if other != "calibrate"} - {_package(name)}
+    return packages
+
+
+def test_the_packages_form_no_circle():
+    """No package (calibration, judges, reports, …) imports, through any of its modules, one that imports it back."""
+    assert _circles(package_graph(_module_graph())) == []
+
+
+def test_the_package_check_sees_a_circle_of_packages():
+    """The check above can fail: two packages whose modules import each other's other modules are a circle."""
+    graph = {"calibrate.a.x": {"calibrate.b.y"}, "calibrate.b.z": {"calibrate.a.w"}, "calibrate.a.w": set(), "calibrate.b.y": set()}
+    assert _circles(graph) == []
+    assert _circles(package_graph(graph)) == [["calibrate.a", "calibrate.b"]]
 
 
 def test_no_private_helper_is_imported_across_modules():
@@ -142,3 +176,31 @@ def test_no_module_is_over_800_lines_without_a_reason_at_its_top():
         if len(lines) > 800 and "Over 800 lines because" not in "\n".join(lines[:40]):
             long.append(f"{name}: {len(lines)} lines")
     assert long == []
+
+
+def test_calibration_is_used_through_its_public_api():
+    """Outside calibration/, modules import `from calibrate.calibration import …`, never one of its modules."""
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith("calibrate.calibration"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] \
+                if isinstance(node, ast.Import) else []
+            offenders += [f"{name} imports {t}" for t in targets if t.startswith("calibrate.calibration.")]
+    assert offenders == []
+    from calibrate import calibration
+
+    assert all(hasattr(calibration, n) for n in calibration.__all__)
+
+
+def test_one_lazy_loading_mechanism():
+    """Lazy names and modules come from calibrate/lazy.py: no other module builds a LazyLoader or its own PEP 562 hook."""
+    own = []
+    for name, path in _modules().items():
+        if name == "calibrate.lazy":
+            continue
+        tree = ast.parse(path.read_text())
+        own += [f"{name}: LazyLoader" for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "LazyLoader"]
+        own += [f"{name}: def __getattr__" for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+    assert own == []

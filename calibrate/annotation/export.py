@@ -26,7 +26,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.calibration.frames import split_samples
+from calibrate.datasets import split_samples
 from calibrate.ingest.labels import LABEL_FIELDS
 from calibrate.models import EXTRACTION, Claim, Context, Judge, Label, Sample, Task, User, Verdict
 

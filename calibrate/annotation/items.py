@@ -33,11 +33,11 @@ from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
-from calibrate.i18n import N_, _
-from calibrate.ingest.claims import segment
+from calibrate.i18n import N_, _, current
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.targets import where
-from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, task_title
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, task_title
+from calibrate.text.sentences import segment
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
 
@@ -132,7 +132,7 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
     low, high = task.scale_min, task.scale_max
     if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
-        rubric = rubric_levels(guideline.text) if guideline else {}
+        rubric = rubric_levels(guideline_text(task, guideline.text)) if guideline else {}
         values = [str(v) for v in range(int(low), int(high) + 1)]
         return Widget("choices", tuple(Choice(v, v, (v,), rubric.get(v, "")) for v in values), low, high, "1")
     return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
@@ -502,16 +502,17 @@ def my_labels(session: Session, sample_id: int, user_id: int) -> dict[tuple[int,
 
 
 # The widgets of the cached tasks and guidelines (the same list and dict objects until they
-# change): built once, not on every keystroke.
-_WIDGETS: tuple[object, object, dict[int, Widget]] = (None, None, {})
+# change) in the reader's language (a rubric's level texts): built once, not on every keystroke.
+_WIDGETS: tuple[object, object, str, dict[int, Widget]] = (None, None, "", {})
 
 
 def _widgets(tasks: list, guidelines: dict[int, object]) -> dict[int, Widget]:
     global _WIDGETS
-    cached_tasks, cached_guidelines, widgets = _WIDGETS
-    if cached_tasks is not tasks or cached_guidelines is not guidelines:
+    cached_tasks, cached_guidelines, cached_locale, widgets = _WIDGETS
+    locale = current().locale
+    if cached_tasks is not tasks or cached_guidelines is not guidelines or cached_locale != locale:
         widgets = {task.id: widget_for(task, guidelines.get(task.id)) for task in tasks}
-        _WIDGETS = (tasks, guidelines, widgets)
+        _WIDGETS = (tasks, guidelines, locale, widgets)
     return widgets
 
 

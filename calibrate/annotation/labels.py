@@ -11,7 +11,7 @@ label's creation deletes the label (there was nothing before it; its revisions g
 Evidence (`Label.evidence`, JSON) is a list of what supports a claim, each entry either a
 context rank (an int: the whole context, the only kind before sentences) or one sentence of a
 context, an object `{"context": rank, "sentence": i, "start": s, "end": e, "text": "..."}`:
-`i` is the 0-based index among the context's sentences as `calibrate.ingest.claims.segment`
+`i` is the 0-based index among the context's sentences as `calibrate.text.sentences.segment`
 cuts it, `[s, e)` its character span in the context and `text` the sentence itself (so a
 reader needs neither the segmenter nor the context). Entries are kept sorted by (rank,
 sentence), a whole context before its sentences.
@@ -34,7 +34,6 @@ from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import LABEL_COLUMNS
 from calibrate.db import Statement
-from calibrate.ingest.claims import segment
 from calibrate.models import (
     MAX_ID,
     TARGETS,
@@ -51,6 +50,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
+from calibrate.text.sentences import segment
 
 _CONTEXTS = Context.__table__
 

@@ -1,59 +1,57 @@
-"""Calibration: labels and judges' verdicts → gold, statistics, the Report, comparisons and the loop.
+"""Calibration: labels and judges' verdicts → gold, statistics, the Report and comparisons (computation only).
 
-The public API (import these names from `calibrate.calibration`; the modules are loaded on
-first use, so naming one API does not load pandas and SciPy for the rest):
+The public API: every module outside this package imports these names from
+`calibrate.calibration` (tests/test_layers.py checks it). Each name's module is loaded on
+first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for the rest:
 
     build_report(session, dataset, judge, options=, tasks=) → Report     report.py
-    Options, Report, ItemRow, alignment_sections                          options.py, report.py
-    gold_frame, categorical_gold, numeric_gold, human_gold, GOLD_RULE     gold.py  (the one gold rule)
+    Options, Report, ItemRow, alignment_sections, alignment_frames        options.py, report.py
+    human_agreement(session, dataset, task, split=)                       report.py (the human–human figures alone)
+    gold_frame, categorical_gold, numeric_gold, human_gold, GOLD_RULE     calibrate/gold.py (the one gold rule)
     task_gold, DERIVED_GOLD                                               rag.py   (metric tasks' gold)
     labels_needed, label_budget                                           budget.py
-    decide, rule_of, Decided                                              decision.py (pass / fail / undecided)
+    decide, rule_of, Decided, labels_to_decide                            decision.py (pass / fail / undecided)
     score_versions, VersionScores                                         common.py (versions on common targets)
-    run_alt_test, alt_test_block                                          alttest.py (the Alternative Annotator Test)
+    run_alt_test, alt_test_block, alt_test_labels, check_parameters, …    alttest.py (the Alternative Annotator Test)
     compare_judges                                                        compare.py (`calibrate compare`)
     compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
-    dashboard, disagreements, versions_section, …                         loop.py  (the engineer's loop)
-    evaluate_on_test, test_look_preview, look_text                        testsplit.py (the frozen test split)
+    apply_order_rule, ORDER_RULES                                         pairwise.py (the order rule)
+    metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
+    calibrated_task, calibrated_task_names                                calibrated.py
     CalibrationError, ABError                                             calibrate/errors.py
 
-Modules, in the order data flows: frames (read labels and verdicts into frames), gold,
-budget, decision, sections (a task's statistics), rag and retrieval (the RAG system's own
-metrics), alttest, report (build_report), common, compare, ab, loop. The gate's PASS/FAIL wording is reports/gate.py;
-model families and the self-preference guard are judges/families.py.
+Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
+decision, sections (a task's statistics), pairwise, rag and retrieval (the RAG system's own
+metrics), alttest, report (build_report), common, compare, ab. The application over it (the
+dashboard, triage, few-shots, the frozen test split) is calibrate/loop/; the gate's wording
+is cli/gate.py; model families and the self-preference guard are judges/families.py.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from calibrate import lazy
 from calibrate.errors import ABError, CalibrationError
 
 _API = {
     "Options": "options",
     "Report": "report", "ItemRow": "report", "build_report": "report", "alignment_sections": "report",
-    "gold_frame": "gold", "categorical_gold": "gold", "numeric_gold": "gold", "human_gold": "gold", "GOLD_RULE": "gold",
+    "alignment_frames": "report", "human_agreement": "report",
+    "gold_frame": "calibrate.gold", "categorical_gold": "calibrate.gold", "numeric_gold": "calibrate.gold",
+    "human_gold": "calibrate.gold", "GOLD_RULE": "calibrate.gold",
     "task_gold": "rag", "DERIVED_GOLD": "rag",
     "labels_needed": "budget", "label_budget": "budget",
-    "decide": "decision", "rule_of": "decision", "Decided": "decision",
-    "test_look_preview": "testsplit", "look_text": "testsplit",
-    "score_versions": "common", "VersionScores": "common", "alignment_frames": "report",
-    "run_alt_test": "alttest", "alt_test_block": "alttest",
+    "decide": "decision", "rule_of": "decision", "Decided": "decision", "labels_to_decide": "decision",
+    "score_versions": "common", "VersionScores": "common",
+    "run_alt_test": "alttest", "alt_test_block": "alttest", "alt_test_labels": "alttest", "check_parameters": "alttest",
+    "expert_count": "alttest", "DEFAULT_ALPHA": "alttest", "DEFAULT_EPSILON": "alttest", "DEFAULT_MIN_ITEMS": "alttest",
+    "MIN_ANNOTATORS": "alttest",
     "compare_judges": "compare",
     "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
-    "dashboard": "loop", "disagreements": "loop", "disagreement_detail": "loop", "add_fewshot": "loop",
-    "triage": "loop", "evaluate_on_test": "testsplit", "versions_section": "loop", "compare_two": "loop",
+    "apply_order_rule": "pairwise", "ORDER_RULES": "pairwise",
+    "metadata_fields": "frames", "sample_field_values": "frames",
+    "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]
 
-
-def __getattr__(name: str) -> Any:
-    """Load the module of a public name on first use (PEP 562)."""
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.api_getattr(__name__, _API)

@@ -48,10 +48,6 @@ from calibrate.calibration.frames import (
     sample_field_values,
     target_positions,
 )
-from calibrate.calibration.gold import (
-    categorical_gold,
-    numeric_gold,
-)
 from calibrate.calibration.rag import (
     DERIVED_GOLD,
     gold_relevance,
@@ -65,6 +61,10 @@ from calibrate.calibration.retrieval import (
     id_lists,
 )
 from calibrate.errors import ABError, CalibrationError
+from calibrate.gold import (
+    categorical_gold,
+    numeric_gold,
+)
 from calibrate.models import (
     Dataset,
     Judge,

@@ -30,9 +30,10 @@ from sqlmodel import Session
 
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.frames import fewshot_keys, labels_frame, split_samples, verdicts_frame
+from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import DERIVED_GOLD, annotator_metric_labels
+from calibrate.datasets import split_samples
 from calibrate.errors import CalibrationError
 from calibrate.models import Task
 from calibrate.reasons import Reason

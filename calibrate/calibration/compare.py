@@ -42,7 +42,6 @@ from calibrate.calibration.decision import decide, rule_of
 from calibrate.calibration.frames import (
     adjudication_order,
     fewshot_keys,
-    split_samples,
 )
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import apply_order_rule
@@ -51,6 +50,7 @@ from calibrate.calibration.rag import (
     task_gold,
 )
 from calibrate.calibration.sections import score_agrees, score_tolerance
+from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.models import (

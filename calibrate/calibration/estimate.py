@@ -36,10 +36,11 @@ from sqlmodel import Session
 
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.frames import fewshot_keys, labels_frame, split_samples, verdicts_frame
-from calibrate.calibration.gold import gold_frame
+from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
+from calibrate.datasets import split_samples
 from calibrate.errors import CalibrationError
+from calibrate.gold import gold_frame
 from calibrate.models import Sample, Task
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels

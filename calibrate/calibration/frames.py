@@ -162,16 +162,6 @@ def external_ids(session: Session, dataset: Dataset) -> dict[int, str]:
     return dict(zip(frame["id"].tolist(), frame["external_id"].tolist(), strict=True))
 
 
-def split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:
-    """Return the ids of the dataset's samples in `split` (CalibrationError naming the splits if none)."""
-    rows = session.execute(sa_select(Sample.id, Sample.split).where(Sample.dataset_id == dataset.id)).all()
-    ids = {sid for sid, value in rows if value == split}
-    if not ids:
-        present = sorted({value for _, value in rows if value})
-        raise CalibrationError(f"no sample of {dataset.name} is in split {split!r} (splits: {', '.join(present) or 'none'})")
-    return ids
-
-
 def claim_totals(session: Session, dataset: Dataset) -> pd.Series:
     """Return sample id → number of active claims (the denominator of faithfulness)."""
 

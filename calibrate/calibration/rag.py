@@ -22,12 +22,12 @@ from calibrate.calibration.frames import (
     target_positions,
     verdicts_frame,
 )
-from calibrate.calibration.gold import (
-    categorical_gold,
-    numeric_gold,
-)
 from calibrate.calibration.sections import (
     estimate_dict,
+)
+from calibrate.gold import (
+    categorical_gold,
+    numeric_gold,
 )
 from calibrate.models import (
     LABEL_KINDS,

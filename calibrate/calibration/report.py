@@ -5,7 +5,7 @@ Markdown, CSV, the web dashboard and `calibrate gate`), so they never disagree.
 
 Per task and target:
 
-- **Human gold**: calibration/gold.py's rule (docs/statistics.md). Stale labels (their claim
+- **Human gold**: gold.py's rule (docs/statistics.md). Stale labels (their claim
   or context changed after labelling) are left out.
 - **Excluded and counted**: targets whose verdict has no usable value (`n_unparsed`), targets
   with a verdict but no gold (`n_no_gold`, ties included), targets whose gold or verdict is a
@@ -39,12 +39,10 @@ from calibrate.calibration.frames import (
     join_target,
     labels_frame,
     sample_field_values,
-    split_samples,
     target_positions,
     verdict_columns,
     verdicts_frame,
 )
-from calibrate.calibration.gold import GOLD_RULE, categorical_gold
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import (
     apply_order_rule,
@@ -70,13 +68,16 @@ from calibrate.calibration.retrieval import (
 )
 from calibrate.calibration.sections import (
     categorical_section,
+    human_block,
     numeric_section,
     score_agrees,
     score_tolerance,
 )
 from calibrate.claimsets import expert_changes, source_counts
+from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
+from calibrate.gold import GOLD_RULE, categorical_gold
 from calibrate.judges.families import (
     self_preference_warnings,
 )
@@ -256,6 +257,24 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
     if verdicts is not None and not verdicts.empty:
         ids |= set(verdicts["sample_id"].astype(int).tolist())
     return ids
+
+
+def human_agreement(session: Session, dataset_name: str, task_name: str, *, split: str | None = None) -> dict | None:
+    """Return a task's human-only figures, `{"kind", "human"}` as in its report section, or None without labels.
+
+    What the dashboard's ceiling needs, without building the report: the same labels (a metric
+    task's from each expert's own labels), the same split, the same `human` block.
+    """
+    dataset, task = lookup.dataset(session, dataset_name), lookup.task(session, task_name)
+    labels = labels_frame(session, dataset, task)
+    in_split = split_samples(session, dataset, split) if split else None
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+    if task.name in DERIVED_GOLD:
+        labels = annotator_metric_labels(session, dataset, task, labels, in_split)
+    if labels.empty:
+        return None
+    return {"kind": task.kind, "human": human_block(task, labels)}
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,

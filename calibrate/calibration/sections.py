@@ -17,9 +17,10 @@ import pandas as pd
 from calibrate import stats
 from calibrate.calibration.budget import budget_candidates, label_budget
 from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
-from calibrate.calibration.gold import categorical_gold, numeric_gold
 from calibrate.calibration.options import Options
+from calibrate.gold import categorical_gold, numeric_gold
 from calibrate.models import (
+    LABEL_KINDS,
     Task,
 )
 from calibrate.reasons import Reason, noted
@@ -166,10 +167,18 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         if groups is not None:
             section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
-    section["human"] = _human_categorical(labels, stat_labels, excluded_labels)
+    section["human"] = human_block(task, labels)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
+
+
+def human_block(task: Task, labels: pd.DataFrame) -> dict:
+    """Return the annotators' agreement among themselves (a section's `human` block) for the task's kind."""
+    if task.kind in LABEL_KINDS:
+        return _human_categorical(labels, [lab for lab in (task.labels or []) if lab not in (task.excluded or [])],
+                                  set(task.excluded or []))
+    return _human_numeric(labels)
 
 
 def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
@@ -327,7 +336,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
         align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
-    section["human"] = _human_numeric(labels)
+    section["human"] = human_block(task, labels)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged

@@ -7,12 +7,13 @@ import sys
 import click
 from sqlmodel import Session, select
 
-from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
+from calibrate import lazy
+from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import User
 
 # Loaded when a command runs, not for its --help (password hashing).
-accounts = lazy_import("calibrate.accounts")
+accounts = lazy.module("calibrate.accounts")
 
 
 @click.group("users")

@@ -13,14 +13,15 @@ import sys
 import click
 from sqlmodel import Session
 
-from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, lazy_import, ready_engine
+from calibrate import lazy
+from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, ready_engine
 from calibrate.cli.judges import interrupted_line
 from calibrate.judges.errors import NothingToDo
 
 # Loaded when the command runs, not for its --help (runs bring httpx and numpy).
-judges = lazy_import("calibrate.judges")
-extraction = lazy_import("calibrate.judges.extraction")
-prices = lazy_import("calibrate.judges.prices")
+judges = lazy.module("calibrate.judges")
+extraction = lazy.module("calibrate.judges.extraction")
+prices = lazy.module("calibrate.judges.prices")
 
 
 @click.group("claims")

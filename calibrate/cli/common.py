@@ -8,11 +8,9 @@ printed as one `error: …` line with exit code 2 (after its `details()`: an imp
 from __future__ import annotations
 
 import functools
-import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import click
@@ -36,27 +34,6 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
-
-
-def lazy_import(name: str) -> ModuleType:
-    """Return module `name`, executed on its first attribute access rather than now.
-
-    A command module names its domain modules at its top with this, so `calibrate report
-    --help` shows its options without loading what the report needs (pandas, SciPy,
-    scikit-learn: a second and more); the command itself loads them on its first call.
-    """
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)  # as an ordinary import does
-    return module
 
 
 def settings_for(ctx: click.Context, db_url: str | None) -> Settings:

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import click
 
-from calibrate.cli.common import BadInput, Settings, checked_engine, db_option, engine_of, lazy_import, safe_url, sqlite_file
+from calibrate import lazy
+from calibrate.cli.common import BadInput, Settings, checked_engine, db_option, engine_of, safe_url, sqlite_file
 from calibrate.db import write_session
 from calibrate.migrations import current_revision, head_revision, upgrade
 from calibrate.settings import ensure_instance_folder
 from calibrate.tasks import ensure_builtin_tasks
 
-batches = lazy_import("calibrate.ingest.batches")
+batches = lazy.module("calibrate.ingest.batches")
 
 
 def init_database(settings: Settings) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from calibrate.cli.common import Settings, db_option, engine_of, lazy_import
+from calibrate import lazy
+from calibrate.cli.common import Settings, db_option, engine_of
 from calibrate.cli.database import init_database
 from calibrate.cli.serve import serve_app, web_app
 
 # Loaded when the command runs, not for its --help (the demo runs judges: httpx, numpy, pandas).
-demo = lazy_import("calibrate.demo")
+demo = lazy.module("calibrate.demo")
 
 
 @click.command("demo")

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, ready_engine, write_output
+from calibrate import lazy
+from calibrate.cli.common import BadInput, Settings, db_option, ready_engine, write_output
 from calibrate.cli.reports import LOCALE, ORDER_RULE
 
 # Loaded when the command runs, not for its --help (they bring pandas and SciPy).
-estimate = lazy_import("calibrate.calibration.estimate")
-estimate_report = lazy_import("calibrate.reports.estimate_report")
+estimate = lazy.module("calibrate.calibration.estimate")
+estimate_report = lazy.module("calibrate.reports.estimate_report")
 
 
 def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:

@@ -15,12 +15,13 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine, write_output
+from calibrate import lazy
+from calibrate.cli.common import Settings, db_option, ready_engine, write_output
 
 # Loaded when the command runs, not for its --help (the split check brings pandas).
-export = lazy_import("calibrate.annotation.export")
-samples_export = lazy_import("calibrate.ingest.samples_export")
-readers = lazy_import("calibrate.ingest.readers")
+export = lazy.module("calibrate.annotation.export")
+samples_export = lazy.module("calibrate.ingest.samples_export")
+readers = lazy.module("calibrate.ingest.readers")
 
 
 @click.group("export")

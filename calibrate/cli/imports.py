@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, progress_bar, ready_engine
+from calibrate import lazy
+from calibrate.cli.common import BadInput, Settings, db_option, progress_bar, ready_engine
 
 # Loaded when the command runs, not for its --help.
-ingest = lazy_import("calibrate.ingest")
-batches = lazy_import("calibrate.ingest.batches")
+ingest = lazy.module("calibrate.ingest")
+batches = lazy.module("calibrate.ingest.batches")
 
 
 @click.command("import")

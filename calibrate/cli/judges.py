@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate import lookup
-from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, lazy_import, ready_engine
+from calibrate import lazy, lookup
+from calibrate.cli.common import EXIT_FAILED, BadInput, Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.judges.errors import NothingToDo, PromptError
@@ -22,10 +22,10 @@ from calibrate.models import JudgeRun
 
 # Loaded when a command runs, not for its --help (runs bring httpx and the metric judges' numpy,
 # versions the gold rule's pandas).
-judges = lazy_import("calibrate.judges")
-prices = lazy_import("calibrate.judges.prices")
-sandbox = lazy_import("calibrate.judges.sandbox")
-versions = lazy_import("calibrate.judges.versions")
+judges = lazy.module("calibrate.judges")
+prices = lazy.module("calibrate.judges.prices")
+sandbox = lazy.module("calibrate.judges.sandbox")
+versions = lazy.module("calibrate.judges.versions")
 
 
 def _read(path: Path | None, what: str) -> str | None:

@@ -8,20 +8,18 @@ from pathlib import Path
 import click
 from sqlmodel import Session
 
-from calibrate.calibration.options import Options
-from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_option, lazy_import, ready_engine, write_output
+from calibrate import calibration, lazy
+from calibrate.calibration import Options
+from calibrate.cli.common import EXIT_FAILED, EXIT_OK, BadInput, Settings, db_option, ready_engine, write_output
 
-# Loaded when a command runs, not for its --help (they bring pandas, SciPy and scikit-learn).
-ab = lazy_import("calibrate.calibration.ab")
-alttest = lazy_import("calibrate.calibration.alttest")
-alt_test_report = lazy_import("calibrate.reports.alt_test_report")
-compare = lazy_import("calibrate.calibration.compare")
-loop = lazy_import("calibrate.calibration.loop")
-report = lazy_import("calibrate.calibration.report")
-reports = lazy_import("calibrate.reports")
-ab_report = lazy_import("calibrate.reports.ab_report")
-compare_report = lazy_import("calibrate.reports.compare_report")
-gate = lazy_import("calibrate.reports.gate")
+# Loaded when a command runs, not for its --help (they bring pandas, SciPy and scikit-learn);
+# calibration's names load the same way, through its package API.
+alt_test_report = lazy.module("calibrate.reports.alt_test_report")
+loop = lazy.module("calibrate.loop.dashboard")
+reports = lazy.module("calibrate.reports")
+ab_report = lazy.module("calibrate.reports.ab_report")
+compare_report = lazy.module("calibrate.reports.compare_report")
+gate = lazy.module("calibrate.cli.gate")
 
 
 ORDER_RULE = click.option(
@@ -47,9 +45,9 @@ def report_options(settings: Settings, *, threshold: float | None = None, ci_low
                    confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method, k=k)
 
 
-def _build(settings: Settings, dataset: str, judge: str | None, options: Options, tasks: list[str] | None = None) -> report.Report:
+def _build(settings: Settings, dataset: str, judge: str | None, options: Options, tasks: list[str] | None = None) -> calibration.Report:
     with Session(ready_engine(settings)) as session:
-        return report.build_report(session, dataset, judge, options=options, tasks=tasks)
+        return calibration.build_report(session, dataset, judge, options=options, tasks=tasks)
 
 
 @click.command("report")
@@ -155,7 +153,7 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
     if not (min_items.strip().isascii() and min_items.strip().isdigit()) or int(min_items) < 1:
         raise BadInput(f"--min-items must be a positive whole number, not {min_items!r}")
     with Session(ready_engine(settings)) as session:
-        result = alttest.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,
+        result = calibration.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,
                                       min_items=int(min_items), split=split, order_rule=order_rule)
     if result["status"] != "ok":
         raise BadInput(f"the alt-test cannot be run on {task} of {dataset} with {judge}: {result['note']}")
@@ -182,7 +180,7 @@ def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], t
         raise click.UsageError("give exactly two judges: --judge A --judge B")
     options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split, order_rule=order_rule)
     with Session(ready_engine(settings)) as session:
-        result = compare.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
+        result = calibration.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
     write_output(compare_report.render_compare(result, fmt, locale), output, f"{fmt} comparison")
 
 
@@ -204,8 +202,8 @@ def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], t
 def ab_command(settings: Settings, dataset: str, by: str, system_a: str, system_b: str, metric: str, source: str,
                bootstrap: int | None, ci_method: str, fmt: str, locale: str, output: Path | None) -> None:
     """Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."""
-    options = ab.ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
+    options = calibration.ABOptions(bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
                         confidence=settings["CONFIDENCE"], seed=settings["SEED"], ci_method=ci_method)
     with Session(ready_engine(settings)) as session:
-        result = ab.compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
+        result = calibration.compare_systems(session, dataset, by=by, a=system_a, b=system_b, metric=metric, source=source, options=options)
     write_output(ab_report.render_ab(result, fmt, locale), output, f"{fmt} A/B comparison")

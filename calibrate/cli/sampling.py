@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
+from calibrate import lazy
+from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 
 # Loaded when a command runs, not for its --help (numpy; the queue order brings pandas).
-sampling = lazy_import("calibrate.ingest.sampling")
-uncertainty = lazy_import("calibrate.annotation.uncertainty")
+sampling = lazy.module("calibrate.ingest.sampling")
+uncertainty = lazy.module("calibrate.annotation.uncertainty")
 
 
 @click.command("sample")

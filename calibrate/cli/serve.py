@@ -7,10 +7,10 @@ import logging
 import click
 from flask import Flask
 
-from calibrate import create_app
-from calibrate.cli.common import Settings, db_option, lazy_import, ready_engine
+from calibrate import create_app, lazy
+from calibrate.cli.common import Settings, db_option, ready_engine
 
-batches = lazy_import("calibrate.ingest.batches")
+batches = lazy.module("calibrate.ingest.batches")
 
 DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
 

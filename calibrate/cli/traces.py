@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from calibrate.cli.common import BadInput, Settings, db_option, lazy_import, ready_engine
+from calibrate import lazy
+from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
 
 # Loaded when the command runs, not for its --help.
-traces = lazy_import("calibrate.ingest.traces")
+traces = lazy.module("calibrate.ingest.traces")
 
 
 @click.group("traces")

@@ -28,6 +28,7 @@ from calibrate.annotation.items import presentation_order
 from calibrate.db import write_session
 from calibrate.demo.judges import load_demo_judges
 from calibrate.errors import TaskError
+from calibrate.i18n import N_
 from calibrate.ingest import import_file
 from calibrate.ingest.sampling import sample_dataset
 from calibrate.models import Assignment, Dataset, Label, Response, Sample, Task, User
@@ -47,10 +48,13 @@ AB_DESCRIPTION = ("Demo: the two versions of the prenatal-care RAG assistant (ra
 AB_TO_LABEL = ("ab-06",)
 PREFERENCE = "preference"
 PREFERENCE_LABELS = ["A", "B", "tie"]
-PREFERENCE_GUIDELINES = (
-    "Choose the response that answers the question better for the patient: correct against the retrieved contexts, "
-    "complete for what was asked, and safe. A wrong number, dose or week outweighs style and length.\n"
-    "Tie: neither is clearly better (both right, or both wrong in ways that weigh the same).")
+# Shipped in English and Spanish (the catalogs, line by line): the workbench shows the reader's.
+PREFERENCE_GUIDELINES = "\n".join((
+    N_("Choose the response that answers the question better for the patient: correct against the retrieved contexts, "
+       "complete for what was asked, and safe. A wrong number, dose or week outweighs style and length."),
+    N_("Tie: neither is clearly better (both right, or both wrong in ways that weigh the same)."),
+))
+PREFERENCE_DESCRIPTION = N_("Which of the two responses answers the question better?")
 
 # Demo logins are printed on purpose: this is sample data on a local machine.
 DEMO_USERS = (
@@ -124,7 +128,7 @@ def _load_pairwise(session, experts: list[str]) -> list[str]:
     task = session.exec(select(Task).where(Task.name == PREFERENCE)).first()
     if task is None:
         add_task(session, PREFERENCE, target="sample", kind="pairwise", labels=PREFERENCE_LABELS,
-                 description="Which of the two responses answers the question better?", guidelines=PREFERENCE_GUIDELINES)
+                 description=PREFERENCE_DESCRIPTION, guidelines=PREFERENCE_GUIDELINES)
     elif task.kind != "pairwise" or not set(PREFERENCE_LABELS) <= set(task.labels or []):
         raise TaskError(f"the demo needs the pairwise task {PREFERENCE} (labels {', '.join(PREFERENCE_LABELS)}); "
                         f"this database has a {task.kind} task of that name")

@@ -29,8 +29,8 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from calibrate.calibration.gold import human_gold
 from calibrate.db import write_session
+from calibrate.gold import human_gold
 from calibrate.judges import FewShotSpec, NothingToDo, RunSpec, run_judge, save_version
 from calibrate.models import Claim, Dataset, Sample, Task
 

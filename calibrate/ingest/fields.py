@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from calibrate.ingest.problems import Problems, reject
-from calibrate.ingest.readers import NestingTooDeep, load_json
+from calibrate.text.json_values import NestingTooDeep, load_json
 
 _INT_TEXT = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
 MAX_ID_CHARS = 500  # Sample.external_id, Context.doc_id

@@ -14,8 +14,8 @@ because only it knows the field. The csv module is used rather than pandas becau
 exact physical line numbers, quoted cells that span lines included.
 
 JSON may nest at most `MAX_NESTING` levels (a record is level 1): deeper is the record's
-problem, naming its field, never a RecursionError (`load_json`, `check_nesting`; the judges
-read LLM answers with the same function).
+problem, naming its field, never a RecursionError (`load_json`, `check_nesting` in calibrate/text/json_values.py;
+the judges read LLM answers with the same function).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from calibrate.ingest.problems import ImportProblem, reject
+from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, check_nesting, deep_field, load_json
 
 FORMATS = ("jsonl", "json", "csv")
-MAX_NESTING = 64  # levels of lists and objects in one JSON value (docs/formats.md)
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 EMPTY_FILE = "file is empty: no records"
 CHUNK = 1 << 16
@@ -73,79 +73,6 @@ class Progress:
         if self.progress is not None and self.pending:
             self.progress(self.pending)
         self.pending = 0
-
-
-class NestingTooDeep(ValueError):
-    """JSON nested deeper than the limit; `field` is the key of the top-level object it is under (None: unknown)."""
-
-    def __init__(self, field: str | None, limit: int = MAX_NESTING) -> None:
-        super().__init__(f"nesting deeper than {limit} levels")
-        self.field = field
-
-
-def load_json(text: str, *, limit: int = MAX_NESTING) -> Any:
-    """Return `json.loads(text)`, raising NestingTooDeep for nesting deeper than `limit` levels.
-
-    json.loads itself would raise RecursionError at about 1,000 levels and accept anything
-    less, which later code walking the value could not handle either. JSONDecodeError is raised
-    as by json.loads.
-    """
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise NestingTooDeep(_deep_field(text, limit), limit) from None
-    if text.count("[") + text.count("{") > limit:  # else it cannot nest deeper: no walk
-        check_nesting(value, limit)
-    return value
-
-
-def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
-    """Raise NestingTooDeep if lists and objects nest deeper than `limit` levels in `value` (iteratively)."""
-    stack: list[tuple[Any, int, str | None]] = [(value, 1, None)]
-    while stack:
-        item, depth, field = stack.pop()
-        if isinstance(item, dict):
-            inner = item.items()
-        elif isinstance(item, list):
-            inner = ((field, element) for element in item)
-        else:
-            continue
-        if depth > limit:
-            raise NestingTooDeep(field, limit)
-        for key, element in inner:
-            if isinstance(element, (dict, list)):
-                stack.append((element, depth + 1, key if depth == 1 and isinstance(item, dict) else field))
-
-
-def _deep_field(text: str, limit: int) -> str | None:
-    """Return the top-level key under which JSON `text` first nests deeper than `limit` (None if not in an object)."""
-    depth, key, expect_key, i, n = 0, None, False, 0, len(text)
-    while i < n:
-        char = text[i]
-        if char == '"':
-            end = i + 1
-            while end < n and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            if depth == 1 and expect_key:
-                try:
-                    key = json.loads(text[i:end + 1])
-                except ValueError:
-                    key = text[i + 1:end]
-                expect_key = False
-            i = end + 1
-            continue
-        if char in "[{":
-            depth += 1
-            if depth > limit:
-                return key
-            if depth == 1:
-                expect_key = char == "{"
-        elif char in "]}":
-            depth -= 1
-        elif char == "," and depth == 1:
-            expect_key = text.lstrip()[:1] == "{"
-        i += 1
-    return key
 
 
 # A CSV column that says the other cells of its row were escaped against spreadsheet formulas:
@@ -366,7 +293,7 @@ def _read_json_list(fh: IO[bytes]) -> Iterator[Record]:
                 value, end = raw_decode(buf.text, buf.pos)
             except RecursionError:
                 # The rest of the list cannot be parsed past this element: its last problem.
-                raise _Stop(line, str(NestingTooDeep(None)), field=_deep_field(buf.text[buf.pos:], MAX_NESTING)) from None
+                raise _Stop(line, str(NestingTooDeep(None)), field=deep_field(buf.text[buf.pos:], MAX_NESTING)) from None
             except json.JSONDecodeError as exc:
                 # Only an error at the end of the buffer (or an open string) may be a cut element;
                 # one earlier is final, so a bad element never makes us read the rest of the file.

@@ -45,7 +45,6 @@ from sqlmodel import Session
 
 from calibrate.ingest.batches import Writes, hidden_dataset
 from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
-from calibrate.ingest.claims import ClaimSpan, SentenceSegmenter, locate_claims, segment
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, check_dataset_name, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
@@ -66,6 +65,7 @@ from calibrate.models import (
     target_key,
     utcnow,
 )
+from calibrate.text.sentences import ClaimSpan, SentenceSegmenter, locate_claims, segment
 
 SAMPLE_FIELDS = ("id", "question", "answer", "contexts", "ground_truth", "claims", "claim_source", "metadata", "feedback",
                  "retrieved_ids", "relevant_ids", "responses")

@@ -21,7 +21,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
 from calibrate import lookup
-from calibrate.calibration.frames import split_samples
+from calibrate.datasets import split_samples
 from calibrate.ingest.samples import SAMPLE_FIELDS, response_record
 from calibrate.models import Claim, Context, Response, Sample
 

@@ -25,9 +25,7 @@ Domain code: every function takes a Session or an Engine, never Flask. See docs/
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from calibrate import lazy
 from calibrate.judges.errors import (
     BackendError,
     FatalBackendError,
@@ -58,12 +56,4 @@ __all__ = [
     "Unreachable", "execute_run", "prepare_run", "resolve_version", "run_judge", "save_version",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Load the module of a public name on first use."""
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.api_getattr(__name__, _API)

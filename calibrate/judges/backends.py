@@ -38,7 +38,6 @@ from urllib.parse import quote
 import httpx
 
 from calibrate.ingest.fields import kind_of
-from calibrate.ingest.readers import MAX_NESTING, NestingTooDeep, load_json
 from calibrate.judges.errors import (
     BackendError,
     FatalBackendError,
@@ -52,6 +51,7 @@ from calibrate.judges.errors import (
 from calibrate.judges.render import Rendered
 from calibrate.judges.sandbox import DEFAULT_MAX_ANSWER_BYTES
 from calibrate.judges.transport import WIRE_FACTOR, AnswerTooLarge, H11Transport, too_large
+from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, load_json
 
 BACKENDS = ("openai", "anthropic", "baseline")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}

@@ -14,7 +14,7 @@ Every LLM judge should beat it; the demo and the tests run it. Per task:
   `relevance_threshold` or above.
 - answer_quality — 1 + (scale − 1) × the share of the answer's checkable claims that the
   claim rule finds supported, rounded; an answer with no checkable claim gets the middle.
-- claim_extraction — the sentence segmenter's claims (calibrate/ingest/claims.py) as
+- claim_extraction — the sentence segmenter's claims (calibrate/text/sentences.py) as
   `{"claims": [...]}`: an offline stand-in, so the extraction flow runs without a model.
 - pairwise tasks (any name) — content overlap: the response that shares the most content-word
   stems with the question and the contexts wins; equal overlap is a tie when the task has
@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-from calibrate.ingest.claims import segment
 from calibrate.judges.errors import RunSetupError
 from calibrate.models import Task
+from calibrate.text.sentences import segment
 
 TASKS = ("claim_support", "answer_quality", "context_relevance", "claim_extraction")
 PREFIX = "baseline."

@@ -50,13 +50,13 @@ from typing import Any
 import numpy as np
 
 from calibrate import stats
-from calibrate.ingest.claims import segment
 from calibrate.judges.baseline import BaselineJudge, Settings, numbers_in, stems
 from calibrate.judges.embeddings import TfidfEmbedder, cosine_to
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, json_object, parse_verdict
 from calibrate.models import Task
 from calibrate.tasks import METRIC_TASKS, format_number
+from calibrate.text.sentences import segment
 
 # The verdicts a step may give and the one that counts for the score.
 STEP_LABELS: dict[str, tuple[str, ...]] = {

@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from calibrate.ingest.readers import MAX_NESTING, NestingTooDeep, check_nesting, load_json
 from calibrate.models import TIE, Task
 from calibrate.tasks import TaskError, canonical_claims, canonical_value, is_extraction
+from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, check_nesting, load_json
 
 VERDICT_KEYS = ("verdict", "label", "score", "rating")
 WINNER_KEYS = ("winner", "verdict", "preferred", "better", "choice", "label")

@@ -4,7 +4,7 @@ A version's identity is the SHA-256 of its content (template, system text, model
 and few-shot examples, in order); note, author and parent are not content. Saving an edit
 creates version N+1; saving content identical to an existing version creates nothing and
 returns that version. Few-shot examples are human-labelled targets: their value is the human
-gold (calibration/gold.py: the one rule the report uses too), they can
+gold (gold.py: the one rule the report uses too), they can
 never come from the `test` split, and they are never scored for the version that shows them.
 For an extraction task (claim_extraction) an example is a sample whose claims an expert
 corrected in the workbench (claim source "…+edited"), its value the corrected claim list.
@@ -23,8 +23,8 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from calibrate import lookup
-from calibrate.calibration.gold import human_gold
 from calibrate.claimsets import EDITED, active_claims
+from calibrate.gold import human_gold
 from calibrate.judges.errors import PromptError
 from calibrate.judges.params import check_params
 from calibrate.judges.render import check_template, default_templates

@@ -24,25 +24,13 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import (
-    REQUIRED_TASKS,
-    choice_text,
-    chosen_response,
-    get_assignment,
-    item_view,
-    load_item,
-    shown_positions,
-)
+from calibrate.annotation.items import REQUIRED_TASKS, choice_text, get_assignment, item_view, load_item, shown_positions
+from calibrate.annotation.label_posts import LabelPost, post_label
 from calibrate.annotation.labels import (
     EvidenceError,
     TargetRetired,
     history,
-    my_label,
     resolve_target,
-    save_label,
-    sentence_evidence,
-    target_in,
-    was_retired_here,
 )
 from calibrate.annotation.queue import (
     claim_open_slot,
@@ -55,7 +43,6 @@ from calibrate.annotation.queue import (
     submit,
 )
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
-from calibrate.errors import NotFound
 from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refuse_back_to
@@ -212,41 +199,18 @@ def label(assignment_id: int):
         for part in (context_id, index):  # each within what a row id can be
             int_field({"evidence_sentence": part}, "evidence_sentence")
 
-    # Read the item (and check the request against it) before taking the write lock; inside it,
-    # read my label on the target again and write: the lock is held for three statements.
-    data = load_item(get_session(), g.user, assignment_id, page=False)
-    task = data.task(form.get("task", ""))
+    if value is not None and value.isdigit() and not value.isascii():  # `²`: a digit int() does not read
+        raise BadField("value", "value must be a response's position written with the digits 0-9, or tie")
+    post = LabelPost(task=form.get("task", ""), target=form.get("target", ""), value=value, rationale=rationale,
+                     evidence=evidence, sentence=(int(context_id), int(index)) if sentence else None)
     try:
-        target = target_in(data, task, form.get("target", ""))
-    except NotFound:
-        if was_retired_here(get_session(), data.assignment.sample_id, task, form.get("target", "")):
-            return _target_changed(assignment_id)  # the page showed a claim split or merged since
-        raise
-    close_session()
-    toggle: int | dict | None = evidence
-    if sentence:
-        try:
-            toggle = sentence_evidence(data.contexts, int(context_id), int(index))
-        except EvidenceError as exc:
-            raise BadField(exc.field, str(exc)) from None
-
-    order = data.shown_order() if task.kind == "pairwise" else None
-    if order is not None:  # the buttons post the position the response is shown in
-        if value is not None and value.isdigit() and not value.isascii():  # `²`: a digit int() does not read
-            raise BadField("value", "value must be a response's position written with the digits 0-9, or tie")
-        value = chosen_response(order, value)
-
-    def act(db):
-        return save_label(db, data.assignment, g.user, target, value=value, rationale=rationale,
-                          evidence_toggle=toggle, existing=my_label(db, task.id, target.key, g.user),
-                          version=data.guidelines[task.id].version if task.id in data.guidelines else None,
-                          context_ranks={c.rank for c in data.contexts}, order=order)
-
-    try:
-        data.labels[(task.id, target.key)] = write(act)
-    except TargetRetired:  # checked inside the write lock: a split that won the race
+        saved = post_label(get_session(), g.user, assignment_id, post, write=write, release=close_session,
+                           required=_required())
+    except EvidenceError as exc:
+        raise BadField(exc.field, str(exc)) from None
+    except TargetRetired:  # a claim split or merged since the page was shown, or one that won the race
         return _target_changed(assignment_id)
-    return _cell_response(item_view(data, required=_required()), task.id, target.key)
+    return _cell_response(saved.item, saved.task_id, saved.key)
 
 
 def _target_changed(assignment_id: int):

@@ -20,9 +20,19 @@ from sqlmodel import select
 
 from calibrate import reports
 from calibrate.annotation.uncertainty import order_queue
-from calibrate.calibration import Options
-from calibrate.calibration.alttest import DEFAULT_ALPHA, DEFAULT_EPSILON, DEFAULT_MIN_ITEMS
-from calibrate.calibration.loop import (
+from calibrate.calibration import (
+    DEFAULT_ALPHA,
+    DEFAULT_EPSILON,
+    DEFAULT_MIN_ITEMS,
+    ORDER_RULES,
+    Options,
+    build_report,
+)
+from calibrate.datasets import dataset_names
+from calibrate.errors import CalibrationError
+from calibrate.i18n import _
+from calibrate.judges.sandbox import Limits
+from calibrate.loop.dashboard import (
     DEFAULT_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
@@ -33,14 +43,8 @@ from calibrate.calibration.loop import (
     disagreements,
     triage,
 )
-from calibrate.calibration.next_step import next_step
-from calibrate.calibration.pairwise import ORDER_RULES
-from calibrate.calibration.report import build_report
-from calibrate.calibration.testsplit import evaluate_on_test, look_text, test_look_preview
-from calibrate.datasets import dataset_names
-from calibrate.errors import CalibrationError
-from calibrate.i18n import _
-from calibrate.judges.sandbox import Limits
+from calibrate.loop.next_step import next_step
+from calibrate.loop.testsplit import evaluate_on_test, look_text, test_look_preview
 from calibrate.models import Prompt, Task
 from calibrate.reasons import Reason
 from calibrate.reports import charts

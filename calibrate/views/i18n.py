@@ -22,7 +22,7 @@ from calibrate import i18n
 from calibrate.annotation.items import choice_text
 from calibrate.i18n import N_
 from calibrate.reports.summary import finite, number, reason_text
-from calibrate.tasks import display_name, label_name, task_title
+from calibrate.tasks import display_name, guideline_text, label_name, task_description, task_title
 
 
 def select_locale() -> str:
@@ -121,5 +121,6 @@ def init_app(app: Flask) -> None:
           default_domain=i18n.DOMAIN)
     i18n.set_locale_provider(request_locale)
     app.jinja_env.filters.update(num=number, pct=pct, when=when, day=day, reason=reason_text)
-    app.jinja_env.globals.update(display_name=display_name, label_name=label_name, task_title=task_title, choice_text=choice_text, js_strings=js_strings,
+    app.jinja_env.globals.update(display_name=display_name, label_name=label_name, task_title=task_title,
+                                 task_description=task_description, guideline_text=guideline_text, choice_text=choice_text, js_strings=js_strings,
                                  LANGUAGE_NAMES=i18n.LANGUAGE_NAMES, current_locale=request_locale)

@@ -13,7 +13,7 @@ from sqlmodel import select
 from calibrate import i18n, lookup
 from calibrate.i18n import _
 from calibrate.models import Task
-from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task
+from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, task_description
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -55,8 +55,12 @@ def update(name: str):
     labels = [label for label in form.get("add_labels", "").split(",") if label.strip()]
     scale = parse_scale(form["scale"]) if form.get("scale", "").strip() else None
     session = get_write_session()
-    display = display_fields(lookup.task(session, name), form)
-    change = edit_task(session, name, description=form.get("description"), add_labels=labels or None, scale=scale,
+    task = lookup.task(session, name)
+    display = display_fields(task, form)
+    description = form.get("description")
+    if description == "" and task_description(task) != task.description:
+        description = None  # a built-in's shipped description, shown translated as the placeholder: unchanged
+    change = edit_task(session, name, description=description, add_labels=labels or None, scale=scale,
                        display=display or None)
     session.commit()
     flash(f"{change.line()}.", "info")

@@ -8,7 +8,7 @@ from sqlmodel import col, select
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.adjudication import adjudicate, disputes
 from calibrate.calibration.frames import labels_frame
-from calibrate.calibration.gold import categorical_gold, numeric_gold
+from calibrate.gold import categorical_gold, numeric_gold
 from calibrate.models import Dataset, Label, LabelRevision
 
 

@@ -10,9 +10,9 @@ from calibrate.annotation.guidelines import rubric_levels, save_guideline
 from calibrate.annotation.items import build_item, context_pieces, get_assignment, widget_for
 from calibrate.annotation.labels import resolve_target, save_label
 from calibrate.annotation.review import may_review, others_on
-from calibrate.ingest.claims import segment
 from calibrate.models import Guideline, Judge, Label, Verdict
 from calibrate.tasks import add_task
+from calibrate.text.sentences import segment
 
 
 def test_cells_in_keyboard_order_claims_then_answer_then_contexts(work, session):

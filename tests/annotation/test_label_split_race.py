@@ -16,7 +16,7 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlmodel import Session, select
 
-import calibrate.views.annotate as annotate_view
+import calibrate.annotation.label_posts as label_posts
 from calibrate.accounts import get_user
 from calibrate.annotation.claim_edits import split_claim
 from calibrate.models import Assignment, Claim, Label, Sample
@@ -99,7 +99,7 @@ def test_a_split_committed_between_the_check_and_the_write_answers_409_and_reloa
                                                                                      monkeypatch):
     """The interleaving forced at the critical point: after the item is read, before the write lock."""
     [(sample_id, mine, theirs, claim_id)], clients = pairs(1)
-    real_target_in = annotate_view.target_in
+    real_target_in = label_posts.target_in
 
     def split_meanwhile(data, task, key):
         target = real_target_in(data, task, key)  # the claim is active here: the old check passes
@@ -108,7 +108,7 @@ def test_a_split_committed_between_the_check_and_the_write_answers_409_and_reloa
             other.commit()
         return target
 
-    monkeypatch.setattr(annotate_view, "target_in", split_meanwhile)
+    monkeypatch.setattr(label_posts, "target_in", split_meanwhile)
     client, token = clients["ana"]
     response = _label(client, token, mine, claim_id)
     assert response.status_code == 409
@@ -117,7 +117,7 @@ def test_a_split_committed_between_the_check_and_the_write_answers_409_and_reloa
     session.rollback()
     assert session.exec(select(Label)).all() == []
     # The reloaded item says why, and shows the two new claims instead of the old one.
-    monkeypatch.setattr(annotate_view, "target_in", real_target_in)
+    monkeypatch.setattr(label_posts, "target_in", real_target_in)
     page = BeautifulSoup(client.get(f"/annotate/{mine}").data, "html.parser")
     assert "changed by someone else meanwhile" in page.select_one(".flash-error").get_text()
     assert f"claim:{claim_id}" not in str(page)

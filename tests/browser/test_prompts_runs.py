@@ -14,9 +14,9 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 import calibrate.views.runs as runs_view
-from calibrate.calibration.gold import human_gold
 from calibrate.demo import DATASET
 from calibrate.demo.judges import PROMPT
+from calibrate.gold import human_gold
 from calibrate.models import Claim, JudgeRun, Label, Sample, Task, Verdict
 
 

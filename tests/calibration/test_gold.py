@@ -1,4 +1,4 @@
-"""The gold rule (calibration/gold.py): one rule, the same answer for the report, compare, the loop and few-shots."""
+"""The gold rule (gold.py): one rule, the same answer for the report, compare, the loop and few-shots."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from calibrate import lookup
 from calibrate.calibration import Options, build_report
 from calibrate.calibration.compare import compare_judges
 from calibrate.calibration.frames import labels_frame
-from calibrate.calibration.gold import categorical_gold, human_gold, numeric_gold
+from calibrate.gold import categorical_gold, human_gold, numeric_gold
 from calibrate.judges import FewShotSpec, save_version
 from calibrate.models import FewShot, Label
 

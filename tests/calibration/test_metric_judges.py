@@ -152,8 +152,8 @@ def test_hostile_text_in_a_metric_report_is_escaped(store, session):
 
 def test_metric_judges_on_the_dashboard_compare_and_gate(store, session):
     from calibrate.calibration.compare import compare_judges
-    from calibrate.calibration.loop import dashboard
-    from calibrate.reports.gate import gate_lines
+    from calibrate.cli.gate import gate_lines
+    from calibrate.loop.dashboard import dashboard
 
     gold = faithfulness_store(store)
     for sid, value in gold.items():

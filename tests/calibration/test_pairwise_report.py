@@ -171,9 +171,9 @@ def test_the_order_rule_on_the_command_line_report_gate_and_compare(engine, pair
 def test_the_alignment_in_each_order_is_what_the_categorical_section_gives_for_that_order(engine, pairwise):
     from calibrate import lookup
     from calibrate.calibration.frames import labels_frame, verdicts_frame
-    from calibrate.calibration.gold import categorical_gold
     from calibrate.calibration.pairwise import order_alignment, split_orders
     from calibrate.calibration.sections import categorical_section
+    from calibrate.gold import categorical_gold
 
     options = Options(bootstrap=300, seed=4)
     with Session(engine) as session:
@@ -194,7 +194,7 @@ CY = ["A", "B", "B", "B", "A", "B", "A", "B", "B", "A"]  # a third annotator: di
 
 
 def test_the_dashboard_scores_a_pairwise_judge_on_one_verdict_per_target_by_the_order_rule(engine, pairwise):
-    from calibrate.calibration.loop import dashboard
+    from calibrate.loop.dashboard import dashboard
 
     with Session(engine) as session:
         board = dashboard(session, "d", task="pref", split=None, options=Options(bootstrap=200))

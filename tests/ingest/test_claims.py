@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibrate.ingest.claims import (
+from calibrate.text.sentences import (
     ABBREVIATIONS,
     ClaimSpan,
     Segmenter,

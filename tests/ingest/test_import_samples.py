@@ -9,8 +9,8 @@ from ingest_helpers import GOOD, dump, run_import, write_jsonl
 from sqlmodel import Session, select
 
 from calibrate.ingest import ImportRejected, import_file
-from calibrate.ingest.claims import segment
 from calibrate.models import Claim, Context, Dataset, Label, LabelRevision, Sample
+from calibrate.text.sentences import segment
 
 # Every test runs twice: imports in one transaction, and in chunks (an import batch).
 pytestmark = pytest.mark.usefixtures("import_mode")

@@ -12,9 +12,9 @@ from sqlmodel import select
 from calibrate.calibration import Options, build_report
 from calibrate.calibration.common import MISS, score_versions
 from calibrate.calibration.compare import compare_judges
-from calibrate.calibration.loop import dashboard, versions_section
 from calibrate.db import write_session
 from calibrate.judges import FewShotSpec, save_version
+from calibrate.loop.dashboard import dashboard, versions_section
 from calibrate.models import Claim, Judge, PromptVersion, Sample
 
 FAST = Options(bootstrap=300)

@@ -10,10 +10,10 @@ from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, build_report
-from calibrate.calibration.loop import dashboard
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.judges import save_version
+from calibrate.loop.dashboard import dashboard
 from calibrate.models import Claim, Label, Sample
 
 
@@ -29,6 +29,21 @@ def test_dashboard_rows_are_the_report_on_the_split(demo, session):
             section["n"], section["n_fewshot"], section["n_no_gold"], section["n_unparsed"])
         assert row.passed == section["passed"] and row.cost == 0.0
     assert board.ceiling is not None and board.n_labelled > 0
+
+
+@pytest.mark.parametrize("task", ["claim_support", "answer_quality", "faithfulness"])
+def test_the_ceiling_is_the_reports_human_block_without_building_the_report(demo, session, task):
+    """human_agreement gives exactly the human-only report's `human` block (the dashboard's ceiling comes from it)."""
+    from calibrate.calibration import human_agreement
+
+    section = build_report(session, demo, None, options=Options(bootstrap=100, split="dev"), tasks=[task]).data["tasks"][task]
+    alone = human_agreement(session, demo, task, split="dev")
+    assert alone == {"kind": section["kind"], "human": section["human"]} and alone["human"]["annotators"]
+    if task == "claim_support":
+        from calibrate.reports.summary import ceiling
+
+        board = dashboard(session, demo, options=Options(bootstrap=100))
+        assert board.ceiling == ceiling(section).value is not None
 
 
 def test_split_filter_keeps_only_that_splits_samples(demo, session):
@@ -122,8 +137,8 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
-    from calibrate.calibration.loop import disagreements
-    from calibrate.calibration.testsplit import evaluate_on_test
+    from calibrate.loop.dashboard import disagreements
+    from calibrate.loop.testsplit import evaluate_on_test
     from calibrate.models import TestEvaluation
 
     assert dashboard(session, demo, split="test").message.startswith("the test split of")

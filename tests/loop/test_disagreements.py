@@ -8,9 +8,9 @@ from loop_helpers import copy_verdicts
 from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, alignment_sections
-from calibrate.calibration.loop import add_fewshot, disagreement_detail, disagreements
 from calibrate.judges import PromptError
 from calibrate.judges.versions import stored_examples
+from calibrate.loop.dashboard import add_fewshot, disagreement_detail, disagreements
 from calibrate.models import Claim, Judge, Sample, Verdict
 
 
@@ -101,7 +101,7 @@ def test_annotators_get_403(demo, client, login, session):
 
 def test_triage_is_stored_counted_and_human_error_goes_to_adjudication(demo, session, client, login, soup):
     from calibrate.annotation.queue import for_review
-    from calibrate.calibration.loop import dashboard, triage
+    from calibrate.loop.dashboard import dashboard, triage
     from calibrate.models import Triage
 
     items = disagreements(session, demo, "demo-claims@1").items

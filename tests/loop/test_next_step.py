@@ -1,11 +1,11 @@
-"""The dashboard's "what next" line (calibration/next_step.py), from the state the dashboard shows, and on the page."""
+"""The dashboard's "what next" line (loop/next_step.py), from the state the dashboard shows, and on the page."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from calibrate.calibration.loop import Dashboard, JudgeRow
-from calibrate.calibration.next_step import next_step
+from calibrate.loop.dashboard import Dashboard, JudgeRow
+from calibrate.loop.next_step import next_step
 
 
 def _board(*rows, has_test=False):

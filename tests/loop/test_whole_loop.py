@@ -12,9 +12,9 @@ from bs4 import BeautifulSoup
 from sklearn.metrics import cohen_kappa_score
 from sqlmodel import select
 
-from calibrate.calibration.loop import add_fewshot, disagreements
-from calibrate.calibration.testsplit import evaluate_on_test
 from calibrate.judges.versions import stored_examples
+from calibrate.loop.dashboard import add_fewshot, disagreements
+from calibrate.loop.testsplit import evaluate_on_test
 from calibrate.models import Assignment, Claim, Sample, TestEvaluation, Verdict
 
 CONTEXT = "Se recomienda 0,4 mg diarios de ácido fólico desde antes de la concepción."

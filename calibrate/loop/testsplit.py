@@ -15,10 +15,13 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from calibrate import lookup
-from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.decision import decide, labels_to_decide
-from calibrate.calibration.options import Options
-from calibrate.calibration.report import alignment_sections
+from calibrate.calibration import (
+    Options,
+    alignment_sections,
+    calibrated_task,
+    decide,
+    labels_to_decide,
+)
 from calibrate.errors import CalibrationError
 from calibrate.models import Dataset, Sample, Task, TestEvaluation, Verdict
 from calibrate.reasons import Reason

@@ -25,41 +25,32 @@ from calibrate import lookup
 from calibrate.annotation.items import marked_contexts
 from calibrate.annotation.queue import set_status
 from calibrate.annotation.uncertainty import queue_mode
-from calibrate.calibration.alttest import (
+from calibrate.calibration import (
     DEFAULT_ALPHA,
     DEFAULT_EPSILON,
     DEFAULT_MIN_ITEMS,
+    DERIVED_GOLD,
     MIN_ANNOTATORS,
+    Options,
+    alignment_frames,
     alt_test_block,
     alt_test_labels,
-    check_parameters,
-    expert_count,
-    run_alt_test,
-)
-from calibrate.calibration.calibrated import calibrated_task, calibrated_task_names
-from calibrate.calibration.common import score_versions
-from calibrate.calibration.compare import compare_judges
-from calibrate.calibration.decision import rule_of
-from calibrate.calibration.frames import metadata_fields, sample_field_values, split_samples
-from calibrate.calibration.gold import (
-    human_gold,
-)
-from calibrate.calibration.options import Options
-from calibrate.calibration.pairwise import apply_order_rule
-from calibrate.calibration.rag import (
-    DERIVED_GOLD,
-)
-from calibrate.calibration.report import (
-    alignment_frames,
+    apply_order_rule,
     build_report,
+    calibrated_task,
+    calibrated_task_names,
+    check_parameters,
+    compare_judges,
+    expert_count,
+    human_agreement,
+    human_gold,
+    metadata_fields,
+    rule_of,
+    run_alt_test,
+    sample_field_values,
+    score_versions,
 )
-from calibrate.calibration.testsplit import (
-    TEST_SPLIT,
-    dataset_splits,
-    frozen_test_message,
-    test_looks,
-)
-from calibrate.datasets import sample_responses
+from calibrate.datasets import sample_responses, split_samples
 from calibrate.errors import CalibrationError, NotFound
 from calibrate.judges.families import (
     self_preference_warnings,
@@ -71,6 +62,12 @@ from calibrate.judges.versions import (
     latest_version,
     save_version,
     stored_examples,
+)
+from calibrate.loop.testsplit import (
+    TEST_SPLIT,
+    dataset_splits,
+    frozen_test_message,
+    test_looks,
 )
 from calibrate.models import (
     Assignment,
@@ -321,9 +318,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     for r in board.rows:
         if r.budget:
             r.budget_names = [names.get(key, key) for key in r.budget.get("candidates") or []]
-    # The human–human ceiling: the human-only section (no bootstrap needed for it).
-    human_opts = Options(**{**opts.__dict__, "bootstrap": 100})
-    human_section = build_report(session, dataset.name, None, options=human_opts, tasks=[task_row.name]).data["tasks"].get(task_row.name)
+    # The human–human ceiling: the annotators' agreement among themselves (no bootstrap, no report).
+    human_section = human_agreement(session, dataset.name, task_row.name, split=opts.split)
     top = ceiling(human_section) if human_section else None
     if top is not None and top.value is not None:
         board.ceiling, board.ceiling_name = top.value, top.name

@@ -8,9 +8,11 @@ threshold, and as failing under rule `ci_lower`. Each line names the rule.
 
 from __future__ import annotations
 
-from calibrate.calibration.decision import decide, labels_to_decide, rule_of
-from calibrate.calibration.report import (
+from calibrate.calibration import (
     Report,
+    decide,
+    labels_to_decide,
+    rule_of,
 )
 from calibrate.reports.summary import decision_reason, has_interval, interval
 

@@ -11,7 +11,7 @@ alignment. Then, in this order:
 5. the lead passed, the dataset has a test split, and the lead has never been evaluated on it: evaluate on test;
 6. otherwise: done (passed, evaluated on test when there is one).
 
-Pure: it reads a calibration.loop.Dashboard, no database.
+Pure: it reads a calibrate.loop.dashboard.Dashboard, no database.
 """
 
 from __future__ import annotations
