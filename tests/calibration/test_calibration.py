@@ -152,7 +152,7 @@ def test_human_ceiling_and_per_annotator(store, session):
     human = section["human"]
     assert human["annotators"] == ["ann1", "ann2"] and human["n"] == 36
     pair = human["pairwise_kappa"][0]
-    assert {pair["a"], pair["b"]} == {"ann1", "ann2"} and pair["n"] == 36
+    assert {pair["a"], pair["b"]} == {"ann1", "ann2"} and pair["n"] == 36 and human["n_pairs_sparse"] == 0
     assert pair["value"] < 1
     assert human["fleiss_kappa"]["value"] is not None
     assert human["krippendorff_alpha"]["nominal"]["value"] is not None
