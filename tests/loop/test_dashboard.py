@@ -113,12 +113,31 @@ def test_versions_chart_escapes_labels_and_draws_band_threshold_ceiling():
 
     svg = BeautifulSoup(versions_chart([
         VersionPoint("<script>x</script>@1", 0.5, (0.4, 0.6), "not passed"),
-        VersionPoint("p@2", 0.8, (0.7, 0.9), "passed"),
-        VersionPoint("p@3", None, None, "undefined"),
+        VersionPoint("<script>x</script>@2", 0.8, (0.7, 0.9), "passed"),
+        VersionPoint("<script>x</script>@3", None, None, "undefined"),
     ], threshold=0.75, ceiling=0.82), "html.parser")
     assert svg.select_one("script") is None and "<script>x</script>@1" in svg.get_text()
     assert len(svg.select("circle.estimate")) == 2 and svg.select_one("polygon.ci-band")
     assert svg.select_one("line.threshold") and svg.select_one("line.ceiling")
+
+
+def test_versions_chart_joins_only_the_versions_of_one_prompt():
+    from calibrate.reports.charts import VersionPoint, versions_chart
+
+    points = [VersionPoint("gpt4-verdicts", 0.61, (0.5, 0.7), "fail"),  # an imported judge: stands alone
+              VersionPoint("claims@1", 0.70, (0.6, 0.8), "undecided"), VersionPoint("other@1", 0.30, (0.2, 0.4), "fail"),
+              VersionPoint("claims@2", 0.80, (0.7, 0.9), "pass"), VersionPoint("baseline", 0.40, (0.3, 0.5), "fail"),
+              VersionPoint("claims@3", 0.85, (0.8, 0.9), "pass"), VersionPoint("other@2", 0.35, None, "fail")]
+    svg = BeautifulSoup(versions_chart(points, threshold=0.75), "html.parser")
+    circles = {float(c["cy"]): float(c["cx"]) for c in svg.select("circle.estimate")}
+    lines = [[tuple(map(float, xy.split(","))) for xy in line["points"].split()] for line in svg.select("polyline.trend")]
+    assert len(lines) == 2  # claims@1–3 and other@1–2; the two imported judges are joined to nothing
+    xs = sorted(circles.values())
+    assert [x for x, _ in lines[0]] == [xs[1], xs[3], xs[5]] and [x for x, _ in lines[1]] == [xs[2], xs[6]]
+    assert len(svg.select("polygon.ci-band")) == 1  # only claims has two versions with an interval
+    alone = BeautifulSoup(versions_chart([VersionPoint("a", 0.5, (0.4, 0.6), "fail"), VersionPoint("b", 0.6, (0.5, 0.7), "fail")],
+                                         threshold=0.75), "html.parser")
+    assert not alone.select("polyline.trend") and not alone.select("polygon.ci-band")
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
