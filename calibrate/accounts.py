@@ -45,7 +45,7 @@ def add_user(session: Session, username: str, *, role: str = "annotator", passwo
     if role not in ROLES:
         raise AccountError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
     if get_user(session, username) is not None:
-        raise AccountError(f"user {username!r} already exists")
+        raise AccountError(f"user {username!r} already exists (set its password with `calibrate users password {username}`)")
     user = User(username=username, role=role, display_name=display_name or username,
                 password_hash=generate_password_hash(validate_password(password)) if password is not None else None)
     session.add(user)
@@ -63,13 +63,18 @@ def ensure_annotator(session: Session, username: str) -> User:
     return user
 
 
-def set_password(session: Session, user: User, password: str) -> None:
-    """Set (or reset) a user's password: every session of the user ends, and its failed logins are forgotten."""
+def set_password(session: Session, user: User, password: str) -> int:
+    """Set (or reset) a user's password: every session of the user ends, and its failed logins are forgotten.
+
+    Return how many live sessions were ended.
+    """
     user.password_hash = generate_password_hash(validate_password(password))
     session.add(user)
-    if user.id is not None:
-        revoke_all(session, user.id)
-        clear_account(session, user.username)
+    if user.id is None:
+        return 0
+    ended = revoke_all(session, user.id)
+    clear_account(session, user.username)
+    return ended
 
 
 def set_locale(session: Session, user: User, locale: str | None) -> User:

@@ -147,3 +147,35 @@ def test_init_refuses_a_database_in_a_folder_that_does_not_exist(tmp_path):
     assert result.exit_code == 2
     assert result.output == f"error: no folder {target.parent} for the database: create it first, or check --db\n"
     assert not target.parent.exists()
+
+
+def test_users_password_sets_an_imported_annotators_password_and_ends_their_sessions(runner, session):
+    from calibrate import accounts, logins
+    from calibrate.models import LoginSession
+
+    assert runner.invoke(["users", "add", "worker7", "--no-password"]).exit_code == 0
+    assert "users password worker7" in runner.invoke(["users", "add", "worker7", "--no-password"]).output
+    user = session.exec(select(User).where(User.username == "worker7")).one()
+    logins.start_session(session, user.id, logins.SessionPolicy())
+    session.commit()
+    result = runner.invoke(["users", "password", "worker7", "--password-stdin"], input="new-pass-123\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "password set for worker7; 1 session(s) ended"
+    session.rollback()  # a new read transaction, and no stale objects: see what the command wrote
+    session.expire_all()
+    assert accounts.authenticate(session, "worker7", "new-pass-123") is not None
+    assert all(row.revoked is not None for row in session.exec(select(LoginSession)))
+    prompted = runner.invoke(["users", "password", "worker7"], input="other-pass-1\nother-pass-1\n")
+    assert prompted.exit_code == 0 and prompted.output.strip().endswith("password set for worker7")
+    session.rollback()  # a new read transaction, and no stale objects: see what the command wrote
+    session.expire_all()
+    assert accounts.authenticate(session, "worker7", "other-pass-1") is not None
+
+
+@pytest.mark.parametrize(("name", "stdin", "message"), [("ghost", "long-enough-1\n", "unknown user 'ghost'"),
+                                                        ("worker8", "short\n", "at least 8")])
+def test_users_password_refuses_unknown_users_and_short_passwords(runner, session, name, stdin, message):
+    assert runner.invoke(["users", "add", "worker8", "--no-password"]).exit_code == 0
+    result = runner.invoke(["users", "password", name, "--password-stdin"], input=stdin)
+    assert result.exit_code == 2 and message in result.output
+    assert session.exec(select(User).where(User.username == "worker8")).one().password_hash is None

@@ -111,3 +111,21 @@ def test_the_report_commands_take_locale(runner, demo_with_judges, tmp_path):
     english = runner.invoke(["compare", "--dataset", DATASET, "--judge", "copycat", "--judge", "lazy",
                              "--bootstrap", "200", "--format", "md"])
     assert result.output != english.output
+
+
+def test_min_shared_lists_only_pairs_sharing_that_many_targets(runner, demo_with_judges):
+    def human(*extra):
+        result = runner.invoke(["report", "--dataset", DATASET, "--bootstrap", "200", "--task", "claim_support", *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["tasks"]["claim_support"]["human"]
+
+    listed = human()
+    assert [(p["a"], p["b"]) for p in listed["pairwise_kappa"]] == [("dra.garcia", "matrona.ruiz")]
+    assert listed["n_pairs_sparse"] == 0
+    shared = listed["pairwise_kappa"][0]["n"]
+    sparse = human("--min-shared", str(shared + 1))
+    assert sparse["pairwise_kappa"] == [] and sparse["n_pairs_sparse"] == 1
+    assert sparse["fleiss_kappa"] == listed["fleiss_kappa"]  # the many-rater figures keep every target
+    gate = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--min-shared", "5"])
+    assert gate.exit_code == 0, gate.output
+    assert runner.invoke(["report", "--dataset", DATASET, "--min-shared", "0"]).exit_code == 2

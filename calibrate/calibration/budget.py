@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from sqlalchemy import func
+from sqlmodel import Session, col, select
 
+from calibrate.models import Claim, Context, Sample
 from calibrate.reasons import Reason, noted
 
 
@@ -72,3 +75,47 @@ def budget_candidates(merged: pd.DataFrame) -> list[str]:
         return []
     pairs = zip(merged["sample_id"].to_numpy()[mask].tolist(), merged["target_key"].to_numpy()[mask].tolist(), strict=True)
     return [key for _, key in sorted(pairs, key=lambda p: (p[0], int(p[1].partition(":")[2])))]
+
+
+
+def targets_in_dataset(session: Session, dataset_id: int, target: str, sample_ids: set[int] | None = None) -> int:
+    """Return how many targets of a task's kind the dataset has: its active claims or contexts, or its samples
+    (every task on samples, pairwise included); only those of `sample_ids` (a split) when given."""
+    if target in ("claim", "context"):
+        row = Claim if target == "claim" else Context
+        query = (select(col(row.sample_id)).join(Sample, col(Sample.id) == col(row.sample_id))
+                 .where(Sample.dataset_id == dataset_id, col(row.active).is_(True)))
+    else:
+        query = select(col(Sample.id)).where(Sample.dataset_id == dataset_id)
+    if sample_ids is None:
+        return int(session.exec(select(func.count()).select_from(query.subquery())).one())
+    # A split: filtered here, not with an IN list (thousands of ids would hit SQLite's parameter limit).
+    return sum(1 for sample_id in session.exec(query) if sample_id in sample_ids)
+
+
+def cap_to_dataset(section: dict, available: int) -> None:
+    """Keep the section's `labels_to_decide`, `labels_needed` and `budget` within the targets the dataset has.
+
+    The 1/√n extrapolation knows nothing of the dataset's size, so it may ask for more targets
+    than exist (≈ 789 more for a dataset of 358 claims). When it does, the block gains
+    `capped: true`, `available` (the dataset's targets of this kind), `targets_left` (those not
+    yet counted in n) and `extrapolated` (what the extrapolation asked for), and its note says so.
+    For the decision (`labels_to_decide`, `labels_needed`) `more_targets` becomes None, which
+    every renderer reads as "more labels are not expected to settle it" — labelling every target
+    left would not, by the same extrapolation; the `budget` (a CI width goal) keeps
+    `more_targets` = `targets_left`, the most that can be labelled.
+    """
+    n = int(section.get("n") or 0)
+    left = max(available - n, 0)
+    for key in ("labels_to_decide", "labels_needed", "budget"):
+        block = section.get(key)
+        if not isinstance(block, dict) or block.get("more_targets") is None or block["more_targets"] <= left:
+            continue
+        wanted = block["more_targets"]
+        block.update(more_targets=left if key == "budget" else None, capped=True, available=available,
+                     targets_left=left, extrapolated=wanted)
+        if "candidates" in block:
+            block["candidates"] = block["candidates"][:left]
+        block["note"] = (f"about {wanted} more labelled targets would be needed, but the dataset has {available} "
+                         f"targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
+                         f"not expected to be enough")

@@ -6,7 +6,7 @@ the judge has a usable verdict on:
 
 - a categorical or pairwise task: the share of the positive label (`positive`, default the task's
   first declared label); a score task (ordinal, continuous): the mean score;
-- **labelled** targets have a gold (calibration/gold.py: adjudicated, else majority, else mean;
+- **labelled** targets have a gold (calibrate/gold.py: adjudicated, else majority, else mean;
   ties give none) and a usable verdict; **unlabelled** targets a usable verdict only;
 - a usable verdict: status ok, a value, its claim or context still active, not an excluded label
   (`not_applicable`); a pairwise task's verdict is the one its order rule makes (pairwise.py);

@@ -18,6 +18,8 @@ class Options:
     ci_method: str = "percentile"
     k: int = 10
     split: str | None = None  # only the samples of this split (train, dev, test); None: every sample
+    # Annotator pairs sharing fewer targets are counted (human.n_pairs_sparse), not listed.
+    min_shared: int = 10
     budget_half_width: float = 0.05  # the CI half-width the label budget aims at
     # Pairwise tasks: a judge's one verdict per target from its two presentation orders
     # (calibration/pairwise.py): "consistent" (both orders agree, else tie or a miss) or "original".

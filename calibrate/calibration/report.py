@@ -29,6 +29,7 @@ from sqlmodel import Session, select
 
 from calibrate import __version__, lookup
 from calibrate.calibration.alttest import alt_test_block
+from calibrate.calibration.budget import cap_to_dataset, targets_in_dataset
 from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
 from calibrate.calibration.frames import (
@@ -218,6 +219,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
         if task.target == "claim" or task.name == "faithfulness":
             section["claim_sources"] = source_counts(session, _samples_of(direct_labels, verdicts))
+        if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
+            cap_to_dataset(section, targets_in_dataset(session, dataset.id, task.target, in_split))
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []

@@ -8,7 +8,6 @@ item rows and the RAG metrics reuse.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -167,18 +166,21 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         if groups is not None:
             section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels)
+    section["human"] = human_block(task, labels, min_shared=options.min_shared)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
 
 
-def human_block(task: Task, labels: pd.DataFrame) -> dict:
-    """Return the annotators' agreement among themselves (a section's `human` block) for the task's kind."""
+def human_block(task: Task, labels: pd.DataFrame, *, min_shared: int = Options.min_shared) -> dict:
+    """Return the annotators' agreement among themselves (a section's `human` block) for the task's kind.
+
+    Annotator pairs sharing fewer than `min_shared` targets are counted (`n_pairs_sparse`), not listed.
+    """
     if task.kind in LABEL_KINDS:
         return _human_categorical(labels, [lab for lab in (task.labels or []) if lab not in (task.excluded or [])],
-                                  set(task.excluded or []))
-    return _human_numeric(labels)
+                                  set(task.excluded or []), min_shared)
+    return _human_numeric(labels, min_shared)
 
 
 def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
@@ -188,7 +190,7 @@ def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
     return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
 
 
-def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> dict:
+def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: set[str], min_shared: int) -> dict:
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
     multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
@@ -199,13 +201,15 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
         none = Reason("no_two_annotators")
         out.update(noted(none))
         out["pairwise_kappa"] = []
+        out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2
         out["fleiss_kappa"] = estimate_dict(Estimate.no_data(none))
         out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(none))}
         return out
-    out["pairwise_kappa"] = [
-        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()}
-        for a, b, est in _pairwise(shared, lambda x, y: stats.cohen_kappa(x, y, labels=stat_labels))
-    ]
+    # Only the pairs that co-occur are enumerated (a crowd of 246 has 30,135 pairs, most sharing nothing).
+    pairwise = stats.crowd_pairwise_kappa(shared["target_key"], shared["annotator"], shared["value"],
+                                          labels=stat_labels, min_shared=min_shared)
+    out["pairwise_kappa"] = pairwise["pairs"]
+    out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2 - len(pairwise["pairs"])
     counts = _unit_counts(shared["target_key"], shared["value"].map({lab: i for i, lab in enumerate(stat_labels)}), len(stat_labels))
     out["fleiss_kappa"] = estimate_dict(stats.fleiss_kappa_counts(counts, labels=stat_labels))
     out["krippendorff_alpha"] = {"nominal": estimate_dict(stats.krippendorff_alpha_counts(counts, level="nominal", values=stat_labels))}
@@ -336,7 +340,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
         align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels)
+    section["human"] = human_block(task, labels, min_shared=options.min_shared)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
@@ -385,7 +389,7 @@ def _plain_number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _human_numeric(labels: pd.DataFrame) -> dict:
+def _human_numeric(labels: pd.DataFrame, min_shared: int) -> dict:
     current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
     multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
@@ -396,6 +400,7 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
         out.update(status="no_data", **noted(note), krippendorff_alpha={
             "ordinal": estimate_dict(Estimate.no_data(note)), "interval": estimate_dict(Estimate.no_data(note))})
         out["pairwise_spearman"] = []
+        out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2
         return out
     numbers = shared["value"].astype(float)
     domain = np.sort(numbers.unique())
@@ -405,22 +410,18 @@ def _human_numeric(labels: pd.DataFrame) -> dict:
         "ordinal": estimate_dict(stats.krippendorff_alpha_counts(counts, level="ordinal", values=values)),
         "interval": estimate_dict(stats.krippendorff_alpha_counts(counts, level="interval", values=values)),
     }
-    out["pairwise_spearman"] = [
-        {"a": a, "b": b, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()}
-        for a, b, est in _pairwise(shared, lambda x, y: stats.spearman_rho(x.astype(float), y.astype(float)))
-    ]
+    co = stats.co_rated_pairs(shared["target_key"], shared["annotator"], min_shared=min_shared)
+    pairs, number = [], numbers.to_numpy()
+    by_pair = np.argsort(co["pair"], kind="stable")
+    bounds = np.searchsorted(co["pair"][by_pair], np.arange(len(co["a"]) + 1))
+    for i in range(len(co["a"])):
+        rows = by_pair[bounds[i]:bounds[i + 1]]
+        est = stats.spearman_rho(number[co["rows_a"][rows]], number[co["rows_b"][rows]])
+        pairs.append({"a": co["raters"][co["a"][i]], "b": co["raters"][co["b"][i]], "n": est.n, "value": est.value,
+                      "status": est.status, **est.note_fields()})
+    out["pairwise_spearman"] = pairs
+    out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2 - len(pairs)
     return out
-
-
-def _pairwise(labels: pd.DataFrame, statistic):
-    """Yield (a, b, estimate) for every pair of annotators over the targets both labelled."""
-    by_annotator = {a: g[["target_key", "value"]] for a, g in labels.groupby("annotator")}
-    for a, b in itertools.combinations(sorted(by_annotator), 2):
-        both = by_annotator[a].merge(by_annotator[b], on="target_key", suffixes=("_a", "_b"))
-        if both.empty:
-            yield a, b, Estimate.no_data(f"no targets labelled by both {a} and {b}")
-        else:
-            yield a, b, statistic(both["value_a"].to_numpy(), both["value_b"].to_numpy())
 
 
 def _per_annotator_numeric(labels: pd.DataFrame, merged: pd.DataFrame) -> list[dict]:

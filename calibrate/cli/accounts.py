@@ -1,4 +1,4 @@
-"""`calibrate users add|list`: accounts."""
+"""`calibrate users add|password|list`: accounts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 from sqlmodel import Session, select
 
 from calibrate import lazy
-from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import User
 
@@ -43,6 +43,28 @@ def users_add_command(settings: Settings, username: str, role: str, display_name
         user = accounts.add_user(session, username, role=role, password=password, display_name=display_name)
         line = f"added {user.role} {user.username}" + ("" if password else " (no password: cannot log in until one is set)")
     click.echo(line)
+
+
+@users_group.command("password")
+@click.argument("username")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input (one line).")
+@db_option
+def users_password_command(settings: Settings, username: str, password_stdin: bool) -> None:
+    """Set or reset a user's password (e.g. an annotator created by a labels import); ends their sessions."""
+    engine = ready_engine(settings)
+    with Session(engine) as session:
+        known = accounts.get_user(session, username) is not None
+    if not known:
+        raise BadInput(f"unknown user {username!r} (add one with `calibrate users add {username}`)")
+    # Asked before the write transaction opens: a prompt must not hold the write lock.
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else click.prompt(
+        "Password", hide_input=True, confirmation_prompt=True)
+    with write_session(engine) as session:
+        user = accounts.get_user(session, username)
+        if user is None:
+            raise BadInput(f"unknown user {username!r}")
+        ended = accounts.set_password(session, user, password)
+    click.echo(f"password set for {username}" + (f"; {ended} session(s) ended" if ended else ""))
 
 
 @users_group.command("list")

@@ -49,6 +49,17 @@ def import_command(settings: Settings, kind: str, file: Path, dataset: str, judg
             where=where, chunk_size=settings["IMPORT_CHUNK_SIZE"], stale_seconds=settings["IMPORT_STALE_SECONDS"],
         )
     click.echo(summary.line())
+    created = getattr(summary, "created_accounts", [])
+    if created:
+        click.echo(created_accounts_line(created))
+
+
+def created_accounts_line(names: list[str], *, shown: int = 10) -> str:
+    """Name the annotator accounts an import created (the first `shown`), and how to give one a password."""
+    listed = ", ".join(names[:shown]) + (f", … ({len(names) - shown:,} more)" if len(names) > shown else "")
+    noun = "account" if len(names) == 1 else "accounts"
+    return (f"created {len(names):,} annotator {noun} without passwords: {listed} "
+            f"(set one with `calibrate users password NAME`)")
 
 
 @click.command("cleanup")

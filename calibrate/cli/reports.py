@@ -29,6 +29,9 @@ ORDER_RULE = click.option(
 
 # The language of an HTML or Markdown report's words, numbers and dates (docs/i18n.md); JSON and CSV are the
 # same in every locale. calibrate.i18n.LOCALES, written out so that --help loads no catalog.
+MIN_SHARED = click.option(
+    "--min-shared", "min_shared", type=click.IntRange(min=1), default=10, show_default=True,
+    help="List a pair of annotators in the human agreement only when they share this many targets (the rest are counted).")
 LOCALE = click.option(
     "--locale", type=click.Choice(["en", "es"]), default="en", show_default=True,
     help="Language of an HTML or Markdown report: en (English) or es (Spanish). JSON and CSV do not change.")
@@ -36,9 +39,9 @@ LOCALE = click.option(
 
 def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
                    bootstrap: int | None = None, k: int = 10, ci_method: str = "percentile", split: str | None = None,
-                   budget: float = 0.05, order_rule: str = "consistent") -> Options:
+                   budget: float = 0.05, order_rule: str = "consistent", min_shared: int = 10) -> Options:
     """Return the report's options: the command's, else the settings' defaults."""
-    return Options(split=split, budget_half_width=budget, order_rule=order_rule,
+    return Options(split=split, budget_half_width=budget, order_rule=order_rule, min_shared=min_shared,
                    threshold=settings["THRESHOLD"] if threshold is None else threshold,
                    ci_lower=ci_lower or bool(settings.get("CI_LOWER", False)), group_by=group_by,
                    bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
@@ -66,16 +69,18 @@ def _build(settings: Settings, dataset: str, judge: str | None, options: Options
 @click.option("--budget-half-width", "budget", type=click.FloatRange(min=0.001, max=1), default=0.05, show_default=True,
               help="CI half-width the label budget aims at.")
 @ORDER_RULE
+@MIN_SHARED
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
 @LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(settings: Settings, dataset: str, judge: str | None, group_by: str | None, threshold: float | None,
                    ci_lower: bool, bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...],
-                   with_versions: bool, budget: float, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
+                   with_versions: bool, budget: float, order_rule: str, min_shared: int, fmt: str, locale: str,
+                   output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
-              "split": split, "budget": budget, "order_rule": order_rule}
+              "split": split, "budget": budget, "order_rule": order_rule, "min_shared": min_shared}
     built = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
     if with_versions:
         if not judge:
@@ -98,13 +103,15 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @click.option("--bootstrap", type=click.IntRange(min=100), help="Bootstrap resamples (default 2000).")
 @click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
 @ORDER_RULE
+@MIN_SHARED
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
-                 min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str) -> None:
+                 min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str,
+                 min_shared: int) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     default = settings["THRESHOLD"]
     options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split,
-                             order_rule=order_rule)
+                             order_rule=order_rule, min_shared=min_shared)
     built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
     ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
                                 min_rho=default if min_rho is None else min_rho, ci_lower=options.ci_lower,

@@ -36,6 +36,8 @@ def sample_command(settings: Settings, dataset: str, n: int | None, fraction: fl
             negative_first=negative_first, overlap=overlap, assign=list(assign), split=split_spec,
         )
     click.echo(summary.line())
+    if summary.warning():
+        click.echo(summary.warning(), err=True)
 
 
 @click.group("queue")

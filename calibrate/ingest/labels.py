@@ -486,7 +486,8 @@ class _Import:
         self.tick.flush()
         unchanged = stager.unchanged + stager.staged - added - updated
         return ImportSummary(self.kind, self.ctx.dataset.name, added, updated, unchanged,
-                             no_value=no_value, no_value_errors=no_value_errors)
+                             no_value=no_value, no_value_errors=no_value_errors,
+                             created_accounts=sorted(stager.created))
 
     def _what(self, line: Line) -> str:
         target = (f"claim {line.claim} of" if line.claim is not None
@@ -546,6 +547,7 @@ class _Stager:
         self.writes = job.writes
         self.unchanged = self.staged = 0
         self.rows: list[dict[str, Any]] = []
+        self.created: list[str] = []  # labels: the annotator accounts that publishing created
 
     def stage(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -615,10 +617,15 @@ class _LabelStager(_Stager):
                     "guideline_version": self.guidelines.get(line.task.id), "order": _order_text(line.order)})
 
     def publish(self, session: Session) -> tuple[int, int]:
-        """Upsert the batch's staged labels (creating the annotators it names); return (added, updated)."""
+        """Upsert the batch's staged labels (creating the annotators it names); return (added, updated).
+
+        The names of the accounts it creates are kept in `self.created` for the summary.
+        """
         batch_id, now = self.writes.batch.id, utcnow()
         staged, users = StagedLabel.__table__, User.__table__
         for name in session.execute(select(staged.c.annotator).where(staged.c.batch_id == batch_id).distinct()).scalars():
+            if name not in self.people:  # the users as they were when the import began
+                self.created.append(name)
             ensure_annotator(session, name)
         session.flush()
         first_new = (session.execute(select(func.max(_LABELS.c.id))).scalar() or 0) + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calibrate.errors import CalibrateError
 
@@ -71,6 +71,7 @@ class ImportSummary:
     flagged: int = 0
     no_value: int = 0  # verdicts: lines with "value": null (a judge call that gave nothing usable)
     no_value_errors: int = 0  # … of them with an `error` (the call failed), the rest unparsed
+    created_accounts: list[str] = field(default_factory=list)  # labels: annotators the import created, no password
 
     def line(self) -> str:
         """Return the one line the CLI prints."""

@@ -179,6 +179,16 @@ def _not_utf8(error: UnicodeDecodeError, *, in_line: bool = True) -> str:
     return f"not valid UTF-8 (byte 0x{error.object[error.start]:02x}{where}); save the file as UTF-8"
 
 
+def json_line_error(exc: json.JSONDecodeError, text: str) -> str:
+    """Return the problem of one JSONL line that json could not parse, at its column; say when it looks cut short."""
+    if exc.msg.startswith("Unterminated string"):
+        return (f"not valid JSON: a string starting at column {exc.colno} is still open where the line ends "
+                f"(column {len(text) + 1}): is it cut short?")
+    if exc.pos >= len(text):
+        return f"not valid JSON: {exc.msg} (column {exc.colno}, where the line ends: is it cut short?)"
+    return f"not valid JSON: {exc.msg} (column {exc.colno})"
+
+
 def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
     loads = load_json
     for number, raw in enumerate(fh, start=1):
@@ -191,10 +201,12 @@ def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
             continue
         if not text or text.isspace():
             continue
+        # Without its line break: a cut-short line's error would be at "line 2, column 1" of the text.
+        text = text.rstrip("\r\n")
         try:
             value = loads(text)
         except json.JSONDecodeError as exc:
-            yield Record(number, None, ImportProblem(number, None, f"not valid JSON: {exc.msg} (column {exc.colno})"))
+            yield Record(number, None, ImportProblem(number, None, json_line_error(exc, text)))
             continue
         except NestingTooDeep as exc:
             yield Record(number, None, ImportProblem(number, exc.field, str(exc)))

@@ -26,7 +26,7 @@ from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.errors import SamplingError
-from calibrate.models import SPLITS, Assignment, Sample, User, utcnow
+from calibrate.models import SPLITS, Assignment, Label, Sample, User, utcnow
 from calibrate.reasons import Reason
 
 __all__ = [
@@ -75,6 +75,19 @@ class SamplingSummary:
     splits_kept: int = 0  # taken samples that already had a split (never moved)
     slots_filled: int = 0  # open slots given to named annotators (counted in assignments_added)
     external_ids: list[str] = field(default_factory=list)  # taken samples, in queue order
+    split_spec: str = ""  # the split asked for, as NAME=FRACTION,… (empty when none was)
+    unsplit_labelled: int = 0  # with a split: labelled samples left out of the sample that still have no split
+
+    def warning(self) -> str:
+        """Return the warning the CLI prints when `--split` left labelled samples without a split, else ""."""
+        if not self.unsplit_labelled:
+            return ""
+        return (f"warning: --split split only the {self.taken} sampled samples; "
+                f"{_plural(self.unsplit_labelled, 'other labelled sample')} of {self.dataset} still "
+                f"{'has' if self.unsplit_labelled == 1 else 'have'} no split, so a report or dashboard on a split "
+                f"leaves them out. To split every sample, run `calibrate sample --dataset {self.dataset} --fraction 1 "
+                f"--seed {self.seed} --split {self.split_spec}` (splits already given are kept; it also queues "
+                f"every sample for annotation)")
 
     def line(self) -> str:
         """Return a one-line description, e.g. for the CLI."""
@@ -642,6 +655,12 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     groups = _assignee_groups(len(users), overlap, len(taken), seed) if users else []
     added, existing, filled = _queue(session, taken, users, groups, overlap, negative_first)
     session.flush()
+    unsplit_labelled = 0
+    if split_fractions is not None and len(taken) < total:
+        taken_ids = {c.id for c in taken}
+        labelled = session.exec(select(Label.sample_id).join(Sample, col(Sample.id) == col(Label.sample_id))
+                                .where(Sample.dataset_id == ds.id, col(Sample.split).is_(None)).distinct()).all()
+        unsplit_labelled = sum(1 for sample_id in labelled if sample_id not in taken_ids)
 
     return SamplingSummary(
         dataset=ds.name, taken=len(taken), eligible=total, assignments_added=added, assignments_existing=existing,
@@ -651,6 +670,8 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
         stratify_by=field_name, negative_first=negative_first,
         negatives_available=sum(1 for c in candidates if is_negative(c)), splits_kept=splits_kept,
         slots_filled=filled, external_ids=[c.external_id for c in taken],
+        split_spec=",".join(f"{name}={float(value):g}" for name, value in split_fractions.items()) if split_fractions else "",
+        unsplit_labelled=unsplit_labelled,
     )
 
 

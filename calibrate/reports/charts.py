@@ -349,11 +349,31 @@ class VersionPoint:
     value: float | None
     ci: tuple[float, float] | None
     outcome: str
+    # Points of one series are joined by the trend line (and CI band); None: the prompt of a
+    # "PROMPT@N" label, and an imported judge (any other label) stands alone.
+    series: str | None = None
+
+    def series_key(self) -> str | None:
+        """Return the series the point belongs to, or None when it is joined to no other point."""
+        if self.series is not None:
+            return self.series
+        name, at, version = self.label.rpartition("@")
+        return name if at and name and version.isdigit() else None
+
+
+def version_series(points: Sequence[VersionPoint]) -> list[list[int]]:
+    """Return the positions of the points of each series with two or more points, in order of first appearance."""
+    runs: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+        key = p.series_key()
+        if key is not None:
+            runs.setdefault(key, []).append(i)
+    return [run for run in runs.values() if len(run) > 1]
 
 
 def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling: float | None = None,
                    metric: str = "alignment", ci_label: str = "95% CI") -> str:
-    """Return the alignment of each version in order: a line through the estimates, the CI as a band,
+    """Return the alignment of each version in order: a line (and CI band) through the versions of each prompt,
     the threshold as a dashed line and the human–human ceiling as a dotted line."""
     numbers = [threshold, 0.0, 1.0]
     for p in points:
@@ -379,16 +399,18 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
         body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
         body.append(_text(left - 8, sy(tick) + 4, number(tick, 1), anchor="end", fill=MUTED))
         tick = round(tick + 0.2, 10)
-    with_ci = [(i, p) for i, p in enumerate(points) if p.ci and all(_finite(v) for v in p.ci)]
-    if with_ci:
-        upper = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[1]))}" for i, p in with_ci)
-        lower = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[0]))}" for i, p in reversed(with_ci))
-        body.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" stroke="none">'
-                    f"<title>{_e(ci_label)}</title></polygon>")
-    defined = [(i, p) for i, p in enumerate(points) if _finite(p.value)]
-    if len(defined) > 1:
-        path = " ".join(f"{_f(sx(i))},{_f(sy(p.value))}" for i, p in defined)
-        body.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
+    # One line (and band) per prompt through its versions: unrelated judges are never joined.
+    for run in version_series(points):
+        with_ci = [(i, points[i]) for i in run if points[i].ci and all(_finite(v) for v in points[i].ci)]
+        if len(with_ci) > 1:
+            upper = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[1]))}" for i, p in with_ci)
+            lower = " ".join(f"{_f(sx(i))},{_f(sy(p.ci[0]))}" for i, p in reversed(with_ci))
+            body.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" '
+                        f'stroke="none"><title>{_e(ci_label)}</title></polygon>')
+        defined = [(i, points[i]) for i in run if _finite(points[i].value)]
+        if len(defined) > 1:
+            path = " ".join(f"{_f(sx(i))},{_f(sy(p.value))}" for i, p in defined)
+            body.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
     ty = sy(threshold)
     body.append(f'<line class="threshold" x1="{_f(left)}" y1="{_f(ty)}" x2="{_f(left + plot_w)}" y2="{_f(ty)}" '
                 f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')

@@ -52,8 +52,10 @@ References
 """
 
 from calibrate.stats.agreement import (
+    co_rated_pairs,
     cohen_kappa,
     confusion_matrix,
+    crowd_pairwise_kappa,
     disagreement_weights,
     fleiss_kappa,
     fleiss_kappa_counts,
@@ -189,6 +191,8 @@ __all__ = [
     "paired_bootstrap_diff",
     "paired_cluster_bootstrap_diff",
     "paired_t_test",
+    "co_rated_pairs",
+    "crowd_pairwise_kappa",
     "pairwise_cohen_kappa",
     "pearson_r",
     "per_label_prf",

@@ -6,7 +6,9 @@ Two raters
 Many raters
     :func:`fleiss_kappa` (generalised to unequal numbers of raters per item),
     :func:`krippendorff_alpha` (nominal, ordinal, interval, ratio; missing values allowed),
-    :func:`pairwise_cohen_kappa` (every pair of raters over their shared units).
+    :func:`pairwise_cohen_kappa` (every pair of raters over their shared units),
+    :func:`crowd_pairwise_kappa` and :func:`co_rated_pairs` (only the pairs that co-occur,
+    in time linear in the ratings rather than quadratic in the raters).
 
 Every function returns an :class:`~calibrate.stats.result.Estimate` (or plain containers);
 undefined statistics (one label only, fewer than two items, nothing shared) come back as
@@ -60,6 +62,8 @@ __all__ = [
     "krippendorff_alpha",
     "krippendorff_alpha_counts",
     "pairwise_cohen_kappa",
+    "crowd_pairwise_kappa",
+    "co_rated_pairs",
     "kappa_from_tables",
     "disagreement_weights",
 ]
@@ -385,6 +389,148 @@ def pairwise_cohen_kappa(ratings: Mapping[Any, Mapping[Any, Any]], *, labels: Se
             est = cohen_kappa([da[u] for u in shared], [db[u] for u in shared], labels=labs)
         out.append({"a": ra, "b": rb, "n": est.n, "value": est.value, "status": est.status, **est.note_fields()})
     return out
+
+
+def co_rated_pairs(units: Sequence, raters: Sequence, *, min_shared: int = 1) -> dict:
+    """Return the rater pairs that rated at least ``min_shared`` units in common, and the rows.
+
+    The pairs are enumerated per unit (a unit rated by ``m`` raters yields ``m(m-1)/2``
+    pairs), so the work is ``sum_i C(m_i, 2)`` — linear in the ratings for a crowd where each
+    unit has a few raters — instead of one comparison per pair of the ``R`` raters
+    (``R(R-1)/2``, most of which share nothing).
+
+    Parameters
+    ----------
+    units, raters : array-like
+        One entry per rating (long format, the non-missing cells of a unit × rater matrix).
+        A rater rates a unit at most once (``ValueError`` otherwise).
+    min_shared : int
+        Pairs sharing fewer units are counted in ``n_pairs_sparse``, not returned.
+
+    Returns
+    -------
+    dict
+        ``raters``: the sorted distinct raters; ``a``, ``b``: rater indices of the kept pairs
+        (``a < b``, sorted); ``n``: units each kept pair shares; ``pair``: for each
+        co-rated (unit, pair) the kept pair's position; ``rows_a``, ``rows_b``: the input
+        rows of the two ratings; ``n_pairs``: ``R(R-1)/2``; ``n_pairs_sparse``: pairs sharing
+        fewer than ``min_shared`` units (none included).
+    """
+    if isinstance(min_shared, bool) or not isinstance(min_shared, (int, np.integer)) or min_shared < 1:
+        raise ValueError("min_shared must be a positive integer")
+    u = np.asarray(to_list(units), dtype=object)
+    r = np.asarray(to_list(raters), dtype=object)
+    check_same_length(units=u, raters=r)
+    unit_ids, _ = pd.factorize(pd.Series(u, dtype=object))
+    rater_ids, rater_names = pd.factorize(pd.Series(r, dtype=object), sort=True)
+    n_raters = len(rater_names)
+    if len(pd.unique(unit_ids.astype(np.int64) * max(n_raters, 1) + rater_ids)) != len(u):
+        raise ValueError("a rater rated the same unit more than once")
+    order = np.argsort(unit_ids, kind="stable")
+    sorted_units = unit_ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_units[1:] != sorted_units[:-1]]) if len(u) else np.zeros(0, int)
+    sizes = np.diff(np.r_[starts, len(u)])
+    rows_a_parts, rows_b_parts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for size in np.unique(sizes):
+        if size < 2:
+            continue
+        block = starts[sizes == size][:, None] + np.arange(size)[None, :]  # (units of this size, size)
+        ia, ib = np.triu_indices(size, 1)
+        rows_a_parts.append(order[block[:, ia]].ravel())
+        rows_b_parts.append(order[block[:, ib]].ravel())
+    rows_a, rows_b = np.concatenate(rows_a_parts), np.concatenate(rows_b_parts)
+    ra, rb = rater_ids[rows_a], rater_ids[rows_b]
+    swap = ra > rb
+    rows_a, rows_b = np.where(swap, rows_b, rows_a), np.where(swap, rows_a, rows_b)
+    key = np.minimum(ra, rb).astype(np.int64) * n_raters + np.maximum(ra, rb)
+    pair_keys, pair_of, shared = np.unique(key, return_inverse=True, return_counts=True)
+    kept = shared >= min_shared
+    position = np.cumsum(kept) - 1
+    on_kept = kept[pair_of]
+    n_pairs = n_raters * (n_raters - 1) // 2
+    return {
+        "raters": list(rater_names), "a": (pair_keys[kept] // max(n_raters, 1)).astype(np.int64),
+        "b": (pair_keys[kept] % max(n_raters, 1)).astype(np.int64), "n": shared[kept].astype(np.int64),
+        "pair": position[pair_of][on_kept], "rows_a": rows_a[on_kept], "rows_b": rows_b[on_kept],
+        "n_pairs": n_pairs, "n_pairs_sparse": n_pairs - int(kept.sum()),
+    }
+
+
+def crowd_pairwise_kappa(units: Sequence, raters: Sequence, values: Sequence, *, labels: Sequence,
+                         min_shared: int = 10, weights: str | None = None) -> dict:
+    """Return Cohen's kappa for every rater pair sharing at least ``min_shared`` units.
+
+    Each pair's ``K x K`` table counts the units both raters rated; all tables are built with
+    one ``bincount`` over the co-rated (unit, pair) cells found by :func:`co_rated_pairs`, and
+    kappa is
+
+    .. math::
+
+        \\kappa_w = 1 - \\frac{n \\sum_{ij} w_{ij} O_{ij}}{\\sum_{ij} w_{ij} r_i c_j}
+
+    per table (:func:`kappa_from_tables`), the value of :func:`cohen_kappa` and of
+    scikit-learn's ``cohen_kappa_score`` on the pair's shared units.
+
+    Parameters
+    ----------
+    units, raters, values : array-like
+        One entry per rating (long format).  Missing values are dropped first.
+    labels : sequence
+        The full label set (values outside it raise ``ValueError``).
+    min_shared : int
+        Pairs sharing fewer units are counted (``n_pairs_sparse``), not listed: their kappa
+        over one to a few units is mostly noise.
+    weights : {None, "linear", "quadratic"}
+        As in :func:`cohen_kappa`.
+
+    Returns
+    -------
+    dict
+        ``pairs``: one ``{"a", "b", "n", "value", "status", "note"}`` per kept pair, ordered
+        by ``(a, b)`` over the sorted raters; ``n_pairs``: every unordered rater pair;
+        ``n_pairs_sparse``: pairs sharing fewer than ``min_shared`` units (zero included).
+
+    References
+    ----------
+    .. [1] Cohen, J. (1960). A coefficient of agreement for nominal scales. *Educational and
+       Psychological Measurement* 20(1), 37-46.
+    .. [2] Artstein, R. and Poesio, M. (2008). Inter-coder agreement for computational
+       linguistics. *Computational Linguistics* 34(4), 555-596 (section 3.3).
+    """
+    if weights not in _WEIGHTS:
+        raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
+    labs = validate_labels(labels)
+    lu, lr, lv = to_list(units), to_list(raters), to_list(values)
+    check_same_length(units=lu, raters=lr, values=lv)
+    present = ~pd.isna(np.array(lv, dtype=object)) if lv else np.zeros(0, bool)
+    keep = np.flatnonzero(present)
+    lu, lr, lv = [lu[i] for i in keep], [lr[i] for i in keep], [lv[i] for i in keep]
+    codes = encode(lv, {lab: i for i, lab in enumerate(labs)}, "values")
+    if weights is not None and not all(is_numeric_label(v) for v in labs):
+        raise ValueError("weighted kappa needs numeric labels (ordered scale values)")
+    co = co_rated_pairs(lu, lr, min_shared=min_shared)
+    k = len(labs)
+    n_kept = len(co["a"])
+    cells = co["pair"] * (k * k) + codes[co["rows_a"]] * k + codes[co["rows_b"]]
+    tables = np.bincount(cells, minlength=n_kept * k * k).reshape(n_kept, k, k)
+    w = disagreement_weights(k, weights=weights, values=labs if weights is not None else None)
+    kappas = kappa_from_tables(tables, w) if n_kept else np.zeros(0)
+    names = co["raters"]
+    pairs = []
+    for i in range(n_kept):
+        n = int(co["n"][i])
+        if n < 2:
+            est = Estimate.undefined(n, "n < 2: kappa needs at least two items")
+        elif not np.isfinite(kappas[i]):
+            used = np.flatnonzero(tables[i].sum(axis=0) + tables[i].sum(axis=1))
+            label = labs[int(used[0])]
+            note = _single_label_note(label) if weights is None else f"all labels are {label!r}: expected disagreement is 0"
+            est = Estimate.undefined(n, note)
+        else:
+            est = Estimate(value=float(kappas[i]), n=n)
+        pairs.append({"a": names[co["a"][i]], "b": names[co["b"][i]], "n": n, "value": est.value,
+                      "status": est.status, **est.note_fields()})
+    return {"pairs": pairs, "n_pairs": co["n_pairs"], "n_pairs_sparse": co["n_pairs_sparse"]}
 
 
 # --------------------------------------------------------------------------- many raters

@@ -179,3 +179,24 @@ def test_the_documentation_screenshots(browser, site, tmp_path):
             context.close()
         size = (folder / name).stat().st_size
         assert 0 < size <= MAX_SCREENSHOT_BYTES, f"{name}: {size} bytes"
+
+
+def test_the_dashboard_table_is_not_clipped_on_a_wide_screen(browser, site):
+    """At 1,400 px the judges' table is shown whole (no hidden columns to scroll to); on a phone it scrolls in its box."""
+    url = f"{site.url}/datasets/{DATASET}/calibration?task=claim_support&split=dev"
+    sizes = {}
+    for width in (1400, 390):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        try:
+            login(page, site.url, "engineer")
+            page.goto(url)
+            sizes[width] = page.evaluate("""(() => { const box = document.querySelector('#judges').closest('.scroll-x');
+                return [box.scrollWidth, box.clientWidth, document.documentElement.scrollWidth, innerWidth,
+                        document.querySelector('#judges th:last-child').getBoundingClientRect().right]; })()""")
+        finally:
+            context.close()
+    table, box, page_width, window, last_column = sizes[1400]
+    assert table <= box and last_column <= window, f"the table is clipped at 1,400 px: {sizes[1400]}"
+    assert page_width <= window
+    assert sizes[390][2] <= sizes[390][3]  # too wide for a phone: it scrolls inside its box, never the page

@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
+from sqlmodel import select
 
 from calibrate.calibration import CalibrationError, Options, build_report, labels_needed
 from calibrate.errors import NotFound
+from calibrate.models import Sample
+from calibrate.reports import render
 
 FAST = Options(bootstrap=200)
 
@@ -152,7 +155,7 @@ def test_human_ceiling_and_per_annotator(store, session):
     human = section["human"]
     assert human["annotators"] == ["ann1", "ann2"] and human["n"] == 36
     pair = human["pairwise_kappa"][0]
-    assert {pair["a"], pair["b"]} == {"ann1", "ann2"} and pair["n"] == 36
+    assert {pair["a"], pair["b"]} == {"ann1", "ann2"} and pair["n"] == 36 and human["n_pairs_sparse"] == 0
     assert pair["value"] < 1
     assert human["fleiss_kappa"]["value"] is not None
     assert human["krippendorff_alpha"]["nominal"]["value"] is not None
@@ -234,3 +237,44 @@ def test_ci_lower_rule(store, session):
     section = strict.data["tasks"]["claim_support"]
     assert loose.data["tasks"]["claim_support"]["passed"] is True
     assert section["passed"] is (section["alignment"]["ci"][0] >= 0.7)
+
+
+def test_labels_needed_never_exceed_the_targets_the_dataset_has(store, session):
+    """A 30-claim dataset with 20 labelled: the 1/√n extrapolation asks for hundreds more; only 10 exist."""
+    from calibrate.calibration.budget import targets_in_dataset
+    from calibrate.models import Dataset
+
+    for i in range(30):
+        store.sample(f"s{i}", n_claims=1)
+    for i in range(20):
+        gold = "supported" if i % 2 else "unsupported"
+        store.label("claim_support", "ann1", f"s{i}", gold, claim=0)
+        wrong = i in (0, 5, 10)  # 17 of 20 agree: κ 0.7, its CI straddles 0.75
+        judged = gold if not wrong else ("unsupported" if gold == "supported" else "supported")
+        store.verdict("j", "claim_support", f"s{i}", judged, claim=0)
+    store.commit()
+    section = build_report(session, "d", "j", options=FAST).data["tasks"]["claim_support"]
+    assert section["n"] == 20 and section["decision"] == "undecided"
+    md = render(build_report(session, "d", "j", options=FAST), "md")
+    assert "more labels are not expected to settle it" in md and "more targets to settle" not in md
+    for key in ("labels_to_decide", "labels_needed"):
+        block = section[key]
+        assert (block["more_targets"], block["capped"], block["available"], block["targets_left"]) == (None, True, 30, 10), key
+        assert block["extrapolated"] > 10
+        assert "the dataset has 30 targets of this kind, 10 of them not yet counted in n = 20" in block["note"]
+    dataset = session.exec(select(Dataset).where(Dataset.name == "d")).one()
+    ids = {s.id for s in session.exec(select(Sample).where(Sample.dataset_id == dataset.id)) if s.external_id < "s2"}
+    assert targets_in_dataset(session, dataset.id, "claim") == 30
+    assert targets_in_dataset(session, dataset.id, "sample", ids) == len(ids) == 12  # s0, s1, s10–s19
+    assert targets_in_dataset(session, dataset.id, "context") == 0
+
+
+def test_cap_to_dataset_leaves_what_fits_alone():
+    from calibrate.calibration.budget import cap_to_dataset
+
+    section = {"n": 50, "labels_to_decide": {"more_targets": 40, "note": "x"},
+               "budget": {"more_targets": 80, "candidates": ["claim:1"] * 80, "note": "y"}, "labels_needed": None}
+    cap_to_dataset(section, 100)
+    assert section["labels_to_decide"] == {"more_targets": 40, "note": "x"}
+    assert section["budget"]["more_targets"] == 50 and len(section["budget"]["candidates"]) == 50
+    assert section["budget"]["capped"] is True and section["labels_needed"] is None

@@ -96,7 +96,9 @@ def test_the_report_decides_each_task_in_three_states(store, session):
     assert seen == {"good": "pass", "bad": "fail", "mid": "undecided"}  # the data construct all three states
     mid = build_report(session, "d", "mid", options=Options(bootstrap=500)).data["tasks"]["claim_support"]
     assert mid["alignment"]["value"] >= T and mid["passed"] is True  # undecided, yet passes on the point estimate
-    assert mid["labels_to_decide"]["more_targets"] >= 1
+    # every claim is labelled: the extrapolation's "more targets" do not exist, and the report says so
+    assert mid["labels_to_decide"]["more_targets"] is None and mid["labels_to_decide"]["capped"] is True
+    assert mid["labels_to_decide"]["targets_left"] == 0 and mid["labels_to_decide"]["extrapolated"] >= 1
 
 
 def test_every_renderer_shows_the_three_states(store, session):

@@ -60,7 +60,12 @@ def test_the_human_ceiling_of_a_derived_metric_compares_each_experts_own_values(
     for sid, value in {"a": 0.9, "b": 0.3, "c": 0.2, "d": 0.7}.items():
         store.verdict("faith@1", "faithfulness", sid, value)
     store.commit()
-    section = build_report(session, "d", "faith@1", tasks=["faithfulness"], options=_options()).data["tasks"]["faithfulness"]
+    options = _options()
+    assert build_report(session, "d", "faith@1", tasks=["faithfulness"], options=options).data["tasks"]["faithfulness"][
+        "human"]["n_pairs_sparse"] == 1  # the pair shares 4 targets, fewer than the default 10: counted, not listed
+    options.min_shared = 4
+    section = build_report(session, "d", "faith@1", tasks=["faithfulness"], options=options).data["tasks"]["faithfulness"]
+    assert section["human"]["n_pairs_sparse"] == 0
     ann1, ann2 = [1, 1 / 3, 0, 1], [2 / 3, 1 / 3, 1 / 3, 0.9]
     pair = section["human"]["pairwise_spearman"][0]
     assert (pair["a"], pair["b"], pair["n"]) == ("ann1", "ann2", 4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ingest_helpers import GOOD, dump, run_import, write_jsonl
 from sqlmodel import Session, select
@@ -56,7 +58,7 @@ def test_labels_land_on_their_targets_with_a_create_revision(dataset):
 
 
 def test_annotators_named_by_an_import_are_created_without_a_password(dataset):
-    run_import(dataset, "labels", GOOD / "labels.jsonl")
+    assert run_import(dataset, "labels", GOOD / "labels.jsonl").created_accounts == ["ana", "ben"]
     with Session(dataset) as session:
         users = session.exec(select(User).order_by(User.username)).all()
         assert [(u.username, u.role, u.password_hash, u.active) for u in users] == [
@@ -260,3 +262,18 @@ def test_verdicts_cannot_be_imported_into_a_prompt_versions_judge(dataset, tmp_p
 def test_an_empty_judge_name_is_refused(dataset):
     assert rejected(dataset, "verdicts", GOOD / "verdicts.jsonl", judge=" ") == [
         "field 'judge': --judge must be a name of 1 to 200 characters"]
+
+
+def test_the_cli_summary_names_the_accounts_it_created_and_how_to_set_a_password(dataset, runner, tmp_path):
+    path = tmp_path / "crowd.jsonl"
+    names = [f"worker{i:02d}" for i in range(12, 0, -1)] + ["ana"]  # ana exists: not created again
+    assert runner.invoke(["users", "add", "ana", "--no-password"]).exit_code == 0
+    path.write_text("\n".join(json.dumps({"sample_id": "s1", "annotator": name, "task": "claim_support", "claim": 0,
+                                          "value": "supported"}) for name in names), encoding="utf-8")
+    result = runner.invoke(["import", "labels", str(path), "--dataset", "d"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "created 12 annotator accounts without passwords: worker01, worker02, worker03, worker04, worker05, "
+        "worker06, worker07, worker08, worker09, worker10, … (2 more) (set one with `calibrate users password NAME`)")
+    again = runner.invoke(["import", "labels", str(path), "--dataset", "d"])
+    assert again.exit_code == 0 and "created" not in again.output

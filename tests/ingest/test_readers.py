@@ -41,6 +41,12 @@ def test_jsonl_gives_each_object_with_its_line_skipping_blank_lines_and_a_bom():
     (b'{"a": 1}\n{"a": 1,}\n', 2, "not valid JSON: Expecting property name"),
     (b'{"a": 1}\n[1, 2]\n', 2, "must be a JSON object ({...}), found a list"),
     (b'{"a": 1}\n{"a": "\xff"}\n', 2, "not valid UTF-8 (byte 0xff at byte 8 of the line)"),
+    # A line cut short is reported where it ends, not at "column 1" of the line after its line break.
+    (b'{"a": 1}\n{"id": "s2", "answer": 17\n', 2,
+     "not valid JSON: Expecting ',' delimiter (column 26, where the line ends: is it cut short?)"),
+    (b'{"a": 1}\n{"id": "s2", "answer": "Yes, it\r\n', 2,
+     "not valid JSON: a string starting at column 24 is still open where the line ends (column 32): is it cut short?"),
+    (b'{"a": 1}\n{"id" "s2"}\n', 2, "not valid JSON: Expecting ':' delimiter (column 7)"),
 ])
 def test_jsonl_problems_name_their_line_and_the_next_lines_are_still_read(data, line, message):
     found = records(data + b'{"b": 2}\n', "jsonl")

@@ -552,3 +552,45 @@ def test_cli_sample_bad_input_exits_2(runner, session, extra, message):
     result = runner.invoke(["sample", "--dataset", "d", *extra])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def _label_samples(session, dataset, count):
+    """Give the first `count` samples of `dataset` (by external id) one answer_quality label each; commit."""
+    from calibrate.models import Label, Task
+
+    task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
+    (user,) = make_users(session, "labeller")
+    samples = session.exec(select(Sample).where(Sample.dataset_id == dataset.id).order_by(Sample.external_id)).all()
+    for sample in samples[:count]:
+        session.add(Label(task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}", annotator_id=user.id, value="4"))
+    session.commit()
+
+
+def test_split_of_a_few_sampled_items_warns_about_the_labelled_rest_and_says_how_to_split_it(session, runner):
+    dataset = make_dataset(session, "claims", 12)
+    _label_samples(session, dataset, 10)
+    summary = sample_dataset(session, "claims", n=4, seed=3, split={"dev": 0.5, "test": 0.5})
+    taken = set(summary.external_ids)
+    labelled_left = len({f"s{i:04d}" for i in range(10)} - taken)
+    assert summary.unsplit_labelled == labelled_left > 0
+    assert summary.warning() == (
+        f"warning: --split split only the 4 sampled samples; {labelled_left} other labelled samples of claims still "
+        "have no split, so a report or dashboard on a split leaves them out. To split every sample, run "
+        "`calibrate sample --dataset claims --fraction 1 --seed 3 --split dev=0.5,test=0.5` (splits already given "
+        "are kept; it also queues every sample for annotation)")
+    session.rollback()
+    result = runner.invoke(["sample", "--dataset", "claims", "--fraction", "1", "--seed", "3", "--split", "dev=0.5,test=0.5"])
+    assert result.exit_code == 0 and "warning" not in result.output  # the advice works: every sample has a split now
+    assert all(s.split for s in session.exec(select(Sample).where(Sample.dataset_id == dataset.id)))
+
+
+def test_split_warning_goes_to_stderr_and_not_when_nothing_labelled_is_left_out(session, runner):
+    dataset = make_dataset(session, "few", 6)
+    assert sample_dataset(session, "few", n=2, seed=0, split={"dev": 0.5, "test": 0.5}).warning() == ""  # nothing labelled
+    session.commit()
+    _label_samples(session, dataset, 6)
+    result = runner.invoke(["sample", "--dataset", "few", "--n", "3", "--seed", "1", "--split", "dev=0.5,test=0.5"])
+    assert result.exit_code == 0
+    assert "warning: --split split only the 3 sampled samples" in result.stderr
+    assert "warning" not in result.stdout
+    assert sample_dataset(session, "few", n=3, seed=1).warning() == ""  # no --split: no warning

@@ -18,7 +18,7 @@ CATEGORICAL = {
     "percent_agreement": None,
     "confusion": {"labels": None, "matrix": None},
     "per_label": {"unsupported": {"precision": None, "recall": None, "f1": None}},
-    "human": {"n": None, "annotators": None, "pairwise_kappa": None, "fleiss_kappa": {"value": None},
+    "human": {"n": None, "annotators": None, "pairwise_kappa": None, "n_pairs_sparse": None, "fleiss_kappa": {"value": None},
               "krippendorff_alpha": {"nominal": {"value": None}}},
     "per_annotator": None,
     "grouped": {"by": None, "groups": None, "cohen_kappa": {"value": None}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 
@@ -17,6 +18,7 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 from calibrate.stats import (
     cohen_kappa,
     confusion_matrix,
+    crowd_pairwise_kappa,
     fleiss_kappa,
     krippendorff_alpha,
     pairwise_cohen_kappa,
@@ -336,3 +338,66 @@ def test_krippendorff_undefined_cases():
         krippendorff_alpha([["a", "b"], ["a", "a"]], level="interval")
     with pytest.raises(ValueError, match="rectangular"):
         krippendorff_alpha([[1, 2], [1]])
+
+
+# --------------------------------------------------------------------------- crowds: only co-occurring pairs
+
+
+def _crowd(seed=0, n_units=300, n_raters=20, per_unit=3, labels=("a", "b", "c")):
+    rng = np.random.default_rng(seed)
+    units, raters, values = [], [], []
+    for u in range(n_units):
+        for r in rng.choice(n_raters, per_unit, replace=False):
+            units.append(f"u{u}")
+            raters.append(f"r{r:02d}")
+            values.append(labels[rng.integers(len(labels))])
+    return units, raters, values
+
+
+def test_crowd_pairwise_kappa_matches_sklearn_on_every_listed_pair_and_counts_the_rest():
+    units, raters, values = _crowd()
+    out = crowd_pairwise_kappa(units, raters, values, labels=["a", "b", "c"], min_shared=8)
+    by_rater: dict = {}
+    for u, r, v in zip(units, raters, values, strict=True):
+        by_rater.setdefault(r, {})[u] = v
+    shared = {(a, b): [u for u in by_rater[a] if u in by_rater[b]] for a, b in itertools.combinations(sorted(by_rater), 2)}
+    expected = {pair: us for pair, us in shared.items() if len(us) >= 8}
+    assert 0 < len(expected) < len(shared)
+    assert [(p["a"], p["b"]) for p in out["pairs"]] == sorted(expected)
+    assert out["n_pairs"] == 190 and out["n_pairs_sparse"] == 190 - len(expected)
+    for p in out["pairs"]:
+        us = expected[(p["a"], p["b"])]
+        assert p["n"] == len(us)
+        ref = cohen_kappa_score([by_rater[p["a"]][u] for u in us], [by_rater[p["b"]][u] for u in us], labels=["a", "b", "c"])
+        assert p["value"] == pytest.approx(ref, abs=1e-12)
+
+
+def test_crowd_pairwise_kappa_equals_the_all_pairs_function_on_dense_data_with_missing_and_weights():
+    units, raters, values = _crowd(seed=3, n_units=60, n_raters=4, per_unit=4, labels=(1, 2, 3, 4))
+    values[5] = None  # a missing rating is dropped, as in cohen_kappa
+    ratings: dict = {}
+    for u, r, v in zip(units, raters, values, strict=True):
+        ratings.setdefault(r, {})[u] = v
+    for weights in (None, "quadratic"):
+        out = crowd_pairwise_kappa(units, raters, values, labels=[1, 2, 3, 4], min_shared=1, weights=weights)
+        ref = [cohen_kappa([ratings[a][u] for u in ratings[a] if u in ratings[b] and ratings[a][u] is not None
+                                  and ratings[b][u] is not None],
+                                 [ratings[b][u] for u in ratings[a] if u in ratings[b] and ratings[a][u] is not None
+                                  and ratings[b][u] is not None], labels=[1, 2, 3, 4], weights=weights)
+               for a, b in itertools.combinations(sorted(ratings), 2)]
+        assert [p["value"] for p in out["pairs"]] == pytest.approx([e.value for e in ref])
+        assert [p["n"] for p in out["pairs"]] == [e.n for e in ref] and out["n_pairs_sparse"] == 0
+
+
+def test_crowd_pairwise_kappa_says_why_a_pair_is_undefined_and_refuses_bad_input():
+    out = crowd_pairwise_kappa(["x", "y", "x", "y", "z"], ["A", "A", "B", "B", "C"], ["s"] * 5, labels=["s", "u"], min_shared=2)
+    assert out["pairs"] == [{"a": "A", "b": "B", "n": 2, "value": None, "status": "undefined",
+                             "note": "all labels are 's': expected agreement is 1"}]
+    assert out["n_pairs"] == 3 and out["n_pairs_sparse"] == 2
+    with pytest.raises(ValueError, match="more than once"):
+        crowd_pairwise_kappa(["x", "x"], ["A", "A"], ["s", "u"], labels=["s", "u"])
+    with pytest.raises(ValueError, match="min_shared"):
+        crowd_pairwise_kappa(["x"], ["A"], ["s"], labels=["s"], min_shared=0)
+    with pytest.raises(ValueError, match="not in labels"):
+        crowd_pairwise_kappa(["x"], ["A"], ["?"], labels=["s"])
+    assert crowd_pairwise_kappa([], [], [], labels=["s"]) == {"pairs": [], "n_pairs": 0, "n_pairs_sparse": 0}
