@@ -254,6 +254,9 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                 "(n ≈ {total}) would be expected to bring it under {target:g}, assuming it shrinks as "
                                 "1/√n; only {candidates} judged targets lack gold, so the judge must also judge "
                                 "{judge_more} more targets"),
+    "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
+                            "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
+                            "not expected to be enough"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).
