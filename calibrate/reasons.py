@@ -254,6 +254,25 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                 "(n ≈ {total}) would be expected to bring it under {target:g}, assuming it shrinks as "
                                 "1/√n; only {candidates} judged targets lack gold, so the judge must also judge "
                                 "{judge_more} more targets"),
+    # estimating the live mean (stats/estimation.py, stats/consistency.py, calibration/estimate.py)
+    "no_labels": N_("no labelled targets (no target has both a gold value and a verdict)"),
+    "no_target_verdict": N_("no target has a verdict"),
+    "no_unlabelled": N_("no unlabelled targets (every target with a verdict is labelled)"),
+    "too_few_labels": N_("fewer than two labelled targets: no standard error"),
+    "constant_gold": N_("every labelled target has the same gold value: the spread of the gold, and so the interval, "
+                        "is unknown"),
+    "no_gold_positive": N_("no labelled target is positive: the judge's sensitivity is unknown"),
+    "no_gold_negative": N_("no labelled target is negative: the judge's specificity is unknown"),
+    "not_better_than_chance": N_("the judge's sensitivity + specificity is at most 1: its verdicts carry no usable signal"),
+    "width_unreachable": N_("even labelling every target would not reach the target width"),
+    "too_few_runs": N_("no target has two or more verdicts from repeated runs"),
+    "judge_only": N_("the judge's verdicts alone: biased by its errors, whatever the number of verdicts"),
+    "constant_verdicts": N_("the verdicts do not vary: they carry no information, lambda = 0 (the labels alone)"),
+    "not_binary": N_("rogan-gladen needs a binary estimand: a task with labels (the positive label's share)"),
+    "mixed_weights": N_("some labelled targets' samples carry metadata.inclusion_prob and some do not: give it to all "
+                        "or none"),
+    "estimate_refused": N_("no {method} estimate of {task} on {dataset} with {judge}: {reason} [{refusal}] ({labelled} "
+                           "labelled, {unlabelled} unlabelled, {fewshot} few-shot left out)"),
     "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
                             "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
                             "not expected to be enough"),
