@@ -273,6 +273,21 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                         "or none"),
     "estimate_refused": N_("no {method} estimate of {task} on {dataset} with {judge}: {reason} [{refusal}] ({labelled} "
                            "labelled, {unlabelled} unlabelled, {fewshot} few-shot left out)"),
+    # drift of the golden set against production (stats/drift.py) and its refresh (stats/refresh.py)
+    "empty_sample": N_("the golden or the production sample has no values"),
+    "one_category": N_("every value of both samples is in one category: there is no share to shift ({label!r})"),
+    "mde_one_category": N_("the golden sample has a single category: no shift of its share can be formed"),
+    "mde_unreachable": N_("even removing the largest category entirely would not be detected with the asked power"),
+    "constant_values": N_("every value of both samples is the same (all {value:g})"),
+    "zero_spread": N_("the golden sample's IQR and standard deviation are 0: the distance cannot be normalised"),
+    "too_few_texts": N_("a sample has fewer texts than cross-validation folds ({fewest} < {folds})"),
+    "no_text_features": N_("the texts have no character n-grams"),
+    "kappa_undefined": N_("kappa is undefined on the golden or on the audit labels"),
+    "no_positives": N_("a sample has no human-positive item: sensitivity is undefined"),
+    "no_negatives": N_("a sample has no human-negative item: specificity is undefined"),
+    "permutation_tv": N_("expected counts below {min_expected:g} even after pooling: permutation test on total variation"),
+    "interval_spans_zero": N_("inconclusive: the interval spans 0"),
+    "refresh_seats_moved": N_("some strata had too few eligible production items: their seats went to the others"),
     "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
                             "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
                             "not expected to be enough"),
