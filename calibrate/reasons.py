@@ -127,6 +127,8 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "alt_test_one_item": N_("annotator {annotator}: one item only, the t-test is undefined (not rejected)"),
     "alt_test_few_tested": ngettext("only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}",
                                       "only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}"),
+    "neg_rmse_overflow": N_("values up to {magnitude:.3g} in magnitude: their squared differences overflow double "
+                            "precision (neg_rmse needs values within ±{bound:.3g}); rescale the values"),
     "alt_test_no_verdicts": N_("the judge has no verdicts for this task"),
     "alt_test_pairwise": N_("the alt-test compares labels on single targets; pairwise preferences are not supported"),
     # calibration sections
