@@ -127,6 +127,8 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "alt_test_one_item": N_("annotator {annotator}: one item only, the t-test is undefined (not rejected)"),
     "alt_test_few_tested": ngettext("only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}",
                                       "only {count} annotator(s) tested: the winning rate moves in steps of {step:.2g}"),
+    "neg_rmse_overflow": N_("values up to {magnitude:.3g} in magnitude: their squared differences overflow double "
+                            "precision (neg_rmse needs values within ±{bound:.3g}); rescale the values"),
     "alt_test_no_verdicts": N_("the judge has no verdicts for this task"),
     "alt_test_pairwise": N_("the alt-test compares labels on single targets; pairwise preferences are not supported"),
     # calibration sections
@@ -254,6 +256,43 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                 "(n ≈ {total}) would be expected to bring it under {target:g}, assuming it shrinks as "
                                 "1/√n; only {candidates} judged targets lack gold, so the judge must also judge "
                                 "{judge_more} more targets"),
+    # estimating the live mean (stats/estimation.py, stats/consistency.py, calibration/estimate.py)
+    "no_labels": N_("no labelled targets (no target has both a gold value and a verdict)"),
+    "no_target_verdict": N_("no target has a verdict"),
+    "no_unlabelled": N_("no unlabelled targets (every target with a verdict is labelled)"),
+    "too_few_labels": N_("fewer than two labelled targets: no standard error"),
+    "constant_gold": N_("every labelled target has the same gold value: the spread of the gold, and so the interval, "
+                        "is unknown"),
+    "no_gold_positive": N_("no labelled target is positive: the judge's sensitivity is unknown"),
+    "no_gold_negative": N_("no labelled target is negative: the judge's specificity is unknown"),
+    "not_better_than_chance": N_("the judge's sensitivity + specificity is at most 1: its verdicts carry no usable signal"),
+    "width_unreachable": N_("even labelling every target would not reach the target width"),
+    "too_few_runs": N_("no target has two or more verdicts from repeated runs"),
+    "judge_only": N_("the judge's verdicts alone: biased by its errors, whatever the number of verdicts"),
+    "constant_verdicts": N_("the verdicts do not vary: they carry no information, lambda = 0 (the labels alone)"),
+    "not_binary": N_("rogan-gladen needs a binary estimand: a task with labels (the positive label's share)"),
+    "mixed_weights": N_("some labelled targets' samples carry metadata.inclusion_prob and some do not: give it to all "
+                        "or none"),
+    "estimate_refused": N_("no {method} estimate of {task} on {dataset} with {judge}: {reason} [{refusal}] ({labelled} "
+                           "labelled, {unlabelled} unlabelled, {fewshot} few-shot left out)"),
+    # drift of the golden set against production (stats/drift.py) and its refresh (stats/refresh.py)
+    "empty_sample": N_("the golden or the production sample has no values"),
+    "one_category": N_("every value of both samples is in one category: there is no share to shift ({label!r})"),
+    "mde_one_category": N_("the golden sample has a single category: no shift of its share can be formed"),
+    "mde_unreachable": N_("even removing the largest category entirely would not be detected with the asked power"),
+    "constant_values": N_("every value of both samples is the same (all {value:g})"),
+    "zero_spread": N_("the golden sample's IQR and standard deviation are 0: the distance cannot be normalised"),
+    "too_few_texts": N_("a sample has fewer texts than cross-validation folds ({fewest} < {folds})"),
+    "no_text_features": N_("the texts have no character n-grams"),
+    "kappa_undefined": N_("kappa is undefined on the golden or on the audit labels"),
+    "no_positives": N_("a sample has no human-positive item: sensitivity is undefined"),
+    "no_negatives": N_("a sample has no human-negative item: specificity is undefined"),
+    "permutation_tv": N_("expected counts below {min_expected:g} even after pooling: permutation test on total variation"),
+    "interval_spans_zero": N_("inconclusive: the interval spans 0"),
+    "refresh_seats_moved": N_("some strata had too few eligible production items: their seats went to the others"),
+    "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
+                            "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
+                            "not expected to be enough"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).

@@ -67,6 +67,7 @@ def test_ppi_plus_plus_equals_ppi_py_on_the_stored_labels_and_verdicts(runner, s
     assert 0 <= data["lambda"] <= 1 and data["status"] == "ok"
     assert data["labels_needed"] is None and data["target_width"] == 0.05  # 120 targets cannot give ±0.05
     assert data["labels_needed_note"].startswith("even labelling every target")
+    assert data["labels_needed_reason"] == {"code": "width_unreachable"}
     wide = _estimate(runner, "--target-width", "0.2")
     assert isinstance(wide["labels_needed"], int) and 2 <= wide["labels_needed"] < N
     plain = _estimate(runner, "--method", "ppi", "--alpha", "0.1")
@@ -169,7 +170,11 @@ def test_markdown_and_html_strike_the_naive_judge_number(runner, session, binary
     md = _estimate(runner, "--format", "md", "--locale", locale, "--by-window", "month")
     naive = f"{verdict.mean():.3f}".replace(".", "," if locale == "es" else ".")
     assert f"~~{naive}~~" in md and "| PPI++ |" in md
+    unreachable = {"en": "even labelling every target would not reach the target width",
+                   "es": "ni etiquetando todos los elementos se alcanzaría la anchura objetivo"}[locale]
+    assert unreachable in md  # 120 targets cannot give ±0.05: worded from the reason's code in the reader's language
     html = BeautifulSoup(_estimate(runner, "--format", "html", "--locale", locale), "html.parser")
+    assert unreachable in html.get_text()
     assert html.find("html")["lang"] == locale
     assert html.select_one("tr.naive s").get_text() == naive
     assert html.select_one("dd.method").get_text() == "PPI++"

@@ -116,6 +116,4 @@ def cap_to_dataset(section: dict, available: int) -> None:
                      targets_left=left, extrapolated=wanted)
         if "candidates" in block:
             block["candidates"] = block["candidates"][:left]
-        block["note"] = (f"about {wanted} more labelled targets would be needed, but the dataset has {available} "
-                         f"targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
-                         f"not expected to be enough")
+        block.update(noted(Reason("capped_to_dataset", wanted=wanted, available=available, left=left, n=n)))

@@ -20,7 +20,7 @@ the judge has a usable verdict on:
   (ISO 8601), else its creation time, and estimate each window with the same method.
 
 Refusals (no labelled targets, a constant gold, sensitivity + specificity ≤ 1 for rogan-gladen, …)
-come back as the result's `status` "undefined" with `reason` (a code of `stats.ESTIMATE_REASONS` or
+come back as the result's `status` "undefined" with `reason` ({code, …}: a code of calibrate.reasons, listed in `stats.ESTIMATE_REASONS` or
 of `REASONS` here) and `note`; the command turns them into an error, never a number.
 """
 
@@ -42,6 +42,7 @@ from calibrate.datasets import split_samples
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
 from calibrate.models import Sample, Task
+from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels
 
@@ -50,11 +51,8 @@ __all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "
 METHODS = ("ppi++", "ppi", "classical", "rogan-gladen")
 WINDOWS = ("day", "week", "month")
 
-#: Refusals that come from the data's shape rather than from a statistic.
-REASONS: dict[str, str] = {
-    "not_binary": "rogan-gladen needs a binary estimand: a task with labels (the positive label's share)",
-    "mixed_weights": "some labelled targets' samples carry metadata.inclusion_prob and some do not: give it to all or none",
-}
+#: Refusals that come from the data's shape rather than from a statistic (codes of calibrate.reasons.TEMPLATES).
+REASONS: dict[str, str] = {code: str(TEMPLATES[code]) for code in ("not_binary", "mixed_weights")}
 
 
 def _check(method: str, alpha: float, by_window: str | None, target_width: float) -> None:
@@ -152,7 +150,7 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, me
         imputed = yhat_all if weights is not None and yhat_all is not None else yhat_unl
         est = ppi_mean(y, yhat, imputed, alpha=alpha, lam=None if method == "ppi++" else 1.0, weights=weights)
     out: dict[str, Any] = {"estimate": est.value, "ci": list(est.ci) if est.ci else None, "status": est.status,
-                           "reason": est.extra.get("reason"), "note": est.note,
+                           "reason": est.reason.to_dict() if est.note and est.reason else None, "note": est.note,
                            "lambda": est.extra.get("lambda") if method in ("ppi++", "ppi") else None}
     if method == "rogan-gladen":
         out.update({k: est.extra.get(k) for k in ("sensitivity", "specificity", "n_positive", "n_negative")})
@@ -209,11 +207,11 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     counts = {"n_labelled": int(is_labelled.sum()), "n_unlabelled": int((~is_labelled).sum()), "n_fewshot_excluded": n_fewshot}
     lab_prob = prob[is_labelled]
     if np.isnan(lab_prob).any() and not np.isnan(lab_prob).all():
-        return {**head, **counts, "status": "undefined", "reason": "mixed_weights", "note": REASONS["mixed_weights"]}
+        return {**head, **counts, "status": "undefined", **noted(Reason("mixed_weights"))}
     # Rogan–Gladen is unweighted (its rates are per-target counts): weighted stays false for it.
     weighted = bool(lab_prob.size) and not np.isnan(lab_prob).any() and method != "rogan-gladen"
     if method == "rogan-gladen" and pos is None:
-        return {**head, **counts, "status": "undefined", "reason": "not_binary", "note": REASONS["not_binary"]}
+        return {**head, **counts, "status": "undefined", **noted(Reason("not_binary"))}
     weights = 1.0 / lab_prob if weighted else None
 
     def compute(mask: np.ndarray) -> dict:
@@ -237,6 +235,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     result["target_width"] = target_width
     if power is not None and not power.ok:
         result["labels_needed_note"] = power.note
+        result["labels_needed_reason"] = power.reason.to_dict() if power.reason else None
     if by_window:
         keys = window_keys(pd.Series(info["time"].reindex(samples).to_numpy()), by_window).to_numpy()
         windows = []

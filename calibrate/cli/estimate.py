@@ -10,6 +10,8 @@ from sqlmodel import Session
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine, write_output
 from calibrate.cli.reports import LOCALE, ORDER_RULE
+from calibrate.errors import CalibrationError
+from calibrate.reasons import Reason
 
 # Loaded when the command runs, not for its --help (they bring pandas and SciPy).
 estimate = lazy.module("calibrate.calibration.estimate")
@@ -56,7 +58,9 @@ def estimate_command(settings: Settings, dataset: str, judge: str, task: str, me
         result = estimate.run_estimate(session, dataset, task, judge, method=method, alpha=level, split=split, where=where,
                                        positive=positive, by_window=by_window, target_width=width, order_rule=order_rule)
     if result["status"] != "ok":
-        counts = f"{result['n_labelled']} labelled, {result['n_unlabelled']} unlabelled, {result['n_fewshot_excluded']} few-shot left out"
-        raise BadInput(f"no {method} estimate of {task} on {dataset} with {judge}: {result['note']} "
-                       f"[{result['reason']}] ({counts})")
+        why = result["reason"]
+        raise CalibrationError(Reason("estimate_refused", method=method, task=task, dataset=dataset, judge=judge,
+                                      reason=Reason(why["code"], **{k: v for k, v in why.items() if k != "code"}),
+                                      refusal=why["code"], labelled=result["n_labelled"],
+                                      unlabelled=result["n_unlabelled"], fewshot=result["n_fewshot_excluded"]))
     write_output(estimate_report.render_estimate(result, fmt, locale), output, f"{fmt} estimate")

@@ -16,7 +16,7 @@ from calibrate import __version__, i18n
 from calibrate.i18n import gettext
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import escape, table_row
-from calibrate.reports.summary import ci_label
+from calibrate.reports.summary import ci_label, reason_text
 
 FORMATS = ("json", "md", "html")
 
@@ -57,11 +57,11 @@ def view(result: dict) -> dict[str, Any]:
                   (gettext("Specificity"), f"{_number(result.get('specificity'))} (n = {result.get('n_negative')})")]
     needed = result.get("labels_needed")
     facts.append((gettext("Expert labels for a half-width of %(width)s", width=_number(result["target_width"])),
-                  str(needed) if needed is not None else result.get("labels_needed_note", "—")))
+                  str(needed) if needed is not None else reason_text(result, "labels_needed_note") or "—"))
     windows = [{"window": w["window"], "n_labelled": w["n_labelled"], "n_unlabelled": w["n_unlabelled"],
                 "estimate": _number(w["estimate"]), "ci": _interval(w["ci"])} for w in result.get("windows", [])]
     return {"title": gettext("Estimate of the %(what)s", what=what), "method": method, "rows": rows, "facts": facts,
-            "windows": windows, "ci_label": ci_label(1 - result["alpha"]), "note": result.get("note") or ""}
+            "windows": windows, "ci_label": ci_label(1 - result["alpha"]), "note": reason_text(result)}
 
 
 def render_estimate_json(result: dict) -> str:

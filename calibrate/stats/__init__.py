@@ -36,7 +36,7 @@ refresh
 estimation
     The system's mean from many verdicts and few labels: classical, naive judge, PPI, PPI++
     (tuned lambda), Rogan-Gladen with Lee et al.'s interval, labels needed for a width;
-    undefined results carry a code from ``ESTIMATE_REASONS``.
+    undefined results carry a ``Reason`` whose code ``ESTIMATE_REASONS`` lists.
 consistency
     Self-consistency of K verdicts per target: flip rate, Fleiss' kappa among runs, majority.
 paired

@@ -520,11 +520,11 @@ def crowd_pairwise_kappa(units: Sequence, raters: Sequence, values: Sequence, *,
     for i in range(n_kept):
         n = int(co["n"][i])
         if n < 2:
-            est = Estimate.undefined(n, "n < 2: kappa needs at least two items")
+            est = Estimate.undefined(n, Reason("kappa_too_few"))
         elif not np.isfinite(kappas[i]):
             used = np.flatnonzero(tables[i].sum(axis=0) + tables[i].sum(axis=1))
             label = labs[int(used[0])]
-            note = _single_label_note(label) if weights is None else f"all labels are {label!r}: expected disagreement is 0"
+            note = _single_label_note(label) if weights is None else Reason("single_label_no_disagreement", label=label)
             est = Estimate.undefined(n, note)
         else:
             est = Estimate(value=float(kappas[i]), n=n)

@@ -508,8 +508,7 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
         magnitude = float(max(np.abs(x_k).max(initial=0.0), np.abs(judge_by_item[item_k]).max(initial=0.0)))
         bound = math.sqrt(np.finfo(float).max / (8.0 * float(labels_per_item.max())))
         if magnitude > bound:
-            return undefined(f"values up to {magnitude:.3g} in magnitude: their squared differences overflow double "
-                             f"precision (neg_rmse needs values within ±{bound:.3g}); rescale the values",
+            return undefined(Reason("neg_rmse_overflow", magnitude=magnitude, bound=bound),
                              n_items=n_items, n_skipped=n_ann)
     adv = _advantage(item_k, x_k, judge_by_item[item_k], n_items_all, scoring)
     judge_wins = np.bincount(ann_k, weights=adv <= 0, minlength=n_ann)

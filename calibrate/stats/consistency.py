@@ -40,9 +40,9 @@ from typing import Any
 
 from scipy import stats as sps
 
+from calibrate.reasons import Reason
 from calibrate.stats._common import is_missing, to_list
 from calibrate.stats.agreement import cohen_kappa, fleiss_kappa
-from calibrate.stats.estimation import REASONS
 from calibrate.stats.result import Estimate, json_safe
 
 __all__ = ["SelfConsistency", "flip_rate", "majority_vote", "self_consistency"]
@@ -102,7 +102,7 @@ def flip_rate(verdicts: Any, *, alpha: float = 0.05) -> Estimate:
     used = [row for row in runs if len(row) >= 2]
     skipped = len(runs) - len(used)
     if not used:
-        return Estimate.undefined(0, REASONS["too_few_runs"], reason="too_few_runs", n_targets_skipped=skipped)
+        return Estimate.undefined(0, Reason("too_few_runs"), n_targets_skipped=skipped)
     flipped = sum(len(set(row)) > 1 for row in used)
     ci = sps.binomtest(flipped, len(used)).proportion_ci(confidence_level=1.0 - alpha, method="wilson")
     return Estimate(

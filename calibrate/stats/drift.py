@@ -2,8 +2,8 @@
 
 Pure functions behind ``calibrate golden drift`` and ``calibrate golden refresh``: two
 samples in (the golden set's values and production's), :class:`~calibrate.stats.Estimate`
-out.  An undefined result has ``value=None``, a ``status``, a ``note`` and, in ``extra``, a
-stable short ``reason`` code from :data:`REASONS` (the same code always means the same case,
+out.  An undefined result has ``value=None``, a ``status``, a ``note`` and a ``Reason`` (``reason``) whose
+code :data:`REASONS` lists (the one table is ``calibrate.reasons.TEMPLATES``; the same code always means the same case,
 so callers and translations can key on it).
 
 What ``golden drift --json`` reads: :func:`categorical_drift` (``test``, ``p_value``, ``psi``,
@@ -37,6 +37,7 @@ from scipy import linalg
 from scipy import stats as sps
 from scipy.optimize import brentq
 
+from calibrate.reasons import TEMPLATES, Reason
 from calibrate.stats._common import as_float_array, is_missing, ordered_labels, to_list
 from calibrate.stats.intervals import bootstrap_index_matrix, kappa_resamples, percentile_interval
 from calibrate.stats.result import Estimate
@@ -56,31 +57,21 @@ __all__ = [
 #: Share given to a category that is empty in one sample when computing PSI (``ln 0`` otherwise).
 PSI_EPSILON = 1e-4
 
-#: Stable short code of every undefined case -> what it means.  ``extra["reason"]`` holds the code.
-REASONS: dict[str, str] = {
-    "empty_sample": "the golden or the production sample has no values",
-    "one_category": "every value of both samples is in one category: there is no share to shift",
-    "mde_one_category": "the golden sample has a single category: no shift of its share can be formed",
-    "mde_unreachable": "even removing the largest category entirely would not be detected with the asked power",
-    "constant_values": "every value of both samples is the same",
-    "zero_spread": "the golden sample's IQR and standard deviation are 0: the distance cannot be normalised",
-    "too_few_texts": "a sample has fewer texts than cross-validation folds",
-    "no_text_features": "the texts have no character n-grams",
-    "kappa_undefined": "kappa is undefined on the golden or on the audit labels",
-    "no_positives": "a sample has no human-positive item: sensitivity is undefined",
-    "no_negatives": "a sample has no human-negative item: specificity is undefined",
-}
+#: Stable codes of the undefined cases (``Estimate.reason.code``) and their English templates: the one table
+#: is ``calibrate.reasons.TEMPLATES``; this is the view of the codes used here.
+REASONS: dict[str, str] = {code: str(TEMPLATES[code]) for code in (
+    "empty_sample", "one_category", "mde_one_category", "mde_unreachable", "constant_values", "zero_spread",
+    "too_few_texts", "no_text_features", "kappa_undefined", "no_positives", "no_negatives")}
 
 _MAX_CELLS = 4_000_000  # permutation rows x items held in memory at once
 
 
-def _undefined(n: int, reason: str, detail: str = "", **extra: Any) -> Estimate:
-    note = REASONS[reason] + (f" ({detail})" if detail else "")
-    return Estimate.undefined(n, note, reason=reason, **extra)
+def _undefined(n: int, reason: str | Reason, **extra: Any) -> Estimate:
+    return Estimate.undefined(n, reason if isinstance(reason, Reason) else Reason(reason), **extra)
 
 
-def _no_data(reason: str = "empty_sample", **extra: Any) -> Estimate:
-    return Estimate.no_data(REASONS[reason], reason=reason, **extra)
+def _no_data(**extra: Any) -> Estimate:
+    return Estimate.no_data(Reason("empty_sample"), **extra)
 
 
 def _present(values: Any) -> tuple[list, int]:
@@ -302,7 +293,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     tv = 0.5 * float(np.abs(rs - cs).sum())
     extra.update(categories=labels, reference_shares=rs, current_shares=cs, psi=psi(rc, cc, epsilon=epsilon))
     if k < 2:
-        return _undefined(n, "one_category", f"{labels[0]!r}", test=None, mde=None, **extra)
+        return _undefined(n, Reason("one_category", label=labels[0]), test=None, mde=None, **extra)
     pooled, groups = _pool(np.vstack([rc, cc]), min_expected)
     expected = np.outer(pooled.sum(axis=1), pooled.sum(axis=0)) / n
     extra["pooled"] = [[labels[j] for j in g] for g in groups if len(g) > 1]
@@ -310,6 +301,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     extra["mde"] = mde.value
     if not mde.ok:
         extra["mde_note"] = mde.note
+        extra["mde_reason"] = mde.reason.to_dict() if mde.reason else None
     if expected.min() >= min_expected:
         stat, p, df, _ = sps.chi2_contingency(pooled, correction=False)
         return Estimate(value=tv, n=n, p_value=float(p), extra={"test": "chi2", "statistic": float(stat), "df": int(df), **extra})
@@ -322,7 +314,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
         c_perm = np.bincount((block[:, n1:] + offs).ravel(), minlength=block.shape[0] * k).reshape(-1, k)
         null.append(0.5 * np.abs(r_perm / n1 - c_perm / (n - n1)).sum(axis=1))
     p = _permutation_p(tv, np.concatenate(null)) if null else None
-    note = f"expected counts below {min_expected:g} even after pooling: permutation test on total variation"
+    note = Reason("permutation_tv", min_expected=min_expected)
     return Estimate(value=tv, n=n, p_value=p, note=note,
                     extra={"test": "permutation_tv", "statistic": tv, "n_permutations": n_permutations, "seed": seed, **extra})
 
@@ -428,7 +420,7 @@ def numeric_drift(reference: Any, current: Any, *, normalise: str = "iqr", n_per
     n = int(r.size + c.size)
     pooled = np.concatenate([r, c])
     if np.ptp(pooled) == 0:
-        return _undefined(n, "constant_values", f"all {pooled[0]:g}", **extra)
+        return _undefined(n, Reason("constant_values", value=float(pooled[0])), **extra)
     ks = sps.ks_2samp(r, c)
     w = float(sps.wasserstein_distance(r, c))
     q1, q3 = np.percentile(r, [25, 75])
@@ -438,7 +430,7 @@ def numeric_drift(reference: Any, current: Any, *, normalise: str = "iqr", n_per
     if scales[used] > 0:
         extra.update(normalised_by=used, scale=scales[used], wasserstein_normalised=w / scales[used])
     else:
-        extra.update(normalise_note=REASONS["zero_spread"], normalise_reason="zero_spread")
+        extra.update(normalise_note=REASONS["zero_spread"], normalise_reason=Reason("zero_spread").to_dict())
     extra["wasserstein_p_value"] = _permutation_p(w, _wasserstein_null(pooled, r.size, n_permutations, seed)) if n_permutations else None
     return Estimate(value=float(ks.statistic), n=n, p_value=float(ks.pvalue), extra=extra)
 
@@ -522,7 +514,7 @@ def text_drift(reference: Any, current: Any, *, n_permutations: int = 199, n_fol
         return _no_data(**extra)
     n = len(ref) + len(cur)
     if min(len(ref), len(cur)) < n_folds:
-        return _undefined(n, "too_few_texts", f"{min(len(ref), len(cur))} < {n_folds}", **extra)
+        return _undefined(n, Reason("too_few_texts", fewest=min(len(ref), len(cur)), folds=n_folds), **extra)
     from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: PLC0415 - keeps `import calibrate.stats` free of sklearn
 
     try:
@@ -574,7 +566,7 @@ def _difference(name: str, first: float, second: float, boots: np.ndarray, n: in
     p = min(1.0, 2.0 * min((np.count_nonzero(defined <= 0) + 1) / (defined.size + 1),
                            (np.count_nonzero(defined >= 0) + 1) / (defined.size + 1)))
     ci = percentile_interval(defined, confidence) if defined.size else None
-    note = "inconclusive: the interval spans 0" if ci is not None and ci[0] <= 0 <= ci[1] else ""
+    note = Reason("interval_spans_zero") if ci is not None and ci[0] <= 0 <= ci[1] else ""
     return Estimate(value=diff, n=n, ci=ci, p_value=p, note=note,
                     extra={"statistic": f"{name} difference", "audit": first, "golden": second,
                            "n_undefined_resamples": int(boots.size - defined.size), **extra})

@@ -28,7 +28,8 @@ Weights.  A target sampled for labelling with inclusion probability ``π_i`` wei
 (``w_i ← n·w_i / Σw``) and enter every mean and standard deviation as the products ``w_i·Y_i``,
 ``w_i·Ŷ_i`` (so ``θ̂ = mean(w·Y)``, ``se = sd(w·Y)/√n``).
 
-Undefined results carry a stable short code in ``extra["reason"]``; :data:`REASONS` lists them.
+Undefined results carry a ``Reason`` (``Estimate.reason``, a stable code of ``calibrate.reasons.TEMPLATES``);
+:data:`REASONS` lists the codes used here.
 
 References
 ----------
@@ -52,6 +53,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from calibrate.reasons import TEMPLATES, Reason
 from calibrate.stats._common import as_float_array
 from calibrate.stats.result import Estimate
 
@@ -67,27 +69,19 @@ __all__ = [
     "rogan_gladen_from_rates",
 ]
 
-#: Stable codes of undefined estimates (``Estimate.extra["reason"]``) and what each means.
-REASONS: dict[str, str] = {
-    "no_labels": "no labelled targets (no target has both a gold value and a verdict)",
-    "no_verdicts": "no target has a verdict",
-    "no_unlabelled": "no unlabelled targets (every target with a verdict is labelled)",
-    "too_few_labels": "fewer than two labelled targets: no standard error",
-    "constant_gold": "every labelled target has the same gold value: the spread of the gold, and so the interval, is unknown",
-    "no_gold_positive": "no labelled target is positive: the judge's sensitivity is unknown",
-    "no_gold_negative": "no labelled target is negative: the judge's specificity is unknown",
-    "not_better_than_chance": "the judge's sensitivity + specificity is at most 1: its verdicts carry no usable signal",
-    "width_unreachable": "even labelling every target would not reach the target width",
-    "too_few_runs": "no target has two or more verdicts from repeated runs",
-}
+#: Stable codes of undefined estimates (``Estimate.reason.code``) and their English notes: the one table is
+#: ``calibrate.reasons.TEMPLATES``; this is the view of the codes these estimators use.
+REASONS: dict[str, str] = {code: str(TEMPLATES[code]) for code in (
+    "no_labels", "no_target_verdict", "no_unlabelled", "too_few_labels", "constant_gold", "no_gold_positive",
+    "no_gold_negative", "not_better_than_chance", "width_unreachable", "too_few_runs")}
 
 #: Methods of :func:`labels_needed`.
 POWER_METHODS = ("ppi++", "classical")
 
 
 def _undefined(code: str, n: int, **extra: Any) -> Estimate:
-    """Return an undefined estimate with the stable code ``code`` and its description."""
-    return Estimate.undefined(n, REASONS[code], reason=code, **extra)
+    """Return an undefined estimate whose reason has the stable code ``code``."""
+    return Estimate.undefined(n, Reason(code), **extra)
 
 
 def _z(alpha: float) -> float:
@@ -186,16 +180,16 @@ def judge_mean(yhat: Any, *, alpha: float = 0.05, weights: Any = None) -> Estima
     Returns
     -------
     Estimate
-        ``extra``: ``method`` ``"naive_judge"``.  Undefined: ``no_verdicts``.
+        ``extra``: ``method`` ``"naive_judge"``.  Undefined: ``no_target_verdict``.
     """
     z = _z(alpha)
     yhat = _values(yhat, "yhat")
     w = _weights(weights, yhat.size, "weights")
     n = int(yhat.size)
     if n == 0:
-        return _undefined("no_verdicts", 0, method="naive_judge")
+        return _undefined("no_target_verdict", 0, method="naive_judge")
     wy = w * yhat
-    note = "the judge's verdicts alone: biased by its errors, whatever the number of verdicts"
+    note = Reason("judge_only")
     est = _normal_estimate(float(wy.mean()), float(wy.std() / math.sqrt(n)), z, n, method="naive_judge")
     return Estimate(value=est.value, n=n, ci=est.ci, note=note, extra=est.extra)
 
@@ -318,12 +312,12 @@ def ppi_mean(
     refusal = _label_refusal(y) or (None if big_n else "no_unlabelled")
     if refusal:
         return _undefined(refusal, n + big_n, **meta)
-    note = ""
+    note: Reason | str = ""
     if lam is None:
         tuned = ppi_lambda(y, yhat, yhat_unl, w, w_unl)
         if tuned is None:
             tuned = 0.0
-            note = "the verdicts do not vary: they carry no information, lambda = 0 (the labels alone)"
+            note = Reason("constant_verdicts")
         lam = tuned
     lam = float(lam)
     value = float((w_unl * lam * yhat_unl).mean() + (w * (y - lam * yhat)).mean())

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from calibrate.reasons import Reason
 from calibrate.stats._common import is_missing, ordered_labels, to_list
 from calibrate.stats.result import json_safe
 
@@ -182,12 +183,14 @@ class RefreshPlan:
     anchors: np.ndarray
     allocation: dict
     target: dict
-    notes: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # Reasons (calibrate.reasons); to_dict gives their English and codes
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary (indices as lists)."""
         return json_safe({"retired": self.retired, "added": self.added, "anchors": np.flatnonzero(self.anchors),
-                          "allocation": self.allocation, "target": self.target, "notes": self.notes})
+                          "allocation": self.allocation, "target": self.target,
+                          "notes": [str(note) for note in self.notes],
+                          "reasons": [note.to_dict() for note in self.notes if isinstance(note, Reason)]})
 
 
 def refresh_plan(strata: Any, added: Any, production_strata: Any, *, renew: float = 0.2, anchor_share: float = 0.5,
@@ -231,7 +234,7 @@ def refresh_plan(strata: Any, added: Any, production_strata: Any, *, renew: floa
     total = sum(shares.values()) or 1.0
     target = {s: k * shares[s] / total for s in prod_names}
     if any(abs(int(a) - target[s]) >= 1 for a, s in zip(seats, prod_names, strict=True)):
-        notes.append("some strata had too few eligible production items: their seats went to the others")
+        notes.append(Reason("refresh_seats_moved"))
     rng = np.random.default_rng(seed)
     chosen = [rng.choice(np.flatnonzero(ok & (prod_codes == i)), int(a), replace=False) for i, a in enumerate(seats) if a]
     added_idx = np.sort(np.concatenate(chosen)).astype(np.int64) if chosen else np.zeros(0, np.int64)

@@ -61,6 +61,11 @@ def test_the_methods_and_the_labels_needed_speak_spanish_and_english_stays_word_
     # Every claim of the demo is labelled, so the extrapolation's "more targets" do not exist (capped: budget.py);
     # the renderers' wording of an uncapped figure is checked on the figure the report would give a larger dataset.
     assert section["labels_needed"]["capped"] is True and section["labels_needed"]["more_targets"] is None
+    capped = section["labels_needed"]
+    assert capped["reason"]["code"] == "capped_to_dataset" and "not expected to be enough" in capped["note"]
+    words = f"{capped['targets_left']} de ellos aún no contados en n = {section['n']}: no se espera que etiquetarlos todos baste"
+    assert words in render(report, "md", "es").replace("\\", "")  # worded from the code, not the English note
+    assert words in BeautifulSoup(render(report, "html", "es"), "html.parser").select_one(".labels-needed").get_text(" ")
     alignment = section["alignment"]
     section["labels_needed"] = labels_to_settle(section["n"], alignment["value"], alignment["ci"], report.data["threshold"])
     note = section["labels_needed"]["note"]  # the demo's κ straddles the threshold: the JSON words it in English

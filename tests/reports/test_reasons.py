@@ -82,7 +82,7 @@ def test_every_non_empty_note_of_the_demo_reports_has_a_reason_with_a_code(demo_
             assert isinstance(reason, dict) and reasons.known(reason), f"{name}{path}: {parent[key]!r}"
             assert word(reason) == parent[key], f"{name}{path}"  # the English template gives the note back
             codes.add(reason["code"])
-    assert {"judge_no_verdicts", "straddles", "one_order_missing", "resamples_undefined", "retrieval_source_ids"} <= codes
+    assert {"judge_no_verdicts", "capped_to_dataset", "one_order_missing", "resamples_undefined", "retrieval_source_ids"} <= codes
 
 
 def test_a_reason_is_flat_json_and_keeps_numbers_as_numbers():

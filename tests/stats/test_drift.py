@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
+from calibrate.reasons import Reason
 from calibrate.stats import (
     DRIFT_REASONS,
     categorical_drift,
@@ -104,9 +105,10 @@ def test_psi_hand_computed_and_epsilon_for_an_empty_category():
 )
 def test_categorical_undefined_cases_carry_a_stable_reason_code(ref, cur, status, reason):
     est = categorical_drift(ref, cur)
-    assert (est.value, est.status, est.extra["reason"]) == (None, status, reason)
-    assert est.note.startswith(DRIFT_REASONS[reason])
-    json.dumps(est.to_dict(), allow_nan=False)
+    assert status == "no_data" or est.note == "every value of both samples is in one category: there is no share to shift ('a')"
+    assert (est.value, est.status, est.reason.code) == (None, status, reason) and "reason" not in est.extra
+    assert est.note == est.reason.text() and est.note.startswith(DRIFT_REASONS[reason].partition(" ({")[0])
+    assert json.loads(json.dumps(est.to_dict(), allow_nan=False))["reason"]["code"] == reason
 
 
 def test_mde_is_the_shift_with_eighty_percent_power_and_shrinks_with_n():
@@ -119,8 +121,8 @@ def test_mde_is_the_shift_with_eighty_percent_power_and_shrinks_with_n():
     lam = 200 * (((SHARES - pooled) ** 2 + (shares - pooled) ** 2) / pooled).sum()
     assert sps.ncx2.sf(crit, 3, lam) == pytest.approx(0.8, abs=1e-4)
     assert chi2_mde(SHARES, 800, 800).value < delta < chi2_mde(SHARES, 50, 50).value
-    assert chi2_mde([1.0], 10, 10).extra["reason"] == "mde_one_category"
-    assert chi2_mde([0.5, 0.5], 2, 2).extra["reason"] == "mde_unreachable"
+    assert chi2_mde([1.0], 10, 10).reason.code == "mde_one_category"
+    assert chi2_mde([0.5, 0.5], 2, 2).reason.code == "mde_unreachable"
 
 
 # --------------------------------------------------------------------------- Holm
@@ -174,10 +176,10 @@ def test_numeric_spread_fallbacks_and_undefined_cases():
     est = numeric_drift([3, 3, 3, 3, 3, 4], [3, 5, 6], n_permutations=0)  # IQR 0: the standard deviation is used
     assert est.extra["normalised_by"] == "std"
     flat = numeric_drift([2, 2, 2], [2, 5], n_permutations=0)
-    assert flat.ok and flat.extra["wasserstein_normalised"] is None and flat.extra["normalise_reason"] == "zero_spread"
+    assert flat.ok and flat.extra["wasserstein_normalised"] is None and flat.extra["normalise_reason"] == {"code": "zero_spread"}
     const = numeric_drift([1, 1], [1, 1, 1])
-    assert (const.value, const.extra["reason"]) == (None, "constant_values")
-    assert numeric_drift([], [1.0]).extra["reason"] == "empty_sample"
+    assert (const.value, const.reason.code, const.note) == (None, "constant_values", "every value of both samples is the same (all 1)")
+    assert numeric_drift([], [1.0]).reason.code == "empty_sample"
     with pytest.raises(ValueError, match="finite"):
         numeric_drift([1, float("inf")], [1, 2])
 
@@ -216,8 +218,8 @@ def test_text_subsampling_and_undefined_cases():
     rng = np.random.default_rng(3)
     big = text_drift(_texts(SPANISH, 40, rng), _texts(CLIMATE, 30, rng), n_permutations=19, max_texts=20)
     assert big.extra["subsampled"] and (big.extra["n_reference"], big.extra["n_current"]) == (20, 20)
-    assert text_drift(["a b"] * 3, ["c d"] * 10).extra["reason"] == "too_few_texts"
-    assert text_drift(["", " "] * 5, [""] * 5).extra["reason"] == "no_text_features"
+    assert text_drift(["a b"] * 3, ["c d"] * 10).reason.code == "too_few_texts"
+    assert text_drift(["", " "] * 5, [""] * 5).reason.code == "no_text_features"
     assert text_drift([None], ["hola"]).status == "no_data"
     with pytest.raises(ValueError, match="strings"):
         text_drift([1, 2], ["a", "b"])
@@ -247,8 +249,8 @@ def test_judge_drift_is_audit_minus_golden_with_an_interval():
 
 def test_judge_drift_undefined_cases():
     out = judge_drift([0, 0, 0], [0, 1, 0], [1, 0, 1], [1, 0, 0], positive=1, n_resamples=50)
-    assert out["sensitivity"].extra["reason"] == "no_positives" and out["specificity"].ok
-    assert judge_drift([1, 1], [1, 1], [0, 1], [1, 0], n_resamples=50)["kappa"].extra["reason"] == "kappa_undefined"
+    assert out["sensitivity"].reason.code == "no_positives" and out["specificity"].ok
+    assert judge_drift([1, 1], [1, 1], [0, 1], [1, 0], n_resamples=50)["kappa"].reason.code == "kappa_undefined"
     assert judge_drift([], [], [1], [1])["kappa"].status == "no_data"
 
 
@@ -361,3 +363,14 @@ def test_hostile_sizes_are_bounded():
     assert many.ok and many.extra["test"] in ("chi2", "permutation_tv") and len(many.extra["categories"]) > 2000
     with pytest.raises(ValueError, match="resamples"):
         judge_drift([0, 1] * 30_000, [0, 1] * 30_000, [0, 1], [1, 0], n_resamples=2000)
+
+
+def test_a_refresh_whose_seats_moved_says_so_with_a_reason():
+    strata, added = _golden()
+    production = np.repeat(TOPICS, 100)
+    exclude = (production == TOPICS[0]) & (np.arange(production.size) % 100 > 1)  # 2 of its 100 items are eligible
+    plan = refresh_plan(strata, added, production, renew=0.2, anchor_share=0.5, exclude=exclude, seed=11)
+    assert plan.allocation[TOPICS[0]] == 2 and plan.notes == [Reason("refresh_seats_moved")]
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["reasons"] == [{"code": "refresh_seats_moved"}]
+    assert data["notes"] == ["some strata had too few eligible production items: their seats went to the others"]

@@ -392,8 +392,15 @@ def test_crowd_pairwise_kappa_equals_the_all_pairs_function_on_dense_data_with_m
 def test_crowd_pairwise_kappa_says_why_a_pair_is_undefined_and_refuses_bad_input():
     out = crowd_pairwise_kappa(["x", "y", "x", "y", "z"], ["A", "A", "B", "B", "C"], ["s"] * 5, labels=["s", "u"], min_shared=2)
     assert out["pairs"] == [{"a": "A", "b": "B", "n": 2, "value": None, "status": "undefined",
-                             "note": "all labels are 's': expected agreement is 1"}]
+                             "note": "all labels are 's': expected agreement is 1",
+                             "reason": {"code": "single_label", "label": "s"}}]
     assert out["n_pairs"] == 3 and out["n_pairs_sparse"] == 2
+    pair = crowd_pairwise_kappa(["x"] * 2, ["A", "B"], [1, 1], labels=[1, 2], min_shared=1)["pairs"][0]
+    assert pair["reason"] == {"code": "kappa_too_few"} and pair["note"] == "n < 2: kappa needs at least two items"
+    weighted = crowd_pairwise_kappa(["x", "y"] * 2, ["A", "A", "B", "B"], [2] * 4, labels=[1, 2], min_shared=1,
+                                    weights="linear")
+    assert weighted["pairs"][0]["reason"] == {"code": "single_label_no_disagreement", "label": 2}
+    assert weighted["pairs"][0]["note"] == "all labels are 2: expected disagreement is 0"
     with pytest.raises(ValueError, match="more than once"):
         crowd_pairwise_kappa(["x", "x"], ["A", "A"], ["s", "u"], labels=["s", "u"])
     with pytest.raises(ValueError, match="min_shared"):

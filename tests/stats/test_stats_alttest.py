@@ -188,6 +188,7 @@ def test_neg_rmse_on_values_whose_squares_overflow_is_undefined_with_a_note(big)
     res = alt_test(items, anns, values, j_items, j_values, scoring="neg_rmse", min_items=4)
     assert res.status == "undefined" and res.passed is None and res.winning_rate is None
     assert "overflow double precision" in res.note and "rescale the values" in res.note
+    assert res.to_dict()["reason"]["code"] == "neg_rmse_overflow" and res.note == res.reason.text()
     # Just inside the bound the same data is a result again.
     inside = alt_test(items, anns, [v * 1e100 for v in _ratings()[2]], j_items, j_values, scoring="neg_rmse", min_items=4)
     assert inside.status == "ok"

@@ -61,7 +61,7 @@ def test_gold_of_unlabelled_targets_is_skipped():
 
 def test_single_runs_are_undefined_with_a_reason():
     est = flip_rate([["pass"], ["fail"], []])
-    assert est.value is None and est.extra["reason"] == "too_few_runs"
+    assert est.value is None and est.reason.code == "too_few_runs" and est.to_dict()["reason"] == {"code": "too_few_runs"}
     assert est.note == ESTIMATE_REASONS["too_few_runs"] and est.extra["n_targets_skipped"] == 3
 
 

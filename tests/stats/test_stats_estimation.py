@@ -107,7 +107,7 @@ def test_ppi_plus_plus_beats_labels_alone_with_a_good_judge_and_falls_back_with_
 def test_naive_judge_is_the_verdicts_mean():
     est = judge_mean([1, 1, 1, 0])
     assert est.value == 0.75 and est.extra["method"] == "naive_judge" and "biased" in est.note
-    assert judge_mean([]).extra["reason"] == "no_verdicts"
+    assert judge_mean([]).reason.code == "no_target_verdict"
 
 
 # Lee et al.'s example in the README of their reference code (UW-Madison-Lee-Lab/LLM-judge-reporting
@@ -164,8 +164,8 @@ def test_rogan_gladen_clips_to_the_unit_interval():
 def test_undefined_cases_say_why(call, reason):
     est = call()
     assert est.value is None and est.status == "undefined"
-    assert est.extra["reason"] == reason and est.note == ESTIMATE_REASONS[reason]
-    json.dumps(est.to_dict(), allow_nan=False)
+    assert est.reason.code == reason and "reason" not in est.extra and est.note == ESTIMATE_REASONS[reason]
+    assert json.loads(json.dumps(est.to_dict(), allow_nan=False))["reason"] == {"code": reason}
 
 
 @pytest.mark.parametrize("bad", [{"weights": [1.0, -1.0, 1.0]}, {"alpha": 1.5}, {"lam": float("nan")}])
