@@ -239,8 +239,10 @@ def add_task(
     scale: tuple[float, float] | None = None,
     description: str = "",
     guidelines: str = "",
+    descriptions: dict[str, str] | None = None,
 ) -> Task:
-    """Create a custom task after validating its definition."""
+    """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
+    `parse_descriptions`, the description in other languages)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
     if target not in TARGETS:
@@ -278,6 +280,8 @@ def add_task(
         scale_max=scale[1] if scale else None,
         description=description,
     )
+    if descriptions:
+        _set_descriptions(task, descriptions)
     session.add(task)
     session.flush()
     if guidelines:
@@ -381,10 +385,12 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
-              scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None) -> TaskChange:
+              scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
+              descriptions: dict[str, str] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
-    removes one: the label is shown by its default name again).
+    removes one: the label is shown by its default name again), or set its description in other languages
+    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -424,6 +430,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     if description is not None and description != task.description:
         task.description = description
         changes.append("description changed")
+    if descriptions:
+        changes += _set_descriptions(task, descriptions)
     if display:
         changes += _set_display(task, display)
     if changes:
@@ -448,6 +456,46 @@ def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str
             raise TaskError(f"--display {item[:80]!r}: locale must be one of {', '.join(i18n.LOCALES)}")
         out.setdefault(locale.strip().casefold(), {})[label.strip()] = name.strip()
     return out
+
+
+def parse_descriptions(items: list[str] | tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+    """Return `--description` values as (the default language's text or None, {locale: text}).
+
+    `LOCALE:TEXT` (e.g. `es:¿Qué respuesta es mejor?`, LOCALE one of i18n.LOCALES) is the text in that
+    language, `en:TEXT` (the default language) or a plain TEXT the default text. Raises TaskError when
+    two values give the same language.
+    """
+    default: str | None = None
+    texts: dict[str, str] = {}
+    for item in items:
+        head, colon, rest = item.partition(":")
+        locale = head.strip().casefold() if colon and head.strip().casefold() in i18n.LOCALES else None
+        text = rest.strip() if locale else item
+        if locale in (None, i18n.DEFAULT_LOCALE):
+            if default is not None:
+                raise TaskError(f"--description gives the {i18n.DEFAULT_LOCALE} text twice: {item[:80]!r}")
+            default = text
+        elif locale in texts:
+            raise TaskError(f"--description gives the {locale} text twice: {item[:80]!r}")
+        else:
+            texts[locale] = text
+    return default, texts
+
+
+def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
+    """Merge descriptions in other languages into the task (an empty text removes one); return what changed."""
+    merged = dict(task.descriptions or {})
+    changes = []
+    for locale, text in texts.items():
+        check_description(text)
+        if text and merged.get(locale) != text:
+            merged[locale] = text
+            changes.append(f"{locale} description changed")
+        elif not text and locale in merged:
+            del merged[locale]
+            changes.append(f"{locale} description removed")
+    task.descriptions = merged or None
+    return changes
 
 
 def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
@@ -512,8 +560,10 @@ def shipped_text(text: str, locale: str | None = None) -> str:
 
 
 def task_description(task, locale: str | None = None) -> str:
-    """Return a task's description in `locale` (a shipped description translated, else as stored)."""
-    return shipped_text(task.description or "", locale)
+    """Return a task's description in `locale` (default: the current one): the one given in that language
+    (`task edit --description es:…`), else a shipped description translated, else as stored."""
+    given = (getattr(task, "descriptions", None) or {}).get(locale or i18n.current().locale)
+    return given or shipped_text(task.description or "", locale)
 
 
 def guideline_text(task, text: str, locale: str | None = None) -> str:
