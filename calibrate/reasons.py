@@ -254,6 +254,31 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                 "(n ≈ {total}) would be expected to bring it under {target:g}, assuming it shrinks as "
                                 "1/√n; only {candidates} judged targets lack gold, so the judge must also judge "
                                 "{judge_more} more targets"),
+    # refusals: tasks (calibrate/tasks.py: the Tasks page, and a label's value on the workbench)
+    "scale_shape": N_("scale must look like 1-5, got {given!r}"),
+    "scale_order": N_("scale must go from low to high, got {given!r}"),
+    "scale_magnitude": N_("scale must stay within ±{limit:.0e}, got {given!r}"),
+    "description_too_long": N_("the description has {count:,} characters: at most {limit:,}"),
+    "label_too_long": N_("{option}: label {label!r} has {count:,} characters: at most {limit}"),
+    "too_many_labels": N_("{option}: a task has at most {limit} labels, this would make {count}"),
+    "builtin_labels_fixed": N_("task {task} is built in: its labels and scale are fixed (reports and metrics rely on them)"),
+    "add_labels_score_task": N_("--add-labels is for categorical and pairwise tasks; {task} is {kind} (use --scale)"),
+    "add_labels_response_id_long": N_("--add-labels: a response id is at most {limit} characters"),
+    "label_exists": N_("task {task} already has the label {label!r} (labels: {labels})"),
+    "add_labels_duplicates": N_("--add-labels has duplicates: {labels}"),
+    "scale_label_task": N_("--scale is for ordinal and continuous tasks; {task} is {kind} (use --add-labels)"),
+    "scale_leaves_out": N_("scale {low:g}-{high:g} would leave out stored values of {task} (they range from "
+                           "{stored_low:g} to {stored_high:g})"),
+    "display_score_task": N_("--display names labels: {task} is {kind} (its values are numbers)"),
+    "display_no_label": N_("--display: task {task} has no label {label!r} (labels: {labels})"),
+    "display_name_shape": N_("--display: the name of {label!r} must be one line of at most {limit} characters"),
+    "builtin_not_removable": N_("task {task} is built in: it cannot be removed"),
+    "value_missing": N_("value is missing"),
+    "value_not_a_label": N_("value {value!r} is not a label of task {task} ({labels})"),
+    "value_not_a_number": N_("value must be a number for task {task}, got {value!r}"),
+    "value_outside_scale": N_("value {value} is outside the scale of task {task} ({low}–{high})"),
+    "value_beyond_magnitude": N_("value {value:.3g} of task {task} is beyond ±{limit:.0e}, the largest value calibrate "
+                                 "takes (give the task a --scale, or rescale the values)"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).

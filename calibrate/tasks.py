@@ -50,6 +50,7 @@ from calibrate.models import (
     Task,
     Verdict,
 )
+from calibrate.reasons import Reason
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -220,12 +221,12 @@ def parse_scale(text: str) -> tuple[float, float]:
     """Parse a scale such as "1-5" or "0-1" or "-2-2" into (low, high)."""
     match = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*-\s*(-?[0-9]+(?:\.[0-9]+)?)\s*", text or "")
     if not match:
-        raise TaskError(f"scale must look like 1-5, got {_short(text or '')!r}")
+        raise TaskError(Reason("scale_shape", given=_short(text or "")))
     low, high = float(match.group(1)), float(match.group(2))
     if not low < high:
-        raise TaskError(f"scale must go from low to high, got {_short(text)!r}")
+        raise TaskError(Reason("scale_order", given=_short(text)))
     if max(abs(low), abs(high)) > MAX_MAGNITUDE:
-        raise TaskError(f"scale must stay within ±{MAX_MAGNITUDE:.0e}, got {_short(text)!r}")
+        raise TaskError(Reason("scale_magnitude", limit=MAX_MAGNITUDE, given=_short(text)))
     return low, high
 
 
@@ -292,17 +293,17 @@ def add_task(
 def check_description(description: str | None) -> None:
     """Refuse a description longer than MAX_DESCRIPTION_CHARS (it is shown on every item page)."""
     if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
-        raise TaskError(f"the description has {len(description):,} characters: at most {MAX_DESCRIPTION_CHARS:,}")
+        raise TaskError(Reason("description_too_long", count=len(description), limit=MAX_DESCRIPTION_CHARS))
 
 
 def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
     """Refuse a label longer than MAX_LABEL_CHARS, or more than MAX_LABELS labels in all."""
     for label in labels:
         if len(label.strip()) > MAX_LABEL_CHARS:
-            raise TaskError(f"{option}: label {_short(label.strip())!r} has {len(label.strip()):,} characters: "
-                            f"at most {MAX_LABEL_CHARS}")
+            raise TaskError(Reason("label_too_long", option=option, label=_short(label.strip()), count=len(label.strip()),
+                                   limit=MAX_LABEL_CHARS))
     if existing + len(labels) > MAX_LABELS:
-        raise TaskError(f"{option}: a task has at most {MAX_LABELS} labels, this would make {existing + len(labels)}")
+        raise TaskError(Reason("too_many_labels", option=option, limit=MAX_LABELS, count=existing + len(labels)))
 
 
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
@@ -400,30 +401,30 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     task = lookup.task(session, name)
     changes: list[str] = []
     if (add_labels or scale) and task.builtin:
-        raise TaskError(f"task {task.name} is built in: its labels and scale are fixed (reports and metrics rely on them)")
+        raise TaskError(Reason("builtin_labels_fixed", task=task.name))
     if add_labels:
         if task.kind not in LABEL_KINDS:
-            raise TaskError(f"--add-labels is for categorical and pairwise tasks; {task.name} is {task.kind} (use --scale)")
+            raise TaskError(Reason("add_labels_score_task", task=task.name, kind=task.kind))
         clean = [label.strip() for label in add_labels if label.strip()]
         check_labels(clean, "--add-labels", existing=len(task.labels or []))
         if task.kind == "pairwise":
             clean = [TIE if label.casefold() == TIE else label for label in clean]
             if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
-                raise TaskError(f"--add-labels: a response id is at most {MAX_RESPONSE_ID_CHARS} characters")
+                raise TaskError(Reason("add_labels_response_id_long", limit=MAX_RESPONSE_ID_CHARS))
         existing = [label for label in clean if label in (task.labels or [])]
         if existing:
-            raise TaskError(f"task {task.name} already has the label {existing[0]!r} (labels: {', '.join(task.labels or [])})")
+            raise TaskError(Reason("label_exists", task=task.name, label=existing[0], labels=", ".join(task.labels or [])))
         if len(set(clean)) != len(clean):
-            raise TaskError(f"--add-labels has duplicates: {', '.join(clean)}")
+            raise TaskError(Reason("add_labels_duplicates", labels=", ".join(clean)))
         task.labels = [*(task.labels or []), *clean]
         changes.append(f"labels now {', '.join(task.labels)}")
     if scale is not None:
         if task.kind in LABEL_KINDS:
-            raise TaskError(f"--scale is for ordinal and continuous tasks; {task.name} is {task.kind} (use --add-labels)")
+            raise TaskError(Reason("scale_label_task", task=task.name, kind=task.kind))
         low, high = _value_range(session, task)
         if low is not None and (low < scale[0] or high > scale[1]):
-            raise TaskError(f"scale {scale[0]:g}-{scale[1]:g} would leave out stored values of {task.name} "
-                            f"(they range from {low:g} to {high:g})")
+            raise TaskError(Reason("scale_leaves_out", low=scale[0], high=scale[1], task=task.name, stored_low=low,
+                                   stored_high=high))
         task.scale_min, task.scale_max = scale
         changes.append(f"scale now {scale[0]:g}-{scale[1]:g}")
     check_description(description)
@@ -501,15 +502,15 @@ def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
 def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
     """Merge display names into the task (checked against its labels); return what changed, in words."""
     if task.kind not in LABEL_KINDS:
-        raise TaskError(f"--display names labels: {task.name} is {task.kind} (its values are numbers)")
+        raise TaskError(Reason("display_score_task", task=task.name, kind=task.kind))
     merged = {locale: dict(names) for locale, names in (task.display or {}).items()}
     changes = []
     for locale, names in display.items():
         for label, name in names.items():
             if label not in (task.labels or []):
-                raise TaskError(f"--display: task {task.name} has no label {label!r} (labels: {', '.join(task.labels or [])})")
+                raise TaskError(Reason("display_no_label", task=task.name, label=label, labels=", ".join(task.labels or [])))
             if len(name) > MAX_DISPLAY_CHARS or any(ch < " " for ch in name):
-                raise TaskError(f"--display: the name of {label!r} must be one line of at most {MAX_DISPLAY_CHARS} characters")
+                raise TaskError(Reason("display_name_shape", label=label, limit=MAX_DISPLAY_CHARS))
             here = merged.setdefault(locale, {})
             if name:
                 if here.get(label) != name:
@@ -586,7 +587,7 @@ def remove_task(session: Session, name: str) -> Task:
     """
     task = lookup.task(session, name)
     if task.builtin:
-        raise TaskError(f"task {task.name} is built in: it cannot be removed")
+        raise TaskError(Reason("builtin_not_removable", task=task.name))
     uses = []
     for model, what in ((Label, "labels"), (Verdict, "verdicts"), (Prompt, "prompts")):
         n = session.exec(select(func.count()).select_from(model).where(model.task_id == task.id)).one()
@@ -611,7 +612,7 @@ def format_number(x: float) -> str:
 def canonical_value(task: Task, value: object) -> str:
     """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
     if value is None:
-        raise TaskError("value is missing")
+        raise TaskError(Reason("value_missing"))
     if task.kind == EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
@@ -629,17 +630,16 @@ def canonical_value(task: Task, value: object) -> str:
         folded = [label for label in labels if label.casefold() == text.casefold()]
         if len(folded) == 1:
             return folded[0]
-        raise TaskError(f"value {_short(text)!r} is not a label of task {task.name} ({', '.join(labels)})")
+        raise TaskError(Reason("value_not_a_label", value=_short(text), task=task.name, labels=", ".join(labels)))
     number = _as_number(value)
     if number is None:
-        raise TaskError(f"value must be a number for task {task.name}, got {_short(str(value))!r}")
+        raise TaskError(Reason("value_not_a_number", task=task.name, value=_short(str(value))))
     low, high = task.scale_min, task.scale_max
     if (low is not None and number < low) or (high is not None and number > high):
-        raise TaskError(f"value {_short(format_number(number), 24)} is outside the scale of task {task.name} "
-                        f"({format_number(low)}–{format_number(high)})")
+        raise TaskError(Reason("value_outside_scale", value=_short(format_number(number), 24), task=task.name,
+                                   low=format_number(low), high=format_number(high)))
     if abs(number) > MAX_MAGNITUDE:  # a task without a scale: squares and sums must stay finite (docs/security.md)
-        raise TaskError(f"value {number:.3g} of task {task.name} is beyond ±{MAX_MAGNITUDE:.0e}, the largest value "
-                        f"calibrate takes (give the task a --scale, or rescale the values)")
+        raise TaskError(Reason("value_beyond_magnitude", value=number, task=task.name, limit=MAX_MAGNITUDE))
     return format_number(number)
 
 

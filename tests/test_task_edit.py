@@ -197,6 +197,23 @@ def test_tasks_page_edits_and_removes_with_the_same_checks(client, login, sessio
     assert _task(session, "score") is None
 
 
+def test_the_tasks_pages_refusals_are_in_the_readers_language(client, login, session, custom):
+    """The Tasks page's refusals carry a reason: worded in Spanish on the web, the same English line on the CLI."""
+    token = login("eng", role="engineer")
+    spanish = {"Accept-Language": "es"}
+    cases = [
+        ("/tasks/pref", {"description": "", "add_labels": "A"}, "la tarea pref ya tiene la etiqueta 'A' (etiquetas: A, B)"),
+        ("/tasks/score", {"description": "", "scale": "5-1"}, "la escala debe ir de menor a mayor; se recibió '5-1'"),
+        ("/tasks/pref", {"description": "d" * 3000}, "la descripción tiene 3.000 caracteres: como máximo 2.000"),
+        ("/tasks/claim_support/remove", {}, "la tarea claim_support es integrada: no se puede eliminar"),
+    ]
+    for url, data, message in cases:
+        assert client.post(url, data={"csrf_token": token, **data}, headers=spanish).status_code == 303
+        page = BeautifulSoup(client.get("/tasks", headers=spanish).data, "html.parser")
+        assert page.select_one(".flash-error").get_text() == message
+    assert _task(session, "pref").labels == ["A", "B"] and _task(session, "claim_support") is not None
+
+
 def test_annotators_get_403(client, login):
     login("ann", role="annotator")
     assert client.get("/tasks").status_code == 403
