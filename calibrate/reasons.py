@@ -279,6 +279,15 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "value_outside_scale": N_("value {value} is outside the scale of task {task} ({low}–{high})"),
     "value_beyond_magnitude": N_("value {value:.3g} of task {task} is beyond ±{limit:.0e}, the largest value calibrate "
                                  "takes (give the task a --scale, or rescale the values)"),
+    # refusals: accounts (calibrate/accounts.py: the team page, the Account page) and a dataset's split
+    "username_invalid": N_("username {username!r} is not valid: use letters, digits, '.', '_', '@' or '-' (at most 100), "
+                           "starting with a letter or digit"),
+    "password_too_short": N_("password must have at least {limit} characters"),
+    "role_unknown": N_("role must be one of {roles}; got {role!r}"),
+    "user_exists": N_("user {username!r} already exists (set its password with `calibrate users password {username}`)"),
+    "language_unknown": N_("language must be one of {locales}"),
+    "split_empty": N_("no sample of {dataset} is in split {split!r} (splits: {splits})"),
+    "split_empty_none": N_("no sample of {dataset} is in split {split!r} (splits: none)"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).
