@@ -288,6 +288,21 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "language_unknown": N_("language must be one of {locales}"),
     "split_empty": N_("no sample of {dataset} is in split {split!r} (splits: {splits})"),
     "split_empty_none": N_("no sample of {dataset} is in split {split!r} (splits: none)"),
+    # refusals: the prompt editor (calibrate/judges/versions.py: parameters, few-shot examples, the template)
+    "param_shape": N_("parameter must be key=value, got {pair!r}"),
+    "fewshot_twice": N_("few-shot {ref}: given twice"),
+    "fewshot_not_index": N_("few-shot {ref}: {position!r} is not a 0-based index"),
+    "fewshot_no_sample": N_("few-shot {ref}: no sample {sample!r}"),
+    "fewshot_no_sample_in": N_("few-shot {ref}: no sample {sample!r} in dataset {dataset}"),
+    "fewshot_several_datasets": N_("few-shot {ref}: sample {sample!r} exists in several datasets ({datasets}): name the "
+                                   "dataset"),
+    "fewshot_test_split": N_("few-shot {ref}: the sample is in the test split, which is never shown to a judge"),
+    "fewshot_no_claim": N_("few-shot {ref}: sample {sample} has no claim {position}"),
+    "fewshot_no_context": N_("few-shot {ref}: sample {sample} has no context {position}"),
+    "fewshot_claims_not_corrected": N_("few-shot {ref}: its claims ({source}) were not corrected by an expert; split, merge "
+                                       "or edit them in the workbench first"),
+    "fewshot_no_claims": N_("few-shot {ref}: the sample has no claims"),
+    "template_empty": N_("template: empty"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).
