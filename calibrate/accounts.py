@@ -12,6 +12,7 @@ from calibrate import i18n
 from calibrate.errors import AccountError
 from calibrate.logins import clear_account, revoke_all
 from calibrate.models import ROLES, User
+from calibrate.reasons import Reason
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 MIN_PASSWORD = 8
@@ -20,16 +21,14 @@ MIN_PASSWORD = 8
 def validate_username(username: str) -> str:
     """Return the username if it is acceptable, else raise AccountError."""
     if not USERNAME_RE.match(username or ""):
-        raise AccountError(
-            f"username {username!r} is not valid: use letters, digits, '.', '_', '@' or '-' (at most 100), starting with a letter or digit"
-        )
+        raise AccountError(Reason("username_invalid", username=username))
     return username
 
 
 def validate_password(password: str) -> str:
     """Return the password if it is long enough, else raise AccountError."""
     if len(password) < MIN_PASSWORD:
-        raise AccountError(f"password must have at least {MIN_PASSWORD} characters")
+        raise AccountError(Reason("password_too_short", limit=MIN_PASSWORD))
     return password
 
 
@@ -43,9 +42,9 @@ def add_user(session: Session, username: str, *, role: str = "annotator", passwo
     """Create a user; without a password the account exists but cannot log in."""
     validate_username(username)
     if role not in ROLES:
-        raise AccountError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+        raise AccountError(Reason("role_unknown", roles=", ".join(ROLES), role=role))
     if get_user(session, username) is not None:
-        raise AccountError(f"user {username!r} already exists (set its password with `calibrate users password {username}`)")
+        raise AccountError(Reason("user_exists", username=username))
     user = User(username=username, role=role, display_name=display_name or username,
                 password_hash=generate_password_hash(validate_password(password)) if password is not None else None)
     session.add(user)
@@ -81,7 +80,7 @@ def set_locale(session: Session, user: User, locale: str | None) -> User:
     """Set the interface language of a user ("en", "es"; None or "": follow the browser's). The caller commits."""
     chosen = (locale or "").strip() or None
     if chosen is not None and chosen not in i18n.LOCALES:
-        raise AccountError(i18n.gettext("language must be one of %(locales)s", locales=", ".join(i18n.LOCALES)))
+        raise AccountError(Reason("language_unknown", locales=", ".join(i18n.LOCALES)))
     user.locale = chosen
     session.add(user)
     session.flush()

@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 
 from calibrate.errors import CalibrationError
 from calibrate.models import Assignment, Claim, Context, Dataset, Label, Response, Sample, Task, User, visible_dataset
+from calibrate.reasons import Reason
 
 
 @dataclass
@@ -145,5 +146,7 @@ def split_samples(session: Session, dataset: Dataset, split: str) -> set[int]:
     ids = {sid for sid, value in rows if value == split}
     if not ids:
         present = sorted({value for _, value in rows if value})
-        raise CalibrationError(f"no sample of {dataset.name} is in split {split!r} (splits: {', '.join(present) or 'none'})")
+        if not present:
+            raise CalibrationError(Reason("split_empty_none", dataset=dataset.name, split=split))
+        raise CalibrationError(Reason("split_empty", dataset=dataset.name, split=split, splits=", ".join(present)))
     return ids

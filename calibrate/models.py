@@ -262,6 +262,8 @@ class Task(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     # How its labels are shown to people, per locale: {"es": {"supported": "Respaldada"}}; stored values never change.
     display: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    # Its description in other languages: {"es": "¿Qué respuesta es mejor?"}; `description` is the default language's.
+    descriptions: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     # Counts the task's edits: the workbench's task cache (annotation/items.py) keys on the tasks' state.
     revision: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 

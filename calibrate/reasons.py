@@ -293,6 +293,55 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
                             "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
                             "not expected to be enough"),
+    # refusals: tasks (calibrate/tasks.py: the Tasks page, and a label's value on the workbench)
+    "scale_shape": N_("scale must look like 1-5, got {given!r}"),
+    "scale_order": N_("scale must go from low to high, got {given!r}"),
+    "scale_magnitude": N_("scale must stay within ±{limit:.0e}, got {given!r}"),
+    "description_too_long": N_("the description has {count:,} characters: at most {limit:,}"),
+    "label_too_long": N_("{option}: label {label!r} has {count:,} characters: at most {limit}"),
+    "too_many_labels": N_("{option}: a task has at most {limit} labels, this would make {count}"),
+    "builtin_labels_fixed": N_("task {task} is built in: its labels and scale are fixed (reports and metrics rely on them)"),
+    "add_labels_score_task": N_("--add-labels is for categorical and pairwise tasks; {task} is {kind} (use --scale)"),
+    "add_labels_response_id_long": N_("--add-labels: a response id is at most {limit} characters"),
+    "label_exists": N_("task {task} already has the label {label!r} (labels: {labels})"),
+    "add_labels_duplicates": N_("--add-labels has duplicates: {labels}"),
+    "scale_label_task": N_("--scale is for ordinal and continuous tasks; {task} is {kind} (use --add-labels)"),
+    "scale_leaves_out": N_("scale {low:g}-{high:g} would leave out stored values of {task} (they range from "
+                           "{stored_low:g} to {stored_high:g})"),
+    "display_score_task": N_("--display names labels: {task} is {kind} (its values are numbers)"),
+    "display_no_label": N_("--display: task {task} has no label {label!r} (labels: {labels})"),
+    "display_name_shape": N_("--display: the name of {label!r} must be one line of at most {limit} characters"),
+    "builtin_not_removable": N_("task {task} is built in: it cannot be removed"),
+    "value_missing": N_("value is missing"),
+    "value_not_a_label": N_("value {value!r} is not a label of task {task} ({labels})"),
+    "value_not_a_number": N_("value must be a number for task {task}, got {value!r}"),
+    "value_outside_scale": N_("value {value} is outside the scale of task {task} ({low}–{high})"),
+    "value_beyond_magnitude": N_("value {value:.3g} of task {task} is beyond ±{limit:.0e}, the largest value calibrate "
+                                 "takes (give the task a --scale, or rescale the values)"),
+    # refusals: accounts (calibrate/accounts.py: the team page, the Account page) and a dataset's split
+    "username_invalid": N_("username {username!r} is not valid: use letters, digits, '.', '_', '@' or '-' (at most 100), "
+                           "starting with a letter or digit"),
+    "password_too_short": N_("password must have at least {limit} characters"),
+    "role_unknown": N_("role must be one of {roles}; got {role!r}"),
+    "user_exists": N_("user {username!r} already exists (set its password with `calibrate users password {username}`)"),
+    "language_unknown": N_("language must be one of {locales}"),
+    "split_empty": N_("no sample of {dataset} is in split {split!r} (splits: {splits})"),
+    "split_empty_none": N_("no sample of {dataset} is in split {split!r} (splits: none)"),
+    # refusals: the prompt editor (calibrate/judges/versions.py: parameters, few-shot examples, the template)
+    "param_shape": N_("parameter must be key=value, got {pair!r}"),
+    "fewshot_twice": N_("few-shot {ref}: given twice"),
+    "fewshot_not_index": N_("few-shot {ref}: {position!r} is not a 0-based index"),
+    "fewshot_no_sample": N_("few-shot {ref}: no sample {sample!r}"),
+    "fewshot_no_sample_in": N_("few-shot {ref}: no sample {sample!r} in dataset {dataset}"),
+    "fewshot_several_datasets": N_("few-shot {ref}: sample {sample!r} exists in several datasets ({datasets}): name the "
+                                   "dataset"),
+    "fewshot_test_split": N_("few-shot {ref}: the sample is in the test split, which is never shown to a judge"),
+    "fewshot_no_claim": N_("few-shot {ref}: sample {sample} has no claim {position}"),
+    "fewshot_no_context": N_("few-shot {ref}: sample {sample} has no context {position}"),
+    "fewshot_claims_not_corrected": N_("few-shot {ref}: its claims ({source}) were not corrected by an expert; split, merge "
+                                       "or edit them in the workbench first"),
+    "fewshot_no_claims": N_("few-shot {ref}: the sample has no claims"),
+    "template_empty": N_("template: empty"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).

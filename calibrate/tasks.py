@@ -50,6 +50,7 @@ from calibrate.models import (
     Task,
     Verdict,
 )
+from calibrate.reasons import Reason
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -220,12 +221,12 @@ def parse_scale(text: str) -> tuple[float, float]:
     """Parse a scale such as "1-5" or "0-1" or "-2-2" into (low, high)."""
     match = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*-\s*(-?[0-9]+(?:\.[0-9]+)?)\s*", text or "")
     if not match:
-        raise TaskError(f"scale must look like 1-5, got {_short(text or '')!r}")
+        raise TaskError(Reason("scale_shape", given=_short(text or "")))
     low, high = float(match.group(1)), float(match.group(2))
     if not low < high:
-        raise TaskError(f"scale must go from low to high, got {_short(text)!r}")
+        raise TaskError(Reason("scale_order", given=_short(text)))
     if max(abs(low), abs(high)) > MAX_MAGNITUDE:
-        raise TaskError(f"scale must stay within ±{MAX_MAGNITUDE:.0e}, got {_short(text)!r}")
+        raise TaskError(Reason("scale_magnitude", limit=MAX_MAGNITUDE, given=_short(text)))
     return low, high
 
 
@@ -239,8 +240,10 @@ def add_task(
     scale: tuple[float, float] | None = None,
     description: str = "",
     guidelines: str = "",
+    descriptions: dict[str, str] | None = None,
 ) -> Task:
-    """Create a custom task after validating its definition."""
+    """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
+    `parse_descriptions`, the description in other languages)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
     if target not in TARGETS:
@@ -278,6 +281,8 @@ def add_task(
         scale_max=scale[1] if scale else None,
         description=description,
     )
+    if descriptions:
+        _set_descriptions(task, descriptions)
     session.add(task)
     session.flush()
     if guidelines:
@@ -288,17 +293,17 @@ def add_task(
 def check_description(description: str | None) -> None:
     """Refuse a description longer than MAX_DESCRIPTION_CHARS (it is shown on every item page)."""
     if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
-        raise TaskError(f"the description has {len(description):,} characters: at most {MAX_DESCRIPTION_CHARS:,}")
+        raise TaskError(Reason("description_too_long", count=len(description), limit=MAX_DESCRIPTION_CHARS))
 
 
 def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
     """Refuse a label longer than MAX_LABEL_CHARS, or more than MAX_LABELS labels in all."""
     for label in labels:
         if len(label.strip()) > MAX_LABEL_CHARS:
-            raise TaskError(f"{option}: label {_short(label.strip())!r} has {len(label.strip()):,} characters: "
-                            f"at most {MAX_LABEL_CHARS}")
+            raise TaskError(Reason("label_too_long", option=option, label=_short(label.strip()), count=len(label.strip()),
+                                   limit=MAX_LABEL_CHARS))
     if existing + len(labels) > MAX_LABELS:
-        raise TaskError(f"{option}: a task has at most {MAX_LABELS} labels, this would make {existing + len(labels)}")
+        raise TaskError(Reason("too_many_labels", option=option, limit=MAX_LABELS, count=existing + len(labels)))
 
 
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
@@ -381,10 +386,12 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
-              scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None) -> TaskChange:
+              scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
+              descriptions: dict[str, str] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
-    removes one: the label is shown by its default name again).
+    removes one: the label is shown by its default name again), or set its description in other languages
+    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -394,36 +401,38 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     task = lookup.task(session, name)
     changes: list[str] = []
     if (add_labels or scale) and task.builtin:
-        raise TaskError(f"task {task.name} is built in: its labels and scale are fixed (reports and metrics rely on them)")
+        raise TaskError(Reason("builtin_labels_fixed", task=task.name))
     if add_labels:
         if task.kind not in LABEL_KINDS:
-            raise TaskError(f"--add-labels is for categorical and pairwise tasks; {task.name} is {task.kind} (use --scale)")
+            raise TaskError(Reason("add_labels_score_task", task=task.name, kind=task.kind))
         clean = [label.strip() for label in add_labels if label.strip()]
         check_labels(clean, "--add-labels", existing=len(task.labels or []))
         if task.kind == "pairwise":
             clean = [TIE if label.casefold() == TIE else label for label in clean]
             if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
-                raise TaskError(f"--add-labels: a response id is at most {MAX_RESPONSE_ID_CHARS} characters")
+                raise TaskError(Reason("add_labels_response_id_long", limit=MAX_RESPONSE_ID_CHARS))
         existing = [label for label in clean if label in (task.labels or [])]
         if existing:
-            raise TaskError(f"task {task.name} already has the label {existing[0]!r} (labels: {', '.join(task.labels or [])})")
+            raise TaskError(Reason("label_exists", task=task.name, label=existing[0], labels=", ".join(task.labels or [])))
         if len(set(clean)) != len(clean):
-            raise TaskError(f"--add-labels has duplicates: {', '.join(clean)}")
+            raise TaskError(Reason("add_labels_duplicates", labels=", ".join(clean)))
         task.labels = [*(task.labels or []), *clean]
         changes.append(f"labels now {', '.join(task.labels)}")
     if scale is not None:
         if task.kind in LABEL_KINDS:
-            raise TaskError(f"--scale is for ordinal and continuous tasks; {task.name} is {task.kind} (use --add-labels)")
+            raise TaskError(Reason("scale_label_task", task=task.name, kind=task.kind))
         low, high = _value_range(session, task)
         if low is not None and (low < scale[0] or high > scale[1]):
-            raise TaskError(f"scale {scale[0]:g}-{scale[1]:g} would leave out stored values of {task.name} "
-                            f"(they range from {low:g} to {high:g})")
+            raise TaskError(Reason("scale_leaves_out", low=scale[0], high=scale[1], task=task.name, stored_low=low,
+                                   stored_high=high))
         task.scale_min, task.scale_max = scale
         changes.append(f"scale now {scale[0]:g}-{scale[1]:g}")
     check_description(description)
     if description is not None and description != task.description:
         task.description = description
         changes.append("description changed")
+    if descriptions:
+        changes += _set_descriptions(task, descriptions)
     if display:
         changes += _set_display(task, display)
     if changes:
@@ -450,18 +459,58 @@ def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str
     return out
 
 
+def parse_descriptions(items: list[str] | tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+    """Return `--description` values as (the default language's text or None, {locale: text}).
+
+    `LOCALE:TEXT` (e.g. `es:¿Qué respuesta es mejor?`, LOCALE one of i18n.LOCALES) is the text in that
+    language, `en:TEXT` (the default language) or a plain TEXT the default text. Raises TaskError when
+    two values give the same language.
+    """
+    default: str | None = None
+    texts: dict[str, str] = {}
+    for item in items:
+        head, colon, rest = item.partition(":")
+        locale = head.strip().casefold() if colon and head.strip().casefold() in i18n.LOCALES else None
+        text = rest.strip() if locale else item
+        if locale in (None, i18n.DEFAULT_LOCALE):
+            if default is not None:
+                raise TaskError(f"--description gives the {i18n.DEFAULT_LOCALE} text twice: {item[:80]!r}")
+            default = text
+        elif locale in texts:
+            raise TaskError(f"--description gives the {locale} text twice: {item[:80]!r}")
+        else:
+            texts[locale] = text
+    return default, texts
+
+
+def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
+    """Merge descriptions in other languages into the task (an empty text removes one); return what changed."""
+    merged = dict(task.descriptions or {})
+    changes = []
+    for locale, text in texts.items():
+        check_description(text)
+        if text and merged.get(locale) != text:
+            merged[locale] = text
+            changes.append(f"{locale} description changed")
+        elif not text and locale in merged:
+            del merged[locale]
+            changes.append(f"{locale} description removed")
+    task.descriptions = merged or None
+    return changes
+
+
 def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
     """Merge display names into the task (checked against its labels); return what changed, in words."""
     if task.kind not in LABEL_KINDS:
-        raise TaskError(f"--display names labels: {task.name} is {task.kind} (its values are numbers)")
+        raise TaskError(Reason("display_score_task", task=task.name, kind=task.kind))
     merged = {locale: dict(names) for locale, names in (task.display or {}).items()}
     changes = []
     for locale, names in display.items():
         for label, name in names.items():
             if label not in (task.labels or []):
-                raise TaskError(f"--display: task {task.name} has no label {label!r} (labels: {', '.join(task.labels or [])})")
+                raise TaskError(Reason("display_no_label", task=task.name, label=label, labels=", ".join(task.labels or [])))
             if len(name) > MAX_DISPLAY_CHARS or any(ch < " " for ch in name):
-                raise TaskError(f"--display: the name of {label!r} must be one line of at most {MAX_DISPLAY_CHARS} characters")
+                raise TaskError(Reason("display_name_shape", label=label, limit=MAX_DISPLAY_CHARS))
             here = merged.setdefault(locale, {})
             if name:
                 if here.get(label) != name:
@@ -512,8 +561,10 @@ def shipped_text(text: str, locale: str | None = None) -> str:
 
 
 def task_description(task, locale: str | None = None) -> str:
-    """Return a task's description in `locale` (a shipped description translated, else as stored)."""
-    return shipped_text(task.description or "", locale)
+    """Return a task's description in `locale` (default: the current one): the one given in that language
+    (`task edit --description es:…`), else a shipped description translated, else as stored."""
+    given = (getattr(task, "descriptions", None) or {}).get(locale or i18n.current().locale)
+    return given or shipped_text(task.description or "", locale)
 
 
 def guideline_text(task, text: str, locale: str | None = None) -> str:
@@ -536,7 +587,7 @@ def remove_task(session: Session, name: str) -> Task:
     """
     task = lookup.task(session, name)
     if task.builtin:
-        raise TaskError(f"task {task.name} is built in: it cannot be removed")
+        raise TaskError(Reason("builtin_not_removable", task=task.name))
     uses = []
     for model, what in ((Label, "labels"), (Verdict, "verdicts"), (Prompt, "prompts")):
         n = session.exec(select(func.count()).select_from(model).where(model.task_id == task.id)).one()
@@ -561,7 +612,7 @@ def format_number(x: float) -> str:
 def canonical_value(task: Task, value: object) -> str:
     """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
     if value is None:
-        raise TaskError("value is missing")
+        raise TaskError(Reason("value_missing"))
     if task.kind == EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
@@ -579,17 +630,16 @@ def canonical_value(task: Task, value: object) -> str:
         folded = [label for label in labels if label.casefold() == text.casefold()]
         if len(folded) == 1:
             return folded[0]
-        raise TaskError(f"value {_short(text)!r} is not a label of task {task.name} ({', '.join(labels)})")
+        raise TaskError(Reason("value_not_a_label", value=_short(text), task=task.name, labels=", ".join(labels)))
     number = _as_number(value)
     if number is None:
-        raise TaskError(f"value must be a number for task {task.name}, got {_short(str(value))!r}")
+        raise TaskError(Reason("value_not_a_number", task=task.name, value=_short(str(value))))
     low, high = task.scale_min, task.scale_max
     if (low is not None and number < low) or (high is not None and number > high):
-        raise TaskError(f"value {_short(format_number(number), 24)} is outside the scale of task {task.name} "
-                        f"({format_number(low)}–{format_number(high)})")
+        raise TaskError(Reason("value_outside_scale", value=_short(format_number(number), 24), task=task.name,
+                                   low=format_number(low), high=format_number(high)))
     if abs(number) > MAX_MAGNITUDE:  # a task without a scale: squares and sums must stay finite (docs/security.md)
-        raise TaskError(f"value {number:.3g} of task {task.name} is beyond ±{MAX_MAGNITUDE:.0e}, the largest value "
-                        f"calibrate takes (give the task a --scale, or rescale the values)")
+        raise TaskError(Reason("value_beyond_magnitude", value=number, task=task.name, limit=MAX_MAGNITUDE))
     return format_number(number)
 
 

@@ -7,6 +7,7 @@ from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.models import Guideline, Task
+from calibrate.tasks import task_description
 
 
 def _task(session, name):
@@ -68,6 +69,11 @@ def test_a_scale_may_change_while_every_stored_value_fits(runner, session, custo
         (["task", "edit", "pref", "--description", "x" * 2001], "the description has 2,001 characters: at most 2,000"),
         (["task", "add", "big", "--target", "sample", "--kind", "categorical", "--labels", "A,B",
           "--description", "y" * 1_000_000], "the description has 1,000,000 characters: at most 2,000"),
+        (["task", "edit", "pref", "--description", "es:" + "x" * 2001], "the description has 2,001 characters: at most 2,000"),
+        (["task", "edit", "pref", "--description", "es:uno", "--description", "ES:dos"],
+         "--description gives the es text twice: 'ES:dos'"),
+        (["task", "edit", "pref", "--description", "one", "--description", "en:two"],
+         "--description gives the en text twice: 'en:two'"),
         (["task", "edit", "pref", "--add-labels", "z" * 101], "--add-labels: label 'zzzzz"),
         (["task", "add", "big", "--target", "sample", "--kind", "categorical", "--labels", "A," + "b" * 101],
          "--labels: label 'bbbb"),
@@ -79,6 +85,53 @@ def test_refusals_are_one_line_with_exit_code_2(runner, custom, args, message):
     result = runner.invoke(args)
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {message}") and result.output.count("\n") == 1
+
+
+def test_a_custom_tasks_description_per_language_on_the_command_line(runner, session):
+    added = runner.invoke(["task", "add", "pref", "--target", "sample", "--kind", "categorical", "--labels", "A,B",
+                           "--description", "es:¿Cuál es mejor?", "--description", "Which is better?"])
+    assert added.exit_code == 0, added.output
+    task = _task(session, "pref")
+    assert task.description == "Which is better?" and task.descriptions == {"es": "¿Cuál es mejor?"}
+    assert (task_description(task, "es"), task_description(task, "en")) == ("¿Cuál es mejor?", "Which is better?")
+
+    edited = runner.invoke(["task", "edit", "pref", "--description", "es:¿Qué respuesta es mejor?"])
+    assert edited.output.strip() == "task pref: es description changed"
+    task = _task(session, "pref")
+    assert task.description == "Which is better?" and task.descriptions == {"es": "¿Qué respuesta es mejor?"}
+    # A plain text that does not start with a locale is the default text, colons and all.
+    assert runner.invoke(["task", "edit", "pref", "--description", "Note: A or B"]).exit_code == 0
+    assert _task(session, "pref").description == "Note: A or B"
+    removed = runner.invoke(["task", "edit", "pref", "--description", "es:"])
+    assert removed.output.strip() == "task pref: es description removed"
+    task = _task(session, "pref")
+    assert task.descriptions is None and task_description(task, "es") == "Note: A or B"
+
+
+def test_the_tasks_page_sets_the_description_per_language_and_the_workbench_shows_the_readers(
+        client, login, session, custom, make_sample):
+    from calibrate.accounts import get_user
+    from calibrate.models import Assignment
+
+    token = login("eng", role="engineer")
+    field = _form(client.get("/tasks"), "tr[data-task=pref] input[name='description.es']")
+    assert field is not None and field["value"] == ""
+    assert _form(client.get("/tasks"), "tr[data-task=claim_support] input[name='description.es']") is None
+    done = client.post("/tasks/pref", data={"csrf_token": token, "description": "Which is better?",
+                                            "description.es": "¿Cuál es mejor?"})
+    assert done.status_code == 303
+    task = _task(session, "pref")
+    assert task.description == "Which is better?" and task.descriptions == {"es": "¿Cuál es mejor?"}
+    assert _form(client.get("/tasks"), "tr[data-task=pref] input[name='description.es']")["value"] == "¿Cuál es mejor?"
+
+    assignment = Assignment(sample_id=make_sample().id, user_id=get_user(session, "eng").id, status="pending")
+    session.add(assignment)
+    session.commit()
+    shown = {}
+    for locale in ("en", "es"):
+        page = client.get(f"/annotate/{assignment.id}", headers={"Accept-Language": locale})
+        shown[locale] = _form(page, ".cell[data-task=pref] p.task-name").get_text()
+    assert shown == {"en": "pref · Which is better?", "es": "pref · ¿Cuál es mejor?"}
 
 
 def test_edit_without_a_change_is_a_usage_error(runner, custom):
@@ -142,6 +195,23 @@ def test_tasks_page_edits_and_removes_with_the_same_checks(client, login, sessio
 
     assert client.post("/tasks/score/remove", data={"csrf_token": token}).status_code == 303
     assert _task(session, "score") is None
+
+
+def test_the_tasks_pages_refusals_are_in_the_readers_language(client, login, session, custom):
+    """The Tasks page's refusals carry a reason: worded in Spanish on the web, the same English line on the CLI."""
+    token = login("eng", role="engineer")
+    spanish = {"Accept-Language": "es"}
+    cases = [
+        ("/tasks/pref", {"description": "", "add_labels": "A"}, "la tarea pref ya tiene la etiqueta 'A' (etiquetas: A, B)"),
+        ("/tasks/score", {"description": "", "scale": "5-1"}, "la escala debe ir de menor a mayor; se recibió '5-1'"),
+        ("/tasks/pref", {"description": "d" * 3000}, "la descripción tiene 3.000 caracteres: como máximo 2.000"),
+        ("/tasks/claim_support/remove", {}, "la tarea claim_support es integrada: no se puede eliminar"),
+    ]
+    for url, data, message in cases:
+        assert client.post(url, data={"csrf_token": token, **data}, headers=spanish).status_code == 303
+        page = BeautifulSoup(client.get("/tasks", headers=spanish).data, "html.parser")
+        assert page.select_one(".flash-error").get_text() == message
+    assert _task(session, "pref").labels == ["A", "B"] and _task(session, "claim_support") is not None
 
 
 def test_annotators_get_403(client, login):

@@ -8,7 +8,7 @@ from sqlmodel import Session, select
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
-from calibrate.tasks import add_task, describe_values, edit_task, parse_display, parse_scale, remove_task
+from calibrate.tasks import add_task, describe_values, edit_task, parse_descriptions, parse_display, parse_scale, remove_task
 
 
 @click.group("task")
@@ -23,15 +23,18 @@ def task_group() -> None:
 @click.option("--labels", help="Comma-separated labels of a categorical task, e.g. A,B,tie; of a pairwise task, the "
                                "response ids and optionally tie, e.g. 1,2,tie.")
 @click.option("--scale", help="Range of an ordinal or continuous task, e.g. 1-5.")
-@click.option("--description", default="", help="One line shown to annotators.")
+@click.option("--description", "description", multiple=True, metavar="[LOCALE:]TEXT",
+              help="One line shown to annotators; LOCALE:TEXT gives it in a language, e.g. es:¿Cuál es mejor? "
+                   "(repeatable; a plain TEXT is the default language's).")
 @db_option
 def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
-                     description: str) -> None:
+                     description: tuple[str, ...]) -> None:
     """Add a custom task."""
     parsed_scale = parse_scale(scale) if scale else None
+    default, texts = parse_descriptions(description)
     with write_session(ready_engine(settings)) as session:
-        task = add_task(session, name, target=target, kind=kind,
-                        labels=labels.split(",") if labels else None, scale=parsed_scale, description=description)
+        task = add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
+                        scale=parsed_scale, description=default or "", descriptions=texts)
         detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
         line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
     click.echo(line)
@@ -48,23 +51,28 @@ def task_list_command(settings: Settings) -> None:
 
 @task_group.command("edit")
 @click.argument("name")
-@click.option("--description", help="The new one-line description shown to annotators.")
+@click.option("--description", "description", multiple=True, metavar="[LOCALE:]TEXT",
+              help="The new one-line description shown to annotators; LOCALE:TEXT sets it in a language, e.g. "
+                   "es:¿Cuál es mejor? (repeatable; a plain TEXT is the default language's; an empty es: text goes "
+                   "back to the default one).")
 @click.option("--add-labels", metavar="X,Y", help="Labels to add to a categorical task, or response ids to a pairwise one (labels are never removed).")
 @click.option("--scale", metavar="LO-HI", help="New range of an ordinal or continuous task; every stored value must fit.")
 @click.option("--display", "display", multiple=True, metavar="LOCALE:LABEL=NAME",
               help="How a label is shown to people in a language, e.g. es:supported=Respaldada (repeatable; an empty NAME "
                    "goes back to the default name). Stored values never change.")
 @db_option
-def task_edit_command(settings: Settings, name: str, description: str | None, add_labels: str | None, scale: str | None,
-                      display: tuple[str, ...]) -> None:
-    """Change a task: its description, more labels, a scale every stored value fits, or its labels' display names."""
-    if description is None and not add_labels and not scale and not display:
+def task_edit_command(settings: Settings, name: str, description: tuple[str, ...], add_labels: str | None,
+                      scale: str | None, display: tuple[str, ...]) -> None:
+    """Change a task: its description (per language), more labels, a scale every stored value fits, or its labels'
+    display names."""
+    if not description and not add_labels and not scale and not display:
         raise click.UsageError("give --description, --add-labels, --scale or --display")
     parsed_scale = parse_scale(scale) if scale else None
     names = parse_display(display) if display else None
+    default, texts = parse_descriptions(description)
     with write_session(ready_engine(settings)) as session:
-        change = edit_task(session, name, description=description, add_labels=add_labels.split(",") if add_labels else None,
-                           scale=parsed_scale, display=names)
+        change = edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
+                           scale=parsed_scale, display=names, descriptions=texts or None)
         line = change.line()
     click.echo(line)
 

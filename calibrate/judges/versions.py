@@ -43,6 +43,7 @@ from calibrate.models import (
     User,
     visible_dataset,
 )
+from calibrate.reasons import Reason
 from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -129,7 +130,7 @@ def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise PromptError(f"parameter must be key=value, got {pair!r}")
+            raise PromptError(Reason("param_shape", pair=pair))
         raw = raw.strip()
         try:
             params[key] = json.loads(raw)
@@ -166,7 +167,7 @@ def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *,
     for spec in specs:
         row = _resolve_one(session, task, spec, dataset)
         if row.target_key in seen:
-            raise PromptError(f"few-shot {spec.ref}: given twice")
+            raise PromptError(Reason("fewshot_twice", ref=spec.ref))
         seen.add(row.target_key)
         rows.append(row)
     return rows
@@ -181,30 +182,31 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         what = "claim index" if task.target == "claim" else "context rank"
         raise PromptError(f"few-shot {spec.ref}: task {task.name} judges {task.target}s: write SAMPLE:N with the 0-based {what}")
     if sep and not (position.isascii() and position.isdigit()):
-        raise PromptError(f"few-shot {spec.ref}: {position!r} is not a 0-based index")
+        raise PromptError(Reason("fewshot_not_index", ref=spec.ref, position=position))
     query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
     if dataset:
         query = query.where(Dataset.name == dataset)
     found = session.exec(query).all()
     if not found:
-        where = f" in dataset {dataset}" if dataset else ""
-        raise PromptError(f"few-shot {spec.ref}: no sample {external!r}{where}")
+        if dataset:
+            raise PromptError(Reason("fewshot_no_sample_in", ref=spec.ref, sample=external, dataset=dataset))
+        raise PromptError(Reason("fewshot_no_sample", ref=spec.ref, sample=external))
     if len(found) > 1:
         names = ", ".join(sorted(name for _, name in found))
-        raise PromptError(f"few-shot {spec.ref}: sample {external!r} exists in several datasets ({names}): name the dataset")
+        raise PromptError(Reason("fewshot_several_datasets", ref=spec.ref, sample=external, datasets=names))
     sample = found[0][0]
     if sample.split == "test":
-        raise PromptError(f"few-shot {spec.ref}: the sample is in the test split, which is never shown to a judge")
+        raise PromptError(Reason("fewshot_test_split", ref=spec.ref))
     claim_id = context_id = None
     if task.target == "claim":
         claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()
         if claim is None:
-            raise PromptError(f"few-shot {spec.ref}: sample {external} has no claim {position}")
+            raise PromptError(Reason("fewshot_no_claim", ref=spec.ref, sample=external, position=position))
         claim_id, key = claim.id, f"claim:{claim.id}"
     elif task.target == "context":
         context = session.exec(select(Context).where(Context.sample_id == sample.id, Context.rank == int(position), Context.active)).first()
         if context is None:
-            raise PromptError(f"few-shot {spec.ref}: sample {external} has no context {position}")
+            raise PromptError(Reason("fewshot_no_context", ref=spec.ref, sample=external, position=position))
         context_id, key = context.id, f"context:{context.id}"
     else:
         key = f"sample:{sample.id}"
@@ -219,11 +221,10 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
 def _extraction_example(session: Session, sample: Sample, key: str, spec: FewShotSpec) -> ExampleRow:
     """Return an extraction example: a sample whose claims an expert corrected, its value the claim list."""
     if not sample.claim_source.endswith(EDITED):
-        raise PromptError(f"few-shot {spec.ref}: its claims ({sample.claim_source}) were not corrected by an expert; "
-                          "split, merge or edit them in the workbench first")
+        raise PromptError(Reason("fewshot_claims_not_corrected", ref=spec.ref, source=sample.claim_source))
     claims = [claim.text for claim in active_claims(session, sample.id)]
     if not claims:
-        raise PromptError(f"few-shot {spec.ref}: the sample has no claims")
+        raise PromptError(Reason("fewshot_no_claims", ref=spec.ref))
     rationale = spec.rationale if spec.rationale is not None else f"claims corrected by experts ({sample.claim_source})"
     return ExampleRow(sample.id, None, None, key, canonical_claims(claims), rationale, spec.ref)
 
@@ -319,7 +320,7 @@ def check_version(
     model = base["model"] if model is None else model.strip()
     params = base["params"] if params is None else params
     if not template.strip():
-        raise PromptError("template: empty")
+        raise PromptError(Reason("template_empty"))
     unchanged = parent is not None and (template, system) == (parent.template, parent.system)
     if not unchanged and (checked is None or checked.rendered != (task_row.name, template, system)):
         check_template(template, target=task_row.target, part="template", task=task_row.name, limits=limits)

@@ -12,7 +12,7 @@ from calibrate.annotation import AnnotationError
 from calibrate.annotation.guidelines import guideline_overview, outdated_assignments, requeue_outdated, save_guideline, versions_of
 from calibrate.i18n import _, ngettext
 from calibrate.views.auth import role_required
-from calibrate.views.errors import refuse_back_to
+from calibrate.views.errors import refusal_text, refuse_back_to
 from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
@@ -50,7 +50,7 @@ def update(task_name: str):
     try:
         guideline = save_guideline(db, task, request.form.get("text", ""), g.user)
     except AnnotationError as exc:
-        flash(str(exc), "error")
+        flash(refusal_text(exc), "error")
         return redirect(url_for("guidelines.show", task_name=task.name), code=303)
     db.commit()
     flash(_("Saved %(task)s guideline v%(version)s. New labels record v%(version)s.", task=task.name, version=guideline.version), "done")

@@ -25,7 +25,7 @@ from calibrate.judges.versions import (
 )
 from calibrate.models import PromptVersion, Task
 from calibrate.views.auth import role_required
-from calibrate.views.errors import back_to
+from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import int_field
 from calibrate.views.session import get_session, get_write_session
 
@@ -123,7 +123,7 @@ def update(name: str, number: int):
         session.commit()
     except CalibrateError as exc:  # the form again, with what was typed and why it was refused
         session.rollback()
-        return render_template("prompts/edit.html", v=view, form=form, error=str(exc)), 400
+        return render_template("prompts/edit.html", v=view, form=form, error=refusal_text(exc)), 400
     ref = f"{prompt.name}@{result.version.number}"
     if result.created:
         flash(gettext("Saved %(version)s.", version=ref), "info")

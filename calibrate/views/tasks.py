@@ -13,7 +13,7 @@ from sqlmodel import select
 from calibrate import i18n, lookup
 from calibrate.i18n import _
 from calibrate.models import Task
-from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, task_description
+from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, shipped_text
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -27,8 +27,10 @@ bp = Blueprint("tasks", __name__, url_prefix="/tasks")
 def index():
     """List the tasks: built-in ones as they are, custom ones with their edit form."""
     tasks = get_session().exec(select(Task).order_by(Task.id)).all()
-    rows = [{"task": task, "values": describe_values(task)} for task in tasks]
-    return render_template("tasks/index.html", rows=rows, locales=i18n.LOCALES, max_display=MAX_DISPLAY_CHARS)
+    # "shipped": the default description as a shipped text (a built-in's, translated), not the per-language one
+    rows = [{"task": task, "values": describe_values(task), "shipped": shipped_text(task.description or "")} for task in tasks]
+    return render_template("tasks/index.html", rows=rows, locales=i18n.LOCALES, default_locale=i18n.DEFAULT_LOCALE,
+                           max_display=MAX_DISPLAY_CHARS)
 
 
 def display_fields(task: Task, form) -> dict[str, dict[str, str]]:
@@ -46,6 +48,13 @@ def display_fields(task: Task, form) -> dict[str, dict[str, str]]:
     return display
 
 
+def description_fields(form) -> dict[str, str]:
+    """Return the descriptions in other languages the form sends (`description.<locale>`) as {locale: text}
+    (an empty one removes that language's; a locale calibrate does not speak is ignored)."""
+    return {locale: form[f"description.{locale}"].strip() for locale in i18n.LOCALES
+            if locale != i18n.DEFAULT_LOCALE and f"description.{locale}" in form}
+
+
 @bp.route("/<name>", methods=("POST",))
 @role_required(*ENGINEERS)
 def update(name: str):
@@ -58,10 +67,10 @@ def update(name: str):
     task = lookup.task(session, name)
     display = display_fields(task, form)
     description = form.get("description")
-    if description == "" and task_description(task) != task.description:
+    if description == "" and shipped_text(task.description or "") != task.description:
         description = None  # a built-in's shipped description, shown translated as the placeholder: unchanged
     change = edit_task(session, name, description=description, add_labels=labels or None, scale=scale,
-                       display=display or None)
+                       display=display or None, descriptions=description_fields(form) or None)
     session.commit()
     flash(f"{change.line()}.", "info")
     return redirect(url_for("tasks.index"), code=303)

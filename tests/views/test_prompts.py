@@ -92,6 +92,19 @@ def test_a_template_with_an_unknown_field_is_refused_naming_it(client, login, pr
     assert len(session.exec(select(PromptVersion)).all()) == 1
 
 
+def test_the_prompt_editors_refusals_are_in_the_readers_language(client, login, prompt_v1, session):
+    login("eng", "engineer")
+    spanish = {"Accept-Language": "es"}
+    cases = [({"template": "   "}, "plantilla: vacía"),
+             ({"params": "temperature"}, "un parámetro debe tener la forma clave=valor; se recibió 'temperature'"),
+             ({"few_shots": "nope:0"}, "few-shot nope:0: no hay ninguna muestra 'nope'")]
+    for change, message in cases:
+        data = {**_form(client, "/prompts/claims/1/edit"), **change}
+        response = client.post("/prompts/claims/1/edit", data=data, headers=spanish)
+        assert response.status_code == 400 and soup(response).select_one("#form-error").get_text().strip() == message
+    assert len(session.exec(select(PromptVersion)).all()) == 1
+
+
 def test_the_side_by_side_diff(client, login, prompt_v1, engine):
     with write_session(engine) as session:
         save_version(session, "claims", template="Question: {{ question }}\nClaim: {{ claim.text }}", model="m2")
