@@ -342,6 +342,16 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                        "or edit them in the workbench first"),
     "fewshot_no_claims": N_("few-shot {ref}: the sample has no claims"),
     "template_empty": N_("template: empty"),
+    # the human ceiling (calibration/sections.py, human.ceiling): which figure and why
+    "ceiling_pairwise": ngettext("every annotator pair shares at least {min_shared} targets: the mean of {count} "
+                                 "pairwise {stat}", "every annotator pair shares at least {min_shared} targets: the "
+                                 "mean of {count} pairwise {stat}"),
+    "ceiling_pooled": ngettext("{count} of {pairs} annotator pairs share fewer than {min_shared} targets: "
+                               "Krippendorff's α ({level}) pooled over every target labelled by two or more",
+                               "{count} of {pairs} annotator pairs share fewer than {min_shared} targets: "
+                               "Krippendorff's α ({level}) pooled over every target labelled by two or more"),
+    "ceiling_pooled_undefined_pairs": N_("no annotator pair has a defined {stat}: Krippendorff's α ({level}) pooled "
+                                         "over every target labelled by two or more"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).

@@ -126,6 +126,15 @@ def test_min_shared_lists_only_pairs_sharing_that_many_targets(runner, demo_with
     sparse = human("--min-shared", str(shared + 1))
     assert sparse["pairwise_kappa"] == [] and sparse["n_pairs_sparse"] == 1
     assert sparse["fleiss_kappa"] == listed["fleiss_kappa"]  # the many-rater figures keep every target
+    # the one ceiling: the pair's κ while it shares enough targets, the pooled α once it does not
+    assert listed["ceiling"]["metric"] == "mean_pairwise_kappa"
+    assert listed["ceiling"]["value"] == listed["pairwise_kappa"][0]["value"]
+    assert sparse["ceiling"]["metric"] == "krippendorff_alpha_nominal"
+    assert sparse["ceiling"]["value"] == sparse["krippendorff_alpha"]["nominal"]["value"]
+    result = runner.invoke(["report", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--format", "md",
+                            "--task", "claim_support", "--min-shared", str(shared + 1)])
+    assert result.exit_code == 0, result.output
+    assert "Krippendorff's α (nominal)" in result.output.split("## ")[1]  # the headline names the pooled α
     gate = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--min-shared", "5"])
     assert gate.exit_code == 0, gate.output
     assert runner.invoke(["report", "--dataset", DATASET, "--min-shared", "0"]).exit_code == 2

@@ -262,7 +262,8 @@ def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]
     return ids
 
 
-def human_agreement(session: Session, dataset_name: str, task_name: str, *, split: str | None = None) -> dict | None:
+def human_agreement(session: Session, dataset_name: str, task_name: str, *, split: str | None = None,
+                    options: Options | None = None) -> dict | None:
     """Return a task's human-only figures, `{"kind", "human"}` as in its report section, or None without labels.
 
     What the dashboard's ceiling needs, without building the report: the same labels (a metric
@@ -277,7 +278,7 @@ def human_agreement(session: Session, dataset_name: str, task_name: str, *, spli
         labels = annotator_metric_labels(session, dataset, task, labels, in_split)
     if labels.empty:
         return None
-    return {"kind": task.kind, "human": human_block(task, labels)}
+    return {"kind": task.kind, "human": human_block(task, labels, options=options)}
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,

@@ -22,7 +22,7 @@ from calibrate.models import (
     LABEL_KINDS,
     Task,
 )
-from calibrate.reasons import Reason, noted
+from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
@@ -166,21 +166,64 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         if groups is not None:
             section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, min_shared=options.min_shared)
+    section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
 
 
-def human_block(task: Task, labels: pd.DataFrame, *, min_shared: int = Options.min_shared) -> dict:
+def human_block(task: Task, labels: pd.DataFrame, *, options: Options | None = None) -> dict:
     """Return the annotators' agreement among themselves (a section's `human` block) for the task's kind.
 
-    Annotator pairs sharing fewer than `min_shared` targets are counted (`n_pairs_sparse`), not listed.
+    Annotator pairs sharing fewer than `options.min_shared` targets are counted (`n_pairs_sparse`),
+    not listed. `ceiling` is the one human–human figure the report, the dashboard and the
+    Alt-Test set the judge beside (`human_ceiling`).
     """
+    options = options or Options()
     if task.kind in LABEL_KINDS:
         return _human_categorical(labels, [lab for lab in (task.labels or []) if lab not in (task.excluded or [])],
-                                  set(task.excluded or []), min_shared)
-    return _human_numeric(labels, min_shared)
+                                  set(task.excluded or []), options)
+    return _human_numeric(labels, options, level="ordinal" if task.kind == "ordinal" else "interval")
+
+
+def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, values: list, level: str,
+                  options: Options) -> dict:
+    """Return `human.ceiling` {metric, value, ci, why}: the one human–human figure a judge is set beside.
+
+    The mean of the pairwise statistic (Cohen's κ for labels, Spearman's ρ for scores: like for
+    like with the judge's alignment) when every annotator pair shares at least `min_shared`
+    targets, so every pair's figure rests on enough targets; else (a crowd where most pairs share
+    a few targets or none) Krippendorff's α at the task's level of measurement, pooled over every
+    target labelled by two or more, with a percentile bootstrap CI over targets. The mean of
+    pairwise figures has no CI (`ci` null). `why` says which and why, with its `reason`.
+    """
+    pairs = human.get(pairs_key) or []
+    defined = [p["value"] for p in pairs if p.get("value") is not None]
+    stat = "Cohen's κ" if pairs_key == "pairwise_kappa" else "Spearman's ρ"
+    short = "kappa" if pairs_key == "pairwise_kappa" else "spearman"
+    sparse = int(human.get("n_pairs_sparse") or 0)
+    if pairs and sparse == 0 and defined:
+        why = Reason("ceiling_pairwise", count=len(defined), min_shared=options.min_shared, stat=stat)
+        return {"metric": f"mean_pairwise_{short}", "value": float(np.mean(defined)), "ci": None,
+                "why": why.text(), "reason": why.to_dict()}
+    if sparse:
+        why = Reason("ceiling_pooled", count=sparse, pairs=sparse + len(pairs), min_shared=options.min_shared, level=level)
+    else:
+        why = Reason("ceiling_pooled_undefined_pairs", stat=stat, level=level)
+    metric = f"krippendorff_alpha_{level}"
+    if counts is None or not len(counts):
+        est = Estimate.no_data(Reason("no_two_annotators"))
+    else:
+        def alpha(units: np.ndarray) -> Estimate:
+            return stats.krippendorff_alpha_counts(counts[units], level=level, values=values)
+        est = alpha(np.arange(len(counts)))
+        if est.status == "ok" and len(counts) > 1:
+            est = stats.cluster_bootstrap(alpha, [np.arange(len(counts))], np.arange(len(counts)),
+                                          n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+    if est.value is None:
+        why = join([why, est.reason])
+    return {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None,
+            "why": why.text(), "reason": why.to_dict()}
 
 
 def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
@@ -190,7 +233,8 @@ def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
     return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
 
 
-def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: set[str], min_shared: int) -> dict:
+def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: set[str], options: Options) -> dict:
+    min_shared = options.min_shared
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
     multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
@@ -204,6 +248,8 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
         out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2
         out["fleiss_kappa"] = estimate_dict(Estimate.no_data(none))
         out["krippendorff_alpha"] = {"nominal": estimate_dict(Estimate.no_data(none))}
+        out["ceiling"] = human_ceiling(out, pairs_key="pairwise_kappa", counts=None, values=stat_labels, level="nominal",
+                                       options=options)
         return out
     # Only the pairs that co-occur are enumerated (a crowd of 246 has 30,135 pairs, most sharing nothing).
     pairwise = stats.crowd_pairwise_kappa(shared["target_key"], shared["annotator"], shared["value"],
@@ -213,6 +259,8 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     counts = _unit_counts(shared["target_key"], shared["value"].map({lab: i for i, lab in enumerate(stat_labels)}), len(stat_labels))
     out["fleiss_kappa"] = estimate_dict(stats.fleiss_kappa_counts(counts, labels=stat_labels))
     out["krippendorff_alpha"] = {"nominal": estimate_dict(stats.krippendorff_alpha_counts(counts, level="nominal", values=stat_labels))}
+    out["ceiling"] = human_ceiling(out, pairs_key="pairwise_kappa", counts=counts, values=stat_labels, level="nominal",
+                                   options=options)
     return out
 
 
@@ -340,7 +388,7 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
         align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, min_shared=options.min_shared)
+    section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
@@ -389,7 +437,8 @@ def _plain_number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _human_numeric(labels: pd.DataFrame, min_shared: int) -> dict:
+def _human_numeric(labels: pd.DataFrame, options: Options, *, level: str) -> dict:
+    min_shared = options.min_shared
     current = labels[~labels["stale"] & ~labels["adjudicated"]] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
     multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
@@ -401,6 +450,7 @@ def _human_numeric(labels: pd.DataFrame, min_shared: int) -> dict:
             "ordinal": estimate_dict(Estimate.no_data(note)), "interval": estimate_dict(Estimate.no_data(note))})
         out["pairwise_spearman"] = []
         out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2
+        out["ceiling"] = human_ceiling(out, pairs_key="pairwise_spearman", counts=None, values=[], level=level, options=options)
         return out
     numbers = shared["value"].astype(float)
     domain = np.sort(numbers.unique())
@@ -421,6 +471,7 @@ def _human_numeric(labels: pd.DataFrame, min_shared: int) -> dict:
                       "status": est.status, **est.note_fields()})
     out["pairwise_spearman"] = pairs
     out["n_pairs_sparse"] = len(annotators) * (len(annotators) - 1) // 2 - len(pairs)
+    out["ceiling"] = human_ceiling(out, pairs_key="pairwise_spearman", counts=counts, values=values, level=level, options=options)
     return out
 
 

@@ -318,8 +318,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     for r in board.rows:
         if r.budget:
             r.budget_names = [names.get(key, key) for key in r.budget.get("candidates") or []]
-    # The human–human ceiling: the annotators' agreement among themselves (no bootstrap, no report).
-    human_section = human_agreement(session, dataset.name, task_row.name, split=opts.split)
+    # The human–human ceiling: the annotators' agreement among themselves (no report), the report's figure.
+    human_section = human_agreement(session, dataset.name, task_row.name, split=opts.split, options=opts)
     top = ceiling(human_section) if human_section else None
     if top is not None and top.value is not None:
         board.ceiling, board.ceiling_name = top.value, top.name

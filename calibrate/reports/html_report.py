@@ -120,7 +120,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "grouped_info": section.get("grouped") or {},
         "pooled": {key: summary.pooled(section, key) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r")},
         "per_group": summary.per_group(section),
-        "alt_test": summary.alt_test_context(section["alt_test"]) if isinstance(section.get("alt_test"), dict) else None,
+        "alt_test": summary.alt_test_context(section["alt_test"], summary.ceiling(section)) if isinstance(section.get("alt_test"), dict) else None,
         "counts": summary.counts(section),
         "excluded_total": summary.excluded_total(section),
         "claim_sources": summary.claim_sources(section),

@@ -192,12 +192,13 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     if needed:
         lines += [f"{gettext('Labels needed:')} {escape(needed)}.", ""]
     if isinstance(section.get("alt_test"), dict):
-        lines += alt_test_lines(section["alt_test"])
+        lines += alt_test_lines(section["alt_test"], summary.ceiling(section))
     return lines
 
 
-def alt_test_lines(block: dict) -> list[str]:
-    """Return an `alt_test` block as Markdown lines: the answer with why, then the per-annotator table when it ran."""
+def alt_test_lines(block: dict, top: summary.Ceiling | None = None) -> list[str]:
+    """Return an `alt_test` block as Markdown lines: the answer with why, then the per-annotator table when it ran,
+    and the task's human–human ceiling (`top`) beside it."""
     answer, why = summary.alt_test_verdict(block)
     out = [gettext("Could the judge replace an expert (Alternative Annotator Test)?") + f" **{escape(answer)}**: {escape(why)}.", ""]
     rows = summary.alt_test_rows(block)
@@ -207,6 +208,8 @@ def alt_test_lines(block: dict) -> list[str]:
         out.append("")
     if block.get("status") == "ok" and block.get("note"):
         out += [f"{gettext('Note:')} {escape(summary.reason_text(block))}.", ""]
+    if top is not None and top.value is not None:
+        out += [f"{gettext('Human–human ceiling')}: {escape(top.name)} {top.text}.", ""]
     return out
 
 

@@ -312,34 +312,46 @@ class Ceiling:
     name: str
     value: float | None
     note: str
+    ci: list | None = None
+    why: str = ""  # which figure and why (the reader's language)
 
     @property
     def text(self) -> str:
-        return number(self.value)
+        """The value, with its CI when it has one (the pooled α)."""
+        return f"{number(self.value)} {interval(self.ci)}" if self.value is not None and self.ci else number(self.value)
+
+
+CEILING_METRICS = {"mean_pairwise_kappa": "mean pairwise Cohen's κ", "mean_pairwise_spearman": "mean pairwise Spearman's ρ",
+                   "krippendorff_alpha_nominal": "Krippendorff's α (nominal)",
+                   "krippendorff_alpha_ordinal": "Krippendorff's α (ordinal)",
+                   "krippendorff_alpha_interval": "Krippendorff's α (interval)"}
 
 
 def ceiling(section: dict) -> Ceiling | None:
-    """Return the human–human counterpart of the task's alignment statistic, or None without humans.
+    """Return the task's human–human ceiling (`human.ceiling`), or None without humans.
 
-    Categorical: the mean of the defined pairwise Cohen's κ (like for like with the judge's
-    κ against gold), else Fleiss' κ. Scores: the mean pairwise Spearman's ρ, else
-    Krippendorff's ordinal α.
+    The report computes the one figure (calibration/sections.py, `human_ceiling`): the mean
+    pairwise Cohen's κ (Spearman's ρ for scores) when every annotator pair shares at least
+    `--min-shared` targets, else the pooled Krippendorff's α at the task's level of measurement.
+    A report without `human.ceiling` (older JSON) falls back to the mean of the listed pairs.
     """
     human = section.get("human")
     if not human:
         return None
+    block = human.get("ceiling")
+    if isinstance(block, dict):
+        metric = str(block.get("metric") or "")
+        name = CEILING_METRICS.get(metric, metric)
+        value = block["value"] if finite(block.get("value")) else None
+        return Ceiling(name=name, value=value, note=reason_text(block, "why") if value is None else "", ci=block.get("ci"),
+                       why=reason_text(block, "why"))
     categorical = labelled(section)
     pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
     values = [p["value"] for p in pairs if finite(p.get("value"))]
     stat = "Cohen's κ" if categorical else "Spearman's ρ"
     if values:
-        name = f"pairwise {stat}" if len(pairs) == 1 else f"mean pairwise {stat} ({len(values)} pairs)"
-        return Ceiling(name=name, value=sum(values) / len(values), note="")
-    fallback = human.get("fleiss_kappa") if categorical else (human.get("krippendorff_alpha") or {}).get("ordinal")
-    fallback_name = "Fleiss' κ" if categorical else "Krippendorff's α (ordinal)"
-    if isinstance(fallback, dict) and finite(fallback.get("value")):
-        return Ceiling(name=fallback_name, value=fallback["value"], note="")
-    note = reason_text(human) or reason_text(fallback) or i18n.gettext("no pair of annotators shares a target")
+        return Ceiling(name=f"mean pairwise {stat} ({len(values)} pairs)", value=sum(values) / len(values), note="")
+    note = reason_text(human) or i18n.gettext("no pair of annotators shares a target")
     return Ceiling(name=f"pairwise {stat}", value=None, note=note)
 
 
@@ -634,11 +646,15 @@ def alt_test_rows(block: dict) -> list[dict]:
              "annotator_rate": number(a.get("annotator_win_rate"))} for a in block.get("annotators") or []]
 
 
-def alt_test_context(block: dict) -> dict:
-    """Return what templates/reports/_alt_test_body.html shows for one `alt_test` block."""
+def alt_test_context(block: dict, top: Ceiling | None = None) -> dict:
+    """Return what templates/reports/_alt_test_body.html shows for one `alt_test` block.
+
+    `top`: the task's human–human ceiling (`ceiling`), shown beside the test as the report's one figure.
+    """
     answer, why = alt_test_verdict(block)
     return {"block": block, "answer": answer, "why": why, "rows": alt_test_rows(block),
-            "skipped": int(block.get("n_skipped") or 0), "note": reason_text(block)}
+            "skipped": int(block.get("n_skipped") or 0), "note": reason_text(block),
+            "ceiling": top if top is not None and top.value is not None else None}
 
 
 # --------------------------------------------------------------------------- methods and provenance
