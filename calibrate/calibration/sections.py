@@ -265,8 +265,12 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
 
 
 def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
-    """Return a units × k matrix counting how many raters gave each unit each code."""
-    unit_index, uniques = pd.factorize(units)
+    """Return a units × k matrix counting how many raters gave each unit each code.
+
+    Rows are in sorted unit order, not in the order rows arrived, so the bootstrap that resamples
+    them draws the same units on SQLite and PostgreSQL (which return labels in different orders).
+    """
+    unit_index, uniques = pd.factorize(units, sort=True)
     counts = np.zeros((len(uniques), k), dtype=np.int64)
     np.add.at(counts, (unit_index, codes.to_numpy(dtype=np.int64)), 1)
     return counts
