@@ -14,6 +14,8 @@ Relations (see docs/architecture.md):
     ResponseCache (keyed by the hash of a rendered request)
     User ─< LoginSession; LoginThrottle (failed logins by account and by address)
     ImportBatch ─< StagedLabel, StagedVerdict, ImportStep; Dataset.import_batch_id (hidden until published)
+    Dataset ─< GoldenSet ─< GoldenVersion (immutable: its items and their gold, hashed)
+                        ─< GoldenMember >─ Sample (added_in, retired_in, anchor_in: version numbers)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
@@ -557,3 +559,45 @@ class StagedVerdict(SQLModel, table=True):
     latency_ms: float | None = Field(default=None)
     input_tokens: int | None = Field(default=None)
     output_tokens: int | None = Field(default=None)
+
+
+class GoldenSet(SQLModel, table=True):
+    """A named golden set of a dataset (names are per dataset): its versions and members (calibrate/loop/golden.py)."""
+
+    __table_args__ = (UniqueConstraint("dataset_id", "name", name="uq_goldenset_name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", index=True)
+    name: str = Field(max_length=100)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GoldenVersion(SQLModel, table=True):
+    """One immutable version of a golden set: its items with their gold at the time, and the sha256 of them.
+
+    ``items`` is the canonical list the hash is taken over (docs/loop.md, "Golden sets");
+    ``params`` says how the version was made (create: split/where; refresh: from, renew,
+    anchor share, strata, seed, the allocation and the experts' assignments).
+    """
+
+    __table_args__ = (UniqueConstraint("golden_set_id", "number", name="uq_goldenversion_number"),)
+    id: int | None = Field(default=None, primary_key=True)
+    golden_set_id: int = Field(foreign_key="goldenset.id", ondelete="CASCADE", index=True)
+    number: int
+    hash: str = Field(max_length=64)
+    items: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GoldenMember(SQLModel, table=True):
+    """A sample's life in a golden set: the versions it joined, left and became an anchor in (never deleted)."""
+
+    __table_args__ = (UniqueConstraint("golden_set_id", "sample_id", name="uq_goldenmember_sample"),)
+    id: int | None = Field(default=None, primary_key=True)
+    golden_set_id: int = Field(foreign_key="goldenset.id", ondelete="CASCADE", index=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    added_in: int
+    retired_in: int | None = Field(default=None)
+    anchor_in: int | None = Field(default=None)  # the version from which it is an anchor (never retired); None: not one
+    source_trace_id: str | None = Field(default=None, max_length=200)  # the production trace it came from (metadata.trace_id)
