@@ -14,6 +14,7 @@
     ├── SamplingError               a sampling request (sizes, strata, annotators)
     ├── CalibrationError            a report request (a field to group by, a split, a metric)
     ├── ABError                     an A/B request (values of --by, no pairs)
+    ├── GoldenError                 a golden-set request (loop/golden.py: a name, a WHERE, a refresh)
     └── JudgeError                  judges/errors.py draws its own tree (PromptError,
                                     RunSetupError, BackendError and its kinds, NothingToDo)
 
@@ -85,6 +86,10 @@ class SamplingError(CalibrateError, ValueError):
 
 class CalibrationError(CalibrateError, ValueError):
     """A report request that cannot be answered (a field, split, task or metric the data does not have)."""
+
+
+class GoldenError(CalibrateError, ValueError):
+    """A golden-set request that cannot be carried out: a name, a WHERE, a refresh the data cannot give."""
 
 
 class ABError(CalibrateError, ValueError):

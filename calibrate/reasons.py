@@ -290,6 +290,26 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "permutation_tv": N_("expected counts below {min_expected:g} even after pooling: permutation test on total variation"),
     "interval_spans_zero": N_("inconclusive: the interval spans 0"),
     "refresh_seats_moved": N_("some strata had too few eligible production items: their seats went to the others"),
+    # refusals: golden sets (calibrate/loop/golden.py)
+    "golden_ref_shape": N_("golden set {ref!r}: write NAME or NAME@VERSION (a version is a positive integer)"),
+    "golden_name_invalid": N_("golden set name {name!r}: one line of at most {limit} characters, without '@'"),
+    "golden_where_shape": N_("WHERE term {term!r}: use split=NAME, metadata.FIELD=VALUE or last=Nd, joined by &"),
+    "golden_unknown": N_("dataset {dataset} has no golden set {name!r} (golden sets: {names})"),
+    "golden_no_version": N_("golden set {name} has no version {version} (latest: {latest})"),
+    "golden_exists": N_("dataset {dataset} already has a golden set {name!r}: refresh it to make a new version"),
+    "golden_no_selection": N_("say which samples: --split NAME or --where WHERE"),
+    "golden_nothing_chosen": N_("no sample of {dataset} matches {selection}"),
+    "golden_fewshot_members": ngettext("{count} chosen sample is a few-shot example of a prompt version and cannot be "
+                                       "golden ({samples})",
+                                       "{count} chosen samples are few-shot examples of a prompt version and cannot be "
+                                       "golden ({samples})"),
+    "golden_status_options": N_("--max-age must be at least 1 day and --min-renewal between 0 and 1"),
+    "golden_refresh_options": N_("--renew must be in (0, 1] and --anchor-share in [0, 1), got {renew:g} and "
+                                 "{anchor_share:g}"),
+    "golden_strata_field": N_("field {field!r}: use metadata.FIELD"),
+    "golden_refresh_impossible": N_("cannot refresh: {detail}"),
+    "golden_task_categorical": N_("the judge's drift needs a categorical task; {task} is not one (use --task)"),
+    "fewshot_golden": N_("few-shot {ref}: the sample is in golden set {golden}, which evaluates the judge"),
     "capped_to_dataset": N_("about {wanted} more labelled targets would be needed, but the dataset has {available} "
                             "targets of this kind, {left} of them not yet counted in n = {n}: labelling all of them is "
                             "not expected to be enough"),

@@ -130,8 +130,11 @@ def alt_test_labels(session: Session, dataset, task: Task, in_split: set[int] | 
 
 def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name: str, *,
                  epsilon: float = DEFAULT_EPSILON, alpha: float = DEFAULT_ALPHA, scoring: str | None = None,
-                 min_items: int = DEFAULT_MIN_ITEMS, split: str | None = None, order_rule: str = "consistent") -> dict:
+                 min_items: int = DEFAULT_MIN_ITEMS, split: str | None = None, order_rule: str = "consistent",
+                 samples: frozenset[int] | None = None, golden: dict | None = None) -> dict:
     """Return what `calibrate alt-test` writes: the dataset, task, judge and split, then the test's keys.
+
+    `samples` and `golden` (--golden NAME[@v]): only those samples, and the golden version cited as `golden`.
 
     Raises NotFound for an unknown dataset, task or judge, CalibrationError for a parameter out
     of range or a split without samples. An undefined result (fewer than three annotators, …) is
@@ -143,6 +146,8 @@ def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name
     task = calibrated_task(session, task_name)
     judge = lookup.judge(session, judge_name)
     in_split = split_samples(session, dataset, split) if split else None
+    if samples is not None:
+        in_split = set(samples) if in_split is None else in_split & samples
     labels = alt_test_labels(session, dataset, task, in_split)
     verdicts = verdicts_frame(session, dataset, task, judge)
     if in_split is not None:
@@ -153,4 +158,5 @@ def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name
         rule = {"order_rule": order_rule}
     block = alt_test_block(task, labels, verdicts, fewshot_keys(session, judge), epsilon=epsilon, alpha=alpha,
                            scoring=scoring, min_items=min_items)
-    return {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, **rule, **block}
+    cited = {"golden": golden} if golden else {}
+    return {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, **cited, **rule, **block}

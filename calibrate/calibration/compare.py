@@ -369,6 +369,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     missing = []
     for t in tasks:
         va, vb = _verdict_pair(session, dataset, t, a, b, split, options.order_rule)
+        if options.sample_ids is not None:  # --golden: only its members' targets
+            va, vb = (v[v["sample_id"].isin(options.sample_ids)].reset_index(drop=True) for v in (va, vb))
         if va.empty or vb.empty:
             if not (va.empty and vb.empty):
                 missing.append(f"{t.name}: {a.name} has {len(va)} verdicts{where}, {b.name} has {len(vb)}")
@@ -394,6 +396,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     if note is not None:
         result["changed_note"], result["changed_reason"] = note.text(), note.to_dict()
     result["versions"] = version_diff(session, a, b)
+    if options.golden is not None:
+        result["golden"] = options.golden
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},
                         "split": split}

@@ -159,8 +159,11 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, me
 
 def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name: str, *, method: str = "ppi++",
                  alpha: float = 0.05, split: str | None = None, where: str | None = None, positive: str | None = None,
-                 by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent") -> dict:
+                 by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent",
+                 samples: frozenset[int] | None = None, golden: dict | None = None) -> dict:
     """Return what `calibrate estimate` writes (docs/cli.md lists the keys); undefined results carry status, reason, note.
+
+    `samples` and `golden` (--golden NAME[@v]): only those samples, and the golden version cited as `golden`.
 
     Raises NotFound for an unknown dataset, task or judge and CalibrationError for options the data
     cannot answer (a split or --where value no sample has, an unknown positive label).
@@ -174,6 +177,8 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     if where:
         chosen = _where_samples(session, dataset, where)
         scope = chosen if scope is None else scope & chosen
+    if samples is not None:
+        scope = set(samples) if scope is None else scope & samples
 
     verdicts = verdicts_frame(session, dataset, task, judge)
     if task.kind == "pairwise":
@@ -203,7 +208,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     prob = info["inclusion_prob"].reindex(samples).to_numpy(dtype=float)
 
     head: dict[str, Any] = {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, "where": where,
-                            "positive": pos, "method": method, "alpha": alpha}
+                            "positive": pos, "method": method, "alpha": alpha, **({"golden": golden} if golden else {})}
     counts = {"n_labelled": int(is_labelled.sum()), "n_unlabelled": int((~is_labelled).sum()), "n_fewshot_excluded": n_fewshot}
     lab_prob = prob[is_labelled]
     if np.isnan(lab_prob).any() and not np.isnan(lab_prob).all():

@@ -24,3 +24,13 @@ class Options:
     # Pairwise tasks: a judge's one verdict per target from its two presentation orders
     # (calibration/pairwise.py): "consistent" (both orders agree, else tie or a miss) or "original".
     order_rule: str = "consistent"
+    # --golden NAME[@v] (calibrate/loop/golden.py): only the samples of that version's members, and the citation
+    # {name, version, hash, n_items, gold_changed} every decision made on them carries (the report's `golden`).
+    sample_ids: frozenset[int] | None = None
+    golden: dict | None = None
+
+    def restrict(self, in_split: set[int] | None) -> set[int] | None:
+        """Return the samples a computation covers: the split's (None: every sample), within the golden members."""
+        if self.sample_ids is None:
+            return in_split
+        return set(self.sample_ids) if in_split is None else in_split & self.sample_ids

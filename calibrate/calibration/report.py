@@ -152,7 +152,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
     groups = sample_field_values(session, dataset, options.group_by) if options.group_by else None
     fewshot = fewshot_keys(session, judge)
     external = external_ids(session, dataset)
-    in_split = split_samples(session, dataset, options.split) if options.split else None
+    in_split = options.restrict(split_samples(session, dataset, options.split) if options.split else None)
 
     data: dict[str, Any] = {
         "dataset": dataset.name,
@@ -178,6 +178,8 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
     }
     if options.split:
         data["provenance"]["split"] = options.split  # the judge and human statistics cover this split only
+    if options.golden is not None:
+        data["golden"] = options.golden  # every decision below was made on this golden version's members
     report = Report(data=data)
     relevance = None
     for task in all_tasks:
@@ -355,7 +357,7 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     options = options or Options()
     dataset = lookup.dataset(session, dataset_name)
     task = lookup.task(session, task_name)
-    in_split = split_samples(session, dataset, options.split) if options.split else None
+    in_split = options.restrict(split_samples(session, dataset, options.split) if options.split else None)
     labels = labels_frame(session, dataset, task)
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)

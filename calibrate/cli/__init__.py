@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."),
     "export": ("export", "export_group", "Write what the experts made to a file."),
     "gate": ("reports", "gate_command", "Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."),
+    "golden": ("golden", "golden_group", "Golden sets: versioned, hashed lists of expert-labelled samples that decisions are pinned to."),
     "import": ("imports", "import_command",
                "Import samples, labels or verdicts (JSONL, JSON, CSV), or a TREC run or qrels file (all or nothing)."),
     "init": ("database", "init_command", "Create the database, or upgrade it to the current schema (labels are never dropped)."),

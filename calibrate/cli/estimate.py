@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine, write_output
-from calibrate.cli.reports import LOCALE, ORDER_RULE
+from calibrate.cli.reports import GOLDEN, LOCALE, ORDER_RULE, golden_scope
 from calibrate.errors import CalibrationError
 from calibrate.reasons import Reason
 
@@ -44,19 +44,22 @@ def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:
 @click.option("--target-width", "target_width", default="0.05", show_default=True, metavar="W",
               help="The interval half-width labels_needed is computed for.")
 @ORDER_RULE
+@GOLDEN
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
 @LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def estimate_command(settings: Settings, dataset: str, judge: str, task: str, method: str, alpha: str, split: str | None,
-                     where: str | None, positive: str | None, by_window: str | None, target_width: str, order_rule: str, fmt: str,
-                     locale: str, output: Path | None) -> None:
+                     where: str | None, positive: str | None, by_window: str | None, target_width: str, order_rule: str,
+                     golden: str | None, fmt: str, locale: str, output: Path | None) -> None:
     """Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."""
     level = _fraction("alpha", alpha)
     width = _fraction("target-width", target_width, upper_inclusive=True)
+    samples, cited = golden_scope(settings, dataset, golden)
     with Session(ready_engine(settings)) as session:
         result = estimate.run_estimate(session, dataset, task, judge, method=method, alpha=level, split=split, where=where,
-                                       positive=positive, by_window=by_window, target_width=width, order_rule=order_rule)
+                                       positive=positive, by_window=by_window, target_width=width, order_rule=order_rule,
+                                       samples=samples, golden=cited)
     if result["status"] != "ok":
         why = result["reason"]
         raise CalibrationError(Reason("estimate_refused", method=method, task=task, dataset=dataset, judge=judge,

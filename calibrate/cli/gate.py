@@ -53,4 +53,11 @@ def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bo
     if checked == 0:
         lines.append(f"FAIL: judge {report.data['judge']} has no verdicts on labelled targets of {report.data['dataset']}")
         ok = False
+    golden = report.data.get("golden")
+    if golden:  # every decision names the golden version it was made on, so a pinned gate cannot drift silently
+        cited = f" [golden {golden['name']}@{golden['version']} sha256:{golden['hash']}]"
+        lines = [line + cited for line in lines]
+        if golden.get("gold_changed"):
+            lines.append(f"NOTE golden {golden['name']}@{golden['version']}: the gold of {golden['gold_changed']} of its "
+                         f"{golden['n_items']} members changed since the version was made")
     return ok, lines

@@ -20,6 +20,7 @@ reports = lazy.module("calibrate.reports")
 ab_report = lazy.module("calibrate.reports.ab_report")
 compare_report = lazy.module("calibrate.reports.compare_report")
 gate = lazy.module("calibrate.cli.gate")
+golden_sets = lazy.module("calibrate.loop.golden")
 
 
 ORDER_RULE = click.option(
@@ -32,16 +33,30 @@ ORDER_RULE = click.option(
 MIN_SHARED = click.option(
     "--min-shared", "min_shared", type=click.IntRange(min=1), default=10, show_default=True,
     help="List a pair of annotators in the human agreement only when they share this many targets (the rest are counted).")
+GOLDEN = click.option(
+    "--golden", metavar="NAME[@V]",
+    help="Only the members of this golden set's version (default its latest); every decision cites the version and its hash.")
 LOCALE = click.option(
     "--locale", type=click.Choice(["en", "es"]), default="en", show_default=True,
     help="Language of an HTML or Markdown report: en (English) or es (Spanish). JSON and CSV do not change.")
 
 
+def golden_scope(settings: Settings, dataset: str, golden: str | None) -> tuple[frozenset[int] | None, dict | None]:
+    """Return `--golden NAME[@V]`'s member samples and its citation (None, None without the option)."""
+    if golden is None:
+        return None, None
+    with Session(ready_engine(settings)) as session:
+        return golden_sets.golden_scope(session, dataset, golden)
+
+
 def report_options(settings: Settings, *, threshold: float | None = None, ci_lower: bool = False, group_by: str | None = None,
                    bootstrap: int | None = None, k: int = 10, ci_method: str = "percentile", split: str | None = None,
-                   budget: float = 0.05, order_rule: str = "consistent", min_shared: int = 10) -> Options:
-    """Return the report's options: the command's, else the settings' defaults."""
+                   budget: float = 0.05, order_rule: str = "consistent", min_shared: int = 10,
+                   dataset: str | None = None, golden: str | None = None) -> Options:
+    """Return the report's options: the command's, else the settings' defaults (`golden`: resolved on `dataset`)."""
+    sample_ids, cited = golden_scope(settings, dataset, golden) if golden else (None, None)
     return Options(split=split, budget_half_width=budget, order_rule=order_rule, min_shared=min_shared,
+                   sample_ids=sample_ids, golden=cited,
                    threshold=settings["THRESHOLD"] if threshold is None else threshold,
                    ci_lower=ci_lower or bool(settings.get("CI_LOWER", False)), group_by=group_by,
                    bootstrap=settings["BOOTSTRAP"] if bootstrap is None else bootstrap,
@@ -70,17 +85,19 @@ def _build(settings: Settings, dataset: str, judge: str | None, options: Options
               help="CI half-width the label budget aims at.")
 @ORDER_RULE
 @MIN_SHARED
+@GOLDEN
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md", "csv"]), default="json", show_default=True)
 @LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def report_command(settings: Settings, dataset: str, judge: str | None, group_by: str | None, threshold: float | None,
                    ci_lower: bool, bootstrap: int | None, ci_method: str, k: int, split: str | None, tasks: tuple[str, ...],
-                   with_versions: bool, budget: float, order_rule: str, min_shared: int, fmt: str, locale: str,
-                   output: Path | None) -> None:
+                   with_versions: bool, budget: float, order_rule: str, min_shared: int, golden: str | None, fmt: str,
+                   locale: str, output: Path | None) -> None:
     """Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."""
     common = {"threshold": threshold, "ci_lower": ci_lower, "bootstrap": bootstrap, "k": k, "ci_method": ci_method,
-              "split": split, "budget": budget, "order_rule": order_rule, "min_shared": min_shared}
+              "split": split, "budget": budget, "order_rule": order_rule, "min_shared": min_shared,
+              "dataset": dataset, "golden": golden}
     built = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
     if with_versions:
         if not judge:
@@ -104,14 +121,15 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
 @ORDER_RULE
 @MIN_SHARED
+@GOLDEN
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
                  min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str,
-                 min_shared: int) -> None:
+                 min_shared: int, golden: str | None) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     default = settings["THRESHOLD"]
     options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split,
-                             order_rule=order_rule, min_shared=min_shared)
+                             order_rule=order_rule, min_shared=min_shared, dataset=dataset, golden=golden)
     built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
     ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
                                 min_rho=default if min_rho is None else min_rho, ci_lower=options.ci_lower,
@@ -149,19 +167,23 @@ def _unit_number(name: str, raw: str) -> float:
               help="Fewest kept items an annotator must have labelled to be tested.")
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
 @ORDER_RULE
+@GOLDEN
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json", show_default=True)
 @LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, epsilon: str, alpha: str, scoring: str | None,
-                     min_items: str, split: str | None, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
+                     min_items: str, split: str | None, order_rule: str, golden: str | None, fmt: str, locale: str,
+                     output: Path | None) -> None:
     """Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."""
     eps, level = _unit_number("epsilon", epsilon), _unit_number("alpha", alpha)
     if not (min_items.strip().isascii() and min_items.strip().isdigit()) or int(min_items) < 1:
         raise BadInput(f"--min-items must be a positive whole number, not {min_items!r}")
+    samples, cited = golden_scope(settings, dataset, golden)
     with Session(ready_engine(settings)) as session:
         result = calibration.run_alt_test(session, dataset, task, judge, epsilon=eps, alpha=level, scoring=scoring,
-                                      min_items=int(min_items), split=split, order_rule=order_rule)
+                                      min_items=int(min_items), split=split, order_rule=order_rule, samples=samples,
+                                      golden=cited)
     if result["status"] != "ok":
         raise BadInput(f"the alt-test cannot be run on {task} of {dataset} with {judge}: {result['note']}")
     write_output(alt_test_report.render_alt_test(result, fmt, locale), output, f"{fmt} alt-test")
@@ -176,16 +198,19 @@ def alt_test_command(settings: Settings, dataset: str, task: str, judge: str, ep
 @click.option("--ci-method", type=click.Choice(["percentile", "bca"]), default="percentile", show_default=True)
 @click.option("--split", help="Only the samples of this split (e.g. dev); default every sample.")
 @ORDER_RULE
+@GOLDEN
 @click.option("--format", "fmt", type=click.Choice(["json", "html", "md"]), default="json", show_default=True)
 @LOCALE
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def compare_command(settings: Settings, dataset: str, judges: tuple[str, ...], task: str | None, bootstrap: int | None,
-                    ci_method: str, split: str | None, order_rule: str, fmt: str, locale: str, output: Path | None) -> None:
+                    ci_method: str, split: str | None, order_rule: str, golden: str | None, fmt: str, locale: str,
+                    output: Path | None) -> None:
     """Compare two judges on the same targets: paired bootstrap, McNemar or t/Wilcoxon, flips."""
     if len(judges) != 2:
         raise click.UsageError("give exactly two judges: --judge A --judge B")
-    options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split, order_rule=order_rule)
+    options = report_options(settings, bootstrap=bootstrap, ci_method=ci_method, split=split, order_rule=order_rule,
+                             dataset=dataset, golden=golden)
     with Session(ready_engine(settings)) as session:
         result = calibration.compare_judges(session, dataset, judges[0], judges[1], task=task, options=options)
     write_output(compare_report.render_compare(result, fmt, locale), output, f"{fmt} comparison")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.claimsets import EDITED, active_claims
@@ -34,6 +34,8 @@ from calibrate.models import (
     Context,
     Dataset,
     FewShot,
+    GoldenMember,
+    GoldenSet,
     Judge,
     JudgeRun,
     Prompt,
@@ -197,6 +199,10 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
     sample = found[0][0]
     if sample.split == "test":
         raise PromptError(Reason("fewshot_test_split", ref=spec.ref))
+    golden = session.exec(select(GoldenSet.name).join(GoldenMember, GoldenMember.golden_set_id == GoldenSet.id)
+                          .where(GoldenMember.sample_id == sample.id, col(GoldenMember.retired_in).is_(None))).first()
+    if golden is not None:
+        raise PromptError(Reason("fewshot_golden", ref=spec.ref, golden=golden))
     claim_id = context_id = None
     if task.target == "claim":
         claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()

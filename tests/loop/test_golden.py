@@ -1,0 +1,376 @@
+"""Golden sets (calibrate/loop/golden.py, `calibrate golden …`, `--golden` on the report commands).
+
+One dataset per test, written in one transaction: 200 expert-labelled samples in split test
+(topics a:80 b:60 c:40 d:20) and 300 production traces (metadata.source=live; topics a:60 b:60
+c:90 d:90), one claim each; two experts label the golden claims, judge `j` agrees with the
+gold on about 85 % of them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+from sqlmodel import Session, select
+
+from calibrate.db import dispose_engine, get_engine, write_session
+from calibrate.errors import GoldenError, NotFound
+from calibrate.judges.errors import PromptError
+from calibrate.judges.versions import FewShotSpec, resolve_few_shots
+from calibrate.loop import golden
+from calibrate.models import (
+    Assignment,
+    Claim,
+    Dataset,
+    FewShot,
+    GoldenMember,
+    Judge,
+    Label,
+    Prompt,
+    PromptVersion,
+    Sample,
+    Task,
+    User,
+    Verdict,
+    target_key,
+)
+
+DS = "support"
+GOLDEN_TOPICS = {"a": 80, "b": 60, "c": 40, "d": 20}
+LIVE_TOPICS = {"a": 60, "b": 60, "c": 90, "d": 90}
+REFRESH = {"source": "metadata.source=live", "renew": 0.2, "anchor_share": 0.5, "strata": "metadata.topic", "seed": 7}
+
+
+def build(engine, *, label_live: int = 0) -> None:
+    """Write the dataset; `label_live` production samples also get two experts' labels (an audit)."""
+    rng = np.random.default_rng(26)
+    with write_session(engine) as session:
+        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+        users = [User(username=name, role="annotator") for name in ("ana", "ben", "cleo")]
+        session.add_all(users)
+        dataset = Dataset(name=DS, source="test")
+        session.add(dataset)
+        judge = Judge(name="j", kind="imported")
+        session.add(judge)
+        session.flush()
+        rows = [(f"g{i:03d}", topic, "test", None) for i, topic in enumerate(t for t, n in GOLDEN_TOPICS.items() for _ in range(n))]
+        rows += [(f"p{i:03d}", topic, None, "live") for i, topic in enumerate(t for t, n in LIVE_TOPICS.items() for _ in range(n))]
+        for external, topic, split, source in rows:
+            meta = {"topic": topic, "trace_id": f"trace-{external}", **({"source": source} if source else {})}
+            sample = Sample(dataset_id=dataset.id, external_id=external, question=f"What about {topic} number {external}?",
+                            answer="A fact.", content_hash=external, segmenter="given", split=split, meta=meta)
+            session.add(sample)
+            session.flush()
+            claim = Claim(sample_id=sample.id, index=0, text="A fact.", start=0, end=7)
+            session.add(claim)
+            session.flush()
+            gold = "supported" if rng.random() < 0.6 else "unsupported"
+            labelled = split == "test" or (source == "live" and int(external[1:]) < label_live)
+            if labelled:
+                for user in users[:2]:
+                    session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id,
+                                      target_key=target_key("claim", claim.id), annotator_id=user.id, value=gold))
+            verdict = gold if rng.random() < 0.85 else ("unsupported" if gold == "supported" else "supported")
+            session.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=sample.id, claim_id=claim.id,
+                                target_key=target_key("claim", claim.id), value=verdict, source="import"))
+
+
+@pytest.fixture(scope="module")
+def built_db(tmp_path_factory, template_db):
+    """Build the dataset once per module; each test gets a copy (building it is the slow part)."""
+    path = tmp_path_factory.mktemp("golden") / "calibrate.sqlite"
+    shutil.copyfile(template_db, path)
+    url = f"sqlite:///{path}"
+    engine = get_engine(url)
+    build(engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    dispose_engine(url)
+    return path
+
+
+@pytest.fixture
+def data(engine, built_db):
+    source, target = sqlite3.connect(built_db), sqlite3.connect(engine.url.database)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    return engine
+
+
+def make(engine, name="g"):
+    with write_session(engine) as session:
+        return golden.create_golden(session, DS, name, split="test")
+
+
+def refresh(engine, name="g", **extra):
+    with write_session(engine) as session:
+        return golden.refresh_golden(session, DS, name, **{**REFRESH, **extra})
+
+
+def show(engine, ref):
+    with Session(engine) as session:
+        return golden.show_golden(session, DS, ref)
+
+
+def test_create_show_list_and_the_hash(data):
+    made = make(data)
+    assert made["version"] == 1 and made["n_items"] == 200
+    shown = show(data, "g")
+    assert shown["hash"] == made["hash"] and len(shown["items"]) == 200
+    assert set(shown["items"][0]) == {"sample_id", "anchor", "labelled", "added_in", "retired_in", "source_trace_id"}
+    assert all(item["labelled"] and item["added_in"] == 1 and item["retired_in"] is None for item in shown["items"])
+    assert shown["items"][0]["source_trace_id"] == "trace-g000"
+    with Session(data) as session:
+        version = golden.find_version(session, golden.find_golden(session, session.exec(select(Dataset)).one(), "g"), 1)
+        # The documented hash: sha256 of the canonical JSON of the items (sorted, compact, key-sorted).
+        import hashlib
+        expected = hashlib.sha256(json.dumps(sorted(version.items, key=lambda i: i["sample_id"]), sort_keys=True,
+                                             separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+        assert version.hash == expected
+        assert version.items[0]["gold"] in ({"claim_support": {"claim 0": "supported"}},
+                                            {"claim_support": {"claim 0": "unsupported"}})
+        assert golden.list_golden(session, DS)[0]["name"] == "g"
+    with write_session(data) as session, pytest.raises(GoldenError, match="already has a golden set"):
+        golden.create_golden(session, DS, "g", split="test")
+    with Session(data) as session, pytest.raises(NotFound, match="no golden set 'h'"):
+        golden.show_golden(session, DS, "h")
+    with Session(data) as session, pytest.raises(NotFound, match="no version 5"):
+        golden.show_golden(session, DS, "g@5")
+
+
+@pytest.mark.parametrize("ref", ["", "g@", "g@x", "g@0", "a@b@1", "x" * 101])
+def test_bad_references_are_refused(data, ref):
+    with Session(data) as session, pytest.raises(GoldenError):
+        golden.show_golden(session, DS, ref)
+
+
+@pytest.mark.parametrize("where", ["source=live", "metadata.=x", "last=10", "last=xd", "split", "x" * 600])
+def test_bad_where_is_refused_and_nothing_written(data, where):
+    with write_session(data) as session, pytest.raises(GoldenError):
+        golden.create_golden(session, DS, "w", where=where)
+    with Session(data) as session:
+        assert golden.list_golden(session, DS) == []
+
+
+def test_refresh_must_show(data, tmp_path, built_db):
+    """N=200, renew 0.2, anchor share 0.5: 40 retired, 40 added, 100 anchors unchanged, strata ±1, seed → hash."""
+    make(data)
+    v1 = show(data, "g@1")
+    made = refresh(data)
+    assert made["version"] == 2 and made["retired"] == 40 and made["added"] == 40 and made["anchors"] == 100
+    assert made["n_items"] == 200
+    for stratum, seats in made["allocation"].items():
+        assert abs(seats - made["target"][stratum]) <= 1
+    assert sum(made["allocation"].values()) == 40
+    v2 = show(data, "g@2")
+    added = [i for i in v2["items"] if i["added_in"] == 2]
+    assert len(added) == 40 and all(i["source_trace_id"].startswith("trace-p") and not i["labelled"] for i in added)
+    # v1 still lists its 200 members; 40 of them now say they retired in 2.
+    v1_again = show(data, "g@1")
+    assert v1_again["hash"] == v1["hash"] and len(v1_again["items"]) == 200
+    assert sum(1 for i in v1_again["items"] if i["retired_in"] == 2) == 40
+    # Anchors: byte-identical from one version to the next (a second refresh never touches them).
+    third = refresh(data, seed=8)
+    assert third["retired"] == 40 and third["anchors"] == 100
+    with Session(data) as session:
+        gs = golden.find_golden(session, session.exec(select(Dataset)).one(), "g")
+        items = {n: {i["sample_id"]: i for i in golden.find_version(session, gs, n).items} for n in (1, 2, 3)}
+    anchors = [sid for sid, item in items[2].items() if item["anchor"]]
+    assert len(anchors) == 100 and all(sid in items[3] for sid in anchors)
+    for sid in anchors:
+        assert golden.canonical_items([items[2][sid]]) == golden.canonical_items([items[3][sid]])
+        first = dict(items[1][sid], anchor=True)
+        assert golden.canonical_items([first]) == golden.canonical_items([items[2][sid]])
+    # New items are queued to two experts each.
+    with Session(data) as session:
+        new_ids = [m.sample_id for m in session.exec(select(GoldenMember).where(GoldenMember.added_in == 2))]
+        assignments = session.exec(select(Assignment)).all()
+        per_sample = {}
+        for a in assignments:
+            per_sample.setdefault(a.sample_id, set()).add(a.user_id)
+        assert all(len(per_sample[s]) == 2 and None not in per_sample[s] for s in new_ids)
+    # The same seed on the same data gives the same hash; another seed another one.
+    other = tmp_path / "other.sqlite"
+    shutil.copyfile(built_db, other)
+    url = f"sqlite:///{other}"
+    try:
+        engine = get_engine(url)
+        make(engine)
+        assert refresh(engine)["hash"] == made["hash"]
+        assert refresh(engine, seed=99)["hash"] != third["hash"]
+    finally:
+        dispose_engine(url)
+
+
+def test_status_keys_and_staleness(data):
+    from datetime import timedelta
+
+    from calibrate.models import utcnow
+    make(data)
+    with Session(data) as session:
+        status = golden.golden_status(session, DS, "g", strata="metadata.topic")
+    assert list(status) == ["version", "created_at", "age_days", "n_items", "n_labelled", "n_anchor", "renewed_share_90d",
+                            "strata", "stale"]
+    assert status["n_items"] == 200 and status["n_labelled"] == 200 and status["n_anchor"] == 0
+    assert status["strata"] == GOLDEN_TOPICS and status["renewed_share_90d"] == 1.0 and status["stale"] is False
+    with Session(data) as session:
+        later = golden.golden_status(session, DS, "g", now=utcnow() + timedelta(days=100))
+    assert later["stale"] is True and later["renewed_share_90d"] == 0.0 and later["age_days"] >= 100
+    refresh(data)
+    with Session(data) as session:
+        after = golden.golden_status(session, DS, "g")
+    assert after["version"] == 2 and after["n_labelled"] == 160 and after["n_anchor"] == 100
+    assert after["strata"] == {k: v for k, v in after["strata"].items()} and sum(after["strata"].values()) == 200
+
+
+def test_fewshots_are_never_golden(data):
+    with write_session(data) as session:
+        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+        prompt = Prompt(name="p", task_id=task.id)
+        session.add(prompt)
+        session.flush()
+        version = PromptVersion(prompt_id=prompt.id, number=1, template="{{ claim }}", content_hash="h")
+        session.add(version)
+        session.flush()
+        g5 = session.exec(select(Sample).where(Sample.external_id == "g005")).one()
+        p0 = session.exec(select(Sample).where(Sample.external_id == "p000")).one()
+        for order, sample in enumerate((g5, p0)):
+            claim = session.exec(select(Claim).where(Claim.sample_id == sample.id)).one()
+            session.add(FewShot(version_id=version.id, order=order, sample_id=sample.id, claim_id=claim.id,
+                                target_key=target_key("claim", claim.id), value="supported"))
+    with write_session(data) as session, pytest.raises(GoldenError, match="few-shot example.*g005"):
+        golden.create_golden(session, DS, "g", split="test")
+    with write_session(data) as session:
+        session.exec(select(FewShot)).all()
+        for row in session.exec(select(FewShot).where(FewShot.order == 0)):
+            session.delete(row)
+    make(data)
+    refresh(data)
+    with Session(data) as session:
+        members = {m.sample_id for m in session.exec(select(GoldenMember))}
+        p0 = session.exec(select(Sample).where(Sample.external_id == "p000")).one()
+        assert p0.id not in members  # an example of a prompt version is never drawn
+        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+        newcomer = session.exec(select(Sample).join(GoldenMember, GoldenMember.sample_id == Sample.id)
+                                .where(GoldenMember.added_in == 2)).first()
+        with pytest.raises(PromptError, match="golden set g"):
+            resolve_few_shots(session, task, [FewShotSpec(f"{newcomer.external_id}:0", "")], dataset=DS)
+
+
+def test_refresh_without_two_experts_leaves_open_slots(data):
+    with write_session(data) as session:
+        for user in session.exec(select(User)).all():
+            if user.username != "ana":
+                user.active = False
+                session.add(user)
+    make(data)
+    made = refresh(data)
+    assert made["queue"] == {"experts": [], "assignments": 0, "open_slots": 80}
+
+
+def test_refresh_refuses_more_than_production_has(data):
+    make(data)
+    with write_session(data) as session, pytest.raises(GoldenError, match="cannot refresh"):
+        golden.refresh_golden(session, DS, "g", source="metadata.topic=d", renew=0.9, anchor_share=0.0)
+    with Session(data) as session:
+        assert golden.show_golden(session, DS, "g")["version"] == 1
+
+
+def gate(runner, ref, *extra):
+    return runner.invoke(["gate", "--dataset", DS, "--judge", "j", "--bootstrap", "200", "--golden", ref, *extra])
+
+
+def test_a_pinned_gate_gives_the_same_answer_after_a_refresh(data, runner):
+    make(data)
+    before = gate(runner, "g@1")
+    assert before.exit_code in (0, 1), before.output
+    assert "[golden g@1 sha256:" in before.output
+    refresh(data)
+    # New items get their labels: the latest version's gold moves, the pinned one's does not.
+    with write_session(data) as session:
+        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+        users = session.exec(select(User)).all()
+        for member in session.exec(select(GoldenMember).where(GoldenMember.added_in == 2)):
+            claim = session.exec(select(Claim).where(Claim.sample_id == member.sample_id)).one()
+            for user in users[:2]:
+                session.add(Label(task_id=task.id, sample_id=member.sample_id, claim_id=claim.id,
+                                  target_key=target_key("claim", claim.id), annotator_id=user.id, value="unsupported"))
+    after = gate(runner, "g@1")
+    assert after.exit_code == before.exit_code and after.output == before.output
+    latest = gate(runner, "g")
+    assert "[golden g@2 sha256:" in latest.output and "NOTE golden g@2: the gold of 40 of its 200 members changed" in latest.output
+    report = json.loads(runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200",
+                                       "--golden", "g@1"]).output)
+    assert report["golden"]["name"] == "g" and report["golden"]["version"] == 1
+    assert report["golden"]["hash"] == show(data, "g@1")["hash"] and report["tasks"]["claim_support"]["n"] == 200
+    whole = json.loads(runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200"]).output)
+    assert "golden" not in whole and whole["tasks"]["claim_support"]["n"] == 240
+
+
+def test_every_report_command_cites_the_golden_version(data, runner):
+    make(data)
+    digest = show(data, "g")["hash"]
+    with write_session(data) as session:
+        source = session.exec(select(Judge).where(Judge.name == "j")).one()
+        other = Judge(name="k", kind="imported")
+        session.add(other)
+        session.flush()
+        for v in session.exec(select(Verdict).where(Verdict.judge_id == source.id)).all():
+            session.add(Verdict(judge_id=other.id, task_id=v.task_id, sample_id=v.sample_id, claim_id=v.claim_id,
+                                target_key=v.target_key, value="supported", source="import"))
+    compared = runner.invoke(["compare", "--dataset", DS, "--judge", "j", "--judge", "k", "--bootstrap", "200",
+                              "--golden", "g@1"])
+    assert compared.exit_code == 0, compared.output
+    result = json.loads(compared.output)
+    assert result["golden"]["hash"] == digest and result["common_n"] == 200
+    estimated = runner.invoke(["estimate", "--dataset", DS, "--judge", "j", "--task", "claim_support", "--golden", "g",
+                                "--method", "classical"])
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.output)["golden"]["hash"] == digest
+    alt = runner.invoke(["alt-test", "--dataset", DS, "--judge", "j", "--task", "claim_support", "--golden", "g"])
+    # Two experts: the test needs three, so it is refused, but never on other samples than the golden ones.
+    assert alt.exit_code == 2 and "error:" in alt.output
+    unknown = runner.invoke(["report", "--dataset", DS, "--judge", "j", "--golden", "nope"])
+    assert unknown.exit_code == 2 and "no golden set 'nope'" in unknown.output
+
+
+def test_the_cli(data, runner):
+    created = runner.invoke(["golden", "create", "g", "--dataset", DS, "--split", "test", "--json"])
+    assert created.exit_code == 0, created.output
+    assert json.loads(created.output)["n_items"] == 200
+    listed = runner.invoke(["golden", "list", "--dataset", DS])
+    assert listed.exit_code == 0 and listed.output.startswith("g@1  200 items")
+    refreshed = runner.invoke(["golden", "refresh", "g", "--dataset", DS, "--from", "metadata.source=live", "--renew", "0.2",
+                               "--anchor-share", "0.5", "--strata", "metadata.topic", "--seed", "7"])
+    assert refreshed.exit_code == 0, refreshed.output
+    assert "40 retired, 40 added, 100 anchors" in refreshed.output and "queued to ana, ben, cleo" in refreshed.output
+    status = runner.invoke(["golden", "status", "g", "--dataset", DS, "--json"])
+    assert json.loads(status.output)["version"] == 2
+    shown = json.loads(runner.invoke(["golden", "show", "g@2", "--dataset", DS, "--json"]).output)
+    assert shown["version"] == 2 and len(shown["items"]) == 200
+    bad = runner.invoke(["golden", "refresh", "g", "--dataset", DS, "--from", "nonsense"])
+    assert bad.exit_code == 2 and "WHERE term" in bad.output
+
+
+def test_drift_of_a_golden_set(engine):
+    build(engine, label_live=120)
+    make(engine)
+    with Session(engine) as session:
+        found = golden.golden_drift(session, DS, "g", against="metadata.source=live", fields=["metadata.topic"], judge="j",
+                                    n_permutations=49)
+    json.dumps(found)  # JSON-safe as `golden drift --json` writes it
+    topic = found["fields"]["metadata.topic"]
+    assert topic["kind"] == "categorical" and topic["p_holm"] < 0.001 and topic["mde"] is not None and "psi" in topic
+    for field in ("question_length", "answer_length", "n_contexts"):
+        assert found["fields"][field]["kind"] == "numeric"
+    assert found["fields"]["question"]["kind"] == "text"
+    assert found["judge"]["kappa"]["n_golden"] == 200 and found["judge"]["kappa"]["n_audit"] == 120
+    with Session(engine) as session:
+        retained = golden.retained_vs_new(session, DS, "g", judge="j")
+    assert retained["n_new"] == 200 and retained["n_retained"] == 0 and retained["conclusion"] == "inconclusive"
