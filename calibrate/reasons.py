@@ -299,10 +299,10 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "golden_exists": N_("dataset {dataset} already has a golden set {name!r}: refresh it to make a new version"),
     "golden_no_selection": N_("say which samples: --split NAME or --where WHERE"),
     "golden_nothing_chosen": N_("no sample of {dataset} matches {selection}"),
-    "golden_fewshot_members": ngettext("{count} chosen sample is a few-shot example of a prompt version and cannot be "
-                                       "golden ({samples})",
-                                       "{count} chosen samples are few-shot examples of a prompt version and cannot be "
-                                       "golden ({samples})"),
+    "golden_fewshot_members": ngettext("{count} chosen sample(s) are few-shot examples of a prompt version and cannot "
+                                       "be golden ({samples})",
+                                       "{count} chosen sample(s) are few-shot examples of a prompt version and cannot "
+                                       "be golden ({samples})"),
     "golden_status_options": N_("--max-age must be at least 1 day and --min-renewal between 0 and 1"),
     "golden_refresh_options": N_("--renew must be in (0, 1] and --anchor-share in [0, 1), got {renew:g} and "
                                  "{anchor_share:g}"),
