@@ -99,6 +99,11 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
               "split": split, "budget": budget, "order_rule": order_rule, "min_shared": min_shared,
               "dataset": dataset, "golden": golden}
     built = _build(settings, dataset, judge, report_options(settings, group_by=group_by, **common), tasks=list(tasks) or None)
+    cited = built.data.get("golden")
+    if cited and judge and cited["version"] > 1:  # after a refresh: the judge's kappa on the new members vs the retained
+        with Session(ready_engine(settings)) as session:
+            cited["retained_vs_new"] = golden_sets.retained_vs_new(session, dataset, f"{cited['name']}@{cited['version']}",
+                                                                   judge=judge, seed=settings["SEED"])
     if with_versions:
         if not judge:
             raise BadInput("--versions needs --judge (a prompt version, PROMPT@N)")

@@ -577,6 +577,8 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
         out["fields"][name]["p_holm"] = p
     if judge is not None:
         out["judge"] = _judge_drift(session, dataset, judge, task, golden_ids, production, seed)
+        if version.number > 1:
+            out["retained_vs_new"] = retained_vs_new(session, dataset_name, ref, judge=judge, task=task, seed=seed)
     return out
 
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_from_directory
+import math
 
-from calibrate import lookup
+from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, send_from_directory, url_for
+
+from calibrate import lazy, lookup
 from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
-from calibrate.i18n import N_
+from calibrate.i18n import N_, _
 from calibrate.judges.extraction import extraction_versions
-from calibrate.views.auth import landing_page, login_required
+from calibrate.views.auth import landing_page, login_required, role_required
+from calibrate.views.errors import back_to
 from calibrate.views.fields import MAX_PAGE, int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import get_session
+from calibrate.views.session import get_session, get_write_session
+
+# Loaded on the first dataset page an engineer opens, not when the app starts (it brings pandas and SciPy).
+golden = lazy.module("calibrate.loop.golden")
 
 bp = Blueprint("datasets", __name__)
 
@@ -53,12 +59,39 @@ def show(name: str):
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
-    claims = None
-    if g.user.role in ENGINEERS:  # the claim sets, the experts' changes per method, the extraction button
+    claims = goldens = None
+    if g.user.role in ENGINEERS:  # the claim sets, the experts' changes per method, the extraction button, golden sets
         claims = {"sources": source_counts(session, dataset=dataset), "changes": expert_changes(session, dataset),
                   "versions": extraction_versions(session), "backends": run_choices()}
+        goldens = [{**row, "status": golden.golden_status(session, dataset.name, row["name"])}
+                   for row in golden.list_golden(session, dataset.name)]
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims)
+                           claims=claims, goldens=goldens)
+
+
+def _share(name: str, default: float) -> float:
+    """Return a form's share (NaN when it is not a number: the domain refuses it, naming the option)."""
+    raw = (request.form.get(name) or "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        return math.nan
+
+
+@bp.route("/datasets/<name>/golden/<golden_name>/refresh", methods=("POST",))
+@role_required(*ENGINEERS)
+def refresh_golden(name: str, golden_name: str):
+    """Make the next version of a golden set (the dataset page's refresh form)."""
+    back_to(url_for("datasets.show", name=name))
+    session = get_write_session()
+    made = golden.refresh_golden(session, name, golden_name, source=(request.form.get("source") or "").strip(),
+                                 renew=_share("renew", 0.2), anchor_share=_share("anchor_share", 0.5),
+                                 strata=(request.form.get("strata") or "").strip() or None,
+                                 seed=int_field(request.form, "seed", default=0, maximum=2**31 - 1), user=g.user)
+    session.commit()
+    flash(_("%(golden)s@%(version)s made: %(retired)s retired, %(added)s added and queued to the experts.",
+            golden=golden_name, version=made["version"], retired=made["retired"], added=made["added"]), "done")
+    return redirect(url_for("datasets.show", name=name), code=303)
 
 
 @bp.route("/datasets/<name>/samples/<path:external_id>")

@@ -311,6 +311,12 @@ def test_a_pinned_gate_gives_the_same_answer_after_a_refresh(data, runner):
     assert report["golden"]["hash"] == show(data, "g@1")["hash"] and report["tasks"]["claim_support"]["n"] == 200
     whole = json.loads(runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200"]).output)
     assert "golden" not in whole and whole["tasks"]["claim_support"]["n"] == 240
+    # After the refresh the report on the latest version compares the judge on new vs retained members.
+    latest_report = json.loads(runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200",
+                                              "--golden", "g"]).output)
+    versus = latest_report["golden"]["retained_vs_new"]
+    assert versus["n_new"] == 40 and versus["n_retained"] == 160 and versus["conclusion"] in ("inconclusive", "lower", "higher")
+    assert versus["kappa_new_minus_retained"]["n_audit"] == 40
 
 
 def test_every_report_command_cites_the_golden_version(data, runner):
@@ -374,3 +380,36 @@ def test_drift_of_a_golden_set(engine):
     with Session(engine) as session:
         retained = golden.retained_vs_new(session, DS, "g", judge="j")
     assert retained["n_new"] == 200 and retained["n_retained"] == 0 and retained["conclusion"] == "inconclusive"
+
+
+def test_the_dataset_page_lists_golden_sets_and_refreshes_them(data, client, login):
+    from bs4 import BeautifulSoup
+
+    make(data)
+    token = login("eve", "engineer")
+    page = BeautifulSoup(client.get(f"/datasets/{DS}").data, "html.parser")
+    row = page.select_one("#golden-table tr[data-golden=g]")
+    assert row is not None and "g@1" in row.get_text() and "200" in row.get_text()
+    form = page.select_one("form.golden-refresh")
+    fields = {"csrf_token": token, "source": "metadata.source=live", "renew": "0.2", "anchor_share": "0.5",
+              "strata": "metadata.topic", "seed": "7"}
+    done = client.post(form["action"], data=fields)
+    assert done.status_code == 303
+    with Session(data) as session:
+        assert golden.show_golden(session, DS, "g")["version"] == 2
+    after = BeautifulSoup(client.get(f"/datasets/{DS}").data, "html.parser")
+    assert "g@2" in after.select_one("#golden-table").get_text() and "40 retired, 40 added" in after.get_text()
+    refused = client.post(form["action"], data={**fields, "renew": "lots"}, headers={"Accept-Language": "es"})
+    assert refused.status_code == 303
+    spanish = BeautifulSoup(client.get(f"/datasets/{DS}", headers={"Accept-Language": "es"}).data, "html.parser")
+    assert "--renew debe estar en (0, 1]" in spanish.get_text() and "Conjuntos de referencia" in spanish.get_text()
+    with Session(data) as session:
+        assert golden.show_golden(session, DS, "g")["version"] == 2  # the refused refresh wrote nothing
+
+
+def test_annotators_see_no_golden_section_and_cannot_refresh(data, client, login):
+    make(data)
+    token = login("zoe", "annotator")
+    assert b"golden-table" not in client.get(f"/datasets/{DS}").data
+    response = client.post(f"/datasets/{DS}/golden/g/refresh", data={"csrf_token": token, "source": "split=test"})
+    assert response.status_code == 403
