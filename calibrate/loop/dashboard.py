@@ -164,6 +164,8 @@ class Dashboard:
     input_errors: list[str] = field(default_factory=list)  # bad query parameters, said on the page (a 400)
     pairwise: bool = False  # the task compares responses: the rows show position bias, the order rule applies
     order_rule: str = "consistent"
+    golden: dict | None = None  # the golden version the decisions were made on ({name, version, hash, …}), if any
+    golden_sets: list[str] = field(default_factory=list)  # the dataset's golden sets (the filter offers them)
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -233,6 +235,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     board.input_errors = input_errors
     board.has_test = TEST_SPLIT in board.splits
     board.pairwise, board.order_rule = task_row.kind == "pairwise", base.order_rule
+    board.golden = base.golden
     board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
     board.test_looks = sum(count for count, _ in looks.values())

@@ -18,7 +18,7 @@ from flask import (
 from markupsafe import Markup
 from sqlmodel import select
 
-from calibrate import reports
+from calibrate import lazy, reports
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import (
     DEFAULT_ALPHA,
@@ -56,6 +56,9 @@ from calibrate.views.prompts import ENGINEERS
 from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("loop", __name__)
+
+# Golden sets (`?golden=NAME[@V]`): loaded on first use, like the dataset page's.
+golden = lazy.module("calibrate.loop.golden")
 
 
 def _options() -> Options:
@@ -99,10 +102,17 @@ def index():
 def show(name: str):
     """Show every judge of a task on the dataset, on the dev split unless `?split=` says otherwise (`all`: every sample)."""
     task = request.args.get("task") or "claim_support"
-    split = request.args.get("split", DEFAULT_SPLIT)
+    ref = request.args.get("golden", "").strip() or None
+    # On a golden set every sample of its version counts, unless a split is asked for too.
+    split = request.args.get("split", "all" if ref else DEFAULT_SPLIT)
     split = None if split in ("", "all") else split
-    board = dashboard(get_session(), name, task=task, split=split, options=_options(),
+    session = get_session()
+    options = _options()
+    if ref:  # ?golden=NAME[@V]: the decision is made on that version's members, and the page names it
+        options.sample_ids, options.golden = golden.golden_scope(session, name, ref)
+    board = dashboard(session, name, task=task, split=split, options=options,
                       group_by=request.args.get("group_by", "").strip() or None, epsilon=_epsilon())
+    board.golden_sets = [row["name"] for row in golden.list_golden(session, name)]
     chart = None
     if board.scored:
         confidence = current_app.config["CONFIDENCE"]

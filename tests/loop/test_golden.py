@@ -413,3 +413,20 @@ def test_annotators_see_no_golden_section_and_cannot_refresh(data, client, login
     assert b"golden-table" not in client.get(f"/datasets/{DS}").data
     response = client.post(f"/datasets/{DS}/golden/g/refresh", data={"csrf_token": token, "source": "split=test"})
     assert response.status_code == 403
+
+
+def test_the_dashboard_names_the_golden_version_of_its_decisions(data, client, login):
+    from bs4 import BeautifulSoup
+
+    make(data)
+    login("eve", "engineer")
+    page = BeautifulSoup(client.get(f"/datasets/{DS}/calibration?golden=g@1").data, "html.parser")
+    cited = page.select_one("#golden-version")
+    assert cited is not None and cited.get_text() == "g@1"
+    assert show(data, "g@1")["hash"][:12] in page.select_one("#dashboard-scope").get_text()
+    assert page.select_one("select[name=golden] option[selected]")["value"] == "g"
+    spanish = BeautifulSoup(client.get(f"/datasets/{DS}/calibration?golden=g", headers={"Accept-Language": "es"}).data,
+                            "html.parser")
+    assert "decisiones tomadas sobre el conjunto de referencia" in spanish.select_one("#dashboard-scope").get_text()
+    plain = BeautifulSoup(client.get(f"/datasets/{DS}/calibration").data, "html.parser")
+    assert plain.select_one("#golden-version") is None
