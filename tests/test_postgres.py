@@ -536,3 +536,31 @@ def test_imports_in_one_record_chunks_publish_updates_and_clean_up_as_on_sqlite(
     dump = _dump(engine)
     assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 4
     assert all(row[-1] is None for row in session.exec(select(Dataset.id, Dataset.import_batch_id)).all())
+
+
+def test_golden_sets_refresh_and_hash_as_on_sqlite(engine, template_db, tmp_path, runner):
+    """The same data and seed give the same versions and hashes on PostgreSQL as on SQLite; a pinned gate holds."""
+    from golden_helpers import DS, REFRESH, build
+
+    from calibrate.loop import golden
+
+    def versions(target) -> list[str]:
+        build(target)
+        with write_session(target) as writing:
+            golden.create_golden(writing, DS, "g", split="test")
+        with write_session(target) as writing:
+            made = golden.refresh_golden(writing, DS, "g", **REFRESH)
+        assert (made["retired"], made["added"], made["anchors"]) == (40, 40, 100)
+        with Session(target) as reading:
+            return [golden.show_golden(reading, DS, f"g@{v}")["hash"] for v in (1, 2)]
+
+    on_postgres = versions(engine)
+    path = tmp_path / "reference.sqlite"
+    shutil.copyfile(template_db, path)
+    url = f"sqlite:///{path}"
+    try:
+        assert versions(get_engine(url)) == on_postgres
+    finally:
+        dispose_engine(url)
+    gate = runner.invoke(["gate", "--dataset", DS, "--judge", "j", "--bootstrap", "200", "--golden", "g@1"])
+    assert f"[golden g@1 sha256:{on_postgres[0]}]" in gate.output

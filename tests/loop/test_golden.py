@@ -12,8 +12,8 @@ import json
 import shutil
 import sqlite3
 
-import numpy as np
 import pytest
+from golden_helpers import DS, GOLDEN_TOPICS, REFRESH, build
 from sqlmodel import Session, select
 
 from calibrate.db import dispose_engine, get_engine, write_session
@@ -37,45 +37,6 @@ from calibrate.models import (
     Verdict,
     target_key,
 )
-
-DS = "support"
-GOLDEN_TOPICS = {"a": 80, "b": 60, "c": 40, "d": 20}
-LIVE_TOPICS = {"a": 60, "b": 60, "c": 90, "d": 90}
-REFRESH = {"source": "metadata.source=live", "renew": 0.2, "anchor_share": 0.5, "strata": "metadata.topic", "seed": 7}
-
-
-def build(engine, *, label_live: int = 0) -> None:
-    """Write the dataset; `label_live` production samples also get two experts' labels (an audit)."""
-    rng = np.random.default_rng(26)
-    with write_session(engine) as session:
-        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
-        users = [User(username=name, role="annotator") for name in ("ana", "ben", "cleo")]
-        session.add_all(users)
-        dataset = Dataset(name=DS, source="test")
-        session.add(dataset)
-        judge = Judge(name="j", kind="imported")
-        session.add(judge)
-        session.flush()
-        rows = [(f"g{i:03d}", topic, "test", None) for i, topic in enumerate(t for t, n in GOLDEN_TOPICS.items() for _ in range(n))]
-        rows += [(f"p{i:03d}", topic, None, "live") for i, topic in enumerate(t for t, n in LIVE_TOPICS.items() for _ in range(n))]
-        for external, topic, split, source in rows:
-            meta = {"topic": topic, "trace_id": f"trace-{external}", **({"source": source} if source else {})}
-            sample = Sample(dataset_id=dataset.id, external_id=external, question=f"What about {topic} number {external}?",
-                            answer="A fact.", content_hash=external, segmenter="given", split=split, meta=meta)
-            session.add(sample)
-            session.flush()
-            claim = Claim(sample_id=sample.id, index=0, text="A fact.", start=0, end=7)
-            session.add(claim)
-            session.flush()
-            gold = "supported" if rng.random() < 0.6 else "unsupported"
-            labelled = split == "test" or (source == "live" and int(external[1:]) < label_live)
-            if labelled:
-                for user in users[:2]:
-                    session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id,
-                                      target_key=target_key("claim", claim.id), annotator_id=user.id, value=gold))
-            verdict = gold if rng.random() < 0.85 else ("unsupported" if gold == "supported" else "supported")
-            session.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=sample.id, claim_id=claim.id,
-                                target_key=target_key("claim", claim.id), value=verdict, source="import"))
 
 
 @pytest.fixture(scope="module")
@@ -340,8 +301,13 @@ def test_every_report_command_cites_the_golden_version(data, runner):
     assert estimated.exit_code == 0, estimated.output
     assert json.loads(estimated.output)["golden"]["hash"] == digest
     alt = runner.invoke(["alt-test", "--dataset", DS, "--judge", "j", "--task", "claim_support", "--golden", "g"])
-    # Two experts: the test needs three, so it is refused, but never on other samples than the golden ones.
+    # Two experts: the test needs three, so the command refuses it; what it computed still cites the version.
     assert alt.exit_code == 2 and "error:" in alt.output
+    from calibrate import calibration
+    with Session(data) as session:
+        samples, cited = golden.golden_scope(session, DS, "g")
+        tested = calibration.run_alt_test(session, DS, "claim_support", "j", samples=samples, golden=cited)
+    assert tested["golden"]["hash"] == digest and cited["n_items"] == 200
     unknown = runner.invoke(["report", "--dataset", DS, "--judge", "j", "--golden", "nope"])
     assert unknown.exit_code == 2 and "no golden set 'nope'" in unknown.output
 
