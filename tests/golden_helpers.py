@@ -18,8 +18,8 @@ GOLDEN_TOPICS = {"a": 80, "b": 60, "c": 40, "d": 20}
 LIVE_TOPICS = {"a": 60, "b": 60, "c": 90, "d": 90}
 REFRESH = {"source": "metadata.source=live", "renew": 0.2, "anchor_share": 0.5, "strata": "metadata.topic", "seed": 7}
 
-def build(engine, *, label_live: int = 0) -> None:
-    """Write the dataset; `label_live` production samples also get two experts' labels (an audit)."""
+def build(engine) -> None:
+    """Write the dataset (one transaction)."""
     rng = np.random.default_rng(26)
     with write_session(engine) as session:
         task = session.exec(select(Task).where(Task.name == "claim_support")).one()
@@ -42,8 +42,7 @@ def build(engine, *, label_live: int = 0) -> None:
             session.add(claim)
             session.flush()
             gold = "supported" if rng.random() < 0.6 else "unsupported"
-            labelled = split == "test" or (source == "live" and int(external[1:]) < label_live)
-            if labelled:
+            if split == "test":
                 for user in users[:2]:
                     session.add(Label(task_id=task.id, sample_id=sample.id, claim_id=claim.id,
                                       target_key=target_key("claim", claim.id), annotator_id=user.id, value=gold))
