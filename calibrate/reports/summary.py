@@ -731,6 +731,11 @@ def provenance(data: dict) -> list[tuple[str, str]]:
         rows.append((i18n.gettext("Demo data"), i18n.gettext("yes: bundled synthetic demo data, not a real evaluation")))
     judge = data.get("judge")
     rows.append((i18n.gettext("Judge"), f"{judge} ({prov.get('judge_kind') or 'unknown kind'})" if judge is not None else "none"))
+    golden = data.get("golden")
+    if golden:  # `--golden`: every decision of the report was made on this version's members
+        changed = (f"; {i18n.gettext('the gold of %(n)s of its %(total)s members changed since')}"
+                   % {"n": golden.get("gold_changed"), "total": golden.get("n_items")} if golden.get("gold_changed") else "")
+        rows.append((i18n.gettext("Golden set"), f"{golden['name']}@{golden['version']} (sha256 {golden['hash']}){changed}"))
     return rows
 
 

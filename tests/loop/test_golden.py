@@ -267,6 +267,10 @@ def test_a_pinned_gate_gives_the_same_answer_after_a_refresh(data, runner):
                                        "--golden", "g@1"]).output)
     assert report["golden"]["name"] == "g" and report["golden"]["version"] == 1
     assert report["golden"]["hash"] == show(data, "g@1")["hash"] and report["tasks"]["claim_support"]["n"] == 200
+    for fmt in ("md", "html"):  # the written reports cite it too
+        written = runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200", "--golden", "g@1",
+                                 "--format", fmt, "--locale", "es"]).output
+        assert f"g@1 (sha256 {report['golden']['hash']})" in written and "Conjunto de referencia" in written
     whole = json.loads(runner.invoke(["report", "--dataset", DS, "--judge", "j", "--bootstrap", "200"]).output)
     assert "golden" not in whole and whole["tasks"]["claim_support"]["n"] == 240
     # After the refresh the report on the latest version compares the judge on new vs retained members.
