@@ -14,7 +14,7 @@ import json
 from calibrate import __version__, i18n
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import alt_test_lines, escape
-from calibrate.reports.summary import alt_test_context
+from calibrate.reports.summary import alt_test_context, golden_citation
 
 FORMATS = ("json", "md", "html")
 
@@ -25,6 +25,7 @@ def render_alt_test_json(result: dict) -> str:
 
 def render_alt_test_markdown(result: dict) -> str:
     scope = f", split {escape(result['split'])}" if result.get("split") else ""
+    scope += f", {escape(golden_citation(result))}" if result.get("golden") else ""
     head = [f"## Alternative Annotator Test: {escape(result['judge'])} on {escape(result['task'])} "
             f"({escape(result['dataset'])}{scope})", ""]
     method = (f"Leave-one-annotator-out (Calderon, Reichart & Dror, ACL 2025): ε = {result['epsilon']:g}, "

@@ -92,6 +92,7 @@ def render_compare_json(result: dict) -> str:
 def render_compare_markdown(result: dict) -> str:
     _ = i18n.gettext
     scope = " (" + _("split %(split)s", split=_md(result["split"])) + ")" if result.get("split") else ""
+    scope += " · " + _md(summary.golden_citation(result)) if result.get("golden") else ""
     lines = [_("## Judge comparison on %(dataset)s%(scope)s: A = `%(a)s`, B = `%(b)s`", dataset=_md(result["dataset"]), scope=scope,
                a=_md(result["judge_a"]), b=_md(result["judge_b"])), ""]
     for name, section in result["tasks"].items():

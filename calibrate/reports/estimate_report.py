@@ -50,6 +50,9 @@ def view(result: dict) -> dict[str, Any]:
         (gettext("Few-shot examples left out"), str(result["n_fewshot_excluded"])),
         (gettext("Weighted by 1/π"), gettext("yes") if result.get("weighted") else gettext("no")),
     ]
+    golden = result.get("golden")
+    if golden:  # --golden: the estimate was made on this version's members
+        facts.append((gettext("Golden set"), f"{golden['name']}@{golden['version']} (sha256 {golden['hash']})"))
     if result.get("lambda") is not None:
         facts.append(("λ", _number(result["lambda"])))
     if result["method"] == "rogan-gladen":

@@ -744,3 +744,11 @@ def scale(bounds: Any) -> str:
     if not bounds or len(bounds) != 2 or any(number(v) == "undefined" for v in bounds):
         return ""
     return "–".join(f"{float(v):g}" for v in bounds)
+
+
+def golden_citation(result: dict) -> str:
+    """Return "Golden set NAME@V (sha256 HASH)" of a result made with `--golden`, in the reader's language ("" without)."""
+    golden = result.get("golden")
+    if not golden:
+        return ""
+    return f"{i18n.gettext('Golden set')} {golden['name']}@{golden['version']} (sha256 {golden['hash']})"

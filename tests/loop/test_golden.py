@@ -297,6 +297,13 @@ def test_every_report_command_cites_the_golden_version(data, runner):
     assert compared.exit_code == 0, compared.output
     result = json.loads(compared.output)
     assert result["golden"]["hash"] == digest and result["common_n"] == 200
+    for fmt in ("md", "html"):
+        written = runner.invoke(["compare", "--dataset", DS, "--judge", "j", "--judge", "k", "--bootstrap", "200",
+                                 "--golden", "g@1", "--format", fmt]).output
+        assert f"Golden set g@1 (sha256 {digest})" in written, fmt
+        estimate_text = runner.invoke(["estimate", "--dataset", DS, "--judge", "j", "--task", "claim_support", "--golden", "g",
+                                       "--method", "classical", "--format", fmt]).output
+        assert f"g@1 (sha256 {digest})" in estimate_text, fmt
     estimated = runner.invoke(["estimate", "--dataset", DS, "--judge", "j", "--task", "claim_support", "--golden", "g",
                                 "--method", "classical"])
     assert estimated.exit_code == 0, estimated.output
@@ -309,6 +316,9 @@ def test_every_report_command_cites_the_golden_version(data, runner):
         samples, cited = golden.golden_scope(session, DS, "g")
         tested = calibration.run_alt_test(session, DS, "claim_support", "j", samples=samples, golden=cited)
     assert tested["golden"]["hash"] == digest and cited["n_items"] == 200
+    from calibrate.reports.alt_test_report import render_alt_test
+    for fmt in ("md", "html"):
+        assert f"Golden set g@1 (sha256 {digest})" in render_alt_test({**tested, "status": "ok"}, fmt), fmt
     unknown = runner.invoke(["report", "--dataset", DS, "--judge", "j", "--golden", "nope"])
     assert unknown.exit_code == 2 and "no golden set 'nope'" in unknown.output
 
