@@ -486,7 +486,7 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
     members = members_of(session, golden, latest.number)
     ever = {m.sample_id for m in session.exec(select(GoldenMember).where(GoldenMember.golden_set_id == golden.id))}
     metas = dict(session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all())
-    production = [sid for sid in where_samples(session, dataset, source, now=now)]
+    production = where_samples(session, dataset, source, now=now)
     excluded = ever | _fewshot_samples(session, dataset)
     try:
         plan = refresh_stats.refresh_plan(
