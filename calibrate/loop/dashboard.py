@@ -200,7 +200,15 @@ def _costs(session: Session, dataset: Dataset) -> dict[int, float]:
     return {judge_id: float(total or 0.0) for judge_id, total in rows}
 
 
-def _n_labelled(session: Session, dataset: Dataset, task: Task, split: str | None) -> int:
+def _n_labelled(session: Session, dataset: Dataset, task: Task, split: str | None,
+                samples: frozenset[int] | None = None) -> int:
+    """Return the task's labelled targets (in `split`; among `samples`, a golden version's members, when given)."""
+    if samples is not None:
+        keys = (select(Label.target_key, Label.sample_id).join(Sample, Sample.id == Label.sample_id)
+                .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, Label.stale.is_(False)))
+        if split:
+            keys = keys.where(Sample.split == split)
+        return len({key for key, sample_id in session.exec(keys.distinct()) if sample_id in samples})
     query = (select(func.count(func.distinct(Label.target_key))).join(Sample, Sample.id == Label.sample_id)
              .where(Sample.dataset_id == dataset.id, Label.task_id == task.id, Label.stale.is_(False)))
     if split:
@@ -247,9 +255,10 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         board.message = (f"{dataset.name} has no sample in split {split!r} "
                          f"(splits: {', '.join(board.splits) or 'none — assign them with calibrate sample --split'})")
         return board
-    board.n_labelled = _n_labelled(session, dataset, task_row, split)
+    board.n_labelled = _n_labelled(session, dataset, task_row, split, base.sample_ids)
     if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
-        board.n_labelled += _n_labelled(session, dataset, lookup.task(session, DERIVED_GOLD[task_row.name]), split)
+        board.n_labelled += _n_labelled(session, dataset, lookup.task(session, DERIVED_GOLD[task_row.name]), split,
+                                        base.sample_ids)
     if board.n_labelled == 0:
         where = f"in split {split}" if split else "in any split"
         board.message = f"no {task_row.name} labels {where} of {dataset.name}: label some targets first or choose another split"

@@ -404,13 +404,20 @@ def test_annotators_see_no_golden_section_and_cannot_refresh(data, client, login
 def test_the_dashboard_names_the_golden_version_of_its_decisions(data, client, login):
     from bs4 import BeautifulSoup
 
-    make(data)
+    with write_session(data) as session:  # the test split stays frozen on the dashboard: this golden set is dev's
+        for sample in session.exec(select(Sample).where(Sample.split == "test")):
+            sample.split = "dev"
+            session.add(sample)
+    with write_session(data) as session:
+        golden.create_golden(session, DS, "g", split="dev")
     login("eve", "engineer")
     page = BeautifulSoup(client.get(f"/datasets/{DS}/calibration?golden=g@1").data, "html.parser")
     cited = page.select_one("#golden-version")
     assert cited is not None and cited.get_text() == "g@1"
     assert show(data, "g@1")["hash"][:12] in page.select_one("#dashboard-scope").get_text()
     assert page.select_one("select[name=golden] option[selected]")["value"] == "g"
+    assert "200 labelled targets" in page.select_one("#dashboard-scope").get_text()  # the version's, not the dataset's
+    assert "Scored on the 200 targets" in page.select_one("#common-targets").get_text()
     spanish = BeautifulSoup(client.get(f"/datasets/{DS}/calibration?golden=g", headers={"Accept-Language": "es"}).data,
                             "html.parser")
     assert "decisiones tomadas sobre el conjunto de referencia" in spanish.select_one("#dashboard-scope").get_text()
