@@ -12,6 +12,7 @@ from calibrate.i18n import N_
 from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import landing_page, login_required
 from calibrate.views.fields import MAX_PAGE, int_field
+from calibrate.views.production import queue_form
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session
 
@@ -53,12 +54,13 @@ def show(name: str):
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
-    claims = None
-    if g.user.role in ENGINEERS:  # the claim sets, the experts' changes per method, the extraction button
+    claims = queue = None
+    if g.user.role in ENGINEERS:
+        queue = queue_form(session, dataset)  # the claim sets, the experts' changes per method, the extraction button
         claims = {"sources": source_counts(session, dataset=dataset), "changes": expert_changes(session, dataset),
                   "versions": extraction_versions(session), "backends": run_choices()}
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims)
+                           claims=claims, queue=queue)
 
 
 @bp.route("/datasets/<name>/samples/<path:external_id>")
