@@ -226,7 +226,6 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "auto_share_range": N_("{name} must lie between 0 and 1, not {value}"),
     # production (loop/production.py): `calibrate monitor`, the Production page, `gate --production`
     "no_audit_labels": N_("no audit labels in this window: nothing unbiased to estimate from"),
-    "no_judged_targets": N_("no judged targets in this window"),
     "no_calibration_figure": N_("no calibration-time agreement: the judge has no verdicts on labels outside the production streams"),
     "no_complete_window": N_("no complete window yet: every window is still open or not fully judged"),
     "judge_pass_failed": N_("the latest judge pass failed (run {run}: {error}): falling back to the last complete window, {window}"),

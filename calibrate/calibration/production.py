@@ -9,11 +9,11 @@ when absent; `metadata.started_at`, else the creation time, places a sample in i
   stream, and adjudicated labels on such samples; annotation/auto_queue.py) are used. Triage
   labels (thumbs-down first, least certain first) are counted and never used: their samples were
   chosen for being bad or hard, so any mean over them is biased.
-- The estimate is PPI++ (stats/estimation.py) with the judge's verdicts on every judged target of
-  the window as the imputed term, weighted 1/π_t, and the audit-labelled targets weighted
-  1/(π_t·π_a) (π_a: `Assignment.audit_prob`, the draw's probability); when PPI++ is undefined
-  (e.g. constant verdicts), the weighted labels alone (`method` "classical"). The judge-only
-  number (the weighted mean verdict) stands beside it, never trusted.
+- The estimate is PPI++ with ratio (Hájek) weights (stats/survey.py): the judge's verdicts on every
+  judged target of the window as the imputed term, weighted 1/π_t, and the audit-labelled targets
+  weighted 1/(π_t·π_a) (π_a: `Assignment.audit_prob`, the draw's probability). When the tuned λ is
+  0 (verdicts that do not vary, or do not follow the gold) it is the weighted labels alone (`method`
+  "classical"). The judge-only number (the weighted mean verdict) stands beside it, never trusted.
 - **Agreement**: the weighted share of audit-labelled targets whose verdict matches the gold
   (categorical, pairwise: the same label; ordinal: within half a point, as the gold of two experts
   may be a half; continuous: within a tenth of the scale's width), against the judge's calibration-time figure, the same share over every
@@ -48,7 +48,7 @@ from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
 from calibrate.models import Assignment, Dataset, Judge, JudgeRun, Sample, Task, User, Verdict, utcnow
 from calibrate.reasons import Reason
-from calibrate.stats import classical_mean, judge_mean, ppi_mean
+from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
 from calibrate.tasks import has_labels
 
 __all__ = ["STATUSES", "WINDOWS", "agreement_share", "monitor", "production_estimate", "production_gate", "window_bounds"]
@@ -96,24 +96,23 @@ def agreement_share(verdicts: np.ndarray, gold: np.ndarray, *, kind: str, scale:
 
 def production_estimate(y: np.ndarray, yhat: np.ndarray, yhat_all: np.ndarray, w_labelled: np.ndarray,
                         w_all: np.ndarray, *, alpha: float = 0.05) -> dict:
-    """Return a window's estimate from arrays: PPI++ weighted, else the weighted labels alone.
+    """Return a window's estimate from arrays: PPI++ with Hájek weights (stats/survey.py), else the weighted labels alone.
 
     y, yhat: gold and verdict of the audit-labelled targets (weights 1/(π_t·π_a)); yhat_all: the
-    verdicts of every judged target (weights 1/π_t). Keys: estimate, ci, method, reason, note,
+    verdicts of every judged target (weights 1/π_t). Keys: estimate, ci, method, lambda, reason, note,
     judge_only, judge_only_ci.
     """
-    judge = judge_mean(yhat_all, alpha=alpha, weights=w_all) if yhat_all.size else None
+    judge = hajek_mean(yhat_all, w_all, alpha=alpha) if yhat_all.size else None
     out: dict[str, Any] = {"judge_only": judge.value if judge is not None else None,
                            "judge_only_ci": list(judge.ci) if judge is not None and judge.ci else None}
     if y.size == 0:
-        return {**out, "estimate": None, "ci": None, "method": None, "reason": Reason("no_audit_labels").to_dict(),
-                "note": str(Reason("no_audit_labels"))}
-    est = ppi_mean(y, yhat, yhat_all, alpha=alpha, lam=None, weights=w_labelled, weights_unlabeled=w_all)
-    method = "ppi++"
-    if est.status != "ok" or est.value is None:
-        est, method = classical_mean(y, alpha=alpha, weights=w_labelled), "classical"
+        return {**out, "estimate": None, "ci": None, "method": None, "lambda": None,
+                "reason": Reason("no_audit_labels").to_dict(), "note": str(Reason("no_audit_labels"))}
+    est = hajek_ppi_mean(y, yhat, yhat_all, w_labelled, w_all, alpha=alpha)
+    method = "ppi++" if est.extra.get("lambda", 0) > 0 else "classical"  # λ = 0 is the labels alone
     return {**out, "estimate": est.value, "ci": list(est.ci) if est.ci else None, "method": method if est.value is not None else None,
-            "reason": est.reason.to_dict() if est.note and est.reason else None, "note": est.note or None}
+            "lambda": est.extra.get("lambda"), "reason": est.reason.to_dict() if est.note and est.reason else None,
+            "note": est.note or None}
 
 
 def _numbers(values: pd.Series, positive: str | None) -> np.ndarray:
