@@ -10,11 +10,12 @@ from sqlalchemy import select as sa_select
 from calibrate import lazy, lookup
 from calibrate.annotation import AnnotationError
 from calibrate.annotation.auto_queue import MAX_DAILY, policy_dict, queue_auto, saved_policy, stream_counts
+from calibrate.errors import CalibrationError
 from calibrate.i18n import _
 from calibrate.models import EXTRACTION, Judge, Sample, Task, User, Verdict
 from calibrate.reasons import Reason
 from calibrate.views.auth import role_required
-from calibrate.views.errors import back_to
+from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.prompts import ENGINEERS
 from calibrate.views.session import get_session, get_write_session
 
@@ -83,12 +84,16 @@ def show(name: str):
             min_value = None
         if min_value is not None and not math.isfinite(min_value):
             min_value = None
-    result = body = None
+    result = body = message = None
     if judge:
-        result = production.monitor(session, dataset.name, judge, by_window=by, min_value=min_value)
-        body = production_report.view(result)
+        try:
+            result = production.monitor(session, dataset.name, judge, by_window=by, min_value=min_value)
+        except CalibrationError as refused:  # e.g. a pairwise task needs its positive label: say so on the page, keep the form
+            message = refusal_text(refused)
+        else:
+            body = production_report.view(result)
     return render_template("datasets/production.html", dataset=dataset, judges=judges, judge=judge, by=by,
-                           min_value=raw_min if min_value is not None else "", result=result, body=body,
+                           min_value=raw_min if min_value is not None else "", result=result, body=body, message=message,
                            queue=queue_form(session, dataset))
 
 

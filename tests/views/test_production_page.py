@@ -76,3 +76,10 @@ def test_annotators_cannot_see_the_production_page_or_post_the_form(client, demo
     assert client.post(f"/datasets/{PROD_DATASET}/queue-auto", data=data).status_code == 403
     with Session(demo_engine) as session:
         assert len(session.exec(select(Assignment)).all()) == before
+
+
+def test_a_dataset_whose_judge_cannot_be_monitored_says_why_on_the_page(client, demo_engine):
+    _login(client, "engineer", "demo-engineer")
+    page = _page(client.get("/datasets/demo-prenatal-ab/production", headers=ENGLISH))
+    assert "needs --positive" in page.select_one("#production-message").get_text()
+    assert page.select_one("#queue-auto-form") is not None
