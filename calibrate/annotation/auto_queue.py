@@ -151,9 +151,17 @@ class _Assigner:
             return self.policy.overlap
         return 1
 
+    def prefetch(self, sample_ids: list[int]) -> None:
+        """Read the assignments the samples already have, in one query (per sample it would be one query each)."""
+        self.existing: dict[int, dict[int | None, Assignment]] = {}
+        for start in range(0, len(sample_ids), 500):
+            chunk = sample_ids[start:start + 500]
+            for a in self.session.exec(select(Assignment).where(col(Assignment.sample_id).in_(chunk))).all():
+                self.existing.setdefault(a.sample_id, {})[a.user_id] = a
+
     def assign(self, sample_id: int, k: int, stream: str, prob: float | None, priority: int) -> int:
         """Give the sample to k experts in this stream; return how many assignments were created or moved into it."""
-        existing = {a.user_id: a for a in self.session.exec(select(Assignment).where(Assignment.sample_id == sample_id)).all()}
+        existing = self.existing.setdefault(sample_id, {})
         if stream == "audit":  # every assignment of a drawn sample is an audit one (its labels are audit labels)
             for a in existing.values():
                 a.stream, a.audit_prob, a.updated_at = "audit", prob, utcnow()
@@ -168,8 +176,9 @@ class _Assigner:
                     self.session.add(existing[user.id])
                 count += 1
                 continue
-            self.session.add(Assignment(sample_id=sample_id, user_id=user.id, stream=stream, audit_prob=prob, priority=priority,
-                                        created_at=self.now, updated_at=self.now))
+            existing[user.id] = Assignment(sample_id=sample_id, user_id=user.id, stream=stream, audit_prob=prob, priority=priority,
+                                           created_at=self.now, updated_at=self.now)
+            self.session.add(existing[user.id])
             count += 1
         return count
 
@@ -207,6 +216,7 @@ def apply_policy(session: Session, dataset: Dataset, policy: QueuePolicy, *, now
                 break
             chosen.append((candidates[int(index)], k))
             cost += k
+        assigner.prefetch([s for s, _ in chosen])
         if chosen:
             prob = len(chosen) / len(candidates)
             picked = {s for s, _ in chosen}
@@ -225,11 +235,15 @@ def apply_policy(session: Session, dataset: Dataset, policy: QueuePolicy, *, now
     triage = {"budget": triage_budget, "used_before": used["triage"], "added": 0, "thumbs_down": 0, "uncertain": 0}
     if left > 0:
         open_ids = [s for s in judged if s not in in_stream]
-        feedback = dict(session.execute(sa_select(Sample.id, Sample.feedback).where(col(Sample.id).in_(open_ids))).all()) if open_ids else {}
-        scores = _uncertainty(session, dataset) if open_ids else {}
-        ranked = [(0, 0.0, s) for s in open_ids if feedback.get(s) == -1]
-        ranked += [(1, -scores[s], s) for s in open_ids if feedback.get(s) != -1 and scores.get(s, 0.0) > 0]
-        for group, _, sample_id in sorted(ranked):
+        down = {int(s) for (s,) in session.execute(
+            sa_select(Sample.id).where(Sample.dataset_id == dataset.id, Sample.feedback == -1)).all()}
+        ranked = [(0, 0.0, s) for s in open_ids if s in down]
+        if len(ranked) < left:  # the thumbs-down alone do not fill the budget: the least certain next
+            scores = _uncertainty(session, dataset)
+            ranked += [(1, -scores[s], s) for s in open_ids if s not in down and scores.get(s, 0.0) > 0]
+        ranked.sort()
+        assigner.prefetch([s for _, _, s in ranked[:left]])
+        for group, _, sample_id in ranked:
             k = assigner.size()
             if triage["added"] + k > left:
                 break
