@@ -16,6 +16,7 @@ Relations (see docs/architecture.md):
     ImportBatch ─< StagedLabel, StagedVerdict, ImportStep; Dataset.import_batch_id (hidden until published)
     Dataset ─< GoldenSet ─< GoldenVersion (immutable: its items and their gold, hashed)
                         ─< GoldenMember >─ Sample (added_in, retired_in, anchor_in: version numbers)
+    Dataset ─ QueuePolicy (the saved `calibrate queue auto`); Dataset ─< AuditDraw (one per sample drawn or passed over)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
@@ -293,6 +294,11 @@ class Assignment(SQLModel, table=True):
     status: str = Field(default="pending", max_length=20)
     note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     priority: int = Field(default=0)  # lower first; --negative-first puts feedback −1 at 0
+    # Set by `calibrate queue auto` (annotation/auto_queue.py): "triage" (never used by estimates) or
+    # "audit" (a uniform random draw; its labels are the only ones `calibrate monitor` uses), None otherwise.
+    stream: str | None = Field(default=None, max_length=10)
+    # An audit assignment's selection probability: the chance its sample was drawn in its pass.
+    audit_prob: float | None = Field(default=None)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -601,3 +607,32 @@ class GoldenMember(SQLModel, table=True):
     retired_in: int | None = Field(default=None)
     anchor_in: int | None = Field(default=None)  # the version from which it is an anchor (never retired); None: not one
     source_trace_id: str | None = Field(default=None, max_length=200)  # the production trace it came from (metadata.trace_id)
+class QueuePolicy(SQLModel, table=True):
+    """A dataset's saved `calibrate queue auto` policy (calibrate/annotation/auto_queue.py): applied again after each watcher pass."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", unique=True)
+    daily: int  # assignments per UTC day, both streams together
+    assign: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    overlap: int = Field(default=1)
+    overlap_share: float = Field(default=0.0)
+    audit_share: float = Field(default=0.5)
+    seed: int = Field(default=0)
+    updated_by_id: int | None = Field(default=None, foreign_key="user.id")
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditDraw(SQLModel, table=True):
+    """One judged sample's one audit draw: drawn or passed over, with the probability its pass gave every candidate.
+
+    A sample is a candidate once: a sample passed over is never drawn later, so the stored probability is the
+    chance it had of carrying audit labels (docs/production.md).
+    """
+
+    __table_args__ = (UniqueConstraint("sample_id", name="uq_auditdraw_sample"), Index("ix_auditdraw_dataset", "dataset_id"))
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    drawn: bool
+    probability: float
+    created_at: datetime = Field(default_factory=utcnow)

@@ -218,6 +218,17 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "say_why_skip": N_("say why: the reason for skipping"),
     "say_why_flag": N_("say why: what should be looked at"),
     "own_account": N_("you cannot deactivate your own account"),
+    # refusals: calibrate queue auto (annotation/auto_queue.py)
+    "auto_daily_range": N_("the daily budget must be a whole number from 1 to {limit:,}, not {value}"),
+    "auto_needs_experts": N_("name at least one expert to assign (--assign)"),
+    "auto_expert_inactive": N_("expert {user} is deactivated"),
+    "auto_overlap_experts": N_("an overlap of {overlap} needs at least {overlap} experts to assign (given: {given})"),
+    "auto_share_range": N_("{name} must lie between 0 and 1, not {value}"),
+    # production (loop/production.py): `calibrate monitor`, the Production page, `gate --production`
+    "no_audit_labels": N_("no audit labels in this window: nothing unbiased to estimate from"),
+    "no_calibration_figure": N_("no calibration-time agreement: the judge has no verdicts on labels outside the production streams"),
+    "no_complete_window": N_("no complete window yet: every window is still open or not fully judged"),
+    "judge_pass_failed": N_("the latest judge pass failed (run {run}: {error}): falling back to the last complete window, {window}"),
     # A/B comparisons (calibrate ab): the `notes` list
     "relative_undefined": N_("relative improvement undefined: {reason}"),
     "ab_no_value": ngettext("{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "

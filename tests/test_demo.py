@@ -32,10 +32,16 @@ def test_demo_loads_samples_labels_users_and_queue(engine, session):
     assert session.exec(select(func.count()).select_from(Assignment).join(Sample).where(in_demo)).one() == 80
     # ... and each expert has exactly those waiting in the queue, the rest done
     for expert in experts:
-        rows = session.exec(select(Sample.external_id, Assignment.status).join(Assignment, Assignment.sample_id == Sample.id)
+        rows = session.exec(select(Sample.external_id, Assignment.status, Assignment.stream)
+                            .join(Assignment, Assignment.sample_id == Sample.id)
                             .join(User, User.id == Assignment.user_id).where(User.username == expert)).all()
-        assert sorted(name for name, status in rows if status == "pending") == sorted(TO_LABEL + AB_TO_LABEL)
-        assert sum(status == "done" for _, status in rows) == 40 - len(TO_LABEL) + 8 - len(AB_TO_LABEL)
+        assert sorted(name for name, status, _ in rows if status == "pending") == sorted(TO_LABEL + AB_TO_LABEL)
+        calibration = [status for name, status, stream in rows if not name.startswith("live-")]
+        assert sum(status == "done" for status in calibration) == 40 - len(TO_LABEL) + 8 - len(AB_TO_LABEL)
+        # the production source (calibrate/demo/production.py): every stream assignment labelled and done
+        live = [(status, stream) for name, status, stream in rows if name.startswith("live-")]
+        assert live and all(status == "done" and stream in ("audit", "triage") for status, stream in live)
+        assert {stream for _, stream in live} == {"audit", "triage"}
     splits = set(session.exec(select(Sample.split).where(in_demo)).all())
     assert splits == {"train", "dev", "test"}
     printed = "\n".join(result.lines())

@@ -46,7 +46,7 @@ from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels
 
-__all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "window_keys"]
+__all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "sample_info", "window_keys"]
 
 METHODS = ("ppi++", "ppi", "classical", "rogan-gladen")
 WINDOWS = ("day", "week", "month")
@@ -103,7 +103,7 @@ def _numbers(values: pd.Series, positive: str | None, what: str) -> np.ndarray:
     return numbers.to_numpy(dtype=float)
 
 
-def _sample_info(session: Session, dataset) -> pd.DataFrame:
+def sample_info(session: Session, dataset) -> pd.DataFrame:
     """Return per sample: inclusion_prob (NaN when absent) and the time it belongs to (started_at, else created_at)."""
     # Through SQLAlchemy, not read_frame's raw cursor: the metadata column's JSON is decoded here.
     rows = session.execute(sa_select(Sample.id, Sample.meta, Sample.created_at).where(Sample.dataset_id == dataset.id)).all()
@@ -203,7 +203,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     is_labelled = merged["gold"].notna().to_numpy()
     yhat_all = _numbers(merged["value"], pos, "verdict")
     y = _numbers(merged.loc[is_labelled, "gold"], pos, "gold value")
-    info = _sample_info(session, dataset)
+    info = sample_info(session, dataset)
     samples = merged["sample_id"].astype(np.int64).to_numpy()
     prob = info["inclusion_prob"].reindex(samples).to_numpy(dtype=float)
 

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Import samples, labels or verdicts (JSONL, JSON, CSV), or a TREC run or qrels file (all or nothing)."),
     "init": ("database", "init_command", "Create the database, or upgrade it to the current schema (labels are never dropped)."),
     "judge": ("judges", "judge_group", "Run judges over a dataset."),
+    "monitor": ("production", "monitor_command",
+                "Watch the calibrated judge on production: per window, the metric from audit labels, agreement and a status."),
     "prompt": ("judges", "prompt_group", "Manage judge prompts and their immutable versions."),
     "queue": ("sampling", "queue_group", "The order annotators get a dataset's pending items in."),
     "report": ("reports", "report_command", "Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."),

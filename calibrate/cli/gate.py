@@ -61,3 +61,36 @@ def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bo
             lines.append(f"NOTE golden {golden['name']}@{golden['version']}: the gold of {golden['gold_changed']} of its "
                          f"{golden['n_items']} members changed since the version was made")
     return ok, lines
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def production_json(result: dict, checked: dict) -> dict:
+    """Return the JSON of `gate --production`: the check, and what it was checked on (docs/production.md)."""
+    return {"dataset": result["dataset"], "judge": result["judge"], "task": result["task"], "by_window": result["by_window"],
+            "min": result["min"], "min_agreement": result["min_agreement"], "status": checked["status"], "exit": checked["exit"],
+            "fallback": checked["fallback"], "latest_run": result["latest_run"], "window": checked["window"],
+            "reason": checked["reason"], "note": checked["note"]}
+
+
+def production_lines(result: dict, checked: dict) -> list[str]:
+    """Return the lines `gate --production` prints: the state of the latest complete window, and any fallback."""
+    lines = []
+    if checked["fallback"] and checked["note"]:
+        lines.append(f"FALLBACK: {checked['note']}")
+    window = checked["window"]
+    state = {"ok": "PASS", "alert": "FAIL", "undecided": "UNDECIDED"}.get(checked["status"], "UNDECIDED")
+    if window is None:
+        lines.append(f"{state} {result['dataset']} ({result['judge']}): {checked['note']}")
+        return lines
+    ci = window["ci"]
+    ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    agreement = window["agreement"]
+    alerts = f"; alerts: {', '.join(window['alerts'])}" if window["alerts"] else ""
+    lines.append(f"{state} {result['task']} window {window['window']}: {window['status']}; estimate {_number(window['estimate'])}"
+                 f"{ci_text} ({window['method'] or 'no method'}) vs min {result['min']}; judge only {_number(window['judge_only'])}; "
+                 f"agreement {_number(agreement['value'])} on {agreement['n']} audit labels (calibration "
+                 f"{_number(agreement['calibration'])}){alerts}")
+    return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -127,11 +128,41 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @ORDER_RULE
 @MIN_SHARED
 @GOLDEN
+@click.option("--production", is_flag=True,
+              help="Check production instead: the latest complete window of `calibrate monitor` (exit 0 ok, 1 alert, 2 undecided "
+                   "or no data); needs --min.")
+@click.option("--min", "min_value", type=float, help="--production: the metric's threshold (its CI must lie above it).")
+@click.option("--min-agreement", "min_agreement", type=click.FloatRange(0, 1), default=0.75, show_default=True,
+              help="--production: the judge's agreement on new audit labels that raises an alert when its CI lies below.")
+@click.option("--by-window", "by_window", type=click.Choice(["day", "week"]), default="week", show_default=True,
+              help="--production: the windows.")
+@click.option("--positive", help="--production: the label whose share is the metric (default the task's first label).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="--production: lines, or the JSON of the check.")
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
                  min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str,
-                 min_shared: int, golden: str | None) -> None:
+                 min_shared: int, golden: str | None, production: bool, min_value: float | None, min_agreement: float,
+                 by_window: str, positive: str | None, fmt: str) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
+    if production:
+        if golden:
+            raise BadInput("gate --production checks the latest window of production, not a golden set: drop --golden")
+        if min_value is None:
+            raise BadInput("gate --production needs --min M (the metric's threshold)")
+        if len(tasks) > 1:
+            raise BadInput("gate --production checks one task: give --task at most once")
+        with Session(ready_engine(settings)) as session:
+            result = calibration.monitor(session, dataset, judge, task=tasks[0] if tasks else None, by_window=by_window,
+                                         min_value=min_value, min_agreement=min_agreement, positive=positive,
+                                         alpha=1 - settings["CONFIDENCE"])
+        checked = calibration.production_gate(result)
+        if fmt == "json":
+            click.echo(json.dumps(gate.production_json(result, checked), indent=2, ensure_ascii=False))
+        else:
+            for line in gate.production_lines(result, checked):
+                click.echo(line)
+        sys.exit(checked["exit"])
     default = settings["THRESHOLD"]
     options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split,
                              order_rule=order_rule, min_shared=min_shared, dataset=dataset, golden=golden)

@@ -11,6 +11,7 @@ from calibrate.db import write_session
 # Loaded when a command runs, not for its --help (numpy; the queue order brings pandas).
 sampling = lazy.module("calibrate.ingest.sampling")
 uncertainty = lazy.module("calibrate.annotation.uncertainty")
+auto_queue = lazy.module("calibrate.annotation.auto_queue")
 
 
 @click.command("sample")
@@ -57,3 +58,23 @@ def queue_order_command(settings: Settings, dataset: str, mode: str, task: str, 
     with write_session(ready_engine(settings)) as session:
         result = uncertainty.order_queue(session, dataset, mode=mode, task=task, judges=list(judges))
     click.echo(result.line())
+
+
+@queue_group.command("auto")
+@click.option("--dataset", required=True, help="Dataset whose experts' queues fill themselves.")
+@click.option("--daily", type=click.IntRange(min=1), required=True, help="Assignments per UTC day, both streams together.")
+@click.option("--assign", "assign", multiple=True, required=True, metavar="USER", help="An expert to assign round-robin (repeatable).")
+@click.option("--overlap", type=click.IntRange(min=1), default=1, show_default=True, help="Experts on an item that overlaps.")
+@click.option("--overlap-share", "overlap_share", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of the items that get --overlap experts.")
+@click.option("--audit-share", "audit_share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Share of the daily budget for the audit stream (a uniform random draw; the only labels estimates use).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the draws.")
+@db_option
+def queue_auto_command(settings: Settings, dataset: str, daily: int, assign: tuple[str, ...], overlap: int, overlap_share: float,
+                       audit_share: float, seed: int) -> None:
+    """Save the dataset's queue policy (triage and audit streams, a daily budget) and apply it now."""
+    with write_session(ready_engine(settings)) as session:
+        summary = auto_queue.queue_auto(session, dataset, daily=daily, assign=list(assign), overlap=overlap,
+                                        overlap_share=overlap_share, audit_share=audit_share, seed=seed)
+    click.echo(auto_queue.summary_line(summary))

@@ -27,6 +27,7 @@ from calibrate.accounts import get_user, set_password
 from calibrate.annotation.items import presentation_order
 from calibrate.db import write_session
 from calibrate.demo.judges import load_demo_judges
+from calibrate.demo.production import load_production_demo
 from calibrate.errors import TaskError
 from calibrate.i18n import N_
 from calibrate.ingest import import_file
@@ -111,6 +112,7 @@ def load_demo(engine: Engine) -> DemoResult:
         result.imports.append(sampling.line())
         _mark_labelled_done(session, dataset, TO_LABEL)
         result.imports.extend(_load_pairwise(session, experts))
+        result.imports.extend(load_production_demo(session, experts))
 
     result.imports.extend(load_demo_judges(engine))
     return result

@@ -15,6 +15,7 @@ from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import landing_page, login_required, role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import MAX_PAGE, int_field
+from calibrate.views.production import queue_form
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session, get_write_session
 
@@ -59,14 +60,15 @@ def show(name: str):
     split = request.args.get("split") or None
     rows, total = sample_page(session, dataset, page=page, per_page=PER_PAGE, split=split)
     pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
-    claims = goldens = None
+    claims = goldens = queue = None
     if g.user.role in ENGINEERS:  # the claim sets, the experts' changes per method, the extraction button, golden sets
+        queue = queue_form(session, dataset)
         claims = {"sources": source_counts(session, dataset=dataset), "changes": expert_changes(session, dataset),
                   "versions": extraction_versions(session), "backends": run_choices()}
         goldens = [{**row, "status": golden.golden_status(session, dataset.name, row["name"])}
                    for row in golden.list_golden(session, dataset.name)]
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims, goldens=goldens)
+                           claims=claims, goldens=goldens, queue=queue)
 
 
 def _share(name: str, default: float) -> float:

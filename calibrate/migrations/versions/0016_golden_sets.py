@@ -1,7 +1,7 @@
 """Golden sets: named, versioned, hashed lists of a dataset's samples with their gold (calibrate/loop/golden.py).
 
 Revision ID: 0016
-Revises: 0010
+Revises: 0015
 Create Date: 2026-12-02
 
 Three new tables, no change to existing ones: `goldenset` (a name per dataset),
@@ -15,7 +15,7 @@ import sqlmodel
 
 
 revision = '0016'
-down_revision = '0010'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 
