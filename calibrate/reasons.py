@@ -352,6 +352,12 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                "Krippendorff's α ({level}) pooled over every target labelled by two or more"),
     "ceiling_pooled_undefined_pairs": N_("no annotator pair has a defined {stat}: Krippendorff's α ({level}) pooled "
                                          "over every target labelled by two or more"),
+    # tasks and prompts scoped to datasets (calibrate/tasks.py, calibrate/judges/versions.py): refusals
+    "task_not_on_dataset": N_("task {task} is scoped to {datasets}: it is not labelled or judged on {dataset}"),
+    "prompt_not_on_dataset": N_("prompt {prompt} is scoped to {datasets}: it does not run on {dataset}"),
+    "prompt_outside_task_scope": N_("task {task} is scoped to {datasets}: a prompt of it cannot be scoped to {dataset}"),
+    "prompt_scope_fixed": N_("prompt {prompt} is scoped to {datasets}: --dataset {dataset} is not one of them (a prompt's "
+                             "datasets are set when it is created)"),
     # the calibration dashboard's splits (calibrate/loop/dashboard.py, testsplit.py): why a split shows nothing
     "dashboard_no_split": N_("{dataset} has no sample in split {split!r} (splits: {splits})"),
     "dashboard_no_split_none": N_("{dataset} has no sample in split {split!r} (splits: none; view all samples, or assign "

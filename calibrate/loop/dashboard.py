@@ -52,14 +52,13 @@ from calibrate.calibration import (
 )
 from calibrate.datasets import sample_responses, split_samples
 from calibrate.errors import CalibrationError, NotFound
-from calibrate.judges.families import (
-    self_preference_warnings,
-)
+from calibrate.judges.families import self_preference_warnings
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import (
     FewShotSpec,
     diff_versions,
     latest_version,
+    prompts_scopes,
     save_version,
     stored_examples,
 )
@@ -93,6 +92,7 @@ from calibrate.models import (
 from calibrate.reasons import Reason, join
 from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_name, target_names
+from calibrate.tasks import offered_on, offered_task_names
 
 DEFAULT_SPLIT = "dev"  # the split docs/loop.md names as the default view, when the dataset has it (testsplit.opening_split)
 
@@ -195,8 +195,10 @@ def _judges(session: Session, dataset: Dataset, task: Task) -> list[tuple[Judge 
         select(Prompt, PromptVersion).join(PromptVersion, PromptVersion.prompt_id == Prompt.id)
         .where(Prompt.task_id == task.id).order_by(Prompt.name, PromptVersion.number)
     ).all()
+    scopes = prompts_scopes(session)  # a prompt made for other datasets is not one of this dataset's judges
     for prompt, version in versions:
-        out.append((by_version.get(version.id), prompt, version))
+        if offered_on(scopes.get(prompt.id), dataset.name):
+            out.append((by_version.get(version.id), prompt, version))
     seen = {j.id for j, _, _ in out if j is not None}
     if judged - seen:
         others = session.exec(select(Judge).where(Judge.id.in_(judged - seen)).order_by(Judge.name)).all()
@@ -243,7 +245,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         split = opening_split(splits)
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
                       budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower), group_by=group_by or None,
-                      epsilon=epsilon, splits=splits, tasks=calibrated_task_names(session))
+                      epsilon=epsilon, splits=splits, tasks=offered_task_names(session, dataset.name, calibrated_task_names(session)))
     board.group_fields = metadata_fields(session, dataset)
     board.input_errors = input_errors
     board.has_test = TEST_SPLIT in board.splits
