@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -498,8 +499,8 @@ class ItemData:
     dataset: object = None
     responses: list = field(default_factory=list)  # rows in import order (read when a pairwise task exists)
     all_tasks: list | None = None  # every task (the widgets' cache); `tasks` are those of the item's dataset
-    scope_names: dict[int, list[str]] = field(default_factory=dict)  # a task left out → the datasets it is scoped to
-    dataset_name: str = ""  # read when a task is left out (to name it in a refusal)
+    # When a task is left out: reads (task id → its datasets' names, this dataset's name) for the refusal, only then.
+    scope_names: Callable[[], tuple[dict[int, list[str]], str]] | None = None
 
     def shown_order(self) -> list[str]:
         """Return the sample's response ids in the order this annotator sees them ([] without responses)."""
@@ -515,9 +516,10 @@ class ItemData:
             if named(task):
                 return task
         for task in self.all_tasks or ():
-            if named(task):
-                raise TaskNotOffered(Reason("task_not_on_dataset", task=task.name, dataset=self.dataset_name,
-                                            datasets=", ".join(self.scope_names.get(task.id, []))))
+            if named(task) and self.scope_names is not None:
+                scopes, dataset = self.scope_names()
+                raise TaskNotOffered(Reason("task_not_on_dataset", task=task.name, dataset=dataset,
+                                            datasets=", ".join(scopes.get(task.id, []))))
         raise NotFound(f"no task {ref!r}")
 
 
@@ -536,7 +538,7 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     contexts = _CONTEXTS_SQL.all(session, {"sample_id": sample_id})
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id), all_tasks=every)
     if len(tasks) < len(every):  # a label posted on a task of another dataset is refused naming its datasets
-        data.scope_names, data.dataset_name = _scope_names(session, scopes, assignment.dataset_id)
+        data.scope_names = lambda: _scope_names(session, scopes, assignment.dataset_id)
     if any(task.kind == "pairwise" for task in tasks):
         data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
     if page:
