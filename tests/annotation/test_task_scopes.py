@@ -100,3 +100,13 @@ def test_importing_labels_of_another_datasets_task_is_refused(runner, make_sampl
     assert "task checkable is scoped to claims, news: it is not labelled or judged on other" in result.output
     path.write_text(json.dumps({"sample_id": "c1", "task": "checkable", "claim": 0, "annotator": "a", "value": "yes"}) + "\n")
     assert runner.invoke(["import", "labels", "--dataset", "claims", str(path)]).exit_code == 0
+
+
+def test_the_tasks_page_names_a_scoped_tasks_datasets(runner, make_sample, client, login):
+    _two_datasets(runner, make_sample)
+    login("eng", "engineer")
+    page = BeautifulSoup(client.get("/tasks").data, "html.parser")
+    scopes = [s.get_text() for s in page.select(".task-scope")]
+    assert scopes == ["for news only", "for claims, news only"]
+    spanish = BeautifulSoup(client.get("/tasks", headers={"Accept-Language": "es"}).data, "html.parser")
+    assert spanish.select_one(".task-scope").get_text() == "solo para news"
