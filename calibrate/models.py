@@ -271,6 +271,15 @@ class Task(SQLModel, table=True):
     revision: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
+class TaskDataset(SQLModel, table=True):
+    """A custom task scoped to a dataset (`calibrate task add --dataset D`, repeatable): the workbench offers it only on
+    that dataset's items. A task without a row is global (every built-in task, and custom tasks added without --dataset)."""
+
+    __table_args__ = (Index("ix_taskdataset_dataset", "dataset_id"),)
+    task_id: int = Field(foreign_key="task.id", ondelete="CASCADE", primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", primary_key=True)
+
+
 class Guideline(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("task_id", "version", name="uq_guideline_task_version"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -355,6 +364,15 @@ class Prompt(SQLModel, table=True):
     task_id: int = Field(foreign_key="task.id")
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class PromptDataset(SQLModel, table=True):
+    """A prompt scoped to a dataset (`calibrate prompt new NAME --dataset D`, repeatable): the dashboard and the prompts
+    page of another dataset do not list it, and it runs only on its datasets. A prompt without a row is global."""
+
+    __table_args__ = (Index("ix_promptdataset_dataset", "dataset_id"),)
+    prompt_id: int = Field(foreign_key="prompt.id", ondelete="CASCADE", primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", primary_key=True)
 
 
 class PromptVersion(SQLModel, table=True):

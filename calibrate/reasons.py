@@ -383,6 +383,33 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                "Krippendorff's α ({level}) pooled over every target labelled by two or more"),
     "ceiling_pooled_undefined_pairs": N_("no annotator pair has a defined {stat}: Krippendorff's α ({level}) pooled "
                                          "over every target labelled by two or more"),
+    # tasks and prompts scoped to datasets (calibrate/tasks.py, calibrate/judges/versions.py): refusals
+    "task_not_on_dataset": N_("task {task} is scoped to {datasets}: it is not labelled or judged on {dataset}"),
+    "prompt_not_on_dataset": N_("prompt {prompt} is scoped to {datasets}: it does not run on {dataset}"),
+    "prompt_outside_task_scope": N_("task {task} is scoped to {datasets}: a prompt of it cannot be scoped to {dataset}"),
+    "prompt_scope_fixed": N_("prompt {prompt} is scoped to {datasets}: --dataset {dataset} is not one of them (a prompt's "
+                             "datasets are set when it is created)"),
+    # the calibration dashboard's splits (calibrate/loop/dashboard.py, testsplit.py): why a split shows nothing
+    "dashboard_no_split": N_("{dataset} has no sample in split {split!r} (splits: {splits})"),
+    "dashboard_no_split_none": N_("{dataset} has no sample in split {split!r} (splits: none; view all samples, or assign "
+                                  "splits with calibrate sample --split)"),
+    "dashboard_no_labels_split": N_("no {task} labels in split {split} of {dataset}: label some targets first or choose "
+                                    "another split"),
+    "dashboard_no_labels": N_("no {task} labels on any sample of {dataset}: label some targets first"),
+    "dashboard_no_judges": N_("no judge has {task} verdicts on {dataset} yet: create a prompt version and run it, or "
+                              "import a judge's verdicts"),
+    "test_split_frozen": N_("the test split of {dataset} is frozen: its scores are computed only on demand, one judge at "
+                            "a time, with “Evaluate on test” (each look is recorded)"),
+    "all_samples_include_test": N_("all samples of {dataset} include the frozen test split: choose another split "
+                                   "({splits})"),
+    "unsplit_labelled": ngettext("{count} labelled sample(s) of {dataset} without a split (calibrate sample --split "
+                                 "splits only the samples it takes): no split shows them. To split the rest, run "
+                                 "calibrate sample --dataset {dataset} --fraction 1 --split SPEC with the fractions you "
+                                 "used (splits already given are kept; it also queues every sample for annotation)",
+                                 "{count} labelled sample(s) of {dataset} without a split (calibrate sample --split "
+                                 "splits only the samples it takes): no split shows them. To split the rest, run "
+                                 "calibrate sample --dataset {dataset} --fraction 1 --split SPEC with the fractions you "
+                                 "used (splits already given are kept; it also queues every sample for annotation)"),
 }
 
 # A note made of several reasons: each worded, joined by "; " (the English notes always were).

@@ -42,12 +42,14 @@ from calibrate.models import (
     MAX_RESPONSE_ID_CHARS,
     TARGETS,
     TIE,
+    Dataset,
     FewShot,
     Guideline,
     Label,
     Prompt,
     PromptVersion,
     Task,
+    TaskDataset,
     Verdict,
 )
 from calibrate.reasons import Reason
@@ -241,9 +243,11 @@ def add_task(
     description: str = "",
     guidelines: str = "",
     descriptions: dict[str, str] | None = None,
+    datasets: list[str] | tuple[str, ...] | None = None,
 ) -> Task:
     """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
-    `parse_descriptions`, the description in other languages)."""
+    `parse_descriptions`, the description in other languages; `datasets`: the datasets it is scoped to,
+    none for a global task)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
     if target not in TARGETS:
@@ -254,6 +258,7 @@ def add_task(
         raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
         raise TaskError(f"task {name!r} already exists")
+    scope = scope_datasets(session, datasets)
     check_description(description)
     check_labels(labels or [], "--labels")
     if kind in LABEL_KINDS:
@@ -285,9 +290,55 @@ def add_task(
         _set_descriptions(task, descriptions)
     session.add(task)
     session.flush()
+    session.add_all(TaskDataset(task_id=task.id, dataset_id=d.id) for d in scope)
     if guidelines:
         session.add(Guideline(task_id=task.id, version=1, text=guidelines))
+    session.flush()
     return task
+
+
+def scope_datasets(session: Session, names: list[str] | tuple[str, ...] | None) -> list[Dataset]:
+    """Return the datasets `--dataset` names (each once, in the order given); NotFound names what exists."""
+    out: list[Dataset] = []
+    for name in names or ():
+        dataset = lookup.dataset(session, name)
+        if dataset not in out:
+            out.append(dataset)
+    return out
+
+
+def task_scope(session: Session, task: Task) -> list[str]:
+    """Return the names of the datasets a task is scoped to (empty: a global task)."""
+    return list(session.exec(select(Dataset.name).join(TaskDataset, TaskDataset.dataset_id == Dataset.id)
+                             .where(TaskDataset.task_id == task.id).order_by(Dataset.name)).all())
+
+
+def tasks_scopes(session: Session) -> dict[int, list[str]]:
+    """Return task id → the names of its datasets, for the scoped tasks only (one query)."""
+    out: dict[int, list[str]] = {}
+    for task_id, name in session.exec(select(TaskDataset.task_id, Dataset.name).join(Dataset, Dataset.id == TaskDataset.dataset_id)
+                                      .order_by(Dataset.name)).all():
+        out.setdefault(task_id, []).append(name)
+    return out
+
+
+def offered_on(scope: list[str] | None, dataset: str) -> bool:
+    """Return whether a task or prompt with these datasets (none: global) is shown on `dataset`."""
+    return not scope or dataset in scope
+
+
+def offered_task_names(session: Session, dataset: str, names: list[str]) -> list[str]:
+    """Return the task names among `names` offered on `dataset`: the global tasks and those scoped to it."""
+    scopes = tasks_scopes(session)
+    ids = dict(session.exec(select(Task.name, Task.id)).all())
+    return [name for name in names if offered_on(scopes.get(ids.get(name)), dataset)]
+
+
+def check_task_on_dataset(session: Session, task: Task, dataset: Dataset) -> None:
+    """Refuse (TaskError) a task scoped to other datasets than `dataset`: it has no labels or verdicts there."""
+    scope = task_scope(session, task)
+    if scope and dataset.name not in scope:
+        raise TaskError(Reason("task_not_on_dataset", task=task.name, dataset=dataset.name, datasets=", ".join(scope)))
 
 
 def check_description(description: str | None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -34,12 +35,31 @@ from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.i18n import N_, _, current
-from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
+from calibrate.models import (
+    LABEL_KINDS,
+    TIE,
+    Assignment,
+    Claim,
+    Context,
+    Dataset,
+    Guideline,
+    Label,
+    Sample,
+    Task,
+    TaskDataset,
+    User,
+    target_key,
+)
+from calibrate.reasons import Reason
 from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, task_title
 from calibrate.text.sentences import segment
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
+
+
+class TaskNotOffered(AnnotationError):
+    """A label posted on a task scoped to other datasets than the item's (HTTP 400 on the workbench, naming `task`)."""
 
 # Labels and keys of the built-in tasks. `u` is undo, so "unsupported" is x (as in a cross).
 BUILTIN_CHOICES: dict[str, tuple[tuple[str, str, str], ...]] = {
@@ -369,7 +389,7 @@ def marked_contexts(contexts, marks, *, target_id: int | None = None) -> list[Ma
     return out
 
 
-_TASKS, _GUIDELINES = Task.__table__, Guideline.__table__
+_TASKS, _GUIDELINES, _TASK_DATASETS = Task.__table__, Guideline.__table__, TaskDataset.__table__
 
 
 # The statements below run on every keystroke of every annotator: they are written once, as
@@ -406,10 +426,10 @@ def get_assignment(session: Session, user: User, assignment_id: int):
 
 
 # Tasks and guidelines are only added or edited (an edit bumps the task's `revision`; saving a
-# guideline adds a version), so (largest task id, number of tasks, sum of the tasks' revisions,
-# largest guideline id) names their state: the rows are read again only when it changes, and
-# every other request pays one tiny query.
-_TASK_CACHE: dict[str, tuple[tuple, list, dict]] = {}
+# guideline adds a version; a task's datasets are written with the task), so (largest task id,
+# number of tasks, sum of the tasks' revisions, largest guideline id) names their state: the rows
+# are read again only when it changes, and every other request pays one tiny query.
+_TASK_CACHE: dict[str, tuple[tuple, list, dict, dict]] = {}
 _TASK_CACHE_LOCK = threading.Lock()
 
 
@@ -418,17 +438,34 @@ def tasks_and_guidelines(session: Session, stamp: tuple | None = None) -> tuple[
 
     `stamp`: the (task_max, task_count, task_edits, guideline_max) the caller has just read, if it has.
     """
+    tasks, guidelines, _ = _cached_tasks(session, stamp)
+    return tasks, guidelines
+
+
+def _cached_tasks(session: Session, stamp: tuple | None) -> tuple[list, dict[int, object], dict[int, frozenset[int]]]:
     conn = session.connection()
     if stamp is None:
         stamp = tuple(_STAMP_SQL.first(session, {}))
     key = str(conn.engine.url)
     cached = _TASK_CACHE.get(key)
     if cached is not None and cached[0] == stamp:
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]
     tasks, guidelines = _read_tasks_and_guidelines(conn)
+    scopes: dict[int, set[int]] = {}
+    for task_id, dataset_id in conn.execute(sa_select(_TASK_DATASETS.c.task_id, _TASK_DATASETS.c.dataset_id)).all():
+        scopes.setdefault(task_id, set()).add(dataset_id)
+    frozen = {task_id: frozenset(ids) for task_id, ids in scopes.items()}
     with _TASK_CACHE_LOCK:
-        _TASK_CACHE[key] = (stamp, tasks, guidelines)
-    return tasks, guidelines
+        _TASK_CACHE[key] = (stamp, tasks, guidelines, frozen)
+    return tasks, guidelines, frozen
+
+
+def tasks_of_dataset(tasks: list, scopes: dict[int, frozenset[int]], dataset_id: int) -> list:
+    """Return the tasks an item of the dataset offers: the global ones and those scoped to it (the list itself
+    when no task is scoped, so the widgets' cache keeps its key)."""
+    if not scopes:
+        return tasks
+    return [task for task in tasks if task.id not in scopes or dataset_id in scopes[task.id]]
 
 
 def _read_tasks_and_guidelines(conn) -> tuple[list, dict[int, object]]:
@@ -461,6 +498,9 @@ class ItemData:
     sample: object = None
     dataset: object = None
     responses: list = field(default_factory=list)  # rows in import order (read when a pairwise task exists)
+    all_tasks: list | None = None  # every task (the widgets' cache); `tasks` are those of the item's dataset
+    # When a task is left out: reads (task id → its datasets' names, this dataset's name) for the refusal, only then.
+    scope_names: Callable[[], tuple[dict[int, list[str]], str]] | None = None
 
     def shown_order(self) -> list[str]:
         """Return the sample's response ids in the order this annotator sees them ([] without responses)."""
@@ -468,10 +508,18 @@ class ItemData:
         return presentation_order(self.assignment.user_id, self.assignment.sample_id, ids) if len(ids) >= 2 else []
 
     def task(self, ref: str | int):
-        """Return a task row by name or id, or raise NotFound."""
+        """Return a task row by name or id; raise TaskNotOffered for a task scoped to other datasets, else NotFound."""
+        def named(task) -> bool:
+            return task.name == ref or (str(ref).isascii() and str(ref).isdigit() and task.id == int(ref))
+
         for task in self.tasks:
-            if task.name == ref or (str(ref).isascii() and str(ref).isdigit() and task.id == int(ref)):
+            if named(task):
                 return task
+        for task in self.all_tasks or ():
+            if named(task) and self.scope_names is not None:
+                scopes, dataset = self.scope_names()
+                raise TaskNotOffered(Reason("task_not_on_dataset", task=task.name, dataset=dataset,
+                                            datasets=", ".join(scopes.get(task.id, []))))
         raise NotFound(f"no task {ref!r}")
 
 
@@ -483,16 +531,28 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     """
     assignment = get_assignment(session, user, assignment_id)
     sample_id = assignment.sample_id
-    tasks, guidelines = tasks_and_guidelines(session, (assignment.task_max, assignment.task_count, assignment.task_edits, assignment.guideline_max))
+    every, guidelines, scopes = _cached_tasks(session, (assignment.task_max, assignment.task_count, assignment.task_edits,
+                                                        assignment.guideline_max))
+    tasks = tasks_of_dataset(every, scopes, assignment.dataset_id)
     claims = _CLAIMS_SQL.all(session, {"sample_id": sample_id})
     contexts = _CONTEXTS_SQL.all(session, {"sample_id": sample_id})
-    data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id))
+    data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id), all_tasks=every)
+    if len(tasks) < len(every):  # a label posted on a task of another dataset is refused naming its datasets
+        data.scope_names = lambda: _scope_names(session, scopes, assignment.dataset_id)
     if any(task.kind == "pairwise" for task in tasks):
         data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
     if page:
         data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
         data.dataset = _DATASET_SQL.first(session, {"id": data.sample.dataset_id})
     return data
+
+
+def _scope_names(session: Session, scopes: dict[int, frozenset[int]], dataset_id: int) -> tuple[dict[int, list[str]], str]:
+    """Return task id → the names of its datasets, and the name of `dataset_id`."""
+    wanted = {dataset_id} | {d for ids in scopes.values() for d in ids}
+    names = dict(session.execute(sa_select(Dataset.id, Dataset.name).where(Dataset.id.in_(wanted))).all())
+    return ({task_id: sorted(names.get(d, str(d)) for d in ids) for task_id, ids in scopes.items()},
+            names.get(dataset_id, str(dataset_id)))
 
 
 def my_labels(session: Session, sample_id: int, user_id: int) -> dict[tuple[int, str], object]:
@@ -519,7 +579,7 @@ def _widgets(tasks: list, guidelines: dict[int, object]) -> dict[int, Widget]:
 def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRED_TASKS) -> ItemView:
     """Return the item view of loaded item data."""
     tasks, guidelines, mine = data.tasks, data.guidelines, data.labels
-    widgets = _widgets(tasks, guidelines)
+    widgets = _widgets(data.all_tasks or tasks, guidelines)
 
     order = data.shown_order()
     has_answer = bool(data.assignment.has_answer)

@@ -54,13 +54,16 @@ def prompt_group() -> None:
 @click.option("--few-shot", "few_shots", multiple=True, metavar="SAMPLE[:N]",
               help="A human-labelled target shown as an example (repeatable): SAMPLE for answer tasks, SAMPLE:N for claim/context N.")
 @click.option("--no-few-shots", is_flag=True, help="Drop the previous version's examples.")
-@click.option("--dataset", help="Dataset of the few-shot samples (needed when an id exists in several).")
+@click.option("--dataset", "datasets", multiple=True, metavar="NAME",
+              help="A new prompt: scope it to this dataset (repeatable; other datasets' dashboards do not list it and it "
+                   "runs only on its datasets). Its few-shot samples are looked up there (name one when an id exists in "
+                   "several). An existing prompt: the dataset of the few-shot samples, one of its datasets if it is scoped.")
 @click.option("--note", default="", help="What changed and why.")
 @db_option
 def prompt_new_command(settings: Settings, name: str, task: str | None, template_file: Path | None, system_file: Path | None,
                        model: str | None, params: tuple[str, ...], few_shots: tuple[str, ...], no_few_shots: bool,
-                       dataset: str | None, note: str) -> None:
-    """Save a version of a prompt (a new prompt gets version 1); print NAME@N."""
+                       datasets: tuple[str, ...], note: str) -> None:
+    """Save a version of a prompt (a new prompt gets version 1, global or scoped to --dataset); print NAME@N."""
     if few_shots and no_few_shots:
         raise click.UsageError("--few-shot and --no-few-shots exclude each other")
     template, system = _read(template_file, "--template"), _read(system_file, "--system")
@@ -68,7 +71,8 @@ def prompt_new_command(settings: Settings, name: str, task: str | None, template
     specs = [judges.FewShotSpec(ref) for ref in few_shots] if few_shots else ([] if no_few_shots else None)
     engine = ready_engine(settings)
     fields = {"task": task, "template": template, "system": system, "model": model, "few_shots": specs,
-              "dataset": dataset, "limits": sandbox.Limits.from_settings(settings)}
+              "dataset": datasets[0] if len(set(datasets)) == 1 else None, "datasets": datasets,
+              "limits": sandbox.Limits.from_settings(settings)}
     # Checked first, outside the write lock: the templates' trial render may take PROMPT_RENDER_SECONDS.
     with Session(engine) as session:
         checked = versions.check_version(session, name, params=_with_previous_params(session, name, parsed), **fields)
@@ -91,12 +95,17 @@ def _with_previous_params(session: Session, name: str, parsed: dict | None) -> d
 
 
 @prompt_group.command("list")
+@click.option("--dataset", help="Only the prompts shown on this dataset: the global ones and those scoped to it.")
 @db_option
-def prompt_list_command(settings: Settings) -> None:
-    """List prompts: name, task, versions, latest version, runs."""
+def prompt_list_command(settings: Settings, dataset: str | None) -> None:
+    """List prompts: name, task, versions, latest version, runs, and the datasets of a scoped prompt."""
     with Session(ready_engine(settings)) as session:
-        for row in versions.list_prompts(session):
-            click.echo(f"{row.prompt.name}\t{row.task}\t{row.versions} versions\tlatest {row.prompt.name}@{row.latest}\t{row.runs} runs")
+        if dataset:
+            lookup.dataset(session, dataset)  # an unknown name is refused, naming the datasets
+        for row in versions.list_prompts(session, dataset=dataset):
+            scope = f"\tdatasets {','.join(row.scope)}" if row.scope else ""
+            click.echo(f"{row.prompt.name}\t{row.task}\t{row.versions} versions\tlatest {row.prompt.name}@{row.latest}\t"
+                       f"{row.runs} runs{scope}")
 
 
 @prompt_group.command("show")

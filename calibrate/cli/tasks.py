@@ -8,7 +8,16 @@ from sqlmodel import Session, select
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
-from calibrate.tasks import add_task, describe_values, edit_task, parse_descriptions, parse_display, parse_scale, remove_task
+from calibrate.tasks import (
+    add_task,
+    describe_values,
+    edit_task,
+    parse_descriptions,
+    parse_display,
+    parse_scale,
+    remove_task,
+    tasks_scopes,
+)
 
 
 @click.group("task")
@@ -26,27 +35,34 @@ def task_group() -> None:
 @click.option("--description", "description", multiple=True, metavar="[LOCALE:]TEXT",
               help="One line shown to annotators; LOCALE:TEXT gives it in a language, e.g. es:¿Cuál es mejor? "
                    "(repeatable; a plain TEXT is the default language's).")
+@click.option("--dataset", "datasets", multiple=True, metavar="NAME",
+              help="Scope the task to a dataset: the workbench offers it only on that dataset's items (repeatable; "
+                   "without it the task is global).")
 @db_option
 def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
-                     description: tuple[str, ...]) -> None:
-    """Add a custom task."""
+                     description: tuple[str, ...], datasets: tuple[str, ...]) -> None:
+    """Add a custom task (global, or scoped to the datasets named with --dataset)."""
     parsed_scale = parse_scale(scale) if scale else None
     default, texts = parse_descriptions(description)
     with write_session(ready_engine(settings)) as session:
         task = add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
-                        scale=parsed_scale, description=default or "", descriptions=texts)
+                        scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets)
         detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
         line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
+        if datasets:
+            line += f", for dataset {', '.join(dict.fromkeys(datasets))} only"
     click.echo(line)
 
 
 @task_group.command("list")
 @db_option
 def task_list_command(settings: Settings) -> None:
-    """List tasks."""
+    """List tasks: name, target, kind, labels or scale, and the datasets of a scoped task."""
     with Session(ready_engine(settings)) as session:
+        scopes = tasks_scopes(session)
         for task in session.exec(select(Task).order_by(Task.id)):
-            click.echo(f"{task.name}\t{task.target}\t{task.kind}\t{describe_values(task)}")
+            scope = f"\tdatasets {','.join(scopes[task.id])}" if task.id in scopes else ""
+            click.echo(f"{task.name}\t{task.target}\t{task.kind}\t{describe_values(task)}{scope}")
 
 
 @task_group.command("edit")

@@ -62,7 +62,7 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason
-from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
+from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value, tasks_scopes
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
@@ -108,7 +108,14 @@ class _Context:
             raise reject(str(exc)) from exc
         self.kind = kind
         self.judge = judge
-        self.tasks = {task.name: task for task in session.scalars(select(Task))}
+        # The tasks offered on this dataset: the global ones and those scoped to it (task add --dataset).
+        scopes = tasks_scopes(session)
+        self.tasks, self.elsewhere = {}, {}
+        for task in session.scalars(select(Task)):
+            if task.id in scopes and self.dataset.name not in scopes[task.id]:
+                self.elsewhere[task.name] = ", ".join(scopes[task.id])
+            else:
+                self.tasks[task.name] = task
         self.samples = dict(session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id)
                                             .where(_SAMPLES.c.dataset_id == self.dataset.id)).all())
         if kind == "labels":
@@ -172,7 +179,10 @@ def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> list[Li
     task_name = check.text(data, "task", required=True, max_chars=100)
     if task_name is not None:
         task = ctx.tasks.get(task_name.strip())
-        if task is None:
+        if task is None and task_name.strip() in ctx.elsewhere:
+            check.bad("task", f"task {task_name.strip()} is scoped to {ctx.elsewhere[task_name.strip()]}: it is not "
+                              f"labelled or judged on {ctx.dataset.name} (tasks: {ctx.task_names()})")
+        elif task is None:
             check.bad("task", f"unknown task {task_name!r} (tasks: {ctx.task_names()})")
         elif is_extraction(task):
             check.bad("task", f"task {task.name} is an extraction: it has no {ctx.kind} (its claims are made with "

@@ -351,12 +351,16 @@ def default_templates(task_name: str, target: str, kind: str = "") -> tuple[str,
         return _read(PAIRWISE_TEMPLATES[0]), _read(PAIRWISE_TEMPLATES[1])
     if task_name in BUILTIN_DEFAULTS:
         return _read(f"{task_name}.system.j2"), _read(f"{task_name}.user.j2")
-    user = _read("generic.user.j2")
+    user, system = _read("generic.user.j2"), _read("generic.system.j2")
+    # An example shows what the judge is asked about: the claim, or the passage (the experts' label is on it).
+    example = "Answer: {{ ex.answer }}\n"
     if target == "claim":
         user += "\n\nClaim to judge: {{ claim.text }}"
+        system = system.replace(example, example + "Claim: {{ ex.claim.text }}\n")
     elif target == "context":
         user = "Question: {{ question }}\n\nPassage to judge: {{ context.text }}"
-    return _read("generic.system.j2"), user
+        system = system.replace(example, "Passage: {{ ex.context.text }}\n")
+    return system, user
 
 
 def _read(name: str) -> str:

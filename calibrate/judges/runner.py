@@ -89,9 +89,9 @@ from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer, stop_if_the_template_fails
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
-from calibrate.judges.versions import judge_name, resolve_version
+from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
-from calibrate.tasks import is_extraction
+from calibrate.tasks import check_task_on_dataset, is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 BACKENDS = ("openai", "anthropic", "baseline")
@@ -270,6 +270,8 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         dataset = lookup.dataset(session, spec.dataset)
         prompt, version = resolve_version(session, spec.prompt)
         task = session.get(Task, prompt.task_id)
+        check_prompt_on_dataset(session, prompt, dataset.name)  # a prompt (or its task) made for other datasets
+        check_task_on_dataset(session, task, dataset)
         extraction.check_task(task, spec.prompt, extraction=spec.extraction)
         endpoint = endpoint_for(spec, version)
         check_backend_params(endpoint.backend, version.params)  # never send a parameter the backend does not take

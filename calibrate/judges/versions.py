@@ -39,6 +39,7 @@ from calibrate.models import (
     Judge,
     JudgeRun,
     Prompt,
+    PromptDataset,
     PromptVersion,
     Sample,
     Task,
@@ -46,7 +47,15 @@ from calibrate.models import (
     visible_dataset,
 )
 from calibrate.reasons import Reason
-from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
+from calibrate.tasks import (
+    METRIC_TASKS,
+    canonical_claims,
+    is_extraction,
+    offered_on,
+    scope_datasets,
+    task_scope,
+    tasks_scopes,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -162,12 +171,16 @@ def parse_few_shot_lines(text: str) -> list[FewShotSpec]:
 # --------------------------------------------------------------------------- few-shots
 
 
-def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *, dataset: str | None = None) -> list[ExampleRow]:
-    """Turn `SAMPLE[:N]` references into examples with the human gold value and a rationale."""
+def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *, dataset: str | None = None,
+                      within: list[str] | None = None) -> list[ExampleRow]:
+    """Turn `SAMPLE[:N]` references into examples with the human gold value and a rationale.
+
+    `dataset` names the dataset of the samples; `within` (a scoped prompt's datasets) bounds where they are looked up.
+    """
     rows: list[ExampleRow] = []
     seen: set[str] = set()
     for spec in specs:
-        row = _resolve_one(session, task, spec, dataset)
+        row = _resolve_one(session, task, spec, dataset, within or [])
         if row.target_key in seen:
             raise PromptError(Reason("fewshot_twice", ref=spec.ref))
         seen.add(row.target_key)
@@ -175,7 +188,7 @@ def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *,
     return rows
 
 
-def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str | None) -> ExampleRow:
+def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str | None, within: list[str]) -> ExampleRow:
     external, sep, position = spec.ref.rpartition(":") if ":" in spec.ref else (spec.ref, "", "")
     if task.target == "sample" and sep:
         # Sample ids may contain ":"; only a trailing number is a claim or context position.
@@ -188,10 +201,12 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
     query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
     if dataset:
         query = query.where(Dataset.name == dataset)
+    elif within:
+        query = query.where(Dataset.name.in_(within))
     found = session.exec(query).all()
     if not found:
-        if dataset:
-            raise PromptError(Reason("fewshot_no_sample_in", ref=spec.ref, sample=external, dataset=dataset))
+        if dataset or within:
+            raise PromptError(Reason("fewshot_no_sample_in", ref=spec.ref, sample=external, dataset=dataset or ", ".join(within)))
         raise PromptError(Reason("fewshot_no_sample", ref=spec.ref, sample=external))
     if len(found) > 1:
         names = ", ".join(sorted(name for _, name in found))
@@ -274,6 +289,7 @@ class CheckedVersion:
     params: dict[str, Any]
     examples: list[ExampleRow]
     digest: str
+    scope: list[Dataset] = field(default_factory=list)  # a new prompt's datasets (`--dataset`): none for a global one
 
     @property
     def rendered(self) -> tuple[str, str, str]:
@@ -294,8 +310,13 @@ def check_version(
     dataset: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
     checked: CheckedVersion | None = None,
+    datasets: list[str] | tuple[str, ...] | None = None,
 ) -> CheckedVersion:
     """Resolve and check a version of prompt `name` without writing anything; raise PromptError naming the problem.
+
+    `datasets` scopes a new prompt to those datasets (within its task's, when the task is scoped); for an existing
+    prompt they must be among its own (a prompt's datasets are set when it is created). A scoped prompt's few-shot
+    samples are looked up in its datasets.
 
     The templates' trial render may take up to `limits.seconds`, so callers check in a read
     session first and pass the result to `save_version` as `checked`, which then does not
@@ -309,11 +330,22 @@ def check_version(
             raise PromptError(f"prompt {name!r} is new: give its task")
         task_row = lookup.task(session, task)
         parent = None
+        scope = scope_datasets(session, datasets)
+        task_datasets = task_scope(session, task_row)
+        outside = next((d.name for d in scope if task_datasets and d.name not in task_datasets), None)
+        if outside:
+            raise PromptError(Reason("prompt_outside_task_scope", task=task_row.name, datasets=", ".join(task_datasets),
+                                     dataset=outside))
+        within = [d.name for d in scope]
     else:
         task_row = session.get(Task, prompt.task_id)
         if task and task != task_row.name:
             raise PromptError(f"prompt {name} judges task {task_row.name}, not {task}")
         parent = latest_version(session, prompt)
+        scope, within = [], prompt_scope(session, prompt)
+        outside = next((d for d in datasets or () if within and d not in within), None)
+        if outside:
+            raise PromptError(Reason("prompt_scope_fixed", prompt=prompt.name, datasets=", ".join(within), dataset=outside))
     if parent is None:
         default_system, default_template = default_templates(task_row.name, task_row.target, task_row.kind)
         base = {"template": default_template, "system": default_system, "model": "", "params": dict(DEFAULT_PARAMS)}
@@ -336,9 +368,10 @@ def check_version(
         raise PromptError(f"few-shot examples are not supported for the metric task {task_row.name}: its calls judge "
                           "single claims, contexts or statements, which have no gold of that task to show; "
                           "write examples into the template text instead")
-    examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset)
+    examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset,
+                                                                         within=within)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
-    return CheckedVersion(prompt, task_row, parent, template, system, model, params, examples, digest)
+    return CheckedVersion(prompt, task_row, parent, template, system, model, params, examples, digest, scope)
 
 
 def save_version(
@@ -357,6 +390,7 @@ def save_version(
     description: str = "",
     limits: Limits = DEFAULT_LIMITS,
     checked: CheckedVersion | None = None,
+    datasets: list[str] | tuple[str, ...] | None = None,
 ) -> SaveResult:
     """Save a version of prompt `name` (creating the prompt with `task` if new); return it and whether it is new.
 
@@ -365,7 +399,7 @@ def save_version(
     what `check_version` returned for the same arguments before the write transaction.
     """
     draft = check_version(session, name, task=task, template=template, system=system, model=model, params=params,
-                             few_shots=few_shots, dataset=dataset, limits=limits, checked=checked)
+                          few_shots=few_shots, dataset=dataset, limits=limits, checked=checked, datasets=datasets)
     prompt, parent, examples, digest = draft.prompt, draft.parent, draft.examples, draft.digest
     prompt_created = prompt is None
     if prompt is not None:
@@ -376,6 +410,7 @@ def save_version(
         prompt = Prompt(name=name, task_id=draft.task.id, description=description)
         session.add(prompt)
         session.flush()
+        session.add_all(PromptDataset(prompt_id=prompt.id, dataset_id=d.id) for d in draft.scope)
     number = (session.exec(select(func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)).one() or 0) + 1
     version = PromptVersion(prompt_id=prompt.id, number=number, template=draft.template, system=draft.system,
                             model=draft.model, params=draft.params, content_hash=digest,
@@ -404,12 +439,42 @@ class PromptRow:
     versions: int
     latest: int | None
     runs: int
+    scope: list[str] = field(default_factory=list)  # the datasets it is scoped to (empty: global)
 
 
-def list_prompts(session: Session) -> list[PromptRow]:
-    """Return every prompt with its task, version count and number of runs."""
+def prompt_scope(session: Session, prompt: Prompt) -> list[str]:
+    """Return the names of the datasets a prompt is scoped to (empty: a global prompt)."""
+    return list(session.exec(select(Dataset.name).join(PromptDataset, PromptDataset.dataset_id == Dataset.id)
+                             .where(PromptDataset.prompt_id == prompt.id).order_by(Dataset.name)).all())
+
+
+def prompts_scopes(session: Session) -> dict[int, list[str]]:
+    """Return prompt id → the names of its datasets, for the scoped prompts only (one query)."""
+    out: dict[int, list[str]] = {}
+    for prompt_id, name in session.exec(select(PromptDataset.prompt_id, Dataset.name)
+                                        .join(Dataset, Dataset.id == PromptDataset.dataset_id).order_by(Dataset.name)).all():
+        out.setdefault(prompt_id, []).append(name)
+    return out
+
+
+def check_prompt_on_dataset(session: Session, prompt: Prompt, dataset: str) -> None:
+    """Refuse (PromptError) to run a prompt scoped to other datasets on `dataset`."""
+    scope = prompt_scope(session, prompt)
+    if not offered_on(scope, dataset):
+        raise PromptError(Reason("prompt_not_on_dataset", prompt=prompt.name, datasets=", ".join(scope), dataset=dataset))
+
+
+def list_prompts(session: Session, dataset: str | None = None) -> list[PromptRow]:
+    """Return every prompt with its task, version count and number of runs, and its datasets (`scope`; empty: global).
+
+    `dataset`: only the prompts shown on that dataset: the global ones and those scoped to it, of tasks offered there.
+    """
+    scopes = prompts_scopes(session)
+    task_scopes = tasks_scopes(session) if dataset else {}
     rows = []
     for prompt, task_name in session.exec(select(Prompt, Task.name).join(Task).order_by(Prompt.name)).all():
+        if dataset and not (offered_on(scopes.get(prompt.id), dataset) and offered_on(task_scopes.get(prompt.task_id), dataset)):
+            continue
         versions, latest = session.exec(
             select(func.count(PromptVersion.id), func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)
         ).one()
@@ -417,7 +482,7 @@ def list_prompts(session: Session) -> list[PromptRow]:
             select(func.count(JudgeRun.id)).join(Judge).join(PromptVersion, PromptVersion.id == Judge.prompt_version_id)
             .where(PromptVersion.prompt_id == prompt.id)
         ).one()
-        rows.append(PromptRow(prompt, task_name, versions, latest, runs))
+        rows.append(PromptRow(prompt, task_name, versions, latest, runs, scopes.get(prompt.id, [])))
     return rows
 
 

@@ -52,14 +52,13 @@ from calibrate.calibration import (
 )
 from calibrate.datasets import sample_responses, split_samples
 from calibrate.errors import CalibrationError, NotFound
-from calibrate.judges.families import (
-    self_preference_warnings,
-)
+from calibrate.judges.families import self_preference_warnings
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import (
     FewShotSpec,
     diff_versions,
     latest_version,
+    prompts_scopes,
     save_version,
     stored_examples,
 )
@@ -67,7 +66,10 @@ from calibrate.loop.testsplit import (
     TEST_SPLIT,
     dataset_splits,
     frozen_test_message,
+    frozen_test_reason,
+    opening_split,
     test_looks,
+    unsplit_labelled,
 )
 from calibrate.models import (
     Assignment,
@@ -87,10 +89,12 @@ from calibrate.models import (
     parse_target_key,
     utcnow,
 )
+from calibrate.reasons import Reason, join
 from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_name, target_names
+from calibrate.tasks import offered_on, offered_task_names
 
-DEFAULT_SPLIT = "dev"
+DEFAULT_SPLIT = "dev"  # the split docs/loop.md names as the default view, when the dataset has it (testsplit.opening_split)
 
 
 @dataclass
@@ -166,6 +170,14 @@ class Dashboard:
     order_rule: str = "consistent"
     golden: dict | None = None  # the golden version the decisions were made on ({name, version, hash, …}), if any
     golden_sets: list[str] = field(default_factory=list)  # the dataset's golden sets (the filter offers them)
+    message_reason: dict | None = None  # the message's reason (Reason.to_dict()): the page words it in the reader's language
+    unsplit_labelled: int = 0  # labelled samples (of the task) without a split, when the dataset has splits
+    notice: str = ""  # shown above the rows when some labelled samples have no split (English; notice_reason words it)
+    notice_reason: dict | None = None
+
+    def say(self, reason: Reason) -> None:
+        """Set the message (why the page shows no rows) from a reason."""
+        self.message, self.message_reason = reason.text(), reason.to_dict()
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -185,8 +197,10 @@ def _judges(session: Session, dataset: Dataset, task: Task) -> list[tuple[Judge 
         select(Prompt, PromptVersion).join(PromptVersion, PromptVersion.prompt_id == Prompt.id)
         .where(Prompt.task_id == task.id).order_by(Prompt.name, PromptVersion.number)
     ).all()
+    scopes = prompts_scopes(session)  # a prompt made for other datasets is not one of this dataset's judges
     for prompt, version in versions:
-        out.append((by_version.get(version.id), prompt, version))
+        if offered_on(scopes.get(prompt.id), dataset.name):
+            out.append((by_version.get(version.id), prompt, version))
     seen = {j.id for j, _, _ in out if j is not None}
     if judged - seen:
         others = session.exec(select(Judge).where(Judge.id.in_(judged - seen)).order_by(Judge.name)).all()
@@ -216,10 +230,11 @@ def _n_labelled(session: Session, dataset: Dataset, task: Task, split: str | Non
     return int(session.exec(query).one())
 
 
-def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support", split: str | None = DEFAULT_SPLIT,
+def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support", split: str | None = ...,
               options: Options | None = None, group_by: str | None = None, epsilon: float = DEFAULT_EPSILON) -> Dashboard:
-    """Return every judge of `task` on the dataset with its alignment on `split` (None: every sample), every judge
-    scored on the targets common to all of them (calibration/common.py), with its own figure beside.
+    """Return every judge of `task` on the dataset with its alignment on `split` (None: every sample; left out: the
+    split the page opens on, testsplit.opening_split), every judge scored on the targets common to all of them
+    (calibration/common.py), with its own figure beside.
 
     `group_by` (metadata.FIELD) adds each group's value and CI to every row; `epsilon` is the
     alt-test's margin for the "could replace an expert?" column. Raises NotFound for an unknown
@@ -235,10 +250,12 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     except CalibrationError as exc:  # said on the page; the column uses the default
         input_errors.append(f"{exc}; the default {DEFAULT_EPSILON} is used")
         epsilon = DEFAULT_EPSILON
+    splits = dataset_splits(session, dataset)
+    if split is ...:
+        split = opening_split(splits)
     board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
                       budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower), group_by=group_by or None,
-                      epsilon=epsilon, splits=dataset_splits(session, dataset),
-                      tasks=calibrated_task_names(session))
+                      epsilon=epsilon, splits=splits, tasks=offered_task_names(session, dataset.name, calibrated_task_names(session)))
     board.group_fields = metadata_fields(session, dataset)
     board.input_errors = input_errors
     board.has_test = TEST_SPLIT in board.splits
@@ -247,21 +264,30 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
     board.test_looks = sum(count for count, _ in looks.values())
-    frozen = frozen_test_message(dataset.name, split, board.splits)
-    if frozen:
-        board.message = frozen
+    gold_tasks = [task_row]
+    if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
+        gold_tasks.append(lookup.task(session, DERIVED_GOLD[task_row.name]))
+    # `calibrate sample --split` splits only the samples it takes: labelled samples left without a split are in no
+    # split's view, and "all samples" is refused when a test split exists. Said on the page, with how to split the rest.
+    unsplit = None
+    if board.splits:
+        board.unsplit_labelled = unsplit_labelled(session, dataset, gold_tasks)
+        if board.unsplit_labelled:
+            unsplit = Reason("unsplit_labelled", count=board.unsplit_labelled, dataset=dataset.name)
+    frozen = frozen_test_reason(dataset.name, split, board.splits)
+    if frozen is not None:
+        board.say(join([frozen, unsplit]) if split is None else frozen)
         return board
     if split and split not in board.splits:
-        board.message = (f"{dataset.name} has no sample in split {split!r} "
-                         f"(splits: {', '.join(board.splits) or 'none — assign them with calibrate sample --split'})")
+        board.say(Reason("dashboard_no_split", dataset=dataset.name, split=split, splits=", ".join(board.splits))
+                  if board.splits else Reason("dashboard_no_split_none", dataset=dataset.name, split=split))
         return board
-    board.n_labelled = _n_labelled(session, dataset, task_row, split, base.sample_ids)
-    if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
-        board.n_labelled += _n_labelled(session, dataset, lookup.task(session, DERIVED_GOLD[task_row.name]), split,
-                                        base.sample_ids)
+    if unsplit is not None and split is not None:
+        board.notice, board.notice_reason = unsplit.text(), unsplit.to_dict()
+    board.n_labelled = sum(_n_labelled(session, dataset, t, split, base.sample_ids) for t in gold_tasks)
     if board.n_labelled == 0:
-        where = f"in split {split}" if split else "in any split"
-        board.message = f"no {task_row.name} labels {where} of {dataset.name}: label some targets first or choose another split"
+        board.say(Reason("dashboard_no_labels_split", task=task_row.name, split=split, dataset=dataset.name) if split
+                  else Reason("dashboard_no_labels", task=task_row.name, dataset=dataset.name))
         return board
     opts = Options(**{**base.__dict__, "split": split, "group_by": None})
     costs = _costs(session, dataset)
@@ -336,8 +362,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     if top is not None and top.value is not None:
         board.ceiling, board.ceiling_name = top.value, top.name
     if not board.rows:
-        board.message = (f"no judge has {task_row.name} verdicts on {dataset.name} yet: create a prompt version and run it, "
-                         f"or import a judge's verdicts")
+        board.say(Reason("dashboard_no_judges", task=task_row.name, dataset=dataset.name))
     return board
 
 

@@ -23,7 +23,7 @@ from calibrate.calibration import (
     labels_to_decide,
 )
 from calibrate.errors import CalibrationError
-from calibrate.models import Dataset, Sample, Task, TestEvaluation, Verdict
+from calibrate.models import Dataset, Label, Sample, Task, TestEvaluation, Verdict
 from calibrate.reasons import Reason
 from calibrate.reports.summary import decision_text
 
@@ -38,16 +38,46 @@ def dataset_splits(session: Session, dataset: Dataset) -> list[str]:
 TEST_SPLIT = "test"
 
 
-def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
-    """Return why a view may not show scores on `split` (empty when it may)."""
+def opening_split(splits: list[str]) -> str | None:
+    """Return the split the calibration pages open on when none is asked for (None: every sample).
+
+    dev when the dataset has one (where engineers iterate; docs/loop.md); else every sample when
+    it has no frozen test split (data imported without splits); else its first split other than
+    test (None when test is its only one: every other sample is unsplit, and the page says so).
+    """
+    if "dev" in splits:
+        return "dev"
     if TEST_SPLIT not in splits:
-        return ""
+        return None
+    others = [s for s in splits if s != TEST_SPLIT]
+    return others[0] if others else None
+
+
+def unsplit_labelled(session: Session, dataset: Dataset, tasks: list[Task]) -> int:
+    """Return how many samples of the dataset without a split have a current label of one of `tasks` (those
+    `calibrate sample --split` left out: no split's view shows them)."""
+    query = (select(func.count(func.distinct(Label.sample_id))).join(Sample, Sample.id == Label.sample_id)
+             .where(Sample.dataset_id == dataset.id, Sample.split.is_(None), Label.task_id.in_([t.id for t in tasks]),
+                    Label.stale.is_(False)))
+    return int(session.exec(query).one())
+
+
+def frozen_test_reason(dataset: str, split: str | None, splits: list[str]) -> Reason | None:
+    """Return why a view may not show scores on `split` (None when it may)."""
+    if TEST_SPLIT not in splits:
+        return None
     if split == TEST_SPLIT:
-        return (f"the test split of {dataset} is frozen: its scores are computed only on demand, one judge at a time, "
-                f"with \u201cEvaluate on test\u201d (each look is recorded)")
+        return Reason("test_split_frozen", dataset=dataset)
     if split is None:
-        return f"all samples of {dataset} include the frozen test split: choose train or dev"
-    return ""
+        others = [s for s in splits if s != TEST_SPLIT]
+        return Reason("all_samples_include_test", dataset=dataset, splits=", ".join(others) or "—")
+    return None
+
+
+def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
+    """Return why a view may not show scores on `split` (empty when it may), in English."""
+    reason = frozen_test_reason(dataset, split, splits)
+    return reason.text() if reason is not None else ""
 
 
 def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",

@@ -24,7 +24,15 @@ from calibrate.annotation.claim_edits import (
     split_claim,
     undo_last_action,
 )
-from calibrate.annotation.items import REQUIRED_TASKS, choice_text, get_assignment, item_view, load_item, shown_positions
+from calibrate.annotation.items import (
+    REQUIRED_TASKS,
+    TaskNotOffered,
+    choice_text,
+    get_assignment,
+    item_view,
+    load_item,
+    shown_positions,
+)
 from calibrate.annotation.label_posts import LabelPost, post_label
 from calibrate.annotation.labels import (
     EvidenceError,
@@ -45,7 +53,7 @@ from calibrate.annotation.queue import (
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
-from calibrate.views.errors import refuse_back_to
+from calibrate.views.errors import refusal_text, refuse_back_to
 from calibrate.views.fields import BadField, int_field
 from calibrate.views.session import close_session, get_session, write
 
@@ -208,6 +216,8 @@ def label(assignment_id: int):
                            required=_required())
     except EvidenceError as exc:
         raise BadField(exc.field, str(exc)) from None
+    except TaskNotOffered as exc:  # a task scoped to other datasets than the item's
+        raise BadField("task", refusal_text(exc)) from None
     except TargetRetired:  # a claim split or merged since the page was shown, or one that won the race
         return _target_changed(assignment_id)
     return _cell_response(saved.item, saved.task_id, saved.key)

@@ -18,7 +18,7 @@ from flask import (
 from markupsafe import Markup
 from sqlmodel import select
 
-from calibrate import lazy, reports
+from calibrate import lazy, lookup, reports
 from calibrate.annotation.uncertainty import order_queue
 from calibrate.calibration import (
     DEFAULT_ALPHA,
@@ -33,7 +33,6 @@ from calibrate.errors import CalibrationError
 from calibrate.i18n import _
 from calibrate.judges.sandbox import Limits
 from calibrate.loop.dashboard import (
-    DEFAULT_SPLIT,
     TRIAGE_KINDS,
     add_fewshot,
     alt_test_on_split,
@@ -44,7 +43,7 @@ from calibrate.loop.dashboard import (
     triage,
 )
 from calibrate.loop.next_step import next_step
-from calibrate.loop.testsplit import evaluate_on_test, look_text, test_look_preview
+from calibrate.loop.testsplit import dataset_splits, evaluate_on_test, look_text, opening_split, test_look_preview
 from calibrate.models import Prompt, Task
 from calibrate.reasons import Reason
 from calibrate.reports import charts
@@ -100,13 +99,13 @@ def index():
 @bp.route("/datasets/<name>/calibration")
 @role_required(*ENGINEERS)
 def show(name: str):
-    """Show every judge of a task on the dataset, on the dev split unless `?split=` says otherwise (`all`: every sample)."""
+    """Show every judge of a task on the dataset on `?split=` (`all`: every sample; without it, the split the dataset
+    opens on: dev when it has one, else every sample when it has no test split; testsplit.opening_split)."""
     task = request.args.get("task") or "claim_support"
     ref = request.args.get("golden", "").strip() or None
-    # On a golden set every sample of its version counts, unless a split is asked for too.
-    split = request.args.get("split", "all" if ref else DEFAULT_SPLIT)
-    split = None if split in ("", "all") else split
     session = get_session()
+    # On a golden set every sample of its version counts, unless a split is asked for too.
+    split = None if ref and "split" not in request.args else _split_arg(name)
     options = _options()
     if ref:  # ?golden=NAME[@V]: the decision is made on that version's members, and the page names it
         options.sample_ids, options.golden = golden.golden_scope(session, name, ref)
@@ -125,8 +124,12 @@ def show(name: str):
     return page, 400 if board.input_errors else 200
 
 
-def _split_arg() -> str | None:
-    split = request.args.get("split", DEFAULT_SPLIT)
+def _split_arg(name: str) -> str | None:
+    """Return `?split=` (None for `all`), or without it the split the dataset's pages open on."""
+    if "split" not in request.args:
+        session = get_session()
+        return opening_split(dataset_splits(session, lookup.dataset(session, name)))
+    split = request.args["split"]
     return None if split in ("", "all") else split
 
 
@@ -135,7 +138,7 @@ def _split_arg() -> str | None:
 def disagreement_list(name: str, judge: str):
     """List the targets where the judge differs from the gold (filters: pair, agreement, meta=FIELD=VALUE)."""
     task = request.args.get("task") or "claim_support"
-    found = disagreements(get_session(), name, judge, task=task, split=_split_arg(), pair=request.args.get("pair") or None,
+    found = disagreements(get_session(), name, judge, task=task, split=_split_arg(name), pair=request.args.get("pair") or None,
                           agreement=request.args.get("agreement") or None, meta=request.args.get("meta") or None,
                           order_rule=_order_rule())
     task_row = get_session().exec(select(Task).where(Task.name == found.task)).first()
@@ -195,7 +198,7 @@ def evaluate_test(name: str, judge: str):
     costs and how many were made (nothing is computed); only a POST with `confirm=yes` computes and records one."""
     values = request.form if request.method == "POST" else request.args
     task = values.get("task") or "claim_support"
-    back = values.get("split") or DEFAULT_SPLIT
+    back = values.get("split") or None  # none: the dashboard opens on its default split
     back_to(url_for("loop.show", name=name, task=task, split=back))
     if request.method == "GET" or values.get("confirm") != "yes":
         preview = test_look_preview(get_session(), name, judge, task=task)
@@ -213,7 +216,7 @@ def evaluate_test(name: str, judge: str):
 def alt_test_page(name: str, judge: str):
     """Could the judge replace one of the experts? The Alternative Annotator Test on one split, with its parameters."""
     task = request.args.get("task") or "claim_support"
-    split = _split_arg()
+    split = _split_arg(name)
     form = {key: request.args.get(key, "").strip() for key in ("epsilon", "alpha", "scoring", "min_items")}
     result, message, status = None, "", 200
     try:
@@ -242,7 +245,7 @@ def compare(name: str):
     """Compare judge B against judge A on one split: `calibrate compare --split`, with each flip linked to its disagreement."""
     task = request.args.get("task") or "claim_support"
     a, b = request.args.get("a", "").strip(), request.args.get("b", "").strip()
-    page = compare_two(get_session(), name, a, b, task=task, split=_split_arg(), options=_options())
+    page = compare_two(get_session(), name, a, b, task=task, split=_split_arg(name), options=_options())
     context = {"result": None, "sections": []}
     if page.result is not None:
 
@@ -260,7 +263,7 @@ def compare(name: str):
 def queue_order(name: str):
     """Put the dataset's pending annotation items in uncertain-first order (by the task's judges) or back in the sampled order."""
     task = request.form.get("task") or "claim_support"
-    back = request.form.get("split") or DEFAULT_SPLIT
+    back = request.form.get("split") or None
     back_to(url_for("loop.show", name=name, task=task, split=back))
     session = get_write_session()
     result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
@@ -285,7 +288,7 @@ def report_file(name: str, fmt: str):
     task = request.args.get("task") or "claim_support"
     config = current_app.config
     budget = request.args.get("budget", 0.05, type=float)
-    options = Options(split=_split_arg(), budget_half_width=budget if budget is not None and 0 < budget <= 1 else 0.05,
+    options = Options(split=_split_arg(name), budget_half_width=budget if budget is not None and 0 < budget <= 1 else 0.05,
                       order_rule=_order_rule(), threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)),
                       bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"])
     built = build_report(get_session(), name, judge, options=options, tasks=[task])

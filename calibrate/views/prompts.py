@@ -19,6 +19,7 @@ from calibrate.judges.versions import (
     list_prompts,
     parse_few_shot_lines,
     parse_params,
+    prompt_scope,
     save_version,
     version_view,
     versions_of,
@@ -50,24 +51,29 @@ def run_choices() -> list[str]:
 @bp.route("/prompts")
 @role_required(*ENGINEERS)
 def index():
-    """List the prompts; offer a form for a new one."""
+    """List the prompts (`?dataset=D`: only those shown on D, the global ones and D's own); offer a form for a new one."""
     session = get_session()
     tasks = session.exec(select(Task).order_by(Task.id)).all()
-    return render_template("prompts/index.html", rows=list_prompts(session), tasks=tasks)
+    dataset = request.args.get("dataset", "").strip() or None
+    if dataset:
+        dataset = lookup.dataset(session, dataset).name  # an unknown name: the 404 page naming the datasets
+    return render_template("prompts/index.html", rows=list_prompts(session, dataset=dataset), tasks=tasks,
+                           datasets=dataset_names(session), dataset=dataset)
 
 
 @bp.route("/prompts", methods=("POST",))
 @role_required(*ENGINEERS)
 def create():
-    """Create a prompt with the task's built-in template as version 1."""
+    """Create a prompt with the task's built-in template as version 1 (global, or for the dataset picked)."""
     name, task = request.form.get("name", "").strip(), request.form.get("task", "")
+    datasets = [request.form["dataset"].strip()] if request.form.get("dataset", "").strip() else []
     back_to(url_for("prompts.index"))
     limits = Limits.from_settings(current_app.config)
     # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
-    checked = check_version(get_session(), name, task=task, limits=limits)
+    checked = check_version(get_session(), name, task=task, limits=limits, datasets=datasets)
     session = get_write_session()
     result = save_version(session, name, task=task, author=g.user, note="created from the built-in template",
-                          limits=limits, checked=checked)
+                          limits=limits, checked=checked, datasets=datasets)
     session.commit()
     return redirect(url_for("prompts.show", name=name, number=result.version.number), code=303)
 
@@ -88,8 +94,9 @@ def show(name: str, number: int):
     prompt, version = _version_or_404(name, number)
     session = get_session()
     view = version_view(session, prompt, version)
-    datasets = dataset_names(session)
-    return render_template("prompts/show.html", v=view, versions=versions_of(session, prompt), datasets=datasets,
+    scope = prompt_scope(session, prompt)
+    datasets = [d for d in dataset_names(session) if not scope or d in scope]  # a scoped prompt runs on its datasets only
+    return render_template("prompts/show.html", scope=scope, v=view, versions=versions_of(session, prompt), datasets=datasets,
                            backends=run_choices(), params_text=format_params(version.params))
 
 

@@ -13,7 +13,7 @@ from sqlmodel import select
 from calibrate import i18n, lookup
 from calibrate.i18n import _
 from calibrate.models import Task
-from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, shipped_text
+from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, shipped_text, tasks_scopes
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
@@ -28,7 +28,9 @@ def index():
     """List the tasks: built-in ones as they are, custom ones with their edit form."""
     tasks = get_session().exec(select(Task).order_by(Task.id)).all()
     # "shipped": the default description as a shipped text (a built-in's, translated), not the per-language one
-    rows = [{"task": task, "values": describe_values(task), "shipped": shipped_text(task.description or "")} for task in tasks]
+    scopes = tasks_scopes(get_session())  # the datasets of a task made for some (task add --dataset)
+    rows = [{"task": task, "values": describe_values(task), "shipped": shipped_text(task.description or ""),
+             "scope": scopes.get(task.id, [])} for task in tasks]
     return render_template("tasks/index.html", rows=rows, locales=i18n.LOCALES, default_locale=i18n.DEFAULT_LOCALE,
                            max_display=MAX_DISPLAY_CHARS)
 

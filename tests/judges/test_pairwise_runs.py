@@ -186,7 +186,8 @@ def test_a_few_shot_example_shows_the_experts_choice_by_its_position(engine, pai
     finally:
         server.stop()
     assert "Response 1: Answer A0: folic acid, 0 mg daily.\nResponse 2: Answer B0: rest." in system
-    assert 'Reply: {"winner": "2", "reason": ""}' in system
+    # the imported label has no rationale: the example's reply has no "reason" (never "reason": "")
+    assert system.endswith('Reply: {"winner": "2"}') and '"reason": ""' not in system
 
 
 def test_answer_tasks_skip_pairwise_samples_that_have_no_answer(engine, tmp_path):
