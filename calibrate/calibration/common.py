@@ -39,7 +39,7 @@ from calibrate import stats
 from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
-from calibrate.calibration.sections import align_section, estimate_dict, per_group, with_point_p
+from calibrate.calibration.sections import ABSTAINED, align_section, estimate_dict, judge_codes, per_group, with_point_p
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
 from calibrate.tasks import has_labels
@@ -129,10 +129,12 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     has_gold = pd.notna(golds)
     shown = index.isin(fewshot) if fewshot else np.zeros(len(index), dtype=bool)
     scored = usable & has_gold & ~shown
-    if has_labels(task):
-        excluded = set(task.excluded or [])
-        scored &= ~pd.Series(golds).isin(excluded).to_numpy() & ~pd.Series(values).isin(excluded).to_numpy()
-        est = stats.cohen_kappa(golds[scored].tolist(), values[scored].tolist(), labels=stat_labels) \
+    n_abstained = 0
+    if has_labels(task):  # as sections.categorical_section: gold outside the labels left out, abstentions are misses
+        scored &= pd.Series(golds).isin(stat_labels).to_numpy()
+        judged, used = judge_codes(values[scored].tolist(), stat_labels)
+        n_abstained = judged.count(ABSTAINED)
+        est = stats.cohen_kappa(golds[scored].tolist(), judged, labels=used) \
             if scored.any() else Estimate.no_data(Reason("no_scored_targets"))
         metric = "cohen_kappa"
     else:
@@ -142,7 +144,7 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     n_fewshot = sum(1 for key in fewshot if key in gold.index or key in index)  # as join_verdicts counts them
     return {"metric": metric, "value": est.value, "n": int(scored.sum()), "status": est.status, **est.note_fields(),
             "n_fewshot": n_fewshot, "n_no_gold": int((usable & ~has_gold & ~shown).sum()),
-            "n_unparsed": int((~usable & ~shown).sum())}
+            "n_unparsed": int((~usable & ~shown).sum()), "n_abstained": n_abstained}
 
 
 def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.ndarray, stat_labels: list[str],

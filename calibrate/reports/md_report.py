@@ -181,7 +181,11 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
                       n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
                       values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
-    counts = [(label, count) for key, label, count, _ in summary.counts(section) if key not in ("n", "n_samples", "n_ties")]
+    counts = [(label, count) for key, label, count, _ in summary.counts(section)
+              if key not in ("n", "n_samples", "n_ties", "n_abstained")]
+    if "n_abstained" in section and "alignment" in section:  # scored, not excluded: said on its own
+        lines += [gettext("Abstentions (the judge declined a checkable target; scored as misses): %(n)s.",
+                          n=section["n_abstained"]), ""]
     if counts:
         ties = " " + gettext("Ties awaiting adjudication: %(n)s.", n=section["n_ties"]) if section.get("n_ties") else ""
         lines += [gettext("Excluded from the statistics: %(counts)s (scored: %(n)s).",

@@ -112,10 +112,11 @@ def test_unusable_verdicts_on_common_targets_are_misses_and_n_stays_the_same(sto
     b_scored = [MISS if key in {("s01", 0), ("s04", 1), ("s07", 0)} else judged for key, _, judged in gold]
     assert b["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, b_scored))
     assert a["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, [j for _, _, j in gold]))
-    # each one's own figure drops what it cannot score: B's n shrinks there
-    assert scores.own["A"]["n"] == 24 and scores.own["B"]["n"] == 20
+    # each one's own figure drops what it cannot score (its unparsed verdicts): B's n shrinks there; its
+    # not_applicable on a checkable claim is an abstention, scored as a miss in its own report too
+    assert scores.own["A"]["n"] == 24 and scores.own["B"]["n"] == 21 and scores.own["B"]["n_abstained"] == 1
     own_b = build_report(session, "d", "B", options=FAST).data["tasks"]["claim_support"]
-    assert scores.own["B"]["value"] == pytest.approx(own_b["alignment"]["value"]) and own_b["n"] == 20
+    assert scores.own["B"]["value"] == pytest.approx(own_b["alignment"]["value"]) and own_b["n"] == 21
 
 
 def test_a_missed_score_is_the_end_of_the_scale_farthest_from_the_gold(store, session):
