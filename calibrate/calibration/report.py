@@ -227,13 +227,14 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if task.name == "claim_support":
             metric = metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
             data["rag"]["faithfulness"] = faithfulness_section(
-                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric)
+                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric,
+                options=options)
             used = _samples_of(direct_labels, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
             data["rag"]["faithfulness"]["claim_sources"] = source_counts(session, used)
         if task.name == "context_relevance":
             relevance = gold_relevance(gold_rows(merged), target_positions(labels, verdicts))
             metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
-            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric)
+            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric, options=options)
     data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
     judged = [s for s in data["tasks"].values() if "alignment" in s]
     if judge is not None:

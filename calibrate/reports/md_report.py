@@ -85,9 +85,13 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     rag = rag_summary.rag(data)
     if rag:
         lines += ["## " + gettext("RAG metrics"), "",
-                  table_row([gettext("metric"), gettext("human mean"), gettext("judge mean"), "Spearman's ρ"]), "|---|---:|---:|---:|"]
-        lines += [table_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
+                  table_row([gettext("metric"), gettext("human mean"), gettext("answers"), gettext("judge mean"), gettext("answers"),
+                             gettext("answers with both"), gettext("judge − human on them"), "Spearman's ρ"]),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [table_row([escape(r["name"]), r["human"], str(r["n_human"]), r["judge"] or "—", str(r["n_judge"]) or "—",
+                             str(r["n_paired"]) or "—", r["difference"] or "—", r["rho"] or "—"]) for r in rag]
         lines.append("")
+        lines += [*(f"- {escape(r['headline'])}" for r in rag if r["headline"]), ""] if any(r["headline"] for r in rag) else []
         notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
         if notes:
             lines += [*notes, ""]
