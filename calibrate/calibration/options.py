@@ -24,3 +24,7 @@ class Options:
     # Pairwise tasks: a judge's one verdict per target from its two presentation orders
     # (calibration/pairwise.py): "consistent" (both orders agree, else tie or a miss) or "original".
     order_rule: str = "consistent"
+    # Only what a decision needs (`calibrate gate`): each task's n, counts, alignment with its CI and decision.
+    # build_report then skips the human–human blocks, per-label, per-annotator and grouped figures, the other
+    # correlations, the alt-test, the position block, the RAG, retrieval and claim-set sections and the warnings.
+    decision_only: bool = False

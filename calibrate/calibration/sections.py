@@ -190,7 +190,8 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         if groups is not None:
             section["grouped"] = _grouped_kappa(scored.assign(judge=judge_v), groups, used, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, options=options)
+    if not light:  # (a light section without verdicts: a decision-only report's human-only task)
+        section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
@@ -421,7 +422,8 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
         align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, options=options)
+    if not light:
+        section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
