@@ -8,9 +8,11 @@ Per task and target:
 - **Human gold**: gold.py's rule (docs/statistics.md). Stale labels (their claim
   or context changed after labelling) are left out.
 - **Excluded and counted**: targets whose verdict has no usable value (`n_unparsed`), targets
-  with a verdict but no gold (`n_no_gold`, ties included), targets whose gold or verdict is a
-  label the task excludes from statistics such as `not_applicable` (`n_excluded_label`), and
-  targets used as few-shot examples of the judged prompt version (`n_fewshot`).
+  with a verdict but no gold (`n_no_gold`, ties included), targets whose gold is a label the
+  task excludes from statistics such as `not_applicable` (`n_excluded_label`), and targets
+  used as few-shot examples of the judged prompt version (`n_fewshot`).
+- **Scored as misses, counted**: the judge's abstentions, a verdict outside the statistics'
+  labels (its `not_applicable`) on a target whose gold is checkable (`n_abstained`).
 - **Uncertainty**: a bootstrap that resamples samples (answers), not claims, because the
   claims of one answer are not independent.
 """
