@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from bs4 import BeautifulSoup
 from loop_helpers import copy_verdicts
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
@@ -18,6 +19,7 @@ from calibrate.db import write_session
 from calibrate.judges import FewShotSpec, save_version
 from calibrate.loop.dashboard import dashboard, versions_section
 from calibrate.models import Claim, Judge, PromptVersion, Sample, Verdict
+from calibrate.reports.compare_report import render_compare
 
 FAST = Options(bootstrap=300)
 
@@ -241,3 +243,8 @@ def test_report_versions_its_comparison_and_compare_score_the_same_common_target
     by_judge = {v["judge"]: v for v in section["versions"]}
     assert by_judge["demo-claims@2"]["value"] == pytest.approx(cli["b"]["value"])
     assert by_judge["demo-claims@1"]["value"] == pytest.approx(cli["a"]["value"])
+    # the comparison's Markdown and HTML show each judge's misses on those targets
+    assert "| misses: unusable verdicts / abstentions | 0 / 0 | 1 / 1 |" in render_compare(cli, "md").splitlines()
+    page = BeautifulSoup(render_compare(cli, "html", "es"), "html.parser")
+    row = page.select_one("#task-claim_support tr.misses-row")
+    assert [td.get_text() for td in row.select("td")][:3] == ["fallos: veredictos inutilizables / abstenciones", "0 / 0", "1 / 1"]
