@@ -9,7 +9,10 @@ position). An imported judge has a verdict on every claim. Both reports run as r
     .venv/bin/python bench/bench_crowd.py [--items 953] [--annotators 246] [--code DIR]
 
 `--code DIR` runs the reports with the calibrate package found in DIR (e.g. an exported older
-commit: `git archive COMMIT | tar -x -C DIR`), to measure a before/after.
+commit: `git archive COMMIT | tar -x -C DIR`), to measure a before/after. Without it, the gate's
+report is also built in process on each database, as before (the full report) and as `gate` now
+builds it (`Options.decision_only`), alternated three times: their ratio is the gate's
+before/after measured in one run.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sqlmodel import Session
+
+from calibrate.calibration import Options, build_report
+from calibrate.db import get_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = "2026-01-01 00:00:00"
@@ -83,6 +90,21 @@ def run(path: Path, command: str, code: Path | None) -> tuple[float, bytes]:
     return seconds, out.stdout
 
 
+def gate_builds(path: Path, repeats: int = 3) -> tuple[float, float]:
+    """Return the median seconds of the gate's report built in process, as before (the full report) and now
+    (`Options.decision_only`), alternated in one run on the same database so the load hits both alike."""
+    engine = get_engine(f"sqlite:///{path}")
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with Session(engine) as session:
+        build_report(session, "bench", "bench-judge", options=Options(bootstrap=200, decision_only=True))  # warm up
+        for _ in range(repeats):
+            for only in (False, True):
+                start = time.perf_counter()
+                build_report(session, "bench", "bench-judge", options=Options(bootstrap=200, decision_only=only))
+                times[only].append(time.perf_counter() - start)
+    return float(np.median(times[False])), float(np.median(times[True]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=953)
@@ -101,6 +123,10 @@ def main() -> None:
             gate_s, _ = run(path, "gate", args.code)
             human = json.loads(body)["tasks"]["claim_support"]["human"]
             results[shape] = (report_s, gate_s, len(body), human)
+            if args.code is None:
+                full_s, only_s = gate_builds(path)
+                print(f"{shape:7s} gate's report in process: full {full_s:.3f} s, decision_only {only_s:.3f} s, "
+                      f"ratio {only_s / full_s:.2f}")
             print(f"{shape:7s} report {report_s:6.2f} s, JSON {len(body) / 1e6:.3f} MB, gate {gate_s:6.2f} s; "
                   f"annotators {len(human['annotators'])}, pairs listed {len(human['pairwise_kappa'])}, "
                   f"n_pairs_sparse {human.get('n_pairs_sparse')}, fleiss {human['fleiss_kappa']['value']:.3f}")

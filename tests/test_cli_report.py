@@ -138,3 +138,30 @@ def test_min_shared_lists_only_pairs_sharing_that_many_targets(runner, demo_with
     gate = runner.invoke(["gate", "--dataset", DATASET, "--judge", "copycat", "--bootstrap", "200", "--min-shared", "5"])
     assert gate.exit_code == 0, gate.output
     assert runner.invoke(["report", "--dataset", DATASET, "--min-shared", "0"]).exit_code == 2
+
+
+def test_the_gate_builds_only_what_its_decision_needs_and_decides_as_before(runner, demo_with_judges, demo_engine):
+    from sqlmodel import Session, select
+
+    from calibrate.calibration import Options, build_report
+    from calibrate.cli.gate import gate_lines
+    from calibrate.models import Judge
+
+    with Session(demo_engine) as session:
+        names = {j.name for j in session.exec(select(Judge)).all()}
+        judges = ["copycat", "lazy", "demo-faithfulness@1"]  # passes, fails (labels), and a score task
+        assert set(judges) <= names
+        for judge in judges:
+            full = build_report(session, DATASET, judge, options=Options(bootstrap=100))
+            light = build_report(session, DATASET, judge, options=Options(bootstrap=100, decision_only=True))
+            # nothing the decision does not use: no human blocks, per-label, per-annotator, alt-test, RAG or retrieval
+            assert light.data["rag"] == {} and "retrieval" not in light.data and "warnings" not in light.data
+            for name, section in light.data["tasks"].items():
+                assert not {"human", "per_label", "per_annotator", "alt_test", "confusion", "position"} & set(section)
+                assert {k: section.get(k) for k in ("n", "alignment", "decision", "passed")} == \
+                    {k: full.data["tasks"][name].get(k) for k in ("n", "alignment", "decision", "passed")}
+            assert (light.data["passed"], light.data["decision"]) == (full.data["passed"], full.data["decision"])
+            ok, lines = gate_lines(full, min_kappa=0.75, min_rho=0.75, ci_lower=False)
+            result = runner.invoke(["gate", "--dataset", DATASET, "--judge", judge, "--bootstrap", "100"])
+            # the same lines and exit code as the full report gave
+            assert (result.exit_code, result.output.splitlines()) == (0 if ok else 1, lines), judge

@@ -17,7 +17,7 @@ fails to answer has not agreed with the experts. For categorical tasks a miss is
 its own, "(no usable verdict)", which the gold never takes (κ over the task's labels plus it;
 with no miss this is exactly κ over the labels). For scores a miss is the end of the scale
 farthest from the gold (the task's scale, else the range of the gold and usable verdicts on
-the common targets): as wrong as a score can be. `n_unparsed` and `n_excluded_label` count the
+the common targets): as wrong as a score can be. `n_unparsed` and `n_abstained` count the
 misses. A pairwise task is scored as a categorical one, on the one verdict per target its order
 rule makes (`alignment_frames`); a target the rule leaves without one is a miss. docs/statistics.md
 §13 states the rule.
@@ -39,12 +39,67 @@ from calibrate import stats
 from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
-from calibrate.calibration.sections import align_section, estimate_dict, per_group, with_point_p
+from calibrate.calibration.sections import ABSTAINED, align_section, estimate_dict, judge_codes, per_group, with_point_p
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
 from calibrate.tasks import has_labels
 
 MISS = "(no usable verdict)"
+
+
+@dataclass
+class CommonTargets:
+    """The targets a set of judges is scored on together (`common_targets`)."""
+
+    keys: list  # sorted target keys ("claim:ID" strings, or integer target ids: whatever the frames use)
+    n_fewshot: int  # targets every judge ran on, left out as a few-shot example of one of them
+    run_on: set  # the targets every judge was run on (has a verdict for, usable or not)
+    open_keys: set  # run_on minus the few-shot examples (with or without gold)
+
+
+def common_targets(gold: pd.DataFrame, run_on: list, fewshot: set, *, stat_labels: list[str] | None) -> CommonTargets:
+    """Return the common targets of some judges: the one rule of the dashboard, `report --versions` (its rows and
+    its comparison block) and `calibrate compare`.
+
+    `gold`: the gold per target (`target_key`, `gold`; a tie has gold None); `run_on`: per judge,
+    the target keys it has a verdict for, usable or not (pairwise: the order rule's one per
+    target); `fewshot`: the few-shot examples of any of the judges, keyed as the frames are;
+    `stat_labels`: a categorical task's labels the statistics use (None for scores). A target is
+    common when every judge was run on it, it is no judge's few-shot example, and it has gold
+    (for labels: a gold the statistics use). A judge's unusable verdict or abstention on a common
+    target is a miss for that judge, never a reason to drop the target (module docstring).
+    """
+    ran = set.intersection(*(set(keys) for keys in run_on)) if run_on else set()
+    with_gold = gold[gold["gold"].notna()]
+    if stat_labels is not None:
+        with_gold = with_gold[with_gold["gold"].isin(stat_labels)]
+    open_keys = ran - fewshot
+    return CommonTargets(keys=sorted(open_keys & set(with_gold["target_key"])), n_fewshot=len(ran & fewshot),
+                         run_on=ran, open_keys=open_keys)
+
+
+def judge_misses(task, gold: np.ndarray, values: np.ndarray, usable: np.ndarray, stat_labels: list[str],
+                 scale: tuple[float, float] | None) -> tuple[np.ndarray, int, int]:
+    """Return a judge's values on common targets with every miss scored, its unusable verdicts and its abstentions.
+
+    Labels: an unusable verdict or an abstention (a value outside `stat_labels`) becomes `MISS`, a
+    category the gold never takes. Scores: an unusable verdict becomes the end of `scale`
+    farthest from the gold (equidistant: the low end); without a scale it stays NaN.
+    """
+    if has_labels(task):
+        off_labels = usable & ~pd.Series(values).isin(stat_labels).to_numpy()
+        return np.where(usable & ~off_labels, values, MISS), int((~usable).sum()), int(off_labels.sum())
+    x = np.asarray(gold, dtype=float)
+    judge_v = pd.to_numeric(pd.Series(np.where(usable, values, None)), errors="coerce").to_numpy(dtype=float)
+    if scale is not None:
+        low, high = scale
+        judge_v = np.where(np.isnan(judge_v), np.where(np.abs(x - low) >= np.abs(x - high), low, high), judge_v)
+    return judge_v, int((~usable).sum()), 0
+
+
+def miss_labels(stat_labels: list[str], *scored: np.ndarray) -> list[str]:
+    """Return the labels κ is computed over: the statistics' labels, plus `MISS` when any judge has a miss."""
+    return [*stat_labels, MISS] if any((np.asarray(v, dtype=object) == MISS).any() for v in scored) else list(stat_labels)
 
 
 @dataclass
@@ -80,14 +135,13 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
         out.note = out.reason.text()
         return out
     gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
-    with_gold = gold["gold"].notna().to_numpy()
-    gold_keys = set(gold.index[with_gold])
-    valid = set(gold.index[with_gold & gold["gold"].isin(stat_labels).to_numpy()]) if categorical else gold_keys
-    run_on = set.intersection(*(set(frames.verdicts[name]["target_key"]) for name in ran))
+    gold_keys = set(gold.index[gold["gold"].notna().to_numpy()])
     fewshot = set().union(*(frames.fewshot[name] for name in ran))
-    out.n_fewshot = len(run_on & fewshot)
-    open_keys = run_on - fewshot
-    keys = sorted(open_keys & valid)  # the order of the report's merged rows: the bootstrap draws the same samples
+    common = common_targets(frames.gold, [frames.verdicts[name]["target_key"] for name in ran], fewshot,
+                            stat_labels=stat_labels if categorical else None)
+    open_keys = common.open_keys
+    keys = common.keys  # the order of the report's merged rows: the bootstrap draws the same samples
+    out.n_fewshot = common.n_fewshot
     out.common_targets = len(keys)
     if not keys:
         out.reason = Reason("judges_share_no_target", count=len(ran)) if len(ran) > 1 else Reason("no_target_outside_fewshot")
@@ -97,7 +151,7 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     no_gold = first[first["target_key"].isin(open_keys - gold_keys)]  # labelling them adds to N
     candidates = budget_candidates(pd.DataFrame({"sample_id": no_gold["sample_id"].to_numpy(),
                                                  "target_key": no_gold["target_key"].to_numpy(), "excluded": "no_gold"}))
-    scale = None if categorical else _scale(task, common_gold, [frames.verdicts[name] for name in ran])
+    scale = None if categorical else score_scale(task, common_gold, [frames.verdicts[name] for name in ran])
     for name in ran:
         verdicts = frames.verdicts[name]
         index = pd.Index(verdicts["target_key"])
@@ -110,7 +164,7 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     return out
 
 
-def _scale(task, gold: pd.DataFrame, verdicts: list[pd.DataFrame]) -> tuple[float, float] | None:
+def score_scale(task, gold: pd.DataFrame, verdicts: list[pd.DataFrame]) -> tuple[float, float] | None:
     """Return the ends of a score task's scale: the task's, else the range of the gold and the usable verdicts."""
     if task.scale_min is not None and task.scale_max is not None:
         return float(task.scale_min), float(task.scale_max)
@@ -129,10 +183,12 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     has_gold = pd.notna(golds)
     shown = index.isin(fewshot) if fewshot else np.zeros(len(index), dtype=bool)
     scored = usable & has_gold & ~shown
-    if has_labels(task):
-        excluded = set(task.excluded or [])
-        scored &= ~pd.Series(golds).isin(excluded).to_numpy() & ~pd.Series(values).isin(excluded).to_numpy()
-        est = stats.cohen_kappa(golds[scored].tolist(), values[scored].tolist(), labels=stat_labels) \
+    n_abstained = 0
+    if has_labels(task):  # as sections.categorical_section: gold outside the labels left out, abstentions are misses
+        scored &= pd.Series(golds).isin(stat_labels).to_numpy()
+        judged, used = judge_codes(values[scored].tolist(), stat_labels)
+        n_abstained = judged.count(ABSTAINED)
+        est = stats.cohen_kappa(golds[scored].tolist(), judged, labels=used) \
             if scored.any() else Estimate.no_data(Reason("no_scored_targets"))
         metric = "cohen_kappa"
     else:
@@ -142,7 +198,7 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     n_fewshot = sum(1 for key in fewshot if key in gold.index or key in index)  # as join_verdicts counts them
     return {"metric": metric, "value": est.value, "n": int(scored.sum()), "status": est.status, **est.note_fields(),
             "n_fewshot": n_fewshot, "n_no_gold": int((usable & ~has_gold & ~shown).sum()),
-            "n_unparsed": int((~usable & ~shown).sum())}
+            "n_unparsed": int((~usable & ~shown).sum()), "n_abstained": n_abstained}
 
 
 def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.ndarray, stat_labels: list[str],
@@ -154,14 +210,12 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
     clusters = gold["sample_id"].to_numpy()
     if task.target != "sample":
         section["n_samples"] = int(len(set(clusters.tolist())))
-    section["n_unparsed"] = int((~usable).sum())
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
     gold_v = gold["gold"].to_numpy(dtype=object)
     categorical = has_labels(task)
+    judge_v, section["n_unparsed"], abstained = judge_misses(task, gold_v, values, usable, stat_labels, scale)
     if categorical:
-        off_labels = usable & ~pd.Series(values).isin(stat_labels).to_numpy()
-        section["n_excluded_label"] = int(off_labels.sum())
-        judge_v = np.where(usable & ~off_labels, values, MISS)
+        section["n_abstained"] = abstained
         labels = [*stat_labels, MISS]
         est = stats.cohen_kappa(gold_v.tolist(), judge_v.tolist(), labels=labels) if len(gold_v) else Estimate.no_data(
             Reason("no_common_target"))
@@ -177,10 +231,6 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
         metric = "cohen_kappa"
     else:
         x = gold_v.astype(float)
-        judge_v = pd.to_numeric(pd.Series(np.where(usable, values, None)), errors="coerce").to_numpy(dtype=float)
-        if scale is not None:
-            low, high = scale
-            judge_v = np.where(np.isnan(judge_v), np.where(np.abs(x - low) >= np.abs(x - high), low, high), judge_v)
         if len(x) == 0:
             est = Estimate.no_data(Reason("no_common_target"))
         else:

@@ -1,9 +1,13 @@
 """Compare two judges on the same targets: did B's changes help, and where?
 
-For each task both judges have verdicts on, the comparison uses the *common* targets: those
-with human gold, a usable verdict from both judges, outside the statistics' excluded labels,
-and not a few-shot example of either judge's prompt version (a target shown to a judge as
-an example is never scored for it). On those targets:
+For each task both judges have verdicts on, the comparison uses the *common* targets, by the
+one rule of the dashboard and `report --versions` (`common.common_targets`): those both judges
+were run on (a verdict, usable or not), with human gold (for labels: a gold the statistics
+use), and not a few-shot example of either judge's prompt version (a target shown to a judge as
+an example is never scored for it). A judge's unusable verdict or abstention on one of them is
+a miss for that judge (`common.judge_misses`: the category "(no usable verdict)" for labels,
+the far end of the scale for scores), counted in `n_unparsed` and `n_abstained` per judge. On
+those targets:
 
 - the alignment of each judge (Cohen's kappa for categorical tasks, Spearman's rho for
   scores) and the difference B − A with a paired cluster-bootstrap CI (both statistics on
@@ -38,6 +42,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
 from calibrate import lookup, stats
+from calibrate.calibration.common import common_targets, judge_misses, miss_labels, score_scale
 from calibrate.calibration.decision import decide, rule_of
 from calibrate.calibration.frames import (
     adjudication_order,
@@ -166,15 +171,28 @@ def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: J
     return va, vb
 
 
-def _common(task: Task, gold: pd.DataFrame, va: pd.DataFrame, vb: pd.DataFrame, excluded_keys: set[int]) -> pd.DataFrame:
-    ok_a = va[(va["status"] == "ok") & va["value"].notna()][["target_key", "value"]].rename(columns={"value": "a"})
-    ok_b = vb[(vb["status"] == "ok") & vb["value"].notna()][["target_key", "value"]].rename(columns={"value": "b"})
-    common = gold.merge(ok_a, on="target_key").merge(ok_b, on="target_key")
-    common = common[~common["target_key"].isin(excluded_keys)]
-    if has_labels(task):
-        dropped = set(task.excluded or [])
-        common = common[~common["gold"].isin(dropped) & ~common["a"].isin(dropped) & ~common["b"].isin(dropped)]
-    return common.sort_values(["sample_id", "target_key"]).reset_index(drop=True)
+def _common(task: Task, gold: pd.DataFrame, va: pd.DataFrame, vb: pd.DataFrame, excluded_keys: set[int]
+            ) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Return the common targets (`common.common_targets`) with the gold and both judges' values, misses scored
+    (`common.judge_misses`), by sample then target; and each judge's unparsed verdicts and abstentions among them."""
+    labels = stat_labels_of(task) if has_labels(task) else None
+    keys = common_targets(gold, [va["target_key"], vb["target_key"]], excluded_keys, stat_labels=labels).keys
+    common = gold.drop_duplicates("target_key").set_index("target_key").loc[keys].reset_index()
+    common = common.sort_values(["sample_id", "target_key"]).reset_index(drop=True)
+    scale = None if labels is not None else score_scale(task, common, [va, vb])
+    counts = {}
+    for side, verdicts in (("a", va), ("b", vb)):
+        own = verdicts.drop_duplicates("target_key").set_index("target_key").reindex(common["target_key"])
+        values = own["value"].to_numpy(dtype=object)
+        usable = (own["status"] == "ok").to_numpy() & pd.notna(values)
+        common[side], counts[f"n_unparsed_{side}"], counts[f"n_abstained_{side}"] = judge_misses(
+            task, common["gold"].to_numpy(dtype=object), values, usable, labels or [], scale)
+    return common, counts
+
+
+def stat_labels_of(task: Task) -> list[str]:
+    """Return the labels a categorical task's statistics use: its labels minus the excluded ones."""
+    return [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
 
 
 def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: Options,
@@ -184,7 +202,7 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, method=options.ci_method, seed=options.seed)
     clusters = common["sample_id"].to_numpy()
     if has_labels(task):
-        labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+        labels = miss_labels(stat_labels_of(task), common["a"], common["b"])  # a miss: a category the gold never takes
         index = {lab: i for i, lab in enumerate(labels)}
         gold, a, b = (common[c].map(index).to_numpy() for c in ("gold", "a", "b"))
         ka = stats.cohen_kappa(common["gold"].tolist(), common["a"].tolist(), labels=labels)
@@ -376,11 +394,11 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
                 missing.append(f"{t.name}: {a.name} has {len(va)} verdicts{where}, {b.name} has {len(vb)}")
             continue
         fewshot = {int(key.split(":", 1)[1]) for key in excluded if key.split(":", 1)[0] == t.target}
-        common = _common(t, _gold(session, dataset, t, split), va, vb, fewshot)
+        common, misses = _common(t, _gold(session, dataset, t, split), va, vb, fewshot)
         shown = fewshot & (set(va["target_key"]) | set(vb["target_key"])) if fewshot else set()
-        counts = {"n_a": int(len(va)), "n_b": int(len(vb)), "n_fewshot": len(shown)}
+        counts = {"n_a": int(len(va)), "n_b": int(len(vb)), "n_fewshot": len(shown), **misses}
         if common.empty:
-            missing.append(f"{t.name}: no target{where} has human gold and a usable verdict from both judges")
+            missing.append(f"{t.name}: no target{where} has human gold and a verdict from both judges")
             continue
         result["tasks"][t.name] = _compare_task(session, t, common, options, counts)
     if not result["tasks"]:

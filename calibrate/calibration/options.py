@@ -29,6 +29,11 @@ class Options:
     sample_ids: frozenset[int] | None = None
     golden: dict | None = None
 
+    # Only what a decision needs (`calibrate gate`): each task's n, counts, alignment with its CI and decision.
+    # build_report then skips the human–human blocks, per-label, per-annotator and grouped figures, the other
+    # correlations, the alt-test, the position block, the RAG, retrieval and claim-set sections and the warnings.
+    decision_only: bool = False
+
     def restrict(self, in_split: set[int] | None) -> set[int] | None:
         """Return the samples a computation covers: the split's (None: every sample), within the golden members."""
         if self.sample_ids is None:

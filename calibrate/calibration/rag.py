@@ -22,6 +22,7 @@ from calibrate.calibration.frames import (
     target_positions,
     verdicts_frame,
 )
+from calibrate.calibration.options import Options
 from calibrate.calibration.sections import (
     estimate_dict,
 )
@@ -35,7 +36,7 @@ from calibrate.models import (
     Judge,
     Task,
 )
-from calibrate.reasons import Reason
+from calibrate.reasons import Reason, noted
 from calibrate.stats import Estimate
 from calibrate.tasks import format_number
 
@@ -132,22 +133,44 @@ def judge_relevance(verdicts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return relevance_by_sample(rows, relevant, rows["position"].to_numpy(dtype=float))
 
 
-def _human_vs_judge(human: pd.Series, judge: pd.Series | None) -> dict:
-    """Return the per-sample metric's mean from gold and from the judge, and their Spearman correlation."""
+def _human_vs_judge(human: pd.Series, judge: pd.Series | None, options: Options) -> dict:
+    """Return the per-sample metric's mean from gold and from the judge (each over its own answers), `paired`
+    (both means and their difference over the answers that have both), and their Spearman correlation."""
     human = human[np.isfinite(human.to_numpy())]
     out: dict[str, Any] = {"human_mean": float(human.mean()) if len(human) else None, "n_human": len(human)}
     if judge is not None:
         judge = judge[np.isfinite(judge.to_numpy())]
-        both = human.index.intersection(judge.index)
+        both = human.index.intersection(judge.index).sort_values()  # by sample id: the same draws on every database
         out["judge_mean"] = float(judge.mean()) if len(judge) else None
         out["n_judge"] = len(judge)
+        out["paired"] = paired_means(human[both].to_numpy(dtype=float), judge[both].to_numpy(dtype=float), options)
         est = stats.spearman_rho(human[both].to_numpy(), judge[both].to_numpy()) if len(both) else Estimate.no_data("no sample has both")
         out["spearman_rho"] = estimate_dict(est, keep=("value", "p_value", "status", "note")) | {"n": est.n}
     return out
 
 
+def paired_means(human: np.ndarray, judge: np.ndarray, options: Options) -> dict:
+    """Return `paired` {n, human_mean, judge_mean, difference, ci} over the answers that have both values.
+
+    `difference` is judge − human (positive: the judge overstates the metric), its `ci` a paired
+    bootstrap over answers (an answer keeps both of its values; `stats.paired_bootstrap_diff` with
+    the report's resamples, confidence, interval method and seed). The two own-answer means beside
+    it (`human_mean`, `judge_mean` of the block) can differ from these when the sides cover
+    different answers; the comparison is this one.
+    """
+    n = len(human)
+    if n == 0:
+        none = Reason("no_pairs_both_values")
+        return {"n": 0, "human_mean": None, "judge_mean": None, "difference": None, "ci": None, "status": "no_data",
+                **noted(none)}
+    diff = stats.paired_bootstrap_diff(human, judge, n_resamples=options.bootstrap, confidence=options.confidence,
+                                       method=options.ci_method, seed=options.seed)
+    return {"n": n, "human_mean": float(human.mean()), "judge_mean": float(judge.mean()), "difference": diff.value,
+            "ci": list(diff.ci) if diff.ci else None, "status": diff.status, **diff.note_fields()}
+
+
 def faithfulness_section(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str],
-                  metric: pd.Series | None = None) -> dict:
+                  metric: pd.Series | None = None, *, options: Options | None = None) -> dict:
     """Faithfulness per sample (supported / claims) from the gold and from the judge.
 
     `metric`: the judge's per-sample scores when it is a faithfulness metric judge (no
@@ -156,7 +179,7 @@ def faithfulness_section(gold: pd.DataFrame, verdicts: pd.DataFrame | None, tota
     human, no_gold = human_faithfulness(gold, totals, excluded=excluded, skip=fewshot)
     judge, no_verdict = (judge_faithfulness(verdicts, totals, excluded=excluded, skip=fewshot)
                          if verdicts is not None else (metric, 0))
-    out = _human_vs_judge(human, judge)
+    out = _human_vs_judge(human, judge, options or Options())
     out["n_claims_no_gold"] = no_gold
     if verdicts is not None:
         out["n_claims_no_verdict"] = no_verdict
@@ -164,7 +187,7 @@ def faithfulness_section(gold: pd.DataFrame, verdicts: pd.DataFrame | None, tota
 
 
 def context_precision_section(gold_relevance: tuple[np.ndarray, np.ndarray], verdicts: pd.DataFrame | None,
-                       metric: pd.Series | None = None) -> dict:
+                       metric: pd.Series | None = None, *, options: Options | None = None) -> dict:
     """Rank-weighted context precision per sample, (1/R) Σ_k precision@k · rel_k, from gold and judge.
 
     Contexts keep their retrieval rank; one without gold (or without a usable verdict) counts
@@ -177,7 +200,7 @@ def context_precision_section(gold_relevance: tuple[np.ndarray, np.ndarray], ver
     if verdicts is not None:
         j_samples, j_rel = judge_relevance(verdicts)
         judge = per_sample(j_samples, stats.context_precision(j_rel))
-    return _human_vs_judge(human, judge)
+    return _human_vs_judge(human, judge, options or Options())
 
 
 # Metric tasks whose human gold is derived from another task's labels, per sample, with the same

@@ -8,9 +8,11 @@ Per task and target:
 - **Human gold**: gold.py's rule (docs/statistics.md). Stale labels (their claim
   or context changed after labelling) are left out.
 - **Excluded and counted**: targets whose verdict has no usable value (`n_unparsed`), targets
-  with a verdict but no gold (`n_no_gold`, ties included), targets whose gold or verdict is a
-  label the task excludes from statistics such as `not_applicable` (`n_excluded_label`), and
-  targets used as few-shot examples of the judged prompt version (`n_fewshot`).
+  with a verdict but no gold (`n_no_gold`, ties included), targets whose gold is a label the
+  task excludes from statistics such as `not_applicable` (`n_excluded_label`), and targets
+  used as few-shot examples of the judged prompt version (`n_fewshot`).
+- **Scored as misses, counted**: the judge's abstentions, a verdict outside the statistics'
+  labels (its `not_applicable`) on a target whose gold is checkable (`n_abstained`).
 - **Uncertainty**: a bootstrap that resamples samples (answers), not claims, because the
   claims of one answer are not independent.
 """
@@ -139,6 +141,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                  options: Options | None = None, tasks: list[str] | None = None) -> Report:
     """Build the calibration report of a judge (or, without one, the human-only parts) on a dataset."""
     options = options or Options()
+    light = options.decision_only  # the gate's report: what a decision needs, nothing else (Options)
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name) if judge_name else None
     # An extraction task (claim_extraction) makes the claims; it is never calibrated.
@@ -203,10 +206,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             section, merged, scored_verdicts = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options)
             data["method"]["order_rule"] = options.order_rule
         elif task.kind == "categorical":
-            section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options)
+            section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options, light=light)
         else:
             gold = task_gold(session, dataset, task, direct_labels, in_split)
-            section, merged = numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold)
+            section, merged = numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold, light=light)
             if gold.empty and verdicts is not None:
                 missing = missing_gold_note(task)
                 section["gold_note"], section["gold_reason"] = missing.text(), missing.to_dict()
@@ -214,33 +217,39 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if no_verdicts:
             unjudged = Reason("judge_no_verdicts", judge=judge.name)
             section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
-        elif verdicts is not None:  # could the judge replace one of the experts? (with the test's defaults)
+        elif verdicts is not None and not light:  # could the judge replace one of the experts? (the test's defaults)
             section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
-        if task.target == "claim" or task.name == "faithfulness":
+        if not light and (task.target == "claim" or task.name == "faithfulness"):
             section["claim_sources"] = source_counts(session, _samples_of(direct_labels, verdicts))
         if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
             cap_to_dataset(section, targets_in_dataset(session, dataset.id, task.target, in_split))
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
+        if light:
+            continue
         if task.name == "claim_support":
             metric = metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
             data["rag"]["faithfulness"] = faithfulness_section(
-                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric)
+                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric,
+                options=options)
             used = _samples_of(direct_labels, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
             data["rag"]["faithfulness"]["claim_sources"] = source_counts(session, used)
         if task.name == "context_relevance":
             relevance = gold_relevance(gold_rows(merged), target_positions(labels, verdicts))
             metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
-            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric)
-    data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
+            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric, options=options)
     judged = [s for s in data["tasks"].values() if "alignment" in s]
     if judge is not None:
         data["passed"] = all(s.get("passed") is True for s in judged) if judged else False
         data["decision"] = overall_decision(judged)
+    if light:
+        data["method"]["decision_only"] = True
+        return report
+    data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
     retrieval = retrieval_section(session, dataset, options.k, relevance, len(external))
     claim_sets = {"sources": source_counts(session, in_split) if in_split is not None else source_counts(session, dataset=dataset),
                   "expert_changes": expert_changes(session, dataset, sample_ids=in_split)}
@@ -290,9 +299,12 @@ def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFram
     orders = split_orders(verdicts)
     per_target = apply_order_rule(task, verdicts, options.order_rule, orders=orders)[0] if verdicts is not None else None
     gold = categorical_gold(labels)
-    section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold)
+    section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold,
+                                          light=options.decision_only)
     if verdicts is not None:
         section["order_rule"] = options.order_rule
+    if options.decision_only:  # the gate: no position block
+        return section, merged, per_target
     human = human_first_position(session, dataset, task, options.split)
     first = first_shown(session, dataset) if verdicts is not None else None
     section["position"] = position_section(task, orders, first, gold, fewshot, options, human)

@@ -27,6 +27,10 @@ from calibrate.stats import Estimate
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
 
+# The judge's category for an abstention (a usable verdict outside the labels the statistics use, such as
+# not_applicable, on a target whose gold is a checkable label): never a gold value, so always a miss.
+ABSTAINED = "(abstained)"
+
 # The status of a pairwise target that the order rule leaves without a verdict although no call
 # failed: the two orders conflict and the task has no tie, or one order is missing (pairwise.py).
 ORDER_MISS = "order_miss"
@@ -91,14 +95,21 @@ def align_section(section: dict, metric: str, est: Estimate, options: Options, c
 
 
 def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str], *,
-                  excluded_labels: set[str] = frozenset()) -> pd.DataFrame:
+                  excluded_labels: set[str] = frozenset(), stat_labels: list[str] | None = None) -> pd.DataFrame:
     """Join gold and verdicts per target and say why each target is left out of the statistics.
 
     Column `excluded`: "" (scored: gold and a usable verdict), "fewshot", "unparsed" (the verdict
     has no usable value), "order_miss" (pairwise: the order rule gives no verdict, see
-    pairwise.py), "no_gold" (a verdict but no gold, ties included), "excluded_label" (gold or
-    verdict is a label the task keeps out of statistics). Column `scored`: whether the target
-    counts (gold and a usable verdict, not excluded).
+    pairwise.py), "no_gold" (a verdict but no gold, ties included), "excluded_label" (the gold is
+    a label the task keeps out of statistics, such as not_applicable). Column `scored`: whether
+    the target counts (gold and a usable verdict, not excluded).
+
+    Column `abstained`: with `stat_labels`, a scored target whose gold is one of them while the
+    judge's usable verdict is not (the claim task's not_applicable, or any other value outside
+    the labels the statistics use): the judge declined a checkable target. It stays scored, as a
+    miss (`ABSTAINED` in the statistics): leaving it out would let a judge abstain its way to a
+    better score. Without `stat_labels` (older callers), a verdict in `excluded_labels` is left
+    out as `excluded_label` like the gold.
     """
     merged = gold.copy()
     if verdicts is not None:
@@ -118,11 +129,22 @@ def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: se
     merged.loc[open_ & has_verdict & ~usable, "excluded"] = "unparsed"
     merged.loc[open_ & (merged["status"] == ORDER_MISS), "excluded"] = ORDER_MISS
     merged.loc[open_ & usable & ~has_gold, "excluded"] = "no_gold"
-    if excluded_labels:
+    if stat_labels is not None:
+        merged.loc[open_ & usable & has_gold & ~merged["gold"].isin(stat_labels), "excluded"] = "excluded_label"
+    elif excluded_labels:
         na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
         merged.loc[open_ & usable & has_gold & na, "excluded"] = "excluded_label"
     merged["scored"] = (merged["excluded"] == "") & usable & has_gold
+    merged["abstained"] = (merged["scored"] & ~merged["judge"].isin(stat_labels)) if stat_labels is not None else False
     return merged
+
+
+def judge_codes(judge: list, stat_labels: list[str]) -> tuple[list, list[str]]:
+    """Return the judge's values with every abstention (a value outside `stat_labels`) as `ABSTAINED`, and the labels
+    the statistics use: `stat_labels`, plus `ABSTAINED` when the judge abstained (a category the gold never takes,
+    so an abstention is always a miss; without one, κ is exactly κ over the labels)."""
+    mapped = [v if v in stat_labels else ABSTAINED for v in judge]
+    return mapped, ([*stat_labels, ABSTAINED] if ABSTAINED in mapped else list(stat_labels))
 
 
 def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
@@ -131,24 +153,26 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     excluded_labels = set(task.excluded or [])
     gold = categorical_gold(labels) if gold is None else gold
-    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels)
+    merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels, stat_labels=stat_labels)
     scored = merged[merged["scored"]]
     reasons = ("unparsed", ORDER_MISS) if task.kind == "pairwise" else ("unparsed",)
     section = _counted(task, merged, scored, *reasons, "no_gold", "excluded_label", "fewshot")
+    section["n_abstained"] = int(merged["abstained"].sum())
     section["n_ties"] = int((gold["gold_source"] == "tie").sum()) if not gold.empty else 0
     section["labels"] = stat_labels
 
     if verdicts is not None:
-        gold_v, judge_v = scored["gold"].tolist(), scored["judge"].tolist()
+        gold_v = scored["gold"].tolist()
+        judge_v, used = judge_codes(scored["judge"].tolist(), stat_labels)  # abstentions: a category of misses
         if scored.empty:
             note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
         else:
-            kappa = stats.cohen_kappa(gold_v, judge_v, labels=stat_labels)  # its notes name the labels
+            kappa = stats.cohen_kappa(gold_v, judge_v, labels=used)  # its notes name the labels
         if kappa.status == "ok":
-            index = {lab: i for i, lab in enumerate(stat_labels)}
+            index = {lab: i for i, lab in enumerate(used)}
             codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
-            boot = dict(n_labels=len(stat_labels), n_resamples=options.bootstrap, confidence=options.confidence,
+            boot = dict(n_labels=len(used), n_resamples=options.bootstrap, confidence=options.confidence,
                         method=options.ci_method, seed=options.seed)
             if task.kind == "pairwise":  # one target per sample: the cluster bootstrap's tables are multinomial
                 kappa = stats.multinomial_bootstrap_kappa(*codes, **boot)
@@ -159,14 +183,15 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
             align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged), light=True)
             return section, merged
-        matrix = stats.confusion_matrix(gold_v, judge_v, labels=stat_labels) if gold_v else np.zeros((len(stat_labels),) * 2, int)
-        section["confusion"] = {"labels": stat_labels, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
-        section["per_label"] = _per_label(gold_v, judge_v, stat_labels)
+        matrix = stats.confusion_matrix(gold_v, judge_v, labels=used) if gold_v else np.zeros((len(used),) * 2, int)
+        section["confusion"] = {"labels": used, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
+        section["per_label"] = _per_label(gold_v, judge_v, stat_labels, used)
         section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
         if groups is not None:
-            section["grouped"] = _grouped_kappa(scored, groups, stat_labels, options.group_by, options)
+            section["grouped"] = _grouped_kappa(scored.assign(judge=judge_v), groups, used, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, options=options)
+    if not light:  # (a light section without verdicts: a decision-only report's human-only task)
+        section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged
@@ -226,10 +251,12 @@ def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, val
             "why": why.text(), "reason": why.to_dict()}
 
 
-def _per_label(gold: list, judge: list, labels: list[str]) -> dict:
+def _per_label(gold: list, judge: list, labels: list[str], used: list[str]) -> dict:
+    """Return precision, recall, F1 and support per label of `labels`; `used` adds the abstentions' category, so an
+    abstention on a label's target lowers that label's recall."""
     if not gold:
         return {lab: {"precision": None, "recall": None, "f1": None, "support": 0} for lab in labels}
-    prf = stats.per_label_prf(gold, judge, labels=labels)
+    prf = stats.per_label_prf(gold, judge, labels=used)
     return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
 
 
@@ -277,13 +304,16 @@ def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
 
 
 def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> list[dict]:
-    judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & ~merged["judge"].isin(excluded) & (merged["excluded"] != "fewshot")]
+    """Return each annotator's κ and percent agreement with the judge on the targets both labelled; the annotator's
+    excluded labels are left out, the judge's abstentions on the annotator's checkable labels count as misses."""
+    judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & (merged["excluded"] != "fewshot")]
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
     out = []
     for annotator, group in (current.groupby("annotator") if not current.empty else []):
         pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
-        human, judge = pairs["value"].to_numpy(), pairs["judge"].to_numpy()
-        est = stats.cohen_kappa(human, judge, labels=stat_labels) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
+        codes, used = judge_codes(pairs["judge"].tolist(), stat_labels)
+        human, judge = pairs["value"].to_numpy(), np.asarray(codes, dtype=object)
+        est = stats.cohen_kappa(human, judge, labels=used) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
                     "percent_agreement": float((human == judge).mean()) if len(pairs) else None})
     return out
@@ -392,7 +422,8 @@ def numeric_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | N
             grouped["per_group"] = per_group(task.kind, scored, groups, options)
             section["grouped"] = grouped
         align_section(section, "spearman_rho", rho, options, budget_candidates(merged))
-    section["human"] = human_block(task, labels, options=options)
+    if not light:
+        section["human"] = human_block(task, labels, options=options)
     if len(merged) == 0:
         section["status"] = "no_data"
     return section, merged

@@ -37,17 +37,19 @@ def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bo
         threshold = min_kappa if alignment["metric"] == "cohen_kappa" else min_rho
         value, ci = alignment.get("value"), alignment.get("ci")
         n = section.get("n", 0)
+        abstained = int(section.get("n_abstained") or 0)  # scored as misses (calibration/sections.py)
+        n_text = f"n={n}" + (f" ({abstained} abstained)" if abstained else "")
         checked += 1
         if value is None:
             note = section.get(alignment["metric"], {}).get("note", "")
-            lines.append(f"FAIL {name}: {alignment['metric']} undefined (n={n}): {note} (rule: {rule})")
+            lines.append(f"FAIL {name}: {alignment['metric']} undefined ({n_text}): {note} (rule: {rule})")
             ok = False
             continue
         decided = decide(value, ci, threshold, rule=rule)
         to_decide = labels_to_decide(decided, n, value, ci, threshold)
         ci_text = f" {interval(ci)}" if has_interval(ci) else ""
         reason = decision_reason(decided.decision, rule, threshold, decided.passed, ci, to_decide)
-        lines.append(f"{decided.decision.upper()} {name}: {alignment['metric']} {value:.3f}{ci_text} n={n} {reason}"
+        lines.append(f"{decided.decision.upper()} {name}: {alignment['metric']} {value:.3f}{ci_text} {n_text} {reason}"
                      + ("" if decided.decision != "undecided" else f"; counts as {'passing' if decided.passed else 'failing'}"))
         ok = ok and bool(decided.passed)
     if checked == 0:

@@ -166,6 +166,7 @@ def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str,
     default = settings["THRESHOLD"]
     options = report_options(settings, threshold=default, ci_lower=ci_lower, bootstrap=bootstrap, split=split,
                              order_rule=order_rule, min_shared=min_shared, dataset=dataset, golden=golden)
+    options.decision_only = True  # the gate's lines need each task's alignment and decision only
     built = _build(settings, dataset, judge, options, tasks=list(tasks) or None)
     ok, lines = gate.gate_lines(built, min_kappa=default if min_kappa is None else min_kappa,
                                 min_rho=default if min_rho is None else min_rho, ci_lower=options.ci_lower,

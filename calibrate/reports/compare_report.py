@@ -85,6 +85,11 @@ def changed_lines(result: dict) -> list[str]:
     return lines
 
 
+def misses(section: dict, side: str) -> str:
+    """Return a judge's misses on the common targets as "unusable / abstained" ("2 / 1")."""
+    return f"{section.get(f'n_unparsed_{side}', 0)} / {section.get(f'n_abstained_{side}', 0)}"
+
+
 def render_compare_json(result: dict) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -113,6 +118,8 @@ def render_compare_markdown(result: dict) -> str:
         lines.append(f"| {summary.confidence_text(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
         decided = [_md(_(section[side]["decision"]) if section[side].get("decision") else _("no decision")) for side in ("a", "b")]
         lines.append(f"| {_('decision')} | {decided[0]} | {decided[1]} |")
+        if "n_unparsed_a" in section:  # misses on the common targets (an unusable verdict, an abstention): scored as wrong
+            lines.append(f"| {_('misses: unusable verdicts / abstentions')} | {misses(section, 'a')} | {misses(section, 'b')} |")
         flips = section["flips"]
         lines += ["", f"A: {_md(judge_decision(section, 'a', result.get('threshold')))}.",
                   f"B: {_md(judge_decision(section, 'b', result.get('threshold')))}."]
@@ -161,6 +168,8 @@ def compare_context(result: dict, link: Callable[[str, str, str], str] | None = 
                  "a": _num(section["a"]["value"]), "b": _num(section["b"]["value"]),
                  "diff": _num(section["difference"]["value"]), "ci": _ci(section["difference"].get("ci")),
                  "fixed": flips(name, section, "fixed"), "broken": flips(name, section, "broken"),
+                 "misses_a": misses(section, "a") if "n_unparsed_a" in section else None,
+                 "misses_b": misses(section, "b") if "n_unparsed_a" in section else None,
                  "p": _p, "num": _num, "ci_label": summary.confidence_text(result)} for name, section in result["tasks"].items()]
     return {"result": result, "sections": sections}
 

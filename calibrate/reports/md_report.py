@@ -85,9 +85,13 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     rag = rag_summary.rag(data)
     if rag:
         lines += ["## " + gettext("RAG metrics"), "",
-                  table_row([gettext("metric"), gettext("human mean"), gettext("judge mean"), "Spearman's ρ"]), "|---|---:|---:|---:|"]
-        lines += [table_row([escape(r["name"]), r["human"], r["judge"] or "—", r["rho"] or "—"]) for r in rag]
+                  table_row([gettext("metric"), gettext("human mean"), gettext("answers"), gettext("judge mean"), gettext("answers"),
+                             gettext("answers with both"), gettext("judge − human on them"), "Spearman's ρ"]),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [table_row([escape(r["name"]), r["human"], str(r["n_human"]), r["judge"] or "—", str(r["n_judge"]) or "—",
+                             str(r["n_paired"]) or "—", r["difference"] or "—", r["rho"] or "—"]) for r in rag]
         lines.append("")
+        lines += [*(f"- {escape(r['headline'])}" for r in rag if r["headline"]), ""] if any(r["headline"] for r in rag) else []
         notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
         if notes:
             lines += [*notes, ""]
@@ -181,7 +185,11 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
                       n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
                       values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
-    counts = [(label, count) for key, label, count, _ in summary.counts(section) if key not in ("n", "n_samples", "n_ties")]
+    counts = [(label, count) for key, label, count, _ in summary.counts(section)
+              if key not in ("n", "n_samples", "n_ties", "n_abstained")]
+    if "n_abstained" in section and "alignment" in section:  # scored, not excluded: said on its own
+        lines += [gettext("Abstentions (the judge declined a checkable target; scored as misses): %(n)s.",
+                          n=section["n_abstained"]), ""]
     if counts:
         ties = " " + gettext("Ties awaiting adjudication: %(n)s.", n=section["n_ties"]) if section.get("n_ties") else ""
         lines += [gettext("Excluded from the statistics: %(counts)s (scored: %(n)s).",

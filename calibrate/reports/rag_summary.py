@@ -6,12 +6,15 @@ from dataclasses import dataclass
 
 from calibrate import i18n
 from calibrate.i18n import N_
-from calibrate.reports.summary import claim_sources, number, reason_text
+from calibrate.reports.summary import claim_sources, has_interval, interval, number, reason_text
 
 RAG_NAMES = {
     "faithfulness": N_("Faithfulness (share of supported claims per answer)"),
     "context_precision": N_("Context precision (rank-weighted, per answer)"),
 }
+
+# The metric in the headline sentence ("the judge overstates faithfulness by …").
+RAG_WORDS = {"faithfulness": N_("faithfulness"), "context_precision": N_("context precision")}
 
 RETRIEVAL_NAMES = {"recall_at_k": "Recall@K", "precision_at_k": "Precision@K", "f1_at_k": "F1@K", "mrr": "MRR", "ndcg_at_k": "nDCG@K"}
 
@@ -40,15 +43,54 @@ def rag(data: dict) -> list[dict]:
                                        info["n_claims_no_verdict"]))
         if info.get("claim_sources"):
             notes.append(i18n.gettext("claim sets: %(sources)s", sources=claim_sources(info)))
+        paired = info.get("paired") if isinstance(info.get("paired"), dict) else None
         out.append({
             "key": key, "name": i18n.gettext(RAG_NAMES[key]) if key in RAG_NAMES else key,
             "human": number(info.get("human_mean")), "n_human": info.get("n_human", ""),
             "judge": number(info.get("judge_mean")) if "judge_mean" in info else "",
             "n_judge": info.get("n_judge", ""),
+            "n_paired": paired.get("n", 0) if paired else "",
+            "difference": (f"{signed(paired.get('difference'))} {interval(paired.get('ci'))}"
+                           if paired and paired.get("difference") is not None else ""),
+            "headline": headline(key, paired) if paired else "",
             "rho": number(rho.get("value")) if isinstance(rho, dict) else "",
             "rho_note": "; ".join(notes),
         })
     return out
+
+
+def signed(value: float | None) -> str:
+    """Return a difference with its sign ("+0.150", "−0.060")."""
+    text = number(value)
+    return text if value is None or text.startswith("-") or float(value) == 0 else "+" + text
+
+
+def headline(key: str, paired: dict) -> str:
+    """Return the RAG block's comparison in one sentence, from `paired` (the answers that have both values): does the
+    judge overstate or understate the metric, by how much, and is the paired interval clear of 0."""
+    n = int(paired.get("n") or 0)
+    metric = i18n.gettext(RAG_WORDS[key]) if key in RAG_WORDS else key
+    if not n or paired.get("difference") is None:
+        return i18n.gettext("No answer has both a human and a judge value of %(metric)s: the two means are not compared.",
+                            metric=metric)
+    figures = dict(num=n, metric=metric, diff=number(abs(paired["difference"])), ci=interval(paired.get("ci")),
+                   judge=number(paired.get("judge_mean")), human=number(paired.get("human_mean")))
+    ci = paired.get("ci")
+    clear = has_interval(ci) and (ci[0] > 0 or ci[1] < 0)
+    if clear and paired["difference"] > 0:
+        return i18n.ngettext("On the %(num)s answer with both values, the judge overstates %(metric)s by %(diff)s %(ci)s "
+                             "(judge %(judge)s, experts %(human)s).",
+                             "On the %(num)s answers with both values, the judge overstates %(metric)s by %(diff)s %(ci)s "
+                             "(judge %(judge)s, experts %(human)s).", n, **figures)
+    if clear:
+        return i18n.ngettext("On the %(num)s answer with both values, the judge understates %(metric)s by %(diff)s %(ci)s "
+                             "(judge %(judge)s, experts %(human)s).",
+                             "On the %(num)s answers with both values, the judge understates %(metric)s by %(diff)s %(ci)s "
+                             "(judge %(judge)s, experts %(human)s).", n, **figures)
+    return i18n.ngettext("On the %(num)s answer with both values, the judge's %(metric)s (%(judge)s) and the experts' "
+                         "(%(human)s) differ by %(diff)s, an interval %(ci)s that does not settle a direction.",
+                         "On the %(num)s answers with both values, the judge's %(metric)s (%(judge)s) and the experts' "
+                         "(%(human)s) differ by %(diff)s, an interval %(ci)s that does not settle a direction.", n, **figures)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,9 @@ COUNTS = (
                                                       "tie, or one order was not judged")),
     ("n_no_gold", N_("No human gold"), N_("a verdict but no human gold (ties included)")),
     ("n_ties", N_("Ties"), N_("annotators split evenly and nobody adjudicated: no gold, listed for adjudication")),
-    ("n_excluded_label", N_("Excluded label"), N_("the gold or the verdict is a label left out of statistics (such as not_applicable)")),
+    ("n_abstained", N_("Abstentions"), N_("the judge declined (such as not_applicable) a target whose gold is a checkable label: "
+                                          "scored as a miss, included in Scored")),
+    ("n_excluded_label", N_("Excluded label"), N_("the gold is a label left out of statistics (such as not_applicable)")),
     ("n_fewshot", N_("Few-shot examples"), N_("targets shown to the judge as examples in its prompt")),
     ("n_stale", N_("Stale labels"), N_("labels whose claim or context changed after they were given (an --update, a claim "
                                 "re-extraction, an expert's claim edit): kept in the history, left out")),
@@ -217,7 +219,8 @@ def pooled(section: dict, key: str) -> str:
 
 def counts(section: dict) -> list[tuple[str, str, int, str]]:
     """Return (key, label, count, meaning) for the counts present in a section."""
-    return [(key, i18n.gettext(label), int(section[key]), i18n.gettext(meaning)) for key, label, meaning in COUNTS if key in section]
+    return [(key, i18n.gettext(label), int(section[key]), i18n.gettext(meaning)) for key, label, meaning in COUNTS
+            if key in section and (key != "n_abstained" or "alignment" in section)]  # abstentions: a judge's only
 
 
 def claim_sources(info: dict) -> str:

@@ -78,7 +78,7 @@ def test_gold_adjudicated_over_majority_and_ties_have_no_gold(store, session):
     assert report.adjudication["claim_support"] == [rows[0].target]
 
 
-def test_unparsed_and_not_applicable_are_excluded_and_counted(store, session):
+def test_unparsed_and_gold_not_applicable_are_excluded_and_an_abstention_is_scored(store, session):
     store.sample("s0", n_claims=4)
     for c, (human, judge) in enumerate([("supported", None), ("not_applicable", "supported"),
                                         ("supported", "not_applicable"), ("unsupported", "unsupported")]):
@@ -87,8 +87,10 @@ def test_unparsed_and_not_applicable_are_excluded_and_counted(store, session):
     store.commit()
     section = build_report(session, "d", "j", options=FAST).data["tasks"]["claim_support"]
     assert section["n_unparsed"] == 1
-    assert section["n_excluded_label"] == 2
-    assert section["n"] == 1
+    assert section["n_excluded_label"] == 1  # the gold is not_applicable: nothing to check
+    assert section["n_abstained"] == 1  # the judge said not_applicable on a checkable claim: a miss
+    assert section["n"] == 2
+    assert section["percent_agreement"] == 0.5
     assert section["labels"] == ["supported", "unsupported"]
 
 

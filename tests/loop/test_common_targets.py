@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from bs4 import BeautifulSoup
 from loop_helpers import copy_verdicts
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
@@ -15,7 +18,8 @@ from calibrate.calibration.compare import compare_judges
 from calibrate.db import write_session
 from calibrate.judges import FewShotSpec, save_version
 from calibrate.loop.dashboard import dashboard, versions_section
-from calibrate.models import Claim, Judge, PromptVersion, Sample
+from calibrate.models import Claim, Judge, PromptVersion, Sample, Verdict
+from calibrate.reports.compare_report import render_compare
 
 FAST = Options(bootstrap=300)
 
@@ -107,15 +111,16 @@ def test_unusable_verdicts_on_common_targets_are_misses_and_n_stays_the_same(sto
     scores = score_versions(session, "d", "claim_support", ["A", "B"], options=FAST)
     a, b = scores.common["A"], scores.common["B"]
     assert scores.common_targets == a["n"] == b["n"] == 23  # s10/claim 1 was not run by B: not common
-    assert (a["n_unparsed"], b["n_unparsed"], b["n_excluded_label"]) == (0, 2, 1)
+    assert (a["n_unparsed"], b["n_unparsed"], b["n_abstained"]) == (0, 2, 1)
     truth = [value for _, value, _ in gold]
     b_scored = [MISS if key in {("s01", 0), ("s04", 1), ("s07", 0)} else judged for key, _, judged in gold]
     assert b["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, b_scored))
     assert a["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, [j for _, _, j in gold]))
-    # each one's own figure drops what it cannot score: B's n shrinks there
-    assert scores.own["A"]["n"] == 24 and scores.own["B"]["n"] == 20
+    # each one's own figure drops what it cannot score (its unparsed verdicts): B's n shrinks there; its
+    # not_applicable on a checkable claim is an abstention, scored as a miss in its own report too
+    assert scores.own["A"]["n"] == 24 and scores.own["B"]["n"] == 21 and scores.own["B"]["n_abstained"] == 1
     own_b = build_report(session, "d", "B", options=FAST).data["tasks"]["claim_support"]
-    assert scores.own["B"]["value"] == pytest.approx(own_b["alignment"]["value"]) and own_b["n"] == 20
+    assert scores.own["B"]["value"] == pytest.approx(own_b["alignment"]["value"]) and own_b["n"] == 21
 
 
 def test_a_missed_score_is_the_end_of_the_scale_farthest_from_the_gold(store, session):
@@ -205,3 +210,41 @@ def test_per_group_values_equal_scikit_learn_and_scipy_on_each_group(store, sess
                 continue
             assert entry["value"] == pytest.approx(statistic([r.gold for r in scored], [r.judge for r in scored]))
             assert entry["ci"][0] <= entry["value"] <= entry["ci"][1]
+
+
+def test_report_versions_its_comparison_and_compare_score_the_same_common_targets(demo, session, runner):
+    """One version's unparsed verdict and another's abstention used to drop targets from `compare` (and the versions
+    section's comparison block) while the versions' rows scored them as misses: 356 against 352 in the field."""
+    two = session.exec(select(Judge).where(Judge.name == "demo-claims@2")).one()
+    one = session.exec(select(Judge).where(Judge.name == "demo-claims@1")).one()
+    labelled = {v.target_key for v in session.exec(select(Verdict).where(Verdict.judge_id == one.id)).all()}
+    dev = Options(bootstrap=300, split="dev")  # the dashboard's default split (test stays frozen)
+    before = compare_judges(session, demo, "demo-claims@1", "demo-claims@2", options=dev)["common_n"]
+    mine = sorted(session.exec(select(Verdict).join(Sample, Sample.id == Verdict.sample_id)
+                               .where(Verdict.judge_id == two.id, Sample.split == "dev")).all(), key=lambda v: v.id)
+    mine = [v for v in mine if v.target_key in labelled and v.status == "ok"]
+    mine[0].value, mine[0].status = None, "unparsed"  # @2's call on a common target gave nothing usable
+    mine[1].value = "not_applicable"  # @2 declined a claim the experts judged checkable
+    session.add_all(mine[:2])
+    session.commit()
+    out = runner.invoke(["report", "--dataset", demo, "--judge", "demo-claims@2", "--bootstrap", "300", "--versions",
+                         "--split", "dev"])
+    assert out.exit_code == 0, out.output
+    section = json.loads(out.output)["versions"]
+    cli = json.loads(runner.invoke(["compare", "--dataset", demo, "--judge", "demo-claims@1", "--judge", "demo-claims@2",
+                                    "--bootstrap", "300", "--task", "claim_support", "--split", "dev"]).output)
+    board = dashboard(session, demo, split="dev", options=dev)
+    assert section["common_targets"] == section["comparison"]["common_n"] == cli["common_n"] == board.common_targets
+    assert {v["n"] for v in section["versions"]} == {cli["common_n"]}
+    assert cli["common_n"] == before  # the targets are kept: the two verdicts are @2's misses, not exclusions
+    task = cli["tasks"]["claim_support"]
+    assert (task["n_unparsed_a"], task["n_abstained_a"], task["n_unparsed_b"], task["n_abstained_b"]) == (0, 0, 1, 1)
+    # both say the same about @2 on those targets: the rows' κ is compare's B
+    by_judge = {v["judge"]: v for v in section["versions"]}
+    assert by_judge["demo-claims@2"]["value"] == pytest.approx(cli["b"]["value"])
+    assert by_judge["demo-claims@1"]["value"] == pytest.approx(cli["a"]["value"])
+    # the comparison's Markdown and HTML show each judge's misses on those targets
+    assert "| misses: unusable verdicts / abstentions | 0 / 0 | 1 / 1 |" in render_compare(cli, "md").splitlines()
+    page = BeautifulSoup(render_compare(cli, "html", "es"), "html.parser")
+    row = page.select_one("#task-claim_support tr.misses-row")
+    assert [td.get_text() for td in row.select("td")][:3] == ["fallos: veredictos inutilizables / abstenciones", "0 / 0", "1 / 1"]
