@@ -36,6 +36,7 @@ def dataset_splits(session: Session, dataset: Dataset) -> list[str]:
 
 
 TEST_SPLIT = "test"
+DEFAULT_SPLIT = "dev"  # the split docs/loop.md names as the default view, when the dataset has it (opening_split)
 
 
 def opening_split(splits: list[str]) -> str | None:

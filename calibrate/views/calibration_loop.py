@@ -38,10 +38,9 @@ from calibrate.loop.dashboard import (
     alt_test_on_split,
     compare_two,
     dashboard,
-    disagreement_detail,
-    disagreements,
     triage,
 )
+from calibrate.loop.disagreements import disagreement_detail, disagreements
 from calibrate.loop.next_step import next_step
 from calibrate.loop.testsplit import dataset_splits, evaluate_on_test, look_text, opening_split, test_look_preview
 from calibrate.models import Prompt, Task

@@ -156,7 +156,7 @@ def test_versions_chart_joins_only_the_versions_of_one_prompt():
 
 
 def test_evaluate_on_test_is_on_demand_and_recorded(app, demo, session, client, login, soup):
-    from calibrate.loop.dashboard import disagreements
+    from calibrate.loop.disagreements import disagreements
     from calibrate.loop.testsplit import evaluate_on_test
     from calibrate.models import TestEvaluation
 

@@ -10,7 +10,8 @@ from sqlmodel import select
 from calibrate.calibration import CalibrationError, Options, alignment_sections
 from calibrate.judges import PromptError
 from calibrate.judges.versions import stored_examples
-from calibrate.loop.dashboard import add_fewshot, disagreement_detail, disagreements
+from calibrate.loop.dashboard import add_fewshot
+from calibrate.loop.disagreements import disagreement_detail, disagreements
 from calibrate.models import Claim, Judge, Sample, Verdict
 
 

@@ -13,7 +13,8 @@ from sklearn.metrics import cohen_kappa_score
 from sqlmodel import select
 
 from calibrate.judges.versions import stored_examples
-from calibrate.loop.dashboard import add_fewshot, disagreements
+from calibrate.loop.dashboard import add_fewshot
+from calibrate.loop.disagreements import disagreements
 from calibrate.loop.testsplit import evaluate_on_test
 from calibrate.models import Assignment, Claim, Sample, TestEvaluation, Verdict
 
