@@ -9,6 +9,7 @@ from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
 from calibrate.i18n import N_
+from calibrate.ingest.traces.staging import production_source
 from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import landing_page, login_required
 from calibrate.views.fields import MAX_PAGE, int_field
@@ -58,7 +59,7 @@ def show(name: str):
         claims = {"sources": source_counts(session, dataset=dataset), "changes": expert_changes(session, dataset),
                   "versions": extraction_versions(session), "backends": run_choices()}
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims)
+                           claims=claims, production=production_source(session, dataset))
 
 
 @bp.route("/datasets/<name>/samples/<path:external_id>")

@@ -173,8 +173,11 @@ def json_lines(raw: bytes) -> Iterator[tuple[int, Any]]:
 # --------------------------------------------------------------------------- OTLP
 
 
-def spans_of_protobuf(raw: bytes) -> list[Span]:
-    """Decode a binary ExportTraceServiceRequest (the same message as TracesData) into spans."""
+def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[Span]:
+    """Decode a binary ExportTraceServiceRequest (the same message as TracesData) into spans.
+
+    `rejected`: as in spans_of_traces_data (the receiver's per-span refusals).
+    """
     # Loaded here: protobuf is only needed for this format.
     from google.protobuf import json_format  # noqa: PLC0415 (optional heavy import: protobuf)
     from google.protobuf.message import DecodeError  # noqa: PLC0415 (as above)
@@ -186,11 +189,16 @@ def spans_of_protobuf(raw: bytes) -> list[Span]:
         message = ExportTraceServiceRequest.FromString(raw)
     except (DecodeError, RecursionError) as exc:
         raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
-    return spans_of_traces_data(json_format.MessageToDict(message), Where())
+    return spans_of_traces_data(json_format.MessageToDict(message), Where(), rejected=rejected)
 
 
-def spans_of_traces_data(data: Any, where: Where) -> list[Span]:
-    """Return the spans of one TracesData (or ExportTraceServiceRequest) as a JSON-shaped dict."""
+def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None = None) -> list[Span]:
+    """Return the spans of one TracesData (or ExportTraceServiceRequest) as a JSON-shaped dict.
+
+    A malformed span raises ImportRejected (a file is all or nothing), unless `rejected` is a
+    list: then the span is left out and why is appended to it (the OTLP/HTTP receiver answers
+    those with partialSuccess). A malformed structure around the spans always raises.
+    """
     if not isinstance(data, dict):
         raise where.fail("", f"must be a TracesData object, found {_kind(data)}")
     spans: list[Span] = []
@@ -204,7 +212,13 @@ def spans_of_traces_data(data: Any, where: Where) -> list[Span]:
             scope_path = f"{path}.scopeSpans[{s}]"
             _object(scope_spans, scope_path, where)
             for n, span in enumerate(_list(scope_spans, ("spans",), f"{scope_path}.spans", where)):
-                spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                if rejected is None:
+                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                    continue
+                try:
+                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                except ImportRejected as exc:
+                    rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
     return spans
 
 

@@ -182,9 +182,25 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     paths = [Path(p) for p in paths]
     if not paths:
         raise reject("no trace file given")
-    salt = dataset if salt is None else salt
     decoded = read_files(paths, fmt, max_bytes=max_bytes)
     given = read_feedback(feedback, max_bytes=max_bytes) if feedback is not None else {}
+    return import_decoded(target, decoded, dataset=dataset, source=paths[0].name, feedback=given, rate=rate, salt=salt,
+                          max_samples=max_samples, max_field_chars=max_field_chars, chunk_size=chunk_size,
+                          stale_seconds=stale_seconds)
+
+
+def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, source: str,
+                   feedback: dict[str, int] | None = None, rate: float = 1.0, salt: str | None = None,
+                   max_samples: int | None = None, max_field_chars: int = 1_000_000, chunk_size: int = CHUNK_SIZE,
+                   stale_seconds: int = STALE_SECONDS) -> TracesSummary:
+    """Sample, map and store decoded spans: what `import_traces` does after reading, and what settling staged spans does.
+
+    The one path from spans to samples, for trace files and for the OTLP/HTTP receiver's
+    settled traces (staging.py), so the same spans give the same samples either way.
+    `source`: a name for the import batch (a file's name, or "otlp-http").
+    """
+    given = feedback or {}
+    salt = dataset if salt is None else salt
     traces, spans, repeated = group_traces(decoded)
     summary = TracesSummary(dataset, traces=len(traces), spans=spans, duplicate_spans=repeated)
     skipped: Counter[str] = Counter()
@@ -224,18 +240,18 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     if isinstance(target, Session):
         savepoint = target.begin_nested()
         try:
-            _store(InTransaction(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+            _store(InTransaction(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
         except BaseException:
             savepoint.rollback()
             raise
         savepoint.commit()
     else:
         cleanup(target, stale_seconds=stale_seconds)
-        _store(InChunks(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+        _store(InChunks(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
     return summary
 
 
-def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: Path,
+def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: str,
            max_field_chars: int) -> None:
     """Decide created/updated/unchanged/duplicate/kept against the dataset, then write through the samples import."""
     with writes.read() as session:
@@ -278,7 +294,7 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
     if not out:
         return
     with tempfile.TemporaryDirectory(prefix="calibrate-traces-") as folder:
-        path = Path(folder) / f"{source.name[:100]}.samples.jsonl"
+        path = Path(folder) / f"{Path(source).name[:100] or 'traces'}.samples.jsonl"
         with path.open("w", encoding="utf-8") as handle:
             for rec in out:
                 handle.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -1,0 +1,225 @@
+"""The OTLP/HTTP receiver (issue 23): POST /v1/traces stages spans; settled traces become the samples a file gives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from sqlmodel import Session, func, select
+from test_traces import samples_of
+from trace_helpers import collector_json, synthetic_request, trace_id_of
+
+from calibrate import create_app
+from calibrate.ingest.traces import import_traces
+from calibrate.ingest.traces.staging import ROOTLESS_MAX_AGE, drop_rootless, hash_token, settle
+from calibrate.models import Dataset, IngestToken, Sample, StagedSpan
+
+PROTO, JSON = "application/x-protobuf", "application/json"
+
+
+def new_token(runner, dataset="prod", *args) -> str:
+    result = runner.invoke(["traces", "token", "--dataset", dataset, *args])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip().splitlines()[0]
+    assert token.startswith("calt_") and len(token) > 40
+    return token
+
+
+def post(client, token, body, kind=PROTO, **headers):
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return client.post("/v1/traces", data=body, headers={"Content-Type": kind, **headers})
+
+
+def split(request: ExportTraceServiceRequest, parts: int) -> list[ExportTraceServiceRequest]:
+    """Return the request's spans spread over `parts` requests, in order (a trace's spans land in different requests)."""
+    spans = [(rs.resource, span) for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    size = -(-len(spans) // parts)
+    out = []
+    for start in range(0, len(spans), size):
+        part = ExportTraceServiceRequest()
+        for resource, span in spans[start:start + size]:
+            part.resource_spans.append(ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=[span])]))
+        out.append(part)
+    return out
+
+
+def staged(engine) -> int:
+    with Session(engine) as session:
+        return session.exec(select(func.count(StagedSpan.id))).one()
+
+
+def token_row(engine, dataset="prod") -> IngestToken:
+    with Session(engine) as session:
+        return session.exec(select(IngestToken).join(Dataset, Dataset.id == IngestToken.dataset_id)
+                            .where(Dataset.name == dataset)).first()
+
+
+def test_tokens_are_shown_once_stored_hashed_listed_and_revoked(runner, engine, client):
+    token = new_token(runner, "prod", "--rate", "0.25", "--salt", "pepper")
+    row = token_row(engine)
+    assert row.token_hash == hash_token(token) and token not in json.dumps(row.model_dump(mode="json"))
+    assert (row.rate, row.salt) == (0.25, "pepper")
+    with Session(engine) as session:  # the dataset was created, empty
+        assert session.exec(select(Dataset).where(Dataset.name == "prod")).one().source == "otlp-http"
+    listed = json.loads(runner.invoke(["traces", "tokens", "--json"]).stdout)
+    assert listed == [{"id": row.id, "dataset": "prod", "rate": 0.25, "salt": "pepper", "created": listed[0]["created"],
+                       "last_used": None, "revoked": None}]
+    body = synthetic_request(2, repeat_every=0).SerializeToString()
+    assert post(client, token, body).status_code == 200
+    assert json.loads(runner.invoke(["traces", "tokens", "--json"]).stdout)[0]["last_used"] is not None
+    assert runner.invoke(["traces", "revoke", str(row.id)]).exit_code == 0
+    response = post(client, token, body)
+    assert response.status_code == 401 and response.mimetype == PROTO
+    assert json.loads(runner.invoke(["traces", "tokens", "--json"]).stdout)[0]["revoked"] is not None
+    unknown = runner.invoke(["traces", "revoke", "999"])
+    assert unknown.exit_code == 2 and "unknown token id 999" in unknown.output
+    # The default salt is the dataset's name, as for `traces import`.
+    new_token(runner, "other")
+    assert token_row(engine, "other").salt == "other"
+
+
+def test_spans_posted_in_20_requests_become_the_samples_the_file_gives(runner, engine, client, tmp_path):
+    n = 300
+    request = synthetic_request(n, repeat_every=20)  # 5 % of spans sent twice
+    token = new_token(runner, "recv", "--rate", "0.3", "--salt", "s")
+    parts = split(request, 20)
+    assert len(parts) == 20
+    for i, part in enumerate(parts):
+        if i % 3 == 0:  # OTLP/JSON, as an exporter configured for http/json sends it
+            response = post(client, token, json.dumps(collector_json(part)).encode(), JSON)
+            assert response.mimetype == JSON and json.loads(response.data) == {}
+        elif i % 3 == 1:  # gzip, as the SDK's exporter with compression=gzip
+            response = post(client, token, gzip.compress(part.SerializeToString()), PROTO, **{"Content-Encoding": "gzip"})
+        else:
+            response = post(client, token, part.SerializeToString())
+        assert response.status_code == 200, response.data
+        if response.mimetype == PROTO:
+            assert ExportTraceServiceResponse.FromString(response.data) == ExportTraceServiceResponse()
+    assert staged(engine) == 3 * n
+    row = token_row(engine, "recv")
+    assert (row.spans_received, row.spans_repeated) == (3 * n, len(range(0, 3 * n, 20)))
+    # Nothing settles before the traces are quiet for TRACES_SETTLE_S.
+    assert settle(engine, settle_s=30).traces == 0 and staged(engine) == 3 * n
+    flushed = runner.invoke(["traces", "flush", "--dataset", "recv", "--json"])
+    assert flushed.exit_code == 0, flushed.output
+    result = json.loads(flushed.stdout)
+    path = tmp_path / "traces.pb"
+    path.write_bytes(request.SerializeToString())
+    summary = import_traces(engine, [path], dataset="file", rate=0.3, salt="s")
+    assert (result["traces"], result["sampled"], result["created"]) == (n, summary.sampled, summary.created)
+    assert summary.created > 50 and staged(engine) == 0
+    assert samples_of(engine, "recv") == samples_of(engine, "file")
+    # Posting everything again: staged again, settled again, and nothing changes.
+    for part in parts:
+        assert post(client, token, part.SerializeToString()).status_code == 200
+    again = json.loads(runner.invoke(["traces", "flush", "--dataset", "recv", "--json"]).stdout)
+    assert (again["created"], again["unchanged"]) == (0, summary.created)
+    assert samples_of(engine, "recv") == samples_of(engine, "file")
+    row = token_row(engine, "recv")
+    assert (row.traces_settled, row.traces_sampled) == (2 * n, 2 * summary.sampled)
+
+
+def test_refusals_write_nothing_and_answer_in_the_requests_content_type(runner, engine, tmp_path, db_url):
+    app = create_app({"TESTING": True, "DATABASE_URL": db_url, "INSTANCE_PATH": str(tmp_path / "i"), "SECRET_KEY": "t",
+                      "TRACES_MAX_BODY": 20_000})
+    client = app.test_client()
+    token = new_token(runner, "prod")
+    good = synthetic_request(3, repeat_every=0)
+    body = good.SerializeToString()
+    cases = [
+        (post(client, None, body), 401, PROTO),
+        (post(client, "calt_wrong", body, JSON), 401, JSON),
+        (client.post("/v1/traces", data=body, headers={"Content-Type": PROTO, "Authorization": f"Basic {token}"}), 401, PROTO),
+        (post(client, token, body, "text/plain"), 415, JSON),
+        (post(client, token, body, PROTO, **{"Content-Encoding": "br"}), 415, PROTO),
+        (post(client, token, b"x" * 20_001), 413, PROTO),
+        # A gzip bomb: 20 KB on the wire, 100 MB unpacked, stopped at the cap.
+        (post(client, token, gzip.compress(b"\0" * 100_000_000), PROTO, **{"Content-Encoding": "gzip"}), 413, PROTO),
+        (post(client, token, b"\xff\x01garbage"), 400, PROTO),
+        (post(client, token, b"not gzip", PROTO, **{"Content-Encoding": "gzip"}), 400, PROTO),
+        (post(client, token, b'{"resourceSpans": [', JSON), 400, JSON),
+        (post(client, token, b'{"resourceSpans": {"no": "list"}}', JSON), 400, JSON),
+    ]
+    for i, (response, status, kind) in enumerate(cases):
+        assert (response.status_code, response.mimetype) == (status, kind), (i, response.data)
+        if kind == JSON:
+            answer = json.loads(response.data)
+            assert set(answer) == {"code", "message"} and answer["message"], i
+        assert "Set-Cookie" not in response.headers
+    assert cases[0][0].headers["WWW-Authenticate"].startswith("Bearer")
+    assert "TRACES_MAX_BODY" in json.loads(post(client, token, b"x" * 20_001, JSON).data)["message"]
+    assert "not valid JSON" in json.loads(cases[9][0].data)["message"]
+    assert staged(engine) == 0
+    row = token_row(engine)
+    assert (row.spans_received, row.spans_repeated, row.spans_rejected, row.last_received_at) == (0, 0, 0, None)
+    # No session and no CSRF token needed (any other POST without one is refused with 400).
+    assert client.post("/login", data={"username": "x", "password": "y"}).status_code == 400
+    assert post(client, token, body).status_code == 200 and staged(engine) == 9
+
+
+def test_unusable_spans_are_refused_one_by_one_with_partial_success(runner, engine, client):
+    token = new_token(runner, "prod")
+    data = collector_json(synthetic_request(2, repeat_every=0))
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[1]["spanId"] = "00" * 8  # an all-zero id
+    spans[4]["traceId"] = 42
+    response = post(client, token, json.dumps(data).encode(), JSON)
+    assert response.status_code == 200
+    partial = json.loads(response.data)["partialSuccess"]
+    assert int(partial["rejectedSpans"]) == 2 and "all zeros" in partial["errorMessage"]
+    assert staged(engine) == 4 and token_row(engine).spans_rejected == 2
+    proto = ExportTraceServiceRequest()
+    json_format.ParseDict(collector_json(synthetic_request(1, repeat_every=0, seed="p")), proto)
+    proto.resource_spans[0].scope_spans[0].spans[0].trace_id = b"short"
+    answer = ExportTraceServiceResponse.FromString(post(client, token, proto.SerializeToString()).data)
+    assert answer.partial_success.rejected_spans == 1 and answer.partial_success.error_message
+
+
+def test_a_trace_settles_when_quiet_with_its_root_and_rootless_ones_are_dropped_after_a_day(runner, engine, client):
+    token = new_token(runner, "prod")
+    request = synthetic_request(2, repeat_every=0)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    rootless = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[spans[4], spans[5]])])])
+    rooted = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans[:3])])])
+    assert post(client, token, rooted.SerializeToString()).status_code == 200
+    assert post(client, token, rootless.SerializeToString()).status_code == 200
+    now = time.time()
+    assert settle(engine, settle_s=30, now=now).traces == 0  # not quiet yet
+    done = settle(engine, settle_s=30, now=now + 31)
+    assert (done.traces, done.created) == (1, 1) and staged(engine) == 2  # the rootless trace waits
+    with Session(engine) as session:
+        assert session.exec(select(Sample.external_id)).all() == [trace_id_of(0)]
+    assert drop_rootless(engine, now=now + ROOTLESS_MAX_AGE - 60).dropped_traces == 0
+    dropped = drop_rootless(engine, now=now + ROOTLESS_MAX_AGE + 60)
+    assert (dropped.dropped_traces, dropped.dropped_spans) == (1, 2) and staged(engine) == 0
+    row = token_row(engine)
+    assert (row.traces_settled, row.traces_dropped, row.spans_dropped, row.skipped) == (1, 1, 2, {"no_root_span": 1})
+
+
+@pytest.mark.parametrize("locale", ["en", "es"])
+def test_the_dataset_page_shows_the_production_source(runner, engine, client, login, locale):
+    token = new_token(runner, "prod")
+    request = synthetic_request(4, repeat_every=2)
+    assert post(client, token, request.SerializeToString()).status_code == 200
+    settle(engine, settle_s=0)
+    assert post(client, token, synthetic_request(1, repeat_every=0, seed="late").SerializeToString()).status_code == 200
+    login("eng", "engineer")
+    from bs4 import BeautifulSoup
+
+    page = client.get("/datasets/prod", headers={"Accept-Language": locale})
+    assert page.status_code == 200
+    soup = BeautifulSoup(page.data, "html.parser")
+    section = soup.select_one("#production-source")
+    figures = {td["data-key"]: td.get_text(" ", strip=True) for td in section.select("td[data-key]")}
+    assert figures["traces_received"] == "4" and figures["sampled"] == "4"
+    assert figures["staged"].startswith("1 ") and "3 " in figures["staged"]
+    assert figures["down_share"].replace("\xa0", " ") in ("0.0%", "0,0 %")
+    assert figures["last_received"]
+    heading = section.select_one("h2").get_text(strip=True)
+    assert heading == ("Production source" if locale == "en" else "Fuente de producción")
