@@ -223,3 +223,62 @@ def test_the_dataset_page_shows_the_production_source(runner, engine, client, lo
     assert figures["last_received"]
     heading = section.select_one("h2").get_text(strip=True)
     assert heading == ("Production source" if locale == "en" else "Fuente de producción")
+
+
+@pytest.mark.slow
+def test_an_sdk_program_exporting_to_calibrate_serve_gives_the_samples_of_its_file(tmp_path, monkeypatch):
+    """The real client: the OpenTelemetry SDK's OTLP/HTTP exporter (protobuf, gzip, batches) against `calibrate serve`
+    with two worker processes, each with its settler thread; what settles equals the file import of the same spans."""
+    import os
+    import subprocess
+    import sys
+
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from server_helpers import start_workers
+    from trace_helpers import rag_program
+
+    from calibrate.db import get_engine
+
+    url = f"sqlite:///{tmp_path / 'serve.sqlite'}"
+    env = {**os.environ, "CALIBRATE_INSTANCE": str(tmp_path)}
+    run = [sys.executable, "-m", "calibrate"]
+    subprocess.run([*run, "init", "--db", url], check=True, env=env, capture_output=True)
+    made = subprocess.run([*run, "traces", "token", "--dataset", "live", "--rate", "0.5", "--salt", "s", "--db", url],
+                          check=True, env=env, capture_output=True, text=True)
+    token = made.stdout.strip()
+    monkeypatch.setenv("CALIBRATE_TRACES_SETTLE_S", "0")
+    monkeypatch.setenv("CALIBRATE_TRACES_SETTLE_EVERY", "0.2")
+    server, port, _, _ = start_workers(url, tmp_path, workers=2, threads=2)
+    engine = get_engine(url)
+    questions = [f"What does passage {i} say?" for i in range(40)]
+    try:
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", headers={"Authorization": f"Bearer {token}"},
+                                    compression=Compression.Gzip, timeout=10)
+        request = rag_program(questions, processors=[BatchSpanProcessor(exporter, max_export_batch_size=7)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            row = token_row(engine, "live")
+            if row.traces_settled >= len(questions) and staged(engine) == 0:
+                break
+            time.sleep(0.2)
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0]
+    row = token_row(engine, "live")
+    assert (row.spans_received, row.spans_rejected) == (3 * len(questions), 0), output
+    assert row.traces_settled == len(questions) and staged(engine) == 0  # each trace settled once, by one of the two
+    path = tmp_path / "same-spans.pb"
+    path.write_bytes(request.SerializeToString())
+    summary = import_traces(engine, [path], dataset="file", rate=0.5, salt="s")
+    assert row.traces_sampled == summary.sampled and summary.created > 5
+    assert samples_of(engine, "live") == samples_of(engine, "file")
+
+
+def test_a_token_for_an_invalid_dataset_name_or_rate_is_refused(runner, engine):
+    bad = runner.invoke(["traces", "token", "--dataset", "../etc"])
+    assert bad.exit_code == 2 and "invalid dataset name" in bad.output
+    assert runner.invoke(["traces", "token", "--dataset", "d", "--rate", "2"]).exit_code == 2
+    with Session(engine) as session:
+        assert session.exec(select(func.count(IngestToken.id))).one() == 0

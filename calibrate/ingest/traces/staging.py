@@ -33,6 +33,7 @@ from sqlmodel import Session, col
 
 from calibrate.db import write_session
 from calibrate.errors import NotFound
+from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import reject
 from calibrate.ingest.traces.decode import Decoded, Span
 from calibrate.ingest.traces.importer import import_decoded
@@ -58,9 +59,7 @@ def new_token(session: Session, dataset: str, *, rate: float = 1.0, salt: str | 
     """
     if not 0.0 <= rate <= 1.0:
         raise reject(f"the rate must be between 0 and 1, got {rate}", field="rate")
-    name = dataset.strip()
-    if not name or len(name) > 200:
-        raise reject("a dataset name of 1 to 200 characters is needed", field="dataset")
+    name = check_dataset_name(dataset.strip())
     if salt is not None and len(salt) > 200:
         raise reject("the salt is over 200 characters", field="salt")
     row = session.scalars(select(Dataset).where(Dataset.name == name)).first()
