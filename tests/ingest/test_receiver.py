@@ -7,7 +7,6 @@ import json
 import time
 
 import pytest
-from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from sqlmodel import Session, func, select
@@ -174,9 +173,10 @@ def test_unusable_spans_are_refused_one_by_one_with_partial_success(runner, engi
     partial = json.loads(response.data)["partialSuccess"]
     assert int(partial["rejectedSpans"]) == 2 and "all zeros" in partial["errorMessage"]
     assert staged(engine) == 4 and token_row(engine).spans_rejected == 2
-    proto = ExportTraceServiceRequest()
-    json_format.ParseDict(collector_json(synthetic_request(1, repeat_every=0, seed="p")), proto)
+    proto = synthetic_request(1, repeat_every=0, seed="p")
     proto.resource_spans[0].scope_spans[0].spans[0].trace_id = b"short"
+    proto.resource_spans[0].scope_spans[0].spans[1].attributes[0].value.array_value.values.add().kvlist_value.values.add(
+        key="k").value.string_value = "fine"
     answer = ExportTraceServiceResponse.FromString(post(client, token, proto.SerializeToString()).data)
     assert answer.partial_success.rejected_spans == 1 and answer.partial_success.error_message
 
@@ -282,3 +282,38 @@ def test_a_token_for_an_invalid_dataset_name_or_rate_is_refused(runner, engine):
     assert runner.invoke(["traces", "token", "--dataset", "d", "--rate", "2"]).exit_code == 2
     with Session(engine) as session:
         assert session.exec(select(func.count(IngestToken.id))).one() == 0
+
+
+def test_protobuf_read_directly_gives_what_its_json_mapping_gives():
+    """The receiver reads protobuf fields directly (spans_of_message); the file import read MessageToDict's dict before."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+
+    from calibrate.ingest.problems import ImportRejected
+    from calibrate.ingest.traces.decode import Where, spans_of_message, spans_of_traces_data
+
+    request = synthetic_request(3, repeat_every=2)
+    span = request.resource_spans[0].scope_spans[0].spans[1]
+    odd = {"bytes": AnyValue(bytes_value=b"\x00\xffraw"), "nan": AnyValue(double_value=float("nan")),
+           "inf": AnyValue(double_value=float("-inf")), "zero": AnyValue(int_value=0), "big": AnyValue(int_value=2**62),
+           "no": AnyValue(bool_value=False), "empty": AnyValue(string_value=""), "unset": AnyValue(),
+           "list": AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1), AnyValue(), AnyValue(string_value="x")])),
+           "map": AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="a", value=AnyValue(double_value=0.5)),
+                                                             KeyValue(key="b")]))}
+    span.attributes.extend(KeyValue(key=key, value=value) for key, value in odd.items())
+    span.attributes.append(KeyValue(key="no-value"))
+    direct = spans_of_message(request, Where())
+    assert direct == spans_of_traces_data(json_format.MessageToDict(request), Where())
+    values = next(s for s in direct if s.span_id == span.span_id.hex()).attributes
+    assert (values["bytes"], values["nan"], values["big"], values["list"], values["map"]) == (
+        "AP9yYXc=", None, 2**62, [1, None, "x"], {"a": 0.5, "b": None})
+    # Nested too deeply: refused alike, naming the same field.
+    deep = AnyValue(string_value="bottom")
+    for _ in range(10):
+        deep = AnyValue(array_value=ArrayValue(values=[deep]))
+    span.attributes.append(KeyValue(key="deep", value=deep))
+    with pytest.raises(ImportRejected) as by_message:
+        spans_of_message(request, Where())
+    with pytest.raises(ImportRejected) as by_dict:
+        spans_of_traces_data(json_format.MessageToDict(request), Where())
+    assert str(by_message.value) == str(by_dict.value)

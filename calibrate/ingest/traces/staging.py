@@ -151,7 +151,7 @@ def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, reje
     rows = [{"token_id": token.id, "trace_id": span.trace_id, "span_id": span.span_id, "is_root": not span.parent_id,
              "received_at": now, "span": span_json(span)} for span in fresh.values()]
     if rows:
-        session.execute(insert(StagedSpan), rows)
+        session.connection().execute(insert(StagedSpan.__table__), rows)  # Core executemany: no ORM work per row
     out.new = len(rows)
     session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
         spans_received=IngestToken.spans_received + out.new, spans_repeated=IngestToken.spans_repeated + out.repeated,
