@@ -21,7 +21,7 @@ the server answers.
    `--annotators` experts saving labels meanwhile (bench_annotate's database and clients): the
    server's RSS sampled every second, and the label saves' p50/p95.
 
-    .venv/bin/python bench/bench_receiver.py [--spans 102400] [--senders 4] [--stream 1000000]
+    .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
         [--phoenix /work/phoenix-venv/bin/python] [--record]
 """
 
@@ -304,8 +304,9 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spans", type=int, default=100 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
-    parser.add_argument("--senders", type=int, default=4, help="concurrent clients")
+    parser.add_argument("--spans", type=int, default=50 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
+    parser.add_argument("--senders", type=int, default=2,
+                        help="concurrent clients (2: calibrate's TRACES_MAX_CONCURRENT, beyond which it answers 503)")
     parser.add_argument("--stream", type=int, default=1_000_000, help="spans streamed with the settler on (0: skip)")
     parser.add_argument("--annotators", type=int, default=2, help="experts saving labels during the stream")
     parser.add_argument("--phoenix", default="/work/phoenix-venv/bin/python",

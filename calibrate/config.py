@@ -86,3 +86,7 @@ SEED = 0
 TRACES_MAX_BODY = 64 * 1024 * 1024
 TRACES_SETTLE_S = 30
 TRACES_SETTLE_EVERY = 5
+# At most this many export requests are decoded and stored at once per server process; one more is
+# answered 503 with Retry-After (OTLP exporters retry it), so the other request threads stay free for
+# the workbench (`calibrate serve --threads`, default 4).
+TRACES_MAX_CONCURRENT = 2

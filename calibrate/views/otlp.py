@@ -4,8 +4,10 @@ No login session and no CSRF token (security.py exempts this blueprint): a beare
 `calibrate traces token`, which may only stage spans for its dataset. A request is checked in
 this order, and nothing is written unless it passes every check: 401 without a live token, 415
 for a body neither `application/x-protobuf` nor `application/json` (or an encoding other than
-gzip), 413 over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1,
-so a gzip bomb is never inflated), 400 when it does not parse. Then its spans are staged in one
+gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of this process are being
+stored already (the exporter retries; the other request threads stay free for people), 413
+over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a
+gzip bomb is never inflated), 400 when it does not parse. Then its spans are staged in one
 short write (ingest/traces/staging.py) and the answer is an ExportTraceServiceResponse in the
 request's content type, with `partialSuccess {rejectedSpans, errorMessage}` when spans were
 refused one by one (a bad id, too many attributes). Errors are a `google.rpc.Status`
@@ -15,15 +17,15 @@ refused one by one (a bad id, too many attributes). Errors are a `google.rpc.Sta
 from __future__ import annotations
 
 import json
+import threading
 import zlib
 
 from flask import Blueprint, Response, current_app, request
 
-from calibrate.db import write_session
 from calibrate.ingest.problems import ImportRejected
 from calibrate.ingest.traces.decode import Where, parse_json, spans_of_protobuf, spans_of_traces_data
 from calibrate.ingest.traces.staging import stage_spans, token_for
-from calibrate.views.session import app_engine, get_session
+from calibrate.views.session import get_session, write
 
 bp = Blueprint("otlp", __name__)
 
@@ -31,7 +33,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 READ_CHUNK = 1024 * 1024
 # google.rpc.Code values of the error answers (OTLP/HTTP puts a Status in the body of a failure).
-CODES = {400: 3, 401: 16, 413: 8, 415: 3}
+CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
 
 
 class TooLarge(Exception):
@@ -117,6 +119,31 @@ def receive():
     encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding not in ("identity", "gzip"):
         return _answer(415, answer_kind, f"Content-Encoding must be gzip or none, not {encoding!r}")
+    slots = _slots()
+    if not slots.acquire(blocking=False):
+        # Back-pressure, never a queue: the exporter retries (OTLP: 503 is retryable, after Retry-After),
+        # and the server's other request threads stay free for the workbench.
+        response = _answer(503, answer_kind, f"{current_app.config['TRACES_MAX_CONCURRENT']} export requests are being "
+                                             "stored already; retry")
+        response.headers["Retry-After"] = "1"
+        return response
+    try:
+        return _stage(kind, answer_kind, token)
+    finally:
+        slots.release()
+
+
+def _slots() -> threading.BoundedSemaphore:
+    """Return this app's semaphore of TRACES_MAX_CONCURRENT export requests in this process."""
+    slots = current_app.extensions.get("calibrate.otlp.slots")
+    if slots is None:
+        slots = current_app.extensions.setdefault("calibrate.otlp.slots",
+                                                  threading.BoundedSemaphore(max(1, int(current_app.config["TRACES_MAX_CONCURRENT"]))))
+    return slots
+
+
+def _stage(kind: str, answer_kind: str, token) -> Response:
+    """Read, decode and stage one request's spans (every check before this one passed)."""
     limit = int(current_app.config["TRACES_MAX_BODY"])
     try:
         body = read_body(limit)
@@ -132,9 +159,8 @@ def receive():
             spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
     except ImportRejected as exc:
         return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
-    get_session().close()  # the token was read: no read transaction stays open across the write
-    with write_session(app_engine()) as session:
-        stage_spans(session, token, spans, rejected=len(rejected))
+    # One short write behind the process's writer lock, taking turns with label saves and the settler.
+    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected)))
     return _success(kind, rejected)
 
 

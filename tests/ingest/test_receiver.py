@@ -157,6 +157,14 @@ def test_refusals_write_nothing_and_answer_in_the_requests_content_type(runner, 
     assert staged(engine) == 0
     row = token_row(engine)
     assert (row.spans_received, row.spans_repeated, row.spans_rejected, row.last_received_at) == (0, 0, 0, None)
+    # Every slot busy (TRACES_MAX_CONCURRENT requests being stored): 503 with Retry-After, nothing read or written.
+    import threading
+
+    slots = app.extensions["calibrate.otlp.slots"] = threading.BoundedSemaphore(1)
+    slots.acquire()
+    busy = post(client, token, body)
+    assert (busy.status_code, busy.headers["Retry-After"], busy.mimetype) == (503, "1", PROTO) and staged(engine) == 0
+    slots.release()
     # No session and no CSRF token needed (any other POST without one is refused with 400).
     assert client.post("/login", data={"username": "x", "password": "y"}).status_code == 400
     assert post(client, token, body).status_code == 200 and staged(engine) == 9

@@ -24,6 +24,7 @@ import secrets
 import threading
 import time
 from collections import Counter, defaultdict
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +37,7 @@ from calibrate.errors import NotFound
 from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import reject
 from calibrate.ingest.traces.decode import Decoded, Span
-from calibrate.ingest.traces.importer import import_decoded
+from calibrate.ingest.traces.importer import import_decoded, inclusion_u
 from calibrate.models import Dataset, IngestToken, StagedSpan
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
@@ -188,17 +189,20 @@ class Settled:
 
 
 def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
-           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH) -> Settled:
+           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
+           lock: AbstractContextManager | None = None) -> Settled:
     """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
 
     `dataset`: only that dataset's tokens (`calibrate traces flush --dataset D` passes settle_s=0).
-    Each transaction settles at most `batch` traces and takes the write lock first (module docstring).
+    Each transaction settles at most `batch` traces and takes the write lock first (module docstring);
+    `lock`: a lock of this process held around each transaction (the server's writer lock, so label
+    saves and settling take turns promptly instead of waiting in SQLite's busy handler).
     """
     now = time.time() if now is None else now
     total = Settled()
     skipped: Counter[str] = Counter()
     while True:
-        with write_session(engine) as session:
+        with lock or nullcontext(), write_session(engine) as session:
             done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
                                 batch=batch, into=total, skipped=skipped)
         if done < batch:
@@ -228,22 +232,35 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
     trace_ids = list(session.scalars(ready))
     if not trace_ids:
         return 0
-    by_trace: dict[str, list[tuple[Span, int, bool]]] = defaultdict(list)
-    for trace_id, span_id, token_id, is_root, text in session.execute(
-            select(StagedSpan.trace_id, StagedSpan.span_id, StagedSpan.token_id, StagedSpan.is_root, StagedSpan.span)
-            .where(col(StagedSpan.trace_id).in_(trace_ids)).order_by(StagedSpan.id)):
-        by_trace[trace_id].append((span_of(trace_id, span_id, text), token_id, is_root))
     # A trace belongs to the token its root span came with (its dataset and sampling).
-    per_token: dict[int, Decoded] = defaultdict(Decoded)
+    owners: dict[str, int] = {}
+    for trace_id, token_id in session.execute(select(StagedSpan.trace_id, StagedSpan.token_id)
+                                              .where(col(StagedSpan.trace_id).in_(trace_ids), col(StagedSpan.is_root))
+                                              .order_by(StagedSpan.id)):
+        owners.setdefault(trace_id, token_id)
+    tokens_of = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
+    # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads
+    # none), so a trace is taken by its draw alone, the rule import_decoded applies to them again.
+    taken: list[str] = []
+    passed: Counter[int] = Counter()
     for trace_id in trace_ids:
-        items = by_trace[trace_id]
-        owner = next((token_id for _, token_id, is_root in items if is_root), items[0][1])
-        per_token[owner].spans.extend(span for span, _, _ in items)
+        token = tokens_of[owners[trace_id]]
+        if inclusion_u(token.salt, trace_id) < token.rate:
+            taken.append(trace_id)
+        else:
+            passed[token.id] += 1
+    per_token: dict[int, Decoded] = {token_id: Decoded() for token_id in tokens_of}
+    for start in range(0, len(taken), QUERY_CHUNK):
+        for trace_id, span_id, text in session.execute(
+                select(StagedSpan.trace_id, StagedSpan.span_id, StagedSpan.span)
+                .where(col(StagedSpan.trace_id).in_(taken[start:start + QUERY_CHUNK])).order_by(StagedSpan.id)):
+            per_token[owners[trace_id]].spans.append(span_of(trace_id, span_id, text))
     for token_id, decoded in sorted(per_token.items()):
-        token = session.get(IngestToken, token_id)
+        token = tokens_of[token_id]
         ds = session.get(Dataset, token.dataset_id)
         summary = import_decoded(session, decoded, dataset=ds.name, source=SOURCE, rate=token.rate, salt=token.salt,
                                  max_field_chars=max_field_chars)
+        summary.traces += passed[token_id]
         merged = Counter(token.skipped or {})
         merged.update(summary.skipped)
         session.execute(update(IngestToken).where(IngestToken.id == token_id).values(
@@ -259,11 +276,11 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
 
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
-                  dataset: str | None = None) -> Settled:
+                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> Settled:
     """Delete the staged spans of traces without a root whose newest span is older than `max_age`; count them."""
     now = time.time() if now is None else now
     out = Settled()
-    with write_session(engine) as session:
+    with lock or nullcontext(), write_session(engine) as session:
         tokens = _token_filter(session, dataset)
         if tokens is not None and not tokens:
             return out
@@ -307,9 +324,11 @@ class Settler(threading.Thread):
     logged and retried at the next wake-up.
     """
 
-    def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int) -> None:
+    def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int,
+                 lock: AbstractContextManager | None = None) -> None:
         super().__init__(name="calibrate-traces-settler", daemon=True)
         self.engine, self.settle_s, self.every, self.max_field_chars = engine, settle_s, every, max_field_chars
+        self.lock = lock
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -319,8 +338,8 @@ class Settler(threading.Thread):
     def once(self) -> None:
         """Settle and drop once; log what happened (and any failure) and return."""
         try:
-            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars)
-            dropped = drop_rootless(self.engine)
+            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock)
+            dropped = drop_rootless(self.engine, lock=self.lock)
         except Exception:  # a background thread must live on; the next wake-up retries
             log.exception("settling staged traces failed")
             return
@@ -332,10 +351,10 @@ class Settler(threading.Thread):
         self.stopped.set()
 
 
-def start_settler(engine: Engine, settings: Any) -> Settler:
+def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
     """Start the background settler with the settings' TRACES_SETTLE_S and TRACES_SETTLE_EVERY; return it."""
     settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
-                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]))
+                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
     settler.start()
     return settler
 
