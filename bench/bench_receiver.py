@@ -53,6 +53,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 RESULTS = ROOT / "bench" / "results" / "receiver.md"
 BATCH = 512
 TRACE_MARK = b"\xaa" * 8  # the request number's place in every trace id of the template
+SPAN_MARK = b"\xbb" * 4  # its place in every span id
 TEXT_MARK = "Q" * 16  # its place in every text (hex), so no two requests carry the same content
 BASE_NS = 1_764_000_000_000_000_000
 
@@ -66,7 +67,8 @@ def template() -> bytes:
     n = 0
     while len(spans) < BATCH:
         trace = TRACE_MARK + n.to_bytes(8, "big")
-        ids = [hashlib.sha256(f"{n}:{k}".encode()).digest()[:8] for k in range(3)]
+        # Span ids are unique across requests too (an SDK's are random): Phoenix keys spans by span id alone.
+        ids = [SPAN_MARK + hashlib.sha256(f"{n}:{k}".encode()).digest()[:4] for k in range(3)]
         question = f"Question {TEXT_MARK}-{n}: what does the leaflet say about the dose?"
         answer = f"Answer {TEXT_MARK}-{n}: take one tablet a day with water, as passage {n % 5} says."
         attrs = [
@@ -91,7 +93,8 @@ def template() -> bytes:
 
 def payload(base: bytes, number: int) -> bytes:
     """Return request `number`: the template with its number in every trace id and text (same lengths: still valid)."""
-    return base.replace(TRACE_MARK, (number + 1).to_bytes(8, "big")).replace(TEXT_MARK.encode(), f"{number:016x}".encode())
+    return (base.replace(TRACE_MARK, (number + 1).to_bytes(8, "big")).replace(SPAN_MARK, (number + 1).to_bytes(4, "big"))
+            .replace(TEXT_MARK.encode(), f"{number:016x}".encode()))
 
 
 class Senders:
@@ -133,12 +136,13 @@ class Senders:
             thread.join()
 
 
-def count(db: Path, sql: str) -> int:
+def count(db: Path, sql: str) -> int | None:
+    """Return the query's number, or None while the database cannot be read (locked, not created yet)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         return con.execute(sql).fetchone()[0]
     except sqlite3.OperationalError:
-        return 0
+        return None
     finally:
         con.close()
 
@@ -208,7 +212,7 @@ def run_calibrate(folder: Path, base: bytes, n_requests: int, senders: int) -> d
         send.run()
         sent = time.monotonic() - t0
         expected = n_requests * BATCH
-        stored = count(db, "SELECT count(*) FROM stagedspan")
+        stored = count(db, "SELECT count(*) FROM stagedspan") or 0
         stored_at = time.monotonic() - t0  # answered requests are committed: the count is there at once
     finally:
         stop(server)
@@ -234,9 +238,12 @@ def run_phoenix(folder: Path, python: str, base: bytes, n_requests: int, senders
         send.run()
         sent = time.monotonic() - t0
         # Stored: the spans table, until it reaches what was accepted or stops growing for 10 s.
-        last, last_change = -1, time.monotonic()
-        while True:
+        last, last_change = 0, time.monotonic()
+        while time.monotonic() - t0 < 600:
             now_count = count(db, "SELECT count(*) FROM spans")
+            if now_count is None:
+                time.sleep(0.25)
+                continue
             if now_count != last:
                 last, last_change = now_count, time.monotonic()
             if now_count >= send.accepted_spans or time.monotonic() - last_change > 10:
@@ -284,14 +291,14 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
             thread.join()
         # Let the settler finish what is staged (bounded wait), to count what became samples.
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and count(db, "SELECT count(*) FROM stagedspan") > BATCH:
+        while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > BATCH:
             time.sleep(1)
         done.set()
         sampler.join()
-        settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken")
-        samples = count(db, "SELECT count(*) FROM sample s JOIN dataset d ON d.id = s.dataset_id WHERE d.name = 'stream'")
-        staged_left = count(db, "SELECT count(*) FROM stagedspan")
-        received = count(db, "SELECT coalesce(sum(spans_received), 0) FROM ingesttoken")
+        settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken") or 0
+        samples = count(db, "SELECT count(*) FROM sample s JOIN dataset d ON d.id = s.dataset_id WHERE d.name = 'stream'") or 0
+        staged_left = count(db, "SELECT count(*) FROM stagedspan") or 0
+        received = count(db, "SELECT coalesce(sum(spans_received), 0) FROM ingesttoken") or 0
     finally:
         stop(server)
     saves = [ms for saver in savers for _, ms, _ in saver.saves]
