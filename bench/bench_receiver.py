@@ -256,7 +256,7 @@ def run_phoenix(folder: Path, python: str, base: bytes, n_requests: int, senders
             "statuses": send.statuses, "p95_ms": percentile(send.latencies, 95)}
 
 
-def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotators: int) -> dict:
+def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotators: int, baseline_s: float) -> dict:
     db = folder / "stream.sqlite"
     build_db(db, 2000, annotators, 200)
     server, port, token = calibrate_server(folder, db, "stream", rate=0.05,
@@ -281,6 +281,8 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         sampler.start()
         for thread in saver_threads:
             thread.start()
+        time.sleep(baseline_s)  # label saves alone first: the same run's baseline
+        streaming_from = time.monotonic()
         send = Senders(port, "/v1/traces", {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"},
                        base, range(10_000, 10_000 + n_requests), senders)
         t0 = time.monotonic()
@@ -301,12 +303,14 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         received = count(db, "SELECT coalesce(sum(spans_received), 0) FROM ingesttoken") or 0
     finally:
         stop(server)
-    saves = [ms for saver in savers for _, ms, _ in saver.saves]
+    saves = [ms for saver in savers for start, ms, _ in saver.saves if start >= streaming_from]
+    alone = [ms for saver in savers for start, ms, _ in saver.saves if start < streaming_from]
     errors = sum(not ok for saver in savers for *_, ok in saver.saves)
     return {"sent_s": sent, "spans": n_requests * BATCH, "received": received, "statuses": send.statuses, "rss": rss,
             "settled": settled, "samples": samples, "staged_left": staged_left, "saves": len(saves),
             "save_p50": percentile(saves, 50), "save_p95": percentile(saves, 95), "save_max": max(saves) if saves else float("nan"),
-            "save_errors": errors, "failures": [s.failure for s in savers if s.failure]}
+            "save_errors": errors, "failures": [s.failure for s in savers if s.failure], "alone": len(alone),
+            "alone_p50": percentile(alone, 50), "alone_p95": percentile(alone, 95)}
 
 
 def main() -> None:
@@ -316,6 +320,7 @@ def main() -> None:
                         help="concurrent clients (2: calibrate's TRACES_MAX_CONCURRENT, beyond which it answers 503)")
     parser.add_argument("--stream", type=int, default=1_000_000, help="spans streamed with the settler on (0: skip)")
     parser.add_argument("--annotators", type=int, default=2, help="experts saving labels during the stream")
+    parser.add_argument("--baseline-seconds", type=float, default=10, help="label saves alone before the stream")
     parser.add_argument("--phoenix", default="/work/phoenix-venv/bin/python",
                         help="python of a virtual environment with arize-phoenix ('' to skip)")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
@@ -328,7 +333,7 @@ def main() -> None:
              f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
              f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
              f"- command: `python bench/bench_receiver.py --spans {args.spans} --senders {args.senders} --stream {args.stream} "
-             f"--annotators {args.annotators}`; request body {len(base):,} bytes (512 spans)", ""]
+             f"--annotators {args.annotators} --baseline-seconds {args.baseline_seconds:g}`; request body {len(base):,} bytes (512 spans)", ""]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cal = run_calibrate(folder, base, n_requests, args.senders)
@@ -362,7 +367,7 @@ def main() -> None:
         lines += ["", f"- Phoenix: {phoenix_note or 'not run (--phoenix empty)'}"]
         if args.stream:
             n_stream = max(1, args.stream // BATCH)
-            st = run_stream(folder, base, n_stream, args.senders, args.annotators)
+            st = run_stream(folder, base, n_stream, args.senders, args.annotators, args.baseline_seconds)
             rss = [mb for _, mb in st["rss"]]
             warm = rss[len(rss) // 10:] or rss
             st_refused = sum(n for status, n in st["statuses"].items() if status != 200)
@@ -375,7 +380,9 @@ def main() -> None:
                       f"max {max(rss):.0f}, end {rss[-1]:.0f} (max − after the first tenth: {max(warm) - warm[0]:+.0f} MB)",
                       f"- label saves meanwhile: {st['saves']:,}, p50 {st['save_p50']:.0f} ms, **p95 {st['save_p95']:.0f} ms** "
                       f"(goal < 200), max {st['save_max']:.0f} ms, errors {st['save_errors']}"
-                      + (f", client failures {st['failures']}" if st["failures"] else "")]
+                      + (f", client failures {st['failures']}" if st["failures"] else ""),
+                      f"- label saves alone just before, same server and run ({args.baseline_seconds:g} s): {st['alone']:,}, "
+                      f"p50 {st['alone_p50']:.0f} ms, p95 {st['alone_p95']:.0f} ms"]
     lines += ["", f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
     text = "\n".join(lines)
     print(text)
