@@ -79,3 +79,14 @@ CI_LOWER = False
 BOOTSTRAP = 2000
 CONFIDENCE = 0.95
 SEED = 0
+# The OTLP/HTTP receiver (`POST /v1/traces`, docs/formats.md "Receiving traces over OTLP/HTTP"):
+# the largest request body accepted, in bytes, on the wire and again after gzip is undone (413 over it);
+# a staged trace settles into a sample once its root span is there and nothing new arrived for
+# TRACES_SETTLE_S seconds; `calibrate serve` looks for settled traces every TRACES_SETTLE_EVERY seconds.
+TRACES_MAX_BODY = 64 * 1024 * 1024
+TRACES_SETTLE_S = 30
+TRACES_SETTLE_EVERY = 5
+# At most this many export requests are decoded and stored at once per server process; one more is
+# answered 503 with Retry-After (OTLP exporters retry it), so the other request threads stay free for
+# the workbench (`calibrate serve --threads`, default 4).
+TRACES_MAX_CONCURRENT = 2

@@ -625,6 +625,8 @@ class GoldenMember(SQLModel, table=True):
     retired_in: int | None = Field(default=None)
     anchor_in: int | None = Field(default=None)  # the version from which it is an anchor (never retired); None: not one
     source_trace_id: str | None = Field(default=None, max_length=200)  # the production trace it came from (metadata.trace_id)
+
+
 class QueuePolicy(SQLModel, table=True):
     """A dataset's saved `calibrate queue auto` policy (calibrate/annotation/auto_queue.py): applied again after each watcher pass."""
 
@@ -654,3 +656,53 @@ class AuditDraw(SQLModel, table=True):
     drawn: bool
     probability: float
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class IngestToken(SQLModel, table=True):
+    """A bearer token of the OTLP/HTTP receiver (`calibrate traces token`): it may only stage spans for one dataset.
+
+    Only the sha256 of the token is stored; the token itself is printed once. The sampling the
+    dataset's traces get (rate, salt) is bound here, and so are the counters the dataset page
+    shows for the production source (ingest/traces/staging.py).
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(max_length=64, unique=True, index=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
+    rate: float = Field(default=1.0)
+    salt: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+    last_used_at: datetime | None = Field(default=None)
+    revoked_at: datetime | None = Field(default=None)
+    # Counters of the production source (what the receiver and the settler did with this token's spans).
+    spans_received: int = Field(default=0)  # new spans staged (a repeated span is not counted)
+    spans_repeated: int = Field(default=0)  # spans received again, already staged (nothing changed)
+    spans_rejected: int = Field(default=0)  # spans refused one by one (partialSuccess.rejectedSpans)
+    traces_settled: int = Field(default=0)  # traces handed to the sampling (root present, quiet for TRACES_SETTLE_S)
+    traces_sampled: int = Field(default=0)
+    traces_sampled_down: int = Field(default=0)
+    traces_dropped: int = Field(default=0)  # rootless traces whose staged spans were older than a day
+    spans_dropped: int = Field(default=0)
+    skipped: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))  # reason → traces
+    last_received_at: datetime | None = Field(default=None)
+
+
+class StagedSpan(SQLModel, table=True):
+    """A span the OTLP/HTTP receiver stored and no settled trace has used yet (ingest/traces/staging.py).
+
+    Keyed by (trace_id, span_id): a span received twice is stored once (the first). `span` is
+    the decoded span (name, parent, start, attributes, resource) as JSON text, what the file
+    import's decoder makes of the same span.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("trace_id", "span_id", name="uq_stagedspan_trace_span"),
+        Index("ix_stagedspan_received", "received_at"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    token_id: int = Field(foreign_key="ingesttoken.id", ondelete="CASCADE")
+    trace_id: str = Field(max_length=32)
+    span_id: str = Field(max_length=16)
+    is_root: bool = Field(default=False)
+    received_at: float  # Unix seconds (the server's clock) when it was staged
+    span: str = Field(sa_column=Column(Text, nullable=False))

@@ -38,14 +38,24 @@ def _post_fork(_server, _worker) -> None:
     forget_connections_after_fork()
 
 
-def gunicorn_options(*, host: str, port: int, threads: int, workers: int) -> dict:
-    """Return the gunicorn settings `calibrate serve --workers N` runs with."""
+def gunicorn_options(*, host: str, port: int, threads: int, workers: int, after_fork: Callable[[], None] | None = None) -> dict:
+    """Return the gunicorn settings `calibrate serve --workers N` runs with.
+
+    `after_fork`: called in each worker once it dropped the inherited connections (the traces settler).
+    """
+    post_fork = _post_fork
+    if after_fork is not None:
+        def post_fork(server, worker) -> None:
+            _post_fork(server, worker)
+            after_fork()
+
+        post_fork.__name__ = "_post_fork"
     return {
         "bind": f"{host}:{port}",
         "workers": workers,
         "worker_class": "gthread",
         "threads": threads,
-        "post_fork": _post_fork,
+        "post_fork": post_fork,
         # Annotators' browsers keep connections open between keystrokes.
         "keepalive": 75,
         "accesslog": None,
@@ -55,6 +65,7 @@ def gunicorn_options(*, host: str, port: int, threads: int, workers: int) -> dic
     }
 
 
-def serve_processes(app: Callable, *, host: str, port: int, threads: int, workers: int) -> None:
+def serve_processes(app: Callable, *, host: str, port: int, threads: int, workers: int,
+                    after_fork: Callable[[], None] | None = None) -> None:
     """Serve `app` with `workers` gunicorn processes of `threads` threads each until interrupted."""
-    _Server(app, gunicorn_options(host=host, port=port, threads=threads, workers=workers)).run()
+    _Server(app, gunicorn_options(host=host, port=port, threads=threads, workers=workers, after_fork=after_fork)).run()

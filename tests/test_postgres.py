@@ -565,3 +565,35 @@ def test_golden_sets_refresh_and_hash_as_on_sqlite(engine, template_db, tmp_path
         dispose_engine(url)
     gate = runner.invoke(["gate", "--dataset", DS, "--judge", "j", "--bootstrap", "200", "--golden", "g@1"])
     assert f"[golden g@1 sha256:{on_postgres[0]}]" in gate.output
+
+
+def test_traces_posted_to_the_receiver_settle_into_the_samples_a_file_gives(runner, engine, client, tmp_path):
+    """The receiver's staging, settling and the traces import's comparison queries (a JSON member in SQL) on PostgreSQL."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "ingest"))
+    from trace_helpers import synthetic_request
+
+    from calibrate.ingest.traces import import_traces
+    from calibrate.models import Dataset, Sample
+
+    made = runner.invoke(["traces", "token", "--dataset", "recv", "--rate", "0.5", "--salt", "s"])
+    assert made.exit_code == 0, made.output
+    token = made.stdout.strip()
+    request_ = synthetic_request(60, repeat_every=10)
+    body = request_.SerializeToString()
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"}
+    assert client.post("/v1/traces", data=body, headers=headers).status_code == 200
+    assert client.post("/v1/traces", data=body, headers=headers).status_code == 200  # all repeated: nothing changes
+    flushed = json.loads(runner.invoke(["traces", "flush", "--dataset", "recv", "--json"]).stdout)
+    path = tmp_path / "same.pb"
+    path.write_bytes(body)
+    summary = import_traces(engine, [path], dataset="file", rate=0.5, salt="s")
+    assert (flushed["traces"], flushed["created"]) == (60, summary.created) and summary.created > 10
+
+    def samples(name):
+        with Session(engine) as session:
+            rows = session.exec(select(Sample).join(Dataset, Dataset.id == Sample.dataset_id).where(Dataset.name == name)).all()
+            return {s.external_id: (s.question, s.answer, s.meta) for s in rows}
+
+    assert samples("recv") == samples("file")
+    again = import_traces(engine, [path], dataset="file", rate=0.5, salt="s")
+    assert (again.created, again.unchanged) == (0, summary.created)

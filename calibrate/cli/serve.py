@@ -11,6 +11,8 @@ from calibrate import create_app, lazy
 from calibrate.cli.common import Settings, db_option, ready_engine
 
 batches = lazy.module("calibrate.ingest.batches")
+staging = lazy.module("calibrate.ingest.traces.staging")
+db = lazy.module("calibrate.db")
 
 DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
 
@@ -43,16 +45,27 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
     """
     log_to_stderr()
     click.echo(f"calibrate is serving on http://{host}:{port}/  (Ctrl+C to stop)")
+
+    def settler() -> None:
+        # The OTLP receiver's staged traces settle in a background thread of each server process
+        # (docs/formats.md, "Receiving traces"): several are safe, each settling transaction takes the write lock.
+        # Behind the web writes' lock of this process: a label save waits for one settling transaction at most.
+        from calibrate.views.session import WRITER  # noqa: PLC0415 - Flask only when a web app is served
+
+        engine = db.get_engine(app.config["DATABASE_URL"], busy_timeout=app.config["SQLITE_BUSY_TIMEOUT"])
+        staging.start_settler(engine, app.config, lock=WRITER)
+
     if workers <= 1:
         import waitress  # noqa: PLC0415 - one server or the other, whichever serves
 
+        settler()
         waitress.serve(app, host=host, port=port, threads=threads, ident="calibrate")
         return
     try:
         from calibrate.server import serve_processes  # noqa: PLC0415 - gunicorn runs on Unix only
     except ImportError as exc:  # gunicorn is not installed on Windows
         raise click.UsageError(f"--workers {workers} needs gunicorn, which runs on Unix only ({exc})") from exc
-    serve_processes(app, host=host, port=port, threads=threads, workers=workers)
+    serve_processes(app, host=host, port=port, threads=threads, workers=workers, after_fork=settler)
 
 
 @click.command("serve")

@@ -1,4 +1,6 @@
-"""`calibrate traces import FILE… --dataset D`: production traces (OTLP, Langfuse) in, sampled, as samples."""
+"""`calibrate traces …`: production traces in. `import` reads trace files (OTLP, Langfuse); `token`, `tokens` and
+`revoke` manage the bearer tokens of the OTLP/HTTP receiver (`POST /v1/traces` on `calibrate serve`); `flush`
+settles a dataset's staged traces now."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import click
 
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.db import write_session
 
 # Loaded when the command runs, not for its --help.
 traces = lazy.module("calibrate.ingest.traces")
+staging = lazy.module("calibrate.ingest.traces.staging")
+lookup = lazy.module("calibrate.lookup")
 
 
 @click.group("traces")
@@ -50,3 +55,68 @@ def import_command(settings: Settings, files: tuple[Path, ...], dataset: str, fm
     else:
         for line in summary.lines():
             click.echo(line)
+
+
+@traces_group.command("token")
+@click.option("--dataset", required=True, help="Dataset the token's traces become samples of (created if missing).")
+@click.option("--rate", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True,
+              help="Share of traces without thumbs-down to take (thumbs-down are always taken).")
+@click.option("--salt", help="Salt of the deterministic sampling (default: the dataset's name).")
+@db_option
+def token_command(settings: Settings, dataset: str, rate: float, salt: str | None) -> None:
+    """Create a bearer token for POST /v1/traces, bound to DATASET and its sampling; print it once."""
+    with write_session(ready_engine(settings)) as session:
+        row, token = staging.new_token(session, dataset, rate=rate, salt=salt)
+        token_id, bound = row.id, row.salt
+    click.echo(token)
+    click.echo(f"token {token_id} → dataset {dataset.strip()} (rate {rate:g}, salt {bound!r}); it is shown only now, "
+               "keep it secret", err=True)
+
+
+@traces_group.command("tokens")
+@click.option("--json", "as_json", is_flag=True, help="Print the tokens as a JSON list.")
+@db_option
+def tokens_command(settings: Settings, as_json: bool) -> None:
+    """List the ingest tokens: id, dataset, rate, salt, created, last used, revoked (never the token)."""
+    with write_session(ready_engine(settings)) as session:
+        rows = staging.list_tokens(session)
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    click.echo("id\tdataset\trate\tsalt\tcreated\tlast_used\trevoked")
+    for row in rows:
+        click.echo("\t".join(str(row[key] if row[key] is not None else "-") for key in
+                             ("id", "dataset", "rate", "salt", "created", "last_used", "revoked")))
+
+
+@traces_group.command("revoke")
+@click.argument("token_id", type=click.IntRange(min=1))
+@db_option
+def revoke_command(settings: Settings, token_id: int) -> None:
+    """Revoke the ingest token TOKEN_ID: its requests get 401 from now on (spans already staged still settle)."""
+    with write_session(ready_engine(settings)) as session:
+        staging.revoke_token(session, token_id)
+    click.echo(f"token {token_id} revoked")
+
+
+@traces_group.command("flush")
+@click.option("--dataset", required=True, help="Dataset whose staged traces to settle now.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was settled as JSON on stdout.")
+@db_option
+def flush_command(settings: Settings, dataset: str, as_json: bool) -> None:
+    """Settle DATASET's staged traces now (every one whose root span arrived), without waiting TRACES_SETTLE_S."""
+    engine = ready_engine(settings)
+    with write_session(engine) as session:
+        lookup.dataset(session, dataset)  # an unknown name is refused, naming the datasets
+    done = staging.settle(engine, settle_s=0, dataset=dataset, max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"])
+    dropped = staging.drop_rootless(engine, dataset=dataset)
+    done.dropped_traces, done.dropped_spans = dropped.dropped_traces, dropped.dropped_spans
+    if as_json:
+        click.echo(json.dumps(done.as_dict()))
+        return
+    click.echo(f"traces → {dataset}: {done.traces:,} settled, {done.sampled:,} sampled ({done.sampled_down:,} thumbs-down), "
+               f"{done.created:,} created, {done.updated:,} updated, {done.unchanged:,} unchanged, "
+               f"{done.duplicate_content:,} duplicate content, {sum(done.skipped.values()):,} skipped; "
+               f"{done.dropped_traces:,} rootless traces dropped")
+    for reason, n in sorted(done.skipped.items(), key=lambda item: -item[1])[:3]:
+        click.echo(f"skipped {n:,}: {reason}")

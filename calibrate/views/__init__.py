@@ -20,6 +20,7 @@ from calibrate.views import (
     fields,
     guidelines,
     i18n,
+    otlp,
     production,
     prompts,
     runs,
@@ -46,6 +47,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(calibration_loop.bp)
     app.register_blueprint(tasks.bp)
     app.register_blueprint(production.bp)
+    app.register_blueprint(otlp.bp)  # POST /v1/traces: a bearer token, no session, no CSRF (security.py)
 
     for code in (400, 403, 404, 405, 413):
         app.register_error_handler(code, _error_page)

@@ -11,6 +11,7 @@ from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
 from calibrate.i18n import N_, _
+from calibrate.ingest.traces.staging import production_source
 from calibrate.judges.extraction import extraction_versions
 from calibrate.views.auth import landing_page, login_required, role_required
 from calibrate.views.errors import back_to
@@ -68,7 +69,8 @@ def show(name: str):
         goldens = [{**row, "status": golden.golden_status(session, dataset.name, row["name"])}
                    for row in golden.list_golden(session, dataset.name)]
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims, goldens=goldens, queue=queue)
+                           claims=claims, goldens=goldens, queue=queue,
+                           production=production_source(session, dataset))
 
 
 def _share(name: str, default: float) -> float:

@@ -28,11 +28,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 BASE_NS = 1_764_000_000_123_456_789  # 2025-11-24T16:00:00.123456Z
 
 
-def rag_program(questions: list[str]) -> ExportTraceServiceRequest:
-    """Run a RAG-shaped program under the SDK, one trace per question; return what the OTLP exporter would send."""
+def rag_program(questions: list[str], *, processors=()) -> ExportTraceServiceRequest:
+    """Run a RAG-shaped program under the SDK, one trace per question; return what the OTLP exporter would send.
+
+    `processors`: more span processors (e.g. a BatchSpanProcessor with the OTLP/HTTP exporter), shut down at the end.
+    """
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for processor in processors:
+        provider.add_span_processor(processor)
     tracer = provider.get_tracer("rag-app")
     for n, question in enumerate(questions):
         with tracer.start_as_current_span("rag") as root:

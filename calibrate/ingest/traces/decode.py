@@ -20,6 +20,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -173,11 +174,13 @@ def json_lines(raw: bytes) -> Iterator[tuple[int, Any]]:
 # --------------------------------------------------------------------------- OTLP
 
 
-def spans_of_protobuf(raw: bytes) -> list[Span]:
-    """Decode a binary ExportTraceServiceRequest (the same message as TracesData) into spans."""
+def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[Span]:
+    """Decode a binary ExportTraceServiceRequest (the same message as TracesData) into spans.
+
+    `rejected`: as in spans_of_traces_data (the receiver's per-span refusals).
+    """
     # Loaded here: protobuf is only needed for this format.
-    from google.protobuf import json_format  # noqa: PLC0415 (optional heavy import: protobuf)
-    from google.protobuf.message import DecodeError  # noqa: PLC0415 (as above)
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 (optional heavy import: protobuf)
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 (as above)
         ExportTraceServiceRequest,
     )
@@ -186,11 +189,117 @@ def spans_of_protobuf(raw: bytes) -> list[Span]:
         message = ExportTraceServiceRequest.FromString(raw)
     except (DecodeError, RecursionError) as exc:
         raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
-    return spans_of_traces_data(json_format.MessageToDict(message), Where())
+    return spans_of_message(message, Where(), rejected=rejected)
 
 
-def spans_of_traces_data(data: Any, where: Where) -> list[Span]:
-    """Return the spans of one TracesData (or ExportTraceServiceRequest) as a JSON-shaped dict."""
+def spans_of_message(message: Any, where: Where, *, rejected: list[str] | None = None) -> list[Span]:
+    """Return the spans of a decoded ExportTraceServiceRequest (or TracesData) message.
+
+    The same spans, values and refusals as `spans_of_traces_data(json_format.MessageToDict(message))`
+    (ids as lowercase hex, 64-bit integers as int, bytes as base64 text, NaN and infinities as
+    None, an unset value as None), read from the message's fields directly: turning every span
+    into a dict first cost three quarters of a request's time in the receiver. The tests compare
+    the two on the same traces (every encoding gives the same samples).
+    """
+    spans: list[Span] = []
+    for r, resource_spans in enumerate(message.resource_spans):
+        path = f"resourceSpans[{r}]"
+        resource = _pb_attributes(resource_spans.resource.attributes, f"{path}.resource.attributes", where)
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            for n, span in enumerate(scope_spans.spans):
+                span_path = f"{path}.scopeSpans[{s}].spans[{n}]"
+                if rejected is None:
+                    spans.append(_pb_span(span, span_path, resource, where))
+                    continue
+                try:
+                    spans.append(_pb_span(span, span_path, resource, where))
+                except ImportRejected as exc:
+                    rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
+    return spans
+
+
+def _pb_id(value: bytes, size: int, path: str, where: Where) -> str:
+    if len(value) != size:
+        if not value:
+            raise where.fail(path, f"must be a string of {size * 2} hex digits, found null")
+        raise where.fail(path, f"must be {size * 2} hex digits (or {size} bytes in base64), found "
+                               f"{base64.b64encode(value).decode()[:60]!r}")
+    if not any(value):
+        raise where.fail(path, "is all zeros (an invalid id)")
+    return value.hex()
+
+
+def _pb_span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
+    trace_id = _pb_id(span.trace_id, 16, f"{path}.traceId", where)
+    span_id = _pb_id(span.span_id, 8, f"{path}.spanId", where)
+    parent_id = _pb_id(span.parent_span_id, 8, f"{path}.parentSpanId", where) if span.parent_span_id else ""
+    return Span(trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
+                _pb_attributes(span.attributes, f"{path}.attributes", where), resource)
+
+
+def _pb_attributes(items: Any, path: str, where: Where) -> dict[str, Any]:
+    if len(items) > MAX_ATTRIBUTES:
+        raise where.fail(path, f"{len(items):,} attributes, the limit is {MAX_ATTRIBUTES:,}")
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        try:
+            out[item.key] = _pb_value(item.value, 0)
+        except BadValue as exc:  # the path is written only for a refusal (it cost more than the value)
+            raise where.fail(f"{path}[{i}].value{exc.suffix}", exc.message) from None
+    return out
+
+
+class BadValue(Exception):
+    """An attribute value refused, with where inside the value (`suffix`) and why."""
+
+    def __init__(self, suffix: str, message: str) -> None:
+        super().__init__(message)
+        self.suffix, self.message = suffix, message
+
+
+def _pb_value(value: Any, depth: int) -> Any:
+    if depth > MAX_VALUE_DEPTH:
+        raise BadValue("", f"attribute values nested deeper than {MAX_VALUE_DEPTH}")
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind is None:
+        return None
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        number = value.double_value
+        return number if math.isfinite(number) else None
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    if kind == "array_value":
+        out: list[Any] = []
+        for i, item in enumerate(value.array_value.values):
+            try:
+                out.append(_pb_value(item, depth + 1))
+            except BadValue as exc:
+                raise BadValue(f".arrayValue.values[{i}]{exc.suffix}", exc.message) from None
+        return out
+    if kind == "kvlist_value":
+        pairs: dict[str, Any] = {}
+        for i, item in enumerate(value.kvlist_value.values):
+            try:
+                pairs[item.key] = _pb_value(item.value, depth + 1)
+            except BadValue as exc:
+                raise BadValue(f".kvlistValue.values[{i}].value{exc.suffix}", exc.message) from None
+        return pairs
+    raise BadValue("", f"unknown AnyValue member {kind!r}")
+
+
+def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None = None) -> list[Span]:
+    """Return the spans of one TracesData (or ExportTraceServiceRequest) as a JSON-shaped dict.
+
+    A malformed span raises ImportRejected (a file is all or nothing), unless `rejected` is a
+    list: then the span is left out and why is appended to it (the OTLP/HTTP receiver answers
+    those with partialSuccess). A malformed structure around the spans always raises.
+    """
     if not isinstance(data, dict):
         raise where.fail("", f"must be a TracesData object, found {_kind(data)}")
     spans: list[Span] = []
@@ -204,7 +313,13 @@ def spans_of_traces_data(data: Any, where: Where) -> list[Span]:
             scope_path = f"{path}.scopeSpans[{s}]"
             _object(scope_spans, scope_path, where)
             for n, span in enumerate(_list(scope_spans, ("spans",), f"{scope_path}.spans", where)):
-                spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                if rejected is None:
+                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                    continue
+                try:
+                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
+                except ImportRejected as exc:
+                    rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
     return spans
 
 

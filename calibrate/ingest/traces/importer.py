@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
 from calibrate.ingest.fields import RecordCheck
@@ -42,6 +42,7 @@ from calibrate.ingest.traces.decode import (
 from calibrate.ingest.traces.mapping import HINTS, Skip, feedback_value, langfuse_feedback, map_langfuse, map_spans
 from calibrate.models import Dataset, Label, Sample
 
+IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
                 "duplicate_content", "changed_after_labelling", "skipped")
 
@@ -182,9 +183,25 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     paths = [Path(p) for p in paths]
     if not paths:
         raise reject("no trace file given")
-    salt = dataset if salt is None else salt
     decoded = read_files(paths, fmt, max_bytes=max_bytes)
     given = read_feedback(feedback, max_bytes=max_bytes) if feedback is not None else {}
+    return import_decoded(target, decoded, dataset=dataset, source=paths[0].name, feedback=given, rate=rate, salt=salt,
+                          max_samples=max_samples, max_field_chars=max_field_chars, chunk_size=chunk_size,
+                          stale_seconds=stale_seconds)
+
+
+def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, source: str,
+                   feedback: dict[str, int] | None = None, rate: float = 1.0, salt: str | None = None,
+                   max_samples: int | None = None, max_field_chars: int = 1_000_000, chunk_size: int = CHUNK_SIZE,
+                   stale_seconds: int = STALE_SECONDS) -> TracesSummary:
+    """Sample, map and store decoded spans: what `import_traces` does after reading, and what settling staged spans does.
+
+    The one path from spans to samples, for trace files and for the OTLP/HTTP receiver's
+    settled traces (staging.py), so the same spans give the same samples either way.
+    `source`: a name for the import batch (a file's name, or "otlp-http").
+    """
+    given = feedback or {}
+    salt = dataset if salt is None else salt
     traces, spans, repeated = group_traces(decoded)
     summary = TracesSummary(dataset, traces=len(traces), spans=spans, duplicate_spans=repeated)
     skipped: Counter[str] = Counter()
@@ -224,33 +241,50 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     if isinstance(target, Session):
         savepoint = target.begin_nested()
         try:
-            _store(InTransaction(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+            _store(InTransaction(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
         except BaseException:
             savepoint.rollback()
             raise
         savepoint.commit()
     else:
         cleanup(target, stale_seconds=stale_seconds)
-        _store(InChunks(target, chunk_size=chunk_size), records, summary, paths[0], max_field_chars)
+        _store(InChunks(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
     return summary
 
 
-def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: Path,
+def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: str,
            max_field_chars: int) -> None:
     """Decide created/updated/unchanged/duplicate/kept against the dataset, then write through the samples import."""
+    if not records:
+        return
+    ids = [rec["id"] for rec in records]
+    digests = sorted({rec["metadata"]["content_sha256"] for rec in records})
     with writes.read() as session:
+        # Only the rows these records can meet: their ids, and their contents under other ids. (Reading the whole
+        # dataset cost as much as a settling batch's own work once the receiver had filled it.)
         stored: dict[str, tuple[int, str | None, Any, int | None]] = {}  # id → (pk, content hash, metadata, feedback)
         labelled: set[int] = set()
+        others: dict[str, str] = {}  # content hash → id, of stored samples with one of these contents
         ds = session.scalars(select(Dataset).where(Dataset.name == summary.dataset)).first()
         if ds is not None and ds.import_batch_id is None:
-            for pk, external_id, metadata, feedback in session.execute(
-                    select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback).where(Sample.dataset_id == ds.id)):
-                digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
-                stored[external_id] = (pk, digest, metadata, feedback)
-            labelled = set(session.scalars(select(Label.sample_id).join(Sample, Sample.id == Label.sample_id)
-                                           .where(Sample.dataset_id == ds.id).distinct()))
+            for start in range(0, len(ids), IN_CHUNK):
+                for pk, external_id, metadata, feedback in session.execute(
+                        select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback)
+                        .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(ids[start:start + IN_CHUNK]))):
+                    digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
+                    stored[external_id] = (pk, digest, metadata, feedback)
+            digest_of = col(Sample.meta)["content_sha256"].as_string()
+            for start in range(0, len(digests), IN_CHUNK):
+                for external_id, digest in session.execute(
+                        select(Sample.external_id, digest_of)
+                        .where(Sample.dataset_id == ds.id, digest_of.in_(digests[start:start + IN_CHUNK]))):
+                    others.setdefault(digest, external_id)
+            pks = sorted(known[0] for known in stored.values())
+            for start in range(0, len(pks), IN_CHUNK):
+                labelled.update(session.scalars(select(Label.sample_id).where(col(Label.sample_id).in_(pks[start:start + IN_CHUNK]))
+                                                .distinct()))
         writes.end_read(session)
-    contents = {known[1]: external_id for external_id, known in stored.items() if known[1]}
+    contents = {**others, **{known[1]: external_id for external_id, known in stored.items() if known[1]}}
     out = []
     for rec in records:
         digest = rec["metadata"]["content_sha256"]
@@ -278,7 +312,7 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
     if not out:
         return
     with tempfile.TemporaryDirectory(prefix="calibrate-traces-") as folder:
-        path = Path(folder) / f"{source.name[:100]}.samples.jsonl"
+        path = Path(folder) / f"{Path(source).name[:100] or 'traces'}.samples.jsonl"
         with path.open("w", encoding="utf-8") as handle:
             for rec in out:
                 handle.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -1,0 +1,394 @@
+"""Benchmark the OTLP/HTTP receiver: spans per second durably stored through `POST /v1/traces`, beside Arize Phoenix.
+
+Payloads: protobuf `ExportTraceServiceRequest`s of 512 spans each (OpenInference RAG traces:
+root CHAIN, RETRIEVER, LLM; a trace's spans may straddle two requests), every request distinct
+(its trace ids and texts carry its number). The same bytes go to both servers, from the same
+number of concurrent senders on keep-alive connections, each sending its requests as fast as
+the server answers.
+
+1. calibrate: `calibrate serve` (waitress, one process, 4 threads) on a fresh SQLite file, a
+   token from `calibrate traces token`. Stored = rows of `stagedspan` counted in the database
+   (a request is answered after its write committed); the rate is spans counted / seconds from
+   the first request until the count reached every span sent.
+2. Phoenix (`--phoenix`: the `python` of a separate virtual environment with `arize-phoenix`;
+   never a dependency of calibrate): `python -m phoenix.server.main serve` with its default
+   SQLite in a fresh working directory. Phoenix answers 200 once a request is queued and writes
+   its spans later, so stored = rows of its `spans` table; the rate is the count over the
+   seconds until the count stopped growing (or reached what was accepted). Refusals (503 when
+   its queue is full) are counted.
+3. Streaming (`--stream`, default 1,000,000 spans) through calibrate with the settler working
+   (TRACES_SETTLE_S=0, every second: traces become samples while spans arrive, rate 0.05) and
+   `--annotators` experts saving labels meanwhile (bench_annotate's database and clients): the
+   server's RSS sampled every second, and the label saves' p50/p95.
+
+    .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
+        [--phoenix /work/phoenix-venv/bin/python] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import http.client
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_annotate import Client, build_db, percentile, record_section
+from bench_import_while_labelling import Saver
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+RESULTS = ROOT / "bench" / "results" / "receiver.md"
+BATCH = 512
+TRACE_MARK = b"\xaa" * 8  # the request number's place in every trace id of the template
+SPAN_MARK = b"\xbb" * 4  # its place in every span id
+TEXT_MARK = "Q" * 16  # its place in every text (hex), so no two requests carry the same content
+BASE_NS = 1_764_000_000_000_000_000
+
+
+def template() -> bytes:
+    """Return one request of 512 spans whose trace ids and texts carry the markers (replaced per request)."""
+    def value(v):
+        return AnyValue(double_value=v) if isinstance(v, float) else AnyValue(string_value=v)
+
+    spans = []
+    n = 0
+    while len(spans) < BATCH:
+        trace = TRACE_MARK + n.to_bytes(8, "big")
+        # Span ids are unique across requests too (an SDK's are random): Phoenix keys spans by span id alone.
+        ids = [SPAN_MARK + hashlib.sha256(f"{n}:{k}".encode()).digest()[:4] for k in range(3)]
+        question = f"Question {TEXT_MARK}-{n}: what does the leaflet say about the dose?"
+        answer = f"Answer {TEXT_MARK}-{n}: take one tablet a day with water, as passage {n % 5} says."
+        attrs = [
+            {"openinference.span.kind": "CHAIN", "input.value": question, "output.value": answer},
+            {"openinference.span.kind": "RETRIEVER", "input.value": question,
+             "retrieval.documents.0.document.content": f"Passage {TEXT_MARK}-{n}: one tablet a day. " * 4,
+             "retrieval.documents.0.document.id": f"doc-{n}", "retrieval.documents.0.document.score": 0.8,
+             "retrieval.documents.1.document.content": f"Passage {TEXT_MARK}-{n}b: with water. " * 4,
+             "retrieval.documents.1.document.id": f"doc-{n}b", "retrieval.documents.1.document.score": 0.6},
+            {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "output.value": answer},
+        ]
+        for k in range(3):
+            spans.append(Span(trace_id=trace, span_id=ids[k], parent_span_id=b"" if k == 0 else ids[0],
+                              name=("rag", "retrieve", "generate")[k], start_time_unix_nano=BASE_NS + n * 1000 + k,
+                              end_time_unix_nano=BASE_NS + n * 1000 + k + 500,
+                              attributes=[KeyValue(key=key, value=value(v)) for key, v in attrs[k].items()]))
+        n += 1
+    resource = ResourceSpans(scope_spans=[ScopeSpans(spans=spans[:BATCH])])
+    resource.resource.attributes.append(KeyValue(key="service.name", value=AnyValue(string_value="rag-api")))
+    return ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
+
+
+def payload(base: bytes, number: int) -> bytes:
+    """Return request `number`: the template with its number in every trace id and text (same lengths: still valid)."""
+    return (base.replace(TRACE_MARK, (number + 1).to_bytes(8, "big")).replace(SPAN_MARK, (number + 1).to_bytes(4, "big"))
+            .replace(TEXT_MARK.encode(), f"{number:016x}".encode()))
+
+
+class Senders:
+    """`n` threads POSTing requests [start, stop) round-robin, each on its own keep-alive connection."""
+
+    def __init__(self, port: int, path: str, headers: dict, base: bytes, numbers: range, n: int) -> None:
+        self.port, self.path, self.headers, self.base, self.numbers, self.n = port, path, headers, base, numbers, n
+        self.statuses: dict[int, int] = {}
+        self.accepted_spans = 0
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+
+    def _run(self, offset: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        for i in range(offset, len(self.numbers), self.n):
+            body = payload(self.base, self.numbers[i])
+            t0 = time.monotonic()
+            try:
+                conn.request("POST", self.path, body=body, headers=self.headers)
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+            except OSError:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                status = 0
+            with self.lock:
+                self.latencies.append((time.monotonic() - t0) * 1000)
+                self.statuses[status] = self.statuses.get(status, 0) + 1
+                if status == 200:
+                    self.accepted_spans += BATCH
+        conn.close()
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._run, args=(k,)) for k in range(self.n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def count(db: Path, sql: str) -> int | None:
+    """Return the query's number, or None while the database cannot be read (locked, not created yet)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return con.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        con.close()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_http(port: int, path: str, process: subprocess.Popen, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()[-3000:]}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            conn.getresponse().read()
+            return
+        except OSError:
+            time.sleep(0.3)
+    process.kill()
+    raise RuntimeError(f"the server did not start: {log.read_text()[-3000:]}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def calibrate_server(folder: Path, db: Path, dataset: str, *, rate: float, settle_env: dict) -> tuple[subprocess.Popen, int, str]:
+    env = {**os.environ, "CALIBRATE_INSTANCE": str(folder), **settle_env}
+    url = f"sqlite:///{db}"
+    if not db.exists():
+        subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, env=env, capture_output=True, cwd=ROOT)
+    made = subprocess.run([sys.executable, "-m", "calibrate", "traces", "token", "--dataset", dataset, "--rate", str(rate),
+                           "--db", url], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
+    port = free_port()
+    log = folder / f"calibrate-{port}.log"
+    process = subprocess.Popen([sys.executable, "-m", "calibrate", "serve", "--port", str(port), "--db", url], env=env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    wait_http(port, "/health", process, 60, log)
+    return process, port, made.stdout.strip()
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def run_calibrate(folder: Path, base: bytes, n_requests: int, senders: int) -> dict:
+    db = folder / "throughput.sqlite"
+    server, port, token = calibrate_server(folder, db, "bench", rate=0.05, settle_env={"CALIBRATE_TRACES_SETTLE_S": "3600"})
+    try:
+        send = Senders(port, "/v1/traces", {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"},
+                       base, range(n_requests), senders)
+        t0 = time.monotonic()
+        send.run()
+        sent = time.monotonic() - t0
+        expected = n_requests * BATCH
+        stored = count(db, "SELECT count(*) FROM stagedspan") or 0
+        stored_at = time.monotonic() - t0  # answered requests are committed: the count is there at once
+    finally:
+        stop(server)
+    return {"sent_s": sent, "stored": stored, "expected": expected, "stored_s": stored_at, "statuses": send.statuses,
+            "p95_ms": percentile(send.latencies, 95)}
+
+
+def run_phoenix(folder: Path, python: str, base: bytes, n_requests: int, senders: int) -> dict:
+    work = folder / "phoenix"
+    work.mkdir()
+    port, grpc = free_port(), free_port()
+    log = folder / "phoenix.log"
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc),
+           "PHOENIX_HOST": "127.0.0.1"}
+    process = subprocess.Popen([python, "-m", "phoenix.server.main", "serve"], env=env, cwd=work,
+                               stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    try:
+        wait_http(port, "/", process, 180, log)
+        time.sleep(2)
+        db = work / "phoenix.db"
+        send = Senders(port, "/v1/traces", {"Content-Type": "application/x-protobuf"}, base, range(n_requests), senders)
+        t0 = time.monotonic()
+        send.run()
+        sent = time.monotonic() - t0
+        # Stored: the spans table, until it reaches what was accepted or stops growing for 10 s.
+        last, last_change = 0, time.monotonic()
+        while time.monotonic() - t0 < 600:
+            now_count = count(db, "SELECT count(*) FROM spans")
+            if now_count is None:
+                time.sleep(0.25)
+                continue
+            if now_count != last:
+                last, last_change = now_count, time.monotonic()
+            if now_count >= send.accepted_spans or time.monotonic() - last_change > 10:
+                break
+            time.sleep(0.25)
+        stored_s = last_change - t0
+    finally:
+        stop(process)
+    return {"sent_s": sent, "stored": last, "accepted": send.accepted_spans, "stored_s": stored_s,
+            "statuses": send.statuses, "p95_ms": percentile(send.latencies, 95)}
+
+
+def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotators: int, baseline_s: float) -> dict:
+    db = folder / "stream.sqlite"
+    build_db(db, 2000, annotators, 200)
+    server, port, token = calibrate_server(folder, db, "stream", rate=0.05,
+                                           settle_env={"CALIBRATE_TRACES_SETTLE_S": "0", "CALIBRATE_TRACES_SETTLE_EVERY": "1"})
+    rss: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def sample_rss() -> None:
+        t0 = time.monotonic()
+        while not done.is_set():
+            rss.append((time.monotonic() - t0, rss_mb(server.pid)))
+            done.wait(1)
+
+    try:
+        clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
+        for client in clients:
+            client.login()
+        savers = [Saver(client, seed) for seed, client in enumerate(clients)]
+        stop_saving = threading.Event()
+        saver_threads = [threading.Thread(target=s.run, args=(stop_saving,)) for s in savers]
+        sampler = threading.Thread(target=sample_rss)
+        sampler.start()
+        for thread in saver_threads:
+            thread.start()
+        time.sleep(baseline_s)  # label saves alone first: the same run's baseline
+        streaming_from = time.monotonic()
+        send = Senders(port, "/v1/traces", {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"},
+                       base, range(10_000, 10_000 + n_requests), senders)
+        t0 = time.monotonic()
+        send.run()
+        sent = time.monotonic() - t0
+        stop_saving.set()
+        for thread in saver_threads:
+            thread.join()
+        # Let the settler finish what is staged (bounded wait), to count what became samples.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > BATCH:
+            time.sleep(1)
+        done.set()
+        sampler.join()
+        settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken") or 0
+        samples = count(db, "SELECT count(*) FROM sample s JOIN dataset d ON d.id = s.dataset_id WHERE d.name = 'stream'") or 0
+        staged_left = count(db, "SELECT count(*) FROM stagedspan") or 0
+        received = count(db, "SELECT coalesce(sum(spans_received), 0) FROM ingesttoken") or 0
+    finally:
+        stop(server)
+    saves = [ms for saver in savers for start, ms, _ in saver.saves if start >= streaming_from]
+    alone = [ms for saver in savers for start, ms, _ in saver.saves if start < streaming_from]
+    errors = sum(not ok for saver in savers for *_, ok in saver.saves)
+    return {"sent_s": sent, "spans": n_requests * BATCH, "received": received, "statuses": send.statuses, "rss": rss,
+            "settled": settled, "samples": samples, "staged_left": staged_left, "saves": len(saves),
+            "save_p50": percentile(saves, 50), "save_p95": percentile(saves, 95), "save_max": max(saves) if saves else float("nan"),
+            "save_errors": errors, "failures": [s.failure for s in savers if s.failure], "alone": len(alone),
+            "alone_p50": percentile(alone, 50), "alone_p95": percentile(alone, 95)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=50 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
+    parser.add_argument("--senders", type=int, default=2,
+                        help="concurrent clients (2: calibrate's TRACES_MAX_CONCURRENT, beyond which it answers 503)")
+    parser.add_argument("--stream", type=int, default=1_000_000, help="spans streamed with the settler on (0: skip)")
+    parser.add_argument("--annotators", type=int, default=2, help="experts saving labels during the stream")
+    parser.add_argument("--baseline-seconds", type=float, default=10, help="label saves alone before the stream")
+    parser.add_argument("--phoenix", default="/work/phoenix-venv/bin/python",
+                        help="python of a virtual environment with arize-phoenix ('' to skip)")
+    parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
+    args = parser.parse_args()
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    base = template()
+    n_requests = max(1, args.spans // BATCH)
+    lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {n_requests * BATCH:,} spans in protobuf requests of "
+             f"{BATCH}, {args.senders} senders", "",
+             f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
+             f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
+             f"- command: `python bench/bench_receiver.py --spans {args.spans} --senders {args.senders} --stream {args.stream} "
+             f"--annotators {args.annotators} --baseline-seconds {args.baseline_seconds:g}`; request body {len(base):,} bytes (512 spans)", ""]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cal = run_calibrate(folder, base, n_requests, args.senders)
+        print("calibrate:", cal, file=sys.stderr, flush=True)
+        phx = None
+        phoenix_note = ""
+        if args.phoenix:
+            try:
+                version = subprocess.run([args.phoenix, "-c", "import phoenix; print(phoenix.__version__)"], capture_output=True,
+                                         text=True, check=True).stdout.strip()
+                phx = run_phoenix(folder, args.phoenix, base, n_requests, args.senders)
+                phoenix_note = f"arize-phoenix {version} (its own venv, default SQLite)"
+                print("phoenix:", phx, file=sys.stderr, flush=True)
+            except (OSError, subprocess.CalledProcessError, RuntimeError) as exc:
+                phoenix_note = f"Phoenix could not be run here: {str(exc)[:300]}"
+        cal_rate = cal["stored"] / cal["stored_s"]
+        refused = sum(n for status, n in cal["statuses"].items() if status != 200)
+        lines += ["| server | requests | refused (non-200) | client p95 ms | spans stored | seconds to stored | stored spans/s |",
+                  "|---|---:|---:|---:|---:|---:|---:|",
+                  f"| calibrate `serve` (waitress, 1 process × 4 threads) | {n_requests:,} | {refused} | {cal['p95_ms']:.0f} | "
+                  f"{cal['stored']:,} of {cal['expected']:,} | {cal['stored_s']:.1f} | **{cal_rate:,.0f}** |"]
+        if phx is not None:
+            phx_rate = phx["stored"] / phx["stored_s"] if phx["stored_s"] > 0 and phx["stored"] > 0 else 0.0
+            phx_refused = sum(n for status, n in phx["statuses"].items() if status != 200)
+            lines.append(f"| Phoenix (`phoenix serve`) | {n_requests:,} | {phx_refused} ({phx_refused / n_requests:.0%}; "
+                         f"{dict(sorted(phx['statuses'].items()))}) | {phx['p95_ms']:.0f} | {phx['stored']:,} of "
+                         f"{phx['accepted']:,} accepted | {phx['stored_s']:.1f} | **{phx_rate:,.0f}** |")
+            ratio = cal_rate / phx_rate if phx_rate else float("inf")
+            lines += ["", f"- stored spans per second, calibrate / Phoenix (same payloads, same run): **{ratio:,.1f}×** "
+                          f"(goal ≥ 10×); Phoenix accepted at {phx['accepted'] / phx['sent_s']:,.0f} spans/s over HTTP"]
+        lines += ["", f"- Phoenix: {phoenix_note or 'not run (--phoenix empty)'}"]
+        if args.stream:
+            n_stream = max(1, args.stream // BATCH)
+            st = run_stream(folder, base, n_stream, args.senders, args.annotators, args.baseline_seconds)
+            rss = [mb for _, mb in st["rss"]]
+            warm = rss[len(rss) // 10:] or rss
+            st_refused = sum(n for status, n in st["statuses"].items() if status != 200)
+            lines += ["", f"Streaming {n_stream * BATCH:,} spans with the settler on (TRACES_SETTLE_S=0, every 1 s, rate 0.05) "
+                          f"and {args.annotators} experts saving labels:", "",
+                      f"- {st['received']:,} spans staged in {st['sent_s']:.0f} s (**{st['received'] / st['sent_s']:,.0f} spans/s** "
+                      f"while settling), {st_refused} requests refused; {st['settled']:,} traces settled, {st['samples']:,} samples, "
+                      f"{st['staged_left']:,} spans still staged at the end",
+                      f"- server RSS (MB), sampled every second: start {rss[0]:.0f}, after the first tenth {warm[0]:.0f}, "
+                      f"max {max(rss):.0f}, end {rss[-1]:.0f} (max − after the first tenth: {max(warm) - warm[0]:+.0f} MB)",
+                      f"- label saves meanwhile: {st['saves']:,}, p50 {st['save_p50']:.0f} ms, **p95 {st['save_p95']:.0f} ms** "
+                      f"(goal < 200), max {st['save_max']:.0f} ms, errors {st['save_errors']}"
+                      + (f", client failures {st['failures']}" if st["failures"] else ""),
+                      f"- label saves alone just before, same server and run ({args.baseline_seconds:g} s): {st['alone']:,}, "
+                      f"p50 {st['alone_p50']:.0f} ms, p95 {st['alone_p95']:.0f} ms"]
+    lines += ["", f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.record:
+        record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+
+
+if __name__ == "__main__":
+    main()

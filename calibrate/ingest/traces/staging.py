@@ -1,0 +1,400 @@
+"""The OTLP/HTTP receiver's database side: ingest tokens, staged spans, settling them into samples.
+
+A request to `POST /v1/traces` only stages its spans (`stage_spans`, one short write under the
+write lock): rows of `stagedspan`, unique by (trace_id, span_id), so a span received twice is
+stored once and a retried export changes nothing. A staged trace *settles* (`settle`) once its
+root span is there and nothing new arrived for `TRACES_SETTLE_S` seconds (or at once, with
+`calibrate traces flush`): its spans go through `importer.import_decoded`, the path a trace
+file takes (sampling by the token's rate and salt, the mapping, the comparison with the
+dataset, the samples import), and are deleted in the same transaction. That transaction takes
+the write lock before it looks for settled traces, so two servers settling at once take turns
+and the second finds the first's traces gone: nothing settles twice. Traces without a root
+whose newest span is older than `ROOTLESS_MAX_AGE` are dropped and counted (`drop_rootless`).
+
+The counters of the production source live on the token row (`IngestToken`); the dataset page
+sums them over the dataset's tokens (`production_source`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+from collections import Counter, defaultdict
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, Integer, delete, func, insert, select, update
+from sqlmodel import Session, col
+
+from calibrate.db import write_session
+from calibrate.errors import NotFound
+from calibrate.ingest.fields import check_dataset_name
+from calibrate.ingest.problems import reject
+from calibrate.ingest.traces.decode import Decoded, Span
+from calibrate.ingest.traces.importer import import_decoded, inclusion_u
+from calibrate.models import Dataset, IngestToken, StagedSpan
+
+ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
+SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
+BATCH_PAUSE = 0.02  # seconds between two settling transactions when a process lock is shared (the server's)
+QUERY_CHUNK = 500  # ids per IN (…) list
+TOKEN_PREFIX = "calt_"
+SOURCE = "otlp-http"
+log = logging.getLogger("calibrate.traces")
+
+
+def hash_token(token: str) -> str:
+    """Return what is stored of a bearer token: its sha256 in hex."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_token(session: Session, dataset: str, *, rate: float = 1.0, salt: str | None = None) -> tuple[IngestToken, str]:
+    """Create a token bound to `dataset` (created empty if missing) and its sampling; return the row and the token.
+
+    The token (`calt_` and 32 random bytes, URL-safe base64) is returned once; only its hash is stored.
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise reject(f"the rate must be between 0 and 1, got {rate}", field="rate")
+    name = check_dataset_name(dataset.strip())
+    if salt is not None and len(salt) > 200:
+        raise reject("the salt is over 200 characters", field="salt")
+    row = session.scalars(select(Dataset).where(Dataset.name == name)).first()
+    if row is not None and row.import_batch_id is not None:
+        raise reject(f"dataset {name!r} is being imported; try again when the import has finished", field="dataset")
+    if row is None:
+        row = Dataset(name=name, source=SOURCE, description="production traces")
+        session.add(row)
+        session.flush()
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    entry = IngestToken(token_hash=hash_token(token), dataset_id=row.id, rate=float(rate),
+                        salt=name if salt is None else salt)
+    session.add(entry)
+    session.flush()
+    return entry, token
+
+
+def list_tokens(session: Session) -> list[dict[str, Any]]:
+    """Return every token as {id, dataset, rate, salt, created, last_used, revoked}, oldest first (never the token)."""
+    rows = session.execute(select(IngestToken, Dataset.name).join(Dataset, Dataset.id == IngestToken.dataset_id)
+                           .order_by(IngestToken.id))
+    return [{"id": token.id, "dataset": name, "rate": token.rate, "salt": token.salt, "created": _iso(token.created_at),
+             "last_used": _iso(token.last_used_at), "revoked": _iso(token.revoked_at)} for token, name in rows]
+
+
+def revoke_token(session: Session, token_id: int) -> IngestToken:
+    """Revoke a token by id (its spans already staged still settle); NotFound for an unknown id."""
+    token = session.get(IngestToken, token_id)
+    if token is None:
+        ids = [str(i) for i in session.scalars(select(IngestToken.id).order_by(IngestToken.id).limit(20))]
+        raise NotFound(f"unknown token id {token_id} (tokens: {', '.join(ids) or 'none yet'})")
+    if token.revoked_at is None:
+        token.revoked_at = datetime.now(UTC)
+        session.add(token)
+    return token
+
+
+def token_for(session: Session, bearer: str) -> IngestToken | None:
+    """Return the live (not revoked) token a bearer string is, else None."""
+    if not bearer or len(bearer) > 200:
+        return None
+    token = session.scalars(select(IngestToken).where(IngestToken.token_hash == hash_token(bearer))).first()
+    return token if token is not None and token.revoked_at is None else None
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def span_json(span: Span) -> str:
+    """Return what a staged span stores: the decoded span's fields but its ids, as JSON text."""
+    return json.dumps({"parent": span.parent_id, "name": span.name, "start": span.start_ns, "attributes": span.attributes,
+                       "resource": span.resource}, ensure_ascii=False, separators=(",", ":"))
+
+
+def span_of(trace_id: str, span_id: str, text: str) -> Span:
+    """Return the Span a staged row holds (the inverse of span_json)."""
+    data = json.loads(text)
+    return Span(trace_id, span_id, data["parent"], data["name"], data["start"], data["attributes"], data["resource"])
+
+
+@dataclass
+class Staged:
+    """What one request staged: new spans, spans already staged (or twice in the request), spans refused."""
+
+    new: int = 0
+    repeated: int = 0
+    rejected: int = 0
+
+
+def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, rejected: int = 0,
+                now: float | None = None) -> Staged:
+    """Stage a request's spans for `token` in the caller's (write) transaction; count them on the token."""
+    now = time.time() if now is None else now
+    out = Staged(rejected=rejected)
+    fresh: dict[tuple[str, str], Span] = {}
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        if key in fresh:
+            out.repeated += 1
+        else:
+            fresh[key] = span
+    trace_ids = sorted({trace_id for trace_id, _ in fresh})
+    for start in range(0, len(trace_ids), QUERY_CHUNK):
+        chunk = trace_ids[start:start + QUERY_CHUNK]
+        for key in session.execute(select(StagedSpan.trace_id, StagedSpan.span_id)
+                                   .where(col(StagedSpan.trace_id).in_(chunk))):
+            if fresh.pop(tuple(key), None) is not None:
+                out.repeated += 1
+    rows = [{"token_id": token.id, "trace_id": span.trace_id, "span_id": span.span_id, "is_root": not span.parent_id,
+             "received_at": now, "span": span_json(span)} for span in fresh.values()]
+    if rows:
+        session.connection().execute(insert(StagedSpan.__table__), rows)  # Core executemany: no ORM work per row
+    out.new = len(rows)
+    session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
+        spans_received=IngestToken.spans_received + out.new, spans_repeated=IngestToken.spans_repeated + out.repeated,
+        spans_rejected=IngestToken.spans_rejected + out.rejected, last_used_at=datetime.fromtimestamp(now, UTC),
+        last_received_at=datetime.fromtimestamp(now, UTC) if spans else IngestToken.last_received_at))
+    return out
+
+
+# --------------------------------------------------------------------------- settling
+
+
+@dataclass
+class Settled:
+    """What settling did: traces settled into the sampling, their summary figures, rootless traces dropped."""
+
+    traces: int = 0
+    sampled: int = 0
+    sampled_down: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    duplicate_content: int = 0
+    changed_after_labelling: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    dropped_traces: int = 0
+    dropped_spans: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the figures as a dict (`calibrate traces flush --json`)."""
+        return {"traces": self.traces, "sampled": self.sampled, "sampled_down": self.sampled_down, "created": self.created,
+                "updated": self.updated, "unchanged": self.unchanged, "duplicate_content": self.duplicate_content,
+                "changed_after_labelling": self.changed_after_labelling, "skipped": dict(self.skipped),
+                "dropped_traces": self.dropped_traces, "dropped_spans": self.dropped_spans}
+
+
+def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
+           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
+           lock: AbstractContextManager | None = None) -> Settled:
+    """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
+
+    `dataset`: only that dataset's tokens (`calibrate traces flush --dataset D` passes settle_s=0).
+    Each transaction settles at most `batch` traces and takes the write lock first (module docstring);
+    `lock`: a lock of this process held around each transaction (the server's writer lock, so label
+    saves and settling take turns promptly instead of waiting in SQLite's busy handler).
+    """
+    now = time.time() if now is None else now
+    total = Settled()
+    skipped: Counter[str] = Counter()
+    while True:
+        with lock or nullcontext(), write_session(engine) as session:
+            done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
+                                batch=batch, into=total, skipped=skipped)
+        if done < batch:
+            break
+        if lock is not None:
+            # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
+            # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
+            time.sleep(BATCH_PAUSE)
+    total.skipped = dict(skipped.most_common())
+    return total
+
+
+def _token_filter(session: Session, dataset: str | None) -> list[int] | None:
+    if dataset is None:
+        return None
+    return list(session.scalars(select(IngestToken.id).join(Dataset, Dataset.id == IngestToken.dataset_id)
+                                .where(Dataset.name == dataset)))
+
+
+def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now: float, max_field_chars: int, batch: int,
+                 into: Settled, skipped: Counter[str]) -> int:
+    tokens = _token_filter(session, dataset)
+    if tokens is not None and not tokens:
+        return 0
+    ready = (select(StagedSpan.trace_id).group_by(StagedSpan.trace_id)
+             .having(func.max(StagedSpan.received_at) <= now - settle_s)
+             .having(func.max(col(StagedSpan.is_root).cast(Integer)) == 1)
+             .order_by(StagedSpan.trace_id).limit(batch))
+    if tokens is not None:
+        ready = ready.where(col(StagedSpan.token_id).in_(tokens))
+    trace_ids = list(session.scalars(ready))
+    if not trace_ids:
+        return 0
+    # A trace belongs to the token its root span came with (its dataset and sampling).
+    owners: dict[str, int] = {}
+    for trace_id, token_id in session.execute(select(StagedSpan.trace_id, StagedSpan.token_id)
+                                              .where(col(StagedSpan.trace_id).in_(trace_ids), col(StagedSpan.is_root))
+                                              .order_by(StagedSpan.id)):
+        owners.setdefault(trace_id, token_id)
+    tokens_of = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
+    # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads
+    # none), so a trace is taken by its draw alone, the rule import_decoded applies to them again.
+    taken: list[str] = []
+    passed: Counter[int] = Counter()
+    for trace_id in trace_ids:
+        token = tokens_of[owners[trace_id]]
+        if inclusion_u(token.salt, trace_id) < token.rate:
+            taken.append(trace_id)
+        else:
+            passed[token.id] += 1
+    per_token: dict[int, Decoded] = {token_id: Decoded() for token_id in tokens_of}
+    for start in range(0, len(taken), QUERY_CHUNK):
+        for trace_id, span_id, text in session.execute(
+                select(StagedSpan.trace_id, StagedSpan.span_id, StagedSpan.span)
+                .where(col(StagedSpan.trace_id).in_(taken[start:start + QUERY_CHUNK])).order_by(StagedSpan.id)):
+            per_token[owners[trace_id]].spans.append(span_of(trace_id, span_id, text))
+    for token_id, decoded in sorted(per_token.items()):
+        token = tokens_of[token_id]
+        ds = session.get(Dataset, token.dataset_id)
+        summary = import_decoded(session, decoded, dataset=ds.name, source=SOURCE, rate=token.rate, salt=token.salt,
+                                 max_field_chars=max_field_chars)
+        summary.traces += passed[token_id]
+        merged = Counter(token.skipped or {})
+        merged.update(summary.skipped)
+        session.execute(update(IngestToken).where(IngestToken.id == token_id).values(
+            traces_settled=IngestToken.traces_settled + summary.traces,
+            traces_sampled=IngestToken.traces_sampled + summary.sampled,
+            traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
+        for name in ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
+                     "changed_after_labelling"):
+            setattr(into, name, getattr(into, name) + getattr(summary, name))
+        skipped.update(summary.skipped)
+    session.execute(delete(StagedSpan).where(col(StagedSpan.trace_id).in_(trace_ids)))
+    return len(trace_ids)
+
+
+def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
+                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> Settled:
+    """Delete the staged spans of traces without a root whose newest span is older than `max_age`; count them."""
+    now = time.time() if now is None else now
+    out = Settled()
+    with lock or nullcontext(), write_session(engine) as session:
+        tokens = _token_filter(session, dataset)
+        if tokens is not None and not tokens:
+            return out
+        old = (select(StagedSpan.trace_id).group_by(StagedSpan.trace_id)
+               .having(func.max(StagedSpan.received_at) < now - max_age)
+               .having(func.max(col(StagedSpan.is_root).cast(Integer)) == 0))
+        if tokens is not None:
+            old = old.where(col(StagedSpan.token_id).in_(tokens))
+        trace_ids = list(session.scalars(old))
+        per_token: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # token → [traces, spans]
+        for start in range(0, len(trace_ids), QUERY_CHUNK):
+            chunk = trace_ids[start:start + QUERY_CHUNK]
+            rows = session.execute(select(StagedSpan.trace_id, StagedSpan.token_id).where(col(StagedSpan.trace_id).in_(chunk)))
+            owners: dict[str, int] = {}
+            for trace_id, token_id in rows:
+                owners.setdefault(trace_id, token_id)
+                per_token[token_id][1] += 1
+            for token_id in owners.values():
+                per_token[token_id][0] += 1
+            session.execute(delete(StagedSpan).where(col(StagedSpan.trace_id).in_(chunk)))
+        for token_id, (traces, spans) in per_token.items():
+            token = session.get(IngestToken, token_id)
+            merged = Counter(token.skipped or {})
+            if traces:
+                merged["no_root_span"] += traces
+            session.execute(update(IngestToken).where(IngestToken.id == token_id).values(
+                traces_dropped=IngestToken.traces_dropped + traces, spans_dropped=IngestToken.spans_dropped + spans,
+                skipped=dict(merged)))
+            out.dropped_traces += traces
+            out.dropped_spans += spans
+    if out.dropped_traces:
+        out.skipped = {"no_root_span": out.dropped_traces}
+    return out
+
+
+class Settler(threading.Thread):
+    """The server's background settler: every `every` seconds, settle what is ready and drop old rootless traces.
+
+    One per server process (`calibrate serve`, each gunicorn worker); several are safe, since
+    each settling transaction takes the write lock first (module docstring). A failure is
+    logged and retried at the next wake-up.
+    """
+
+    def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int,
+                 lock: AbstractContextManager | None = None) -> None:
+        super().__init__(name="calibrate-traces-settler", daemon=True)
+        self.engine, self.settle_s, self.every, self.max_field_chars = engine, settle_s, every, max_field_chars
+        self.lock = lock
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            self.once()
+
+    def once(self) -> None:
+        """Settle and drop once; log what happened (and any failure) and return."""
+        try:
+            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock)
+            dropped = drop_rootless(self.engine, lock=self.lock)
+        except Exception:  # a background thread must live on; the next wake-up retries
+            log.exception("settling staged traces failed")
+            return
+        if done.traces or dropped.dropped_traces:
+            log.info("traces settled: %d (%d sampled, %d created), rootless dropped: %d", done.traces, done.sampled,
+                     done.created, dropped.dropped_traces)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
+    """Start the background settler with the settings' TRACES_SETTLE_S and TRACES_SETTLE_EVERY; return it."""
+    settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
+                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
+    settler.start()
+    return settler
+
+
+# --------------------------------------------------------------------------- the dataset page
+
+
+def production_source(session: Session, dataset: Dataset) -> dict[str, Any] | None:
+    """Return the production source's figures for a dataset's page, or None when it has no ingest token."""
+    tokens = list(session.scalars(select(IngestToken).where(IngestToken.dataset_id == dataset.id)))
+    if not tokens:
+        return None
+    skipped: Counter[str] = Counter()
+    for token in tokens:
+        skipped.update(token.skipped or {})
+    staged_traces, staged_spans = session.execute(
+        select(func.count(func.distinct(StagedSpan.trace_id)), func.count(StagedSpan.id))
+        .where(col(StagedSpan.token_id).in_([t.id for t in tokens]))).one()
+    sampled = sum(t.traces_sampled for t in tokens)
+    down = sum(t.traces_sampled_down for t in tokens)
+    received = [t.last_received_at for t in tokens if t.last_received_at is not None]
+    return {
+        "tokens": len(tokens), "live_tokens": sum(t.revoked_at is None for t in tokens),
+        "spans_received": sum(t.spans_received for t in tokens), "spans_repeated": sum(t.spans_repeated for t in tokens),
+        "spans_rejected": sum(t.spans_rejected for t in tokens),
+        "traces_received": sum(t.traces_settled + t.traces_dropped for t in tokens),
+        "staged_traces": staged_traces, "staged_spans": staged_spans, "sampled": sampled, "sampled_down": down,
+        "down_share": down / sampled if sampled else None, "skipped": dict(skipped.most_common()),
+        "last_received": max(received) if received else None,
+    }
+
+
+def _iso(when: datetime | None) -> str | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

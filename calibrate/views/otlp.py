@@ -1,0 +1,182 @@
+"""`POST /v1/traces`: the OTLP/HTTP receiver (what the SDKs' exporters and a Collector's `otlphttp` exporter send).
+
+No login session and no CSRF token (security.py exempts this blueprint): a bearer token made by
+`calibrate traces token`, which may only stage spans for its dataset. A request is checked in
+this order, and nothing is written unless it passes every check: 401 without a live token, 415
+for a body neither `application/x-protobuf` nor `application/json` (or an encoding other than
+gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of this process are being
+stored already (the exporter retries; the other request threads stay free for people), 413
+over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a
+gzip bomb is never inflated), 400 when it does not parse. Then its spans are staged in one
+short write (ingest/traces/staging.py) and the answer is an ExportTraceServiceResponse in the
+request's content type, with `partialSuccess {rejectedSpans, errorMessage}` when spans were
+refused one by one (a bad id, too many attributes). Errors are a `google.rpc.Status`
+{code, message}, also in the request's content type. docs/formats.md has the whole contract.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+
+from flask import Blueprint, Response, current_app, request
+
+from calibrate.ingest.problems import ImportRejected
+from calibrate.ingest.traces.decode import Where, parse_json, spans_of_protobuf, spans_of_traces_data
+from calibrate.ingest.traces.staging import stage_spans, token_for
+from calibrate.views.session import get_session, write
+
+bp = Blueprint("otlp", __name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+READ_CHUNK = 1024 * 1024
+# google.rpc.Code values of the error answers (OTLP/HTTP puts a Status in the body of a failure).
+CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+
+
+class TooLarge(Exception):
+    """The body (on the wire or unpacked) is over TRACES_MAX_BODY."""
+
+
+def status_protobuf(code: int, message: str) -> bytes:
+    """Return a google.rpc.Status {code, message} in protobuf: field 1 varint, field 2 string (no details)."""
+    text = message.encode("utf-8")
+    return b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _answer(status: int, kind: str, message: str) -> Response:
+    """An error answer: a Status in the request's content type (JSON when it named neither)."""
+    code = CODES.get(status, 2)
+    if kind == PROTOBUF:
+        body, mimetype = status_protobuf(code, message), PROTOBUF
+    else:
+        body, mimetype = json.dumps({"code": code, "message": message}), JSON
+    response = Response(body, status=status, mimetype=mimetype)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="calibrate traces"'
+    return response
+
+
+def read_body(limit: int) -> bytes:
+    """Return the request body, gunzipped if it says so; TooLarge past `limit` bytes either way; ValueError for bad gzip."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise TooLarge
+    stream = request.stream
+    raw = bytearray()
+    while True:
+        chunk = stream.read(min(READ_CHUNK, limit + 1 - len(raw)))
+        if not chunk:
+            break
+        raw += chunk
+        if len(raw) > limit:
+            raise TooLarge
+    encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding == "identity":
+        return bytes(raw)
+    try:
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = decoder.decompress(bytes(raw), limit + 1)
+        if len(out) > limit or decoder.unconsumed_tail:
+            raise TooLarge
+        out += decoder.flush()
+    except zlib.error as exc:
+        raise ValueError(f"not valid gzip: {exc}") from None
+    if len(out) > limit:
+        raise TooLarge
+    if not decoder.eof:
+        raise ValueError("not valid gzip: the stream ends early")
+    return out
+
+
+@bp.route("/v1/traces", methods=["POST"])
+def receive():
+    """Stage the spans of one OTLP/HTTP export request (module docstring)."""
+    kind = request.mimetype
+    answer_kind = kind if kind in (PROTOBUF, JSON) else JSON
+    header = request.headers.get("Authorization", "")
+    scheme, _, bearer = header.partition(" ")
+    token = token_for(get_session(), bearer.strip()) if scheme.lower() == "bearer" else None
+    if token is None:
+        return _answer(401, answer_kind, "a valid ingest token is needed: Authorization: Bearer <token> "
+                                         "(calibrate traces token --dataset NAME)")
+    if kind not in (PROTOBUF, JSON):
+        return _answer(415, answer_kind, f"Content-Type must be {PROTOBUF} or {JSON}, not {kind or 'none'!r}")
+    encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return _answer(415, answer_kind, f"Content-Encoding must be gzip or none, not {encoding!r}")
+    slots = _slots()
+    if not slots.acquire(blocking=False):
+        # Back-pressure, never a queue: the exporter retries (OTLP: 503 is retryable, after Retry-After),
+        # and the server's other request threads stay free for the workbench.
+        response = _answer(503, answer_kind, f"{current_app.config['TRACES_MAX_CONCURRENT']} export requests are being "
+                                             "stored already; retry")
+        response.headers["Retry-After"] = "1"
+        return response
+    try:
+        return _stage(kind, answer_kind, token)
+    finally:
+        slots.release()
+
+
+def _slots() -> threading.BoundedSemaphore:
+    """Return this app's semaphore of TRACES_MAX_CONCURRENT export requests in this process."""
+    slots = current_app.extensions.get("calibrate.otlp.slots")
+    if slots is None:
+        slots = current_app.extensions.setdefault("calibrate.otlp.slots",
+                                                  threading.BoundedSemaphore(max(1, int(current_app.config["TRACES_MAX_CONCURRENT"]))))
+    return slots
+
+
+def _stage(kind: str, answer_kind: str, token) -> Response:
+    """Read, decode and stage one request's spans (every check before this one passed)."""
+    limit = int(current_app.config["TRACES_MAX_BODY"])
+    try:
+        body = read_body(limit)
+    except TooLarge:
+        return _answer(413, answer_kind, f"the request body is over TRACES_MAX_BODY ({limit:,} bytes)")
+    except ValueError as exc:
+        return _answer(400, answer_kind, str(exc))
+    rejected: list[str] = []
+    try:
+        if kind == PROTOBUF:
+            spans = spans_of_protobuf(body, rejected=rejected)
+        else:
+            spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
+    except ImportRejected as exc:
+        return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
+    # One short write behind the process's writer lock, taking turns with label saves and the settler.
+    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected)))
+    return _success(kind, rejected)
+
+
+def _success(kind: str, rejected: list[str]) -> Response:
+    """Return the ExportTraceServiceResponse: empty when every span was taken, else partialSuccess."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 (optional heavy import: protobuf)
+        ExportTraceServiceResponse,
+    )
+
+    message = ExportTraceServiceResponse()
+    if rejected:
+        message.partial_success.rejected_spans = len(rejected)
+        more = f" (and {len(rejected) - 1:,} more)" if len(rejected) > 1 else ""
+        message.partial_success.error_message = f"{len(rejected):,} spans refused: {rejected[0]}{more}"
+    if kind == PROTOBUF:
+        return Response(message.SerializeToString(), status=200, mimetype=PROTOBUF)
+    from google.protobuf import json_format  # noqa: PLC0415 (optional heavy import: protobuf)
+
+    return Response(json_format.MessageToJson(message, indent=None), status=200, mimetype=JSON)
