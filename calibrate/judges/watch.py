@@ -316,13 +316,12 @@ class Watcher:
             if stop.is_set():
                 break
             with Session(self.engine, expire_on_commit=False) as session:
-                jobs, waiting_now = self._pending(session, current, waiting)
-            if current.extracting:
-                waiting = waiting_now  # answers whose claims are not extracted yet: not judged on the segmenter's
+                jobs, _ = self._pending(session, current, waiting)
             summary.pending += len(jobs)
-            if not jobs:
-                continue
-            run = self._version_pass(current, jobs, stop)
+            run = self._version_pass(current, jobs, stop) if jobs else None
+            if current.extracting:  # answers still without the extraction's claims are not judged on the segmenter's
+                with Session(self.engine, expire_on_commit=False) as session:
+                    _, waiting = self._pending(session, current, set())
             if run is None:
                 continue
             summary.runs.append(run)

@@ -215,3 +215,39 @@ def test_watch_refuses_a_metric_prompt_and_an_extraction_given_as_the_prompt(eng
         Watcher(engine, WatchSpec("many", "ext@1", once=True))
     with pytest.raises(RunSetupError, match="--extract claims_prompt"):
         Watcher(engine, WatchSpec("many", claims_prompt(), extract=claims_prompt("claims_prompt"), once=True))
+
+
+def test_with_extract_answers_without_claims_are_extracted_first_then_their_claims_judged(engine, session, claims_prompt):
+    import json
+
+    from fakellm import FakeLLM
+
+    from calibrate.ingest import import_file
+    from calibrate.judges import save_version
+    from calibrate.models import Claim, Sample
+
+    server = FakeLLM(claims=True).start()
+    try:
+        path = engine.url.database.replace("calibrate.sqlite", "plain.jsonl")
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in range(4):  # no "claims": the segmenter's sentences, claim source "segmenter"
+                fh.write(json.dumps({"id": f"p{i}", "question": f"Q{i}?",
+                                     "answer": f"Take {i} mg and rest {i} days. Drink water.", "contexts": []}) + "\n")
+        with write_session(engine) as s:
+            import_file(s, "samples", Path(path), dataset="many")
+            save_version(s, "ext", task="claim_extraction", model="fake-model")
+        spec = WatchSpec("many", claims_prompt(), backend="openai", base_url=server.openai_base, api_key_env="",
+                         options=fast_options(concurrency=2), extract="ext@1", once=True)
+        [first] = list(Watcher(engine, spec).passes())
+        assert [run.judge for run in first.runs] == ["ext@1", "claims@1"]
+        session.expire_all()
+        assert {s.claim_source for s in session.exec(select(Sample)).all()} == {"ext@1"}
+        active = session.exec(select(Claim).where(Claim.active)).all()
+        assert len(active) == 12  # "Take i mg" / "rest i days." / "Drink water." per answer
+        judged = session.exec(select(Verdict).join(Judge).where(Judge.name == "claims@1")).all()
+        assert sorted(v.target_key for v in judged) == sorted(f"claim:{c.id}" for c in active)  # none on retired claims
+        assert server.stats()["requests"] == 4 + 12
+        [second] = list(Watcher(engine, spec).passes())
+        assert second.runs == [] and server.stats()["requests"] == 16
+    finally:
+        server.stop()
