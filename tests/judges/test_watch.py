@@ -251,3 +251,18 @@ def test_with_extract_answers_without_claims_are_extracted_first_then_their_clai
         assert second.runs == [] and server.stats()["requests"] == 16
     finally:
         server.stop()
+
+
+def test_the_budget_is_the_watchers_whole_life_and_it_ends_when_spent(engine, session, fake_llm, claims_dataset,
+                                                                      claims_prompt):
+    claims_dataset(n_samples=4, claims_per_sample=5)
+    spec = WatchSpec("many", claims_prompt(), backend="openai", base_url=fake_llm.openai_base, api_key_env="",
+                     options=fast_options(concurrency=1, max_calls=5), every=0.05)
+    summaries = list(Watcher(engine, spec).passes())  # no --once: it ends because the budget is spent
+    assert len(summaries) == 1 and "--max-calls" in summaries[0].stopped
+    assert fake_llm.stats()["requests"] == 5
+    run = session.exec(select(JudgeRun)).one()
+    assert (run.status, run.n_done) == ("stopped", 5)
+    # The jobs it claimed and did not send are free for the other watchers at once.
+    assert session.exec(select(func.count()).select_from(WatchLease).where(WatchLease.owner != "")).one() == 0
+    assert session.exec(select(func.count()).select_from(WatchLease)).one() == 15
