@@ -75,6 +75,13 @@ def watch(url: str, server, tmp: Path, *extra: str, concurrency: int = 4) -> sub
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def started(proc: subprocess.Popen) -> None:
+    """Wait for the watcher's first line on stderr ("watching …"), written once its signal handlers are in place."""
+    line = proc.stderr.readline()
+    if not line.startswith("watching"):
+        raise SystemExit(f"the watcher did not start: {line}{proc.stderr.read()[-2000:]}")
+
+
 def counts(url: str) -> tuple[int, int, float]:
     """Return (verdicts, distinct targets, seconds from the first verdict to the last)."""
     from sqlalchemy import text
@@ -146,6 +153,7 @@ def kill_and_take_over(n: int, latency: float) -> dict:
             ended([killed, other])
             at_kill = counts(url)[0]
             third = watch(url, server, Path(tmp), "--every", "0.5", "--lease", "3")
+            started(third)  # its SIGTERM handler is in place (the other may have taken every expired lease over)
             wait(lambda: counts(url)[0] >= n, "the third watcher finishes")
             third.send_signal(signal.SIGTERM)
             code = ended([third])[0]

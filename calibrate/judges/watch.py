@@ -414,7 +414,8 @@ class Watcher:
     def _new_run(self, current: _Version, options: RunOptions, claimed: int) -> int:
         ep = current.endpoint
         with write_session(self.engine) as session:
-            params = {"scope": Scope().as_dict(), "rerun": False, "options": asdict(options), "skipped": {},
+            # "watch" in the scope: `judge run` never takes a watcher's run up as its own (prepare_run compares scopes).
+            params = {"scope": {**Scope().as_dict(), "watch": True}, "rerun": False, "options": asdict(options), "skipped": {},
                       "endpoint": {"backend": ep.backend, "base_url": ep.base_url, "model": ep.model,
                                    "api_key_env": ep.api_key_env},
                       "watch": {"owner": self.owner, "every": self.spec.every, "lease": self.spec.lease},

@@ -53,6 +53,15 @@ def verdict_count(db_url: str) -> int:
         conn.close()
 
 
+def held_by(db_url: str, pid: int) -> int:
+    """Return how many leases the watcher process `pid` holds."""
+    conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=30)
+    try:
+        return conn.execute("select count(*) from watchlease where owner like ? and expires > 0", (f"%:{pid}:%",)).fetchone()[0]
+    finally:
+        conn.close()
+
+
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=GUARD)
     return proc.returncode, out, err
@@ -145,13 +154,16 @@ def test_a_watcher_killed_mid_way_is_taken_over_and_only_its_calls_in_flight_are
     prompt = claims_prompt()
     killed = start(watch_command(db_url, fake_llm, prompt, "--once", "--lease", "2"), tmp_path)
     other = start(watch_command(db_url, fake_llm, prompt, "--once", "--lease", "2"), tmp_path)
-    wait_for(lambda: verdict_count(db_url) >= 40, "verdicts written")
+    wait_for(lambda: verdict_count(db_url) >= 40 and held_by(db_url, killed.pid) > 0, "verdicts written, leases held")
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=GUARD)
     code, _, err = finish(other)
     assert code == 0, err
-    assert verdict_count(db_url) < 150, "the kill must land mid-way (the killed watcher's leases were still held)"
+    assert killed.returncode == -signal.SIGKILL
     third = start(watch_command(db_url, fake_llm, prompt, "--every", "0.2", "--lease", "2"), tmp_path)
+    # Its first line on stderr is written once its SIGTERM handler is in place (the other watcher may
+    # have taken every expired lease over already, and then there is nothing left to wait for).
+    assert third.stderr.readline().startswith("watching")
     wait_for(lambda: verdict_count(db_url) == 150, "the third watcher finishes after the leases expire")
     third.send_signal(signal.SIGTERM)
     code, out, err = finish(third)
@@ -266,3 +278,11 @@ def test_the_budget_is_the_watchers_whole_life_and_it_ends_when_spent(engine, se
     # The jobs it claimed and did not send are free for the other watchers at once.
     assert session.exec(select(func.count()).select_from(WatchLease).where(WatchLease.owner != "")).one() == 0
     assert session.exec(select(func.count()).select_from(WatchLease)).one() == 15
+
+
+def test_the_offline_baseline_backend_watches_too(engine, session, claims_dataset, claims_prompt):
+    claims_dataset(n_samples=3, claims_per_sample=4)
+    [done] = list(Watcher(engine, WatchSpec("many", claims_prompt(), backend="baseline", once=True)).passes())
+    assert [(run.status, run.n_done, run.calls) for run in done.runs] == [("done", 12, 0)]
+    one_verdict_each(session, 12)
+    assert session.exec(select(func.count()).select_from(WatchLease)).one() == 0
