@@ -150,8 +150,9 @@ def kill_and_take_over(n: int, latency: float) -> dict:
             other = watch(url, server, Path(tmp), "--once", "--lease", "3")
             wait(lambda: counts(url)[0] >= n // 3, "a third judged")
             killed.send_signal(signal.SIGKILL)
-            ended([killed, other])
             at_kill = counts(url)[0]
+            ended([killed, other])
+            before_third = counts(url)[0]
             third = watch(url, server, Path(tmp), "--every", "0.5", "--lease", "3")
             started(third)  # its SIGTERM handler is in place (the other may have taken every expired lease over)
             wait(lambda: counts(url)[0] >= n, "the third watcher finishes")
@@ -161,7 +162,7 @@ def kill_and_take_over(n: int, latency: float) -> dict:
             items, repeated = repeats(server)
         finally:
             server.stop()
-    return {"n": n, "at_kill": at_kill, "verdicts": verdicts, "distinct": distinct, "items": items,
+    return {"n": n, "at_kill": at_kill, "by_third": verdicts - before_third, "verdicts": verdicts, "distinct": distinct, "items": items,
             "repeated": repeated, "bound": 4 + 25, "sigterm_exit": code}
 
 
@@ -276,8 +277,9 @@ def record(args, load, after, shared, kill, pg, one, two, ratio) -> None:
              "|---|---|---|---|---|---|---|",
              f"| two watchers, SQLite, --concurrency 4 | {shared['n']} | {shared['verdicts']} | {shared['distinct']} | "
              f"{shared['items']} | **{shared['repeated']}** | {shared['seconds']:.1f} s with start-up |",
-             f"| two watchers, one killed -9 at {kill['at_kill']} verdicts, a third takes over (lease 3 s), SIGTERM ends it "
-             f"(exit {kill['sigterm_exit']}) | {kill['n']} | {kill['verdicts']} | {kill['distinct']} | {kill['items']} | "
+             f"| two watchers, one killed -9 at {kill['at_kill']} verdicts; its expired leases (3 s) taken over by the other "
+             f"and a third watcher (which judged {kill['by_third']}), SIGTERM ends the third (exit {kill['sigterm_exit']}) "
+             f"| {kill['n']} | {kill['verdicts']} | {kill['distinct']} | {kill['items']} | "
              f"**{kill['repeated']}** | bound: calls in flight + one unwritten batch = {kill['bound']} |"]
     if pg:
         lines.append(f"| four watchers, PostgreSQL, --concurrency 8 | {pg['n']} | {pg['verdicts']} | {pg['distinct']} | "
