@@ -7,7 +7,7 @@ Every watcher is a real `calibrate watch` process; the endpoint is the fake LLM 
    every target must get one verdict and no item one call more.
 2. SQLite, the same size again: two watchers, one killed with SIGKILL once a third of the
    targets are judged; the other ends its pass, a third watcher (`--every 0.5`) takes the
-   killed one's jobs over when their lease (`--lease 3`) expires and is stopped with SIGTERM.
+   killed one's jobs over when their lease (`--lease 15`) expires and is stopped with SIGTERM.
    Repeated calls are counted against the killed watcher's bound: its calls in flight
    (--concurrency) plus one unwritten batch (25).
 3. PostgreSQL (a throwaway cluster from /usr/lib/postgresql/*/bin, as tests/test_postgres.py),
@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "watch.md"
 sys.path.insert(0, str(ROOT / "tests" / "judges"))
 GUARD = 1800.0
+LEASE = 15  # seconds, in the kill case
 
 
 def build(url: str, n_targets: int, tmp: Path) -> None:
@@ -146,14 +147,15 @@ def kill_and_take_over(n: int, latency: float) -> dict:
         server = FakeLLM(latency=latency).start()
         server.keep_requests = False
         try:
-            killed = watch(url, server, Path(tmp), "--once", "--lease", "3")
-            other = watch(url, server, Path(tmp), "--once", "--lease", "3")
+            # A lease longer than the other watcher's remaining work: the third watcher takes the killed one's over.
+            killed = watch(url, server, Path(tmp), "--once", "--lease", str(LEASE))
+            other = watch(url, server, Path(tmp), "--once", "--lease", str(LEASE))
             wait(lambda: counts(url)[0] >= n // 3, "a third judged")
             killed.send_signal(signal.SIGKILL)
             at_kill = counts(url)[0]
             ended([killed, other])
             before_third = counts(url)[0]
-            third = watch(url, server, Path(tmp), "--every", "0.5", "--lease", "3")
+            third = watch(url, server, Path(tmp), "--every", "0.5", "--lease", str(LEASE))
             started(third)  # its SIGTERM handler is in place (the other may have taken every expired lease over)
             wait(lambda: counts(url)[0] >= n, "the third watcher finishes")
             third.send_signal(signal.SIGTERM)
@@ -277,8 +279,8 @@ def record(args, load, after, shared, kill, pg, one, two, ratio) -> None:
              "|---|---|---|---|---|---|---|",
              f"| two watchers, SQLite, --concurrency 4 | {shared['n']} | {shared['verdicts']} | {shared['distinct']} | "
              f"{shared['items']} | **{shared['repeated']}** | {shared['seconds']:.1f} s with start-up |",
-             f"| two watchers, one killed -9 at {kill['at_kill']} verdicts; its expired leases (3 s) taken over by the other "
-             f"and a third watcher (which judged {kill['by_third']}), SIGTERM ends the third (exit {kill['sigterm_exit']}) "
+             f"| two watchers, one killed -9 at {kill['at_kill']} verdicts; the other ends its pass; a third watcher "
+             f"takes its expired leases ({LEASE} s) over and judges {kill['by_third']}, SIGTERM ends the third (exit {kill['sigterm_exit']}) "
              f"| {kill['n']} | {kill['verdicts']} | {kill['distinct']} | {kill['items']} | "
              f"**{kill['repeated']}** | bound: calls in flight + one unwritten batch = {kill['bound']} |"]
     if pg:

@@ -10,7 +10,10 @@
     run_coroutine       run a coroutine from synchronous code (even inside a running loop)
 
 runner.py prepares and executes runs on it; metric_runs.py builds its step jobs on it. Neither
-imports the other's internals, so there is no import circle.
+imports the other's internals, so there is no import circle. watch.py (`calibrate watch`) runs
+on it too, through three hooks that are off otherwise: Execution.refill (claim the next batch
+when the jobs run out), Execution.stop_event (SIGTERM: no call starts after it) and
+Writer.release (delete the stored jobs' leases in the transaction that stores them).
 """
 
 from __future__ import annotations
