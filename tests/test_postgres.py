@@ -550,7 +550,7 @@ def test_four_watcher_processes_share_a_dataset_with_no_repeated_call(db_url, en
     from calibrate.judges import save_version
     from calibrate.models import JudgeRun, WatchLease
 
-    n_samples, per_sample = 40, 5
+    n_samples, per_sample = 20, 5
     with write_session(engine) as s:
         import_file(s, "samples", write_samples(tmp_path / "many.jsonl", n_samples, per_sample), dataset="many")
         save_version(s, "claims", task="claim_support", model="fake-model")
