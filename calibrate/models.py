@@ -706,3 +706,31 @@ class StagedSpan(SQLModel, table=True):
     is_root: bool = Field(default=False)
     received_at: float  # Unix seconds (the server's clock) when it was staged
     span: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class WatchLease(SQLModel, table=True):
+    """A job of a watched dataset (`calibrate watch`, judges/watch.py): one (judge, task, target, order)
+    without a verdict yet, and which watcher holds it until when.
+
+    A row is added when a watcher's pass finds the job pending, claimed in small batches (owner
+    and `expires` set: `FOR UPDATE SKIP LOCKED` on PostgreSQL, under the write lock on SQLite),
+    and deleted in the transaction that stores the job's verdict. `expires` is in seconds since
+    the epoch on the database's clock (PostgreSQL's `now()`; on SQLite the one machine's): 0 is
+    free, a past time an expired lease (its watcher died) that any watcher takes over.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("judge_id", "task_id", "target_key", "order_key", name="uq_watchlease_job"),
+        Index("ix_watchlease_claim", "judge_id", "task_id", "expires"),
+        Index("ix_watchlease_owner", "owner"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    judge_id: int
+    task_id: int
+    dataset_id: int
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    target_key: str = Field(max_length=40)
+    order_key: str = Field(default="", max_length=40)
+    owner: str = Field(default="", max_length=200)  # "host:pid:token" of the watcher holding it; "" when free
+    expires: float = Field(default=0.0)
+    created_at: datetime = Field(default_factory=utcnow)

@@ -597,3 +597,50 @@ def test_traces_posted_to_the_receiver_settle_into_the_samples_a_file_gives(runn
     assert samples("recv") == samples("file")
     again = import_traces(engine, [path], dataset="file", rate=0.5, salt="s")
     assert (again.created, again.unchanged) == (0, summary.created)
+
+
+# --------------------------------------------------------------------------- watchers sharing a dataset
+
+
+def test_four_watcher_processes_share_a_dataset_with_no_repeated_call(db_url, engine, session, tmp_path):
+    """`calibrate watch` ×4 on one PostgreSQL database: claims with FOR UPDATE SKIP LOCKED, each job called once."""
+    import subprocess as _subprocess
+    import threading
+
+    from calibrate.ingest import import_file
+    from calibrate.judges import save_version
+    from calibrate.models import JudgeRun, WatchLease
+
+    n_samples, per_sample = 20, 5
+    with write_session(engine) as s:
+        import_file(s, "samples", write_samples(tmp_path / "many.jsonl", n_samples, per_sample), dataset="many")
+        save_version(s, "claims", task="claim_support", model="fake-model")
+    server = FakeLLM().start()
+    server.keep_requests = False
+    server.gate = threading.Event()  # closed: each watcher's first call waits, so all four are in before any answer
+    command = [sys.executable, "-m", "calibrate", "watch", "--db", db_url, "--dataset", "many", "--prompt", "claims@1",
+               "--backend", "openai", "--base-url", server.openai_base, "--api-key-env", "", "--concurrency", "4", "--once"]
+    env = dict(os.environ, CALIBRATE_INSTANCE=str(tmp_path / "instance"))
+    root = Path(__file__).resolve().parent.parent
+    procs = [_subprocess.Popen(command, cwd=root, env=env, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE, text=True)
+             for _ in range(4)]
+    try:
+        deadline = time.monotonic() + 120  # a hang guard, not a measurement
+        while server.stats()["requests"] < 4:
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "four watchers calling"
+            time.sleep(0.02)
+        server.gate.set()
+        results = [p.communicate(timeout=120) for p in procs]
+    finally:
+        server.gate.set()
+        server.stop()
+    assert [p.returncode for p in procs] == [0] * 4, results
+    n = n_samples * per_sample
+    stats = server.stats()
+    assert stats["requests"] == n and len(stats["calls"]) == n and set(stats["calls"].values()) == {1}
+    session.expire_all()
+    rows = session.exec(select(Verdict.target_key, func.count()).group_by(Verdict.target_key)).all()
+    assert len(rows) == n and {count for _, count in rows} == {1}
+    runs = session.exec(select(JudgeRun)).all()
+    assert len({run.params["watch"]["owner"] for run in runs}) == 4 and sum(run.n_done for run in runs) == n
+    assert session.exec(select(func.count()).select_from(WatchLease)).one() == 0

@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "task": ("tasks", "task_group", "Manage tasks (what is labelled, on which target, with which values)."),
     "traces": ("traces", "traces_group", "Import production traces (OpenTelemetry/OpenInference, GenAI, Langfuse) as sampled samples."),
     "users": ("accounts", "users_group", "Manage accounts."),
+    "watch": ("watch", "watch_command",
+              "Judge every target of a dataset that has no verdict of the version, pass after pass (watchers share the work)."),
 }
 
 

@@ -147,6 +147,34 @@ def prompt_diff_command(settings: Settings, a: str, b: str) -> None:
     click.echo(text)
 
 
+ENDPOINT_OPTIONS = (
+    click.option("--backend", type=click.Choice(["openai", "anthropic", "baseline"]), default="baseline", show_default=True),
+    click.option("--model", help="Model, when the version names none."),
+    click.option("--base-url", help="API base URL (default: OpenAI's or Anthropic's; e.g. http://localhost:11434/v1 for Ollama)."),
+    click.option("--api-key-env", metavar="VAR",
+                 help="Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; '' for none)."),
+    click.option("--concurrency", type=click.IntRange(min=1, max=512), default=8, show_default=True, help="Calls in flight at most."),
+    click.option("--max-calls", type=click.IntRange(min=1), help="Stop cleanly after this many HTTP calls (retries count)."),
+    click.option("--max-tokens", type=click.IntRange(min=1), help="Stop cleanly once this many tokens (input + output) are used."),
+    click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Read timeout of one call, seconds."),
+    click.option("--max-attempts", type=click.IntRange(1, 10), default=5, show_default=True, help="Attempts per item."),
+)
+
+
+def endpoint_options(func):
+    """Add the options of a judge run's calls — where they go, how many at once, their budgets, timeout and
+    attempts — to a command (`judge run`, `watch`): one definition, the same names and defaults in both."""
+    for option in reversed(ENDPOINT_OPTIONS):
+        func = option(func)
+    return func
+
+
+def run_options(concurrency: int, max_calls: int | None, max_tokens: int | None, timeout: float, max_attempts: int):
+    """Return the RunOptions of `endpoint_options`' values."""
+    return judges.RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
+                             read_timeout=timeout, max_attempts=max_attempts)
+
+
 @click.group("judge")
 def judge_group() -> None:
     """Run judges over a dataset."""
@@ -155,13 +183,7 @@ def judge_group() -> None:
 @judge_group.command("run")
 @click.option("--dataset", required=True, help="Dataset to judge.")
 @click.option("--prompt", "prompt_ref", required=True, metavar="NAME@N", help="Prompt version to run (its judge is NAME@N).")
-@click.option("--backend", type=click.Choice(["openai", "anthropic", "baseline"]), default="baseline", show_default=True)
-@click.option("--model", help="Model, when the version names none.")
-@click.option("--base-url", help="API base URL (default: OpenAI's or Anthropic's; e.g. http://localhost:11434/v1 for Ollama).")
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; '' for none).")
-@click.option("--concurrency", type=click.IntRange(min=1, max=512), default=8, show_default=True, help="Calls in flight at most.")
-@click.option("--max-calls", type=click.IntRange(min=1), help="Stop cleanly after this many HTTP calls (retries count).")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Stop cleanly once this many tokens (input + output) are used.")
+@endpoint_options
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), help="Only samples of this split.")
 @click.option("--labelled-only", is_flag=True, help="Only targets that carry a human label.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N targets.")
@@ -169,8 +191,6 @@ def judge_group() -> None:
 @click.option("--orders", type=click.Choice(["original", "swapped", "both"]),
               help="Pairwise tasks: the presentation orders to judge each target in (default both; swapped shows the "
                    "responses in reverse order).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Read timeout of one call, seconds.")
-@click.option("--max-attempts", type=click.IntRange(1, 10), default=5, show_default=True, help="Attempts per item.")
 @db_option
 def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
                       api_key_env: str | None, concurrency: int, max_calls: int | None, max_tokens: int | None,
@@ -179,8 +199,7 @@ def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend
     """Run a prompt version over a dataset and store one verdict per target (resumable)."""
     spec = judges.RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
                    api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun, orders=orders,
-                   options=judges.RunOptions(concurrency=concurrency, max_calls=max_calls, max_tokens=max_tokens,
-                                      read_timeout=timeout, max_attempts=max_attempts))
+                   options=run_options(concurrency, max_calls, max_tokens, timeout, max_attempts))
     engine = ready_engine(settings)
     price_table = prices.load_prices(settings["INSTANCE_PATH"])
     try:

@@ -10,7 +10,10 @@
     run_coroutine       run a coroutine from synchronous code (even inside a running loop)
 
 runner.py prepares and executes runs on it; metric_runs.py builds its step jobs on it. Neither
-imports the other's internals, so there is no import circle.
+imports the other's internals, so there is no import circle. watch.py (`calibrate watch`) runs
+on it too, through three hooks that are off otherwise: Execution.refill (claim the next batch
+when the jobs run out), Execution.stop_event (SIGTERM: no call starts after it) and
+Writer.release (delete the stored jobs' leases in the transaction that stores them).
 """
 
 from __future__ import annotations
@@ -137,7 +140,8 @@ class Writer:
 
     def __init__(self, engine: Engine, run: JudgeRun, task: Task, *, rerun: bool, base: Totals,
                  progress: Callable[[int, int], object] | None = None,
-                 apply: Callable[[Session, list[Outcome]], None] | None = None, replace: bool = False) -> None:
+                 apply: Callable[[Session, list[Outcome]], None] | None = None, replace: bool = False,
+                 release: Callable[[Session, list[Outcome]], None] | None = None) -> None:
         self.engine = engine
         self.run_id = run.id
         self.judge_id = run.judge_id
@@ -153,6 +157,9 @@ class Writer:
         # target is replaced (extraction: an unparsed answer is taken again).
         self.apply = apply
         self.replace = replace
+        # `calibrate watch`: frees the batch's leases (judges/watch.py) in the transaction that
+        # stores its verdicts, so no other watcher can claim a job between the two.
+        self.release = release
 
     def write(self, outcomes: list[Outcome], *, extra: dict[str, Any] | None = None, cache: list[CacheEntry] = ()) -> None:
         """Store a batch (and `cache`: answers of steps whose sample was not finished); targets that
@@ -208,6 +215,8 @@ class Writer:
             if self.apply is not None and written:
                 session.flush()
                 self.apply(session, written)
+            if self.release is not None and outcomes:
+                self.release(session, outcomes)
             run = session.get(JudgeRun, self.run_id)
             self._store_counters(run, extra)
             session.add(run)
@@ -327,6 +336,12 @@ class Execution:
         # admitted: the writer's totals lag behind (a batch is written every flush_interval), so a
         # budget read from them could let every item through on a loaded machine.
         self.spent_tokens = 0
+        # `calibrate watch`: called when the jobs run out, it adds the next claimed batch to them
+        # (and its cache hits to `results`); False when there is no more work (judges/watch.py).
+        self.refill: Callable[[deque[Job]], Awaitable[bool]] | None = None
+        # `calibrate watch`: set by SIGTERM / Ctrl+C; no call starts once it is set (those in flight finish).
+        self.stop_event: threading.Event | None = None
+        self.stop_message = "stopped on request"
 
     # ---- writer side
     async def write_loop(self) -> None:
@@ -369,6 +384,9 @@ class Execution:
                        cached=cached, cost=cost, cache_key=job.cache_key, cache_text=None if cached else completion.text)
 
     def budget_left(self) -> bool:
+        if self.stop_event is not None and self.stop_event.is_set():
+            self.stopped = self.stopped or self.stop_message
+            return False
         totals = self.writer.totals
         if self.options.max_calls is not None and totals.calls >= self.options.max_calls:
             self.stopped = self.stopped or f"stopped: budget of {self.options.max_calls} calls reached (--max-calls); run again to continue"
@@ -430,7 +448,11 @@ class Execution:
         return Outcome(job.target, "error", error=f"{last} (gave up after {self.options.max_attempts} attempts)")
 
     async def worker(self, jobs: deque[Job]) -> None:
-        while jobs and not self.fatal and not self.stopped:
+        while not self.fatal and not self.stopped:
+            if not jobs:
+                if self.refill is None or not await self.refill(jobs):
+                    return
+                continue
             job = jobs.popleft()
             outcome = await self.call(job)
             if outcome is not None:
@@ -441,11 +463,16 @@ class Execution:
         writer = asyncio.create_task(self.write_loop())
         started = time.perf_counter()
         try:
+            if not jobs and self.refill is not None:
+                await self.refill(jobs)
             if jobs:
                 # The first call goes alone: a bad key, model or URL stops the run here.
-                await self.worker(deque([jobs.popleft()]))
-            if jobs and not self.fatal:
-                await asyncio.gather(*(self.worker(jobs) for _ in range(min(self.options.concurrency, len(jobs)))))
+                outcome = await self.call(jobs.popleft())
+                if outcome is not None:
+                    await self.results.put(outcome)
+            if (jobs or self.refill is not None) and not self.fatal:
+                workers = self.options.concurrency if self.refill is not None else min(self.options.concurrency, len(jobs))
+                await asyncio.gather(*(self.worker(jobs) for _ in range(workers)))
         finally:
             await self.results.put(None)
             await writer

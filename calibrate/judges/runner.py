@@ -320,7 +320,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         if is_extraction(task):
             done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
         else:
-            done = _done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
+            done = done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
         pending = [t for t in targets if t.job not in done]
         if not pending and is_extraction(task):
             also = f"; {kept} kept their claims, which {extraction.KEPT} (--force re-extracts them)" if kept else ""
@@ -357,7 +357,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         return run.id
 
 
-def _done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str]]:
+def done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str]]:
     """Return the (target, order) jobs that already have a usable or unparsed verdict (errors are judged again)."""
     rows = session.exec(select(Verdict.target_key, Verdict.order_key, Verdict.status)
                         .where(Verdict.judge_id == judge.id, Verdict.task_id == task.id)).all()
@@ -401,7 +401,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         if is_extraction(task):
             done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
         else:
-            done = set() if rerun else _done_keys(session, judge, task, {t.key for t in targets})
+            done = set() if rerun else done_keys(session, judge, task, {t.key for t in targets})
         pending = [t for t in targets if t.job not in done]
         samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
                    else load_items(session, {t.sample_id for t in pending}))

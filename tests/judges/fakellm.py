@@ -44,6 +44,9 @@ otherwise, echoing the key sent — the client must redact it), `models` (404 fo
 message repeats the credentials header the client sent ("authorization: Bearer KEY" or
 "x-api-key: KEY"), in the body and in an `x-echo` response header.
 
+`gate` (a threading.Event, None by default): while it is unset, every chat and embeddings request
+waits after being counted, so a test can hold calls in flight and release them.
+
 Also a script: `python tests/judges/fakellm.py --port 0 --latency 0.05` prints the port and
 serves until killed; GET /_stats and POST /_reset work across processes.
 """
@@ -93,6 +96,10 @@ class FakeLLM:
         self.claims_replies = dict(claims_replies or {})
         self.echo_key = echo_key
         self.huge_bytes = 3 * 1024 * 1024  # the size of the "huge" fault's answer text
+        # Closed (an unset Event): every chat or embeddings request waits for it after being counted,
+        # so a test can hold calls in flight (at most `gate_timeout` seconds, a hang guard).
+        self.gate: threading.Event | None = None
+        self.gate_timeout = 60.0
         self.labels = list(labels or ["supported", "unsupported"])
         self.api_key = api_key
         self.models = models
@@ -270,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
             if fake.keep_requests:
                 fake.requests.append({"path": self.path, "body": body,
                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
+        if fake.gate is not None:
+            fake.gate.wait(fake.gate_timeout)
         sent_key = self.headers.get("x-api-key") if anthropic else (self.headers.get("Authorization") or "").removeprefix("Bearer ")
         echo = (f"x-api-key: {sent_key}" if anthropic else f"authorization: {self.headers.get('Authorization')}") if fake.echo_key else ""
         if fake.api_key is not None and sent_key != fake.api_key:

@@ -1,7 +1,7 @@
 """Expert queues that fill themselves: the assignment's stream, the saved queue policy, the audit draws.
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0014
 Create Date: 2026-12-02
 
 `assignment.stream` ("triage" | "audit" | NULL) and `assignment.audit_prob` keep the two streams of
@@ -16,7 +16,7 @@ import sqlmodel
 
 
 revision = '0015'
-down_revision = '0012'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 

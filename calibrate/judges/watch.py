@@ -1,0 +1,583 @@
+"""`calibrate watch`: judge a dataset's targets as they arrive, with any number of watchers sharing the work.
+
+    WatchSpec                what the command asks for: a judge run's fields, the extraction, the pace
+    Watcher(engine, spec)    one watcher: checks the request, then `passes(stop)` yields one
+                             PassSummary per pass until --once, a stop request or a spent budget
+    enqueue / claim / renew / release_held / free_leases
+                             the lease table's steps (models.WatchLease), public for the tests
+
+A pass looks at the dataset as it is now: every target of the task (pairwise: every target and
+presentation order) with no verdict of the pinned version — an `error` verdict is taken again,
+as by `judge run` — gets a lease row (`enqueue`). Then the watcher claims rows in small batches
+(`claim`: as many as --concurrency; `FOR UPDATE SKIP LOCKED` on PostgreSQL, under the write lock
+on SQLite), judges them through the runner's own machinery (execution.py: the response cache,
+retries, budgets, adaptive concurrency, per-item errors) and deletes each row in the transaction
+that stores its verdict (the Writer's `release` hook), claiming the next batch as the workers run
+out. A claimed row is held until `expires`; the watcher renews its rows every third of the lease
+while they are in flight, so only a dead watcher's rows expire, and any watcher takes those over.
+A claim skips a row whose job gained a verdict meanwhile, so a job is sent twice only when its
+watcher died with the call in flight (or stalled past its lease).
+
+Each pass that claims something is one JudgeRun (one per watcher and pass): its verdicts carry
+its id, its counters and cost are that pass's, and its status says how the pass ended (`done`,
+`stopped` by a budget, a stop request or SIGTERM, `failed` when the endpoint refused). A killed
+watcher's run is settled `failed` like any dead run (runner.settle_dead_runs).
+
+With an extraction version (`--extract E@V`), each pass first extracts the claims of the answers
+whose claims came from the sentence segmenter (imported without claims), through the same leases
+and the extraction's apply step (extraction.py); a claim task then judges those answers once they
+carry the extraction's claims (an answer whose extraction failed is taken again next pass).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from sqlalchemy import Engine, delete, exists, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, col, select
+
+from calibrate import lookup
+from calibrate.claimsets import base_source, source_counts
+from calibrate.db import is_sqlite, write_session
+from calibrate.judges import extraction
+from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
+from calibrate.judges.baseline import BaselineJudge, settings_from
+from calibrate.judges.errors import JudgeError, PromptError, RenderError, RunSetupError
+from calibrate.judges.execution import (
+    Execution,
+    Job,
+    Outcome,
+    RunOptions,
+    Totals,
+    Writer,
+    cache_key,
+    cached_responses,
+    owner_fields,
+    run_calls,
+    run_coroutine,
+    write_in_batches,
+)
+from calibrate.judges.items import Scope, Target, expand_orders, fewshot_keys, item_for, load_items, select_targets, version_context
+from calibrate.judges.metrics import is_metric
+from calibrate.judges.params import check_backend_params
+from calibrate.judges.parsing import parse_verdict
+from calibrate.judges.prices import Price, load_prices, price_for
+from calibrate.judges.render import Renderer
+from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for
+from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
+from calibrate.judges.versions import judge_name, resolve_version
+from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
+from calibrate.tasks import is_extraction
+
+DEFAULT_EVERY = 30.0
+DEFAULT_LEASE = 60.0
+
+
+@dataclass
+class WatchSpec:
+    """What `calibrate watch` asks for (the key is only named, never held)."""
+
+    dataset: str
+    prompt: str
+    backend: str = "baseline"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    options: RunOptions = field(default_factory=RunOptions)  # max_calls / max_tokens: the watcher's whole life
+    extract: str | None = None  # NAME@V of a claim_extraction version, run first on answers without claims
+    every: float = DEFAULT_EVERY  # seconds between passes
+    once: bool = False
+    lease: float = DEFAULT_LEASE  # seconds a claimed job stays this watcher's without a renewal
+    batch: int | None = None  # jobs per claim (default: --concurrency)
+
+
+@dataclass
+class PassSummary:
+    """One pass: what each version's run did (none when there was nothing to claim)."""
+
+    number: int
+    runs: list[RunSummary] = field(default_factory=list)
+    pending: int = 0  # jobs without a verdict when the pass looked (its own and other watchers')
+    stopped: str = ""  # why the watcher ends after this pass (its budget is spent), else ""
+    failed: str = ""  # why a run of the pass failed (the endpoint refused: bad key, unknown model, unreachable)
+
+    def lines(self) -> list[str]:
+        """Return what `calibrate watch` prints for the pass."""
+        if not self.runs:
+            return [f"pass {self.number}: nothing to judge ({self.pending} pending jobs held by other watchers)"
+                    if self.pending else f"pass {self.number}: nothing to judge"]
+        out = []
+        for summary in self.runs:
+            first, *rest = summary.lines()
+            out += [f"pass {self.number}: {first}", *rest]
+        return out
+
+
+# --------------------------------------------------------------------------- the lease table
+
+
+def owner_token() -> str:
+    """Return a new watcher's owner name: host, pid and a random token (a pid is reused, a token is not)."""
+    fields = owner_fields()
+    return f"{fields['host']}:{fields['pid']}:{uuid.uuid4().hex[:8]}"[:200]
+
+
+def clock(session: Session) -> float:
+    """Return now in seconds since the epoch on the database's clock (PostgreSQL's), so watchers on
+    several machines agree on when a lease expires; SQLite's is this machine's."""
+    if is_sqlite(session.get_bind()):
+        return time.time()
+    return float(session.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one())
+
+
+@contextlib.contextmanager
+def lease_session(engine: Engine) -> Iterator[Session]:
+    """Yield the session a claim runs in, committed at the end: SQLite's write lock (BEGIN IMMEDIATE);
+    on PostgreSQL a plain transaction, without the global write lock: SKIP LOCKED lets claims run side by side."""
+    if is_sqlite(engine):
+        with write_session(engine) as session:
+            yield session
+        return
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def _done_statuses(extracting: bool) -> tuple[str, ...]:
+    # An extraction's unparsed answer is taken again (from the cache); an error verdict always is.
+    return ("ok",) if extracting else ("ok", "unparsed")
+
+
+def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: list[Target], *, extracting: bool = False) -> int:
+    """Add a lease row for each pending job that has none; drop rows of jobs judged meanwhile. Return rows added."""
+    done = _done_statuses(extracting)
+    with lease_session(engine) as session:
+        session.execute(delete(WatchLease).where(
+            WatchLease.judge_id == judge.id, WatchLease.task_id == task.id, WatchLease.expires < clock(session),
+            exists().where(Verdict.judge_id == WatchLease.judge_id, Verdict.task_id == WatchLease.task_id,
+                           Verdict.target_key == WatchLease.target_key, Verdict.order_key == WatchLease.order_key,
+                           col(Verdict.status).in_(done))))
+        have = set(session.execute(select(WatchLease.target_key, WatchLease.order_key).where(
+            WatchLease.judge_id == judge.id, WatchLease.task_id == task.id)).all())
+        rows = [{"judge_id": judge.id, "task_id": task.id, "dataset_id": dataset.id, "sample_id": t.sample_id,
+                 "target_key": t.key, "order_key": t.order_key, "owner": "", "expires": 0.0, "created_at": utcnow()}
+                for t in jobs if t.job not in have]
+        insert = sqlite_insert if is_sqlite(engine) else pg_insert
+        for start in range(0, len(rows), 500):  # a job another watcher added meanwhile is left alone
+            session.execute(insert(WatchLease).on_conflict_do_nothing(
+                index_elements=["judge_id", "task_id", "target_key", "order_key"]), rows[start:start + 500])
+    return len(rows)
+
+
+def claim(engine: Engine, judge_id: int, task_id: int, owner: str, n: int, lease: float, *,
+          extracting: bool = False) -> list[tuple[int, str, str]]:
+    """Claim up to n free or expired jobs that still have no verdict; return their (lease id, target key, order key)."""
+    done = _done_statuses(extracting)
+    with lease_session(engine) as session:
+        now = clock(session)
+        picked = (select(WatchLease.id, WatchLease.target_key, WatchLease.order_key)
+                  .where(WatchLease.judge_id == judge_id, WatchLease.task_id == task_id, WatchLease.expires < now,
+                         ~exists().where(Verdict.judge_id == WatchLease.judge_id, Verdict.task_id == WatchLease.task_id,
+                                         Verdict.target_key == WatchLease.target_key,
+                                         Verdict.order_key == WatchLease.order_key, col(Verdict.status).in_(done)))
+                  .order_by(WatchLease.id).limit(n).with_for_update(skip_locked=True, of=WatchLease))
+        rows = [tuple(row) for row in session.execute(picked).all()]
+        if rows:
+            session.execute(update(WatchLease).where(col(WatchLease.id).in_([row[0] for row in rows]))
+                            .values(owner=owner, expires=now + lease))
+    return rows
+
+
+def renew(engine: Engine, owner: str, lease: float) -> None:
+    """Extend every lease this watcher holds (its calls are still in flight)."""
+    with lease_session(engine) as session:
+        session.execute(update(WatchLease).where(WatchLease.owner == owner, WatchLease.expires > 0)
+                        .values(expires=clock(session) + lease))
+
+
+def free_leases(engine: Engine, owner: str) -> None:
+    """Give back the jobs this watcher claimed but did not judge (a stop, a budget): others take them at once."""
+    with lease_session(engine) as session:
+        session.execute(update(WatchLease).where(WatchLease.owner == owner).values(owner="", expires=0.0))
+
+
+def release_held(session: Session, lease_ids: list[int]) -> None:
+    """Delete these lease rows (the caller stores their verdicts in the same transaction)."""
+    for start in range(0, len(lease_ids), 500):
+        session.execute(delete(WatchLease).where(col(WatchLease.id).in_(lease_ids[start:start + 500])))
+
+
+# --------------------------------------------------------------------------- one version's pass
+
+
+@dataclass
+class _Version:
+    """A version the watcher runs, resolved once: prompt, task, judge, endpoint."""
+
+    ref: str
+    version: PromptVersion
+    task: Task
+    judge_id: int
+    judge: str
+    endpoint: Endpoint
+    extracting: bool
+
+
+class Watcher:
+    """One watcher process: `passes(stop)` judges what is pending, pass after pass."""
+
+    def __init__(self, engine: Engine, spec: WatchSpec, *, prices: dict[str, Price] | None = None,
+                 limits: Limits = DEFAULT_LIMITS, transport: Any = None, seed: int | None = None) -> None:
+        self.engine = engine
+        self.spec = spec
+        self.prices = prices if prices is not None else load_prices()
+        self.limits = limits
+        self.transport = transport
+        self.seed = seed
+        self.owner = owner_token()
+        self.calls = 0  # this watcher's calls and tokens so far: the budgets are its whole life's
+        self.tokens = 0
+        self.check()
+
+    # ---- setup
+    def check(self) -> None:
+        """Refuse what cannot work before any pass (one-line errors, as `judge run`)."""
+        spec = self.spec
+        if spec.options.concurrency < 1:
+            raise RunSetupError("--concurrency must be at least 1")
+        if spec.every <= 0 or spec.lease <= 0:
+            raise RunSetupError("--every and --lease must be more than 0 seconds")
+        with write_session(self.engine) as session:
+            self.dataset_id = lookup.dataset(session, spec.dataset).id
+            self.main = self._resolve(session, spec.prompt, extracting=False)
+            self.extract = self._resolve(session, spec.extract, extracting=True) if spec.extract else None
+
+    def _resolve(self, session: Session, ref: str, *, extracting: bool) -> _Version:
+        prompt, version = resolve_version(session, ref)
+        task = session.get(Task, prompt.task_id)
+        if extracting and not is_extraction(task):
+            raise RunSetupError(f"--extract {ref} is a prompt of task {task.name}: it needs a prompt of task claim_extraction")
+        if not extracting and is_extraction(task):
+            raise RunSetupError(f"{ref} extracts claims: give it as --extract, with the prompt that judges the claims as --prompt")
+        if is_metric(task):
+            raise RunSetupError(f"{ref} is a metric judge ({task.name}): `calibrate watch` runs label judges and "
+                                "claim extraction; run metric judges with `calibrate judge run`")
+        run_spec = RunSpec(dataset=self.spec.dataset, prompt=ref, backend=self.spec.backend, model=self.spec.model,
+                           base_url=self.spec.base_url, api_key_env=self.spec.api_key_env)
+        endpoint = endpoint_for(run_spec, version)
+        check_backend_params(endpoint.backend, version.params)
+        read_api_key(endpoint)  # a missing variable is refused now, not at the first call
+        if endpoint.backend == "baseline":
+            BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
+        name = judge_name(prompt, version)
+        judge = session.exec(select(Judge).where(Judge.name == name)).first()
+        if judge is None:
+            judge = Judge(name=name, kind="prompt", prompt_version_id=version.id,
+                          description=f"runs of prompt {prompt.name} version {version.number}")
+            session.add(judge)
+            session.flush()
+        elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
+            raise RunSetupError(f"a judge named {name} already exists and is not a run of this version (imported verdicts?)")
+        return _Version(ref, version, task, judge.id, name, endpoint, extracting)
+
+    # ---- passes
+    def passes(self, stop: threading.Event | None = None) -> Iterator[PassSummary]:
+        """Yield one PassSummary per pass: until --once, `stop` is set, or the budget is spent."""
+        stop = stop or threading.Event()
+        number = 0
+        while not stop.is_set():
+            number += 1
+            summary = self.one_pass(number, stop)
+            yield summary
+            if self.spec.once or summary.stopped or stop.is_set():
+                return
+            stop.wait(self.spec.every)
+
+    def one_pass(self, number: int, stop: threading.Event) -> PassSummary:
+        """Judge what is pending now: the extraction first (with --extract), then the prompt version."""
+        summary = PassSummary(number)
+        waiting: set[int] = set()
+        for current in ([self.extract] if self.extract else []) + [self.main]:
+            if stop.is_set():
+                break
+            with Session(self.engine, expire_on_commit=False) as session:
+                jobs, _ = self._pending(session, current, waiting)
+            summary.pending += len(jobs)
+            run = self._version_pass(current, jobs, stop) if jobs else None
+            if current.extracting:  # answers still without the extraction's claims are not judged on the segmenter's
+                with Session(self.engine, expire_on_commit=False) as session:
+                    _, waiting = self._pending(session, current, set())
+            if run is None:
+                continue
+            summary.runs.append(run)
+            if run.status == "failed":  # the next pass tries again: an endpoint that was down may be back
+                summary.failed = run.error
+                break
+            if run.status == "stopped" and self._budget_spent():
+                summary.stopped = run.error
+                break
+        return summary
+
+    def _budget_spent(self) -> bool:
+        options = self.spec.options
+        return ((options.max_calls is not None and self.calls >= options.max_calls)
+                or (options.max_tokens is not None and self.tokens >= options.max_tokens))
+
+    def _pending(self, session: Session, current: _Version, waiting: set[int]) -> tuple[list[Target], set[int]]:
+        """Return the version's jobs without a verdict (and, for an extraction, the samples it has still to do)."""
+        dataset = session.get(Dataset, self.dataset_id)
+        judge = session.get(Judge, current.judge_id)
+        targets = select_targets(session, dataset, current.task, Scope(), exclude=fewshot_keys(session, current.version))
+        if current.extracting:
+            sources = dict(session.exec(select(Sample.id, Sample.claim_source).where(
+                Sample.dataset_id == dataset.id)).all())
+            targets = [t for t in targets if base_source(sources.get(t.sample_id, "")) in (SEGMENTER, current.judge)]
+            targets, _ = extraction.eligible(session, targets, force=False)
+            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}
+            pending = [t for t in targets if t.job not in done]
+            return pending, {t.sample_id for t in pending}
+        if current.task.kind == "pairwise":
+            targets, _ = expand_orders(session, targets, "both")
+        if waiting:
+            targets = [t for t in targets if t.sample_id not in waiting]
+        done = done_keys(session, judge, current.task, {t.key for t in targets})
+        return [t for t in targets if t.job not in done], set()
+
+    def _version_pass(self, current: _Version, jobs: list[Target], stop: threading.Event) -> RunSummary | None:
+        """Enqueue the jobs, claim and judge them batch by batch in one run; None when another watcher holds them all."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            judge = session.get(Judge, current.judge_id)
+            dataset = session.get(Dataset, self.dataset_id)
+        enqueue(self.engine, judge, current.task, dataset, jobs, extracting=current.extracting)
+        options = self._pass_options()
+        size = self.spec.batch or max(options.concurrency, 1)
+        pass_ = _Pass(self, current, {t.job: t for t in jobs}, size)
+        first = pass_.claim_next()
+        if not first:
+            return None
+        started = time.perf_counter()
+        run_id = pass_.run_id = self._new_run(current, options, pass_.claimed)
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(JudgeRun, run_id)
+        apply = extraction.Applier(current.judge, force=False) if current.extracting else None
+        writer = Writer(self.engine, run, current.task, rerun=False, base=Totals(), apply=apply,
+                        replace=apply is not None, release=pass_.release)
+        writer.backend_name, writer.model = current.endpoint.backend, current.endpoint.model
+        pass_.writer = writer
+        status, error, priced, call_seconds = "done", "", True, 0.0
+        try:
+            if current.endpoint.backend == "baseline":
+                pass_.run_baseline(first, options, stop)
+                if stop.is_set():
+                    status, error = "stopped", STOPPED
+            else:
+                status, error, priced, call_seconds = pass_.run_http(first, options, stop)
+        except (JudgeError, PromptError) as exc:
+            status, error = "failed", str(exc)
+        finally:
+            free_leases(self.engine, self.owner)
+        self.calls += writer.totals.calls
+        self.tokens += writer.totals.input_tokens + writer.totals.output_tokens
+        with write_session(self.engine) as session:
+            row = session.get(JudgeRun, run_id)
+            row.n_total = pass_.claimed
+            row.n_done = min(row.n_done, row.n_total)
+            row.status, row.error, row.finished_at = status, error[:2000], utcnow()
+            row.params = {**(row.params or {}), "priced": priced}
+            session.add(row)
+        t = writer.totals
+        return RunSummary(run_id, current.judge, status, pass_.claimed, t.n_done, t.n_ok, t.n_unparsed, t.n_errors,
+                          t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
+                          time.perf_counter() - started, error, priced, call_seconds)
+
+    def _pass_options(self) -> RunOptions:
+        """Return the run options of the next pass: the budgets less what earlier passes spent."""
+        options = self.spec.options
+        return replace(options, max_calls=None if options.max_calls is None else max(options.max_calls - self.calls, 0),
+                       max_tokens=None if options.max_tokens is None else max(options.max_tokens - self.tokens, 0))
+
+    def _new_run(self, current: _Version, options: RunOptions, claimed: int) -> int:
+        ep = current.endpoint
+        with write_session(self.engine) as session:
+            # "watch" in the scope: `judge run` never takes a watcher's run up as its own (prepare_run compares scopes).
+            params = {"scope": {**Scope().as_dict(), "watch": True}, "rerun": False, "options": asdict(options), "skipped": {},
+                      "endpoint": {"backend": ep.backend, "base_url": ep.base_url, "model": ep.model,
+                                   "api_key_env": ep.api_key_env},
+                      "watch": {"owner": self.owner, "every": self.spec.every, "lease": self.spec.lease},
+                      **owner_fields()}
+            if current.task.target == "claim" or current.extracting:
+                samples = session.exec(select(Sample.id).where(Sample.dataset_id == self.dataset_id)).all()
+                params["claim_sources"] = source_counts(session, set(samples))
+            run = JudgeRun(judge_id=current.judge_id, dataset_id=self.dataset_id, status="running", backend=ep.backend,
+                           model=ep.model, base_url=ep.base_url, params=params, started_at=utcnow(), n_total=claimed)
+            session.add(run)
+            session.flush()
+            return run.id
+
+
+STOPPED = "stopped: the watcher was asked to stop (SIGTERM or Ctrl+C); the calls in flight were written"
+
+
+class _Pass:
+    """One version's pass of one watcher: the claimed jobs, rendered and fed to the run's workers."""
+
+    def __init__(self, watcher: Watcher, current: _Version, known: dict[tuple[str, str], Target], size: int) -> None:
+        self.watcher = watcher
+        self.current = current
+        self.known = known
+        self.size = size
+        self.held: dict[tuple[str, str], int] = {}  # job → lease id, until its verdict is written
+        self.claimed = 0
+        self.writer: Writer | None = None
+        self.run_id: int | None = None
+        self.exhausted = False
+
+    def claim_next(self) -> list[Target]:
+        """Claim the next batch; return its targets (a lease whose target is gone — a retired claim — is dropped)."""
+        w = self.watcher
+        while True:
+            rows = claim(w.engine, self.current.judge_id, self.current.task.id, w.owner, self.size, w.spec.lease,
+                         extracting=self.current.extracting)
+            if not rows:
+                self.exhausted = True
+                return []
+            unknown = [row for row in rows if (row[1], row[2]) not in self.known]
+            if unknown:  # another watcher saw samples this one has not: look again
+                with Session(w.engine, expire_on_commit=False) as session:
+                    jobs, _ = w._pending(session, self.current, set())
+                self.known.update({t.job: t for t in jobs})
+                gone = [row[0] for row in unknown if (row[1], row[2]) not in self.known]
+                if gone:
+                    with lease_session(w.engine) as session:
+                        release_held(session, gone)
+            out = []
+            for lease_id, key, order_key in rows:
+                target = self.known.get((key, order_key))
+                if target is not None:
+                    self.held[target.job] = lease_id
+                    out.append(target)
+            self.claimed += len(out)
+            if out and self.run_id is not None:  # the run's n_total: the jobs its pass claimed so far
+                with lease_session(w.engine) as session:
+                    session.execute(update(JudgeRun).where(JudgeRun.id == self.run_id).values(n_total=self.claimed))
+            if out:
+                return out
+
+    def release(self, session: Session, outcomes: list[Outcome]) -> None:
+        """The writer's hook: delete the leases of the jobs it stores (in its transaction)."""
+        ids = [self.held.pop(o.target.job) for o in outcomes if o.target.job in self.held]
+        release_held(session, ids)
+
+    # ---- offline
+    def run_baseline(self, first: list[Target], options: RunOptions, stop: threading.Event) -> None:
+        task, version = self.current.task, self.current.version
+        batch = first
+        while batch and not stop.is_set():
+            with Session(self.watcher.engine) as session:
+                samples = load_items(session, {t.sample_id for t in batch})
+            corpus = [item["question"] for item in samples.values()] + [c["text"] for item in samples.values() for c in item["contexts"]]
+            judge = BaselineJudge(task, settings_from(version.params), corpus=corpus)
+
+            def outcomes(batch: list[Target] = batch, samples: dict = samples, judge: BaselineJudge = judge) -> Iterator[Outcome]:
+                for target in batch:
+                    raw = judge.answer(item_for(target, samples))
+                    parsed = parse_verdict(task, raw, target.order)
+                    yield Outcome(target, parsed.status, parsed.value, parsed.reason, raw, parsed.error, 0.0, 0, 0)
+
+            write_in_batches(self.writer, outcomes(), max(options.batch_size, 50))
+            batch = self.claim_next()
+
+    # ---- over HTTP
+    def run_http(self, first: list[Target], options: RunOptions, stop: threading.Event) -> tuple[str, str, bool, float]:
+        w, current = self.watcher, self.current
+        endpoint = current.endpoint
+        api_key = read_api_key(endpoint)
+        redact = Redactor(api_key)
+        backend = make_backend(endpoint, current.version.params, redact=redact, max_answer_bytes=w.limits.max_answer_bytes)
+        price = price_for(w.prices, endpoint.model)
+        with Session(w.engine) as session:
+            context = version_context(session, current.version, current.task)
+        renderer = Renderer(current.version.system, current.version.template, context, w.limits)
+        with Session(w.engine, expire_on_commit=False) as session:
+            run = session.get(JudgeRun, self.writer.run_id)
+        execution = Execution(w.engine, run, current.task, options, self.writer, backend=backend, price=price,
+                              sleep=asyncio.sleep, rng=random.Random(w.seed))
+        execution.stop_event, execution.stop_message = stop, STOPPED
+        lock = asyncio.Lock()
+
+        def prepare(batch: list[Target]) -> tuple[list[Job], list[Outcome]]:
+            """Render a claimed batch; answer what the cache holds (in a thread: renders and reads block)."""
+            with Session(w.engine) as session:
+                samples = load_items(session, {t.sample_id for t in batch})
+            jobs, ready = [], []
+            for target in batch:
+                try:
+                    rendered = renderer.render(item_for(target, samples))
+                except RenderError as exc:
+                    ready.append(Outcome(target, "error", error=str(exc)))
+                    continue
+                jobs.append(Job(target, rendered, cache_key(backend, rendered)))
+            hits = cached_responses(w.engine, {job.cache_key for job in jobs})
+            left = []
+            for job in jobs:
+                row = hits.get(job.cache_key)
+                if row is None:
+                    left.append(job)
+                    continue
+                parsed = parse_verdict(current.task, row.response, job.target.order)
+                ready.append(Outcome(job.target, parsed.status, parsed.value, parsed.reason, row.response, parsed.error,
+                                     None, row.input_tokens, row.output_tokens, cached=True, cache_key=job.cache_key))
+            return left, ready
+
+        async def refill(queue: deque[Job]) -> bool:
+            async with lock:
+                while not queue:
+                    if execution.fatal or execution.stopped or not execution.budget_left() or self.exhausted:
+                        return False
+                    batch = await asyncio.to_thread(self.claim_next)
+                    if not batch:
+                        return False
+                    left, ready = await asyncio.to_thread(prepare, batch)
+                    for outcome in ready:
+                        await execution.results.put(outcome)
+                    queue.extend(left)
+                return True
+
+        async def renew_leases() -> None:
+            """Renew this watcher's leases while its calls run (a third of the lease at a time)."""
+            while True:
+                await asyncio.sleep(w.spec.lease / 3)
+                await asyncio.to_thread(renew, w.engine, w.owner, w.spec.lease)
+
+        async def main() -> None:
+            left, ready = await asyncio.to_thread(prepare, first)
+            for outcome in ready:
+                await execution.results.put(outcome)
+            execution.refill = refill
+            guard = asyncio.create_task(renew_leases())
+            try:
+                await run_calls(execution, endpoint, api_key, options, w.transport, deque(left))
+            finally:
+                guard.cancel()
+
+        run_coroutine(main())
+        if execution.fatal:
+            return "failed", redact(execution.fatal), price is not None, getattr(execution, "call_seconds", 0.0)
+        if execution.stopped:
+            return "stopped", execution.stopped, price is not None, getattr(execution, "call_seconds", 0.0)
+        return "done", "", price is not None, getattr(execution, "call_seconds", 0.0)
