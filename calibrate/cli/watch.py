@@ -17,12 +17,30 @@ import click
 
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.db import write_session
+from calibrate.errors import CalibrateError
 from calibrate.cli.judges import endpoint_options, run_options
 
 # Loaded when the command runs, not for its --help (runs bring httpx and numpy).
 watch = lazy.module("calibrate.judges.watch")
 prices = lazy.module("calibrate.judges.prices")
 sandbox = lazy.module("calibrate.judges.sandbox")
+auto_queue = lazy.module("calibrate.annotation.auto_queue")
+
+
+def fill_queues(engine, dataset: str) -> str | None:
+    """Apply the dataset's saved `queue auto` policy after a pass; return its line (None: no policy saved).
+
+    The policy's daily budgets make a second watcher's call the same day add only what is left, and its
+    audit draws are made once per judged sample, so every watcher may call it. A refusal (say, an assignee
+    removed since the policy was saved) is said, not fatal: judging goes on.
+    """
+    try:
+        with write_session(engine) as session:
+            summary = auto_queue.apply_saved_policy(session, dataset)
+    except CalibrateError as exc:
+        return f"queue auto: error: {exc}"
+    return None if summary is None else "queue auto: " + auto_queue.summary_line(summary)
 
 
 @click.command("watch")
@@ -65,6 +83,8 @@ def watch_command(settings: Settings, dataset: str, prompt_ref: str, backend: st
                 click.echo(f"error: {summary.failed} (the next pass tries again)", err=True)
             if summary.stopped:
                 click.echo(summary.stopped, err=True)
+            elif not summary.failed and (line := fill_queues(engine, dataset)) is not None:
+                click.echo(line)  # the experts' queues fill themselves from what this pass judged
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

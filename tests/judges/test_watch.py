@@ -286,3 +286,23 @@ def test_the_offline_baseline_backend_watches_too(engine, session, claims_datase
     assert [(run.status, run.n_done, run.calls) for run in done.runs] == [("done", 12, 0)]
     one_verdict_each(session, 12)
     assert session.exec(select(func.count()).select_from(WatchLease)).one() == 0
+
+
+def test_after_each_pass_the_saved_queue_policy_fills_the_experts_queues(runner, engine, session, claims_dataset, claims_prompt):
+    """The watcher applies `queue auto`'s saved policy after a pass: what it judged is drawn for audit."""
+    from calibrate.accounts import ensure_annotator
+    from calibrate.annotation.auto_queue import queue_auto
+    from calibrate.models import Assignment
+
+    claims_dataset(n_samples=6, claims_per_sample=2)
+    prompt = claims_prompt()
+    for name in ("ana", "ben"):
+        ensure_annotator(session, name)
+    queue_auto(session, "many", daily=4, assign=["ana", "ben"], audit_share=1.0)  # nothing judged yet: nothing drawn
+    session.commit()
+    assert session.exec(select(Assignment)).all() == []
+    result = runner.invoke(["watch", "--dataset", "many", "--prompt", prompt, "--backend", "baseline", "--once"])
+    assert result.exit_code == 0, result.output
+    assert "queue auto: many " in result.output and "audit +4" in result.output
+    session.rollback()  # end the read transaction begun above: its snapshot predates the command
+    assert sorted(a.stream for a in session.exec(select(Assignment)).all()) == ["audit"] * 4
