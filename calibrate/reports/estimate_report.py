@@ -34,7 +34,9 @@ def _interval(ci: list | None) -> str:
 def view(result: dict) -> dict[str, Any]:
     """Return what Markdown and HTML show, in the current locale: headline, rows, counts, windows."""
     method = METHOD_NAMES.get(result["method"], result["method"])
-    what = (gettext("share of %(label)s", label=result["positive"]) if result.get("positive") is not None
+    answers = result.get("unit") == "answer"
+    what = (gettext("share of faithful answers") if result.get("unit") == "answer"
+            else gettext("share of %(label)s", label=result["positive"]) if result.get("positive") is not None
             else gettext("mean score"))
     rows = [
         {"name": method, "estimate": _number(result.get("estimate")), "ci": _interval(result.get("ci")), "struck": False, "why": ""},
@@ -45,9 +47,11 @@ def view(result: dict) -> dict[str, Any]:
          "why": gettext("biased by the judge's errors, however many verdicts")},
     ]
     facts = [
-        (gettext("Labelled targets"), str(result["n_labelled"])),
-        (gettext("Unlabelled targets"), str(result["n_unlabelled"])),
+        (gettext("Labelled answers") if answers else gettext("Labelled targets"), str(result["n_labelled"])),
+        (gettext("Unlabelled answers") if answers else gettext("Unlabelled targets"), str(result["n_unlabelled"])),
         (gettext("Few-shot examples left out"), str(result["n_fewshot_excluded"])),
+        *([(gettext("Answers not judged on every claim"), str(result["n_incomplete_answers"]))]
+          if "n_incomplete_answers" in result else []),
         (gettext("Weighted by 1/π"), gettext("yes") if result.get("weighted") else gettext("no")),
     ]
     if result.get("lambda") is not None:
