@@ -64,6 +64,7 @@ from calibrate.calibration.rag import (
     missing_gold_note,
     task_gold,
 )
+from calibrate.calibration.raters import judge_as_rater
 from calibrate.calibration.retrieval import (
     retrieval_section,
 )
@@ -214,6 +215,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
         elif verdicts is not None:  # could the judge replace one of the experts? (with the test's defaults)
             section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
+            section["human"].update(judge_as_rater(task, labels, scored_verdicts, fewshot))  # raters.py
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
