@@ -48,7 +48,8 @@ from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels
 
-__all__ = ["CLAIM_SUPPORT", "METHODS", "REASONS", "WINDOWS", "answer_targets", "estimate_values", "run_estimate", "window_keys"]
+__all__ = ["CLAIM_SUPPORT", "METHODS", "REASONS", "WINDOWS", "answer_targets", "estimate_block", "estimate_values", "run_estimate",
+           "window_keys"]
 
 METHODS = ("ppi++", "ppi", "classical", "rogan-gladen")
 WINDOWS = ("day", "week", "month")
@@ -314,3 +315,30 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         result["by_window"] = by_window
         result["windows"] = windows
     return result
+
+
+#: The keys of run_estimate's result a report section's `estimate` block keeps (the dataset, task and judge are the report's).
+BLOCK_KEYS = ("method", "positive", "unit", "alpha", "estimate", "ci", "lambda", "status", "reason", "note", "n_labelled",
+              "n_unlabelled", "n_fewshot_excluded", "n_incomplete_answers", "weighted", "classical", "naive_judge",
+              "labels_needed", "target_width", "labels_needed_note", "labels_needed_reason")
+
+
+def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: str, *, split: str | None = None,
+                   confidence: float = 0.95, order_rule: str = "consistent") -> dict | None:
+    """Return a report section's `estimate` block: `calibrate estimate`'s default (ppi++) on the report's split, or None.
+
+    None when the judge has no unlabelled target (nothing beyond the labels to estimate from), for a task without a
+    default positive label (pairwise), and for the metric tasks whose gold is derived (faithfulness, context_precision:
+    claim_support's block is the faithful share of answers). An estimate the data cannot give is a block with status
+    "undefined" and its reason, never a number.
+    """
+    if task.kind == "pairwise" or task.name in ("faithfulness", "context_precision"):
+        return None
+    try:
+        result = run_estimate(session, dataset_name, task.name, judge_name, method="ppi++", alpha=round(1 - confidence, 10),
+                              split=split, order_rule=order_rule)
+    except CalibrationError:
+        return None  # a task this estimand does not fit (e.g. values that are not numbers)
+    if not result.get("n_unlabelled"):
+        return None
+    return {key: result[key] for key in BLOCK_KEYS if key in result}

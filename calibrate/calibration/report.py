@@ -33,6 +33,7 @@ from calibrate.calibration.budget import cap_to_dataset, targets_in_dataset
 from calibrate.calibration.consistency import self_consistency_block
 from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
+from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
     claim_totals,
     external_ids,
@@ -220,6 +221,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             consistency = self_consistency_block(session, dataset, task, judge, direct_labels, fewshot, in_split)
             if consistency is not None:  # a run with --samples K (consistency.py)
                 section["self_consistency"] = consistency
+            estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split,
+                                      confidence=options.confidence, order_rule=options.order_rule)
+            if estimate is not None:  # the system's mean from verdicts and labels (estimate.py)
+                section["estimate"] = estimate
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0

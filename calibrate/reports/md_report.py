@@ -13,6 +13,7 @@ from typing import Any
 from calibrate import __version__
 from calibrate.i18n import gettext
 from calibrate.reports import rag_summary, summary
+from calibrate.reports.estimate_summary import section_estimate
 
 ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
 
@@ -193,7 +194,18 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [f"{gettext('Labels needed:')} {escape(needed)}.", ""]
     if isinstance(section.get("alt_test"), dict):
         lines += alt_test_lines(section["alt_test"], summary.ceiling(section))
+    lines += estimate_lines(section_estimate(section.get("estimate")))
     return lines
+
+
+def estimate_lines(body: dict | None) -> list[str]:
+    """Return a section's `estimate` block as Markdown: the estimate, and the naive judge number struck through with why."""
+    if body is None:
+        return []
+    if not body["ok"]:
+        return [f"{escape(body['title'])} ({body['method']}): {gettext('no estimate')}: {escape(body['note'])}.", ""]
+    return [f"{escape(body['title'])} ({body['method']}): **{body['estimate']}** {body['ci_label']} {body['ci']}, "
+            f"{escape(body['counts'])}. {gettext('The judge alone')}: ~~{body['naive']}~~ ({escape(body['why'])}).", ""]
 
 
 def alt_test_lines(block: dict, top: summary.Ceiling | None = None) -> list[str]:
