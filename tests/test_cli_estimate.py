@@ -248,3 +248,14 @@ def test_claim_support_estimates_the_share_of_faithful_answers_not_of_claims(run
     assert data["classical"]["estimate"] == pytest.approx(y.mean())
     refused = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support", "--positive", "supported"])
     assert refused.exit_code == 2 and "share of faithful answers" in refused.output
+
+
+def test_the_demo_estimated_by_week_shows_several_windows(demo_engine, runner):
+    """The demo's samples carry metadata.started_at over four ISO weeks (calibrate/demo/samples.jsonl)."""
+    result = runner.invoke(["estimate", "--dataset", "demo-prenatal", "--judge", "demo-claims@2", "--task", "claim_support",
+                            "--by-window", "week"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [w["window"] for w in data["windows"]] == ["2026-W41", "2026-W42", "2026-W43", "2026-W44"]
+    assert sum(w["n_labelled"] + w["n_unlabelled"] for w in data["windows"]) == data["n_labelled"] + data["n_unlabelled"]
+    assert data["unit"] == "answer" and data["n_labelled"] > 0

@@ -18,6 +18,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     apply_order_rule, ORDER_RULES                                         pairwise.py (the order rule)
     metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
     calibrated_task, calibrated_task_names                                calibrated.py
+    estimate_block                                                        estimate.py (a section's `estimate` block)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
@@ -50,6 +51,7 @@ _API = {
     "apply_order_rule": "pairwise", "ORDER_RULES": "pairwise",
     "metadata_fields": "frames", "sample_field_values": "frames",
     "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
+    "estimate_block": "estimate",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]
