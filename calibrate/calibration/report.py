@@ -221,9 +221,10 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             consistency = self_consistency_block(session, dataset, task, judge, direct_labels, fewshot, in_split)
             if consistency is not None:  # a run with --samples K (consistency.py)
                 section["self_consistency"] = consistency
-            estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split,
-                                      confidence=options.confidence, order_rule=options.order_rule)
-            if estimate is not None:  # the system's mean from verdicts and labels (estimate.py)
+            # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
+            estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
+                                      order_rule=options.order_rule) if section.get("n_no_gold") else None
+            if estimate is not None:
                 section["estimate"] = estimate
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
