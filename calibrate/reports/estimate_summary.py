@@ -63,3 +63,40 @@ def section_estimate(block: Any) -> dict | None:
                           labelled=n_labelled, unlabelled=n_unlabelled),
         "note": "" if ok else reason_text(block),
     }
+
+
+def level_name(level: str | None) -> str:
+    """Return a level of measurement's name in the current locale."""
+    names = {"nominal": gettext("nominal"), "ordinal": gettext("ordinal"), "interval": gettext("interval")}
+    return names.get(level or "nominal", level or "")
+
+
+def rater_rows(section: dict) -> list[dict]:
+    """Return the judge-as-one-more-rater rows of a section's human block: who, statistic, value, note (empty without them)."""
+    human = section.get("human") or {}
+    rows = []
+    for key, who in (("krippendorff_alpha_experts", gettext("Experts alone")),
+                     ("krippendorff_alpha_with_judge", gettext("Experts with the judge as one more rater"))):
+        block = human.get(key)
+        if isinstance(block, dict):
+            rows.append({"key": key, "who": who, "name": f"Krippendorff's α ({level_name(block.get('level'))})",
+                         "value": number(block.get("value")), "defined": block.get("value") is not None,
+                         "note": reason_text(block) or gettext("over %(n)s shared targets", n=block.get("n") or 0)})
+    return rows
+
+
+def consistency_text(section: dict) -> str:
+    """Return the self-consistency sentence of a section (a run with --samples K), or ""."""
+    block = section.get("self_consistency")
+    if not isinstance(block, dict):
+        return ""
+
+    def value(key: str) -> str:
+        est = block.get(key) or {}
+        return number(est.get("value")) if est.get("value") is not None else reason_text(est) or "—"
+
+    flips = block.get("flip_rate") or {}
+    return gettext("Self-consistency over %(k)s samples per target (%(n)s targets): flip rate %(flips)s %(ci)s; Fleiss' κ "
+                   "among the runs %(fleiss)s; Cohen's κ with the gold of one sample %(single)s, of the majority %(majority)s",
+                   k=block.get("k"), n=block.get("n_targets"), flips=value("flip_rate"), ci=interval(flips.get("ci")),
+                   fleiss=value("fleiss_kappa"), single=value("kappa_single"), majority=value("kappa_majority"))

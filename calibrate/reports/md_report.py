@@ -13,7 +13,7 @@ from typing import Any
 from calibrate import __version__
 from calibrate.i18n import gettext
 from calibrate.reports import rag_summary, summary
-from calibrate.reports.estimate_summary import section_estimate
+from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 
 ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
 
@@ -182,6 +182,11 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
                       n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
                       values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
+    raters = rater_rows(section)
+    if raters:
+        lines += ["; ".join(f"{escape(r['who'])}: {escape(r['name'])} {r['value']} ({escape(r['note'])})" for r in raters) + ".", ""]
+    if consistency_text(section):
+        lines += [escape(consistency_text(section)) + ".", ""]
     counts = [(label, count) for key, label, count, _ in summary.counts(section) if key not in ("n", "n_samples", "n_ties")]
     if counts:
         ties = " " + gettext("Ties awaiting adjudication: %(n)s.", n=section["n_ties"]) if section.get("n_ties") else ""

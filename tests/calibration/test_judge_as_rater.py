@@ -6,10 +6,12 @@ from __future__ import annotations
 import krippendorff
 import numpy as np
 import pytest
+from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.calibration import Options, build_report
 from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
+from calibrate.reports import render
 
 FAST = Options(bootstrap=50)
 LABELS = ["pass", "fail"]
@@ -53,6 +55,11 @@ def test_nominal_alpha_with_and_without_the_judge_equals_the_krippendorff_packag
     assert human["krippendorff_alpha_with_judge"]["value"] == pytest.approx(expected_with, abs=1e-9)
     assert human["krippendorff_alpha_experts"]["n"] == sum(keep) and human["krippendorff_alpha_with_judge"]["level"] == "nominal"
     assert expected_with < expected_experts  # a judge worse than the experts lowers alpha
+    report = build_report(session, "d", "J", options=FAST)
+    html = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    row = html.select_one('tr[data-stat="krippendorff_alpha_with_judge"]')
+    assert "el juez como un evaluador más" in row.get_text() and f"{expected_with:.3f}".replace(".", ",") in row.get_text()
+    assert f"Experts alone: Krippendorff's α (nominal) {expected_experts:.3f}" in render(report, "md")
 
 
 def test_ordinal_alpha_at_the_tasks_level_and_few_shots_left_out(session, store):

@@ -17,6 +17,7 @@ from calibrate.calibration import Options, build_report
 from calibrate.db import write_session
 from calibrate.judges import NothingToDo, RunSetupError, RunSpec, run_judge
 from calibrate.models import Claim, Label, ResponseCache, Task, Verdict
+from calibrate.reports import render
 
 K = 3
 LABELS = ["supported", "unsupported"]
@@ -87,6 +88,8 @@ def test_k_samples_are_k_calls_k_cache_entries_and_the_report_measures_their_con
     assert block["kappa_majority"]["value"] == pytest.approx(cohen_kappa_score(truth, majority, labels=LABELS))
     assert block["n_ties"] == 0
     assert section["cohen_kappa"]["value"] == pytest.approx(block["kappa_single"]["value"])  # the same sample 0
+    assert f"Self-consistency over 3 samples per target (40 targets): flip rate {flipped / 40:.3f}" in render(report, "md")
+    assert "Autoconsistencia con 3 muestras por elemento" in render(report, "html", "es")
 
 
 def test_samples_are_bounded(engine, vary_llm, claims_dataset, claims_prompt):
