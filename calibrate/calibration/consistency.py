@@ -53,8 +53,12 @@ def self_consistency_block(session: Session, dataset: Dataset, task: Task, judge
     """Return the task's `self_consistency` block, or None when the judge has one sample per target (or the kind has none)."""
     if task.kind not in KINDS:
         return None
+    # One cheap query first: a run without --samples (every report's case) reads no verdict a second time.
+    if session.execute(sa_select(Verdict.id).where(Verdict.judge_id == judge.id, Verdict.task_id == task.id,
+                                                   Verdict.sample_index > 0).limit(1)).first() is None:
+        return None
     frame = _samples_frame(session, dataset, task, judge)
-    if frame.empty or int(frame["sample_index"].max()) == 0:
+    if frame.empty or int(frame["sample_index"].max()) == 0:  # the other samples are in another dataset
         return None
     if in_split is not None:
         frame = frame[frame["sample_id"].isin(in_split)]
