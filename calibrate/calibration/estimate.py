@@ -241,7 +241,8 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, me
 
 def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name: str, *, method: str = "ppi++",
                  alpha: float = 0.05, split: str | None = None, where: str | None = None, positive: str | None = None,
-                 by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent") -> dict:
+                 by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent",
+                 frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict:
     """Return what `calibrate estimate` writes (docs/cli.md lists the keys); undefined results carry status, reason, note.
 
     Raises NotFound for an unknown dataset, task or judge and CalibrationError for options the data
@@ -257,8 +258,9 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         chosen = _where_samples(session, dataset, where)
         scope = chosen if scope is None else scope & chosen
 
-    verdicts = verdicts_frame(session, dataset, task, judge)
-    labels = labels_frame(session, dataset, task)
+    # `frames`: the judge's verdicts and the task's labels as frames.py reads them, already read by the caller (the report)
+    verdicts, labels = frames if frames is not None else (verdicts_frame(session, dataset, task, judge),
+                                                          labels_frame(session, dataset, task))
     if scope is not None:
         verdicts = verdicts[verdicts["sample_id"].isin(scope)]
         labels = labels[labels["sample_id"].isin(scope)]
@@ -334,7 +336,8 @@ BLOCK_KEYS = ("method", "positive", "unit", "alpha", "estimate", "ci", "lambda",
 
 
 def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: str, *, split: str | None = None,
-                   confidence: float = 0.95, order_rule: str = "consistent") -> dict | None:
+                   confidence: float = 0.95, order_rule: str = "consistent",
+                   frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict | None:
     """Return a report section's `estimate` block: `calibrate estimate`'s default (ppi++) on the report's split, or None.
 
     None when the judge has no unlabelled target (nothing beyond the labels to estimate from), for a task without a
@@ -346,7 +349,7 @@ def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: 
         return None
     try:
         result = run_estimate(session, dataset_name, task.name, judge_name, method="ppi++", alpha=round(1 - confidence, 10),
-                              split=split, order_rule=order_rule)
+                              split=split, order_rule=order_rule, frames=frames)
     except CalibrationError:
         return None  # a task this estimand does not fit (e.g. values that are not numbers)
     if not result.get("n_unlabelled"):

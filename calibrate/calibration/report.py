@@ -223,7 +223,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                 section["self_consistency"] = consistency
             # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
             estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
-                                      order_rule=options.order_rule) if section.get("n_no_gold") else None
+                                      order_rule=options.order_rule, frames=(verdicts, direct_labels)) if section.get("n_no_gold") else None
             if estimate is not None:
                 section["estimate"] = estimate
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
