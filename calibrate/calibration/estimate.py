@@ -184,23 +184,26 @@ def _meta_field(session: Session, key: str):
     return Sample.meta.op("->>")(literal_column(f"'{key}'"))
 
 
-def _sample_info(session: Session, dataset) -> pd.DataFrame:
-    """Return per sample: inclusion_prob (NaN when absent) and the time it belongs to (started_at, else created_at)."""
+def _sample_info(session: Session, dataset, *, with_time: bool = True) -> pd.DataFrame:
+    """Return per sample: inclusion_prob (NaN when absent) and (`with_time`) the time it belongs to (started_at, else
+    created_at; parsing 10^5 times is a good part of the estimate's time, so only windows ask for it)."""
     # Only the two metadata fields, extracted by the database and read through the raw cursor: decoding every sample's
     # whole metadata JSON was most of the estimate's time on 10^5 samples (bench/results/estimate.md).
-    query = sa_select(Sample.id, _meta_field(session, "inclusion_prob"), _meta_field(session, "started_at"),
-                      Sample.created_at).where(Sample.dataset_id == dataset.id)
-    frame = read_frame(session, query, ["sample_id", "inclusion_prob", "started_at", "created_at"])
+    times = (_meta_field(session, "started_at"), Sample.created_at) if with_time else ()
+    query = sa_select(Sample.id, _meta_field(session, "inclusion_prob"), *times).where(Sample.dataset_id == dataset.id)
+    frame = read_frame(session, query, ["sample_id", "inclusion_prob", *(["started_at", "created_at"] if with_time else [])])
     prob = pd.to_numeric(frame["inclusion_prob"].astype(object), errors="coerce")
     bad = prob.notna() & ~((prob > 0) & (prob <= 1))
     if bad.any():
         raise CalibrationError(f"sample {int(frame['sample_id'][bad].iloc[0])}: metadata.inclusion_prob must lie in (0, 1], "
                                f"not {prob[bad].iloc[0]!r}")
+    index = frame["sample_id"].astype(np.int64).to_numpy()
+    if not with_time:
+        return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float)}, index=index)
     started = pd.to_datetime(frame["started_at"].astype(object).astype("string"),
                              errors="coerce", utc=True, format="ISO8601").dt.as_unit("us")
     created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
-    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()},
-                        index=frame["sample_id"].astype(np.int64).to_numpy())
+    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()}, index=index)
 
 
 def window_keys(times: pd.Series, by: str) -> pd.Series:
@@ -275,7 +278,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         samples = answers["sample_id"].astype(np.int64).to_numpy()
     else:
         is_labelled, yhat_all, y, samples, n_fewshot = _target_values(task, verdicts, labels, fewshot, pos, order_rule)
-    info = _sample_info(session, dataset)
+    info = _sample_info(session, dataset, with_time=by_window is not None)
     prob = info["inclusion_prob"].reindex(samples).to_numpy(dtype=float)
     n_targets = len(yhat_all)
 
