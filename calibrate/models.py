@@ -440,7 +440,7 @@ class JudgeRun(SQLModel, table=True):
 
 class Verdict(SQLModel, table=True):
     __table_args__ = (
-        UniqueConstraint("judge_id", "task_id", "target_key", "order_key", name="uq_verdict_target_order"),
+        UniqueConstraint("judge_id", "task_id", "target_key", "order_key", "sample_index", name="uq_verdict_target_order_sample"),
         Index("ix_verdict_sample", "sample_id"),
     )
     id: int | None = Field(default=None, primary_key=True)
@@ -455,6 +455,9 @@ class Verdict(SQLModel, table=True):
     # positions ("1,0"; "" when no order applies), part of the unique key: one verdict per order.
     order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
     order_key: str = Field(default="", max_length=40)
+    # Self-consistency (`judge run --samples K`): the K calls on one target are samples 0..K-1, part of
+    # the unique key. Sample 0 is the verdict: every "one verdict per target" read keeps to it.
+    sample_index: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     # None: the call gave no usable verdict (status unparsed or error): counted, never scored.
     # Text: an extraction's verdict is its claim list (JSON).
     value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))

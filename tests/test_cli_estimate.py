@@ -194,3 +194,68 @@ def test_bad_options_are_one_line_errors(runner, session, binary_task, args, mes
     _store(session, gold, verdict, labelled)
     output = _estimate(runner, *args, code=2)
     assert output.startswith(message) and output.count("\n") == 1
+
+
+def test_claim_support_estimates_the_share_of_faithful_answers_not_of_claims(runner, session):
+    """An answer is faithful when every counted claim is supported (the rag section's rule); labelled = every claim has gold."""
+    rng = np.random.default_rng(7)
+    store = Store(session)
+    y_lab, yhat_lab, yhat_unl = [], [], []
+    n_incomplete = 0
+    for i in range(90):
+        n = int(rng.integers(1, 4))
+        store.sample(f"a{i}", n_claims=n)
+        gold = ["supported" if rng.random() < 0.75 else "unsupported" for _ in range(n)]
+        judged = [g if rng.random() < 0.85 else ("unsupported" if g == "supported" else "supported") for g in gold]
+        if i % 9 == 0:
+            judged[0] = "not_applicable"  # left out of the judge's denominator
+        if i % 11 == 0:
+            judged[-1] = None  # an unparsed verdict: the claim counts as not supported
+        if i % 13 == 0 and n > 1:
+            n_incomplete += 1  # a claim without a verdict: the answer is not a target
+            judged = judged[:-1]
+        for c, value in enumerate(judged):
+            store.verdict("J", "claim_support", f"a{i}", value, claim=c)
+        labelled = i % 3 == 0
+        tie = i % 15 == 0
+        if labelled:
+            for c, g in enumerate(gold):
+                store.label("claim_support", "ana", f"a{i}", g, claim=c)
+                if tie and c == 0:
+                    store.label("claim_support", "bea", f"a{i}", "unsupported" if g == "supported" else "supported", claim=c)
+        if len(judged) < n:
+            continue
+        counted = [v for v in judged if v != "not_applicable"]
+        if not counted:
+            continue
+        yhat = float(all(v == "supported" for v in counted))
+        if labelled and not tie:
+            y_lab.append(float(all(g == "supported" for g in gold)))
+            yhat_lab.append(yhat)
+        else:
+            yhat_unl.append(yhat)
+    store.commit()
+    result = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert (data["unit"], data["positive"]) == ("answer", "faithful")
+    assert (data["n_labelled"], data["n_unlabelled"]) == (len(y_lab), len(yhat_unl))
+    assert data["n_incomplete_answers"] == n_incomplete
+    y, yhat, unl = (np.array(v) for v in (y_lab, yhat_lab, yhat_unl))
+    lo, hi = ppi_mean_ci(y, yhat, unl, alpha=0.05)
+    assert data["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(y, yhat, unl))[0]), abs=1e-9)
+    assert data["ci"] == pytest.approx([float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
+    assert data["classical"]["estimate"] == pytest.approx(y.mean())
+    refused = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support", "--positive", "supported"])
+    assert refused.exit_code == 2 and "share of faithful answers" in refused.output
+
+
+def test_the_demo_estimated_by_week_shows_several_windows(demo_engine, runner):
+    """The demo's samples carry metadata.started_at over four ISO weeks (calibrate/demo/samples.jsonl)."""
+    result = runner.invoke(["estimate", "--dataset", "demo-prenatal", "--judge", "demo-claims@2", "--task", "claim_support",
+                            "--by-window", "week"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [w["window"] for w in data["windows"]] == ["2026-W41", "2026-W42", "2026-W43", "2026-W44"]
+    assert sum(w["n_labelled"] + w["n_unlabelled"] for w in data["windows"]) == data["n_labelled"] + data["n_unlabelled"]
+    assert data["unit"] == "answer" and data["n_labelled"] > 0

@@ -399,6 +399,31 @@ def test_reports_and_comparisons_equal_the_same_demo_on_sqlite(session, demo, sq
     assert position["n_pairs"] == 8 and position["n_human_with_order"] == 13
 
 
+def test_estimates_by_week_and_weighted_by_inclusion_prob_equal_sqlite(session, demo, sqlite_demo):
+    """`calibrate estimate` reads metadata.started_at and metadata.inclusion_prob with the database's JSON operators
+    (json_extract on SQLite, ->> on PostgreSQL): the same numbers on both (the weights set in the transaction only)."""
+    from calibrate.calibration.estimate import run_estimate
+    from calibrate.models import Sample
+
+    def weigh(db_session):
+        for sample in db_session.exec(select(Sample)).all():
+            sample.meta = {**sample.meta, "inclusion_prob": 0.5 if sample.id % 3 else 0.9}
+            db_session.add(sample)
+        db_session.flush()
+
+    results = []
+    for db_session in (Session(sqlite_demo.engine), session):
+        with db_session:
+            plain = run_estimate(db_session, DATASET, "claim_support", "demo-claims@2", by_window="week")
+            weigh(db_session)
+            weighted = run_estimate(db_session, DATASET, "claim_support", "demo-claims@2", by_window="week")
+            db_session.rollback()
+        results.append((plain, weighted))
+    (sqlite_plain, sqlite_weighted), (pg_plain, pg_weighted) = results
+    assert _as_json(pg_plain) == _as_json(sqlite_plain) and _as_json(pg_weighted) == _as_json(sqlite_weighted)
+    assert len(pg_plain["windows"]) == 4 and pg_weighted["weighted"] is True and pg_plain["weighted"] is False
+
+
 def _judges_table(client, username: str, password: str) -> list[list[str]]:
     """Log a test client in and return the dashboard's judge rows as text (one list of cells per judge)."""
     token = _soup(client.get("/login")).select_one("input[name=csrf_token]")["value"]

@@ -137,7 +137,7 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
         .join(Task, Task.id == Verdict.task_id)
         .outerjoin(Claim, Claim.id == Verdict.claim_id)
         .outerjoin(Context, Context.id == Verdict.context_id)
-        .where(Sample.dataset_id == dataset.id, Task.kind != EXTRACTION)
+        .where(Sample.dataset_id == dataset.id, Task.kind != EXTRACTION, Verdict.sample_index == 0)  # the import format's one verdict
         .order_by(Sample.id, Task.id, Claim.index, Context.rank, Judge.name, Verdict.order_key)
     )
     if judge is not None:

@@ -51,7 +51,7 @@ def others_on(session: Session, item: ItemView, user: User) -> Others:
     verdicts: dict[tuple[int, str], list[tuple[str, Verdict]]] = {}
     for verdict, judge in session.exec(
         select(Verdict, Judge).join(Judge, Judge.id == Verdict.judge_id)
-        .where(Verdict.sample_id == item.sample.id).order_by(Judge.name)
+        .where(Verdict.sample_id == item.sample.id, Verdict.sample_index == 0).order_by(Judge.name)
     ).all():
         verdicts.setdefault((verdict.task_id, verdict.target_key), []).append((judge.name, verdict))
     return Others(labels, verdicts)

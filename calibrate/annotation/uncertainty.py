@@ -159,7 +159,8 @@ def sample_uncertainty(session: Session, dataset: Dataset, task: Task, judges: l
     """Return sample id → the mean uncertainty of its targets over the judges' verdicts (samples with verdicts only)."""
     query = (sa_select(Verdict.sample_id, Verdict.target_key, Verdict.value, Verdict.status)
              .join(Sample, Sample.id == Verdict.sample_id)
-             .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, or_(*(Verdict.judge_id == j.id for j in judges))))
+             .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.sample_index == 0,
+                    or_(*(Verdict.judge_id == j.id for j in judges))))
     frame = read_frame(session, query, ["sample_id", "target_key", "value", "status"])
     if frame.empty:
         return pd.Series(dtype=float)

@@ -161,7 +161,8 @@ def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: J
     columns = [Verdict.judge_id, _target_id(task, Verdict), Verdict.sample_id, Verdict.value, Verdict.status]
     query = (sa_select(*columns, *([Verdict.order_key] if pairwise else []))
              .join(Sample, Sample.id == Verdict.sample_id)
-             .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, or_(Verdict.judge_id == a.id, Verdict.judge_id == b.id)))
+             .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.sample_index == 0,
+                    or_(Verdict.judge_id == a.id, Verdict.judge_id == b.id)))
     names = ["judge_id", "target_key", "sample_id", "value", "status", *(["order_key"] if pairwise else [])]
     frame = read_frame(session, _in_split(query, split), names)
     is_a = (frame["judge_id"] == a.id).to_numpy()

@@ -6,6 +6,8 @@ the judge has a usable verdict on:
 
 - a categorical or pairwise task: the share of the positive label (`positive`, default the task's
   first declared label); a score task (ordinal, continuous): the mean score;
+- **claim_support**: the share of faithful **answers** (`unit` "answer", `positive` "faithful"), not of claims:
+  its targets are answers, faithful when every counted claim is supported (`answer_targets`);
 - **labelled** targets have a gold (calibrate/gold.py: adjudicated, else majority, else mean;
   ties give none) and a usable verdict; **unlabelled** targets a usable verdict only;
 - a usable verdict: status ok, a value, its claim or context still active, not an excluded label
@@ -31,14 +33,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import func, literal_column
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
+from calibrate.calibration.frames import claim_totals, fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.datasets import split_samples
+from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
 from calibrate.models import Sample, Task
@@ -46,10 +50,15 @@ from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.tasks import has_labels
 
-__all__ = ["METHODS", "REASONS", "WINDOWS", "estimate_values", "run_estimate", "sample_info", "window_keys"]
+__all__ = ["CLAIM_SUPPORT", "METHODS", "REASONS", "WINDOWS", "answer_targets", "estimate_block", "estimate_values", "run_estimate",
+           "sample_info", "window_keys"]
 
 METHODS = ("ppi++", "ppi", "classical", "rogan-gladen")
 WINDOWS = ("day", "week", "month")
+
+#: The task whose targets (claims) are not the estimand's: its estimand is the share of faithful answers.
+CLAIM_SUPPORT = "claim_support"
+FAITHFUL = "faithful"
 
 #: Refusals that come from the data's shape rather than from a statistic (codes of calibrate.reasons.TEMPLATES).
 REASONS: dict[str, str] = {code: str(TEMPLATES[code]) for code in ("not_binary", "mixed_weights")}
@@ -80,6 +89,11 @@ def _where_samples(session: Session, dataset, where: str) -> set[int]:
 
 
 def _positive(task: Task, positive: str | None) -> str | None:
+    if task.name == CLAIM_SUPPORT:
+        if positive is not None:
+            raise CalibrationError(f"--positive does not apply to {CLAIM_SUPPORT}: its estimand is the share of faithful answers "
+                                   "(every claim supported)")
+        return FAITHFUL
     if not has_labels(task):
         if positive is not None:
             raise CalibrationError(f"--positive is for tasks with labels; {task.name} is {task.kind} (its mean score is estimated)")
@@ -103,22 +117,93 @@ def _numbers(values: pd.Series, positive: str | None, what: str) -> np.ndarray:
     return numbers.to_numpy(dtype=float)
 
 
-def sample_info(session: Session, dataset) -> pd.DataFrame:
-    """Return per sample: inclusion_prob (NaN when absent) and the time it belongs to (started_at, else created_at)."""
-    # Through SQLAlchemy, not read_frame's raw cursor: the metadata column's JSON is decoded here.
-    rows = session.execute(sa_select(Sample.id, Sample.meta, Sample.created_at).where(Sample.dataset_id == dataset.id)).all()
-    frame = pd.DataFrame(rows, columns=["sample_id", "meta", "created_at"])
-    metas = [m if isinstance(m, dict) else {} for m in frame["meta"]]
-    prob = pd.to_numeric(pd.Series([m.get("inclusion_prob") for m in metas], dtype=object), errors="coerce")
+def _target_values(task: Task, verdicts: pd.DataFrame, labels: pd.DataFrame, fewshot: set[str], pos: str | None,
+                   order_rule: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Return per target with a usable verdict: labelled or not, the verdict and (labelled) the gold as numbers, its sample;
+    and the few-shot examples left out."""
+    if task.kind == "pairwise":
+        verdicts, _ = apply_order_rule(task, verdicts, order_rule)
+    excluded = set(task.excluded or [])
+    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & verdicts["active"]
+                      & ~verdicts["value"].astype(str).isin(excluded)]
+    usable = usable.drop_duplicates("target_key")
+    gold = gold_frame(labels, task.kind)
+    outside = gold["gold"].notna() & gold["gold"].astype(str).isin(excluded)  # e.g. "not a claim": not in the estimand
+    usable = usable[~usable["target_key"].isin(gold.loc[outside, "target_key"])]
+    gold = gold[gold["gold"].notna() & ~outside]
+    n_fewshot = int(usable["target_key"].isin(fewshot).sum())
+    usable = usable[~usable["target_key"].isin(fewshot)]
+    merged = usable.merge(gold[["target_key", "gold"]], on="target_key", how="left")
+    is_labelled = merged["gold"].notna().to_numpy()
+    yhat_all = _numbers(merged["value"], pos, "verdict")
+    y = _numbers(merged.loc[is_labelled, "gold"], pos, "gold value")
+    return is_labelled, yhat_all, y, merged["sample_id"].astype(np.int64).to_numpy(), n_fewshot
+
+
+def answer_targets(verdicts: pd.DataFrame, gold: pd.DataFrame, totals: pd.Series, excluded: set[str],
+                   fewshot: set[str]) -> tuple[pd.DataFrame, int, int]:
+    """Return claim support's targets, the answers: per answer `sample_id`, `yhat` (the judge calls it faithful: 1/0)
+    and `y` (the gold does; NaN when unlabelled); and the answers left out as few-shot examples and as incompletely judged.
+
+    The faithfulness rule of the report's `rag` section (docs/statistics.md §8), read as "faithful = every counted claim
+    supported": the judge's side counts every active claim less those it called an excluded label (`not_applicable`),
+    a claim whose verdict failed or could not be parsed counting as not supported; the gold's side the claims whose gold
+    is not excluded. An answer is a target when the judge has a verdict on every active claim, and not every one of them
+    `not_applicable`; it is labelled when every active claim has a gold (a tie has none), and outside the estimand when
+    every gold is `not_applicable`. An answer with a claim that is a few-shot example of the version is left out.
+    """
+    rows = verdicts[verdicts["active"]].drop_duplicates("target_key")
+    few = pd.unique(rows.loc[rows["target_key"].isin(fewshot), "sample_id"])
+    rows = rows[~rows["sample_id"].isin(few)]
+    ok = (rows["status"] == "ok") & rows["value"].notna()
+    value = rows["value"].astype(str)
+    claim_gold = rows["target_key"].map(gold.drop_duplicates("target_key").set_index("target_key")["gold"])
+    has_gold = claim_gold.notna()
+    per = pd.DataFrame({
+        "sample_id": rows["sample_id"].astype(np.int64), "judged": 1,
+        "judge_na": ok & value.isin(excluded), "judge_sup": ok & (value == "supported"),
+        "has_gold": has_gold, "gold_na": has_gold & claim_gold.astype(str).isin(excluded),
+        "gold_sup": has_gold & (claim_gold.astype(str) == "supported"),
+    }).groupby("sample_id").sum()
+    claims = totals.reindex(per.index, fill_value=0).to_numpy()
+    complete = per["judged"].to_numpy() >= claims
+    counted = per["judged"] - per["judge_na"]
+    gold_counted = per["has_gold"] - per["gold_na"]
+    labelled = per["has_gold"] == per["judged"]
+    keep = complete & (counted > 0).to_numpy() & ~(labelled & (gold_counted == 0)).to_numpy()
+    out = pd.DataFrame({"sample_id": per.index.to_numpy(dtype=np.int64),
+                        "yhat": (per["judge_sup"] == counted).to_numpy(dtype=float),
+                        "y": np.where(labelled, (per["gold_sup"] == gold_counted).to_numpy(dtype=float), np.nan)})
+    return out[keep].reset_index(drop=True), len(few), int((~complete).sum())
+
+
+def _meta_field(session: Session, key: str):
+    """Return a column expression of `metadata.KEY` as the database gives it (SQLite's json_extract, PostgreSQL's ->>)."""
+    if session.connection().dialect.name == "sqlite":
+        return func.json_extract(Sample.meta, literal_column(f"'$.{key}'"))
+    return Sample.meta.op("->>")(literal_column(f"'{key}'"))
+
+
+def sample_info(session: Session, dataset, *, with_time: bool = True) -> pd.DataFrame:
+    """Return per sample: inclusion_prob (NaN when absent) and (`with_time`) the time it belongs to (started_at, else
+    created_at; parsing 10^5 times is a good part of the estimate's time, so only windows ask for it)."""
+    # Only the two metadata fields, extracted by the database and read through the raw cursor: decoding every sample's
+    # whole metadata JSON was most of the estimate's time on 10^5 samples (bench/results/estimate.md).
+    times = (_meta_field(session, "started_at"), Sample.created_at) if with_time else ()
+    query = sa_select(Sample.id, _meta_field(session, "inclusion_prob"), *times).where(Sample.dataset_id == dataset.id)
+    frame = read_frame(session, query, ["sample_id", "inclusion_prob", *(["started_at", "created_at"] if with_time else [])])
+    prob = pd.to_numeric(frame["inclusion_prob"].astype(object), errors="coerce")
     bad = prob.notna() & ~((prob > 0) & (prob <= 1))
     if bad.any():
         raise CalibrationError(f"sample {int(frame['sample_id'][bad].iloc[0])}: metadata.inclusion_prob must lie in (0, 1], "
                                f"not {prob[bad].iloc[0]!r}")
-    started = pd.to_datetime(pd.Series([m.get("started_at") for m in metas], dtype=object).astype("string"),
+    index = frame["sample_id"].astype(np.int64).to_numpy()
+    if not with_time:
+        return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float)}, index=index)
+    started = pd.to_datetime(frame["started_at"].astype(object).astype("string"),
                              errors="coerce", utc=True, format="ISO8601").dt.as_unit("us")
     created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
-    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()},
-                        index=frame["sample_id"].astype(np.int64).to_numpy())
+    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()}, index=index)
 
 
 def window_keys(times: pd.Series, by: str) -> pd.Series:
@@ -160,7 +245,8 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, me
 def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name: str, *, method: str = "ppi++",
                  alpha: float = 0.05, split: str | None = None, where: str | None = None, positive: str | None = None,
                  by_window: str | None = None, target_width: float = 0.05, order_rule: str = "consistent",
-                 samples: frozenset[int] | None = None, golden: dict | None = None) -> dict:
+                 samples: frozenset[int] | None = None, golden: dict | None = None,
+                 frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict:
     """Return what `calibrate estimate` writes (docs/cli.md lists the keys); undefined results carry status, reason, note.
 
     `samples` and `golden` (--golden NAME[@v]): only those samples, and the golden version cited as `golden`.
@@ -180,36 +266,32 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     if samples is not None:
         scope = set(samples) if scope is None else scope & samples
 
-    verdicts = verdicts_frame(session, dataset, task, judge)
-    if task.kind == "pairwise":
-        verdicts, _ = apply_order_rule(task, verdicts, order_rule)
-    excluded = set(task.excluded or [])
-    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & verdicts["active"]
-                      & ~verdicts["value"].astype(str).isin(excluded)]
-    labels = labels_frame(session, dataset, task)
+    # `frames`: the judge's verdicts and the task's labels as frames.py reads them, already read by the caller (the report)
+    verdicts, labels = frames if frames is not None else (verdicts_frame(session, dataset, task, judge),
+                                                          labels_frame(session, dataset, task))
     if scope is not None:
-        usable = usable[usable["sample_id"].isin(scope)]
+        verdicts = verdicts[verdicts["sample_id"].isin(scope)]
         labels = labels[labels["sample_id"].isin(scope)]
-    usable = usable.drop_duplicates("target_key")
-    gold = gold_frame(labels, task.kind)
-    outside = gold["gold"].notna() & gold["gold"].astype(str).isin(excluded)  # e.g. "not a claim": not in the estimand
-    usable = usable[~usable["target_key"].isin(gold.loc[outside, "target_key"])]
-    gold = gold[gold["gold"].notna() & ~outside]
     fewshot = fewshot_keys(session, judge)
-    n_fewshot = int(usable["target_key"].isin(fewshot).sum())
-    usable = usable[~usable["target_key"].isin(fewshot)]
-
-    merged = usable.merge(gold[["target_key", "gold"]], on="target_key", how="left")
-    is_labelled = merged["gold"].notna().to_numpy()
-    yhat_all = _numbers(merged["value"], pos, "verdict")
-    y = _numbers(merged.loc[is_labelled, "gold"], pos, "gold value")
-    info = sample_info(session, dataset)
-    samples = merged["sample_id"].astype(np.int64).to_numpy()
+    extra_counts: dict[str, int] = {}
+    if task.name == CLAIM_SUPPORT:
+        answers, n_fewshot, extra_counts["n_incomplete_answers"] = answer_targets(
+            verdicts, gold_frame(labels, task.kind), claim_totals(session, dataset), set(task.excluded or []), fewshot)
+        is_labelled = answers["y"].notna().to_numpy()
+        yhat_all = answers["yhat"].to_numpy(dtype=float)
+        y = answers.loc[is_labelled, "y"].to_numpy(dtype=float)
+        samples = answers["sample_id"].astype(np.int64).to_numpy()
+    else:
+        is_labelled, yhat_all, y, samples, n_fewshot = _target_values(task, verdicts, labels, fewshot, pos, order_rule)
+    info = sample_info(session, dataset, with_time=by_window is not None)
     prob = info["inclusion_prob"].reindex(samples).to_numpy(dtype=float)
+    n_targets = len(yhat_all)
 
     head: dict[str, Any] = {"dataset": dataset.name, "task": task.name, "judge": judge.name, "split": split, "where": where,
-                            "positive": pos, "method": method, "alpha": alpha, **({"golden": golden} if golden else {})}
-    counts = {"n_labelled": int(is_labelled.sum()), "n_unlabelled": int((~is_labelled).sum()), "n_fewshot_excluded": n_fewshot}
+                            "positive": pos, "unit": "answer" if task.name == CLAIM_SUPPORT else "target",
+                            "method": method, "alpha": alpha, **({"golden": golden} if golden else {})}
+    counts = {"n_labelled": int(is_labelled.sum()), "n_unlabelled": int((~is_labelled).sum()), "n_fewshot_excluded": n_fewshot,
+              **extra_counts}
     lab_prob = prob[is_labelled]
     if np.isnan(lab_prob).any() and not np.isnan(lab_prob).all():
         return {**head, **counts, "status": "undefined", **noted(Reason("mixed_weights"))}
@@ -225,7 +307,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         return estimate_values(y[lab[is_labelled]], yhat_all[lab], yhat_all[unl], method=method, alpha=alpha,
                                weights=w, yhat_all=yhat_all[mask])
 
-    everything = np.ones(len(merged), dtype=bool)
+    everything = np.ones(n_targets, dtype=bool)
     main = compute(everything)
     result: dict[str, Any] = {**head, **counts, **{k: v for k, v in main.items() if k not in ("status", "reason", "note")},
                               "status": main["status"], "reason": main["reason"], "note": main["note"], "weighted": weighted}
@@ -234,8 +316,8 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
             result.pop(key, None)
     result["classical"] = _pair(classical_mean(y, alpha=alpha, weights=weights))
     result["naive_judge"] = _pair(judge_mean(yhat_all, alpha=alpha))
-    power = labels_needed(y, yhat_all[is_labelled], n_total=len(merged), target_width=target_width, alpha=alpha,
-                          method="classical" if method == "classical" else "ppi++", weights=weights) if len(merged) else None
+    power = labels_needed(y, yhat_all[is_labelled], n_total=n_targets, target_width=target_width, alpha=alpha,
+                          method="classical" if method == "classical" else "ppi++", weights=weights) if n_targets else None
     result["labels_needed"] = int(power.value) if power is not None and power.ok else None
     result["target_width"] = target_width
     if power is not None and not power.ok:
@@ -253,3 +335,31 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         result["by_window"] = by_window
         result["windows"] = windows
     return result
+
+
+#: The keys of run_estimate's result a report section's `estimate` block keeps (the dataset, task and judge are the report's).
+BLOCK_KEYS = ("method", "positive", "unit", "alpha", "estimate", "ci", "lambda", "status", "reason", "note", "n_labelled",
+              "n_unlabelled", "n_fewshot_excluded", "n_incomplete_answers", "weighted", "classical", "naive_judge",
+              "labels_needed", "target_width", "labels_needed_note", "labels_needed_reason")
+
+
+def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: str, *, split: str | None = None,
+                   confidence: float = 0.95, order_rule: str = "consistent",
+                   frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict | None:
+    """Return a report section's `estimate` block: `calibrate estimate`'s default (ppi++) on the report's split, or None.
+
+    None when the judge has no unlabelled target (nothing beyond the labels to estimate from), for a task without a
+    default positive label (pairwise), and for the metric tasks whose gold is derived (faithfulness, context_precision:
+    claim_support's block is the faithful share of answers). An estimate the data cannot give is a block with status
+    "undefined" and its reason, never a number.
+    """
+    if task.kind == "pairwise" or task.name in ("faithfulness", "context_precision"):
+        return None
+    try:
+        result = run_estimate(session, dataset_name, task.name, judge_name, method="ppi++", alpha=round(1 - confidence, 10),
+                              split=split, order_rule=order_rule, frames=frames)
+    except CalibrationError:
+        return None  # a task this estimand does not fit (e.g. values that are not numbers)
+    if not result.get("n_unlabelled"):
+        return None
+    return {key: result[key] for key in BLOCK_KEYS if key in result}

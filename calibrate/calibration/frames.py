@@ -78,7 +78,8 @@ def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge)
     query = (
         sa_select(*verdict_columns(task))
         .join(Sample, Sample.id == Verdict.sample_id)
-        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
+               Verdict.sample_index == 0)  # a self-consistency run's other samples: calibration/consistency.py
     )
     query = join_target(query, task, Verdict)
     frame = read_frame(session, query, frame_columns(task))

@@ -32,8 +32,10 @@ from sqlmodel import Session, select
 from calibrate import __version__, lookup
 from calibrate.calibration.alttest import alt_test_block
 from calibrate.calibration.budget import cap_to_dataset, targets_in_dataset
+from calibrate.calibration.consistency import self_consistency_block
 from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
+from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
     claim_totals,
     external_ids,
@@ -66,6 +68,7 @@ from calibrate.calibration.rag import (
     missing_gold_note,
     task_gold,
 )
+from calibrate.calibration.raters import judge_as_rater
 from calibrate.calibration.retrieval import (
     retrieval_section,
 )
@@ -219,6 +222,15 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
         elif verdicts is not None and not light:  # could the judge replace one of the experts? (the test's defaults)
             section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
+            section["human"].update(judge_as_rater(task, labels, scored_verdicts, fewshot))  # raters.py
+            consistency = self_consistency_block(session, dataset, task, judge, direct_labels, fewshot, in_split)
+            if consistency is not None:  # a run with --samples K (consistency.py)
+                section["self_consistency"] = consistency
+            # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
+            estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
+                                      order_rule=options.order_rule, frames=(verdicts, direct_labels)) if section.get("n_no_gold") else None
+            if estimate is not None:
+                section["estimate"] = estimate
         # Labels whose claim or context changed under them (an --update, a re-extraction, an
         # expert's claim edit): left out of every statistic, counted here.
         section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
@@ -379,7 +391,7 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     query = (
         sa_select(Verdict.judge_id, *verdict_columns(task))
         .join(Sample, Sample.id == Verdict.sample_id)
-        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.sample_index == 0)
     )  # every judge's: read_frame's raw cursor cannot expand an IN list, and the unwanted ones are dropped by the groupby
     every = read_frame(session, join_target(query, task, Verdict), ["judge_id", *frame_columns(task)])
     every["active"] = every["active"].fillna(True).astype(bool)

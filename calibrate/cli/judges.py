@@ -191,15 +191,18 @@ def judge_group() -> None:
 @click.option("--orders", type=click.Choice(["original", "swapped", "both"]),
               help="Pairwise tasks: the presentation orders to judge each target in (default both; swapped shows the "
                    "responses in reverse order).")
+@click.option("--samples", "n_samples", type=click.IntRange(1, 20), default=1, show_default=True, metavar="K",
+              help="Self-consistency: call K times per target (the version's temperature; K cache entries, K verdicts; "
+                   "sample 0 is the target's verdict everywhere else).")
 @db_option
 def judge_run_command(settings: Settings, dataset: str, prompt_ref: str, backend: str, model: str | None, base_url: str | None,
                       api_key_env: str | None, concurrency: int, max_calls: int | None, max_tokens: int | None,
                       split: str | None, labelled_only: bool, limit: int | None, rerun: bool, orders: str | None,
-                      timeout: float, max_attempts: int) -> None:
+                      n_samples: int, timeout: float, max_attempts: int) -> None:
     """Run a prompt version over a dataset and store one verdict per target (resumable)."""
     spec = judges.RunSpec(dataset=dataset, prompt=prompt_ref, backend=backend, model=model, base_url=base_url,
                    api_key_env=api_key_env, split=split, labelled_only=labelled_only, limit=limit, rerun=rerun, orders=orders,
-                   options=run_options(concurrency, max_calls, max_tokens, timeout, max_attempts))
+                   samples=n_samples, options=run_options(concurrency, max_calls, max_tokens, timeout, max_attempts))
     engine = ready_engine(settings)
     price_table = prices.load_prices(settings["INSTANCE_PATH"])
     try:

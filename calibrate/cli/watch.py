@@ -17,9 +17,9 @@ import click
 
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.cli.judges import endpoint_options, run_options
 from calibrate.db import write_session
 from calibrate.errors import CalibrateError
-from calibrate.cli.judges import endpoint_options, run_options
 
 # Loaded when the command runs, not for its --help (runs bring httpx and numpy).
 watch = lazy.module("calibrate.judges.watch")

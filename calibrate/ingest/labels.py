@@ -706,7 +706,7 @@ class _VerdictStager(_Stager):
             for row in session.execute(
                 select(_VERDICTS.c.judge_id, _VERDICTS.c.task_id, _VERDICTS.c.target_key, _VERDICTS.c.order_key,
                        *(_VERDICTS.c[name] for name in _VERDICT_COLUMNS))
-                .where(_VERDICTS.c.sample_id.in_(chunk), _VERDICTS.c.judge_id.in_(judge_ids))
+                .where(_VERDICTS.c.sample_id.in_(chunk), _VERDICTS.c.judge_id.in_(judge_ids), _VERDICTS.c.sample_index == 0)
             ):
                 self.existing[(row.judge_id, row.task_id, row.target_key, row.order_key)] = tuple(
                     row._mapping[name] for name in _VERDICT_COLUMNS)
@@ -732,7 +732,8 @@ class _VerdictStager(_Stager):
             session.add(Judge(name=name, kind="imported", description="created by an import of verdicts"))
         session.flush()
         match = and_(_VERDICTS.c.judge_id == judges.c.id, _VERDICTS.c.task_id == staged.c.task_id,
-                     _VERDICTS.c.target_key == staged.c.target_key, _VERDICTS.c.order_key == staged.c.order_key)
+                     _VERDICTS.c.target_key == staged.c.target_key, _VERDICTS.c.order_key == staged.c.order_key,
+                     _VERDICTS.c.sample_index == 0)  # an import is sample 0: a self-consistency run's others stay
         differs = or_(*(_VERDICTS.c[name].is_distinct_from(staged.c[name]) for name in _PLAIN_COLUMNS),
                       _json_text(_VERDICTS.c.order) != func.coalesce(staged.c.order, "null"))
         order = _as_json(session, staged.c.order)

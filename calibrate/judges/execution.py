@@ -170,8 +170,9 @@ class Writer:
         """
         with write_session(self.engine) as session:
             keys = sorted({o.target.key for o in outcomes})
-            # A pairwise target has one verdict per presentation order: (target key, order key).
-            existing = {(v.target_key, v.order_key): v for v in session.exec(
+            # A pairwise target has one verdict per presentation order, a self-consistency run one per
+            # sample: (target key, order key, sample index).
+            existing = {(v.target_key, v.order_key, v.sample_index): v for v in session.exec(
                 select(Verdict).where(Verdict.judge_id == self.judge_id, Verdict.task_id == self.task_id,
                                       Verdict.target_key.in_(keys))).all()} if keys else {}
             entries = [entry for o in outcomes for entry in o.cache_entries()] + list(cache)
@@ -197,7 +198,7 @@ class Writer:
                                      "claim_id": target.claim_id, "context_id": target.context_id,
                                      "target_key": target.key, "source": "run",
                                      "order": list(target.order) if target.order is not None else None,
-                                     "order_key": target.order_key, **fields})
+                                     "order_key": target.order_key, "sample_index": target.sample_index, **fields})
                 elif verdict.status != "error" and not (self.rerun or self.replace):
                     continue  # judged meanwhile (a doubled run): keep the first, count nothing
                 else:
@@ -304,10 +305,12 @@ class Job:
     send: Callable[[httpx.AsyncClient, Rendered], Awaitable[Any]] | None = None  # instead of the chat call (embeddings)
 
 
-def cache_key(backend: HTTPBackend, rendered: Rendered) -> str:
-    """Return the response-cache key: backend, base URL, model, parameters, rendered messages."""
+def cache_key(backend: HTTPBackend, rendered: Rendered, sample_index: int = 0) -> str:
+    """Return the response-cache key: backend, base URL, model, parameters, rendered messages, and (self-consistency)
+    the sample index, so the K calls on one target are K entries; sample 0's key is the plain call's."""
     blob = json.dumps({"backend": backend.name, "base_url": backend.endpoint.base_url, "model": backend.model,
-                       "params": backend.params, "messages": [rendered.system, rendered.user]},
+                       "params": backend.params, "messages": [rendered.system, rendered.user],
+                       **({"sample": sample_index} if sample_index else {})},
                       sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

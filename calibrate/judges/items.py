@@ -8,7 +8,7 @@ one first; for more, the last one first and so on), `both` does both. Each such 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel import Session, select
@@ -29,11 +29,19 @@ class Target:
     context_id: int | None = None
     order: tuple[str, ...] | None = None  # pairwise: the response ids in the order shown
     order_key: str = ""  # … as import positions ("1,0"): verdicts are one per (key, order_key)
+    sample_index: int = 0  # self-consistency (`--samples K`): the call's index 0..K-1; 0 is the target's verdict
 
     @property
-    def job(self) -> tuple[str, str]:
-        """Return what a verdict is unique by within a judge and task: (target key, order key)."""
-        return self.key, self.order_key
+    def job(self) -> tuple[str, str, int]:
+        """Return what a verdict is unique by within a judge and task: (target key, order key, sample index)."""
+        return self.key, self.order_key, self.sample_index
+
+
+def expand_samples(targets: list[Target], k: int) -> list[Target]:
+    """Return each target K times, as samples 0..K-1 (K = 1: the targets themselves)."""
+    if k <= 1:
+        return targets
+    return [replace(target, sample_index=index) for target in targets for index in range(k)]
 
 
 def presentation_orders(ids: list[str], orders: str) -> list[tuple[tuple[str, ...], str]]:

@@ -77,6 +77,7 @@ from calibrate.judges.items import (
     Scope,
     Target,
     expand_orders,
+    expand_samples,
     fewshot_keys,
     item_for,
     load_items,
@@ -94,6 +95,7 @@ from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Ta
 from calibrate.tasks import check_task_on_dataset, is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
+MAX_SAMPLES = 20  # --samples K: at most this many calls per target
 BACKENDS = ("openai", "anthropic", "baseline")
 
 
@@ -117,6 +119,8 @@ class RunSpec:
     # it be); `force` re-extracts answers whose claims carry expert labels or corrections.
     extraction: bool = False
     force: bool = False
+    # Self-consistency: K calls per target (samples 0..K-1, K verdicts; the report's `self_consistency`).
+    samples: int = 1
 
 
 @dataclass
@@ -145,6 +149,7 @@ class RunSummary:
     # The counts above (verdicts … calls, tokens) are this attempt's; n_done/n_total the whole run's.
     earlier: int = 0
     retried_errors: int = 0
+    samples: int = 1  # self-consistency: calls per target (n_total counts target × sample)
 
     def _before(self) -> str:
         parts = [f"{self.earlier} judged before"] if self.earlier else []
@@ -165,6 +170,8 @@ class RunSummary:
         if self.orders:
             both = "both presentation orders" if self.orders == "both" else f"the {self.orders} order"
             out.append(f"  pairwise: each target judged in {both}; one verdict per target and order")
+        if self.samples > 1:
+            out.append(f"  self-consistency: {self.samples} samples per target (sample 0 is the target's verdict)")
         if self.skipped:
             out.append(f"  {skipped_text(self.skipped)}")
         if self.error:
@@ -280,6 +287,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             metric_runs.check_metric_setup(task, version, endpoint)
         elif endpoint.backend == "baseline":
             BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
+        if not isinstance(spec.samples, int) or not 1 <= spec.samples <= MAX_SAMPLES:
+            raise RunSetupError(f"--samples must be an integer from 1 to {MAX_SAMPLES}, not {spec.samples!r}")
+        if spec.samples > 1 and (is_metric(task) or is_extraction(task)):
+            raise RunSetupError(f"--samples is for judges of a label or score task; {task.name} is "
+                                f"{'a metric' if is_metric(task) else 'the claim extraction'}")
         if task.kind != "pairwise" and spec.orders is not None:
             raise RunSetupError(f"--orders is for pairwise tasks; {task.name} is {task.kind}")
         orders = (spec.orders or "both") if task.kind == "pairwise" else None
@@ -303,6 +315,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             targets, skipped, _ = metric_runs.measurable(session, task, targets)
             if not targets:
                 raise RunSetupError(f"nothing to measure for {task.name} in {dataset.name}: {skipped_text(skipped)}")
+        targets = expand_samples(targets, spec.samples)
         name = judge_name(prompt, version)
         judge = session.exec(select(Judge).where(Judge.name == name)).first()
         if judge is None:
@@ -318,7 +331,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
                 raise RunSetupError(f"run {run.id} of {name} is still in progress; wait for it or stop it first")
         settle_dead_runs(session, runs)
         if is_extraction(task):
-            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
+            done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}  # (target, order, sample) jobs
         else:
             done = done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
         pending = [t for t in targets if t.job not in done]
@@ -330,7 +343,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
                               "(--rerun judges them again, answered from the cache)")
         settings = {
             "scope": scope.as_dict(), "rerun": spec.rerun, "options": asdict(spec.options), "skipped": skipped,
-            **({"orders": orders} if orders is not None else {}),
+            **({"orders": orders} if orders is not None else {}), **({"samples": spec.samples} if spec.samples > 1 else {}),
             "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
                          "api_key_env": endpoint.api_key_env},
         }
@@ -341,7 +354,8 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
         same = [r for r in runs if r.dataset_id == dataset.id and r.status in ("stopped", "failed")
                 and (r.params or {}).get("scope") == settings["scope"] and (r.params or {}).get("endpoint") == settings["endpoint"]
-                and (r.params or {}).get("orders") == settings.get("orders") and not spec.rerun]
+                and (r.params or {}).get("orders") == settings.get("orders")
+                and (r.params or {}).get("samples") == settings.get("samples") and not spec.rerun]
         if same and same[0].id == (runs[0].id if runs else None):
             run = same[0]
             params = dict(run.params or {})
@@ -357,11 +371,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         return run.id
 
 
-def done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str]]:
-    """Return the (target, order) jobs that already have a usable or unparsed verdict (errors are judged again)."""
-    rows = session.exec(select(Verdict.target_key, Verdict.order_key, Verdict.status)
+def done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str, int]]:
+    """Return the (target, order, sample) jobs that already have a usable or unparsed verdict (errors are judged again)."""
+    rows = session.exec(select(Verdict.target_key, Verdict.order_key, Verdict.sample_index, Verdict.status)
                         .where(Verdict.judge_id == judge.id, Verdict.task_id == task.id)).all()
-    return {(key, order) for key, order, status in rows if status != "error" and key in keys}
+    return {(key, order, index) for key, order, index, status in rows if status != "error" and key in keys}
 
 
 def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -398,8 +412,9 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
             targets, without = expand_orders(session, targets, params.get("orders") or "both")
             if without:
                 skipped["without two responses"] = without
+        targets = expand_samples(targets, int(params.get("samples", 1)))
         if is_extraction(task):
-            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}  # (target, order) jobs
+            done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}  # (target, order, sample) jobs
         else:
             done = set() if rerun else done_keys(session, judge, task, {t.key for t in targets})
         pending = [t for t in targets if t.job not in done]
@@ -440,14 +455,17 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
             priced = price is not None
             renderer = Renderer(version.system, version.template, context, limits)
             jobs, refused = [], []
+            rendered_once: dict[tuple[str, str], Any] = {}  # --samples K: a target's K calls send the same messages
             for target in pending:
                 try:
-                    rendered = renderer.render(item_for(target, samples))
+                    rendered = rendered_once.get((target.key, target.order_key))
+                    if rendered is None:
+                        rendered = rendered_once[(target.key, target.order_key)] = renderer.render(item_for(target, samples))
                 except RenderError as exc:
                     refused.append(Outcome(target, "error", error=str(exc)))
                     stop_if_the_template_fails(refused, len(jobs))
                     continue
-                jobs.append(Job(target, rendered, cache_key(backend, rendered)))
+                jobs.append(Job(target, rendered, cache_key(backend, rendered, target.sample_index)))
             write_in_batches(writer, refused, 500)
             jobs = _answer_from_cache(engine, writer, task, jobs, options)
             execution = Execution(engine, run, task, options, writer, backend=backend, price=price,
@@ -476,7 +494,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
                           t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
                           time.perf_counter() - started, final.error, priced, call_seconds, skipped,
                           params.get("orders") if task.kind == "pairwise" else None,
-                          earlier=base.n_done, retried_errors=t.n_retried_errors)
+                          earlier=base.n_done, retried_errors=t.n_retried_errors, samples=int(params.get("samples", 1)))
 
 
 def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Job], options: RunOptions) -> list[Job]:

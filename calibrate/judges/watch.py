@@ -163,6 +163,12 @@ def _done_statuses(extracting: bool) -> tuple[str, ...]:
     return ("ok",) if extracting else ("ok", "unparsed")
 
 
+def lease_key(target: Target) -> tuple[str, str]:
+    """Return the job a lease row stands for: (target, order). A watcher makes one call per job (sample 0; self-consistency's
+    `--samples K` is `judge run`'s), so a lease never needs the sample index that `Target.job` carries."""
+    return target.key, target.order_key
+
+
 def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: list[Target], *, extracting: bool = False) -> int:
     """Add a lease row for each pending job that has none; drop rows of jobs judged meanwhile. Return rows added."""
     done = _done_statuses(extracting)
@@ -176,7 +182,7 @@ def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: li
             WatchLease.judge_id == judge.id, WatchLease.task_id == task.id)).all())
         rows = [{"judge_id": judge.id, "task_id": task.id, "dataset_id": dataset.id, "sample_id": t.sample_id,
                  "target_key": t.key, "order_key": t.order_key, "owner": "", "expires": 0.0, "created_at": utcnow()}
-                for t in jobs if t.job not in have]
+                for t in jobs if lease_key(t) not in have]
         insert = sqlite_insert if is_sqlite(engine) else pg_insert
         for start in range(0, len(rows), 500):  # a job another watcher added meanwhile is left alone
             session.execute(insert(WatchLease).on_conflict_do_nothing(
@@ -348,7 +354,7 @@ class Watcher:
                 Sample.dataset_id == dataset.id)).all())
             targets = [t for t in targets if base_source(sources.get(t.sample_id, "")) in (SEGMENTER, current.judge)]
             targets, _ = extraction.eligible(session, targets, force=False)
-            done = {(key, "") for key in extraction.applied_keys(session, judge, targets)}
+            done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}
             pending = [t for t in targets if t.job not in done]
             return pending, {t.sample_id for t in pending}
         if current.task.kind == "pairwise":
@@ -366,7 +372,7 @@ class Watcher:
         enqueue(self.engine, judge, current.task, dataset, jobs, extracting=current.extracting)
         options = self._pass_options()
         size = self.spec.batch or max(options.concurrency, 1)
-        pass_ = _Pass(self, current, {t.job: t for t in jobs}, size)
+        pass_ = _Pass(self, current, {lease_key(t): t for t in jobs}, size)
         first = pass_.claim_next()
         if not first:
             return None
@@ -460,7 +466,7 @@ class _Pass:
             if unknown:  # another watcher saw samples this one has not: look again
                 with Session(w.engine, expire_on_commit=False) as session:
                     jobs, _ = w._pending(session, self.current, set())
-                self.known.update({t.job: t for t in jobs})
+                self.known.update({lease_key(t): t for t in jobs})
                 gone = [row[0] for row in unknown if (row[1], row[2]) not in self.known]
                 if gone:
                     with lease_session(w.engine) as session:
@@ -469,7 +475,7 @@ class _Pass:
             for lease_id, key, order_key in rows:
                 target = self.known.get((key, order_key))
                 if target is not None:
-                    self.held[target.job] = lease_id
+                    self.held[lease_key(target)] = lease_id
                     out.append(target)
             self.claimed += len(out)
             if out and self.run_id is not None:  # the run's n_total: the jobs its pass claimed so far
@@ -480,7 +486,7 @@ class _Pass:
 
     def release(self, session: Session, outcomes: list[Outcome]) -> None:
         """The writer's hook: delete the leases of the jobs it stores (in its transaction)."""
-        ids = [self.held.pop(o.target.job) for o in outcomes if o.target.job in self.held]
+        ids = [self.held.pop(lease_key(o.target)) for o in outcomes if lease_key(o.target) in self.held]
         release_held(session, ids)
 
     # ---- offline

@@ -37,6 +37,7 @@ from calibrate.calibration import (
     calibrated_task_names,
     check_parameters,
     compare_judges,
+    estimate_block,
     expert_count,
     human_agreement,
     metadata_fields,
@@ -85,6 +86,7 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason, join
+from calibrate.reports.estimate_summary import section_estimate
 from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_names
 from calibrate.tasks import offered_on, offered_task_names
@@ -124,6 +126,9 @@ class JudgeRow:
     test: object | None = None  # the latest TestEvaluation
     position: dict | None = None  # pairwise tasks: position bias over the judge's two orders (calibration/pairwise.py)
     n_disagree: int | None = None  # categorical tasks: common targets where the verdict differs from the gold (confusion)
+    # The system's mean from its verdicts and the labels on the split (the report's `estimate` block, worded by
+    # reports.estimate_summary): shown beside κ, the naive judge number struck through with why.
+    estimate: dict | None = None
 
     @property
     def own_differs(self) -> bool:
@@ -339,6 +344,8 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
         row.alt_test = too_few or alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name),
                                                  frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)
         row.position = frames.position.get(judge.name)
+        row.estimate = section_estimate(estimate_block(session, dataset.name, task_row, judge.name, split=split,
+                                                       confidence=opts.confidence, order_rule=opts.order_rule))
         row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
         if row.value is None:
             est = section.get("cohen_kappa") or section.get("spearman_rho") or {}

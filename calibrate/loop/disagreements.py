@@ -235,7 +235,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
     labels = [HumanLabel(username, label.value, label.rationale, label.adjudicated, label.evidence) for label, username in rows]
     gold, rationale = human_gold(session, task_row, target)
     verdict = session.exec(select(Verdict).where(Verdict.judge_id == judge.id, Verdict.task_id == task_row.id,
-                                                 Verdict.target_key == target)).first()
+                                                 Verdict.target_key == target, Verdict.sample_index == 0)).first()
     prompt = None
     refusal = ""
     if judge.prompt_version_id is not None:
@@ -256,7 +256,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
     if task_row.kind == "pairwise":
         detail.responses = sample_responses(session, sample.id)
         detail.verdicts = list(session.exec(select(Verdict).where(
-            Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Verdict.target_key == target)
+            Verdict.judge_id == judge.id, Verdict.task_id == task_row.id, Verdict.target_key == target, Verdict.sample_index == 0)
             .order_by(Verdict.order_key)).all())
         detail.order_rule = (options or Options()).order_rule
         frame = pd.DataFrame([{"target_key": v.target_key, "sample_id": v.sample_id, "value": v.value, "status": v.status,

@@ -597,7 +597,7 @@ def _pairs(session: Session, dataset: Dataset, judge_name: str, task_name: str |
     verdicts = read_frame(session, sa_select(Verdict.target_key, Verdict.sample_id, Verdict.value)
                           .join(Sample, Sample.id == Verdict.sample_id)
                           .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
-                                 Verdict.order_key == ""),
+                                 Verdict.order_key == "", Verdict.sample_index == 0),
                           ["target_key", "sample_id", "verdict"])
     verdicts = verdicts[verdicts["sample_id"].isin(wanted) & verdicts["verdict"].notna()]
     both = gold[gold["gold"].notna()].merge(verdicts[["target_key", "verdict"]], on="target_key")

@@ -14,40 +14,36 @@ from typing import Any
 
 from calibrate import __version__, i18n
 from calibrate.i18n import gettext
+from calibrate.reports.estimate_summary import METHOD_NAMES, interval, naive_why, number
+from calibrate.reports.estimate_summary import what as estimated
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import escape, table_row
 from calibrate.reports.summary import ci_label, reason_text
 
 FORMATS = ("json", "md", "html")
 
-METHOD_NAMES = {"ppi++": "PPI++", "ppi": "PPI", "classical": "classical", "rogan-gladen": "Rogan–Gladen"}
-
-
-def _number(value: float | None) -> str:
-    return "—" if value is None else i18n.current().number(value, 3)
-
-
-def _interval(ci: list | None) -> str:
-    return "—" if not ci else f"[{_number(ci[0])}, {_number(ci[1])}]"
+_number, _interval = number, interval
 
 
 def view(result: dict) -> dict[str, Any]:
     """Return what Markdown and HTML show, in the current locale: headline, rows, counts, windows."""
     method = METHOD_NAMES.get(result["method"], result["method"])
-    what = (gettext("share of %(label)s", label=result["positive"]) if result.get("positive") is not None
-            else gettext("mean score"))
+    answers = result.get("unit") == "answer"
+    what = estimated(result)
     rows = [
         {"name": method, "estimate": _number(result.get("estimate")), "ci": _interval(result.get("ci")), "struck": False, "why": ""},
         {"name": gettext("Expert labels alone"), "estimate": _number(result["classical"]["estimate"]),
          "ci": _interval(result["classical"]["ci"]), "struck": False, "why": ""},
         {"name": gettext("Judge's verdicts alone"), "estimate": _number(result["naive_judge"]["estimate"]),
          "ci": _interval(result["naive_judge"]["ci"]), "struck": True,
-         "why": gettext("biased by the judge's errors, however many verdicts")},
+         "why": naive_why()},
     ]
     facts = [
-        (gettext("Labelled targets"), str(result["n_labelled"])),
-        (gettext("Unlabelled targets"), str(result["n_unlabelled"])),
+        (gettext("Labelled answers") if answers else gettext("Labelled targets"), str(result["n_labelled"])),
+        (gettext("Unlabelled answers") if answers else gettext("Unlabelled targets"), str(result["n_unlabelled"])),
         (gettext("Few-shot examples left out"), str(result["n_fewshot_excluded"])),
+        *([(gettext("Answers not judged on every claim"), str(result["n_incomplete_answers"]))]
+          if "n_incomplete_answers" in result else []),
         (gettext("Weighted by 1/π"), gettext("yes") if result.get("weighted") else gettext("no")),
     ]
     golden = result.get("golden")

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from calibrate import PROJECT_ROOT, __version__, i18n
 from calibrate.reports import charts, rag_summary, summary
+from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 from calibrate.targets import target_name
 
 
@@ -121,6 +122,9 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "grouped_info": section.get("grouped") or {},
         "pooled": {key: summary.pooled(section, key) for key in ("cohen_kappa", "spearman_rho", "kendall_tau", "pearson_r")},
         "per_group": summary.per_group(section),
+        "estimate": section_estimate(section.get("estimate")),
+        "rater_rows": rater_rows(section),
+        "consistency": consistency_text(section),
         "alt_test": summary.alt_test_context(section["alt_test"], summary.ceiling(section)) if isinstance(section.get("alt_test"), dict) else None,
         "counts": summary.counts(section),
         "excluded_total": summary.excluded_total(section),

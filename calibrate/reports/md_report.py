@@ -13,6 +13,7 @@ from typing import Any
 from calibrate import __version__
 from calibrate.i18n import gettext
 from calibrate.reports import rag_summary, summary
+from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 
 ICONS = {"passed": "✅", "not passed": "❌", "undefined": "⚠️", "not judged": "➖"}
 
@@ -185,6 +186,11 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
     lines += [gettext("Human–human agreement over %(n)s %(targets)s labelled by two or more of %(annotators)s annotators: %(values)s",
                       n=human.get("n", 0), targets=summary.noun(target, human.get("n", 0)), annotators=len(annotators),
                       values="; ".join(parts) or gettext("none")) + f"{note}.", ""]
+    raters = rater_rows(section)
+    if raters:
+        lines += ["; ".join(f"{escape(r['who'])}: {escape(r['name'])} {r['value']} ({escape(r['note'])})" for r in raters) + ".", ""]
+    if consistency_text(section):
+        lines += [escape(consistency_text(section)) + ".", ""]
     counts = [(label, count) for key, label, count, _ in summary.counts(section)
               if key not in ("n", "n_samples", "n_ties", "n_abstained")]
     if "n_abstained" in section and "alignment" in section:  # scored, not excluded: said on its own
@@ -201,7 +207,18 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [f"{gettext('Labels needed:')} {escape(needed)}.", ""]
     if isinstance(section.get("alt_test"), dict):
         lines += alt_test_lines(section["alt_test"], summary.ceiling(section))
+    lines += estimate_lines(section_estimate(section.get("estimate")))
     return lines
+
+
+def estimate_lines(body: dict | None) -> list[str]:
+    """Return a section's `estimate` block as Markdown: the estimate, and the naive judge number struck through with why."""
+    if body is None:
+        return []
+    if not body["ok"]:
+        return [f"{escape(body['title'])} ({body['method']}): {gettext('no estimate')}: {escape(body['note'])}.", ""]
+    return [f"{escape(body['title'])} ({body['method']}): **{body['estimate']}** {body['ci_label']} {body['ci']}, "
+            f"{escape(body['counts'])}. {gettext('The judge alone')}: ~~{body['naive']}~~ ({escape(body['why'])}).", ""]
 
 
 def alt_test_lines(block: dict, top: summary.Ceiling | None = None) -> list[str]:

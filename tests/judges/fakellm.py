@@ -85,8 +85,12 @@ class FakeLLM:
                  hang: float = 1.0, seed: int = 0, port: int = 0, questions: bool = False,
                  noncommittal: str = "I don't know", embeddings_script: list[str] | None = None,
                  claims: bool = False, claims_replies: dict[str, str] | None = None,
-                 echo_key: bool = False) -> None:
+                 echo_key: bool = False, vary: bool = False) -> None:
         self.latency = latency
+        # Self-consistency tests: with `vary`, half the items (by their text's digest) get the next label on each
+        # call of the same text (a counter per text); the other half always the same one.
+        self.vary = vary
+        self.seen: Counter[str] = Counter()
         self.faults = dict(faults or {})
         self.script = list(script or [])
         self.embeddings_script = list(embeddings_script or [])
@@ -172,7 +176,17 @@ class FakeLLM:
 
     def verdict_for(self, item_text: str) -> Any:
         digest = int(hashlib.sha256(item_text.encode("utf-8")).hexdigest(), 16)
+        if self.vary and self.varies(item_text):
+            with self.lock:
+                nth = self.seen[item_text]
+                self.seen[item_text] += 1
+            return self.labels[(digest + nth) % len(self.labels)]
         return self.labels[digest % len(self.labels)]
+
+    @staticmethod
+    def varies(item_text: str) -> bool:
+        """Return whether `vary` changes this item's answers from call to call (half of the items)."""
+        return int(hashlib.sha256(item_text.encode("utf-8")).hexdigest(), 16) // 7 % 2 == 1
 
     def answer_text(self, body: dict, user: Any) -> str | None:
         """Return the question-generation (or claim-extraction) answer when on and asked for, else None."""

@@ -280,3 +280,22 @@ def test_calibration_index_links_every_dataset(demo, client, login, soup):
     assert [a["href"] for a in listing.select("#calibration-datasets a")] == [f"/datasets/{demo}/calibration",
                                                                               "/datasets/demo-prenatal-ab/calibration",
                                                                               "/datasets/demo-prenatal-live/calibration"]
+
+
+def test_the_dashboard_shows_the_estimate_beside_kappa_with_the_naive_number_struck(app, demo, client, login, soup, session):
+    from calibrate.calibration import estimate_block
+    from calibrate.models import Task
+
+    app.config["BOOTSTRAP"] = 200
+    login("eng", "engineer")
+    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
+    block = estimate_block(session, demo, task, "demo-claims@2", split="dev")
+    assert block is not None and block["unit"] == "answer" and block["n_unlabelled"] > 0
+    cell = soup(client.get(f"/datasets/{demo}/calibration")).select_one('tr[data-judge="demo-claims@2"] td.value small.estimate')
+    assert cell.select_one("s.naive").get_text() == f"{block['naive_judge']['estimate']:.3f}"
+    assert "biased by the judge's errors" in cell.get_text() and "share of faithful answers" in cell.get_text()
+    if block["status"] == "ok":
+        assert cell.select_one(".estimate-value").get_text() == f"{block['estimate']:.3f}"
+    spanish = soup(client.get(f"/datasets/{demo}/calibration", headers={"Accept-Language": "es"}))
+    text = spanish.select_one('tr[data-judge="demo-claims@2"] td.value small.estimate').get_text()
+    assert "el juez solo" in text and "sesgado por los errores del juez" in text

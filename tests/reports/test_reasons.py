@@ -23,7 +23,8 @@ from calibrate.reports import render
 # ded7971 by building the reports below (path → note; empty notes included): the JSON must not change a word.
 # Changed since on purpose, by issue 22 only: the labels-needed and budget notes that asked for more targets than
 # the dataset has now say so (calibration/budget.py), and the preference task's one annotator pair (6 shared
-# targets) is counted in `n_pairs_sparse` instead of listed (`--min-shared`, default 10).
+# targets) is counted in `n_pairs_sparse` instead of listed (`--min-shared`, default 10). Added by issue 24 (no note
+# changed): the notes of the new blocks, `human.krippendorff_alpha_experts` / `_with_judge` and `estimate`.
 PINNED = Path(__file__).parent.parent / "data" / "demo_report_notes.json"
 
 

@@ -1,7 +1,7 @@
 """Watch leases: the jobs of a watched dataset and which watcher holds each (judges/watch.py).
 
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-02
 
 `calibrate watch` adds a row per pending job (judge, task, target, order), claims rows in small
@@ -14,7 +14,7 @@ import sqlmodel
 
 
 revision = '0014'
-down_revision = '0012'
+down_revision = '0013'
 branch_labels = None
 depends_on = None
 
