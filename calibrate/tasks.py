@@ -245,15 +245,15 @@ def add_task(
     """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
     `parse_descriptions`, the description in other languages)."""
     if not NAME_RE.match(name or ""):
-        raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
+        raise TaskError(Reason("task_name_invalid", name=name))
     if target not in TARGETS:
-        raise TaskError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+        raise TaskError(Reason("target_unknown", targets=', '.join(TARGETS), target=target))
     if kind == EXTRACTION:
-        raise TaskError("kind extraction is claim_extraction's only (built in): a custom task cannot have it")
+        raise TaskError(Reason("extraction_builtin_only"))
     if kind not in KINDS:
-        raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+        raise TaskError(Reason("kind_unknown", kinds=', '.join(KINDS), kind_=kind))
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
-        raise TaskError(f"task {name!r} already exists")
+        raise TaskError(Reason("task_exists", name=name))
     check_description(description)
     check_labels(labels or [], "--labels")
     if kind in LABEL_KINDS:
@@ -261,17 +261,17 @@ def add_task(
         if kind == "pairwise":
             clean = _pairwise_labels(clean, target)
         if len(clean) < 2:
-            raise TaskError("a categorical task needs --labels with at least two labels, e.g. --labels A,B,tie")
+            raise TaskError(Reason("categorical_needs_labels"))
         if len(set(clean)) != len(clean):
-            raise TaskError(f"--labels has duplicates: {', '.join(clean)}")
+            raise TaskError(Reason("labels_duplicates", clean=', '.join(clean)))
         if scale:
-            raise TaskError(f"--scale is for ordinal and continuous tasks, not {kind} ones")
+            raise TaskError(Reason("scale_wrong_kind", kind_=kind))
         labels = clean
     else:
         if labels:
-            raise TaskError("--labels is for categorical and pairwise tasks; use --scale for ordinal and continuous ones")
+            raise TaskError(Reason("labels_wrong_kind"))
         if kind == "ordinal" and scale is None:
-            raise TaskError("an ordinal task needs --scale, e.g. --scale 1-5")
+            raise TaskError(Reason("ordinal_needs_scale"))
     task = Task(
         name=name,
         target=target,
@@ -309,14 +309,13 @@ def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
     """Check the labels of a pairwise task: two or more response ids, then `tie` if declared (spelled "tie")."""
     if target != "sample":
-        raise TaskError(f"a pairwise task compares a sample's responses: --target sample, not {target}")
+        raise TaskError(Reason("pairwise_target", target=target))
     ids = [label for label in labels if label.casefold() != TIE]
     if len(ids) < 2:
-        raise TaskError("a pairwise task needs --labels with the response ids (two or more) and optionally tie, "
-                        "e.g. --labels A,B,tie or --labels 1,2")
+        raise TaskError(Reason("pairwise_needs_labels"))
     for label in ids:
         if len(label) > MAX_RESPONSE_ID_CHARS:
-            raise TaskError(f"--labels: response id {_short(label)!r} is longer than {MAX_RESPONSE_ID_CHARS} characters")
+            raise TaskError(Reason("response_id_too_long", label=_short(label), max_response_id_chars=MAX_RESPONSE_ID_CHARS))
     return ids + ([TIE] if len(ids) < len(labels) else [])
 
 
@@ -334,14 +333,14 @@ def pairwise_value(task: Task, value: object, response_ids: list[str] | tuple[st
     canonical = canonical_value(task, value)
     ids = list(response_ids or [])
     if not ids:
-        raise TaskError(f"task {task.name} compares responses, and this sample has none (give it responses)")
+        raise TaskError(Reason("pairwise_no_responses", task=task.name))
     if canonical == TIE or canonical in ids:
         return canonical
     folded = [i for i in ids if i.casefold() == canonical.casefold()]
     if len(folded) == 1:
         return folded[0]
     choices = ", ".join(ids) + (f"; or {TIE}" if TIE in (task.labels or []) else "")
-    raise TaskError(f"value {_short(canonical)!r} is not a response of this sample (responses: {choices})")
+    raise TaskError(Reason("value_not_a_response", canonical=_short(canonical), choices=choices))
 
 
 @dataclass
@@ -452,9 +451,9 @@ def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str
         head, sep, name = item.partition("=")
         locale, colon, label = head.partition(":")
         if not sep or not colon or not label.strip():
-            raise TaskError(f"--display {item[:80]!r} must look like LOCALE:LABEL=NAME, e.g. es:supported=Respaldada")
+            raise TaskError(Reason("display_shape", item=item[:80]))
         if i18n.supported(locale) != locale.strip().casefold():
-            raise TaskError(f"--display {item[:80]!r}: locale must be one of {', '.join(i18n.LOCALES)}")
+            raise TaskError(Reason("display_locale", item=item[:80], listed=', '.join(i18n.LOCALES)))
         out.setdefault(locale.strip().casefold(), {})[label.strip()] = name.strip()
     return out
 
@@ -474,10 +473,10 @@ def parse_descriptions(items: list[str] | tuple[str, ...]) -> tuple[str | None, 
         text = rest.strip() if locale else item
         if locale in (None, i18n.DEFAULT_LOCALE):
             if default is not None:
-                raise TaskError(f"--description gives the {i18n.DEFAULT_LOCALE} text twice: {item[:80]!r}")
+                raise TaskError(Reason("description_twice", locale=i18n.DEFAULT_LOCALE, item=item[:80]))
             default = text
         elif locale in texts:
-            raise TaskError(f"--description gives the {locale} text twice: {item[:80]!r}")
+            raise TaskError(Reason("description_twice", locale=locale, item=item[:80]))
         else:
             texts[locale] = text
     return default, texts
@@ -594,7 +593,7 @@ def remove_task(session: Session, name: str) -> Task:
         if n:
             uses.append(f"{n} {what}")
     if uses:
-        raise TaskError(f"task {task.name} has {' and '.join(uses)}: only a task nothing uses can be removed")
+        raise TaskError(Reason("task_in_use", task=task.name, uses=' and '.join(uses)))
     for guideline in session.exec(select(Guideline).where(Guideline.task_id == task.id)).all():
         session.delete(guideline)
     session.delete(task)
@@ -616,14 +615,14 @@ def canonical_value(task: Task, value: object) -> str:
     if task.kind == EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
-        raise TaskError(f"value must be {'a label' if task.kind in LABEL_KINDS else 'a number'}, got {value!r}")
+        raise TaskError(Reason("value_needs_label" if task.kind in LABEL_KINDS else "value_needs_number", value=value))
     if task.kind in LABEL_KINDS:
         if isinstance(value, (int, float)):
             text = format_number(value) if math.isfinite(value) else str(value)
         elif isinstance(value, str):
             text = value.strip()
         else:
-            raise TaskError(f"value must be one of {', '.join(task.labels or [])}, got {type(value).__name__}")
+            raise TaskError(Reason("value_type_not_label", listed=', '.join(task.labels or []), name=type(value).__name__))
         labels = task.labels or []
         if text in labels:
             return text
@@ -653,19 +652,19 @@ def canonical_claims(value: object) -> str:
         try:
             value = json.loads(value)
         except ValueError:
-            raise TaskError("an extraction's value must be a JSON list of claims") from None
+            raise TaskError(Reason("extraction_not_json")) from None
     if not isinstance(value, list):
-        raise TaskError(f"an extraction's value must be a list of claims, got {type(value).__name__}")
+        raise TaskError(Reason("extraction_not_list", name=type(value).__name__))
     if not value:
-        raise TaskError("empty: the extraction has no claims")
+        raise TaskError(Reason("extraction_empty"))
     if len(value) > MAX_CLAIMS:
-        raise TaskError(f"{len(value)} claims: at most {MAX_CLAIMS} in one answer")
+        raise TaskError(Reason("extraction_too_many", count=len(value), max_claims=MAX_CLAIMS))
     claims = []
     for index, claim in enumerate(value):
         if not isinstance(claim, str) or not claim.strip():
-            raise TaskError(f"claim {index} must be a non-empty string, got {_short(json.dumps(claim, ensure_ascii=False))!r}")
+            raise TaskError(Reason("extraction_claim_empty", index=index, value=_short(json.dumps(claim, ensure_ascii=False))))
         if len(claim) > MAX_CLAIM_CHARS:
-            raise TaskError(f"claim {index} has {len(claim):,} characters: at most {MAX_CLAIM_CHARS:,}")
+            raise TaskError(Reason("extraction_claim_too_long", index=index, count=len(claim), max_claim_chars=MAX_CLAIM_CHARS))
         claims.append(claim.strip())
     return json.dumps(claims, ensure_ascii=False)
 

@@ -35,6 +35,7 @@ from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.i18n import N_, _, current
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
+from calibrate.reasons import Reason
 from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, task_title
 from calibrate.text.sentences import segment
@@ -116,7 +117,7 @@ def chosen_response(order: list[str], posted: str | None) -> str | None:
         return TIE
     if text.isascii() and text.isdigit() and 1 <= int(text) <= len(order):
         return order[int(text) - 1]
-    raise AnnotationError(f"value must be a response's position (1–{len(order)}) or tie, got {text[:20]!r}")
+    raise AnnotationError(Reason("position_unknown", count=len(order), text=text[:20]))
 
 
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
@@ -401,7 +402,7 @@ def get_assignment(session: Session, user: User, assignment_id: int):
     """Return the user's own assignment (a row), or raise NotFound (also for someone else's)."""
     row = _ASSIGNMENT_SQL.first(session, {"id": assignment_id, "user_id": user.id})
     if row is None:
-        raise NotFound(f"no assignment {assignment_id}")
+        raise NotFound(Reason("no_such_assignment", assignment_id=assignment_id))
     return row
 
 
@@ -472,7 +473,7 @@ class ItemData:
         for task in self.tasks:
             if task.name == ref or (str(ref).isascii() and str(ref).isdigit() and task.id == int(ref)):
                 return task
-        raise NotFound(f"no task {ref!r}")
+        raise NotFound(Reason("no_such_task", ref=ref))
 
 
 def load_item(session: Session, user: User, assignment_id: int, *, page: bool = True) -> ItemData:

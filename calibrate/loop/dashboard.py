@@ -67,6 +67,7 @@ from calibrate.loop.testsplit import (
     TEST_SPLIT,
     dataset_splits,
     frozen_test_message,
+    frozen_test_reason,
     test_looks,
 )
 from calibrate.models import (
@@ -87,6 +88,7 @@ from calibrate.models import (
     parse_target_key,
     utcnow,
 )
+from calibrate.reasons import Reason
 from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_name, target_names
 
@@ -336,7 +338,7 @@ def alt_test_on_split(session: Session, dataset_name: str, judge_name: str, *, t
     dataset = lookup.dataset(session, dataset_name)
     frozen = frozen_test_message(dataset.name, split, dataset_splits(session, dataset))
     if frozen:
-        raise CalibrationError(frozen)
+        raise CalibrationError(frozen_test_reason(dataset.name, split, dataset_splits(session, dataset)))
     return run_alt_test(session, dataset.name, task, judge_name, split=split, **parameters)
 
 
@@ -402,7 +404,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         return DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
                                 message=frozen)
     if agreement not in (None, "", "unanimous", "split"):
-        raise CalibrationError(f"agreement must be unanimous or split, not {agreement!r}")
+        raise CalibrationError(Reason("agreement_unknown", agreement=agreement))
     report = build_report(session, dataset_name, judge_name, options=Options(bootstrap=100, split=split, order_rule=order_rule),
                           tasks=[task])
     section = report.data["tasks"].get(task)
@@ -429,7 +431,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     if meta:
         key, sep, value = meta.partition("=")
         if not sep or not key.strip():
-            raise CalibrationError(f"metadata filter must be FIELD=VALUE, not {meta!r}")
+            raise CalibrationError(Reason("metadata_filter_shape", meta=meta))
         dataset = lookup.dataset(session, dataset_name)
         rows = session.exec(select(Sample.external_id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
         keep = {ext for ext, m in rows if isinstance(m, dict) and str(m.get(key.strip())) == value.strip()}
@@ -509,9 +511,9 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
     task_row = calibrated_task(session, task)
     parsed = parse_target_key(target)
     if parsed is None and target.partition(":")[0] == task_row.target and target.partition(":")[2].isdigit():
-        raise NotFound(f"no target {target} in dataset {dataset.name}")  # an id larger than any row can have
+        raise NotFound(Reason("no_such_target", target=target, dataset=dataset.name))  # an id larger than any row can have
     if parsed is None or parsed[0] != task_row.target:
-        raise CalibrationError(f"{target!r} is not a {task_row.target} target of task {task_row.name}")
+        raise CalibrationError(Reason("target_wrong_kind", target=target, target2=task_row.target, task_row=task_row.name))
     kind, target_id = parsed
     position, text, sample = None, "", None
     if kind == "claim":
@@ -526,7 +528,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         sample = session.get(Sample, target_id)
         text = sample.answer if sample else ""
     if sample is None or sample.dataset_id != dataset.id:
-        raise CalibrationError(f"no target {target} in dataset {dataset.name}")
+        raise CalibrationError(Reason("no_such_target", target=target, dataset=dataset.name))
     rows = session.exec(
         select(Label, User.username).join(User, User.id == Label.annotator_id)
         .where(Label.task_id == task_row.id, Label.target_key == target, Label.stale.is_(False)).order_by(Label.adjudicated, User.username)
@@ -581,7 +583,7 @@ def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: st
 
     detail = disagreement_detail(session, dataset_name, judge_name, target, task=task)
     if detail.prompt is None:
-        raise CalibrationError(detail.fewshot_refusal)
+        raise CalibrationError(Reason("fewshot_imported_judge"))
     prompt = session.exec(select(Prompt).where(Prompt.name == detail.prompt)).one()
     specs = []
     for row in stored_examples(session, latest_version(session, prompt)):
@@ -622,7 +624,7 @@ def triage(session: Session, dataset_name: str, judge_name: str, target: str, ki
     """
 
     if kind not in TRIAGE_KINDS:
-        raise CalibrationError(f"triage must be one of {', '.join(TRIAGE_KINDS)}, not {kind!r}")
+        raise CalibrationError(Reason("triage_unknown", triage_kinds=', '.join(TRIAGE_KINDS), kind_=kind))
     detail = disagreement_detail(session, dataset_name, judge_name, target, task=task)
     row = session.exec(select(Triage).where(Triage.judge_id == detail.judge.id, Triage.task_id == detail.task.id,
                                             Triage.target_key == target)).first()

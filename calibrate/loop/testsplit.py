@@ -38,16 +38,21 @@ def dataset_splits(session: Session, dataset: Dataset) -> list[str]:
 TEST_SPLIT = "test"
 
 
-def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
-    """Return why a view may not show scores on `split` (empty when it may)."""
+def frozen_test_reason(dataset: str, split: str | None, splits: list[str]) -> Reason | None:
+    """Return why a view may not show scores on `split` (None when it may)."""
     if TEST_SPLIT not in splits:
-        return ""
+        return None
     if split == TEST_SPLIT:
-        return (f"the test split of {dataset} is frozen: its scores are computed only on demand, one judge at a time, "
-                f"with \u201cEvaluate on test\u201d (each look is recorded)")
+        return Reason("test_split_frozen", dataset=dataset)
     if split is None:
-        return f"all samples of {dataset} include the frozen test split: choose train or dev"
-    return ""
+        return Reason("all_samples_include_test", dataset=dataset)
+    return None
+
+
+def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
+    """Return why a view may not show scores on `split`, in English (empty when it may)."""
+    reason = frozen_test_reason(dataset, split, splits)
+    return reason.text() if reason is not None else ""
 
 
 def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",

@@ -45,7 +45,7 @@ from calibrate.annotation.queue import (
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.i18n import _
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
-from calibrate.views.errors import refuse_back_to
+from calibrate.views.errors import refusal_text, refuse_back_to
 from calibrate.views.fields import BadField, int_field
 from calibrate.views.session import close_session, get_session, write
 
@@ -207,7 +207,7 @@ def label(assignment_id: int):
         saved = post_label(get_session(), g.user, assignment_id, post, write=write, release=close_session,
                            required=_required())
     except EvidenceError as exc:
-        raise BadField(exc.field, str(exc)) from None
+        raise BadField(exc.field, refusal_text(exc)) from None
     except TargetRetired:  # a claim split or merged since the page was shown, or one that won the race
         return _target_changed(assignment_id)
     return _cell_response(saved.item, saved.task_id, saved.key)
