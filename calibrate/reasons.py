@@ -500,6 +500,14 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "extraction_not_json": N_("an extraction's value must be a JSON list of claims"),
     "value_needs_label": N_("value must be a label, got {value!r}"),
     "value_needs_number": N_("value must be a number, got {value!r}"),
+    "level_shape": N_("--level {item!r} must look like [LOCALE:]LEVEL=TEXT, e.g. 5=correct and complete or "
+                      "es:5=correcta y completa"),
+    "level_twice": N_("--level gives the {locale} text of level {level} twice"),
+    "levels_builtin": N_("task {task} is built in: its levels are described by its guideline, in every language"),
+    "levels_wrong_kind": N_("--level is for categorical and ordinal tasks; {task} is {kind_}"),
+    "level_not_a_label": N_("--level: task {task} has no label {level!r} (labels: {labels})"),
+    "level_not_a_score": N_("--level: {level!r} is not a whole score of task {task} ({low}–{high})"),
+    "level_text_shape": N_("--level: the text of level {level} must be one line of at most {limit} characters"),
     # refusals: sampling and assigning work (ingest/sampling.py: the team page's Assign form, `calibrate sample`)
     "split_spec_empty": N_("the split spec is empty: give e.g. train=0.2,dev=0.4,test=0.4"),
     "split_spec_none": N_("{where}: no splits given; give e.g. train=0.2,dev=0.4,test=0.4"),

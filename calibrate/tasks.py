@@ -82,6 +82,8 @@ MAX_DISPLAY_CHARS = 100  # characters of one display name, at most
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LABEL_CHARS = 100
 MAX_LABELS = 50
+MAX_LEVEL_CHARS = 300  # one level's text (a rubric line beside a button), at most
+LEVELS = "levels"  # the key of task.descriptions that holds the level texts: {locale: {level: text}}, never a locale
 # A number value of a task without a scale: at most this magnitude, so that the statistics'
 # squares and sums over millions of values stay far from double precision's overflow (1.8e308).
 MAX_MAGNITUDE = 1e12
@@ -241,9 +243,11 @@ def add_task(
     description: str = "",
     guidelines: str = "",
     descriptions: dict[str, str] | None = None,
+    levels: dict[str, dict[str, str]] | None = None,
 ) -> Task:
     """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
-    `parse_descriptions`, the description in other languages)."""
+    `parse_descriptions`, the description in other languages; `levels`: {locale: {level: text}}, from
+    `parse_levels`, what each label or score means, per language)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(Reason("task_name_invalid", name=name))
     if target not in TARGETS:
@@ -283,6 +287,8 @@ def add_task(
     )
     if descriptions:
         _set_descriptions(task, descriptions)
+    if levels:
+        _set_levels(task, levels)
     session.add(task)
     session.flush()
     if guidelines:
@@ -386,11 +392,12 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
               scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
-              descriptions: dict[str, str] | None = None) -> TaskChange:
+              descriptions: dict[str, str] | None = None, levels: dict[str, dict[str, str]] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
     removes one: the label is shown by its default name again), or set its description in other languages
-    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one).
+    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one), or what its labels or
+    scores mean per language (`levels`: {locale: {level: text}}, from `parse_levels`; an empty text removes one).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -434,6 +441,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         changes += _set_descriptions(task, descriptions)
     if display:
         changes += _set_display(task, display)
+    if levels:
+        changes += _set_levels(task, levels)
     if changes:
         task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
     session.add(task)
@@ -480,6 +489,86 @@ def parse_descriptions(items: list[str] | tuple[str, ...]) -> tuple[str | None, 
         else:
             texts[locale] = text
     return default, texts
+
+
+def parse_levels(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Return `--level` values (`[LOCALE:]LEVEL=TEXT`, e.g. `5=correct and complete`, `es:5=correcta y completa`) as
+    {locale: {level: text}}; without a LOCALE (one of i18n.LOCALES) the text is the default language's.
+
+    Raises TaskError naming the value that has no `=` or no level, or gives a level's text twice in one language.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        head, sep, text = item.partition("=")
+        locale, colon, level = head.partition(":")
+        if colon and locale.strip().casefold() in i18n.LOCALES:
+            locale = locale.strip().casefold()
+        else:
+            locale, level = i18n.DEFAULT_LOCALE, head
+        if not sep or not level.strip():
+            raise TaskError(Reason("level_shape", item=item[:80]))
+        here = out.setdefault(locale, {})
+        if level.strip() in here:
+            raise TaskError(Reason("level_twice", locale=locale, level=level.strip()[:80]))
+        here[level.strip()] = text.strip()
+    return out
+
+
+def _level_key(task: Task, level: str) -> str:
+    """Return a level as the workbench's button names it (a label, or a score in canonical form), or raise TaskError."""
+    if task.builtin:
+        raise TaskError(Reason("levels_builtin", task=task.name))
+    if task.kind == "categorical":
+        if level not in (task.labels or []):
+            raise TaskError(Reason("level_not_a_label", task=task.name, level=level, labels=", ".join(task.labels or [])))
+        return level
+    if task.kind != "ordinal":
+        raise TaskError(Reason("levels_wrong_kind", task=task.name, kind_=task.kind))
+    try:
+        number = float(level)
+    except ValueError:
+        number = math.nan
+    low, high = task.scale_min, task.scale_max
+    if not number.is_integer() or low is None or high is None or not low <= number <= high:
+        raise TaskError(Reason("level_not_a_score", task=task.name, level=level, low=format_number(low or 0),
+                               high=format_number(high or 0)))
+    return format_number(number)
+
+
+def _set_levels(task: Task, levels: dict[str, dict[str, str]]) -> list[str]:
+    """Merge level texts into the task (checked against its labels or scale; an empty text removes one); return what
+    changed, in words."""
+    descriptions = dict(task.descriptions or {})
+    merged = {locale: dict(texts) for locale, texts in (descriptions.get(LEVELS) or {}).items()}
+    changes = []
+    for locale, texts in levels.items():
+        for level, text in texts.items():
+            key = _level_key(task, level)
+            if len(text) > MAX_LEVEL_CHARS or any(ch < " " for ch in text):
+                raise TaskError(Reason("level_text_shape", level=key, limit=MAX_LEVEL_CHARS))
+            here = merged.setdefault(locale, {})
+            if text and here.get(key) != text:
+                here[key] = text
+                changes.append(f"{locale}: level {key} text changed")
+            elif not text and key in here:
+                del here[key]
+                changes.append(f"{locale}: level {key} text removed")
+    merged = {locale: texts for locale, texts in merged.items() if texts}
+    if merged:
+        descriptions[LEVELS] = merged
+    else:
+        descriptions.pop(LEVELS, None)
+    task.descriptions = descriptions or None
+    return changes
+
+
+def level_text(task, level: object, locale: str | None = None) -> str:
+    """Return what a level (a label, or a score of an ordinal task) of a custom task means in `locale` (default: the
+    current one): the text given in that language (`task edit --level es:5=…`), else the default language's, else ""."""
+    levels = (getattr(task, "descriptions", None) or {}).get(LEVELS) or {}
+    key = str(level)
+    return ((levels.get(locale or i18n.current().locale) or {}).get(key)
+            or (levels.get(i18n.DEFAULT_LOCALE) or {}).get(key) or "")
 
 
 def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
@@ -563,7 +652,7 @@ def task_description(task, locale: str | None = None) -> str:
     """Return a task's description in `locale` (default: the current one): the one given in that language
     (`task edit --description es:…`), else a shipped description translated, else as stored."""
     given = (getattr(task, "descriptions", None) or {}).get(locale or i18n.current().locale)
-    return given or shipped_text(task.description or "", locale)
+    return (given if isinstance(given, str) else "") or shipped_text(task.description or "", locale)
 
 
 def guideline_text(task, text: str, locale: str | None = None) -> str:

@@ -37,7 +37,7 @@ from calibrate.i18n import N_, _, current
 from calibrate.models import LABEL_KINDS, TIE, Assignment, Claim, Context, Dataset, Guideline, Label, Sample, Task, User, target_key
 from calibrate.reasons import Reason
 from calibrate.targets import where
-from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, task_title
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
@@ -53,7 +53,7 @@ MAX_DIGIT_CHOICES = 9
 
 @dataclass(frozen=True)
 class Choice:
-    """One button of a widget: the stored value, its text, its keys and (ordinal) its rubric text."""
+    """One button of a widget: the stored value, its text, its keys and what the level means (a rubric line, a label's text)."""
 
     value: str
     text: str
@@ -128,14 +128,15 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
             return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
         labels = list(task.labels or [])
         return Widget("choices", tuple(
-            Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else ())
+            Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), level_text(task, label))
             for i, label in enumerate(labels)))
     low, high = task.scale_min, task.scale_max
     if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
         rubric = rubric_levels(guideline_text(task, guideline.text)) if guideline else {}
         values = [str(v) for v in range(int(low), int(high) + 1)]
-        return Widget("choices", tuple(Choice(v, v, (v,), rubric.get(v, "")) for v in values), low, high, "1")
+        return Widget("choices", tuple(Choice(v, v, (v,), level_text(task, v) or rubric.get(v, "")) for v in values), low, high,
+                      "1")
     return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
 
 
