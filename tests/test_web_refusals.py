@@ -166,3 +166,42 @@ def test_the_refusal_codes_word_the_same_english_line_as_before():
                       listing=Reason("assign_no_annotators"))) == (
         "cannot assign: unknown users x, y; existing annotators: none (add them with `calibrate users add NAME`)")
     assert "nothing_to_do_judged" in TEMPLATES
+
+
+SPANISH = {"Accept-Language": "es-ES,es;q=0.9"}
+
+
+def _soup(response):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(response.data, "html.parser")
+
+
+def test_the_team_pages_assign_refusal_is_worded_in_spanish(client, login, make_sample):
+    token = login("boss", role="admin")
+    make_sample(external_id="s1")
+    response = client.post("/admin/assign", data={"csrf_token": token, "dataset": "d", "n": "1", "annotator": ["nadie"]},
+                           headers=SPANISH, follow_redirects=True)
+    shown = " ".join(f.get_text() for f in _soup(response).select(".flash")).strip()
+    assert shown == ("no se puede asignar: usuario desconocido nadie; anotadores existentes: ninguno (añádalos con "
+                     "`calibrate users add NOMBRE`)")
+    english = client.post("/admin/assign", data={"csrf_token": token, "dataset": "d", "n": "1", "annotator": ["nadie"]},
+                          headers={"Accept-Language": "en"}, follow_redirects=True)
+    assert "cannot assign: unknown user nadie; existing annotators: none" in _soup(english).get_text()
+
+
+def test_the_prompt_editors_parameter_refusal_is_worded_in_spanish(client, login, engine, make_sample):
+    from calibrate.db import write_session
+    from calibrate.judges import save_version
+
+    make_sample(external_id="s1", claims=["Tome 0,4 mg al día."])
+    with write_session(engine) as session:
+        save_version(session, "claims", task="claim_support", model="m1")
+    login("eng", "engineer")
+    form = _soup(client.get("/prompts/claims/1/edit")).select_one("#version-form")
+    data = {t["name"]: t.get_text() for t in form.select("textarea")}
+    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
+    response = client.post("/prompts/claims/1/edit", data={**data, "params": "temperature=5"}, headers=SPANISH)
+    assert response.status_code == 400
+    assert _soup(response).select_one("#form-error").get_text().strip() == (
+        "params: temperature debe ser un número de 0 a 2; se recibió 5")
