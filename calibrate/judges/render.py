@@ -207,7 +207,7 @@ class _Checker:
         self.allowed = allowed
         self.task = task
 
-    def fail(self, field: str, node: nodes.Node, detail: str = "") -> None:
+    def fail(self, field: str, node: nodes.Node, detail: Reason | str = "") -> None:
         names = ", ".join(sorted(self.allowed))
         raise PromptError(Reason("template_unknown_field", part=self.part, lineno=node.lineno, field=field, detail=detail,
                                  names=names))
@@ -298,7 +298,7 @@ class _Checker:
     def member(self, node: nodes.Node, parent: Any, attr: str) -> Any:
         if isinstance(parent, dict):
             if attr not in parent:
-                self.fail(_dotted(node), node, f" (known: {', '.join(parent)})")
+                self.fail(_dotted(node), node, Reason("template_known_fields", known=", ".join(parent)))
             return parent[attr]
         if isinstance(parent, tuple) or parent == SCALAR:
             # Methods of lists and strings (items, upper…) go to the sandbox, which allows safe ones.

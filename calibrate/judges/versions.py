@@ -179,7 +179,7 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         # Sample ids may contain ":"; only a trailing number is a claim or context position.
         external, position, sep = spec.ref, "", ""
     if task.target != "sample" and not sep:
-        what = "claim index" if task.target == "claim" else "context rank"
+        what = Reason("claim_index") if task.target == "claim" else Reason("context_rank")
         raise PromptError(Reason("fewshot_needs_position", ref=spec.ref, task=task.name, target=task.target, what=what))
     if sep and not (position.isascii() and position.isdigit()):
         raise PromptError(Reason("fewshot_not_index", ref=spec.ref, position=position))
