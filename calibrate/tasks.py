@@ -677,12 +677,13 @@ def remove_task(session: Session, name: str) -> Task:
     if task.builtin:
         raise TaskError(Reason("builtin_not_removable", task=task.name))
     uses = []
-    for model, what in ((Label, "labels"), (Verdict, "verdicts"), (Prompt, "prompts")):
+    for model, what in ((Label, "uses_labels"), (Verdict, "uses_verdicts"), (Prompt, "uses_prompts")):
         n = session.exec(select(func.count()).select_from(model).where(model.task_id == task.id)).one()
         if n:
-            uses.append(f"{n} {what}")
-    if uses:
-        raise TaskError(Reason("task_in_use", task=task.name, uses=' and '.join(uses)))
+            uses.append(Reason(what, count=n))
+    if uses:  # "3 labels and 1 verdicts": each count worded in the reader's language, joined by "and"
+        joined = Reason(("uses_one", "uses_two", "uses_three")[len(uses) - 1], **dict(zip(("first", "second", "third"), uses, strict=False)))
+        raise TaskError(Reason("task_in_use", task=task.name, uses=joined))
     for guideline in session.exec(select(Guideline).where(Guideline.task_id == task.id)).all():
         session.delete(guideline)
     session.delete(task)
