@@ -542,8 +542,8 @@ def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tu
             path = text[len(prefix):]
             return f"metadata.{path}", lambda c, path=path: _stratum_name(_metadata_value(c.meta, path))
     fields = _metadata_fields(candidates)
-    hint = f" (did you mean metadata.{text}?)" if text in fields else ""
-    raise SamplingError(Reason("stratify_field_invalid", spec=spec, hint=Reason("stratify_did_you_mean", text=text) if hint else "",
+    hint = Reason("stratify_did_you_mean", text=text) if text in fields else ""
+    raise SamplingError(Reason("stratify_field_invalid", spec=spec, hint=hint,
                                fields=Reason("metadata_fields_of", dataset=dataset, fields=", ".join(fields)) if fields
                                else Reason("no_metadata", dataset=dataset)))
 
