@@ -5,9 +5,10 @@ does), `--repeat` times, interleaved with the baseline `python -c "import flask,
 click"` so that both see the same machine load; the table gives the median and the minimum
 wall time and the ratio of the medians to the baseline's. Measured: `calibrate --help`,
 `calibrate task list` (the target: both within 2× the baseline), every command's and
-group's `--help`, and a real `report` and `gate` on the demo database (loaded once).
+group's `--help`, a real `report` and `gate` on the demo database (loaded once), and what
+`calibrate report` imports before it computes (`report --help`, `import calibrate.calibration.report`).
 
-    .venv/bin/python bench/bench_startup.py [--repeat 7] [--tree DIR] [--only help,task-list]
+    .venv/bin/python bench/bench_startup.py [--repeat 7] [--tree DIR] [--only help,task-list,report-import]
 
 `--tree DIR`: measure another checkout (for example HEAD exported with `git archive`), put
 first on PYTHONPATH. The figures go to standard output as a Markdown table.
@@ -68,9 +69,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--tree", type=Path, default=ROOT, help="checkout to measure (default: this one)")
-    parser.add_argument("--only", help="comma-separated subset: help, task-list, commands, report")
+    parser.add_argument("--only", help="comma-separated subset: help, task-list, commands, report, report-import")
     args = parser.parse_args()
-    only = set(args.only.split(",")) if args.only else {"help", "task-list", "commands", "report"}
+    only = set(args.only.split(",")) if args.only else {"help", "task-list", "commands", "report", "report-import"}
     env = env_for(args.tree.resolve())
     python = [sys.executable, "-m", "calibrate"]
 
@@ -90,6 +91,10 @@ def main() -> None:
                           [*python, "report", "--dataset", "demo-prenatal", "--judge", "demo-claims@1", "--db", db], (0,)))
             cases.append(("`calibrate gate --dataset demo-prenatal --judge demo-claims@1`",
                           [*python, "gate", "--dataset", "demo-prenatal", "--judge", "demo-claims@1", "--db", db], (0, 1)))
+        if "report-import" in only:  # what `calibrate report` loads before it computes anything
+            cases.append(("`calibrate report --help`", [*python, "report", "--help"], (0,)))
+            cases.append(("`python -c \"import calibrate.calibration.report\"`",
+                          [sys.executable, "-c", "import calibrate.calibration.report"], (0,)))
         if "commands" in only:
             for path in command_paths(args.tree.resolve(), tmp):
                 cases.append((f"`calibrate {' '.join(path)} --help`", [*python, *path, "--help"], (0,)))

@@ -25,6 +25,7 @@ from sqlmodel import Session
 
 from calibrate.db import read_frame
 from calibrate.models import LABEL_KINDS, Label, Task
+from calibrate.reasons import Reason
 from calibrate.tasks import format_number
 
 GOLD_RULE = ("the most recent adjudicated label, else the majority of annotators (ties: no gold), "
@@ -81,8 +82,8 @@ def numeric_gold(labels: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([adj, mean[~mean["target_key"].isin(adj["target_key"])]], ignore_index=True)[GOLD_COLUMNS]
 
 
-def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str]:
-    """Return (gold value, rationale) of one target by the rule above, or (None, why not).
+def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str | Reason]:
+    """Return (gold value, rationale) of one target by the rule above, or (None, why not: a Reason).
 
     The value of a few-shot example and of a disagreement's gold. The rationale is the
     adjudicator's when adjudicated, else the most recently updated one of a label with the gold
@@ -95,11 +96,11 @@ def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str]
                                          "rationale"]).astype({"adjudicated": bool, "stale": bool})
     labels["rationale"] = labels["rationale"].fillna("")
     if labels.empty:
-        return None, "nobody labelled it"
+        return None, Reason("gold_nobody_labelled")
     found = gold_frame(labels, task.kind).iloc[0]
     if found["gold_source"] == "tie":
         winners = sorted(labels.loc[~labels["adjudicated"], "value"].value_counts().loc[lambda c: c == c.max()].index)
-        return None, f"the annotators disagree ({', '.join(winners)}) and nobody adjudicated"
+        return None, Reason("gold_disagree", values=", ".join(winners))
     if found["gold_source"] == "adjudicated":
         decision = latest_adjudications(labels).iloc[0]
         return decision["value"], decision["rationale"] or ""

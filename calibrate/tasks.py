@@ -84,6 +84,8 @@ MAX_DISPLAY_CHARS = 100  # characters of one display name, at most
 MAX_DESCRIPTION_CHARS = 2000
 MAX_LABEL_CHARS = 100
 MAX_LABELS = 50
+MAX_LEVEL_CHARS = 300  # one level's text (a rubric line beside a button), at most
+LEVELS = "levels"  # the key of task.descriptions that holds the level texts: {locale: {level: text}}, never a locale
 # A number value of a task without a scale: at most this magnitude, so that the statistics'
 # squares and sums over millions of values stay far from double precision's overflow (1.8e308).
 MAX_MAGNITUDE = 1e12
@@ -244,20 +246,22 @@ def add_task(
     guidelines: str = "",
     descriptions: dict[str, str] | None = None,
     datasets: list[str] | tuple[str, ...] | None = None,
+    levels: dict[str, dict[str, str]] | None = None,
 ) -> Task:
     """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
     `parse_descriptions`, the description in other languages; `datasets`: the datasets it is scoped to,
-    none for a global task)."""
+    none for a global task; `levels`: {locale: {level: text}}, from `parse_levels`, what each label or
+    score means, per language)."""
     if not NAME_RE.match(name or ""):
-        raise TaskError(f"task name must be lowercase letters, digits and _, starting with a letter; got {name!r}")
+        raise TaskError(Reason("task_name_invalid", name=name))
     if target not in TARGETS:
-        raise TaskError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+        raise TaskError(Reason("target_unknown", targets=', '.join(TARGETS), target=target))
     if kind == EXTRACTION:
-        raise TaskError("kind extraction is claim_extraction's only (built in): a custom task cannot have it")
+        raise TaskError(Reason("extraction_builtin_only"))
     if kind not in KINDS:
-        raise TaskError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+        raise TaskError(Reason("kind_unknown", kinds=', '.join(KINDS), kind_=kind))
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
-        raise TaskError(f"task {name!r} already exists")
+        raise TaskError(Reason("task_exists", name=name))
     scope = scope_datasets(session, datasets)
     check_description(description)
     check_labels(labels or [], "--labels")
@@ -266,17 +270,17 @@ def add_task(
         if kind == "pairwise":
             clean = _pairwise_labels(clean, target)
         if len(clean) < 2:
-            raise TaskError("a categorical task needs --labels with at least two labels, e.g. --labels A,B,tie")
+            raise TaskError(Reason("categorical_needs_labels"))
         if len(set(clean)) != len(clean):
-            raise TaskError(f"--labels has duplicates: {', '.join(clean)}")
+            raise TaskError(Reason("labels_duplicates", clean=', '.join(clean)))
         if scale:
-            raise TaskError(f"--scale is for ordinal and continuous tasks, not {kind} ones")
+            raise TaskError(Reason("scale_wrong_kind", kind_=kind))
         labels = clean
     else:
         if labels:
-            raise TaskError("--labels is for categorical and pairwise tasks; use --scale for ordinal and continuous ones")
+            raise TaskError(Reason("labels_wrong_kind"))
         if kind == "ordinal" and scale is None:
-            raise TaskError("an ordinal task needs --scale, e.g. --scale 1-5")
+            raise TaskError(Reason("ordinal_needs_scale"))
     task = Task(
         name=name,
         target=target,
@@ -288,6 +292,8 @@ def add_task(
     )
     if descriptions:
         _set_descriptions(task, descriptions)
+    if levels:
+        _set_levels(task, levels)
     session.add(task)
     session.flush()
     session.add_all(TaskDataset(task_id=task.id, dataset_id=d.id) for d in scope)
@@ -360,14 +366,13 @@ def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
     """Check the labels of a pairwise task: two or more response ids, then `tie` if declared (spelled "tie")."""
     if target != "sample":
-        raise TaskError(f"a pairwise task compares a sample's responses: --target sample, not {target}")
+        raise TaskError(Reason("pairwise_target", target=target))
     ids = [label for label in labels if label.casefold() != TIE]
     if len(ids) < 2:
-        raise TaskError("a pairwise task needs --labels with the response ids (two or more) and optionally tie, "
-                        "e.g. --labels A,B,tie or --labels 1,2")
+        raise TaskError(Reason("pairwise_needs_labels"))
     for label in ids:
         if len(label) > MAX_RESPONSE_ID_CHARS:
-            raise TaskError(f"--labels: response id {_short(label)!r} is longer than {MAX_RESPONSE_ID_CHARS} characters")
+            raise TaskError(Reason("response_id_too_long", label=_short(label), max_response_id_chars=MAX_RESPONSE_ID_CHARS))
     return ids + ([TIE] if len(ids) < len(labels) else [])
 
 
@@ -385,14 +390,14 @@ def pairwise_value(task: Task, value: object, response_ids: list[str] | tuple[st
     canonical = canonical_value(task, value)
     ids = list(response_ids or [])
     if not ids:
-        raise TaskError(f"task {task.name} compares responses, and this sample has none (give it responses)")
+        raise TaskError(Reason("pairwise_no_responses", task=task.name))
     if canonical == TIE or canonical in ids:
         return canonical
     folded = [i for i in ids if i.casefold() == canonical.casefold()]
     if len(folded) == 1:
         return folded[0]
     choices = ", ".join(ids) + (f"; or {TIE}" if TIE in (task.labels or []) else "")
-    raise TaskError(f"value {_short(canonical)!r} is not a response of this sample (responses: {choices})")
+    raise TaskError(Reason("value_not_a_response", canonical=_short(canonical), choices=choices))
 
 
 @dataclass
@@ -438,11 +443,12 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
               scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
-              descriptions: dict[str, str] | None = None) -> TaskChange:
+              descriptions: dict[str, str] | None = None, levels: dict[str, dict[str, str]] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
     removes one: the label is shown by its default name again), or set its description in other languages
-    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one).
+    (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one), or what its labels or
+    scores mean per language (`levels`: {locale: {level: text}}, from `parse_levels`; an empty text removes one).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -486,6 +492,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         changes += _set_descriptions(task, descriptions)
     if display:
         changes += _set_display(task, display)
+    if levels:
+        changes += _set_levels(task, levels)
     if changes:
         task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
     session.add(task)
@@ -503,9 +511,9 @@ def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str
         head, sep, name = item.partition("=")
         locale, colon, label = head.partition(":")
         if not sep or not colon or not label.strip():
-            raise TaskError(f"--display {item[:80]!r} must look like LOCALE:LABEL=NAME, e.g. es:supported=Respaldada")
+            raise TaskError(Reason("display_shape", item=item[:80]))
         if i18n.supported(locale) != locale.strip().casefold():
-            raise TaskError(f"--display {item[:80]!r}: locale must be one of {', '.join(i18n.LOCALES)}")
+            raise TaskError(Reason("display_locale", item=item[:80], listed=', '.join(i18n.LOCALES)))
         out.setdefault(locale.strip().casefold(), {})[label.strip()] = name.strip()
     return out
 
@@ -525,13 +533,93 @@ def parse_descriptions(items: list[str] | tuple[str, ...]) -> tuple[str | None, 
         text = rest.strip() if locale else item
         if locale in (None, i18n.DEFAULT_LOCALE):
             if default is not None:
-                raise TaskError(f"--description gives the {i18n.DEFAULT_LOCALE} text twice: {item[:80]!r}")
+                raise TaskError(Reason("description_twice", locale=i18n.DEFAULT_LOCALE, item=item[:80]))
             default = text
         elif locale in texts:
-            raise TaskError(f"--description gives the {locale} text twice: {item[:80]!r}")
+            raise TaskError(Reason("description_twice", locale=locale, item=item[:80]))
         else:
             texts[locale] = text
     return default, texts
+
+
+def parse_levels(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Return `--level` values (`[LOCALE:]LEVEL=TEXT`, e.g. `5=correct and complete`, `es:5=correcta y completa`) as
+    {locale: {level: text}}; without a LOCALE (one of i18n.LOCALES) the text is the default language's.
+
+    Raises TaskError naming the value that has no `=` or no level, or gives a level's text twice in one language.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        head, sep, text = item.partition("=")
+        locale, colon, level = head.partition(":")
+        if colon and locale.strip().casefold() in i18n.LOCALES:
+            locale = locale.strip().casefold()
+        else:
+            locale, level = i18n.DEFAULT_LOCALE, head
+        if not sep or not level.strip():
+            raise TaskError(Reason("level_shape", item=item[:80]))
+        here = out.setdefault(locale, {})
+        if level.strip() in here:
+            raise TaskError(Reason("level_twice", locale=locale, level=level.strip()[:80]))
+        here[level.strip()] = text.strip()
+    return out
+
+
+def _level_key(task: Task, level: str) -> str:
+    """Return a level as the workbench's button names it (a label, or a score in canonical form), or raise TaskError."""
+    if task.builtin:
+        raise TaskError(Reason("levels_builtin", task=task.name))
+    if task.kind == "categorical":
+        if level not in (task.labels or []):
+            raise TaskError(Reason("level_not_a_label", task=task.name, level=level, labels=", ".join(task.labels or [])))
+        return level
+    if task.kind != "ordinal":
+        raise TaskError(Reason("levels_wrong_kind", task=task.name, kind_=task.kind))
+    try:
+        number = float(level)
+    except ValueError:
+        number = math.nan
+    low, high = task.scale_min, task.scale_max
+    if not number.is_integer() or low is None or high is None or not low <= number <= high:
+        raise TaskError(Reason("level_not_a_score", task=task.name, level=level, low=format_number(low or 0),
+                               high=format_number(high or 0)))
+    return format_number(number)
+
+
+def _set_levels(task: Task, levels: dict[str, dict[str, str]]) -> list[str]:
+    """Merge level texts into the task (checked against its labels or scale; an empty text removes one); return what
+    changed, in words."""
+    descriptions = dict(task.descriptions or {})
+    merged = {locale: dict(texts) for locale, texts in (descriptions.get(LEVELS) or {}).items()}
+    changes = []
+    for locale, texts in levels.items():
+        for level, text in texts.items():
+            key = _level_key(task, level)
+            if len(text) > MAX_LEVEL_CHARS or any(ch < " " for ch in text):
+                raise TaskError(Reason("level_text_shape", level=key, limit=MAX_LEVEL_CHARS))
+            here = merged.setdefault(locale, {})
+            if text and here.get(key) != text:
+                here[key] = text
+                changes.append(f"{locale}: level {key} text changed")
+            elif not text and key in here:
+                del here[key]
+                changes.append(f"{locale}: level {key} text removed")
+    merged = {locale: texts for locale, texts in merged.items() if texts}
+    if merged:
+        descriptions[LEVELS] = merged
+    else:
+        descriptions.pop(LEVELS, None)
+    task.descriptions = descriptions or None
+    return changes
+
+
+def level_text(task, level: object, locale: str | None = None) -> str:
+    """Return what a level (a label, or a score of an ordinal task) of a custom task means in `locale` (default: the
+    current one): the text given in that language (`task edit --level es:5=…`), else the default language's, else ""."""
+    levels = (getattr(task, "descriptions", None) or {}).get(LEVELS) or {}
+    key = str(level)
+    return ((levels.get(locale or i18n.current().locale) or {}).get(key)
+            or (levels.get(i18n.DEFAULT_LOCALE) or {}).get(key) or "")
 
 
 def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
@@ -615,7 +703,7 @@ def task_description(task, locale: str | None = None) -> str:
     """Return a task's description in `locale` (default: the current one): the one given in that language
     (`task edit --description es:…`), else a shipped description translated, else as stored."""
     given = (getattr(task, "descriptions", None) or {}).get(locale or i18n.current().locale)
-    return given or shipped_text(task.description or "", locale)
+    return (given if isinstance(given, str) else "") or shipped_text(task.description or "", locale)
 
 
 def guideline_text(task, text: str, locale: str | None = None) -> str:
@@ -640,12 +728,13 @@ def remove_task(session: Session, name: str) -> Task:
     if task.builtin:
         raise TaskError(Reason("builtin_not_removable", task=task.name))
     uses = []
-    for model, what in ((Label, "labels"), (Verdict, "verdicts"), (Prompt, "prompts")):
+    for model, what in ((Label, "uses_labels"), (Verdict, "uses_verdicts"), (Prompt, "uses_prompts")):
         n = session.exec(select(func.count()).select_from(model).where(model.task_id == task.id)).one()
         if n:
-            uses.append(f"{n} {what}")
-    if uses:
-        raise TaskError(f"task {task.name} has {' and '.join(uses)}: only a task nothing uses can be removed")
+            uses.append(Reason(what, count=n))
+    if uses:  # "3 labels and 1 verdicts": each count worded in the reader's language, joined by "and"
+        joined = Reason(("uses_one", "uses_two", "uses_three")[len(uses) - 1], **dict(zip(("first", "second", "third"), uses, strict=False)))
+        raise TaskError(Reason("task_in_use", task=task.name, uses=joined))
     for guideline in session.exec(select(Guideline).where(Guideline.task_id == task.id)).all():
         session.delete(guideline)
     session.delete(task)
@@ -667,14 +756,14 @@ def canonical_value(task: Task, value: object) -> str:
     if task.kind == EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
-        raise TaskError(f"value must be {'a label' if task.kind in LABEL_KINDS else 'a number'}, got {value!r}")
+        raise TaskError(Reason("value_needs_label" if task.kind in LABEL_KINDS else "value_needs_number", value=value))
     if task.kind in LABEL_KINDS:
         if isinstance(value, (int, float)):
             text = format_number(value) if math.isfinite(value) else str(value)
         elif isinstance(value, str):
             text = value.strip()
         else:
-            raise TaskError(f"value must be one of {', '.join(task.labels or [])}, got {type(value).__name__}")
+            raise TaskError(Reason("value_type_not_label", listed=', '.join(task.labels or []), name=type(value).__name__))
         labels = task.labels or []
         if text in labels:
             return text
@@ -704,19 +793,19 @@ def canonical_claims(value: object) -> str:
         try:
             value = json.loads(value)
         except ValueError:
-            raise TaskError("an extraction's value must be a JSON list of claims") from None
+            raise TaskError(Reason("extraction_not_json")) from None
     if not isinstance(value, list):
-        raise TaskError(f"an extraction's value must be a list of claims, got {type(value).__name__}")
+        raise TaskError(Reason("extraction_not_list", name=type(value).__name__))
     if not value:
-        raise TaskError("empty: the extraction has no claims")
+        raise TaskError(Reason("extraction_empty"))
     if len(value) > MAX_CLAIMS:
-        raise TaskError(f"{len(value)} claims: at most {MAX_CLAIMS} in one answer")
+        raise TaskError(Reason("extraction_too_many", count=len(value), max_claims=MAX_CLAIMS))
     claims = []
     for index, claim in enumerate(value):
         if not isinstance(claim, str) or not claim.strip():
-            raise TaskError(f"claim {index} must be a non-empty string, got {_short(json.dumps(claim, ensure_ascii=False))!r}")
+            raise TaskError(Reason("extraction_claim_empty", index=index, value=_short(json.dumps(claim, ensure_ascii=False))))
         if len(claim) > MAX_CLAIM_CHARS:
-            raise TaskError(f"claim {index} has {len(claim):,} characters: at most {MAX_CLAIM_CHARS:,}")
+            raise TaskError(Reason("extraction_claim_too_long", index=index, count=len(claim), max_claim_chars=MAX_CLAIM_CHARS))
         claims.append(claim.strip())
     return json.dumps(claims, ensure_ascii=False)
 

@@ -7,7 +7,7 @@ from bs4 import BeautifulSoup
 from sqlmodel import select
 
 from calibrate.models import Guideline, Task
-from calibrate.tasks import task_description
+from calibrate.tasks import level_text, task_description
 
 
 def _task(session, name):
@@ -136,7 +136,7 @@ def test_the_tasks_page_sets_the_description_per_language_and_the_workbench_show
 
 def test_edit_without_a_change_is_a_usage_error(runner, custom):
     result = runner.invoke(["task", "edit", "pref"])
-    assert result.exit_code == 2 and "give --description, --add-labels, --scale or --display" in result.output
+    assert result.exit_code == 2 and "give --description, --add-labels, --scale, --display or --level" in result.output
 
 
 def test_remove_only_what_nothing_uses(runner, session, custom, make_sample):
@@ -217,3 +217,83 @@ def test_the_tasks_pages_refusals_are_in_the_readers_language(client, login, ses
 def test_annotators_get_403(client, login):
     login("ann", role="annotator")
     assert client.get("/tasks").status_code == 403
+
+
+def test_a_custom_tasks_level_texts_per_language_on_the_command_line(runner, session):
+    added = runner.invoke(["task", "add", "grade", "--target", "sample", "--kind", "ordinal", "--scale", "1-3",
+                           "--level", "3=correct and complete", "--level", "es:3=correcta y completa",
+                           "--level", "1=wrong: unrelated to the question"])
+    assert added.exit_code == 0, added.output
+    task = _task(session, "grade")
+    assert task.descriptions == {"levels": {"en": {"3": "correct and complete", "1": "wrong: unrelated to the question"},
+                                            "es": {"3": "correcta y completa"}}}
+    assert (level_text(task, 3, "es"), level_text(task, "3", "en")) == ("correcta y completa", "correct and complete")
+    assert level_text(task, 1, "es") == "wrong: unrelated to the question"  # no Spanish text: the default language's
+    assert level_text(task, 2, "es") == "" and task_description(task, "es") == ""
+
+    edited = runner.invoke(["task", "edit", "grade", "--level", "es:1=incorrecta", "--level", "es:3=", "--level", "2.0=partly"])
+    assert edited.exit_code == 0, edited.output
+    assert edited.output.strip() == "task grade: es: level 1 text changed; es: level 3 text removed; en: level 2 text changed"
+    task = _task(session, "grade")
+    assert task.descriptions["levels"] == {"en": {"3": "correct and complete", "1": "wrong: unrelated to the question",
+                                                  "2": "partly"}, "es": {"1": "incorrecta"}}
+    # The description per language shares the column and is unaffected.
+    assert runner.invoke(["task", "edit", "grade", "--description", "es:¿Qué tal?"]).exit_code == 0
+    task = _task(session, "grade")
+    assert task.descriptions["es"] == "¿Qué tal?" and task.descriptions["levels"]["es"] == {"1": "incorrecta"}
+    assert runner.invoke(["task", "edit", "grade", "--description", "es:"]).exit_code == 0
+    assert runner.invoke(["task", "edit", "grade", "--level", "es:1=", "--level", "1=", "--level", "2=", "--level", "3="]).exit_code == 0
+    assert _task(session, "grade").descriptions is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["task", "edit", "answer_quality", "--level", "es:5=perfecta"],
+         "task answer_quality is built in: its levels are described by its guideline, in every language"),
+        (["task", "edit", "pref", "--level", "C=maybe"], "--level: task pref has no label 'C' (labels: A, B)"),
+        (["task", "edit", "score", "--level", "6=beyond"], "--level: '6' is not a whole score of task score (1–5)"),
+        (["task", "edit", "score", "--level", "2.5=half"], "--level: '2.5' is not a whole score of task score (1–5)"),
+        (["task", "edit", "score", "--level", "good"],
+         "--level 'good' must look like [LOCALE:]LEVEL=TEXT, e.g. 5=correct and complete or es:5=correcta y completa"),
+        (["task", "edit", "score", "--level", "es:2=a", "--level", "es:2=b"], "--level gives the es text of level 2 twice"),
+        (["task", "edit", "score", "--level", "2=" + "x" * 301],
+         "--level: the text of level 2 must be one line of at most 300 characters"),
+        (["task", "edit", "score", "--level", "2=two\nlines"], "--level: the text of level 2 must be one line of at most 300 characters"),
+    ],
+)
+def test_level_texts_are_refused_with_one_line(runner, session, custom, args, message):
+    result = runner.invoke(args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {message}"
+
+
+def test_a_continuous_task_has_no_levels(runner):
+    assert runner.invoke(["task", "add", "amount", "--target", "sample", "--kind", "continuous"]).exit_code == 0
+    result = runner.invoke(["task", "edit", "amount", "--level", "1=one"])
+    assert result.output.strip() == "error: --level is for categorical and ordinal tasks; amount is continuous"
+
+
+def test_the_workbench_shows_the_readers_level_texts_beside_the_buttons(runner, client, login, session, custom, make_sample):
+    from calibrate.accounts import get_user
+    from calibrate.models import Assignment
+
+    assert runner.invoke(["task", "edit", "score", "--level", "5=excellent", "--level", "es:5=excelente",
+                          "--level", "1=poor"]).exit_code == 0
+    assert runner.invoke(["task", "edit", "pref", "--level", "A=the first answer", "--level", "es:A=la primera respuesta"]).exit_code == 0
+    login("ana", role="annotator")
+    assignment = Assignment(sample_id=make_sample().id, user_id=get_user(session, "ana").id, status="pending")
+    session.add(assignment)
+    session.commit()
+    shown = {}
+    for locale in ("en", "es"):
+        page = client.get(f"/annotate/{assignment.id}", headers={"Accept-Language": locale})
+        assert page.status_code == 200
+        soup = BeautifulSoup(page.data, "html.parser")
+        shown[locale] = {(cell["data-task"], button["value"]): hint.get_text()
+                         for cell in soup.select(".cell[data-task=score], .cell[data-task=pref]")
+                         for button in cell.select("button.choice") for hint in button.select(".hint")}
+        # A task with level texts and no description shows no empty "·" after its name.
+        assert soup.select_one(".cell[data-task=score] p.task-name").get_text() == "score"
+    assert shown["en"] == {("score", "5"): "excellent", ("score", "1"): "poor", ("pref", "A"): "the first answer"}
+    assert shown["es"] == {("score", "5"): "excelente", ("score", "1"): "poor", ("pref", "A"): "la primera respuesta"}

@@ -298,5 +298,5 @@ def sample_of(session: Session, assignment) -> Sample:
     """Return the assignment's sample (NotFound if it is gone)."""
     sample = session.get(Sample, assignment.sample_id)
     if sample is None:
-        raise NotFound(f"no sample {assignment.sample_id}")
+        raise NotFound(Reason("no_such_sample", sample_id=assignment.sample_id))
     return sample

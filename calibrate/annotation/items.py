@@ -52,7 +52,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.targets import where
-from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, task_title
+from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
@@ -72,7 +72,7 @@ MAX_DIGIT_CHOICES = 9
 
 @dataclass(frozen=True)
 class Choice:
-    """One button of a widget: the stored value, its text, its keys and (ordinal) its rubric text."""
+    """One button of a widget: the stored value, its text, its keys and what the level means (a rubric line, a label's text)."""
 
     value: str
     text: str
@@ -136,7 +136,7 @@ def chosen_response(order: list[str], posted: str | None) -> str | None:
         return TIE
     if text.isascii() and text.isdigit() and 1 <= int(text) <= len(order):
         return order[int(text) - 1]
-    raise AnnotationError(f"value must be a response's position (1–{len(order)}) or tie, got {text[:20]!r}")
+    raise AnnotationError(Reason("position_unknown", count=len(order), text=text[:20]))
 
 
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
@@ -147,14 +147,15 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
             return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
         labels = list(task.labels or [])
         return Widget("choices", tuple(
-            Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else ())
+            Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), level_text(task, label))
             for i, label in enumerate(labels)))
     low, high = task.scale_min, task.scale_max
     if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
         rubric = rubric_levels(guideline_text(task, guideline.text)) if guideline else {}
         values = [str(v) for v in range(int(low), int(high) + 1)]
-        return Widget("choices", tuple(Choice(v, v, (v,), rubric.get(v, "")) for v in values), low, high, "1")
+        return Widget("choices", tuple(Choice(v, v, (v,), level_text(task, v) or rubric.get(v, "")) for v in values), low, high,
+                      "1")
     return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
 
 
@@ -421,7 +422,7 @@ def get_assignment(session: Session, user: User, assignment_id: int):
     """Return the user's own assignment (a row), or raise NotFound (also for someone else's)."""
     row = _ASSIGNMENT_SQL.first(session, {"id": assignment_id, "user_id": user.id})
     if row is None:
-        raise NotFound(f"no assignment {assignment_id}")
+        raise NotFound(Reason("no_such_assignment", assignment_id=assignment_id))
     return row
 
 
@@ -520,7 +521,7 @@ class ItemData:
                 scopes, dataset = self.scope_names()
                 raise TaskNotOffered(Reason("task_not_on_dataset", task=task.name, dataset=dataset,
                                             datasets=", ".join(scopes.get(task.id, []))))
-        raise NotFound(f"no task {ref!r}")
+        raise NotFound(Reason("no_such_task", ref=ref))
 
 
 def load_item(session: Session, user: User, assignment_id: int, *, page: bool = True) -> ItemData:

@@ -18,6 +18,7 @@ from calibrate.annotation import NotFound
 from calibrate.annotation.items import REQUIRED_TASKS, ItemView, chosen_response, item_view, load_item
 from calibrate.annotation.labels import TargetRetired, my_label, save_label, sentence_evidence, target_in, was_retired_here
 from calibrate.models import User
+from calibrate.reasons import Reason
 
 T = TypeVar("T")
 
@@ -61,7 +62,7 @@ def post_label(session: Session, user: User, assignment_id: int, post: LabelPost
         target = target_in(data, task, post.target)
     except NotFound:
         if was_retired_here(session, data.assignment.sample_id, task, post.target):
-            raise TargetRetired(f"{post.target} was changed meanwhile") from None  # the page showed a claim split or merged since
+            raise TargetRetired(Reason("target_changed", target=post.target)) from None  # the page showed a claim split or merged since
         raise
     if release is not None:
         release()

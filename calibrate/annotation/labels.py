@@ -79,10 +79,10 @@ def _parse(task, key: str) -> tuple[str, int]:
         kind, _, raw_id = (key or "").partition(":")
         if kind in TARGETS and raw_id.isascii() and raw_id.isdigit():
             raise NotFound(key)  # an id larger than any row can have
-        raise AnnotationError(f"target must look like claim:ID, context:ID or sample:ID, got {key!r}")
+        raise AnnotationError(Reason("target_key_shape", key=key))
     kind, target_id = parsed
     if kind != task.target:
-        raise AnnotationError(f"task {task.name} labels {task.target}s, not {kind}s")
+        raise AnnotationError(Reason("task_other_target", task=task.name, target=task.target, kind_=kind))
     return kind, target_id
 
 
@@ -111,7 +111,7 @@ def _task(session: Session, ref: str | int) -> Task:
         return lookup.task(session, ref)
     task = session.get(Task, int(ref)) if int(ref) <= MAX_ID else None
     if task is None:
-        raise NotFound(f"no task {ref!r}")
+        raise NotFound(Reason("no_such_task", ref=ref))
     return task
 
 
@@ -172,8 +172,7 @@ def check_target_current(session: Session, target: Target) -> None:
         return
     statement = _CLAIM_ACTIVE_SQL if target.kind == "claim" else _CONTEXT_ACTIVE_SQL
     if not statement.scalar(session, {"id": target.id}):
-        raise TargetRetired(f"this {target.kind} was changed by someone else meanwhile: the item is shown again "
-                            f"with its current {target.kind}s; label it again")
+        raise TargetRetired(Reason("target_retired", kind=target.kind))
 
 
 def my_label(session: Session, task_id: int, key: str, user: User):
@@ -192,8 +191,8 @@ _UNKNOWN = object()
 class EvidenceError(AnnotationError):
     """A sentence named as evidence that is not one of the item's (HTTP 400, naming the form field)."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, reason: Reason) -> None:
+        super().__init__(Reason("evidence_field", field=field, refusal=reason))
         self.field = field
 
 
@@ -205,10 +204,10 @@ def sentence_evidence(contexts, context_id: int, index: int, *, field: str = "ev
     """
     context = next((c for c in contexts if c.id == context_id), None)
     if context is None:
-        raise EvidenceError(field, f"context {context_id} is not one of this item's contexts")
+        raise EvidenceError(field, Reason("evidence_not_item_context", context_id=context_id))
     sentences = segment(context.text)
     if not 0 <= index < len(sentences):
-        raise EvidenceError(field, f"context #{context.rank + 1} has {len(sentences)} sentence(s), not a sentence {index + 1}")
+        raise EvidenceError(field, Reason("evidence_no_sentence", number=context.rank + 1, count=len(sentences), index=index + 1))
     span = sentences[index]
     return {"context": context.rank, "sentence": index, "start": span.start, "end": span.end, "text": span.text}
 

@@ -95,7 +95,7 @@ def open_slots(session: Session, user: User, *, dataset_id: int | None = None) -
 def set_status(session: Session, assignment, status: str, note: str = "") -> None:
     """Move an assignment (an object or a row with its id) to a status; skipped and flagged need a note saying why."""
     if status not in STATUSES:
-        raise AnnotationError(f"status must be one of {', '.join(STATUSES)}")
+        raise AnnotationError(Reason("status_unknown", statuses=', '.join(STATUSES)))
     note = (note or "").strip()
     if status in ("skipped", "flagged") and not note:
         raise AnnotationError(Reason("say_why_skip" if status == "skipped" else "say_why_flag"))

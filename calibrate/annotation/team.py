@@ -33,7 +33,7 @@ def annotators(session: Session) -> list[User]:
 def get_user_by_id(session: Session, user_id: int) -> User:
     user = session.get(User, user_id)
     if user is None:
-        raise NotFound(f"no user {user_id}")
+        raise NotFound(Reason("no_such_user", user_id=user_id))
     return user
 
 

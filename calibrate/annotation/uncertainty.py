@@ -56,6 +56,7 @@ from calibrate import lookup
 from calibrate.annotation import AnnotationError
 from calibrate.db import read_frame  # the raw-cursor read: one row per judge and target can be millions
 from calibrate.models import LABEL_KINDS, Assignment, Dataset, Judge, Sample, Task, Verdict
+from calibrate.reasons import Reason
 
 MODES = ("uncertain", "sampled")
 UNCERTAIN_BASE = -1_000_000
@@ -67,7 +68,7 @@ BUCKET_NO_VERDICT = RESOLUTION + 1
 def encode(sampled: int, uncertainty: float | None) -> int:
     """Return the uncertain-mode priority of an assignment whose sampled priority is `sampled`."""
     if not 0 <= sampled < STRIDE:
-        raise AnnotationError(f"cannot order a queue item with priority {sampled}: the sampled priorities are 0 to {STRIDE - 1}")
+        raise AnnotationError(Reason("priority_out_of_range", sampled=sampled, value=STRIDE - 1))
     bucket = BUCKET_NO_VERDICT if uncertainty is None else round((1.0 - uncertainty) * RESOLUTION)
     return UNCERTAIN_BASE + bucket * STRIDE + sampled
 
@@ -145,13 +146,13 @@ def committee(session: Session, dataset: Dataset, task: Task, names: list[str] |
         .order_by(Judge.name)).all()
     if not names:
         if not judged:
-            raise AnnotationError(f"no judge has {task.name} verdicts on {dataset.name}: run or import a judge first")
+            raise AnnotationError(Reason("queue_no_verdicts", task=task.name, dataset=dataset.name))
         return list(judged)
     by_name = {j.name: j for j in judged}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise AnnotationError(f"no {task.name} verdicts of {', '.join(unknown)} on {dataset.name} "
-                              f"(judges with verdicts: {', '.join(by_name) or 'none'})")
+        raise AnnotationError(Reason("queue_judges_no_verdicts", task=task.name, unknown=', '.join(unknown), dataset=dataset.name,
+                                     value=', '.join(by_name) or 'none'))
     return [by_name[n] for n in dict.fromkeys(names)]
 
 
@@ -186,7 +187,7 @@ def order_queue(session: Session, dataset_name: str, *, mode: str, task: str = "
     dataset or task, AnnotationError for an unknown mode or judges without verdicts.
     """
     if mode not in MODES:
-        raise AnnotationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise AnnotationError(Reason("queue_mode_unknown", modes=', '.join(MODES), mode=mode))
     dataset, task_row = lookup.dataset(session, dataset_name), lookup.task(session, task)
     out = QueueOrder(dataset=dataset.name, task=task_row.name, mode=mode)
     rows = session.execute(

@@ -59,12 +59,11 @@ def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_item
     """Raise CalibrationError (one line) unless ε and α lie in (0, 1), the scoring is known and min_items ≥ 1."""
     for name, value in (("epsilon", epsilon), ("alpha", alpha)):
         if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value < 1:
-            raise CalibrationError(f"{name} must lie strictly between 0 and 1, not {value!r}"
-                                   + (f" ({EPSILON_HELP})" if name == "epsilon" else ""))
+            raise CalibrationError(Reason("epsilon_out_of_range" if name == "epsilon" else "alpha_out_of_range", value=value))
     if scoring is not None and scoring not in SCORINGS:
-        raise CalibrationError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
+        raise CalibrationError(Reason("scoring_unknown", scorings=', '.join(SCORINGS), scoring=scoring))
     if isinstance(min_items, bool) or not isinstance(min_items, int) or min_items < 1:
-        raise CalibrationError(f"min-items must be a positive whole number, not {min_items!r}")
+        raise CalibrationError(Reason("min_items_invalid", min_items=min_items))
 
 
 def _undefined(note: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:

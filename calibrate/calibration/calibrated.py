@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 from calibrate import lookup
 from calibrate.errors import CalibrationError
 from calibrate.models import EXTRACTION, Task
+from calibrate.reasons import Reason
 
 
 def calibrated_task_names(session: Session) -> list[str]:
@@ -21,6 +22,5 @@ def calibrated_task(session: Session, name: str) -> Task:
     """Return a task by name (NotFound), refusing claim_extraction: it has no agreement statistics."""
     task = lookup.task(session, name)
     if task.kind == EXTRACTION:
-        raise CalibrationError(f"task {task.name} extracts claims and is not calibrated against labels: its quality is "
-                               "how many claims experts changed (the dataset page)")
+        raise CalibrationError(Reason("extraction_not_calibrated", task=task.name))
     return task

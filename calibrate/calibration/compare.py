@@ -404,7 +404,7 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
         result["tasks"][t.name] = _compare_task(session, t, common, options, counts)
     if not result["tasks"]:
         detail = "; ".join(missing) or f"neither {a.name} nor {b.name} has verdicts on {dataset.name}{where}"
-        raise CalibrationError(f"nothing to compare between {a.name} and {b.name} on {dataset.name}: {detail}")
+        raise CalibrationError(Reason("nothing_to_compare", a=a.name, b=b.name, dataset=dataset.name, detail=detail))
     result["skipped"] = missing
     primary = next(iter(result["tasks"]))
     result["task"] = primary

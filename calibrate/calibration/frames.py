@@ -27,6 +27,7 @@ from calibrate.models import (
     User,
     Verdict,
 )
+from calibrate.reasons import Reason
 
 LABEL_COLUMNS = ["target_key", "sample_id", "position", "annotator", "value", "adjudicated", "stale", "updated_at", "label_id"]
 
@@ -133,14 +134,16 @@ def sample_field_values(session: Session, dataset: Dataset, field_name: str) -> 
         if all(v is None for v in values.values()):
             present = sorted({k for _, meta in rows if isinstance(meta, dict) for k in meta})
             raise CalibrationError(
-                f"no sample of {dataset.name} has {field_name} (metadata fields: {', '.join('metadata.' + k for k in present) or 'none'})"
+                Reason("group_field_missing", dataset=dataset.name, field_name=field_name,
+                       fields=", ".join("metadata." + k for k in present)) if present
+                else Reason("group_field_missing_none", dataset=dataset.name, field_name=field_name)
             )
         return values
     if field_name in ("split", "feedback"):
         column = getattr(Sample, field_name)
         rows = session.execute(sa_select(Sample.id, column).where(Sample.dataset_id == dataset.id)).all()
         return {sid: (None if v is None else str(v)) for sid, v in rows}
-    raise CalibrationError(f"cannot group by {field_name!r}: use metadata.FIELD, split or feedback")
+    raise CalibrationError(Reason("group_field_invalid", field_name=field_name))
 
 
 METADATA_FIELDS_SCANNED = 5000
@@ -196,5 +199,5 @@ def target_positions(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> dic
 def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
     verdicts = verdicts_frame(session, dataset, task, judge)
     if verdicts.empty:
-        raise CalibrationError(f"judge {judge.name} has no {task.name} verdicts in {dataset.name}")
+        raise CalibrationError(Reason("judge_no_task_verdicts", judge=judge.name, task=task.name, dataset=dataset.name))
     return verdicts

@@ -14,6 +14,7 @@ from calibrate.tasks import (
     edit_task,
     parse_descriptions,
     parse_display,
+    parse_levels,
     parse_scale,
     remove_task,
     tasks_scopes,
@@ -35,18 +36,23 @@ def task_group() -> None:
 @click.option("--description", "description", multiple=True, metavar="[LOCALE:]TEXT",
               help="One line shown to annotators; LOCALE:TEXT gives it in a language, e.g. es:¿Cuál es mejor? "
                    "(repeatable; a plain TEXT is the default language's).")
+@click.option("--level", "level", multiple=True, metavar="[LOCALE:]LEVEL=TEXT",
+              help="What a label or score means, shown beside its button on the workbench, e.g. 5=correct and complete "
+                   "or es:5=correcta y completa (repeatable; without LOCALE the default language's; an empty TEXT "
+                   "removes one). Categorical and ordinal tasks.")
 @click.option("--dataset", "datasets", multiple=True, metavar="NAME",
               help="Scope the task to a dataset: the workbench offers it only on that dataset's items (repeatable; "
                    "without it the task is global).")
 @db_option
 def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
-                     description: tuple[str, ...], datasets: tuple[str, ...]) -> None:
+                     description: tuple[str, ...], datasets: tuple[str, ...], level: tuple[str, ...]) -> None:
     """Add a custom task (global, or scoped to the datasets named with --dataset)."""
     parsed_scale = parse_scale(scale) if scale else None
     default, texts = parse_descriptions(description)
+    levels = parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
         task = add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
-                        scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets)
+                        scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets, levels=levels)
         detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
         line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
         if datasets:
@@ -76,19 +82,24 @@ def task_list_command(settings: Settings) -> None:
 @click.option("--display", "display", multiple=True, metavar="LOCALE:LABEL=NAME",
               help="How a label is shown to people in a language, e.g. es:supported=Respaldada (repeatable; an empty NAME "
                    "goes back to the default name). Stored values never change.")
+@click.option("--level", "level", multiple=True, metavar="[LOCALE:]LEVEL=TEXT",
+              help="What a label or score means, shown beside its button on the workbench, e.g. 5=correct and complete "
+                   "or es:5=correcta y completa (repeatable; without LOCALE the default language's; an empty TEXT "
+                   "removes one). Categorical and ordinal tasks.")
 @db_option
 def task_edit_command(settings: Settings, name: str, description: tuple[str, ...], add_labels: str | None,
-                      scale: str | None, display: tuple[str, ...]) -> None:
-    """Change a task: its description (per language), more labels, a scale every stored value fits, or its labels'
-    display names."""
-    if not description and not add_labels and not scale and not display:
-        raise click.UsageError("give --description, --add-labels, --scale or --display")
+                      scale: str | None, display: tuple[str, ...], level: tuple[str, ...]) -> None:
+    """Change a task: its description (per language), more labels, a scale every stored value fits, its labels'
+    display names, or what its labels or scores mean (per language)."""
+    if not description and not add_labels and not scale and not display and not level:
+        raise click.UsageError("give --description, --add-labels, --scale, --display or --level")
     parsed_scale = parse_scale(scale) if scale else None
     names = parse_display(display) if display else None
     default, texts = parse_descriptions(description)
+    levels = parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
         change = edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
-                           scale=parsed_scale, display=names, descriptions=texts or None)
+                           scale=parsed_scale, display=names, descriptions=texts or None, levels=levels)
         line = change.line()
     click.echo(line)
 

@@ -27,7 +27,7 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.errors import SamplingError
 from calibrate.models import SPLITS, Assignment, Label, Sample, User, utcnow
-from calibrate.reasons import Reason
+from calibrate.reasons import Reason, join
 
 __all__ = [
     "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
@@ -132,23 +132,23 @@ def parse_split_spec(text: str) -> dict[str, float]:
     must be > 0 and together they must sum to 1 (within 1e-6). Raise SamplingError otherwise.
     """
     if text is None or not str(text).strip():
-        raise SamplingError("the split spec is empty: give e.g. train=0.2,dev=0.4,test=0.4")
+        raise SamplingError(Reason("split_spec_empty"))
     parsed: dict[str, float] = {}
     for part in str(text).split(","):
         item = part.strip()
         name, sep, value = item.partition("=")
         name, value = name.strip().lower(), value.strip()
         if not item or not sep or not name or not value:
-            raise SamplingError(f"split spec {text!r}: {item!r} is not NAME=FRACTION (e.g. train=0.2,dev=0.4,test=0.4)")
+            raise SamplingError(Reason("split_spec_item", text=text, item=item))
         if name not in SPLITS:
-            raise SamplingError(f"split spec {text!r}: unknown split {name!r}; splits are {', '.join(SPLITS)}")
+            raise SamplingError(Reason("split_spec_unknown_name", text=text, name=name, splits=', '.join(SPLITS)))
         if name in parsed:
-            raise SamplingError(f"split spec {text!r}: {name} is given twice")
+            raise SamplingError(Reason("split_spec_twice", text=text, name=name))
         percent = value.endswith("%")
         try:
             number = float(value[:-1].strip() if percent else value)
         except ValueError:
-            raise SamplingError(f"split spec {text!r}: {name}={value} is not a number") from None
+            raise SamplingError(Reason("split_spec_not_number", text=text, name=name, value=value)) from None
         parsed[name] = number / 100 if percent else number
     _split_fractions(parsed, source=str(text))
     return parsed
@@ -156,24 +156,25 @@ def parse_split_spec(text: str) -> dict[str, float]:
 
 def _split_fractions(split: dict[str, float], *, source: str | None = None) -> dict[str, Fraction]:
     """Check a split spec and return exact fractions summing to 1, in the order train, dev, test."""
-    where = f"split spec {source!r}" if source is not None else "split"
+    where = Reason("split_spec_named", source=source) if source is not None else Reason("split_spec_given")
     if not split:
-        raise SamplingError(f"{where}: no splits given; give e.g. train=0.2,dev=0.4,test=0.4")
+        raise SamplingError(Reason("split_spec_none", where=where))
     unknown = [name for name in split if name not in SPLITS]
     if unknown:
-        raise SamplingError(f"{where}: unknown split {', '.join(map(repr, unknown))}; splits are {', '.join(SPLITS)}")
+        raise SamplingError(Reason("split_spec_unknown", where=where, listed=', '.join(map(repr, unknown)),
+                                   splits=', '.join(SPLITS)))
     exact: dict[str, Fraction] = {}
     for name in SPLITS:
         if name not in split:
             continue
         value = split[name]
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise SamplingError(f"{where}: {name} must be a fraction > 0, got {value!r}")
+            raise SamplingError(Reason("split_spec_fraction", where=where, name=name, value=value))
         exact[name] = Fraction(repr(float(value)))  # repr: 0.2 is 1/5, not the binary double
     total = sum(exact.values())
     if abs(total - 1) > Fraction(1, 10**6):
         shown = ", ".join(f"{name}={split[name]:g}" for name in exact)
-        raise SamplingError(f"{where}: the fractions must sum to 1, they sum to {float(total):g} ({shown})")
+        raise SamplingError(Reason("split_spec_sum", where=where, total=float(total), shown=shown))
     return {name: value / total for name, value in exact.items()}
 
 
@@ -216,7 +217,7 @@ def allocate_strata(n: int, sizes: dict[str, int], tiebreak: dict[str, Any] | No
     if n >= total:
         return dict(sizes)
     if n < len(names):
-        raise SamplingError(f"cannot give each of {len(names)} strata a sample with n = {n}")
+        raise SamplingError(Reason("strata_too_many", count=len(names), n=n))
     keys = [(tiebreak or {}).get(name, index) for index, name in enumerate(names)]
     seats = largest_remainder(n, [sizes[name] for name in names], keys)
     quotas = [Fraction(n * sizes[name], total) for name in names]
@@ -468,17 +469,17 @@ def _assignees(session: Session, names: Sequence[str], overlap: int) -> list[Use
     if unknown or inactive:
         problems = []
         if unknown:
-            problems.append(f"unknown {'user' if len(unknown) == 1 else 'users'} {', '.join(unknown)}")
+            problems.append(Reason("assign_unknown_users", count=len(unknown), names=", ".join(unknown)))
         if inactive:
-            problems.append(f"inactive {'user' if len(inactive) == 1 else 'users'} {', '.join(inactive)}")
+            problems.append(Reason("assign_inactive_users", count=len(inactive), names=", ".join(inactive)))
         annotators = list(session.exec(
             select(User.username).where(col(User.active).is_(True), User.role == "annotator").order_by(User.username)))
-        listing = ", ".join(annotators) if annotators else "none (add them with `calibrate users add NAME`)"
-        raise SamplingError(f"cannot assign: {'; '.join(problems)}; existing annotators: {listing}")
+        listing = ", ".join(annotators) if annotators else Reason("assign_no_annotators")
+        raise SamplingError(Reason("assign_unknown_annotators", problems=join(problems), listing=listing))
     if len(wanted) < overlap:
         raise SamplingError(
-            f"overlap {overlap} needs at least {overlap} annotators, but {len(wanted)} "
-            f"{'is' if len(wanted) == 1 else 'are'} named ({', '.join(wanted)})")
+            Reason("overlap_too_few_annotators", overlap=overlap, count=len(wanted),
+                   wanted=', '.join(wanted)))
     return [found[name] for name in wanted]
 
 
@@ -541,10 +542,10 @@ def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tu
             path = text[len(prefix):]
             return f"metadata.{path}", lambda c, path=path: _stratum_name(_metadata_value(c.meta, path))
     fields = _metadata_fields(candidates)
-    hint = f" (did you mean metadata.{text}?)" if text in fields else ""
-    raise SamplingError(
-        f"cannot stratify by {spec!r}{hint}: give metadata.FIELD, feedback or split; "
-        + (f"metadata fields of {dataset}: {', '.join(fields)}" if fields else f"the samples of {dataset} have no metadata"))
+    hint = Reason("stratify_did_you_mean", text=text) if text in fields else ""
+    raise SamplingError(Reason("stratify_field_invalid", spec=spec, hint=hint,
+                               fields=Reason("metadata_fields_of", dataset=dataset, fields=", ".join(fields)) if fields
+                               else Reason("no_metadata", dataset=dataset)))
 
 
 # --------------------------------------------------------------------------- sampling
@@ -569,17 +570,17 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     Nothing already there is added again. The caller commits; this only flushes.
     """
     if (n is None) == (fraction is None):
-        raise SamplingError("give exactly one of n or fraction")
+        raise SamplingError(Reason("sample_size_one"))
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise SamplingError(f"n must be a whole number ≥ 1, got {n!r}")
+        raise SamplingError(Reason("sample_n_invalid", n=n))
     if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
                                  or not math.isfinite(fraction) or not 0 < fraction <= 1):
-        raise SamplingError(f"fraction must be > 0 and ≤ 1 (e.g. 0.02 for 2 %), got {fraction!r}")
+        raise SamplingError(Reason("sample_fraction_invalid", fraction=fraction))
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise SamplingError(f"seed must be a whole number ≥ 0, got {seed!r}")
+        raise SamplingError(Reason("sample_seed_invalid", seed=seed))
     seed = int(seed)
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
-        raise SamplingError(f"overlap must be a whole number ≥ 1, got {overlap!r}")
+        raise SamplingError(Reason("overlap_invalid", overlap=overlap))
     split_fractions = _split_fractions(split) if split is not None else None
 
     session.flush()
@@ -591,8 +592,7 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
         columns.append(Sample.meta)
     rows = session.exec(select(*columns).where(Sample.dataset_id == ds.id)).all()
     if not rows:
-        raise SamplingError(f"dataset {dataset!r} has no samples: import some first "
-                            f"(calibrate import samples FILE --dataset {dataset})")
+        raise SamplingError(Reason("dataset_no_samples", dataset=dataset))
     candidates = sorted((_Candidate(row[0], row[1], row[2], row[3], row[4] if len(row) > 4 else None) for row in rows),
                         key=lambda c: c.external_id)
     total = len(candidates)
@@ -619,10 +619,10 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
         if all(c.stratum == MISSING for c in candidates):
             if field_name.startswith("metadata."):
                 fields = _metadata_fields(candidates)
-                raise SamplingError(
-                    f"no sample of {dataset} has {field_name}; "
-                    + (f"metadata fields: {', '.join(fields)}" if fields else f"the samples of {dataset} have no metadata"))
-            raise SamplingError(f"no sample of {dataset} has {field_name} set; nothing to stratify by")
+                raise SamplingError(Reason("stratify_field_missing", dataset=dataset, field_name=field_name,
+                                           fields=Reason("metadata_fields", fields=", ".join(fields)) if fields
+                                           else Reason("no_metadata", dataset=dataset)))
+            raise SamplingError(Reason("stratify_field_unset", dataset=dataset, field_name=field_name))
     members: dict[str, list[_Candidate]] = defaultdict(list)
     for candidate in candidates:
         members[candidate.stratum].append(candidate)
@@ -631,8 +631,7 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     if target < total and len(names) > target:
         asked = f"n = {target}" if n is not None else f"fraction {fraction:g} of {total} samples gives n = {target}"
         raise SamplingError(
-            f"cannot stratify by {field_name}: {asked} is fewer than its {len(names)} strata, and every stratum "
-            f"needs at least one sample; take at least {len(names)} or stratify by a coarser field")
+            Reason("stratify_too_few", field_name=field_name, asked=asked, count=len(names)))
     first_draw = {name: min(c.draw for c in members[name]) for name in names}  # seeded tie-break
     allocation = allocate_strata(target, sizes, first_draw)
 

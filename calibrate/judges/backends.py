@@ -51,6 +51,7 @@ from calibrate.judges.errors import (
 from calibrate.judges.render import Rendered
 from calibrate.judges.sandbox import DEFAULT_MAX_ANSWER_BYTES
 from calibrate.judges.transport import WIRE_FACTOR, AnswerTooLarge, H11Transport, too_large
+from calibrate.reasons import Reason
 from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, load_json
 
 BACKENDS = ("openai", "anthropic", "baseline")
@@ -95,7 +96,7 @@ def read_api_key(endpoint: Endpoint) -> str | None:
         return None
     key = os.environ.get(endpoint.api_key_env or "", "")
     if not key.strip():
-        raise RunSetupError(f"the environment variable {endpoint.api_key_env} (--api-key-env) is not set or empty")
+        raise RunSetupError(Reason("api_key_missing", api_key_env=endpoint.api_key_env))
     return key.strip()
 
 
@@ -550,7 +551,7 @@ def make_backend(endpoint: Endpoint, params: dict[str, Any], *, redact: Redactor
         return OpenAIBackend(endpoint, params, redact=redact, max_answer_bytes=max_answer_bytes)
     if endpoint.backend == "anthropic":
         return AnthropicBackend(endpoint, params, redact=redact, max_answer_bytes=max_answer_bytes)
-    raise RunSetupError(f"backend must be one of {', '.join(BACKENDS)}; got {endpoint.backend!r}")
+    raise RunSetupError(Reason("backend_unknown", backends=', '.join(BACKENDS), backend=endpoint.backend))
 
 
 __all__ = ["AnthropicBackend", "Completion", "Endpoint", "OpenAIBackend", "Redactor", "build_client",

@@ -40,6 +40,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from calibrate.judges.errors import RunSetupError
 from calibrate.models import Task
+from calibrate.reasons import Reason
 from calibrate.text.sentences import segment
 
 TASKS = ("claim_support", "answer_quality", "context_relevance", "claim_extraction")
@@ -75,8 +76,8 @@ def settings_from(params: dict[str, Any]) -> Settings:
     known = set(Settings.__dataclass_fields__)
     unknown = set(values) - known
     if unknown:
-        raise RunSetupError(f"unknown baseline parameter(s): {', '.join(PREFIX + k for k in sorted(unknown))} "
-                            f"(known: {', '.join(PREFIX + k for k in sorted(known))})")
+        raise RunSetupError(Reason("baseline_unknown_params", listed=', '.join(PREFIX + k for k in sorted(unknown)),
+                                   listed2=', '.join(PREFIX + k for k in sorted(known))))
     try:
         return Settings(
             min_overlap=float(values.get("min_overlap", Settings.min_overlap)),
@@ -85,7 +86,7 @@ def settings_from(params: dict[str, Any]) -> Settings:
             relevance_threshold=float(values.get("relevance_threshold", Settings.relevance_threshold)),
         )
     except (TypeError, ValueError) as exc:
-        raise RunSetupError(f"bad baseline parameter: {exc}") from exc
+        raise RunSetupError(Reason("baseline_bad_param", exc=str(exc))) from exc
 
 
 def fold(text: str) -> str:
@@ -123,7 +124,7 @@ class BaselineJudge:
 
     def __init__(self, task: Task, settings: Settings, corpus: list[str] | None = None) -> None:
         if task.name not in TASKS and task.kind != "pairwise":
-            raise RunSetupError(f"the baseline judge knows {', '.join(TASKS)} and pairwise tasks; task {task.name} needs an LLM backend")
+            raise RunSetupError(Reason("baseline_task_unknown", tasks=', '.join(TASKS), task=task.name))
         self.task = task
         self.settings = settings
         self.vectorizer = None

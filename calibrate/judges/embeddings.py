@@ -46,6 +46,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from calibrate.judges.backends import Endpoint, HTTPBackend, Redactor, token_count
 from calibrate.judges.baseline import stems
 from calibrate.judges.errors import RetryableError, RunSetupError
+from calibrate.reasons import Reason
 
 CACHE_FORMAT = "embeddings/float32-le-base64"
 
@@ -98,10 +99,9 @@ class EmbeddingClient(HTTPBackend):
 
     def __init__(self, endpoint: Endpoint, model: str, redact: Redactor | None = None) -> None:
         if endpoint.backend != "openai":
-            raise RunSetupError(f"the {endpoint.backend} backend has no embeddings endpoint: use embedder=tfidf "
-                                "(offline) or an OpenAI-compatible embeddings server")
+            raise RunSetupError(Reason("embeddings_no_endpoint", backend=endpoint.backend))
         if not model.strip():
-            raise RunSetupError("an embeddings endpoint needs a model name (embedding_model)")
+            raise RunSetupError(Reason("embeddings_needs_model"))
         super().__init__(replace(endpoint, model=model.strip()), {}, redact=redact)
 
     async def embed(self, client: httpx.AsyncClient, texts: Sequence[str]) -> Embedded:

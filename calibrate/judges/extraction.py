@@ -36,6 +36,7 @@ from calibrate.judges.errors import RunSetupError
 from calibrate.judges.items import Scope, Target, fewshot_keys, select_targets
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import EXTRACTION, Claim, Dataset, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
+from calibrate.reasons import Reason
 from calibrate.tasks import is_extraction
 
 KEPT = "carry expert labels or corrections"  # why an answer was left out without --force
@@ -49,9 +50,9 @@ def stale_reason(judge_name: str) -> str:
 def check_task(task: Task, ref: str, *, extraction: bool) -> None:
     """Refuse a prompt of the wrong kind for the command (`claims extract` or `judge run`)."""
     if extraction and not is_extraction(task):
-        raise RunSetupError(f"{ref} is a prompt of task {task.name}: claims extract needs a prompt of task claim_extraction")
+        raise RunSetupError(Reason("extract_wrong_task", ref=ref, task=task.name))
     if not extraction and is_extraction(task):
-        raise RunSetupError(f"{ref} extracts claims: run it with `calibrate claims extract` (or the dataset page's button)")
+        raise RunSetupError(Reason("run_extraction_prompt", ref=ref))
 
 
 def eligible(session: Session, targets: list[Target], *, force: bool) -> tuple[list[Target], int]:

@@ -55,6 +55,7 @@ from calibrate.judges.embeddings import TfidfEmbedder, cosine_to
 from calibrate.judges.errors import RunSetupError
 from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, json_object, parse_verdict
 from calibrate.models import Task
+from calibrate.reasons import Reason
 from calibrate.tasks import METRIC_TASKS, format_number
 from calibrate.text.sentences import segment
 
@@ -91,7 +92,7 @@ def n_questions(params: dict[str, Any]) -> int:
     """Return the number of questions answer relevancy asks for (RunSetupError if not 1–20)."""
     value = params.get("n_questions", DEFAULT_N_QUESTIONS)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_N_QUESTIONS:
-        raise RunSetupError(f"n_questions must be a whole number from 1 to {MAX_N_QUESTIONS}, got {value!r}")
+        raise RunSetupError(Reason("n_questions_range", max_n_questions=MAX_N_QUESTIONS, value=value))
     return value
 
 
@@ -99,15 +100,13 @@ def embedder_choice(params: dict[str, Any], backend: str) -> str:
     """Return "tfidf" or "http": how answer relevancy embeds (RunSetupError when an HTTP run names no model)."""
     choice = params.get("embedder", "http" if backend != "baseline" else "tfidf")
     if choice not in ("tfidf", "http"):
-        raise RunSetupError(f"embedder must be tfidf or http, got {choice!r}")
+        raise RunSetupError(Reason("embedder_unknown", choice=choice))
     if backend == "baseline":
         return "tfidf"
     if choice == "http" and backend != "openai":
-        raise RunSetupError(f"the {backend} backend has no embeddings endpoint: answer_relevancy needs embedder=tfidf "
-                            "(offline) there, or an OpenAI-compatible server")
+        raise RunSetupError(Reason("answer_relevancy_no_embeddings", backend=backend))
     if choice == "http" and not str(params.get("embedding_model") or "").strip():
-        raise RunSetupError("answer_relevancy needs embedding_model=NAME in the version's params "
-                            "(an OpenAI-compatible /embeddings model), or embedder=tfidf to embed offline")
+        raise RunSetupError(Reason("answer_relevancy_needs_model"))
     return choice
 
 
@@ -124,16 +123,16 @@ class LeakageGuard:
         """Return the guard a version asks for (None: off); RunSetupError for a bad value or another metric."""
         mode = params.get("leakage_guard", "off")
         if mode not in LEAKAGE_GUARDS:
-            raise RunSetupError(f"leakage_guard must be one of {', '.join(LEAKAGE_GUARDS)}, got {mode!r}")
+            raise RunSetupError(Reason("leakage_guard_unknown", leakage_guards=', '.join(LEAKAGE_GUARDS), mode=mode))
         if "leakage_threshold" in params and mode == "off":
-            raise RunSetupError("leakage_threshold needs leakage_guard=lexical or embedding")
+            raise RunSetupError(Reason("leakage_threshold_needs_guard"))
         if mode == "off":
             return None
         if metric != "context_recall":
-            raise RunSetupError(f"leakage_guard is an option of context_recall, not of {metric}")
+            raise RunSetupError(Reason("leakage_guard_wrong_metric", metric=metric))
         threshold = params.get("leakage_threshold", LEAKAGE_THRESHOLDS[mode])
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
-            raise RunSetupError(f"leakage_threshold must be a number from 0 to 1, got {threshold!r}")
+            raise RunSetupError(Reason("leakage_threshold_range", threshold=threshold))
         embedder = None
         if mode == "embedding":
             corpus = [item["ground_truth"] or "" for item in items] + [c["text"] for item in items for c in item["contexts"]]

@@ -24,6 +24,7 @@ from typing import Any
 from calibrate.judges.baseline import PREFIX as BASELINE_PREFIX
 from calibrate.judges.baseline import settings_from
 from calibrate.judges.errors import PromptError, RunSetupError
+from calibrate.reasons import Reason
 from calibrate.tasks import METRIC_TASKS
 
 MAX_TOKENS = 16_384
@@ -37,46 +38,45 @@ EVERY_METRIC = ("leakage_guard", "leakage_threshold")  # any metric task's versi
 HTTP_BACKENDS = ("openai", "anthropic")
 
 
-def _number(low: float, high: float) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+def _number(low: float, high: float) -> Callable[[Any], Reason | None]:
+    def check(value: Any) -> Reason | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
-            return f"must be a number from {low:g} to {high:g}"
+            return Reason("param_number_range", low=low, high=high)
         return None
     return check
 
 
-def _whole(low: int, high: int) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+def _whole(low: int, high: int) -> Callable[[Any], Reason | None]:
+    def check(value: Any) -> Reason | None:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            return f"must be a whole number from {low:,} to {high:,}" if low != high else f"must be {low}"
+            return Reason("param_whole_range", low=low, high=high) if low != high else Reason("param_exactly", value=low)
         return None
     return check
 
 
-def _stops(*, single: bool) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+def _stops(*, single: bool) -> Callable[[Any], Reason | None]:
+    def check(value: Any) -> Reason | None:
         items = [value] if single and isinstance(value, str) else value
         if (not isinstance(items, list) or not 1 <= len(items) <= MAX_STOP
                 or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in items)):
-            what = "a string or a list" if single else "a list"
-            return f"must be {what} of 1 to {MAX_STOP} strings of at most {MAX_STOP_CHARS} characters"
+            return Reason("param_stops_single" if single else "param_stops", count=MAX_STOP, chars=MAX_STOP_CHARS)
         return None
     return check
 
 
-def _response_format(value: Any) -> str | None:
+def _response_format(value: Any) -> Reason | None:
     if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema"):
-        return 'must be an object with "type" text, json_object or json_schema'
+        return Reason("param_response_format")
     try:
         size = len(json.dumps(value))
     except (TypeError, ValueError, RecursionError):
-        return "must be plain JSON"
-    return None if size <= MAX_OBJECT_CHARS else f"must be at most {MAX_OBJECT_CHARS:,} characters of JSON"
+        return Reason("param_plain_json")
+    return None if size <= MAX_OBJECT_CHARS else Reason("param_json_too_long", limit=MAX_OBJECT_CHARS)
 
 
-def _choice(*options: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value in options else f"must be one of {', '.join(options)}"
+def _choice(*options: str) -> Callable[[Any], Reason | None]:
+    def check(value: Any) -> Reason | None:
+        return None if value in options else Reason("param_choice", options=", ".join(options))
     return check
 
 
@@ -84,10 +84,10 @@ def _choice(*options: str) -> Callable[[Any], str | None]:
 class Rule:
     """One model parameter: the backends that take it and its cap on each (None: not taken)."""
 
-    openai: Callable[[Any], str | None] | None
-    anthropic: Callable[[Any], str | None] | None
+    openai: Callable[[Any], Reason | None] | None
+    anthropic: Callable[[Any], Reason | None] | None
 
-    def on(self, backend: str) -> Callable[[Any], str | None] | None:
+    def on(self, backend: str) -> Callable[[Any], Reason | None] | None:
         return getattr(self, backend, None)
 
 
@@ -109,15 +109,16 @@ MODEL_PARAMS: dict[str, Rule] = {
 }
 
 
-def _problem(name: str, value: Any, backend: str | None) -> str | None:
+def _problem(name: str, value: Any, backend: str | None) -> Reason | None:
     """Return why `value` is refused for model parameter `name` (on `backend`, or on the most lenient backend)."""
     rule = MODEL_PARAMS[name]
     backends = (backend,) if backend else HTTP_BACKENDS
     problems = [check(value) for check in (rule.on(b) for b in backends) if check is not None]
     if not problems or any(p is None for p in problems):
         return None
-    where = f" on the {backend} backend" if backend else ""
-    return f"params: {name} {problems[0]}{where}, got {_shown(value)}"
+    if backend:
+        return Reason("params_value_on", name=name, problem=problems[0], backend=backend, value=_shown(value))
+    return Reason("params_value", name=name, problem=problems[0], value=_shown(value))
 
 
 def _shown(value: Any) -> str:
@@ -128,33 +129,33 @@ def _shown(value: Any) -> str:
 def check_params(params: Any, *, task: str | None = None) -> None:
     """Raise PromptError naming the first parameter that no backend takes or whose value is over its cap."""
     if not isinstance(params, dict):
-        raise PromptError("params must be an object of key=value pairs")
+        raise PromptError(Reason("params_not_object"))
     metric = METRIC.get(task or "", ()) + (EVERY_METRIC if task in METRIC_TASKS else ())
     for key, value in params.items():
         if key in RESERVED:
-            raise PromptError(f"params: '{key}' is set by calibrate, not a parameter")
+            raise PromptError(Reason("params_reserved", key=key))
         if key in LOCAL:
             if not isinstance(value, bool):
-                raise PromptError(f"params: {key} must be true or false, got {_shown(value)}")
+                raise PromptError(Reason("params_not_boolean", key=key, value=_shown(value)))
         elif key.startswith(BASELINE_PREFIX):
             try:
                 settings_from({key: value})
             except RunSetupError as exc:
-                raise PromptError(f"params: {exc}") from None
+                raise PromptError(Reason("params_baseline", exc=exc.reason or str(exc))) from None
         elif key in metric:
             problem = _metric_problem(key, value)
             if problem:
-                raise PromptError(f"params: {key} {problem}, got {_shown(value)}")
+                raise PromptError(Reason("params_metric_value", key=key, problem=problem, value=_shown(value)))
         elif key in MODEL_PARAMS:
             problem = _problem(key, value, None)
             if problem:
                 raise PromptError(problem)
         else:
             allowed = ", ".join(sorted([*MODEL_PARAMS, *LOCAL, *metric, f"{BASELINE_PREFIX}*"]))
-            raise PromptError(f"params: '{key}' is not a parameter calibrate sends (allowed: {allowed}; see docs/judges.md)")
+            raise PromptError(Reason("params_unknown", key=key, allowed=allowed))
 
 
-def _metric_problem(key: str, value: Any) -> str | None:
+def _metric_problem(key: str, value: Any) -> Reason | None:
     if key in EVERY_METRIC:
         return None  # checked with the run's metric when it starts (LeakageGuard.from_params)
     if key == "n_questions":
@@ -162,7 +163,7 @@ def _metric_problem(key: str, value: Any) -> str | None:
     if key == "embedder":
         return _choice("tfidf", "http")(value)
     if not isinstance(value, str) or not 0 < len(value.strip()) <= 200:
-        return "must be a model name of at most 200 characters"
+        return Reason("param_model_name", limit=200)
     return None
 
 
@@ -176,8 +177,7 @@ def check_backend_params(backend: str, params: dict[str, Any]) -> None:
             continue  # calibrate's own (checked at save time) or a version saved before this check: see below
         if rule.on(backend) is None:
             takers = [b for b in HTTP_BACKENDS if rule.on(b) is not None]
-            raise RunSetupError(f"params: the {backend} backend does not take '{key}' ({', '.join(takers)} only); "
-                                "save a version without it")
+            raise RunSetupError(Reason("params_backend_refuses", backend=backend, key=key, takers=', '.join(takers)))
         problem = _problem(key, value, backend)
         if problem:
             raise RunSetupError(problem)
@@ -185,8 +185,7 @@ def check_backend_params(backend: str, params: dict[str, Any]) -> None:
                      and not key.startswith(BASELINE_PREFIX) and key not in METRIC["answer_relevancy"]
                      and key not in EVERY_METRIC)
     if unknown:
-        raise RunSetupError(f"params: '{unknown[0]}' is not a parameter calibrate sends (see docs/judges.md); "
-                            "save a version without it")
+        raise RunSetupError(Reason("params_unknown_saved", unknown=unknown[0]))
 
 
 __all__ = ["MODEL_PARAMS", "check_backend_params", "check_params"]

@@ -47,6 +47,7 @@ from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
 from calibrate.judges import render_pool
 from calibrate.judges.errors import PromptError, RenderError
 from calibrate.judges.sandbox import DEFAULT_LIMITS, BoundedEnvironment, Limits, render
+from calibrate.reasons import Reason, known
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
@@ -118,27 +119,36 @@ def check_template(source: str, *, target: str, part: str, task: str | None = No
     (calibrate.judges.render_pool): a template that crashes or exhausts it is refused with the reason.
     """
     if len(source) > MAX_TEMPLATE_CHARS:
-        raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
+        raise PromptError(Reason("template_too_long", part=part, max_template_chars=MAX_TEMPLATE_CHARS))
     if not limits.isolated:
         check_in_process(source, target=target, part=part, task=task, limits=limits)
         return
     answer = _pooled({"op": "check", "source": source, "target": target, "part": part, "task": task}, limits, part, PromptError)
     if "error" in answer:
-        raise PromptError(answer["error"])
+        raise PromptError(answered_refusal(answer))
+
+
+def answered_refusal(answer: dict[str, Any]) -> Reason | str:
+    """Return the refusal a render worker answered: its reason when it sent a known one (worded on the page in the
+    reader's language), else its English line."""
+    reason = answer.get("reason")
+    if isinstance(reason, dict) and known(reason):
+        return Reason(reason["code"], **{key: value for key, value in reason.items() if key != "code"})
+    return str(answer["error"])
 
 
 def check_in_process(source: str, *, target: str, part: str, task: str | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
     """`check_template` in this process (what a render worker runs)."""
     if len(source) > MAX_TEMPLATE_CHARS:
-        raise PromptError(f"{part}: longer than {MAX_TEMPLATE_CHARS} characters")
+        raise PromptError(Reason("template_too_long", part=part, max_template_chars=MAX_TEMPLATE_CHARS))
     env = environment()
     check_nesting(source, part)
     try:
         tree = env.parse(source)
     except TemplateSyntaxError as exc:
-        raise PromptError(f"{part}: line {exc.lineno}: {exc.message}") from exc
+        raise PromptError(Reason("template_syntax", part=part, lineno=exc.lineno, message=exc.message)) from exc
     except RecursionError:
-        raise PromptError(f"{part}: nested too deeply to parse (brackets or blocks inside one another)") from None
+        raise PromptError(Reason("template_nested_parse", part=part)) from None
     allowed = dict(version_fields(target))
     if part == "template":
         allowed.update(item_fields(target, task))
@@ -148,11 +158,11 @@ def check_in_process(source: str, *, target: str, part: str, task: str | None = 
     try:
         render(env.from_string(source), context, limits, part=part)
     except RenderError as exc:
-        raise PromptError(str(exc)) from None
+        raise PromptError.carrying(exc) from None
     except TemplateError as exc:
-        raise PromptError(f"{part}: {exc}") from exc
+        raise PromptError(Reason("template_refused", part=part, exc=str(exc))) from exc
     except Exception as exc:
-        raise PromptError(f"{part}: fails to render: {type(exc).__name__}: {exc}") from exc
+        raise PromptError(Reason("template_fails", part=part, name=type(exc).__name__, exc=str(exc))) from exc
 
 
 MAX_PARSE_DEPTH = 40  # brackets or blocks one inside another; Jinja's parser recurses ~15 frames per bracket
@@ -183,7 +193,7 @@ def check_nesting(source: str, part: str) -> None:
             if kind != "whitespace":
                 after_block_begin = kind == "block_begin"
             if depth > MAX_PARSE_DEPTH:
-                raise PromptError(f"{part}: line {lineno}: brackets or blocks nested more than {MAX_PARSE_DEPTH} deep")
+                raise PromptError(Reason("template_nested_depth", part=part, lineno=lineno, max_parse_depth=MAX_PARSE_DEPTH))
     except TemplateSyntaxError:
         return
 
@@ -197,9 +207,10 @@ class _Checker:
         self.allowed = allowed
         self.task = task
 
-    def fail(self, field: str, node: nodes.Node, detail: str = "") -> None:
+    def fail(self, field: str, node: nodes.Node, detail: Reason | str = "") -> None:
         names = ", ".join(sorted(self.allowed))
-        raise PromptError(f"{self.part}: line {node.lineno}: unknown field '{field}'{detail} (fields: {names})")
+        raise PromptError(Reason("template_unknown_field", part=self.part, lineno=node.lineno, field=field, detail=detail,
+                                 names=names))
 
     def visit(self, node: nodes.Node, scope: dict[str, Any]) -> None:
         if isinstance(node, nodes.For):
@@ -271,8 +282,7 @@ class _Checker:
                 return ANY
             if self.part == "system" and node.name in item_fields(self.target, self.task):
                 raise PromptError(
-                    f"system: line {node.lineno}: '{node.name}' is an item field; the system text must be the same "
-                    "for every item (so providers can cache it): use it in the template"
+                    Reason("system_item_field", lineno=node.lineno, node=node.name)
                 )
             self.fail(node.name, node)
         if isinstance(node, nodes.Getattr):
@@ -288,7 +298,7 @@ class _Checker:
     def member(self, node: nodes.Node, parent: Any, attr: str) -> Any:
         if isinstance(parent, dict):
             if attr not in parent:
-                self.fail(_dotted(node), node, f" (known: {', '.join(parent)})")
+                self.fail(_dotted(node), node, Reason("template_known_fields", known=", ".join(parent)))
             return parent[attr]
         if isinstance(parent, tuple) or parent == SCALAR:
             # Methods of lists and strings (items, upper…) go to the sandbox, which allows safe ones.

@@ -52,8 +52,8 @@ def handle(message: dict[str, Any]) -> dict[str, Any]:
         if message.get("op") == "render":
             return {"text": render_in_process(message["source"], restore_context(message.get("context") or {}), limits, part)}
         return {"error": f"unknown request {message.get('op')!r}"}
-    except (PromptError, RenderError) as exc:
-        return {"error": str(exc)}
+    except (PromptError, RenderError) as exc:  # the reason too, so that the page words it in the reader's language
+        return {"error": str(exc), **({"reason": exc.reason.to_dict()} if exc.reason is not None else {})}
 
 
 def main() -> None:

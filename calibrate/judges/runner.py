@@ -92,6 +92,7 @@ from calibrate.judges.render import Renderer, stop_if_the_template_fails
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
+from calibrate.reasons import Reason
 from calibrate.tasks import check_task_on_dataset, is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
@@ -191,18 +192,18 @@ def skipped_text(skipped: dict[str, int]) -> str:
 def endpoint_for(spec: RunSpec, version: PromptVersion) -> Endpoint:
     """Return where the run's calls go, checking the backend options."""
     if spec.backend not in BACKENDS:
-        raise RunSetupError(f"backend must be one of {', '.join(BACKENDS)}; got {spec.backend!r}")
+        raise RunSetupError(Reason("backend_unknown", backends=', '.join(BACKENDS), backend=spec.backend))
     if spec.backend == "baseline":
         return Endpoint("baseline", "", "baseline", None)
     model = version.model
     if spec.model and version.model and spec.model != version.model:
-        raise RunSetupError(f"version uses model {version.model!r}; save a new version to use {spec.model!r}")
+        raise RunSetupError(Reason("run_model_differs", model=version.model, model2=spec.model))
     model = model or (spec.model or "")
     if not model:
-        raise RunSetupError("no model: the version has none, give --model")
+        raise RunSetupError(Reason("run_no_model"))
     base_url = (spec.base_url or DEFAULT_BASE_URLS[spec.backend]).rstrip("/")
     if not base_url.startswith(("http://", "https://")):
-        raise RunSetupError(f"--base-url must start with http:// or https://, got {base_url!r}")
+        raise RunSetupError(Reason("base_url_scheme", base_url=base_url))
     key_env = spec.api_key_env if spec.api_key_env is not None else DEFAULT_KEY_ENV[spec.backend]
     return Endpoint(spec.backend, base_url, model, key_env or None)
 
@@ -270,9 +271,9 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
     dataset or prompt, NothingToDo when every target already has a verdict.
     """
     if spec.options.concurrency < 1:
-        raise RunSetupError("--concurrency must be at least 1")
+        raise RunSetupError(Reason("concurrency_too_low"))
     if spec.split not in (None, "train", "dev", "test"):
-        raise RunSetupError(f"--split must be train, dev or test; got {spec.split!r}")
+        raise RunSetupError(Reason("run_split_unknown", split=spec.split))
     with write_session(engine) as session:
         dataset = lookup.dataset(session, spec.dataset)
         prompt, version = resolve_version(session, spec.prompt)
@@ -293,28 +294,27 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             raise RunSetupError(f"--samples is for judges of a label or score task; {task.name} is "
                                 f"{'a metric' if is_metric(task) else 'the claim extraction'}")
         if task.kind != "pairwise" and spec.orders is not None:
-            raise RunSetupError(f"--orders is for pairwise tasks; {task.name} is {task.kind}")
+            raise RunSetupError(Reason("orders_not_pairwise", task=task.name, kind_=task.kind))
         orders = (spec.orders or "both") if task.kind == "pairwise" else None
         if orders is not None and orders not in ORDERS:
-            raise RunSetupError(f"--orders must be one of {', '.join(ORDERS)}; got {orders!r}")
+            raise RunSetupError(Reason("orders_unknown", orders=', '.join(ORDERS), orders2=orders))
         scope = Scope(spec.split, spec.labelled_only, spec.limit)
         targets, kept = _targets(session, dataset, task, version, scope, spec.force)
         if not targets and kept:
-            raise NothingToDo(f"nothing to do: all {kept} answers in scope keep their claims, which {extraction.KEPT} "
-                              "(--force re-extracts them, flagging those labels stale)")
+            raise NothingToDo(Reason("nothing_to_do_kept", kept=kept))
         if not targets:
-            raise RunSetupError(f"no {task.target} of dataset {dataset.name} to judge for task {task.name} with these options")
+            raise RunSetupError(Reason("nothing_to_judge", target=task.target, dataset=dataset.name, task=task.name))
         skipped: dict[str, int] = {}
         if orders is not None:
             targets, without = expand_orders(session, targets, orders)
             if without:
                 skipped["without two responses"] = without
             if not targets:
-                raise RunSetupError(f"no sample of {dataset.name} has two or more responses to compare for {task.name}")
+                raise RunSetupError(Reason("no_sample_two_responses", dataset=dataset.name, task=task.name))
         if is_metric(task):
             targets, skipped, _ = metric_runs.measurable(session, task, targets)
             if not targets:
-                raise RunSetupError(f"nothing to measure for {task.name} in {dataset.name}: {skipped_text(skipped)}")
+                raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_text(skipped)))
         targets = expand_samples(targets, spec.samples)
         name = judge_name(prompt, version)
         judge = session.exec(select(Judge).where(Judge.name == name)).first()
@@ -324,11 +324,11 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             session.add(judge)
             session.flush()
         elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
-            raise RunSetupError(f"a judge named {name} already exists and is not a run of this version (imported verdicts?)")
+            raise RunSetupError(Reason("judge_name_taken", name=name))
         runs = session.exec(select(JudgeRun).where(JudgeRun.judge_id == judge.id).order_by(JudgeRun.id.desc())).all()
         for run in runs:
             if run.status in ("pending", "running") and run_is_live(run):
-                raise RunSetupError(f"run {run.id} of {name} is still in progress; wait for it or stop it first")
+                raise RunSetupError(Reason("run_in_progress", run_id=run.id, name=name))
         settle_dead_runs(session, runs)
         if is_extraction(task):
             done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}  # (target, order, sample) jobs
@@ -336,11 +336,10 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
             done = done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
         pending = [t for t in targets if t.job not in done]
         if not pending and is_extraction(task):
-            also = f"; {kept} kept their claims, which {extraction.KEPT} (--force re-extracts them)" if kept else ""
-            raise NothingToDo(f"nothing to do: all {len(targets)} answers already carry the claims of {name}{also}")
+            raise NothingToDo(Reason("nothing_to_do_extracted_kept", count=len(targets), name=name, kept=kept) if kept
+                              else Reason("nothing_to_do_extracted", count=len(targets), name=name))
         if not pending:
-            raise NothingToDo(f"nothing to do: all {len(targets)} targets already have verdicts of {name} "
-                              "(--rerun judges them again, answered from the cache)")
+            raise NothingToDo(Reason("nothing_to_do_judged", count=len(targets), name=name))
         settings = {
             "scope": scope.as_dict(), "rerun": spec.rerun, "options": asdict(spec.options), "skipped": skipped,
             **({"orders": orders} if orders is not None else {}), **({"samples": spec.samples} if spec.samples > 1 else {}),
@@ -391,7 +390,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
     with Session(engine, expire_on_commit=False) as session:
         run = session.get(JudgeRun, run_id)
         if run is None:
-            raise RunSetupError(f"no run {run_id}")
+            raise RunSetupError(Reason("no_such_run", run_id=run_id))
         judge = session.get(Judge, run.judge_id)
         version = session.get(PromptVersion, judge.prompt_version_id)
         prompt = session.get(Prompt, version.prompt_id)

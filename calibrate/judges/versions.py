@@ -101,11 +101,11 @@ def parse_ref(text: str) -> tuple[str, int | None]:
     """Split "NAME@N" into (NAME, N); "NAME" alone means the latest version."""
     name, sep, number = (text or "").strip().partition("@")
     if not name:
-        raise PromptError(f"give a prompt as NAME@VERSION, got {text!r}")
+        raise PromptError(Reason("prompt_ref_shape", text=text))
     if not sep:
         return name, None
     if not (number.isascii() and number.isdigit()) or int(number) < 1:
-        raise PromptError(f"version must be a positive number in {text!r} (NAME@VERSION)")
+        raise PromptError(Reason("prompt_ref_version", text=text))
     return name, int(number)
 
 
@@ -194,8 +194,8 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         # Sample ids may contain ":"; only a trailing number is a claim or context position.
         external, position, sep = spec.ref, "", ""
     if task.target != "sample" and not sep:
-        what = "claim index" if task.target == "claim" else "context rank"
-        raise PromptError(f"few-shot {spec.ref}: task {task.name} judges {task.target}s: write SAMPLE:N with the 0-based {what}")
+        what = Reason("claim_index") if task.target == "claim" else Reason("context_rank")
+        raise PromptError(Reason("fewshot_needs_position", ref=spec.ref, task=task.name, target=task.target, what=what))
     if sep and not (position.isascii() and position.isdigit()):
         raise PromptError(Reason("fewshot_not_index", ref=spec.ref, position=position))
     query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
@@ -235,7 +235,7 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
         return _extraction_example(session, sample, key, spec)
     value, rationale = human_gold(session, task, key)
     if value is None:
-        raise PromptError(f"few-shot {spec.ref}: no human gold label for this target ({rationale})")
+        raise PromptError(Reason("fewshot_no_gold", ref=spec.ref, rationale=rationale))
     return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
 
 
@@ -266,7 +266,7 @@ def content_hash(*, template: str, system: str, model: str, params: dict[str, An
 def validate_name(name: str) -> str:
     """Return a valid prompt name or raise PromptError."""
     if not NAME_RE.match(name or ""):
-        raise PromptError(f"prompt name must be letters, digits, '_', '-' or '.', at most 64, no '@'; got {name!r}")
+        raise PromptError(Reason("prompt_name_invalid", name=name))
     return name
 
 
@@ -327,7 +327,7 @@ def check_version(
     if prompt is None:
         validate_name(name)
         if not task:
-            raise PromptError(f"prompt {name!r} is new: give its task")
+            raise PromptError(Reason("prompt_new_needs_task", name=name))
         task_row = lookup.task(session, task)
         parent = None
         scope = scope_datasets(session, datasets)
@@ -340,7 +340,7 @@ def check_version(
     else:
         task_row = session.get(Task, prompt.task_id)
         if task and task != task_row.name:
-            raise PromptError(f"prompt {name} judges task {task_row.name}, not {task}")
+            raise PromptError(Reason("prompt_other_task", name=name, task_row=task_row.name, task=task))
         parent = latest_version(session, prompt)
         scope, within = [], prompt_scope(session, prompt)
         outside = next((d for d in datasets or () if within and d not in within), None)
@@ -365,11 +365,9 @@ def check_version(
         check_template(system, target=task_row.target, part="system", task=task_row.name, limits=limits)
     check_params(params, task=task_row.name)
     if few_shots and task_row.name in METRIC_TASKS:
-        raise PromptError(f"few-shot examples are not supported for the metric task {task_row.name}: its calls judge "
-                          "single claims, contexts or statements, which have no gold of that task to show; "
-                          "write examples into the template text instead")
+        raise PromptError(Reason("fewshot_metric_task", task_row=task_row.name))
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset,
-                                                                         within=within)
+                                                                                     within=within)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
     return CheckedVersion(prompt, task_row, parent, template, system, model, params, examples, digest, scope)
 

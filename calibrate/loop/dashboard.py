@@ -373,7 +373,7 @@ def alt_test_on_split(session: Session, dataset_name: str, judge_name: str, *, t
     dataset = lookup.dataset(session, dataset_name)
     frozen = frozen_test_message(dataset.name, split, dataset_splits(session, dataset))
     if frozen:
-        raise CalibrationError(frozen)
+        raise CalibrationError(frozen_test_reason(dataset.name, split, dataset_splits(session, dataset)))
     return run_alt_test(session, dataset.name, task, judge_name, split=split, **parameters)
 
 
@@ -391,7 +391,7 @@ def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: st
 
     detail = disagreement_detail(session, dataset_name, judge_name, target, task=task)
     if detail.prompt is None:
-        raise CalibrationError(detail.fewshot_refusal)
+        raise CalibrationError(Reason("fewshot_imported_judge"))
     prompt = session.exec(select(Prompt).where(Prompt.name == detail.prompt)).one()
     specs = []
     for row in stored_examples(session, latest_version(session, prompt)):
@@ -432,7 +432,7 @@ def triage(session: Session, dataset_name: str, judge_name: str, target: str, ki
     """
 
     if kind not in TRIAGE_KINDS:
-        raise CalibrationError(f"triage must be one of {', '.join(TRIAGE_KINDS)}, not {kind!r}")
+        raise CalibrationError(Reason("triage_unknown", triage_kinds=', '.join(TRIAGE_KINDS), kind_=kind))
     detail = disagreement_detail(session, dataset_name, judge_name, target, task=task)
     row = session.exec(select(Triage).where(Triage.judge_id == detail.judge.id, Triage.task_id == detail.task.id,
                                             Triage.target_key == target)).first()

@@ -41,6 +41,7 @@ from calibrate.models import (
     Verdict,
     parse_target_key,
 )
+from calibrate.reasons import Reason
 from calibrate.targets import target_name
 
 
@@ -103,7 +104,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         return DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
                                 message=frozen)
     if agreement not in (None, "", "unanimous", "split"):
-        raise CalibrationError(f"agreement must be unanimous or split, not {agreement!r}")
+        raise CalibrationError(Reason("agreement_unknown", agreement=agreement))
     report = build_report(session, dataset_name, judge_name, options=Options(bootstrap=100, split=split, order_rule=order_rule),
                           tasks=[task])
     section = report.data["tasks"].get(task)
@@ -130,7 +131,7 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     if meta:
         key, sep, value = meta.partition("=")
         if not sep or not key.strip():
-            raise CalibrationError(f"metadata filter must be FIELD=VALUE, not {meta!r}")
+            raise CalibrationError(Reason("metadata_filter_shape", meta=meta))
         dataset = lookup.dataset(session, dataset_name)
         rows = session.exec(select(Sample.external_id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
         keep = {ext for ext, m in rows if isinstance(m, dict) and str(m.get(key.strip())) == value.strip()}
@@ -210,9 +211,9 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
     task_row = calibrated_task(session, task)
     parsed = parse_target_key(target)
     if parsed is None and target.partition(":")[0] == task_row.target and target.partition(":")[2].isdigit():
-        raise NotFound(f"no target {target} in dataset {dataset.name}")  # an id larger than any row can have
+        raise NotFound(Reason("no_such_target", target=target, dataset=dataset.name))  # an id larger than any row can have
     if parsed is None or parsed[0] != task_row.target:
-        raise CalibrationError(f"{target!r} is not a {task_row.target} target of task {task_row.name}")
+        raise CalibrationError(Reason("target_wrong_kind", target=target, target2=task_row.target, task_row=task_row.name))
     kind, target_id = parsed
     position, text, sample = None, "", None
     if kind == "claim":
@@ -227,7 +228,7 @@ def disagreement_detail(session: Session, dataset_name: str, judge_name: str, ta
         sample = session.get(Sample, target_id)
         text = sample.answer if sample else ""
     if sample is None or sample.dataset_id != dataset.id:
-        raise CalibrationError(f"no target {target} in dataset {dataset.name}")
+        raise CalibrationError(Reason("no_such_target", target=target, dataset=dataset.name))
     rows = session.exec(
         select(Label, User.username).join(User, User.id == Label.annotator_id)
         .where(Label.task_id == task_row.id, Label.target_key == target, Label.stale.is_(False)).order_by(Label.adjudicated, User.username)

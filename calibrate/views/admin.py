@@ -15,6 +15,7 @@ from calibrate.annotation.team import assign, create_user, get_user_by_id, reset
 from calibrate.datasets import dataset_names
 from calibrate.i18n import _, ngettext
 from calibrate.models import ROLES, Assignment
+from calibrate.reasons import Reason
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.fields import int_field
@@ -108,7 +109,7 @@ def assign_work():
     try:
         fraction_value = float(fraction) if fraction else None
     except ValueError:
-        raise AnnotationError("fraction must be a number such as 0.02") from None
+        raise AnnotationError(Reason("fraction_not_number")) from None
     db = get_write_session()
     summary = assign(db, form.get("dataset", ""), n=n_value, fraction=fraction_value, seed=seed, overlap=overlap,
                      usernames=form.getlist("annotator"), negative_first=form.get("negative_first") == "1")

@@ -215,7 +215,7 @@ def label(assignment_id: int):
         saved = post_label(get_session(), g.user, assignment_id, post, write=write, release=close_session,
                            required=_required())
     except EvidenceError as exc:
-        raise BadField(exc.field, str(exc)) from None
+        raise BadField(exc.field, refusal_text(exc)) from None
     except TaskNotOffered as exc:  # a task scoped to other datasets than the item's
         raise BadField("task", refusal_text(exc)) from None
     except TargetRetired:  # a claim split or merged since the page was shown, or one that won the race

@@ -47,9 +47,9 @@ from calibrate.models import Prompt, Task
 from calibrate.reasons import Reason
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
-from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label
+from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label, reason_text
 from calibrate.views.auth import role_required
-from calibrate.views.errors import back_to
+from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.prompts import ENGINEERS
 from calibrate.views.session import get_session, get_write_session
 
@@ -223,15 +223,15 @@ def alt_test_page(name: str, judge: str):
         alpha = float(form["alpha"]) if form["alpha"] else DEFAULT_ALPHA
         min_items = int(form["min_items"]) if form["min_items"] else DEFAULT_MIN_ITEMS
     except ValueError:
-        message, status = "epsilon and alpha must be numbers in (0, 1), min_items a positive whole number", 400
+        message, status = _("epsilon and alpha must be numbers in (0, 1), min_items a positive whole number"), 400
     else:
         try:
             result = alt_test_on_split(get_session(), name, judge, task=task, split=split, epsilon=epsilon, alpha=alpha,
                                        scoring=form["scoring"] or None, min_items=min_items, order_rule=_order_rule())
         except CalibrationError as exc:  # a parameter out of range, the frozen test split, a split without samples
-            message, status = str(exc), 400
+            message, status = refusal_text(exc), 400
     if result is not None and result["status"] != "ok":
-        message = f"The alt-test cannot be run here: {result['note']}."
+        message = _("The alt-test cannot be run here: %(why)s.", why=reason_text(result))
     order_rule = request.args.get("order_rule") if request.args.get("order_rule") in ORDER_RULES else None
     return render_template("calibration/alt_test.html", dataset=name, judge=judge, task=task, split=split, form=form,
                            result=result, message=message, body=alt_test_context(result) if result else None,

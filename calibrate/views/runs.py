@@ -19,7 +19,7 @@ from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict
 from calibrate.targets import target_names
 from calibrate.views.auth import role_required
-from calibrate.views.errors import back_to
+from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import app_engine, get_session, get_write_session, write
@@ -63,7 +63,7 @@ def extract(name: str):
     try:
         run_id = prepare_run(app_engine(), spec)
     except NothingToDo as exc:  # every answer carries this version's claims already
-        flash(str(exc), "info")
+        flash(refusal_text(exc), "info")
         return redirect(url_for("datasets.show", name=name), code=303)
     start_in_background(run_id)
     return redirect(url_for("runs.show", run_id=run_id), code=303)
@@ -88,7 +88,7 @@ def create(name: str, number: int):
     try:
         run_id = prepare_run(app_engine(), spec)
     except NothingToDo as exc:  # not a refusal: every target is judged already
-        flash(str(exc), "info")
+        flash(refusal_text(exc), "info")
         return redirect(url_for("prompts.show", name=name, number=number), code=303)
     start_in_background(run_id)
     return redirect(url_for("runs.show", run_id=run_id), code=303)

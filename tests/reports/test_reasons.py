@@ -110,7 +110,10 @@ def test_a_reason_is_flat_json_and_keeps_numbers_as_numbers():
 
 def test_every_template_has_a_spanish_entry_with_the_same_figures():
     with open(PROJECT_ROOT / "calibrate" / "translations" / "es" / "LC_MESSAGES" / "messages.po", "rb") as f:
-        spanish = {m.id if isinstance(m.id, str) else m.id[0]: m.string for m in read_po(f, locale="es") if m.id}
+        spanish = {}
+        for m in read_po(f, locale="es"):
+            for msgid in ((m.id,) if isinstance(m.id, str) else m.id) if m.id else ():  # a pair: its singular and its plural
+                spanish.setdefault(msgid, m.string)
     for template in reasons.english_templates():
         forms = spanish[template] if isinstance(spanish[template], tuple) else (spanish[template],)
         for form in forms:
