@@ -8,17 +8,8 @@ from sqlmodel import Session, select
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
-from calibrate.tasks import (
-    add_task,
-    describe_values,
-    edit_task,
-    parse_descriptions,
-    parse_display,
-    parse_levels,
-    parse_scale,
-    remove_task,
-    tasks_scopes,
-)
+from calibrate.task_scopes import tasks_scopes
+from calibrate.tasks import add_task, describe_values, edit_task, parse_descriptions, parse_display, parse_levels, parse_scale, remove_task
 
 
 @click.group("task")

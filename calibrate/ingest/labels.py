@@ -62,7 +62,8 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason
-from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value, tasks_scopes
+from calibrate.task_scopes import tasks_scopes
+from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",

@@ -93,7 +93,8 @@ from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resolve_version
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.reasons import Reason
-from calibrate.tasks import check_task_on_dataset, is_extraction
+from calibrate.task_scopes import check_task_on_dataset
+from calibrate.tasks import is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 MAX_SAMPLES = 20  # --samples K: at most this many calls per target
@@ -289,10 +290,9 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         elif endpoint.backend == "baseline":
             BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
         if not isinstance(spec.samples, int) or not 1 <= spec.samples <= MAX_SAMPLES:
-            raise RunSetupError(f"--samples must be an integer from 1 to {MAX_SAMPLES}, not {spec.samples!r}")
+            raise RunSetupError(Reason("samples_range", max_samples=MAX_SAMPLES, samples=spec.samples))
         if spec.samples > 1 and (is_metric(task) or is_extraction(task)):
-            raise RunSetupError(f"--samples is for judges of a label or score task; {task.name} is "
-                                f"{'a metric' if is_metric(task) else 'the claim extraction'}")
+            raise RunSetupError(Reason("samples_metric_task" if is_metric(task) else "samples_extraction_task", task=task.name))
         if task.kind != "pairwise" and spec.orders is not None:
             raise RunSetupError(Reason("orders_not_pairwise", task=task.name, kind_=task.kind))
         orders = (spec.orders or "both") if task.kind == "pairwise" else None

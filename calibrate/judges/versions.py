@@ -47,15 +47,8 @@ from calibrate.models import (
     visible_dataset,
 )
 from calibrate.reasons import Reason
-from calibrate.tasks import (
-    METRIC_TASKS,
-    canonical_claims,
-    is_extraction,
-    offered_on,
-    scope_datasets,
-    task_scope,
-    tasks_scopes,
-)
+from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
+from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}

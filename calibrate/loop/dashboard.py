@@ -89,7 +89,7 @@ from calibrate.reasons import Reason, join
 from calibrate.reports.estimate_summary import section_estimate
 from calibrate.reports.summary import ceiling, decision_text, reason_text
 from calibrate.targets import target_names
-from calibrate.tasks import offered_on, offered_task_names
+from calibrate.task_scopes import offered_on, offered_task_names
 
 
 @dataclass
