@@ -10,7 +10,13 @@ traces.
 
 Per audit size it reports the share of runs whose 95 % interval covers the truth for:
 - the monitor's estimate (calibrate.calibration.production_estimate: PPI++ with Hájek weights,
-  stats/survey.py);
+  stats/survey.py, λ the regression coefficient of the gold on the verdict);
+- the same estimator with PPI++'s λ for an independent unlabelled sample, cov/((1 + n/N)·var) (what
+  the monitor used before issue 25's fix; the audit is drawn from the judged targets, so that λ makes
+  the variance formula too small);
+- the same point estimate with the exact two-phase variance (Poisson finite-population corrections in
+  both phases, Särndal, Swensson & Wretman 1992 §9.3): what the interval would be without the
+  conservative shortcut of stats/survey.py;
 - ppi_mean with ppi_py-style weights (calibrate.stats.ppi_mean, weights and weights_unlabeled): what the
   monitor would give with the estimator of `calibrate estimate`;
 - the mean of the triage labels (what an estimate from triage labels would say);
@@ -33,11 +39,26 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.stats as sps
 
 from calibrate.calibration import production_estimate
 from calibrate.stats import ppi_mean
+from calibrate.stats.survey import hajek_ppi_mean
 
 RESULTS = Path(__file__).resolve().parent / "results" / "production.md"
+
+
+def two_phase_ci(value: float, lam: float, y: np.ndarray, yhat: np.ndarray, pi_t: np.ndarray, pi_a: np.ndarray,
+                 w_all: np.ndarray, n_eff: float) -> list[float]:
+    """θ̂ ± t·se with the two-phase variance: phase 1 (Poisson, π_t) of Y's Hájek mean, phase 2 (π_a) of the residual."""
+    big_w = w_all.sum()
+    p = 1.0 / (pi_t * pi_a)
+    p = p / p.sum()
+    r = y - lam * yhat
+    v1 = float(((1 - pi_t) / pi_t ** 2 * ((y - value) / big_w) ** 2 / pi_a).sum())
+    v2 = float(((1 - pi_a) / pi_a ** 2 * ((r - (p * r).sum()) / big_w / pi_t) ** 2).sum())
+    half = float(sps.t.ppf(0.975, max(n_eff - 1.0, 1.0))) * np.sqrt(v1 + v2)
+    return [value - half, value + half]
 
 
 def window(rng: np.random.Generator, traces: int, audit: int, triage: int) -> dict:
@@ -51,10 +72,20 @@ def window(rng: np.random.Generator, traces: int, audit: int, triage: int) -> di
     pi_a = drawn.size / y_s.size
     w_lab, w_all = 1.0 / (pi_s[drawn] * pi_a), 1.0 / pi_s
     ours = production_estimate(y_s[drawn], yhat[drawn], yhat, w_lab, w_all)
+    p, q = w_lab / w_lab.sum(), w_all / w_all.sum()
+    y_l, yh_l = y_s[drawn], yhat[drawn]
+    cov = float((p * (y_l - (p * y_l).sum()) * (yh_l - (p * yh_l).sum())).sum())
+    var_all = float((q * (yhat - (q * yhat).sum()) ** 2).sum())
+    lam_ppi = 0.0 if var_all <= 0 else float(np.clip(cov / ((1 + drawn.size / yhat.size) * var_all), 0.0, 1.0))
+    now = hajek_ppi_mean(y_l, yh_l, yhat, w_lab, w_all)
+    exact = two_phase_ci(now.value, now.extra["lambda"], y_l, yh_l, pi_s[drawn], np.full(drawn.size, pi_a), w_all,
+                         now.extra["n_effective"])
+    before = hajek_ppi_mean(y_l, yh_l, yhat, w_lab, w_all, lam=lam_ppi)
     theirs = ppi_mean(y_s[drawn], yhat[drawn], yhat, lam=None, weights=w_lab, weights_unlabeled=w_all)
     tri = y_s[np.argsort(~down_s, kind="stable")[:triage]]
     half = 1.96 * tri.std() / np.sqrt(tri.size)
-    return {"truth": float(y.mean()), "monitor": ours["ci"], "ppi_mean": list(theirs.ci) if theirs.ci else None,
+    return {"truth": float(y.mean()), "value": ours["estimate"], "monitor": ours["ci"], "before": list(before.ci), "exact": exact,
+            "ppi_mean": list(theirs.ci) if theirs.ci else None,
             "triage": [tri.mean() - half, tri.mean() + half], "judge": ours["judge_only_ci"]}
 
 
@@ -62,16 +93,18 @@ def run(reps: int, traces: int, sizes: list[int], triage: int, seed: int) -> lis
     rows = []
     for size in sizes:
         rng = np.random.default_rng([seed, size])
-        hits = {k: 0 for k in ("monitor", "ppi_mean", "triage", "judge")}
+        hits = {k: 0 for k in ("monitor", "before", "exact", "ppi_mean", "triage", "judge")}
+        errors = []
         widths = {k: [] for k in hits}
         for _ in range(reps):
             w = window(rng, traces, size, triage)
+            errors.append(w["value"] - w["truth"])
             for k in hits:
                 ci = w[k]
                 if ci:
                     hits[k] += ci[0] <= w["truth"] <= ci[1]
                     widths[k].append(ci[1] - ci[0])
-        rows.append({"audit": size, **{f"cover_{k}": hits[k] / reps for k in hits},
+        rows.append({"audit": size, "ideal": 2 * 1.96 * float(np.std(errors)), **{f"cover_{k}": hits[k] / reps for k in hits},
                      **{f"width_{k}": float(np.mean(widths[k])) if widths[k] else None for k in widths}})
     return rows
 
@@ -98,17 +131,31 @@ def main() -> None:
              f"triage {args.triage} thumbs-down first; {seconds:.1f} s in all",
              "- Command: `.venv/bin/python bench/bench_production.py --write`", "",
              "Share of windows whose 95 % interval covers the truth (the window's share of good answers), and the mean width.", "",
-             "| audit labels | monitor (Hájek PPI++) | width | ppi_mean, ppi_py weights | width | triage labels | judge alone |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             "| audit labels | monitor (Hájek PPI++, regression λ) | width | 3.92 × sd | before: PPI++'s λ | width "
+             "| exact two-phase variance | width | ppi_mean, ppi_py weights | width | triage labels | judge alone |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['audit']} | {r['cover_monitor']:.3f} | {r['width_monitor']:.3f} | {r['cover_ppi_mean']:.3f} | "
+        lines.append(f"| {r['audit']} | {r['cover_monitor']:.3f} | {r['width_monitor']:.3f} | {r['ideal']:.3f} | "
+                     f"{r['cover_before']:.3f} | {r['width_before']:.3f} | {r['cover_exact']:.3f} | {r['width_exact']:.3f} | "
+                     f"{r['cover_ppi_mean']:.3f} | "
                      f"{r['width_ppi_mean']:.3f} | {r['cover_triage']:.3f} | {r['cover_judge']:.3f} |")
     lines += ["", "The triage labels' mean never covers: thumbs-down-first triage sees mostly bad answers. The judge alone",
               "covers only when its bias (the lenient judge: about +0.05) happens to fall inside its own interval.",
               "ppi_mean's weighted variance (uncentred w·Y, as ppi_py) counts the spread of the weights as variance: it",
-              "covers nearly always with intervals about 1.5 times as wide. The monitor's Hájek form covers 0.92–0.94,",
-              "a little below the nominal 0.95 (a normal approximation on binary labels whose weights spread tenfold;",
-              "few effective labels for small audits)."]
+              "covers nearly always with intervals about 1.5 times as wide.", "",
+              "The monitor's λ is the regression coefficient of the gold on the verdict (stats/survey.py, docs/statistics.md",
+              "§18): the audit is drawn from the judged targets, and for that nested design the variance formula is",
+              "right at that λ only. PPI++'s λ, cov/((1 + n/N)·var), is meant for an independent unlabelled sample;",
+              "it shrinks λ by the audit's share of the judged targets and leaves the variance too small by",
+              "(2λ/N)·(C − λ·var), so the interval covered below the nominal rate (the \"before\" column).",
+              "\"3.92 × sd\" is the width of an interval with the estimate's true spread (sd over the windows): the",
+              "monitor's interval is 3–4 % wider from 80 labels on, because its variance leaves out the finite-population",
+              "corrections (thumbs-down traces kept with π_t = 1 carry no sampling variance; a large audit takes",
+              "much of the judged set). The exact two-phase variance drops that margin and covers about 0.94: binary",
+              "labels whose weights spread tenfold (a few heavy bad answers) make the estimate skewed, so the",
+              "conservative form is kept. At 40 labels the interval is 5 % narrower than that, and the regression λ,",
+              "tuned on the same labels, has a small bias (about −0.008): it covers 0.944, within Monte-Carlo error",
+              "of 0.95 (±0.010 at two standard errors over 2,000 windows)."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

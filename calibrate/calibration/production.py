@@ -11,8 +11,9 @@ when absent; `metadata.started_at`, else the creation time, places a sample in i
   chosen for being bad or hard, so any mean over them is biased.
 - The estimate is PPI++ with ratio (Hájek) weights (stats/survey.py): the judge's verdicts on every
   judged target of the window as the imputed term, weighted 1/π_t, and the audit-labelled targets
-  weighted 1/(π_t·π_a) (π_a: `Assignment.audit_prob`, the draw's probability). When the tuned λ is
-  0 (verdicts that do not vary, or do not follow the gold) it is the weighted labels alone (`method`
+  weighted 1/(π_t·π_a) (π_a: `Assignment.audit_prob`, the draw's probability); λ is the weighted
+  regression coefficient of the gold on the verdict (the audit is drawn from the judged targets:
+  stats/survey.py says why not PPI++'s λ). When λ is 0 (verdicts that do not vary, or do not follow the gold) it is the weighted labels alone (`method`
   "classical"). The judge-only number (the weighted mean verdict) stands beside it, never trusted.
 - **Agreement**: the weighted share of audit-labelled targets whose verdict matches the gold
   (categorical, pairwise: the same label; ordinal: within half a point, as the gold of two experts

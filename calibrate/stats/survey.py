@@ -8,16 +8,30 @@ weights normalised to sum 1 (p_i, q_j). Then
     θ̂ = λ·Σ q_j Ŷ_j + Σ p_i (Y_i − λŶ_i)
     se² = λ²·Σ q_j² (Ŷ_j − m)² + Σ p_i² (R_i − R̄)²,   R = Y − λŶ,
 
-the linearised (Taylor) variance of a ratio estimator, with each term centred on its own weighted
-mean (each times m/(m − 1) for its m targets), and the interval θ̂ ± t·se with Student's t at
-Kish's effective sample size of the labelled set minus one, n_eff = 1/Σ p_i²: unequal weights
-leave fewer effective labels than labels, and a normal quantile on 40 labels of effective size 19
-covers 88 % instead of 95 %. ppi_mean's weighted form (ppi_py's: w·Y with weights rescaled to mean 1, not centred) is
-exact for equal weights but counts the spread of the weights themselves as variance, so with
-weights spread tenfold (thumbs-down traces kept always, the rest one in ten) its interval covers
-the truth nearly always instead of at the nominal rate (tests/calibration/test_production.py).
-λ is tuned as PPI++'s, cov_p(Y, Ŷ) / ((1 + n/N)·var_q(Ŷ)), clipped to [0, 1]; `lam=0` is the
-labels alone (the Hájek mean of the audit labels).
+each term the linearised (Taylor) variance of a ratio mean centred on its own weighted mean (each
+times m/(m − 1) for its m targets), and the interval θ̂ ± t·se with Student's t at Kish's effective
+sample size of the labelled set minus one, n_eff = 1/Σ p_i²: unequal weights leave fewer effective
+labels than labels.
+
+The design is two-phase: the audit is drawn from the judged targets, so the labelled set is inside
+the set the imputed term averages, not a second independent sample as in PPI++. For equal weights
+the variance of θ̂ is then S²_Y/N + (1/n − 1/N)·S²_R, while the se² above estimates
+λ²S²_Ŷ/N + S²_R/n, which is that variance plus (2λ/N)·(λS²_Ŷ − C) with C = cov(Y, Ŷ): the two
+agree exactly when λ is the regression coefficient λ = C/S²_Ŷ. So λ is tuned as that coefficient, cov_p(Y, Ŷ)/var_p(Ŷ) on the labelled set's weights,
+clipped to [0, 1]; it is also the λ of least variance for this design (Särndal, Swensson & Wretman
+1992, §9.7: the two-phase regression estimator). PPI++'s λ for an independent unlabelled sample,
+cov/((1 + n/N)·var), shrinks λ towards 0 by the audit's share of the judged targets; with it the
+se² above misses (2λ/N)·(C − λS²_Ŷ) > 0 and the 95 % interval covered 0.92–0.94 in the simulation
+of bench/results/production.md. The se² leaves out the finite-population corrections (traces kept
+with π_t = 1 add no sampling variance; the audit may take half the judged targets), which makes it
+a little conservative; the exact two-phase variance covered only 0.94 (binary labels whose weights
+spread tenfold: the few heavy bad answers make the estimate skewed), so the conservative form is kept.
+
+ppi_mean's weighted form (ppi_py's: w·Y with weights rescaled to mean 1, not centred) is exact for
+equal weights but counts the spread of the weights themselves as variance, so with weights spread
+tenfold (thumbs-down traces kept always, the rest one in ten) its interval covers the truth nearly
+always instead of at the nominal rate (tests/calibration/test_production.py). `lam=0` is the labels
+alone (the Hájek mean of the audit labels).
 """
 
 from __future__ import annotations
@@ -61,7 +75,8 @@ def hajek_ppi_mean(y: Any, yhat: Any, yhat_all: Any, w: Any, w_all: Any, *, alph
                    lam: float | None = None) -> Estimate:
     """Return PPI++ with Hájek weights (module docstring): the labelled set's gold and verdicts, every target's verdicts.
 
-    `extra` holds `lambda`. Fewer than two labels: undefined (`too_few_labels`; none: `no_labels`).
+    The labelled targets are among the targets of `yhat_all` (the audit is drawn from the judged
+    targets). `extra` holds `lambda` and `n_effective`. Fewer than two labels: undefined (`too_few_labels`; none: `no_labels`).
     """
     y, yhat, yhat_all, w, w_all = _arrays(y, yhat, yhat_all, w, w_all)
     n, big_n = int(y.size), int(yhat_all.size)
@@ -74,10 +89,10 @@ def hajek_ppi_mean(y: Any, yhat: Any, yhat_all: Any, w: Any, w_all: Any, *, alph
     p, q = w / w.sum(), w_all / w_all.sum()
     m_all = float((q * yhat_all).sum())
     y_bar, yhat_bar = float((p * y).sum()), float((p * yhat).sum())
-    if lam is None:
-        var_all = float((q * (yhat_all - m_all) ** 2).sum())
+    if lam is None:  # the regression coefficient of Y on Ŷ over the labelled set (module docstring)
+        var_lab = float((p * (yhat - yhat_bar) ** 2).sum())
         cov = float((p * (y - y_bar) * (yhat - yhat_bar)).sum())
-        lam = 0.0 if var_all <= 0 else float(np.clip(cov / ((1 + n / max(big_n, 1)) * var_all), 0.0, 1.0))
+        lam = 0.0 if var_lab <= 1e-12 else float(np.clip(cov / var_lab, 0.0, 1.0))
     r = y - lam * yhat
     r_bar = float((p * r).sum())
     value = lam * m_all + r_bar

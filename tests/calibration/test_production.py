@@ -60,8 +60,10 @@ def coverage(reps: int, seed: int = 0, *, audit: int = 120) -> dict:
 
 
 def test_audit_labels_cover_the_truth_at_the_nominal_rate_and_triage_labels_would_not():
-    result = coverage(300, seed=11)
-    assert 0.92 <= result["audit"] <= 0.98, result  # nominal 0.95; 300 runs: ±0.025 at two standard errors
+    result = coverage(1000, seed=11)
+    # nominal 0.95; bench/results/production.md measures 0.960 at 120 labels over 2,000 windows (0.939 with
+    # PPI++'s shrunk λ before issue 25's fix); 1,000 runs: ±0.014 at two standard errors
+    assert 0.94 <= result["audit"] <= 0.975, result
     assert result["triage"] < 0.05, result  # thumbs-down first: the mean of triage labels is far below the truth
     assert result["judge_bias"] > 0.05, result  # the judge alone is biased too (lenient)
 

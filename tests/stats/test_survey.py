@@ -43,3 +43,20 @@ def test_tuned_lambda_is_clipped_and_few_labels_are_undefined():
     assert hajek_ppi_mean([], [], [1, 0], [], [1, 1]).reason.code == "no_labels"
     with pytest.raises(ValueError):
         hajek_ppi_mean([1, 0], [1, 0], [1, 0], [1, -1], [1, 1])
+
+
+def test_tuned_lambda_is_the_weighted_regression_coefficient_of_the_gold_on_the_verdict():
+    """The audit is drawn from the judged targets: the variance formula is right at that λ (§18), not at PPI++'s."""
+    rng = np.random.default_rng(4)
+    yhat_all = (rng.random(300) < 0.7).astype(float)
+    w_all = np.where(rng.random(300) < 0.3, 1.0, 10.0)
+    drawn = rng.choice(300, size=80, replace=False)
+    yhat, w = yhat_all[drawn], w_all[drawn] / 0.25
+    y = np.where(yhat == 1, rng.random(80) < 0.9, rng.random(80) < 0.2).astype(float)
+    est = hajek_ppi_mean(y, yhat, yhat_all, w, w_all)
+    slope = np.polyfit(yhat, y, 1, w=np.sqrt(w))[0]  # weighted least squares: weights w on the squared residuals
+    assert 0 < slope < 1 and est.extra["lambda"] == pytest.approx(slope)
+    p = w / w.sum()
+    assert est.extra["n_effective"] == pytest.approx(1 / (p ** 2).sum())
+    # verdicts that do not vary on the labelled set: no regression, the labels alone
+    assert hajek_ppi_mean(y, np.ones(80), yhat_all, w, w_all).extra["lambda"] == 0.0
