@@ -453,6 +453,81 @@ def test_cli_report_dashboard_and_queue_order_agree_with_sqlite(runner, client, 
         assert result.output == on_sqlite(order)
 
 
+def _streams(engine, dataset: str) -> list[tuple]:
+    """Return a dataset's stream assignments and audit draws by external id and username (ids may differ)."""
+    from calibrate.models import AuditDraw, Dataset, Sample, User
+
+    with Session(engine) as db_session:
+        dataset_id = db_session.exec(select(Dataset.id).where(Dataset.name == dataset)).one()
+        assignments = db_session.exec(
+            select(Sample.external_id, User.username, Assignment.stream, Assignment.audit_prob, Assignment.priority, Assignment.status)
+            .join(Sample, Sample.id == Assignment.sample_id).join(User, User.id == Assignment.user_id)
+            .where(Sample.dataset_id == dataset_id, Assignment.stream.is_not(None))).all()
+        draws = db_session.exec(select(Sample.external_id, AuditDraw.drawn, AuditDraw.probability)
+                                .join(Sample, Sample.id == AuditDraw.sample_id).where(AuditDraw.dataset_id == dataset_id)).all()
+    return sorted(tuple(row) for row in assignments) + sorted(("draw", *row) for row in draws)
+
+
+def test_queue_auto_and_monitor_on_the_demo_production_source_equal_sqlite(runner, engine, demo, sqlite_demo, tmp_path):
+    """The demo's production source (its queue policy applied day by day), `queue auto` run again now, then `monitor`
+    and `gate --production`: the same streams, draws, JSON and exit codes on PostgreSQL as on SQLite."""
+    import sqlite3
+
+    from calibrate.cli import cli
+    from calibrate.demo.production import PROD_DATASET, PROD_JUDGE
+
+    # queue auto writes: a copy of the module's SQLite demo, so the other tests keep theirs
+    copy = tmp_path / "calibrate.sqlite"
+    with sqlite3.connect(sqlite_demo.url.removeprefix("sqlite:///")) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    url = f"sqlite:///{copy}"
+    sqlite_app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": "test", "INSTANCE_PATH": str(tmp_path / "instance")})
+
+    def on_sqlite(args: list[str]):
+        return CliRunner().invoke(cli, args, obj=sqlite_app, catch_exceptions=False)
+
+    try:
+        before = _streams(engine, PROD_DATASET)
+        assert before == _streams(get_engine(url), PROD_DATASET)
+        assert sum(row[2] == "audit" for row in before) > 50 and sum(row[2] == "triage" for row in before) > 20
+        # a fourth week arrives and is judged: today's pass has new samples to draw from and to triage
+        new = [{"id": f"late-{i:02d}", "question": f"q{i}", "answer": f"a{i}", "contexts": [],
+                "metadata": {"started_at": f"2026-11-{23 + i % 5}T{9 + i}:00:00Z", "inclusion_prob": 1.0 if i % 4 == 0 else 0.2},
+                **({"feedback": -1} if i % 4 == 0 else {})} for i in range(12)]
+        verdicts = [{"sample_id": f"late-{i:02d}", "task": "answer_quality", "value": 1 + i % 5} for i in range(12)]
+        (tmp_path / "late.jsonl").write_text("".join(json.dumps(row) + "\n" for row in new), encoding="utf-8")
+        (tmp_path / "late-verdicts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in verdicts), encoding="utf-8")
+        for args in (["import", "samples", str(tmp_path / "late.jsonl"), "--dataset", PROD_DATASET],
+                     ["import", "verdicts", str(tmp_path / "late-verdicts.jsonl"), "--dataset", PROD_DATASET, "--judge", PROD_JUDGE]):
+            result = runner.invoke(args)
+            assert result.exit_code == 0 and on_sqlite(args).exit_code == 0, result.output
+        auto = ["queue", "auto", "--dataset", PROD_DATASET, "--daily", "12", "--assign", "dra.garcia", "--assign", "matrona.ruiz",
+                "--audit-share", "0.25", "--seed", "7"]
+        result = runner.invoke(auto)
+        assert result.exit_code == 0, result.output
+        assert result.output == on_sqlite(auto).output and "triage +" in result.output
+        after = _streams(engine, PROD_DATASET)
+        assert after == _streams(get_engine(url), PROD_DATASET)
+        added = [row for row in after if row not in before]
+        assert {row[2] for row in added if row[0] != "draw"} == {"audit", "triage"}
+        assert sum(1 for row in added if row[0] == "draw") == 12  # every new judged sample a candidate once
+        for args in (["monitor", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--min", "3.5"],
+                     ["monitor", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--by-window", "day", "--min", "4.0"]):
+            result = runner.invoke(args)
+            assert result.exit_code == 0, result.output
+            pg, lite = json.loads(result.output), json.loads(on_sqlite(args).output)
+            assert _as_json({k: v for k, v in pg.items() if k != "now"}) == _as_json({k: v for k, v in lite.items() if k != "now"})
+        weekly = json.loads(runner.invoke(["monitor", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--min", "3.5"]).output)
+        assert [w["status"] for w in weekly["windows"]] == ["ok", "ok", "alert", "no data"]  # the new week: no label yet
+        assert weekly["windows"][-1]["counts"]["judged"] == 12
+        gate = ["gate", "--production", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--min", "3.5", "--min-agreement", "0.2"]
+        result, lite = runner.invoke(gate), on_sqlite(gate)
+        assert (result.exit_code, result.output) == (lite.exit_code, lite.output)
+        assert result.exit_code == 2 and "2026-W48" in result.output  # the latest complete week has no audit label yet
+    finally:
+        dispose_engine(url)
+
+
 # --------------------------------------------------------------------------- several writers
 
 
