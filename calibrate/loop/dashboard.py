@@ -561,8 +561,5 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
     try:
         page.result = compare_judges(session, dataset.name, judge_a, judge_b, task=task_row.name, options=opts)
     except (CalibrationError, NotFound) as exc:  # an unknown judge, nothing in common: said on the page
-        if exc.reason is not None:
-            page.say(exc.reason)
-        else:
-            page.message = str(exc)
+        page.say(exc.reason if exc.reason is not None else Reason("unexpected", message=str(exc)))  # every one has a code
     return page
