@@ -69,6 +69,8 @@ DEFAULT_MAX_CHARS = 200_000
 WORK_FACTOR = 20  # the text a render may build, as a multiple of its output limit
 MAX_RANGE = 10_000  # numbers one range() may produce
 MAX_INT_BITS = 10_000  # about 3,000 digits: more than any prompt needs, far below a slow multiplication
+# What a limit names when it is not the template's own code: made once, as every printed value and block is counted.
+PRINTING, BLOCK, LIST_OR_DICT = Reason("render_of_printing"), Reason("render_of_block"), Reason("render_of_list_or_dict")
 DEFAULT_MAX_DEPTH = 100  # how deeply the lists, tuples and dicts a template builds may nest
 DEFAULT_MEMORY_MB = 512  # the address space of a render worker process
 DEFAULT_WORKERS = 2  # render worker processes per server or command
@@ -649,7 +651,7 @@ def _finalize(value: Any) -> Any:
     if type(value) is str:
         return value
     budget = _budget()
-    budget.spend(budget.size(value), Reason("render_of_printing"))
+    budget.spend(budget.size(value), PRINTING)
     return value
 
 
@@ -679,7 +681,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         budget.tick()
         pieces = list(pieces)
         size = sum(map(len, pieces))
-        budget.spend(size, Reason("render_of_block"))
+        budget.spend(size, BLOCK)
         return "".join(pieces)
 
     def checked_concat(self, values: tuple[Any, ...]) -> str:
@@ -696,7 +698,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def checked_value(self, value: Any) -> Any:
         budget = _budget()
         budget.tick()
-        return _account(budget, value, Reason("render_of_list_or_dict"))
+        return _account(budget, value, LIST_OR_DICT)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         budget = _budget()
