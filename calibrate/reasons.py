@@ -8,8 +8,8 @@ so that the HTML, Markdown and web pages word it again in the reader's language 
 (`word`), and never parse, match or translate the English note.
 
 Figures stay data: numbers stay numbers (a renderer formats them per locale, the template says how
-many digits), labels and names stay as given, and a figure may itself be a reason (or a list of
-reasons, for a note made of several parts joined by "; ").
+many digits), labels and names stay as given, and a figure may itself be a reason (a note made of
+several parts joined by "; " is the reason `several`), or a list of reasons worded each and joined by ", ".
 
 Standard library only, like errors.py: the statistics (calibrate/stats/) import it, and it
 imports nothing of calibrate (docs/architecture.md, "Layers"). The templates are marked with `N_`
@@ -45,8 +45,11 @@ WORDS = {"lower": N_("lower"), "upper": N_("upper"), "original": N_("original"),
          "judge": N_("judge"), "judges": N_("judges"), "user": N_("user"), "users": N_("users"),
          "prompt": N_("prompt"), "prompts": N_("prompts"),
          # the kinds of target a label is on (a retired target on the workbench)
-         "claim": N_("claim"), "context": N_("context"), "sample": N_("sample")}
-TRANSLATED_FIGURES = ("side", "order", "which", "kind", "plural")
+         "claim": N_("claim"), "context": N_("context"), "sample": N_("sample"),
+         # why a metric run skipped a sample (judges/metrics.skip_reason, runner.py): the keys of a run's `skipped`
+         "no claims": N_("no claims"), "no contexts": N_("no contexts"), "no question": N_("no question"), "no answer": N_("no answer"),
+         "no ground truth": N_("no ground truth"), "without two responses": N_("without two responses")}
+TRANSLATED_FIGURES = ("side", "order", "which", "kind", "plural", "skip")
 
 # code -> English template, filled with str.format from the figures (a pair: singular and plural, by the
 # `count` figure). One place: docs/report.md lists them.
@@ -433,6 +436,8 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "samples_metric_task": N_("--samples is for judges of a label or score task; {task} is a metric"),
     "samples_extraction_task": N_("--samples is for judges of a label or score task; {task} is the claim extraction"),
     "nothing_to_measure": N_("nothing to measure for {task} in {dataset}: {value}"),
+    "skipped_nothing_to_measure": N_("skipped {total} samples with nothing to measure (no verdict): {counts}"),
+    "skipped_count": N_("{count} {skip}"),
     "judge_name_taken": N_("a judge named {name} already exists and is not a run of this version (imported verdicts?)"),
     "run_in_progress": N_("run {run_id} of {name} is still in progress; wait for it or stop it first"),
     "baseline_unknown_params": N_("unknown baseline parameter(s): {listed} (known: {listed2})"),
@@ -501,11 +506,47 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "template_nested_depth": N_("{part}: line {lineno}: brackets or blocks nested more than {max_parse_depth} deep"),
     "system_item_field": N_("system: line {lineno}: '{node}' is an item field; the system text must be the same for every item (so "
                             "providers can cache it): use it in the template"),
+    # the template sandbox's limits (judges/sandbox.py: RenderError, the prompt editor's trial render, a run item's error)
+    "render_too_slow": N_("rendering took longer than the {seconds:g} s limit (PROMPT_RENDER_SECONDS)"),
+    "render_work": N_("{what} would build {chars:,} characters, and a render may build {work:,} ({factor} × PROMPT_RENDER_MAX_CHARS)"),
+    "render_work_already": N_("{what} would build {chars:,} characters; this render already built {spent:,}, and a render may build "
+                              "{work:,} ({factor} × PROMPT_RENDER_MAX_CHARS)"),
+    "render_too_long": N_("the rendered text is longer than the {limit:,}-character limit (PROMPT_RENDER_MAX_CHARS)"),
+    "render_unbounded": N_("template code ran outside a bounded render"), "render_refused": N_("{part} refused: {refusal}"),
+    "render_recursion": N_("{part} refused: it recurses too deeply (a macro that calls itself without end?)"),
+    "render_memory": N_("{part} refused: it ran out of memory"), "render_int_bits": N_("{what} makes a number of more than {bits:,} bits"),
+    "render_power_bits": N_("{left} ** {right} makes a number of more than {bits:,} bits"),
+    "render_star_width": N_("'%*' widths are not allowed in templates; write the width as a number"),
+    "render_range": N_("range() of {count:,} numbers; a template may ask for at most {limit:,}"),
+    "render_prints": N_("{what} builds a value that would print as more than {limit:,} characters ({factor} × PROMPT_RENDER_MAX_CHARS)"),
+    "render_nested": N_("{what} builds a value nested more than {depth:,} levels deep (PROMPT_RENDER_MAX_DEPTH)"),
+    "render_filter_chars": N_("|{name} on {count:,} characters; this filter takes at most {limit:,} (PROMPT_RENDER_MAX_CHARS)"),
+    "render_filter_elements": N_("|{name} on {count:,} elements; this filter takes at most {limit:,} (PROMPT_RENDER_MAX_CHARS)"),
+    "render_of_operator": N_("the {operator} operator"), "render_of_operator_times": N_("the {operator} operator ({times} times)"),
+    "render_of_list_or_dict": N_("a list or dict"), "render_of_printing": N_("printing a value"), "render_of_block": N_("a block's output"),
     # refusals: calibration pages and the dashboard (calibration/frames.py, compare.py, alttest.py, calibrated.py; loop/dashboard.py)
     "group_field_invalid": N_("cannot group by {field_name!r}: use metadata.FIELD, split or feedback"),
     "judge_no_task_verdicts": N_("judge {judge} has no {task} verdicts in {dataset}"),
     "group_field_missing": N_("no sample of {dataset} has {field_name} (metadata fields: {fields})"),
     "nothing_to_compare": N_("nothing to compare between {a} and {b} on {dataset}: {detail}"),
+    # nothing_to_compare's {detail} per task (calibration/compare.py); why the compare page and the disagreement list show nothing (loop/)
+    "compare_verdict_counts": N_("{task}: {a} has {n_a} verdicts, {b} has {n_b}"),
+    "compare_verdict_counts_split": N_("{task}: {a} has {n_a} verdicts in split {split}, {b} has {n_b}"),
+    "compare_no_common": N_("{task}: no target has human gold and a verdict from both judges"),
+    "compare_no_common_split": N_("{task}: no target in split {split} has human gold and a verdict from both judges"),
+    "compare_no_verdicts": N_("neither {a} nor {b} has verdicts on {dataset}"),
+    "compare_no_verdicts_split": N_("neither {a} nor {b} has verdicts on {dataset} in split {split}"),
+    "compare_pick_two": N_("pick two judges to compare: A (the baseline) and B"),
+    "compare_pick_different": N_("pick two different judges: A and B are both {judge}"),
+    "compare_not_run": N_("{judge} has no run on {dataset}: run it first"),
+    "disagreements_no_verdicts": N_("judge {judge} has no {task} verdicts on {dataset}"),
+    "disagreements_no_verdicts_split": N_("judge {judge} has no {task} verdicts on {dataset} in split {split}"),
+    # a form's or query's field that is not what it must be (views/fields.py, views/annotate.py: a 400)
+    "field_whole_number": N_("{name} must be a whole number from {minimum:,} to {maximum:,}, got {raw!r}"),
+    "field_evidence_sentence": N_("evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX"),
+    "field_response_position": N_("value must be a response's position written with the digits 0-9, or tie"),
+    "field_change": N_("change must be one of {actions}"), "field_claim_id": N_("claim must be a claim id"),
+    "field_split_at": N_("at must be the character the claim is split at (0-based)"),
     "scoring_unknown": N_("scoring must be one of {scorings}, not {scoring!r}"),
     "min_items_invalid": N_("min-items must be a positive whole number, not {min_items!r}"),
     "extraction_not_calibrated": N_("task {task} extracts claims and is not calibrated against labels: its quality is how many claims "
@@ -736,6 +777,8 @@ def word(reason: Mapping, *, gettext: Callable[[str], str] = N_,
             continue
         if isinstance(value, Mapping) and "code" in value:
             value = word(value, gettext=gettext, ngettext=ngettext, localize=localize)
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) and "code" in v for v in value):
+            value = ", ".join(word(v, gettext=gettext, ngettext=ngettext, localize=localize) for v in value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and localize is not None:
             value = _local(value, localize)
         elif isinstance(value, str) and value in WORDS and key in TRANSLATED_FIGURES:

@@ -71,7 +71,7 @@ from calibrate.models import (
     Verdict,
     target_key,
 )
-from calibrate.reasons import Reason, noted
+from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 from calibrate.targets import target_names
 from calibrate.tasks import has_labels, is_extraction
@@ -381,7 +381,8 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     split = options.split
     if split:
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
-    where = f" in split {split}" if split else ""
+    in_split = {"split": split} if split else {}  # the detail's reasons say the split when there is one
+    suffix = "_split" if split else ""
     excluded = fewshot_keys(session, a) | fewshot_keys(session, b)
     result: dict[str, Any] = {"dataset": dataset.name, "judge_a": a.name, "judge_b": b.name, "split": split,
                               "threshold": options.threshold, "rule": rule_of(options.ci_lower), "tasks": {}}
@@ -392,18 +393,19 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
             va, vb = (v[v["sample_id"].isin(options.sample_ids)].reset_index(drop=True) for v in (va, vb))
         if va.empty or vb.empty:
             if not (va.empty and vb.empty):
-                missing.append(f"{t.name}: {a.name} has {len(va)} verdicts{where}, {b.name} has {len(vb)}")
+                missing.append(Reason("compare_verdict_counts" + suffix, task=t.name, a=a.name, n_a=len(va), b=b.name,
+                                      n_b=len(vb), **in_split))
             continue
         fewshot = {int(key.split(":", 1)[1]) for key in excluded if key.split(":", 1)[0] == t.target}
         common, misses = _common(t, _gold(session, dataset, t, split), va, vb, fewshot)
         shown = fewshot & (set(va["target_key"]) | set(vb["target_key"])) if fewshot else set()
         counts = {"n_a": int(len(va)), "n_b": int(len(vb)), "n_fewshot": len(shown), **misses}
         if common.empty:
-            missing.append(f"{t.name}: no target{where} has human gold and a verdict from both judges")
+            missing.append(Reason("compare_no_common" + suffix, task=t.name, **in_split))
             continue
         result["tasks"][t.name] = _compare_task(session, t, common, options, counts)
     if not result["tasks"]:
-        detail = "; ".join(missing) or f"neither {a.name} nor {b.name} has verdicts on {dataset.name}{where}"
+        detail = join(missing) or Reason("compare_no_verdicts" + suffix, a=a.name, b=b.name, dataset=dataset.name, **in_split)
         raise CalibrationError(Reason("nothing_to_compare", a=a.name, b=b.name, dataset=dataset.name, detail=detail))
     result["skipped"] = missing
     primary = next(iter(result["tasks"]))

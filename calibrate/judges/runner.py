@@ -181,10 +181,15 @@ class RunSummary:
         return out
 
 
+def skipped_reason(skipped: dict[str, int]) -> Reason:
+    """Return the reason saying which samples a metric run skipped and why (its English text is the run's line)."""
+    counts = [Reason("skipped_count", count=n, skip=why) for why, n in sorted(skipped.items())]
+    return Reason("skipped_nothing_to_measure", total=sum(skipped.values()), counts=counts)
+
+
 def skipped_text(skipped: dict[str, int]) -> str:
     """Return the line saying which samples a metric run skipped and why."""
-    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
-    return f"skipped {sum(skipped.values())} samples with nothing to measure (no verdict): {reasons}"
+    return skipped_reason(skipped).text()
 
 
 # --------------------------------------------------------------------------- setup
@@ -314,7 +319,7 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
         if is_metric(task):
             targets, skipped, _ = metric_runs.measurable(session, task, targets)
             if not targets:
-                raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_text(skipped)))
+                raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_reason(skipped)))
         targets = expand_samples(targets, spec.samples)
         name = judge_name(prompt, version)
         judge = session.exec(select(Judge).where(Judge.name == name)).first()

@@ -62,12 +62,15 @@ from jinja2.utils import Namespace, generate_lorem_ipsum
 from markupsafe import Markup
 
 from calibrate.judges.errors import RenderError
+from calibrate.reasons import Reason
 
 DEFAULT_SECONDS = 2.0
 DEFAULT_MAX_CHARS = 200_000
 WORK_FACTOR = 20  # the text a render may build, as a multiple of its output limit
 MAX_RANGE = 10_000  # numbers one range() may produce
 MAX_INT_BITS = 10_000  # about 3,000 digits: more than any prompt needs, far below a slow multiplication
+# What a limit names when it is not the template's own code: made once, as every printed value and block is counted.
+PRINTING, BLOCK, LIST_OR_DICT = Reason("render_of_printing"), Reason("render_of_block"), Reason("render_of_list_or_dict")
 DEFAULT_MAX_DEPTH = 100  # how deeply the lists, tuples and dicts a template builds may nest
 DEFAULT_MEMORY_MB = 512  # the address space of a render worker process
 DEFAULT_WORKERS = 2  # render worker processes per server or command
@@ -137,26 +140,24 @@ class _Budget:
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
-            raise RenderError(f"rendering took longer than the {self.limits.seconds:g} s limit (PROMPT_RENDER_SECONDS)")
+            raise RenderError(Reason("render_too_slow", seconds=self.limits.seconds))
 
-    def allow(self, chars: int, what: str) -> None:
+    def allow(self, chars: int, what: Reason | str) -> None:
         """Refuse an operation that would build `chars` characters when less work is left."""
         if chars > self.work_left:
             work = self.limits.work_chars
             spent = work - self.work_left
-            already = f"; this render already built {spent:,}" if spent else ""
-            raise RenderError(f"{what} would build {chars:,} characters{already}, and a render may build "
-                              f"{work:,} ({WORK_FACTOR} × PROMPT_RENDER_MAX_CHARS)")
+            raise RenderError(Reason("render_work_already", what=what, chars=chars, spent=spent, work=work, factor=WORK_FACTOR)
+                              if spent else Reason("render_work", what=what, chars=chars, work=work, factor=WORK_FACTOR))
 
-    def spend(self, chars: int, what: str) -> None:
+    def spend(self, chars: int, what: Reason | str) -> None:
         self.allow(chars, what)
         self.work_left -= chars
 
     def output(self, chars: int) -> None:
         self.output_left -= chars
         if self.output_left < 0:
-            raise RenderError(f"the rendered text is longer than the {self.limits.max_chars:,}-character limit "
-                              "(PROMPT_RENDER_MAX_CHARS)")
+            raise RenderError(Reason("render_too_long", limit=self.limits.max_chars))
 
 
 _ACTIVE: ContextVar[_Budget | None] = ContextVar("calibrate_render_budget", default=None)
@@ -166,7 +167,7 @@ def _budget() -> _Budget:
     budget = _ACTIVE.get()
     if budget is None:
         # Jinja folds constants at compile time; an error there defers the expression to the render.
-        raise RenderError("template code ran outside a bounded render")
+        raise RenderError(Reason("render_unbounded"))
     return budget
 
 
@@ -186,11 +187,11 @@ def render(template: Template, context: dict[str, Any], limits: Limits, *, part:
             pieces.append(piece)
         return "".join(pieces)
     except RenderError as exc:
-        raise RenderError(f"{part} refused: {exc}") from None
+        raise RenderError(Reason("render_refused", part=part, refusal=exc.reason if exc.reason is not None else str(exc))) from None
     except RecursionError:
-        raise RenderError(f"{part} refused: it recurses too deeply (a macro that calls itself without end?)") from None
+        raise RenderError(Reason("render_recursion", part=part)) from None
     except MemoryError:  # the checks above should make this unreachable; never let it take the process down
-        raise RenderError(f"{part} refused: it ran out of memory") from None
+        raise RenderError(Reason("render_memory", part=part)) from None
     finally:
         _ACTIVE.reset(token)
 
@@ -306,9 +307,9 @@ def _whole(value: Any, what: str) -> int:
     return value
 
 
-def _check_int(budget: _Budget, value: Any, what: str) -> None:
+def _check_int(budget: _Budget, value: Any, what: Reason | str) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-        raise RenderError(f"{what} makes a number of more than {MAX_INT_BITS:,} bits")
+        raise RenderError(Reason("render_int_bits", what=what, bits=MAX_INT_BITS))
 
 
 def _replace_size(text: str | bytes, old: Any, new: Any, count: Any) -> int:
@@ -335,7 +336,7 @@ def _percent_size(budget: _Budget, fmt: str | bytes, args: Any) -> int:
         if conversion == "%":
             continue
         if width == "*" or precision == "*":
-            raise RenderError("'%*' widths are not allowed in templates; write the width as a number")
+            raise RenderError(Reason("render_star_width"))
         if key is not None and isinstance(args, abc.Mapping):
             value = args.get(key)
         else:
@@ -354,7 +355,7 @@ def bounded_range(*args: Any) -> range:
     """range(), refused beyond MAX_RANGE numbers."""
     numbers = range(*args)
     if len(numbers) > MAX_RANGE:
-        raise RenderError(f"range() of {len(numbers):,} numbers; a template may ask for at most {MAX_RANGE:,}")
+        raise RenderError(Reason("render_range", count=len(numbers), limit=MAX_RANGE))
     return numbers
 
 
@@ -420,7 +421,7 @@ def _check_method(budget: _Budget, method: Any, args: tuple, kwargs: dict) -> tu
     return args
 
 
-def _account(budget: _Budget, result: Any, what: str, inputs: tuple = ()) -> Any:
+def _account(budget: _Budget, result: Any, what: Reason | str, inputs: tuple = ()) -> Any:
     """Count what an operation built against the work budget; refuse containers that print too large."""
     if isinstance(result, (str, bytes)):
         if not any(result is value for value in inputs):
@@ -428,12 +429,10 @@ def _account(budget: _Budget, result: Any, what: str, inputs: tuple = ()) -> Any
     elif isinstance(result, (list, tuple, dict, set, frozenset)):
         size, mutable = _measure(result, budget.limits.work_chars, budget.sizes)
         if size > budget.limits.work_chars:
-            raise RenderError(f"{what} builds a value that would print as more than {budget.limits.work_chars:,} characters "
-                              f"({WORK_FACTOR} × PROMPT_RENDER_MAX_CHARS)")
+            raise RenderError(Reason("render_prints", what=what, limit=budget.limits.work_chars, factor=WORK_FACTOR))
         depth = nesting_depth(result, budget.limits.max_depth, budget.depths, steps=max(size, 1) * 2)
         if depth > budget.limits.max_depth:
-            raise RenderError(f"{what} builds a value nested more than {budget.limits.max_depth:,} levels deep "
-                              "(PROMPT_RENDER_MAX_DEPTH)")
+            raise RenderError(Reason("render_nested", what=what, depth=budget.limits.max_depth))
         if not mutable:
             budget.sizes[id(result)] = (result, size)
             budget.depths[id(result)] = (result, depth)
@@ -579,14 +578,13 @@ def _sum(environment: Any, iterable: Any, attribute: str | int | None = None, st
 def _check_costly(budget: _Budget, name: str, value: Any) -> None:
     """Refuse a costly filter (COSTLY_FILTERS) on more than PROMPT_RENDER_MAX_CHARS characters or elements."""
     if isinstance(value, (str, bytes)):
-        count, unit = len(value), "characters"
+        count, code = len(value), "render_filter_chars"
     elif isinstance(value, abc.Sized) and not isinstance(value, range):
-        count, unit = len(value), "elements"
+        count, code = len(value), "render_filter_elements"
     else:
         return
     if count > budget.limits.max_chars:
-        raise RenderError(f"|{name} on {count:,} {unit}; this filter takes at most {budget.limits.max_chars:,} "
-                          "(PROMPT_RENDER_MAX_CHARS)")
+        raise RenderError(Reason(code, name=name, count=count, limit=budget.limits.max_chars))
 
 
 def _checked_filter(name: str, func: abc.Callable[..., Any], check: abc.Callable[..., None] | None) -> abc.Callable[..., Any]:
@@ -653,7 +651,7 @@ def _finalize(value: Any) -> Any:
     if type(value) is str:
         return value
     budget = _budget()
-    budget.spend(budget.size(value), "printing a value")
+    budget.spend(budget.size(value), PRINTING)
     return value
 
 
@@ -683,7 +681,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         budget.tick()
         pieces = list(pieces)
         size = sum(map(len, pieces))
-        budget.spend(size, "a block's output")
+        budget.spend(size, BLOCK)
         return "".join(pieces)
 
     def checked_concat(self, values: tuple[Any, ...]) -> str:
@@ -700,22 +698,23 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def checked_value(self, value: Any) -> Any:
         budget = _budget()
         budget.tick()
-        return _account(budget, value, "a list or dict")
+        return _account(budget, value, LIST_OR_DICT)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         budget = _budget()
         budget.tick()
-        what = f"the {operator} operator"
+        what = Reason("render_of_operator", operator=operator)
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, (str, bytes, list, tuple)) and isinstance(times, int):
-                    budget.allow(budget.size(seq) * max(0, times), f"{what} ({times} times)")
+                    budget.allow(budget.size(seq) * max(0, times), Reason("render_of_operator_times", operator=operator,
+                                                                                      times=times))
             if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
-                raise RenderError(f"{what} makes a number of more than {MAX_INT_BITS:,} bits")
+                raise RenderError(Reason("render_int_bits", what=what, bits=MAX_INT_BITS))
         elif operator == "**":
             if (isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
                     and left.bit_length() * right > MAX_INT_BITS):
-                raise RenderError(f"{left} ** {right} makes a number of more than {MAX_INT_BITS:,} bits")
+                raise RenderError(Reason("render_power_bits", left=left, right=right, bits=MAX_INT_BITS))
         elif operator == "+":
             if isinstance(left, (str, bytes, list, tuple)) and isinstance(right, (str, bytes, list, tuple)):
                 budget.allow(budget.size(left) + budget.size(right), what)

@@ -62,8 +62,8 @@ from calibrate.loop.disagreements import disagreement_detail, triage_counts
 from calibrate.loop.testsplit import (
     DEFAULT_SPLIT,
     TEST_SPLIT,
+    Says,
     dataset_splits,
-    frozen_test_message,
     frozen_test_reason,
     opening_split,
     test_looks,
@@ -140,7 +140,7 @@ class JudgeRow:
 
 
 @dataclass
-class Dashboard:
+class Dashboard(Says):
     dataset: str
     task: str
     split: str | None
@@ -172,10 +172,6 @@ class Dashboard:
     unsplit_labelled: int = 0  # labelled samples (of the task) without a split, when the dataset has splits
     notice: str = ""  # shown above the rows when some labelled samples have no split (English; notice_reason words it)
     notice_reason: dict | None = None
-
-    def say(self, reason: Reason) -> None:
-        """Set the message (why the page shows no rows) from a reason."""
-        self.message, self.message_reason = reason.text(), reason.to_dict()
 
     @property
     def scored(self) -> list[JudgeRow]:
@@ -371,9 +367,9 @@ def alt_test_on_split(session: Session, dataset_name: str, judge_name: str, *, t
     """Return `alttest.run_alt_test` on one split for the alt-test page: the frozen test split, and every sample
     (which includes it), are refused as on the dashboard (CalibrationError), as are parameters out of range."""
     dataset = lookup.dataset(session, dataset_name)
-    frozen = frozen_test_message(dataset.name, split, dataset_splits(session, dataset))
-    if frozen:
-        raise CalibrationError(frozen_test_reason(dataset.name, split, dataset_splits(session, dataset)))
+    frozen = frozen_test_reason(dataset.name, split, dataset_splits(session, dataset))
+    if frozen is not None:
+        raise CalibrationError(frozen)
     return run_alt_test(session, dataset.name, task, judge_name, split=split, **parameters)
 
 
@@ -518,7 +514,7 @@ def versions_section(session: Session, dataset_name: str, judge_name: str, *, op
 
 
 @dataclass
-class JudgeComparison:
+class JudgeComparison(Says):
     """The engineers' compare page: the choices of its form, and `compare_judges` of the two picked (or why not)."""
 
     dataset: str
@@ -531,6 +527,7 @@ class JudgeComparison:
     splits: list[str] = field(default_factory=list)
     result: dict | None = None
     message: str = ""
+    message_reason: dict | None = None  # the message's reason: the page words it in the reader's language
 
 
 def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str, *, task: str = "claim_support",
@@ -550,18 +547,19 @@ def compare_two(session: Session, dataset_name: str, judge_a: str, judge_b: str,
     page.judges = [judge.name if judge else f"{prompt.name}@{version.number}" for judge, prompt, version in listed]
     not_run = {f"{prompt.name}@{version.number}" for judge, prompt, version in listed if judge is None}
     if not (judge_a and judge_b):
-        page.message = "pick two judges to compare: A (the baseline) and B"
+        why = Reason("compare_pick_two")
     elif judge_a == judge_b:
-        page.message = f"pick two different judges: A and B are both {judge_a}"
+        why = Reason("compare_pick_different", judge=judge_a)
     elif not_run & {judge_a, judge_b}:
-        page.message = "; ".join(f"{name} has no run on {dataset.name}: run it first" for name in (judge_a, judge_b) if name in not_run)
+        why = join(Reason("compare_not_run", judge=name, dataset=dataset.name) for name in (judge_a, judge_b) if name in not_run)
     else:
-        page.message = frozen_test_message(dataset.name, split, page.splits)
-    if page.message:
+        why = frozen_test_reason(dataset.name, split, page.splits)
+    if why is not None:
+        page.say(why)
         return page
     opts = Options(**{**(options or Options()).__dict__, "split": split, "group_by": None})
     try:
         page.result = compare_judges(session, dataset.name, judge_a, judge_b, task=task_row.name, options=opts)
     except (CalibrationError, NotFound) as exc:  # an unknown judge, nothing in common: said on the page
-        page.message = str(exc)
+        page.say(exc.reason if exc.reason is not None else Reason("unexpected", message=str(exc)))  # every one has a code
     return page

@@ -23,8 +23,9 @@ from calibrate.datasets import sample_responses
 from calibrate.errors import CalibrationError, NotFound
 from calibrate.loop.testsplit import (
     DEFAULT_SPLIT,
+    Says,
     dataset_splits,
-    frozen_test_message,
+    frozen_test_reason,
 )
 from calibrate.models import (
     Claim,
@@ -74,7 +75,7 @@ class Disagreement:
 
 
 @dataclass
-class DisagreementList:
+class DisagreementList(Says):
     dataset: str
     judge: str
     task: str
@@ -84,6 +85,7 @@ class DisagreementList:
     pairs: list[str]
     message: str = ""
     order_rule: str | None = None  # pairwise tasks: the rule their judge's verdicts were read by
+    message_reason: dict | None = None  # the message's reason: the page words it in the reader's language
 
 
 def disagreements(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
@@ -99,10 +101,11 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     """
     calibrated_task(session, task)
     dataset_row = lookup.dataset(session, dataset_name)
-    frozen = frozen_test_message(dataset_row.name, split, dataset_splits(session, dataset_row))
-    if frozen:
-        return DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
-                                message=frozen)
+    frozen = frozen_test_reason(dataset_row.name, split, dataset_splits(session, dataset_row))
+    if frozen is not None:
+        out = DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[])
+        out.say(frozen)
+        return out
     if agreement not in (None, "", "unanimous", "split"):
         raise CalibrationError(Reason("agreement_unknown", agreement=agreement))
     report = build_report(session, dataset_name, judge_name, options=Options(bootstrap=100, split=split, order_rule=order_rule),
@@ -111,7 +114,8 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
     out = DisagreementList(dataset=dataset_name, judge=judge_name, task=task, split=split, items=[], total=0, pairs=[],
                            order_rule=order_rule if lookup.task(session, task).kind == "pairwise" else None)
     if section is None or "judge_note" in section:
-        out.message = f"judge {judge_name} has no {task} verdicts on {dataset_name}" + (f" in split {split}" if split else "")
+        out.say(Reason("disagreements_no_verdicts_split", judge=judge_name, task=task, dataset=dataset_name, split=split) if split
+                else Reason("disagreements_no_verdicts", judge=judge_name, task=task, dataset=dataset_name))
         return out
     task_row = lookup.task(session, task)
     kind = "responses" if task_row.kind == "pairwise" else task_row.target

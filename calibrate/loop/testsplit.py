@@ -2,7 +2,7 @@
 is recorded (`TestEvaluation`, with its three-state decision, rule and threshold).
 
 The dashboard, the disagreement pages and the compare page refuse `?split=test` (and every
-sample, which includes it): `frozen_test_message`. "Evaluate on test…" first shows
+sample, which includes it): `frozen_test_reason`. "Evaluate on test…" first shows
 `test_look_preview` (how many looks were made, what one costs), and only a confirmed request
 calls `evaluate_on_test`. docs/loop.md describes the pages.
 """
@@ -63,6 +63,18 @@ def unsplit_labelled(session: Session, dataset: Dataset, tasks: list[Task]) -> i
     return int(session.exec(query).one())
 
 
+class Says:
+    """A page's view-model that can say why it shows nothing: `message` in English, `message_reason` its code and
+    figures (the page words it in the reader's language; each dataclass declares both fields)."""
+
+    message: str
+    message_reason: dict | None
+
+    def say(self, reason: Reason) -> None:
+        """Set the message from a reason."""
+        self.message, self.message_reason = reason.text(), reason.to_dict()
+
+
 def frozen_test_reason(dataset: str, split: str | None, splits: list[str]) -> Reason | None:
     """Return why a view may not show scores on `split` (None when it may)."""
     if TEST_SPLIT not in splits:
@@ -73,12 +85,6 @@ def frozen_test_reason(dataset: str, split: str | None, splits: list[str]) -> Re
         others = [s for s in splits if s != TEST_SPLIT]
         return Reason("all_samples_include_test", dataset=dataset, splits=", ".join(others) or "—")
     return None
-
-
-def frozen_test_message(dataset: str, split: str | None, splits: list[str]) -> str:
-    """Return why a view may not show scores on `split` (empty when it may), in English."""
-    reason = frozen_test_reason(dataset, split, splits)
-    return reason.text() if reason is not None else ""
 
 
 def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",
@@ -125,7 +131,7 @@ def look_text(row: TestEvaluation) -> str:
 
 
 @dataclass
-class TestLookPreview:
+class TestLookPreview(Says):
     """What the confirmation before a look at the test split says: how many looks were made, and what one costs."""
 
     __test__ = False  # not a pytest class
@@ -138,6 +144,7 @@ class TestLookPreview:
     last: TestEvaluation | None
     has_verdicts: bool
     message: str = ""  # why the look cannot be made (no test split, no verdicts there)
+    message_reason: dict | None = None  # the message's reason: the page words it in the reader's language
 
 
 def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support") -> TestLookPreview:
@@ -154,9 +161,11 @@ def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, t
                               Sample.split == TEST_SPLIT).limit(1)).first() is not None
     preview = TestLookPreview(dataset.name, judge.name, task_row.name, mine, sum(c for c, _ in looks.values()), n_test, last, has)
     if n_test == 0:
-        preview.message = f"{dataset.name} has no test split (splits: {', '.join(dataset_splits(session, dataset)) or 'none'})"
+        splits = ", ".join(dataset_splits(session, dataset))
+        preview.say(Reason("no_test_split", dataset=dataset.name, splits=splits) if splits
+                    else Reason("no_test_split_none", dataset=dataset.name))
     elif not has:
-        preview.message = f"judge {judge.name} has no {task_row.name} verdicts in the test split of {dataset.name}: run it there first"
+        preview.say(Reason("no_test_verdicts", judge=judge.name, task=task_row.name, dataset=dataset.name))
     return preview
 
 

@@ -52,6 +52,7 @@ from calibrate.annotation.queue import (
 )
 from calibrate.annotation.review import REVIEWER_ROLES, may_review, others_on, task_names
 from calibrate.i18n import _
+from calibrate.reasons import Reason
 from calibrate.views.auth import is_script_request, login_required, role_required, safe_next
 from calibrate.views.errors import refusal_text, refuse_back_to
 from calibrate.views.fields import BadField, int_field
@@ -203,12 +204,12 @@ def label(assignment_id: int):
     context_id, _, index = sentence.partition(":")
     if sentence:
         if not (context_id.isascii() and index.isascii() and context_id.isdigit() and index.isdigit()):
-            raise BadField("evidence_sentence", "evidence_sentence must look like CONTEXT_ID:SENTENCE_INDEX")
+            raise BadField("evidence_sentence", Reason("field_evidence_sentence"))
         for part in (context_id, index):  # each within what a row id can be
             int_field({"evidence_sentence": part}, "evidence_sentence")
 
     if value is not None and value.isdigit() and not value.isascii():  # `²`: a digit int() does not read
-        raise BadField("value", "value must be a response's position written with the digits 0-9, or tie")
+        raise BadField("value", Reason("field_response_position"))
     post = LabelPost(task=form.get("task", ""), target=form.get("target", ""), value=value, rationale=rationale,
                      evidence=evidence, sentence=(int(context_id), int(index)) if sentence else None)
     try:
@@ -275,12 +276,12 @@ def change_claims(assignment_id: int):
     form = request.form
     action = form.get("change", "")
     if action not in ACTIONS:
-        raise BadField("change", f"change must be one of {', '.join(ACTIONS)}")
+        raise BadField("change", Reason("field_change", actions=", ".join(ACTIONS)))
     claim_id, at = form.get("claim", ""), form.get("at", "")
     if not (claim_id.isascii() and claim_id.isdigit()):
-        raise BadField("claim", "claim must be a claim id")
+        raise BadField("claim", Reason("field_claim_id"))
     if action == "split" and not (at.isascii() and at.isdigit()):
-        raise BadField("at", "at must be the character the claim is split at (0-based)")
+        raise BadField("at", Reason("field_split_at"))
     int_field(form, "claim")  # within what a row id can be (400 naming the field beyond)
     if action == "split":
         int_field(form, "at")

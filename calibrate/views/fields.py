@@ -23,6 +23,8 @@ from werkzeug.exceptions import BadRequest
 from werkzeug.routing import IntegerConverter
 
 from calibrate.models import MAX_ID
+from calibrate.reasons import Reason
+from calibrate.reports.summary import reason_text
 from calibrate.views.auth import is_script_request
 
 # A page number of a paged list: far beyond any list, and page × size stays a storable offset.
@@ -39,11 +41,20 @@ class BoundedInt(IntegerConverter):
 
 
 class BadField(BadRequest):
-    """A form or query field that is not what it must be (400, naming the field)."""
+    """A form or query field that is not what it must be (400, naming the field).
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(description=message)
+    Raised with a `Reason`, the description is its English sentence and the answer words it in the reader's
+    language; a string is a message already worded for the reader (a refusal's `refusal_text`).
+    """
+
+    def __init__(self, field: str, message: Reason | str) -> None:
+        super().__init__(description=str(message))
         self.field = field
+        self.reason = message if isinstance(message, Reason) else None
+
+    def text(self) -> str:
+        """Return the message in the reader's language."""
+        return reason_text({"note": self.description, "reason": self.reason.to_dict() if self.reason else None})
 
 
 def int_field(values: Mapping[str, str], name: str, *, default: int | None = None, minimum: int = 0,
@@ -58,18 +69,18 @@ def int_field(values: Mapping[str, str], name: str, *, default: int | None = Non
     digits = raw[1:] if raw.startswith("-") else raw
     value = int(raw) if digits.isascii() and digits.isdigit() and len(digits) <= 25 else None
     if value is None or not minimum <= value <= maximum:
-        raise BadField(name, f"{name} must be a whole number from {minimum:,} to {maximum:,}, got {raw[:40]!r}")
+        raise BadField(name, Reason("field_whole_number", name=name, minimum=minimum, maximum=maximum, raw=raw[:40]))
     return value
 
 
 def bad_field(error: BadField):
     """Answer a BadField: the message as text for a script (with X-Invalid-Field), else the error page."""
     if is_script_request():
-        response = make_response(error.description, 400)
+        response = make_response(error.text(), 400)
         response.mimetype = "text/plain"
         response.headers["X-Invalid-Field"] = error.field
         return response
-    return render_template("error.html", error=error), 400
+    return render_template("error.html", error=error, refusal=error.text()), 400
 
 
 def init_app(app: Flask) -> None:

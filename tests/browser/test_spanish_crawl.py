@@ -1,7 +1,8 @@
 """Every page of the demo in Spanish shows none of the product's English texts (issue 21): one browser context
 with a Spanish Accept-Language, the workbench as an annotator, then every page an admin reaches (the crawl of
 test_crawl.py, once per URL shape), checked against the built-in tasks' and the demo's English descriptions,
-guidelines and rubric levels. An edit box (textarea, input) may hold the stored text an engineer edits; the page around it may not."""
+guidelines and rubric levels, then the calibration pages that say why they show nothing (the frozen test split, no
+judges picked) against those messages' English. An edit box (textarea, input) may hold the stored text an engineer edits; the page around it may not."""
 
 from __future__ import annotations
 
@@ -12,14 +13,27 @@ import pytest
 from demo_server import demo_site, login
 from test_crawl import DOWNLOAD, LINKS, SKIP, _shape
 
-from calibrate.demo import PREFERENCE_DESCRIPTION, PREFERENCE_GUIDELINES
+from calibrate.demo import DATASET, PREFERENCE_DESCRIPTION, PREFERENCE_GUIDELINES
+from calibrate.reasons import Reason
 from calibrate.tasks import BUILTIN_TASKS
 
 MAX_PAGES = 80
 ENGLISH = sorted({line for spec in BUILTIN_TASKS if spec.name in ("claim_support", "answer_quality", "context_relevance")
                   for line in (spec.description, *spec.guidelines.split("\n"))}
                  | {"wrong, unsafe or unrelated to the question", "mostly right, but", PREFERENCE_DESCRIPTION,
-                    *PREFERENCE_GUIDELINES.split("\n")})
+                    *PREFERENCE_GUIDELINES.split("\n")}
+                 # what the calibration pages say instead of scores (issue 21: built as English text before)
+                 | {str(Reason("test_split_frozen", dataset=DATASET)), str(Reason("compare_pick_two")),
+                    str(Reason("compare_pick_different", judge="demo-claims@1"))})
+# Pages that show nothing but why (the crawl skips error statuses and the forms' choices): the frozen test split on the
+# disagreement list, the compare and alt-test pages, and the compare page before two judges are picked; each message
+# element must be on the page.
+CALIBRATION = f"/datasets/{DATASET}/calibration"
+MESSAGES = [(f"{CALIBRATION}/judges/demo-claims@1/disagreements?split=test", "#disagreement-message"),
+            (f"{CALIBRATION}/compare?split=test&a=demo-claims@1&b=demo-claims@2", "#compare-message"),
+            (f"{CALIBRATION}/judges/demo-claims@1/alt-test?split=test", "#alt-test-message"),
+            (f"{CALIBRATION}/compare?split=dev&a=demo-claims@1", "#compare-message"),
+            (f"{CALIBRATION}/compare?split=dev&a=demo-claims@1&b=demo-claims@1", "#compare-message")]
 # The page's text, hidden parts (closed <details>, tooltips' hosts) included, edit boxes and scripts left out.
 TEXT = """(() => { const copy = document.body.cloneNode(true);
   copy.querySelectorAll('textarea, script, style, input').forEach((el) => el.remove());
@@ -33,7 +47,7 @@ def site(tmp_path_factory, demo_template):
 
 
 def test_no_english_product_text_on_any_spanish_page(browser, site):
-    assert len(ENGLISH) >= 12 and "1: wrong, unsafe or unrelated to the question." in ENGLISH
+    assert len(ENGLISH) >= 15 and "1: wrong, unsafe or unrelated to the question." in ENGLISH
     context = browser.new_context(locale="es-ES", extra_http_headers={"Accept-Language": "es-ES,es;q=0.9"})
     page = context.new_page()
     found: list[str] = []
@@ -69,6 +83,10 @@ def test_no_english_product_text_on_any_spanish_page(browser, site):
                 continue  # test_crawl.py reports error statuses
             check(url)
             queue.extend(urljoin(page.url, href) for href in page.evaluate(LINKS) if href and not href.startswith(("mailto:", "javascript:")))
+        for path, message in MESSAGES:
+            page.goto(site.url + path)
+            assert page.locator(message).count() == 1, path
+            check(path)
     finally:
         context.close()
     assert checked > 10, f"only {checked} pages checked"
