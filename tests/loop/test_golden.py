@@ -362,6 +362,10 @@ def test_drift_of_a_golden_set(data):
     for field in ("question_length", "answer_length", "n_contexts"):
         assert found["fields"][field]["kind"] == "numeric"
     assert found["fields"]["question"]["kind"] == "text"
+    # Holm across m = 5 fields: the MDE is the decision's (at 0.05 / 5) and the text test's permutations are raised
+    # from the 49 asked so that its p-value floor 1 / (B + 1) sits well below 0.05 / 5
+    assert found["alpha"] == 0.05 and found["n_fields"] == 5 and topic["mde_alpha"] == pytest.approx(0.01)
+    assert found["fields"]["question"]["n_permutations"] == 499
     assert found["judge"]["kappa"]["n_golden"] == 200 and found["judge"]["kappa"]["n_audit"] == 120
     with Session(engine) as session:
         retained = golden.retained_vs_new(session, DS, "g", judge="j")
