@@ -521,17 +521,32 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
 # --------------------------------------------------------------------------- drift and the judge
 
 
-def _numeric_fields(session: Session, ids: list[int]) -> dict[str, list[float]]:
+def top_retrieval_score(meta: Any) -> float | None:
+    """Return the score of the first-ranked retrieved document, or None.
+
+    Trace imports keep `retrieval.documents.<i>.document.score` as `metadata.retrieval_scores`,
+    a list aligned with the contexts in retrieval order (docs/formats.md); the first finite
+    number is the top-ranked document's, whether the retriever scores similarity or distance.
+    """
+    scores = meta.get("retrieval_scores") if isinstance(meta, dict) else None
+    for score in scores if isinstance(scores, list) else []:
+        if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+            return float(score)
+    return None
+
+
+def _numeric_fields(session: Session, ids: list[int]) -> dict[str, list[float | None]]:
     wanted = set(ids)
-    rows = {sid: (q, a) for sid, q, a in session.execute(sa_select(Sample.id, Sample.question, Sample.answer))
-            if sid in wanted}
+    rows = {sid: (q, a, meta) for sid, q, a, meta in session.execute(sa_select(Sample.id, Sample.question, Sample.answer,
+                                                                                Sample.meta)) if sid in wanted}
     contexts: dict[int, int] = {}
     for sid, active in session.execute(sa_select(Context.sample_id, Context.active)):
         if sid in wanted and active:
             contexts[sid] = contexts.get(sid, 0) + 1
     return {"question_length": [float(len(rows[s][0])) for s in ids],
             "answer_length": [float(len(rows[s][1])) for s in ids],
-            "n_contexts": [float(contexts.get(s, 0)) for s in ids]}
+            "n_contexts": [float(contexts.get(s, 0)) for s in ids],
+            "top_retrieval_score": [top_retrieval_score(rows[s][2]) for s in ids]}
 
 
 def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str, fields: list[str] | None = None,
@@ -540,7 +555,8 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
     """Return `golden drift --json`: the version's samples against production's (`against`, a WHERE).
 
     Per categorical field (`fields`, metadata.PATH): `stats.drift.categorical_drift` (test, p,
-    PSI, mde); numeric (question and answer length, number of contexts): KS and normalised
+    PSI, mde); numeric (question and answer length, number of contexts, and the top retrieval
+    score when both sides carry `metadata.retrieval_scores`): KS and normalised
     Wasserstein; text (the question): the n-gram classifier's AUC and its permutation p. Holm's
     adjustment runs across every p of the comparison (`p_holm`), m = `n_fields`; each `mde` is
     at `alpha / m` (Holm's first step) and the text test runs at least
@@ -556,6 +572,8 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
         raise GoldenError(Reason("golden_nothing_chosen", dataset=dataset.name, selection=against))
     metas = dict(session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all())
     ref_num, cur_num = _numeric_fields(session, golden_ids), _numeric_fields(session, production)
+    if not (any(v is not None for v in ref_num["top_retrieval_score"]) and any(v is not None for v in cur_num["top_retrieval_score"])):
+        del ref_num["top_retrieval_score"], cur_num["top_retrieval_score"]  # compared only when both sides carry scores
     # Holm decides across every field: the first step is at ALPHA / m, so the categorical MDE is
     # computed there (the shift the decision, not the lone test, sees with 80 % power) and the
     # permutation tests get enough permutations for their p-value floor to sit below it.

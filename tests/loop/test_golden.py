@@ -361,6 +361,7 @@ def test_drift_of_a_golden_set(data):
     assert topic["kind"] == "categorical" and topic["p_holm"] < 0.001 and topic["mde"] is not None and "psi" in topic
     for field in ("question_length", "answer_length", "n_contexts"):
         assert found["fields"][field]["kind"] == "numeric"
+    assert "top_retrieval_score" not in found["fields"]  # no sample carries retrieval scores
     assert found["fields"]["question"]["kind"] == "text"
     # Holm across m = 5 fields: the MDE is the decision's (at 0.05 / 5) and the text test's permutations are raised
     # from the 49 asked so that its p-value floor 1 / (B + 1) sits well below 0.05 / 5
@@ -370,6 +371,25 @@ def test_drift_of_a_golden_set(data):
     with Session(engine) as session:
         retained = golden.retained_vs_new(session, DS, "g", judge="j")
     assert retained["n_new"] == 200 and retained["n_retained"] == 0 and retained["conclusion"] == "inconclusive"
+
+
+def test_drift_compares_the_top_retrieval_score_when_both_sides_carry_scores(data):
+    assert golden.top_retrieval_score({"retrieval_scores": [None, "x", True, 0.8, 0.9]}) == 0.8  # the first-ranked number
+    assert golden.top_retrieval_score({"retrieval_scores": "0.8"}) is None and golden.top_retrieval_score(None) is None
+    make(data)
+    with write_session(data) as session:  # production's retriever got worse: its top scores fall from ~0.8 to ~0.5
+        dataset = session.exec(select(Dataset).where(Dataset.name == DS)).one()
+        for sample in session.exec(select(Sample).where(Sample.dataset_id == dataset.id)):
+            meta = dict(sample.meta or {})
+            live = meta.get("source") == "live"
+            meta["retrieval_scores"] = [(0.5 if live else 0.8) + (sample.id % 10) / 100, 0.1]
+            sample.meta = meta
+            session.add(sample)
+    with Session(data) as session:
+        found = golden.golden_drift(session, DS, "g", against="metadata.source=live", n_permutations=0)
+    score = found["fields"]["top_retrieval_score"]
+    assert score["kind"] == "numeric" and score["test"] == "ks" and score["value"] == 1.0 and score["p_holm"] < 1e-6
+    assert found["n_fields"] == 5  # three lengths and counts, the score, the text
 
 
 def test_the_dataset_page_lists_golden_sets_and_refreshes_them(data, client, login):
