@@ -26,7 +26,7 @@ runs them: Holm across the six fields (m = 6), the text test with
    permutation; measured on 19 permutations and scaled per permutation).
 
     .venv/bin/python bench/bench_drift.py [--splits 200] [--seeds 200] [--production 200,1000]
-        [--shift-fields topic,answer_length,text] [--mde-seeds 1000]
+        [--shift-fields topic,answer_length,text] [--mde-seeds 1000] [--parts alarms,shift,mde,timing]
 """
 
 from __future__ import annotations
@@ -187,16 +187,19 @@ def main() -> None:
                         help="text test permutations in the simulations (golden drift: min_permutations(6) = 599)")
     parser.add_argument("--mde-seeds", type=int, default=1000)
     parser.add_argument("--shift-fields", default="topic,answer_length,text", help="fields to shift, comma-separated")
+    parser.add_argument("--parts", default="alarms,shift,mde,timing", help="which parts to run (separate processes can share them)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
           f"load average before {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for production in (int(x) for x in args.production.split(",")):
         t0 = time.perf_counter()
         print(f"== golden {GOLDEN} vs production {production}; text permutations {args.permutations}")
-        per_field, holm = rates(splits(args.splits, production), permutations=args.permutations)
-        print(f"false alarms over {args.splits} splits: any field after Holm {holm:.3f}; per field "
-              + ", ".join(f"{f} {r:.3f}" for f, r in per_field.items()))
-        for field in args.shift_fields.split(","):
+        parts = set(args.parts.split(","))
+        if "alarms" in parts:
+            per_field, holm = rates(splits(args.splits, production), permutations=args.permutations)
+            print(f"false alarms over {args.splits} splits: any field after Holm {holm:.3f}; per field "
+                  + ", ".join(f"{f} {r:.3f}" for f, r in per_field.items()))
+        for field in args.shift_fields.split(",") if "shift" in parts else []:
             per_field, holm = rates(shifted_pairs(field, args.seeds, production), permutations=args.permutations)
             print(f"50 % shift of {field} over {args.seeds} seeds: its own p < 0.05 {per_field[field]:.3f}; "
                   f"any field after Holm {holm:.3f}")
@@ -204,9 +207,11 @@ def main() -> None:
         print(f"mde at alpha/{FIELDS} for shares {SHARES.tolist()}: {mde:.4f} (at alpha 0.05: "
               f"{chi2_mde(SHARES, GOLDEN, production).value:.4f}); the topic shift (TV 0.2) = {0.2 / mde:.2f} x mde, "
               f"predicted Holm-first-step power {predicted_power(away_from_largest(SHARES, 0.2), production, ALPHA / FIELDS):.3f}")
-        for factor, observed, predicted in mde_curve(args.mde_seeds, production):
+        for factor, observed, predicted in mde_curve(args.mde_seeds, production) if "mde" in parts else []:
             print(f"  shift {factor:.2f} x mde: rejected at alpha/{FIELDS} {observed:.3f}, noncentral chi-squared power {predicted:.3f}")
         print(f"took {time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}")
+    if "timing" not in args.parts.split(","):
+        return
     t = timing()
     print(f"text test, 200 + 200 texts: kernel ridge with 199 permutations {t['ridge_s']:.3f} s (AUC {t['ridge_auc']:.3f}, p {t['ridge_p']:.3f}); "
           f"logistic baseline {t['lr_s_per_perm']:.3f} s per permutation (AUC {t['lr_auc']:.3f}) -> "
