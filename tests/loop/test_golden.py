@@ -417,6 +417,30 @@ def test_the_dataset_page_lists_golden_sets_and_refreshes_them(data, client, log
         assert golden.show_golden(session, DS, "g")["version"] == 2  # the refused refresh wrote nothing
 
 
+def test_the_dataset_page_checks_drift_against_a_where_in_english_and_spanish(data, client, login):
+    from bs4 import BeautifulSoup
+
+    make(data)
+    login("eve", "engineer")
+    page = BeautifulSoup(client.get(f"/datasets/{DS}").data, "html.parser")
+    form = page.select_one("form.golden-drift-form")
+    assert form is not None and form.select_one("input[name=drift]")["value"] == "g" and page.select_one("#golden-drift") is None
+    asked = {"drift": "g", "against": "metadata.source=live", "fields": "metadata.topic"}
+    checked = BeautifulSoup(client.get(f"/datasets/{DS}", query_string=asked).data, "html.parser")
+    topic = checked.select_one("#drift-table tr[data-field='metadata.topic']")
+    cells = [td.get_text(strip=True) for td in topic.select("td")]
+    assert cells[1] == "chi2" and cells[-1] == "drift" and cells[6] != ""  # test, verdict, the MDE at 0.05 / m
+    assert checked.select_one("#drift-verdict").get_text() == "drift found"
+    assert checked.select_one("#drift-table tr[data-field=question]") is not None
+    assert "Holm across 5 fields" in checked.select_one("#golden-drift").get_text()
+    spanish = BeautifulSoup(client.get(f"/datasets/{DS}", query_string=asked, headers={"Accept-Language": "es"}).data, "html.parser")
+    assert spanish.select_one("#drift-verdict").get_text() == "deriva detectada"
+    assert "Holm sobre 5 campos" in spanish.select_one("#golden-drift").get_text()
+    refused = client.get(f"/datasets/{DS}", query_string={**asked, "against": "nonsense"}, headers={"Accept-Language": "es"})
+    assert refused.status_code == 404  # a page that cannot be built for these arguments, worded from its reason
+    assert "WHERE" in refused.get_data(as_text=True) and b"drift-table" not in refused.data
+
+
 def test_annotators_see_no_golden_section_and_cannot_refresh(data, client, login):
     make(data)
     token = login("zoe", "annotator")
