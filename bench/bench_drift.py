@@ -5,20 +5,28 @@ every field `golden drift` tests: `metadata.topic` (4 categories, shares 0.4/0.3
 question and answer length (log-normal), number of contexts (1 + Poisson), top retrieval score
 (beta) and the question text (templates with accents and ñ).
 
-1. False alarms: 200 random 200/200 splits of one 400-item sample; a split "alarms" when any of
-   the six fields has a Holm-adjusted p < 0.05 (and per field: its own p < 0.05).
-2. Power: a 50 % shift of one field at n = 200 per side, 200 seeds per field: the largest
-   topic's share halves (0.4 -> 0.2, TV 0.2), answers 50 % longer, half of the questions from
-   another topic (childcare instead of pregnancy).  Flagged: the field's own p < 0.05, and
-   Holm across the six fields.
-3. MDE: the chi-squared test's rejection rate at shifts of 0.5-1.5 x the reported `mde`
-   (1,000 seeds each) against the power the MDE's noncentral chi-squared predicts.
+Sizes: the golden set has n = 200 items; production (the `--against` window) has
+`--production` items, one run per size (default 200 and 1000: the old symmetric bench and a
+realistic window — a month of traces is many more than 200). The tests run as `golden drift`
+runs them: Holm across the six fields (m = 6), the text test with
+`min_permutations(6)` = 599 permutations, the MDE at alpha / m.
+
+1. False alarms: 200 random 200/P splits of one (200 + P)-item sample; a split "alarms" when any
+   of the six fields has a Holm-adjusted p < 0.05 (and per field: its own p < 0.05).
+2. Power: a 50 % shift of one field, golden 200 vs production P, 200 seeds per field: the
+   largest topic's share halves (0.4 -> 0.2, TV 0.2: half of production drawn from a mix without
+   that topic), answers 50 % longer, half of the questions from another topic (childcare
+   instead of pregnancy).  Flagged: the field's own p < 0.05, and Holm across the six fields.
+3. MDE: the Holm decision's rejection rate (chi-squared p < 0.05 / 6) at shifts of 0.5-1.5 x
+   the reported `mde` (computed at alpha / 6; 1,000 seeds each) against the power the MDE's
+   noncentral chi-squared predicts, at each production size.
 4. Cost of the text test at 200 + 200 texts, 199 permutations: the kernel-ridge classifier
    (one solve per fold for all permutations) against the baseline in the same run, the
    brief's example (TF-IDF + LogisticRegression, 5-fold cross-validated AUC, refitted per
    permutation; measured on 19 permutations and scaled per permutation).
 
-    .venv/bin/python bench/bench_drift.py [--splits 200] [--seeds 200]
+    .venv/bin/python bench/bench_drift.py [--splits 200] [--seeds 200] [--production 200,1000]
+        [--shift-fields topic,answer_length,text] [--mde-seeds 1000] [--parts alarms,shift,mde,timing]
 """
 
 from __future__ import annotations
@@ -31,10 +39,13 @@ import time
 import numpy as np
 from scipy import stats as sps
 
-from calibrate.stats import categorical_drift, chi2_mde, holm_adjust, numeric_drift, text_drift
+from calibrate.stats import categorical_drift, chi2_mde, holm_adjust, min_permutations, numeric_drift, text_drift
 
 TOPICS = np.array(["dosis", "síntomas", "pruebas", "parto"])
 SHARES = np.array([0.4, 0.3, 0.2, 0.1])
+GOLDEN = 200
+FIELDS = 6  # topic, question length, answer length, contexts, top score, text: Holm's m
+ALPHA = 0.05
 PREGNANCY = {
     "start": ["¿Cuánto", "¿Cuándo", "¿Es normal", "¿Puedo", "¿Qué hago si", "¿Por qué", "¿Hasta qué semana"],
     "noun": ["ácido fólico", "la ecografía", "el cribado", "las náuseas", "la tensión", "el hierro", "la glucosa",
@@ -85,10 +96,13 @@ def dataset(rng: np.random.Generator, n: int, *, shift: str | None = None) -> di
 
 def p_values(a: dict, b: dict, *, seed: int, permutations: int) -> dict:
     """Return each field's p-value, as `golden drift` computes it."""
-    out = {"topic": categorical_drift(a["topic"], b["topic"], seed=seed).p_value}
+    out = {"topic": categorical_drift(a["topic"], b["topic"], alpha=ALPHA / FIELDS, seed=seed).p_value}
     for f in ("question_length", "answer_length", "n_contexts", "top_score"):
         out[f] = numeric_drift(a[f], b[f], n_permutations=0).p_value
-    out["text"] = text_drift(a["text"], b["text"], n_permutations=permutations, seed=seed).p_value
+    # permutations 0: the text test is left out with p = 1 (it never flags, and Holm's m stays 6), so a
+    # power is a lower bound and a false-alarm rate is exact up to the text test's own alpha / m (a
+    # permutation test: P(p <= alpha / m) <= alpha / m under no drift)
+    out["text"] = text_drift(a["text"], b["text"], n_permutations=permutations, seed=seed).p_value if permutations else 1.0
     return out
 
 
@@ -98,39 +112,47 @@ def rates(pairs, *, permutations: int) -> tuple[dict, float]:
     for seed, (a, b) in enumerate(pairs):
         ps = p_values(a, b, seed=seed, permutations=permutations)
         for f, p in ps.items():
-            hits[f] = hits.get(f, 0) + (p < 0.05)
-        any_holm += min(holm_adjust(list(ps.values()))) < 0.05
+            hits[f] = hits.get(f, 0) + (p < ALPHA)
+        any_holm += min(holm_adjust(list(ps.values()))) < ALPHA
         n += 1
     return {f: h / n for f, h in hits.items()}, any_holm / n
 
 
-def splits(n_splits: int):
+def splits(n_splits: int, production: int):
     rng = np.random.default_rng(2026)
-    whole = dataset(rng, 400)
+    total = GOLDEN + production
+    whole = dataset(rng, total)
     for _ in range(n_splits):
-        order = rng.permutation(400)
+        order = rng.permutation(total)
         yield tuple({f: np.asarray(v)[idx].tolist() if f == "text" else np.asarray(v)[idx] for f, v in whole.items()}
-                    for idx in (order[:200], order[200:]))
+                    for idx in (order[:GOLDEN], order[GOLDEN:]))
 
 
-def shifted_pairs(field: str, n_seeds: int):
+def shifted_pairs(field: str, n_seeds: int, production: int):
     for seed in range(n_seeds):
         rng = np.random.default_rng(10_000 + seed)
-        yield dataset(rng, 200), dataset(rng, 200, shift=field)
+        yield dataset(rng, GOLDEN), dataset(rng, production, shift=field)
 
 
-def mde_curve(n_seeds: int) -> list[tuple[float, float, float]]:
-    mde = chi2_mde(SHARES, 200, 200).value
+def predicted_power(cur: np.ndarray, production: int, alpha: float) -> float:
+    """The noncentral chi-squared power of the test of homogeneity against `cur` at these sizes."""
+    pooled = (GOLDEN * SHARES + production * cur) / (GOLDEN + production)
+    lam = ((GOLDEN * (SHARES - pooled) ** 2 + production * (cur - pooled) ** 2) / pooled).sum()
+    return float(sps.ncx2.sf(sps.chi2.isf(alpha, 3), 3, lam))
+
+
+def mde_curve(n_seeds: int, production: int) -> list[tuple[float, float, float]]:
+    """The Holm decision's first step (chi-squared p < alpha / m) at multiples of the reported MDE."""
+    level = ALPHA / FIELDS
+    mde = chi2_mde(SHARES, GOLDEN, production, alpha=level).value
     out = []
     for factor in (0.5, 0.75, 1.0, 1.25, 1.5):
         cur = away_from_largest(SHARES, factor * mde)
         rejected = 0
         for seed in range(n_seeds):
             rng = np.random.default_rng(seed)
-            rejected += categorical_drift(rng.choice(TOPICS, 200, p=SHARES), rng.choice(TOPICS, 200, p=cur)).p_value < 0.05
-        pooled = (SHARES + cur) / 2
-        lam = 200 * (((SHARES - pooled) ** 2 + (cur - pooled) ** 2) / pooled).sum()
-        out.append((factor, rejected / n_seeds, float(sps.ncx2.sf(sps.chi2.isf(0.05, 3), 3, lam))))
+            rejected += categorical_drift(rng.choice(TOPICS, GOLDEN, p=SHARES), rng.choice(TOPICS, production, p=cur)).p_value < level
+        out.append((factor, rejected / n_seeds, predicted_power(cur, production, level)))
     return out
 
 
@@ -163,21 +185,37 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=200)
-    parser.add_argument("--permutations", type=int, default=199, help="text test permutations in the simulations")
+    parser.add_argument("--production", default="200,1000", help="production sizes, comma-separated (golden: 200)")
+    parser.add_argument("--permutations", type=int, default=min_permutations(FIELDS, alpha=ALPHA),
+                        help="text test permutations in the simulations (golden drift: min_permutations(6) = 599; "
+                             "0 leaves the text test out with p = 1: fast bounds)")
+    parser.add_argument("--mde-seeds", type=int, default=1000)
+    parser.add_argument("--shift-fields", default="topic,answer_length,text", help="fields to shift, comma-separated")
+    parser.add_argument("--parts", default="alarms,shift,mde,timing", help="which parts to run (separate processes can share them)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
           f"load average before {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    t0 = time.perf_counter()
-    per_field, holm = rates(splits(args.splits), permutations=args.permutations)
-    print(f"false alarms over {args.splits} splits: any field after Holm {holm:.3f}; per field "
-          + ", ".join(f"{f} {r:.3f}" for f, r in per_field.items()))
-    for field in ("topic", "answer_length", "text"):
-        per_field, holm = rates(shifted_pairs(field, args.seeds), permutations=args.permutations)
-        print(f"50 % shift of {field} over {args.seeds} seeds: its own p < 0.05 {per_field[field]:.3f}; any field after Holm {holm:.3f}")
-    print(f"mde at n = 200/200 for shares {SHARES.tolist()}: {chi2_mde(SHARES, 200, 200).value:.4f}")
-    for factor, observed, predicted in mde_curve(1000):
-        print(f"  shift {factor:.2f} x mde: rejected {observed:.3f}, noncentral chi-squared power {predicted:.3f}")
-    print(f"simulations took {time.perf_counter() - t0:.1f} s")
+    for production in (int(x) for x in args.production.split(",")):
+        t0 = time.perf_counter()
+        print(f"== golden {GOLDEN} vs production {production}; text permutations {args.permutations}")
+        parts = set(args.parts.split(","))
+        if "alarms" in parts:
+            per_field, holm = rates(splits(args.splits, production), permutations=args.permutations)
+            print(f"false alarms over {args.splits} splits: any field after Holm {holm:.3f}; per field "
+                  + ", ".join(f"{f} {r:.3f}" for f, r in per_field.items()))
+        for field in args.shift_fields.split(",") if "shift" in parts else []:
+            per_field, holm = rates(shifted_pairs(field, args.seeds, production), permutations=args.permutations)
+            print(f"50 % shift of {field} over {args.seeds} seeds: its own p < 0.05 {per_field[field]:.3f}; "
+                  f"any field after Holm {holm:.3f}")
+        mde = chi2_mde(SHARES, GOLDEN, production, alpha=ALPHA / FIELDS).value
+        print(f"mde at alpha/{FIELDS} for shares {SHARES.tolist()}: {mde:.4f} (at alpha 0.05: "
+              f"{chi2_mde(SHARES, GOLDEN, production).value:.4f}); the topic shift (TV 0.2) = {0.2 / mde:.2f} x mde, "
+              f"predicted Holm-first-step power {predicted_power(away_from_largest(SHARES, 0.2), production, ALPHA / FIELDS):.3f}")
+        for factor, observed, predicted in mde_curve(args.mde_seeds, production) if "mde" in parts else []:
+            print(f"  shift {factor:.2f} x mde: rejected at alpha/{FIELDS} {observed:.3f}, noncentral chi-squared power {predicted:.3f}")
+        print(f"took {time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}")
+    if "timing" not in args.parts.split(","):
+        return
     t = timing()
     print(f"text test, 200 + 200 texts: kernel ridge with 199 permutations {t['ridge_s']:.3f} s (AUC {t['ridge_auc']:.3f}, p {t['ridge_p']:.3f}); "
           f"logistic baseline {t['lr_s_per_perm']:.3f} s per permutation (AUC {t['lr_auc']:.3f}) -> "

@@ -69,6 +69,7 @@ MIN_RENEWAL = 0.2
 EXPERTS_PER_ITEM = 2
 WHERE_MAX = 500
 CHUNK = 500  # ids per IN list (SQLite's parameter limit)
+ALPHA = 0.05  # the family-wise level of `golden drift`'s Holm decision
 
 
 # --------------------------------------------------------------------------- names and WHERE
@@ -520,17 +521,32 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
 # --------------------------------------------------------------------------- drift and the judge
 
 
-def _numeric_fields(session: Session, ids: list[int]) -> dict[str, list[float]]:
+def top_retrieval_score(meta: Any) -> float | None:
+    """Return the score of the first-ranked retrieved document, or None.
+
+    Trace imports keep `retrieval.documents.<i>.document.score` as `metadata.retrieval_scores`,
+    a list aligned with the contexts in retrieval order (docs/formats.md); the first finite
+    number is the top-ranked document's, whether the retriever scores similarity or distance.
+    """
+    scores = meta.get("retrieval_scores") if isinstance(meta, dict) else None
+    for score in scores if isinstance(scores, list) else []:
+        if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+            return float(score)
+    return None
+
+
+def _numeric_fields(session: Session, ids: list[int]) -> dict[str, list[float | None]]:
     wanted = set(ids)
-    rows = {sid: (q, a) for sid, q, a in session.execute(sa_select(Sample.id, Sample.question, Sample.answer))
-            if sid in wanted}
+    rows = {sid: (q, a, meta) for sid, q, a, meta in session.execute(sa_select(Sample.id, Sample.question, Sample.answer,
+                                                                                Sample.meta)) if sid in wanted}
     contexts: dict[int, int] = {}
     for sid, active in session.execute(sa_select(Context.sample_id, Context.active)):
         if sid in wanted and active:
             contexts[sid] = contexts.get(sid, 0) + 1
     return {"question_length": [float(len(rows[s][0])) for s in ids],
             "answer_length": [float(len(rows[s][1])) for s in ids],
-            "n_contexts": [float(contexts.get(s, 0)) for s in ids]}
+            "n_contexts": [float(contexts.get(s, 0)) for s in ids],
+            "top_retrieval_score": [top_retrieval_score(rows[s][2]) for s in ids]}
 
 
 def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str, fields: list[str] | None = None,
@@ -539,9 +555,12 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
     """Return `golden drift --json`: the version's samples against production's (`against`, a WHERE).
 
     Per categorical field (`fields`, metadata.PATH): `stats.drift.categorical_drift` (test, p,
-    PSI, mde); numeric (question and answer length, number of contexts): KS and normalised
+    PSI, mde); numeric (question and answer length, number of contexts, and the top retrieval
+    score when both sides carry `metadata.retrieval_scores`): KS and normalised
     Wasserstein; text (the question): the n-gram classifier's AUC and its permutation p. Holm's
-    adjustment runs across every p of the comparison (`p_holm`). With `judge` (and `task`, a
+    adjustment runs across every p of the comparison (`p_holm`), m = `n_fields`; each `mde` is
+    at `alpha / m` (Holm's first step) and the text test runs at least
+    `stats.drift.min_permutations(m)` permutations, so its p can fall below that level. With `judge` (and `task`, a
     categorical one): the judge's kappa on production's labelled samples (the audit) minus on the
     golden set, with its CI (`stats.drift.judge_drift`).
     """
@@ -552,8 +571,17 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
     if not production:
         raise GoldenError(Reason("golden_nothing_chosen", dataset=dataset.name, selection=against))
     metas = dict(session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all())
+    ref_num, cur_num = _numeric_fields(session, golden_ids), _numeric_fields(session, production)
+    if not (any(v is not None for v in ref_num["top_retrieval_score"]) and any(v is not None for v in cur_num["top_retrieval_score"])):
+        del ref_num["top_retrieval_score"], cur_num["top_retrieval_score"]  # compared only when both sides carry scores
+    # Holm decides across every field: the first step is at ALPHA / m, so the categorical MDE is
+    # computed there (the shift the decision, not the lone test, sees with 80 % power) and the
+    # permutation tests get enough permutations for their p-value floor to sit below it.
+    family = len(fields or []) + len(ref_num) + 1
+    permutations = drift_stats.min_permutations(family, alpha=ALPHA, requested=n_permutations)
     out: dict[str, Any] = {"dataset": dataset.name, "golden": citation(golden, version), "against": against,
-                           "n_golden": len(golden_ids), "n_production": len(production), "fields": {}}
+                           "n_golden": len(golden_ids), "n_production": len(production), "alpha": ALPHA,
+                           "n_fields": family, "fields": {}}
     for field in fields or []:
         if not (field.startswith("metadata.") and len(field) > len("metadata.")):
             raise GoldenError(Reason("golden_strata_field", field=field))
@@ -561,15 +589,15 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
         values = [[metadata_value(metas[s], path) for s in ids] for ids in (golden_ids, production)]
         values = [[None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in vs] for vs in values]
         out["fields"][field] = {"kind": "categorical",
-                                **drift_stats.categorical_drift(*values, seed=seed).to_dict()}
-    ref_num, cur_num = _numeric_fields(session, golden_ids), _numeric_fields(session, production)
+                                **drift_stats.categorical_drift(*values, alpha=ALPHA / family, seed=seed,
+                                                                n_permutations=max(2000, permutations)).to_dict()}
     for field in ref_num:
         out["fields"][field] = {"kind": "numeric", **drift_stats.numeric_drift(ref_num[field], cur_num[field],
                                                                                n_permutations=n_permutations,
                                                                                seed=seed).to_dict()}
     questions = dict(session.execute(sa_select(Sample.id, Sample.question).where(Sample.dataset_id == dataset.id)).all())
     out["fields"]["question"] = {"kind": "text", **drift_stats.text_drift(
-        [questions[s] for s in golden_ids], [questions[s] for s in production], n_permutations=n_permutations,
+        [questions[s] for s in golden_ids], [questions[s] for s in production], n_permutations=permutations,
         seed=seed).to_dict()}
     names = list(out["fields"])
     adjusted = drift_stats.holm_adjust([out["fields"][n].get("p_value") for n in names])

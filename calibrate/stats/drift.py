@@ -49,6 +49,7 @@ __all__ = [
     "chi2_mde",
     "holm_adjust",
     "judge_drift",
+    "min_permutations",
     "numeric_drift",
     "psi",
     "text_drift",
@@ -251,7 +252,9 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     reference, current : array-like
         One category per item (golden set, production).  Missing values are dropped.
     alpha, power : float
-        For the MDE (:func:`chi2_mde`, on the pooled categories).
+        For the MDE (:func:`chi2_mde`, on the pooled categories).  A field that is one of
+        ``m`` under Holm is decided at ``alpha / m`` at Holm's first step: pass that, so the
+        MDE is the one of the decision (``golden drift`` does).
     min_expected : float
         Smallest expected count per cell (default 5, Cochran's rule).
     n_permutations : int
@@ -266,7 +269,8 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     Estimate
         ``value`` = TV distance of the unpooled shares; ``p_value``; ``n`` = both samples;
         ``extra``: ``test`` ("chi2" or "permutation_tv"), ``statistic``, ``df`` (chi2),
-        ``psi``, ``mde`` (None when undefined, ``mde_note`` then says why), ``categories``,
+        ``psi``, ``mde`` (None when undefined, ``mde_note`` then says why), ``mde_alpha`` (the
+        level it is computed at), ``categories``,
         ``reference_shares``, ``current_shares``, ``pooled`` (groups of categories merged),
         ``n_reference``, ``n_current``, ``n_missing``.
 
@@ -299,6 +303,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     extra["pooled"] = [[labels[j] for j in g] for g in groups if len(g) > 1]
     mde = chi2_mde(pooled[0] / pooled[0].sum(), len(ref), len(cur), alpha=alpha, power=power)
     extra["mde"] = mde.value
+    extra["mde_alpha"] = alpha
     if not mde.ok:
         extra["mde_note"] = mde.note
         extra["mde_reason"] = mde.reason.to_dict() if mde.reason else None
@@ -317,6 +322,32 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
     note = Reason("permutation_tv", min_expected=min_expected)
     return Estimate(value=tv, n=n, p_value=p, note=note,
                     extra={"test": "permutation_tv", "statistic": tv, "n_permutations": n_permutations, "seed": seed, **extra})
+
+
+def min_permutations(n_fields: int, *, alpha: float = 0.05, requested: int = 0, margin: float = 5.0) -> int:
+    """Return the permutations a test needs so that Holm across ``n_fields`` can still flag it.
+
+    A permutation p-value is at least ``1 / (B + 1)``; under Holm across ``m`` fields the
+    strictest level is ``alpha / m``, so with ``B + 1 <= m / alpha`` the field can never be
+    flagged and just above it only by a null that never reaches the observed statistic.  The
+    rule: ``B + 1 >= margin * m / alpha`` (default ``margin`` 5: the floor of p is a fifth of
+    Holm's strictest level), and never fewer than ``requested``.  Six fields at 0.05: 599.
+
+    Parameters
+    ----------
+    n_fields : int
+        ``m``, the fields Holm adjusts across (at least 1).
+    alpha : float
+        The family-wise level (default 0.05).
+    requested : int
+        The permutations asked for; returned when larger.
+    margin : float
+        How many times ``m / alpha`` the count ``B + 1`` must reach (at least 1).
+    """
+    _check_options(alpha=alpha, n_permutations=requested)
+    if int(n_fields) < 1 or margin < 1:
+        raise ValueError("n_fields must be at least 1 and margin at least 1")
+    return min(100_000, max(int(requested), math.ceil(margin * int(n_fields) / alpha) - 1))
 
 
 def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:

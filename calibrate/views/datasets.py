@@ -10,9 +10,11 @@ from calibrate import lazy, lookup
 from calibrate.annotation.claim_edits import claim_history
 from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import dataset_overview, sample_detail, sample_page
+from calibrate.errors import GoldenError
 from calibrate.i18n import N_, _
 from calibrate.ingest.traces.staging import production_source
 from calibrate.judges.extraction import extraction_versions
+from calibrate.reasons import Reason
 from calibrate.views.auth import landing_page, login_required, role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import MAX_PAGE, int_field
@@ -68,9 +70,28 @@ def show(name: str):
                   "versions": extraction_versions(session), "backends": run_choices()}
         goldens = [{**row, "status": golden.golden_status(session, dataset.name, row["name"])}
                    for row in golden.list_golden(session, dataset.name)]
+    drift = _drift_check(session, dataset, goldens or [])
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims, goldens=goldens, queue=queue,
+                           claims=claims, goldens=goldens, queue=queue, drift=drift,
                            production=production_source(session, dataset))
+
+
+def _drift_check(session, dataset, goldens: list[dict]) -> dict | None:
+    """Run `golden drift` when the page is asked for one (`?drift=NAME&against=WHERE&fields=…`), else None.
+
+    A refused WHERE or field answers as every refused page does: the error page with the refusal,
+    worded from its reason (views/errors.py).
+    """
+    name = request.args.get("drift")
+    if not name or not any(row["name"] == name for row in goldens):
+        return None
+    raw = (request.args.get("fields") or "").strip()
+    if len(raw) > golden.WHERE_MAX:
+        raise GoldenError(Reason("golden_strata_field", field=raw[:80]))
+    fields = [f.strip() for f in raw.split(",") if f.strip()]
+    found = golden.golden_drift(session, dataset.name, name, against=(request.args.get("against") or "").strip(), fields=fields)
+    flagged = [field for field, row in found["fields"].items() if row.get("p_holm") is not None and row["p_holm"] < found["alpha"]]
+    return {**found, "name": name, "fields_asked": raw, "flagged": flagged}
 
 
 def _share(name: str, default: float) -> float:

@@ -361,11 +361,35 @@ def test_drift_of_a_golden_set(data):
     assert topic["kind"] == "categorical" and topic["p_holm"] < 0.001 and topic["mde"] is not None and "psi" in topic
     for field in ("question_length", "answer_length", "n_contexts"):
         assert found["fields"][field]["kind"] == "numeric"
+    assert "top_retrieval_score" not in found["fields"]  # no sample carries retrieval scores
     assert found["fields"]["question"]["kind"] == "text"
+    # Holm across m = 5 fields: the MDE is the decision's (at 0.05 / 5) and the text test's permutations are raised
+    # from the 49 asked so that its p-value floor 1 / (B + 1) sits well below 0.05 / 5
+    assert found["alpha"] == 0.05 and found["n_fields"] == 5 and topic["mde_alpha"] == pytest.approx(0.01)
+    assert found["fields"]["question"]["n_permutations"] == 499
     assert found["judge"]["kappa"]["n_golden"] == 200 and found["judge"]["kappa"]["n_audit"] == 120
     with Session(engine) as session:
         retained = golden.retained_vs_new(session, DS, "g", judge="j")
     assert retained["n_new"] == 200 and retained["n_retained"] == 0 and retained["conclusion"] == "inconclusive"
+
+
+def test_drift_compares_the_top_retrieval_score_when_both_sides_carry_scores(data):
+    assert golden.top_retrieval_score({"retrieval_scores": [None, "x", True, 0.8, 0.9]}) == 0.8  # the first-ranked number
+    assert golden.top_retrieval_score({"retrieval_scores": "0.8"}) is None and golden.top_retrieval_score(None) is None
+    make(data)
+    with write_session(data) as session:  # production's retriever got worse: its top scores fall from ~0.8 to ~0.5
+        dataset = session.exec(select(Dataset).where(Dataset.name == DS)).one()
+        for sample in session.exec(select(Sample).where(Sample.dataset_id == dataset.id)):
+            meta = dict(sample.meta or {})
+            live = meta.get("source") == "live"
+            meta["retrieval_scores"] = [(0.5 if live else 0.8) + (sample.id % 10) / 100, 0.1]
+            sample.meta = meta
+            session.add(sample)
+    with Session(data) as session:
+        found = golden.golden_drift(session, DS, "g", against="metadata.source=live", n_permutations=0)
+    score = found["fields"]["top_retrieval_score"]
+    assert score["kind"] == "numeric" and score["test"] == "ks" and score["value"] == 1.0 and score["p_holm"] < 1e-6
+    assert found["n_fields"] == 5  # three lengths and counts, the score, the text
 
 
 def test_the_dataset_page_lists_golden_sets_and_refreshes_them(data, client, login):
@@ -391,6 +415,30 @@ def test_the_dataset_page_lists_golden_sets_and_refreshes_them(data, client, log
     assert "--renew debe estar en (0, 1]" in spanish.get_text() and "Conjuntos de referencia" in spanish.get_text()
     with Session(data) as session:
         assert golden.show_golden(session, DS, "g")["version"] == 2  # the refused refresh wrote nothing
+
+
+def test_the_dataset_page_checks_drift_against_a_where_in_english_and_spanish(data, client, login):
+    from bs4 import BeautifulSoup
+
+    make(data)
+    login("eve", "engineer")
+    page = BeautifulSoup(client.get(f"/datasets/{DS}").data, "html.parser")
+    form = page.select_one("form.golden-drift-form")
+    assert form is not None and form.select_one("input[name=drift]")["value"] == "g" and page.select_one("#golden-drift") is None
+    asked = {"drift": "g", "against": "metadata.source=live", "fields": "metadata.topic"}
+    checked = BeautifulSoup(client.get(f"/datasets/{DS}", query_string=asked).data, "html.parser")
+    topic = checked.select_one("#drift-table tr[data-field='metadata.topic']")
+    cells = [td.get_text(strip=True) for td in topic.select("td")]
+    assert cells[1] == "chi2" and cells[-1] == "drift" and cells[6] != ""  # test, verdict, the MDE at 0.05 / m
+    assert checked.select_one("#drift-verdict").get_text() == "drift found"
+    assert checked.select_one("#drift-table tr[data-field=question]") is not None
+    assert "Holm across 5 fields" in checked.select_one("#golden-drift").get_text()
+    spanish = BeautifulSoup(client.get(f"/datasets/{DS}", query_string=asked, headers={"Accept-Language": "es"}).data, "html.parser")
+    assert spanish.select_one("#drift-verdict").get_text() == "deriva detectada"
+    assert "Holm sobre 5 campos" in spanish.select_one("#golden-drift").get_text()
+    refused = client.get(f"/datasets/{DS}", query_string={**asked, "against": "nonsense"}, headers={"Accept-Language": "es"})
+    assert refused.status_code == 404  # a page that cannot be built for these arguments, worded from its reason
+    assert "WHERE" in refused.get_data(as_text=True) and b"drift-table" not in refused.data
 
 
 def test_annotators_see_no_golden_section_and_cannot_refresh(data, client, login):
