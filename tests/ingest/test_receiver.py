@@ -325,3 +325,77 @@ def test_protobuf_read_directly_gives_what_its_json_mapping_gives():
     with pytest.raises(ImportRejected) as by_dict:
         spans_of_traces_data(json_format.MessageToDict(request), Where())
     assert str(by_message.value) == str(by_dict.value)
+
+
+@pytest.mark.slow
+def test_a_web_server_and_a_traces_server_share_one_database_each_in_its_role(tmp_path):
+    """`calibrate serve --role web` has no receiver (404) and `--role traces` no pages (404, before any CSRF check);
+    spans POSTed to the traces server settle there into samples that the web server's pages count."""
+    import http.client
+    import os
+    import subprocess
+    import sys
+
+    from server_helpers import request, session_cookie, start_serve
+
+    from calibrate.db import get_engine
+
+    url = f"sqlite:///{tmp_path / 'roles.sqlite'}"
+    env = {**os.environ, "CALIBRATE_INSTANCE": str(tmp_path)}
+    run = [sys.executable, "-m", "calibrate"]
+    subprocess.run([*run, "init", "--db", url], check=True, env=env, capture_output=True)
+    made = subprocess.run([*run, "traces", "token", "--dataset", "live", "--db", url], check=True, env=env,
+                          capture_output=True, text=True)
+    token = made.stdout.strip()
+    body = synthetic_request(6, repeat_every=1000).SerializeToString()
+
+    def post_spans(port):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": PROTO, "Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        return response.status
+
+    web, web_port = start_serve(url, tmp_path, "--role", "web", env={"CALIBRATE_TRACES_SETTLE_S": "0",
+                                                                     "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
+    traces, traces_port = start_serve(url, tmp_path, "--role", "traces", env={"CALIBRATE_TRACES_SETTLE_S": "0",
+                                                                              "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
+    engine = get_engine(url)
+    try:
+        assert post_spans(web_port) == 404 and staged(engine) == 0
+        response, page = request(web_port, "GET", "/login")
+        assert response.status == 200 and 'name="csrf_token"' in page
+        for method, path in (("GET", "/login"), ("GET", "/datasets"), ("POST", "/login"), ("GET", "/static/app.css")):
+            assert request(traces_port, method, path, body={} if method == "POST" else None)[0].status == 404, (method, path)
+        response, _ = request(traces_port, "GET", "/login")
+        assert session_cookie(response) == ""  # no session is started for a refused page
+        assert post_spans(traces_port) == 200
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and token_row(engine, "live").traces_settled < 6:
+            time.sleep(0.1)
+    finally:
+        for server in (web, traces):
+            server.terminate()
+        outputs = [server.communicate(timeout=30)[0] for server in (web, traces)]
+    assert "no trace receiver" in outputs[0] and "trace receiver only" in outputs[1]
+    row = token_row(engine, "live")
+    assert (row.spans_received, row.traces_settled, staged(engine)) == (18, 6, 0), outputs[1]
+
+
+def test_only_a_web_server_runs_no_settler(monkeypatch, tmp_path):
+    """`serve_app` starts the settler for the roles `all` and `traces`, never for `web` (waitress itself stubbed out)."""
+    import waitress
+
+    from calibrate.cli import serve
+    from calibrate.ingest.traces import staging
+
+    started = []
+    monkeypatch.setattr(waitress, "serve", lambda *args, **kwargs: None)
+    monkeypatch.setattr(staging, "start_settler", lambda engine, settings, lock=None: started.append(settings["SERVE_ROLE"]))
+    for role in ("all", "web", "traces"):
+        app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'roles.sqlite'}", "TESTING": True}, role=role)
+        serve.serve_app(app, "127.0.0.1", 0)
+    assert started == ["all", "traces"]
+    with pytest.raises(ValueError, match="unknown server role"):
+        create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'roles.sqlite'}", "TESTING": True}, role="both")
