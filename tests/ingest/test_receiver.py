@@ -328,25 +328,14 @@ def test_protobuf_read_directly_gives_what_its_json_mapping_gives():
 
 
 @pytest.mark.slow
-def test_a_web_server_and_a_traces_server_share_one_database_each_in_its_role(tmp_path):
+def test_a_web_server_and_a_traces_server_share_one_database_each_in_its_role(runner, engine, db_url, tmp_path):
     """`calibrate serve --role web` has no receiver (404) and `--role traces` no pages (404, before any CSRF check);
-    spans POSTed to the traces server settle there into samples that the web server's pages count."""
+    spans POSTed to the traces server settle there (its settler) into the shared database."""
     import http.client
-    import os
-    import subprocess
-    import sys
 
-    from server_helpers import request, session_cookie, start_serve
+    from server_helpers import launch_serve, request, session_cookie, wait_serving
 
-    from calibrate.db import get_engine
-
-    url = f"sqlite:///{tmp_path / 'roles.sqlite'}"
-    env = {**os.environ, "CALIBRATE_INSTANCE": str(tmp_path)}
-    run = [sys.executable, "-m", "calibrate"]
-    subprocess.run([*run, "init", "--db", url], check=True, env=env, capture_output=True)
-    made = subprocess.run([*run, "traces", "token", "--dataset", "live", "--db", url], check=True, env=env,
-                          capture_output=True, text=True)
-    token = made.stdout.strip()
+    token = new_token(runner, "live")
     body = synthetic_request(6, repeat_every=1000).SerializeToString()
 
     def post_spans(port):
@@ -357,19 +346,19 @@ def test_a_web_server_and_a_traces_server_share_one_database_each_in_its_role(tm
         conn.close()
         return response.status
 
-    web, web_port = start_serve(url, tmp_path, "--role", "web", env={"CALIBRATE_TRACES_SETTLE_S": "0",
-                                                                     "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
-    traces, traces_port = start_serve(url, tmp_path, "--role", "traces", env={"CALIBRATE_TRACES_SETTLE_S": "0",
-                                                                              "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
-    engine = get_engine(url)
+    quick = {"CALIBRATE_TRACES_SETTLE_S": "0", "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"}
+    (web, web_port), (traces, traces_port) = (launch_serve(db_url, tmp_path, "--role", role, env=quick)
+                                              for role in ("web", "traces"))
     try:
+        wait_serving(web, web_port)
+        wait_serving(traces, traces_port)
         assert post_spans(web_port) == 404 and staged(engine) == 0
         response, page = request(web_port, "GET", "/login")
         assert response.status == 200 and 'name="csrf_token"' in page
-        for method, path in (("GET", "/login"), ("GET", "/datasets"), ("POST", "/login"), ("GET", "/static/app.css")):
-            assert request(traces_port, method, path, body={} if method == "POST" else None)[0].status == 404, (method, path)
-        response, _ = request(traces_port, "GET", "/login")
-        assert session_cookie(response) == ""  # no session is started for a refused page
+        for method, path in (("GET", "/login"), ("GET", "/datasets"), ("POST", "/login"), ("GET", "/static/calibrate.css")):
+            response, text = request(traces_port, method, path, body={} if method == "POST" else None)
+            assert (response.status, json.loads(text)["code"]) == (404, 5), (method, path)
+            assert session_cookie(response) == ""  # no session is started for a refused path
         assert post_spans(traces_port) == 200
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and token_row(engine, "live").traces_settled < 6:
