@@ -155,45 +155,95 @@ class WriterLock:
     traces` beside a `--role web` one; bench/results/receiver.md). Threads of this process wait
     on a lock of this process first; then, for a SQLite file, on an exclusive `flock` of the file
     `<database>-writer` beside it, which the kernel hands over the moment its holder lets go.
+
+    People first: `with lock:` (the workbench's writes) holds a shared flock of
+    `<database>-writer-wait` while it waits; `with lock.background():` (staging and settling
+    traces) first waits until no other process's writer is waiting there, so a label save waits
+    for one trace transaction at most, never for a queue of them.
+
     Held only around one write transaction; a process that dies lets go with it. Opened once
     per process (a forked worker opens its own: a shared open file would share the lock).
-    Without flock (Windows) or when the file cannot be made, only the process lock is taken.
+    Without flock (Windows) or when the files cannot be made, only the process lock is taken.
     """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.threads = threading.Lock()
-        self._fd: int | None = None
+        self._fds: tuple[int, int] | None = None
         self._pid: int | None = None
 
-    def _file(self) -> int | None:
+    def _files(self) -> tuple[int, int] | None:
+        """Return this process's (lock, wait) file descriptors, opening them once per process; None without flock."""
         if self.path is None or fcntl is None:
             return None
         if self._pid != os.getpid():
             self._pid = os.getpid()
             try:
-                self._fd = os.open(f"{self.path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+                self._fds = tuple(os.open(f"{self.path}{suffix}", os.O_RDWR | os.O_CREAT, 0o600)
+                                  for suffix in ("-writer", "-writer-wait"))
             except OSError:  # a read-only folder: writes will be refused anyway
-                self._fd = None
-        return self._fd
+                self._fds = None
+        return self._fds
 
     def __enter__(self) -> WriterLock:
         self.threads.acquire()
         try:
-            fd = self._file()
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            fds = self._files()
+            if fds is not None:
+                main, wait = fds
+                fcntl.flock(wait, fcntl.LOCK_SH)  # "a person's write is waiting": background writers hold back
+                try:
+                    fcntl.flock(main, fcntl.LOCK_EX)
+                finally:
+                    fcntl.flock(wait, fcntl.LOCK_UN)
         except BaseException:
             self.threads.release()
             raise
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+    @property
+    def background(self) -> BackgroundWriter:
+        """This lock for background writes (reusable: `with lock.background:` around each transaction)."""
+        return BackgroundWriter(self)
+
+    def enter_background(self) -> None:
+        """Take the lock for a background write, once no other process's foreground writer is waiting for it."""
+        self.threads.acquire()
         try:
-            if self._fd is not None and self._pid == os.getpid():
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            fds = self._files()
+            if fds is not None:
+                main, wait = fds
+                fcntl.flock(wait, fcntl.LOCK_EX)  # granted only while nobody holds it shared (nobody waits)
+                fcntl.flock(wait, fcntl.LOCK_UN)
+                fcntl.flock(main, fcntl.LOCK_EX)
+        except BaseException:
+            self.threads.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the lock (either way it was taken)."""
+        try:
+            if self._fds is not None and self._pid == os.getpid():
+                fcntl.flock(self._fds[0], fcntl.LOCK_UN)
         finally:
             self.threads.release()
+
+
+class BackgroundWriter:
+    """A WriterLock taken for background writes (`WriterLock.background`): yields to waiting foreground writers."""
+
+    def __init__(self, lock: WriterLock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> WriterLock:
+        self.lock.enter_background()
+        return self.lock
+
+    def __exit__(self, *_exc: object) -> None:
+        self.lock.release()
 
 
 _writer_locks: dict[Path | None, WriterLock] = {}

@@ -159,8 +159,9 @@ def _stage(kind: str, answer_kind: str, token) -> Response:
             spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
     except ImportRejected as exc:
         return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
-    # One short write behind the process's writer lock, taking turns with label saves and the settler.
-    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected)))
+    # One short write behind the writer lock, taking turns with label saves and the settler; a background
+    # write: a label save waiting in another process (a `--role web` server) goes first.
+    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected)), background=True)
     return _success(kind, rejected)
 
 

@@ -60,9 +60,13 @@ def close_session(_exc: BaseException | None = None) -> None:
         session.close()
 
 
-def write(action: Callable[[Session], T]) -> T:
-    """Run `action(session)` in a write transaction behind the writer lock and commit; retry once on a unique-key race."""
-    with app_writer():
+def write(action: Callable[[Session], T], *, background: bool = False) -> T:
+    """Run `action(session)` in a write transaction behind the writer lock and commit; retry once on a unique-key race.
+
+    `background`: a write no person waits for (staging traces), which lets other processes' waiting writes go first.
+    """
+    lock = app_writer()
+    with lock.background if background else lock:
         try:
             for attempt in (1, 2):
                 db = get_write_session()
