@@ -195,5 +195,6 @@ def test_a_background_writer_lets_a_waiting_foreground_writer_of_another_process
     finally:
         waiter.stdin.close()  # that writer got its turn
         waiter.wait()
+        waiter.stdout.close()
     thread.join()
     assert acquired.is_set()
