@@ -42,8 +42,8 @@ from calibrate.models import Dataset, IngestToken, StagedSpan
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
 SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
-# The server's settler: ~40 ms transactions instead of ~100 (a label save waits for one at most; measured in
-# bench/results/receiver.md, 2026-12-02 14:3x), for ~1.6x the settling work, which the traces process does.
+# The server's settler (setting TRACES_SETTLE_BATCH): ~40 ms transactions instead of ~100 (a label save waits
+# for one at most; bench/results/receiver.md), for ~1.6x the settling work, which the traces process does.
 SERVER_SETTLE_BATCH = 50
 BATCH_PAUSE = 0.02  # seconds between two settling transactions when a process lock is shared (the server's)
 QUERY_CHUNK = 500  # ids per IN (…) list
@@ -370,8 +370,9 @@ class Settler(threading.Thread):
 
 
 def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
-    """Start the background settler with the settings' TRACES_SETTLE_S and TRACES_SETTLE_EVERY; return it."""
+    """Start the background settler with the settings' TRACES_SETTLE_S, TRACES_SETTLE_EVERY and TRACES_SETTLE_BATCH; return it."""
     settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
+                      batch=max(1, int(settings.get("TRACES_SETTLE_BATCH", SERVER_SETTLE_BATCH))),
                       max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
     settler.start()
     return settler
