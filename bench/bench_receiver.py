@@ -178,19 +178,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def calibrate_server(folder: Path, db: Path, dataset: str, *, rate: float, settle_env: dict) -> tuple[subprocess.Popen, int, str]:
+def calibrate_server(folder: Path, db: Path, dataset: str | None, *, rate: float, settle_env: dict, role: str = "all",
+                     nice: int = 0) -> tuple[subprocess.Popen, int, str]:
+    """Start `calibrate serve --role ROLE` (under `nice -n NICE` when given) on `db`; with `dataset`, make a token first."""
     env = {**os.environ, "CALIBRATE_INSTANCE": str(folder), **settle_env}
     url = f"sqlite:///{db}"
     if not db.exists():
         subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, env=env, capture_output=True, cwd=ROOT)
-    made = subprocess.run([sys.executable, "-m", "calibrate", "traces", "token", "--dataset", dataset, "--rate", str(rate),
-                           "--db", url], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
+    token = ""
+    if dataset is not None:
+        made = subprocess.run([sys.executable, "-m", "calibrate", "traces", "token", "--dataset", dataset, "--rate", str(rate),
+                               "--db", url], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
+        token = made.stdout.strip()
     port = free_port()
     log = folder / f"calibrate-{port}.log"
-    process = subprocess.Popen([sys.executable, "-m", "calibrate", "serve", "--port", str(port), "--db", url], env=env, cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    command = [sys.executable, "-m", "calibrate", "serve", "--port", str(port), "--role", role, "--db", url]
+    if nice:
+        command = ["nice", "-n", str(nice), *command]
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     wait_http(port, "/health", process, 60, log)
-    return process, port, made.stdout.strip()
+    return process, port, token
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -256,11 +263,17 @@ def run_phoenix(folder: Path, python: str, base: bytes, n_requests: int, senders
             "statuses": send.statuses, "p95_ms": percentile(send.latencies, 95)}
 
 
-def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotators: int, baseline_s: float) -> dict:
+def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotators: int, baseline_s: float,
+               split: bool = False, nice: int = 0) -> dict:
+    """Stream with label saves meanwhile: one `--role all` server, or (`split`) a `web` and a `traces` server on one file."""
     db = folder / "stream.sqlite"
     build_db(db, 2000, annotators, 200)
-    server, port, token = calibrate_server(folder, db, "stream", rate=0.05,
-                                           settle_env={"CALIBRATE_TRACES_SETTLE_S": "0", "CALIBRATE_TRACES_SETTLE_EVERY": "1"})
+    settle_env = {"CALIBRATE_TRACES_SETTLE_S": "0", "CALIBRATE_TRACES_SETTLE_EVERY": "1"}
+    server, port, token = calibrate_server(folder, db, "stream", rate=0.05, settle_env=settle_env,
+                                           role="traces" if split else "all", nice=nice)
+    web, web_port = server, port
+    if split:
+        web, web_port, _ = calibrate_server(folder, db, None, rate=0.05, settle_env=settle_env, role="web")
     rss: list[tuple[float, float]] = []
     done = threading.Event()
 
@@ -271,7 +284,7 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
             done.wait(1)
 
     try:
-        clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
+        clients = [Client(web_port, f"b{i + 1:02d}") for i in range(annotators)]
         for client in clients:
             client.login()
         savers = [Saver(client, seed) for seed, client in enumerate(clients)]
@@ -303,6 +316,8 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         received = count(db, "SELECT coalesce(sum(spans_received), 0) FROM ingesttoken") or 0
     finally:
         stop(server)
+        if web is not server:
+            stop(web)
     saves = [ms for saver in savers for start, ms, _ in saver.saves if start >= streaming_from]
     alone = [ms for saver in savers for start, ms, _ in saver.saves if start < streaming_from]
     errors = sum(not ok for saver in savers for *_, ok in saver.saves)
@@ -321,6 +336,9 @@ def main() -> None:
     parser.add_argument("--stream", type=int, default=1_000_000, help="spans streamed with the settler on (0: skip)")
     parser.add_argument("--annotators", type=int, default=2, help="experts saving labels during the stream")
     parser.add_argument("--baseline-seconds", type=float, default=10, help="label saves alone before the stream")
+    parser.add_argument("--split", action="store_true",
+                        help="stream to a `serve --role traces` process while labels go to a `serve --role web` one (same file)")
+    parser.add_argument("--traces-nice", type=int, default=0, help="with --split: start the traces server under `nice -n N`")
     parser.add_argument("--phoenix", default="/work/phoenix-venv/bin/python",
                         help="python of a virtual environment with arize-phoenix ('' to skip)")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
@@ -333,7 +351,9 @@ def main() -> None:
              f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
              f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
              f"- command: `python bench/bench_receiver.py --spans {args.spans} --senders {args.senders} --stream {args.stream} "
-             f"--annotators {args.annotators} --baseline-seconds {args.baseline_seconds:g}`; request body {len(base):,} bytes (512 spans)", ""]
+             f"--annotators {args.annotators} --baseline-seconds {args.baseline_seconds:g}"
+             f"{' --split' if args.split else ''}{f' --traces-nice {args.traces_nice}' if args.traces_nice else ''}`; "
+             f"request body {len(base):,} bytes (512 spans)", ""]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cal = run_calibrate(folder, base, n_requests, args.senders)
@@ -367,21 +387,26 @@ def main() -> None:
         lines += ["", f"- Phoenix: {phoenix_note or 'not run (--phoenix empty)'}"]
         if args.stream:
             n_stream = max(1, args.stream // BATCH)
-            st = run_stream(folder, base, n_stream, args.senders, args.annotators, args.baseline_seconds)
+            st = run_stream(folder, base, n_stream, args.senders, args.annotators, args.baseline_seconds, args.split,
+                            args.traces_nice)
             rss = [mb for _, mb in st["rss"]]
             warm = rss[len(rss) // 10:] or rss
             st_refused = sum(n for status, n in st["statuses"].items() if status != 200)
+            arrangement = ("two processes on one SQLite file: `serve --role traces`"
+                           + (f" under `nice -n {args.traces_nice}`" if args.traces_nice else "")
+                           + " receives and settles, `serve --role web` answers the experts" if args.split
+                           else "one `serve` process (`--role all`) receives, settles and answers the experts")
             lines += ["", f"Streaming {n_stream * BATCH:,} spans with the settler on (TRACES_SETTLE_S=0, every 1 s, rate 0.05) "
-                          f"and {args.annotators} experts saving labels:", "",
+                          f"and {args.annotators} experts saving labels; {arrangement}:", "",
                       f"- {st['received']:,} spans staged in {st['sent_s']:.0f} s (**{st['received'] / st['sent_s']:,.0f} spans/s** "
                       f"while settling), {st_refused} requests refused; {st['settled']:,} traces settled, {st['samples']:,} samples, "
                       f"{st['staged_left']:,} spans still staged at the end",
-                      f"- server RSS (MB), sampled every second: start {rss[0]:.0f}, after the first tenth {warm[0]:.0f}, "
+                      f"- {'traces ' if args.split else ''}server RSS (MB), sampled every second: start {rss[0]:.0f}, after the first tenth {warm[0]:.0f}, "
                       f"max {max(rss):.0f}, end {rss[-1]:.0f} (max − after the first tenth: {max(warm) - warm[0]:+.0f} MB)",
                       f"- label saves meanwhile: {st['saves']:,}, p50 {st['save_p50']:.0f} ms, **p95 {st['save_p95']:.0f} ms** "
                       f"(goal < 200), max {st['save_max']:.0f} ms, errors {st['save_errors']}"
                       + (f", client failures {st['failures']}" if st["failures"] else ""),
-                      f"- label saves alone just before, same server and run ({args.baseline_seconds:g} s): {st['alone']:,}, "
+                      f"- label saves alone just before, same {'servers' if args.split else 'server'} and run ({args.baseline_seconds:g} s): {st['alone']:,}, "
                       f"p50 {st['alone_p50']:.0f} ms, p95 {st['alone_p95']:.0f} ms"]
     lines += ["", f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
     text = "\n".join(lines)

@@ -25,8 +25,8 @@ def default_instance_path() -> Path:
     return Path(env).resolve() if env else PROJECT_ROOT / "instance"
 
 
-def create_app(test_config: dict | None = None) -> Flask:
-    """Create and configure the calibrate Flask app (calibrate/app.py)."""
+def create_app(test_config: dict | None = None, *, role: str = "all") -> Flask:
+    """Create and configure the calibrate Flask app (calibrate/app.py); `role`: `calibrate serve --role`."""
     from calibrate.app import create_app as build  # noqa: PLC0415 - Flask loads only when a web app is built
 
-    return build(test_config)
+    return build(test_config, role=role)

@@ -35,8 +35,8 @@ def _secret_key(instance: Path) -> str:
     return path.read_text().strip()
 
 
-def create_app(test_config: dict | None = None) -> Flask:
-    """Create and configure the calibrate Flask app."""
+def create_app(test_config: dict | None = None, *, role: str = "all") -> Flask:
+    """Create and configure the calibrate Flask app; `role` is `calibrate serve --role` (views.init_app)."""
     settings = load_settings(test_config)
     instance = Path(settings["INSTANCE_PATH"])
     ensure_instance_folder(instance)
@@ -56,6 +56,6 @@ def create_app(test_config: dict | None = None) -> Flask:
         # from the last `hops` proxies' X-Forwarded-For and X-Forwarded-Proto; nothing else.
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0, x_port=0, x_prefix=0)
     session.init_app(app)
-    views.init_app(app)
+    views.init_app(app, role)
     cli.register_flask_commands(app)
     return app

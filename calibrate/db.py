@@ -16,7 +16,8 @@ This module is the one home of SQL that skips SQLAlchemy's per-row work, for the
 where it was measured to matter: `Statement` (the keystroke path: a label save runs eight)
 and `read_frame` (a report reads 10^5–10^6 rows into a pandas frame). Everything else uses
 SQLModel/SQLAlchemy queries; ingest/bulk.py adds prepared multi-row INSERTs for imports. No
-Flask here: the request's session and the writer lock are views/session.py's.
+Flask here: the request's session is views/session.py's; the servers' writer lock
+(`writer_lock`) is here, since the traces settler takes it too.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the writer lock is this process's alone
+    fcntl = None
 
 _engines: dict[str, Engine] = {}
 _immediate_engines: dict[Engine, Engine] = {}
@@ -138,6 +144,120 @@ def dispose_engine(url: str) -> None:
     if engine is not None:
         _immediate_engines.pop(engine, None)
         engine.dispose()
+
+
+class WriterLock:
+    """One writer at a time among a server's threads and, on a SQLite file, among the server processes on it.
+
+    SQLite has one writer at a time, and a writer that finds the file locked waits in SQLite's
+    busy handler, which sleeps in growing steps (up to 100 ms) and wakes at random: a label save
+    in one process waited through seconds of another process's trace writes (a `serve --role
+    traces` beside a `--role web` one; bench/results/receiver.md). Threads of this process wait
+    on a lock of this process first; then, for a SQLite file, on an exclusive `flock` of the file
+    `<database>-writer` beside it, which the kernel hands over the moment its holder lets go.
+
+    People first: `with lock:` (the workbench's writes) holds a shared flock of
+    `<database>-writer-wait` while it waits; `with lock.background():` (staging and settling
+    traces) first waits until no other process's writer is waiting there, so a label save waits
+    for one trace transaction at most, never for a queue of them.
+
+    Held only around one write transaction; a process that dies lets go with it. Opened once
+    per process (a forked worker opens its own: a shared open file would share the lock).
+    Without flock (Windows) or when the files cannot be made, only the process lock is taken.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.threads = threading.Lock()
+        self._fds: tuple[int, int] | None = None
+        self._pid: int | None = None
+
+    def _files(self) -> tuple[int, int] | None:
+        """Return this process's (lock, wait) file descriptors, opening them once per process; None without flock."""
+        if self.path is None or fcntl is None:
+            return None
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            try:
+                self._fds = tuple(os.open(f"{self.path}{suffix}", os.O_RDWR | os.O_CREAT, 0o600)
+                                  for suffix in ("-writer", "-writer-wait"))
+            except OSError:  # a read-only folder: writes will be refused anyway
+                self._fds = None
+        return self._fds
+
+    def __enter__(self) -> WriterLock:
+        self.threads.acquire()
+        try:
+            fds = self._files()
+            if fds is not None:
+                main, wait = fds
+                fcntl.flock(wait, fcntl.LOCK_SH)  # "a person's write is waiting": background writers hold back
+                try:
+                    fcntl.flock(main, fcntl.LOCK_EX)
+                finally:
+                    fcntl.flock(wait, fcntl.LOCK_UN)
+        except BaseException:
+            self.threads.release()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+    @property
+    def background(self) -> BackgroundWriter:
+        """This lock for background writes (reusable: `with lock.background:` around each transaction)."""
+        return BackgroundWriter(self)
+
+    def enter_background(self) -> None:
+        """Take the lock for a background write, once no other process's foreground writer is waiting for it."""
+        self.threads.acquire()
+        try:
+            fds = self._files()
+            if fds is not None:
+                main, wait = fds
+                fcntl.flock(wait, fcntl.LOCK_EX)  # granted only while nobody holds it shared (nobody waits)
+                fcntl.flock(wait, fcntl.LOCK_UN)
+                fcntl.flock(main, fcntl.LOCK_EX)
+        except BaseException:
+            self.threads.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the lock (either way it was taken)."""
+        try:
+            if self._fds is not None and self._pid == os.getpid():
+                fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+        finally:
+            self.threads.release()
+
+
+class BackgroundWriter:
+    """A WriterLock taken for background writes (`WriterLock.background`): yields to waiting foreground writers."""
+
+    def __init__(self, lock: WriterLock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> WriterLock:
+        self.lock.enter_background()
+        return self.lock
+
+    def __exit__(self, *_exc: object) -> None:
+        self.lock.release()
+
+
+_writer_locks: dict[Path | None, WriterLock] = {}
+
+
+def writer_lock(url: str) -> WriterLock:
+    """Return the writer lock of a database (one per SQLite file, one for every other database) for this process."""
+    path = sqlite_path(url)
+    key = path.resolve() if path is not None else None
+    with _lock:
+        found = _writer_locks.get(key)
+        if found is None:
+            found = _writer_locks[key] = WriterLock(key)
+        return found
 
 
 def forget_connections_after_fork() -> None:

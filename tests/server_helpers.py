@@ -75,3 +75,30 @@ def start_workers(db_url: str, instance: Path, *, workers: int = 2, threads: int
             output = server.communicate(timeout=30)[0]
             raise AssertionError(f"the server did not start {workers} workers:\n{output}")
         time.sleep(0.2)
+
+
+
+def launch_serve(db_url: str, instance: Path, *args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
+    """Start `calibrate serve ARGS…` (one waitress process) on a free port without waiting; return (process, port)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "calibrate", "serve", "--port", str(port), "--db", db_url, *args],
+                              env={**os.environ, "CALIBRATE_INSTANCE": str(instance), **(env or {})},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return server, port
+
+
+def wait_serving(server: subprocess.Popen, port: int, timeout: float = 30.0) -> None:
+    """Wait until a launched server answers `GET /health` with 200; fail with its output if it exits or never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            response, _ = request(port, "GET", "/health")
+            if response.status == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.terminate()
+            output = server.communicate(timeout=30)[0]
+            raise AssertionError(f"calibrate serve {' '.join(server.args[3:])} did not start:\n{output}")
+        time.sleep(0.1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 
 import pytest
@@ -144,3 +145,56 @@ def test_the_pairwise_revision_keeps_every_verdict_and_allows_one_per_order(tmp_
                               "'import', '2026-01-01', '1,0')"))
     finally:
         dispose_engine(url)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock is Unix's")
+def test_the_writer_lock_excludes_other_processes_on_the_same_sqlite_file(tmp_path):
+    """Server processes on one SQLite file (`serve --role web` beside `--role traces`) take turns at one flock."""
+    import subprocess
+
+    from calibrate.db import writer_lock
+
+    url = f"sqlite:///{tmp_path / 'one.sqlite'}"
+    lock = writer_lock(url)
+    assert writer_lock(f"sqlite:///{tmp_path / '.' / 'one.sqlite'}") is lock  # one per file, however it is named
+    probe = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)")
+    with lock:
+        path = tmp_path / "one.sqlite-writer"
+        assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
+        assert subprocess.run([sys.executable, "-c", probe, str(path)]).returncode == 3  # held: another process waits
+        assert not lock.threads.acquire(blocking=False)  # and so do this process's other threads
+    assert subprocess.run([sys.executable, "-c", probe, str(path)]).returncode == 0
+    assert writer_lock(f"sqlite:///{tmp_path / 'other.sqlite'}") is not lock
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock is Unix's")
+def test_a_background_writer_lets_a_waiting_foreground_writer_of_another_process_go_first(tmp_path):
+    """While another process's label save waits (a shared flock of `-writer-wait`), trace staging/settling holds back."""
+    import subprocess
+
+    from calibrate.db import writer_lock
+
+    lock = writer_lock(f"sqlite:///{tmp_path / 'turns.sqlite'}")
+    with lock:  # creates both files
+        pass
+    waiter = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+                               "fcntl.flock(fd, fcntl.LOCK_SH); print('waiting', flush=True); sys.stdin.read()",
+                               f"{tmp_path / 'turns.sqlite'}-writer-wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert waiter.stdout.readline().strip() == "waiting"
+    acquired = threading.Event()
+
+    def background_write():
+        with lock.background:
+            acquired.set()
+
+    thread = threading.Thread(target=background_write)
+    thread.start()
+    try:
+        assert not acquired.wait(0.5)  # held back while the other process's writer waits
+    finally:
+        waiter.stdin.close()  # that writer got its turn
+        waiter.wait()
+        waiter.stdout.close()
+    thread.join()
+    assert acquired.is_set()

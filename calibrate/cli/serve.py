@@ -17,14 +17,18 @@ db = lazy.module("calibrate.db")
 DEFAULT_THREADS = 4  # measured best for one process: bench/results/annotate.md
 
 
-def web_app(settings: Settings) -> Flask:
-    """Return the Flask app to serve: the caller's (tests, `flask --app calibrate`) when it has this database, else a new one."""
+ROLES = ("all", "web", "traces")  # views.ROLES, named here too so `--help` does not import the views
+
+
+def web_app(settings: Settings, role: str = "all") -> Flask:
+    """Return the Flask app to serve: the caller's (tests, `flask --app calibrate`) when it has this database and role, else a new one."""
     obj = click.get_current_context().find_root().obj
     if obj is not None and hasattr(obj, "load_app"):
         obj = obj.load_app()
-    if isinstance(obj, Flask) and obj.config["DATABASE_URL"] == settings["DATABASE_URL"]:
+    if (isinstance(obj, Flask) and obj.config["DATABASE_URL"] == settings["DATABASE_URL"]
+            and obj.config.get("SERVE_ROLE", "all") == role):
         return obj
-    return create_app(settings)
+    return create_app(settings, role=role)
 
 
 def log_to_stderr() -> None:
@@ -42,18 +46,22 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
 
     One CPython process runs Python on one core at a time; waitress cannot fork, so several
     processes on one port are gunicorn's (threaded workers sharing the listening socket).
+    The app's role (`--role`) says whether each process runs the traces settler: not a `web` one.
     """
     log_to_stderr()
-    click.echo(f"calibrate is serving on http://{host}:{port}/  (Ctrl+C to stop)")
+    role = app.config.get("SERVE_ROLE", "all")
+    what = {"all": "", "web": " (the workbench; no trace receiver)", "traces": " (the trace receiver only: POST /v1/traces)"}[role]
+    click.echo(f"calibrate is serving{what} on http://{host}:{port}/  (Ctrl+C to stop)")
 
     def settler() -> None:
+        if role == "web":
+            return
         # The OTLP receiver's staged traces settle in a background thread of each server process
         # (docs/formats.md, "Receiving traces"): several are safe, each settling transaction takes the write lock.
-        # Behind the web writes' lock of this process: a label save waits for one settling transaction at most.
-        from calibrate.views.session import WRITER  # noqa: PLC0415 - Flask only when a web app is served
-
+        # Behind the web writes' writer lock (this process's, and the flock of the servers on this SQLite file):
+        # a label save waits for one settling transaction at most (a background writer: waiting people go first).
         engine = db.get_engine(app.config["DATABASE_URL"], busy_timeout=app.config["SQLITE_BUSY_TIMEOUT"])
-        staging.start_settler(engine, app.config, lock=WRITER)
+        staging.start_settler(engine, app.config, lock=db.writer_lock(app.config["DATABASE_URL"]).background)
 
     if workers <= 1:
         import waitress  # noqa: PLC0415 - one server or the other, whichever serves
@@ -75,9 +83,12 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
               help="Request threads per process (4 measured best: bench/results/annotate.md).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Server processes on the port: 1 is waitress in this process, more is gunicorn (Unix).")
+@click.option("--role", type=click.Choice(ROLES), default="all", show_default=True,
+              help="all: the workbench and POST /v1/traces with its settler; web: the workbench only; "
+                   "traces: POST /v1/traces, /health and the settler only (run one of each on two ports, same database).")
 @db_option
-def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int) -> None:
+def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int, role: str) -> None:
     """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""
     engine = ready_engine(settings)
     batches.cleanup(engine, stale_seconds=settings["IMPORT_STALE_SECONDS"])  # what killed imports left (never visible)
-    serve_app(web_app(settings), host, port, threads, workers)
+    serve_app(web_app(settings, role), host, port, threads, workers)

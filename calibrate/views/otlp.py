@@ -24,7 +24,7 @@ from flask import Blueprint, Response, current_app, request
 
 from calibrate.ingest.problems import ImportRejected
 from calibrate.ingest.traces.decode import Where, parse_json, spans_of_protobuf, spans_of_traces_data
-from calibrate.ingest.traces.staging import stage_spans, token_for
+from calibrate.ingest.traces.staging import encode_spans, stage_spans, token_for
 from calibrate.views.session import get_session, write
 
 bp = Blueprint("otlp", __name__)
@@ -159,8 +159,10 @@ def _stage(kind: str, answer_kind: str, token) -> Response:
             spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
     except ImportRejected as exc:
         return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
-    # One short write behind the process's writer lock, taking turns with label saves and the settler.
-    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected)))
+    # One short write behind the writer lock, taking turns with label saves and the settler; a background
+    # write: a label save waiting in another process (a `--role web` server) goes first.
+    encoded = encode_spans(spans)  # before the lock: it is held for the database work alone
+    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected), encoded=encoded), background=True)
     return _success(kind, rejected)
 
 

@@ -53,6 +53,10 @@ def csrf_token() -> str:
 def _check_csrf():
     if request.method not in UNSAFE_METHODS or request.blueprint in CSRF_EXEMPT:
         return None
+    if request.routing_exception is not None:
+        # No route (404) or not this method (405): say that, not "token expired" (no view runs either way;
+        # a `web` server's POST /v1/traces is a 404 for the exporter).
+        return None
     expected = session.get("csrf_token")
     sent = request.headers.get("X-CSRFToken") or request.form.get("csrf_token", "")
     if not expected or not sent or not hmac.compare_digest(expected, sent):

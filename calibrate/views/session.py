@@ -3,17 +3,18 @@
     get_session()          the request's session (one per request on `g`, closed at teardown)
     get_write_session()    a session whose transaction takes the write lock first (db.write_engine)
     close_session()        close it now (later reads get an ordinary session)
-    write(action)          run `action(session)` in a write transaction behind WRITER, commit
+    write(action)          run `action(session)` in a write transaction behind the writer lock, commit
+    app_writer()           the app's writer lock (db.writer_lock of its database)
 
-SQLite has one writer at a time. Threads of this process that wait for it inside SQLite's busy
-handler sleep in growing steps (up to 100 ms) and wake at random; waiting on `WRITER`, a
-lock of this process, hands the database over as soon as it is free. Other processes still
-wait in SQLite (BEGIN IMMEDIATE with its busy timeout), or on PostgreSQL's advisory lock.
+SQLite has one writer at a time. Threads that wait for it inside SQLite's busy handler sleep
+in growing steps (up to 100 ms) and wake at random; waiting on the writer lock (a lock of
+this process, then a flock shared by the server processes on the same SQLite file) hands
+the database over as soon as it is free. On PostgreSQL, other processes wait on its
+advisory lock; other commands (imports) wait in SQLite's busy handler.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,10 +23,14 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from calibrate.db import get_engine, write_engine
+from calibrate.db import WriterLock, get_engine, write_engine, writer_lock
 
 T = TypeVar("T")
-WRITER = threading.Lock()
+
+
+def app_writer() -> WriterLock:
+    """Return the current app's writer lock (db.writer_lock: one per SQLite file in this process)."""
+    return writer_lock(current_app.config["DATABASE_URL"])
 
 
 def app_engine() -> Engine:
@@ -55,9 +60,13 @@ def close_session(_exc: BaseException | None = None) -> None:
         session.close()
 
 
-def write(action: Callable[[Session], T]) -> T:
-    """Run `action(session)` in a write transaction behind WRITER and commit; retry once on a unique-key race."""
-    with WRITER:
+def write(action: Callable[[Session], T], *, background: bool = False) -> T:
+    """Run `action(session)` in a write transaction behind the writer lock and commit; retry once on a unique-key race.
+
+    `background`: a write no person waits for (staging traces), which lets other processes' waiting writes go first.
+    """
+    lock = app_writer()
+    with lock.background if background else lock:
         try:
             for attempt in (1, 2):
                 db = get_write_session()

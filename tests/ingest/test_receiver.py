@@ -325,3 +325,66 @@ def test_protobuf_read_directly_gives_what_its_json_mapping_gives():
     with pytest.raises(ImportRejected) as by_dict:
         spans_of_traces_data(json_format.MessageToDict(request), Where())
     assert str(by_message.value) == str(by_dict.value)
+
+
+@pytest.mark.slow
+def test_a_web_server_and_a_traces_server_share_one_database_each_in_its_role(runner, engine, db_url, tmp_path):
+    """`calibrate serve --role web` has no receiver (404) and `--role traces` no pages (404, before any CSRF check);
+    spans POSTed to the traces server settle there (its settler) into the shared database."""
+    import http.client
+
+    from server_helpers import launch_serve, request, session_cookie, wait_serving
+
+    token = new_token(runner, "live")
+    body = synthetic_request(6, repeat_every=1000).SerializeToString()
+
+    def post_spans(port):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": PROTO, "Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        return response.status
+
+    quick = {"CALIBRATE_TRACES_SETTLE_S": "0", "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"}
+    (web, web_port), (traces, traces_port) = (launch_serve(db_url, tmp_path, "--role", role, env=quick)
+                                              for role in ("web", "traces"))
+    try:
+        wait_serving(web, web_port)
+        wait_serving(traces, traces_port)
+        assert post_spans(web_port) == 404 and staged(engine) == 0
+        response, page = request(web_port, "GET", "/login")
+        assert response.status == 200 and 'name="csrf_token"' in page
+        for method, path in (("GET", "/login"), ("GET", "/datasets"), ("POST", "/login"), ("GET", "/static/calibrate.css")):
+            response, text = request(traces_port, method, path, body={} if method == "POST" else None)
+            assert (response.status, json.loads(text)["code"]) == (404, 5), (method, path)
+            assert session_cookie(response) == ""  # no session is started for a refused path
+        assert post_spans(traces_port) == 200
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and token_row(engine, "live").traces_settled < 6:
+            time.sleep(0.1)
+    finally:
+        for server in (web, traces):
+            server.terminate()
+        outputs = [server.communicate(timeout=30)[0] for server in (web, traces)]
+    assert "no trace receiver" in outputs[0] and "trace receiver only" in outputs[1]
+    row = token_row(engine, "live")
+    assert (row.spans_received, row.traces_settled, staged(engine)) == (18, 6, 0), outputs[1]
+
+
+def test_only_a_web_server_runs_no_settler(monkeypatch, tmp_path):
+    """`serve_app` starts the settler for the roles `all` and `traces`, never for `web` (waitress itself stubbed out)."""
+    import waitress
+
+    from calibrate.cli import serve
+    from calibrate.ingest.traces import staging
+
+    started = []
+    monkeypatch.setattr(waitress, "serve", lambda *args, **kwargs: None)
+    monkeypatch.setattr(staging, "start_settler", lambda engine, settings, lock=None: started.append(settings["SERVE_ROLE"]))
+    for role in ("all", "web", "traces"):
+        app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'roles.sqlite'}", "TESTING": True}, role=role)
+        serve.serve_app(app, "127.0.0.1", 0)
+    assert started == ["all", "traces"]
+    with pytest.raises(ValueError, match="unknown server role"):
+        create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'roles.sqlite'}", "TESTING": True}, role="both")

@@ -42,6 +42,9 @@ from calibrate.models import Dataset, IngestToken, StagedSpan
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
 SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
+# The server's settler (setting TRACES_SETTLE_BATCH): ~40 ms transactions instead of ~100 (a label save waits
+# for one at most; bench/results/receiver.md), for ~1.6x the settling work, which the traces process does.
+SERVER_SETTLE_BATCH = 50
 BATCH_PAUSE = 0.02  # seconds between two settling transactions when a process lock is shared (the server's)
 QUERY_CHUNK = 500  # ids per IN (…) list
 TOKEN_PREFIX = "calt_"
@@ -131,9 +134,17 @@ class Staged:
     rejected: int = 0
 
 
+def encode_spans(spans: list[Span]) -> dict[tuple[str, str], str]:
+    """Return each span's stored text by (trace id, span id): done before the write, so the lock is held shorter."""
+    return {(span.trace_id, span.span_id): span_json(span) for span in spans}
+
+
 def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, rejected: int = 0,
-                now: float | None = None) -> Staged:
-    """Stage a request's spans for `token` in the caller's (write) transaction; count them on the token."""
+                now: float | None = None, encoded: dict[tuple[str, str], str] | None = None) -> Staged:
+    """Stage a request's spans for `token` in the caller's (write) transaction; count them on the token.
+
+    `encoded`: `encode_spans(spans)`, made before the transaction (else each span is encoded here).
+    """
     now = time.time() if now is None else now
     out = Staged(rejected=rejected)
     fresh: dict[tuple[str, str], Span] = {}
@@ -151,7 +162,8 @@ def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, reje
             if fresh.pop(tuple(key), None) is not None:
                 out.repeated += 1
     rows = [{"token_id": token.id, "trace_id": span.trace_id, "span_id": span.span_id, "is_root": not span.parent_id,
-             "received_at": now, "span": span_json(span)} for span in fresh.values()]
+             "received_at": now, "span": encoded[key] if encoded is not None and key in encoded else span_json(span)}
+            for key, span in fresh.items()]
     if rows:
         session.connection().execute(insert(StagedSpan.__table__), rows)  # Core executemany: no ORM work per row
     out.new = len(rows)
@@ -330,10 +342,10 @@ class Settler(threading.Thread):
     """
 
     def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int,
-                 lock: AbstractContextManager | None = None) -> None:
+                 lock: AbstractContextManager | None = None, batch: int = SERVER_SETTLE_BATCH) -> None:
         super().__init__(name="calibrate-traces-settler", daemon=True)
         self.engine, self.settle_s, self.every, self.max_field_chars = engine, settle_s, every, max_field_chars
-        self.lock = lock
+        self.lock, self.batch = lock, batch
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -343,7 +355,8 @@ class Settler(threading.Thread):
     def once(self) -> None:
         """Settle and drop once; log what happened (and any failure) and return."""
         try:
-            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock)
+            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock,
+                          batch=self.batch)
             dropped = drop_rootless(self.engine, lock=self.lock)
         except Exception:  # a background thread must live on; the next wake-up retries
             log.exception("settling staged traces failed")
@@ -357,8 +370,9 @@ class Settler(threading.Thread):
 
 
 def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
-    """Start the background settler with the settings' TRACES_SETTLE_S and TRACES_SETTLE_EVERY; return it."""
+    """Start the background settler with the settings' TRACES_SETTLE_S, TRACES_SETTLE_EVERY and TRACES_SETTLE_BATCH; return it."""
     settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
+                      batch=max(1, int(settings.get("TRACES_SETTLE_BATCH", SERVER_SETTLE_BATCH))),
                       max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
     settler.start()
     return settler
