@@ -501,23 +501,26 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
                           earlier=base.n_done, retried_errors=t.n_retried_errors, samples=int(params.get("samples", 1)))
 
 
-def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Job], options: RunOptions) -> list[Job]:
-    """Store verdicts for every job the cache answers (no HTTP); return the jobs left to call."""
+def split_cached(engine: Engine, task: Task, jobs: list[Job]) -> tuple[list[Job], list[Outcome]]:
+    """Return the jobs the response cache does not answer, and its answers to the others as outcomes (no HTTP)."""
     hits = cached_responses(engine, {job.cache_key for job in jobs})
-    left, batch = [], []
+    left, answered = [], []
     for job in jobs:
         row = hits.get(job.cache_key)
         if row is None:
             left.append(job)
             continue
         parsed = parse_verdict(task, row.response, job.target.order)
-        batch.append(Outcome(job.target, parsed.status, parsed.value, parsed.reason, row.response, parsed.error,
-                             None, row.input_tokens, row.output_tokens, cached=True, cache_key=job.cache_key))
-        if len(batch) >= 500:
-            writer.write(batch)
-            batch = []
-    if batch:
-        writer.write(batch)
+        answered.append(Outcome(job.target, parsed.status, parsed.value, parsed.reason, row.response, parsed.error,
+                                None, row.input_tokens, row.output_tokens, cached=True, cache_key=job.cache_key))
+    return left, answered
+
+
+def _answer_from_cache(engine: Engine, writer: Writer, task: Task, jobs: list[Job], options: RunOptions) -> list[Job]:
+    """Store verdicts for every job the cache answers (no HTTP); return the jobs left to call."""
+    left, answered = split_cached(engine, task, jobs)
+    for start in range(0, len(answered), 500):
+        writer.write(answered[start:start + 500])
     return left
 
 

@@ -62,7 +62,6 @@ from calibrate.judges.execution import (
     Totals,
     Writer,
     cache_key,
-    cached_responses,
     owner_fields,
     run_calls,
     run_coroutine,
@@ -74,7 +73,7 @@ from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for
+from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for, split_cached
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
@@ -538,17 +537,8 @@ class _Pass:
                     ready.append(Outcome(target, "error", error=str(exc)))
                     continue
                 jobs.append(Job(target, rendered, cache_key(backend, rendered)))
-            hits = cached_responses(w.engine, {job.cache_key for job in jobs})
-            left = []
-            for job in jobs:
-                row = hits.get(job.cache_key)
-                if row is None:
-                    left.append(job)
-                    continue
-                parsed = parse_verdict(current.task, row.response, job.target.order)
-                ready.append(Outcome(job.target, parsed.status, parsed.value, parsed.reason, row.response, parsed.error,
-                                     None, row.input_tokens, row.output_tokens, cached=True, cache_key=job.cache_key))
-            return left, ready
+            left, cached = split_cached(w.engine, current.task, jobs)
+            return left, ready + cached
 
         async def refill(queue: deque[Job]) -> bool:
             async with lock:
