@@ -6,6 +6,7 @@ error rates are checked on the fast fields only, with fixed seeds.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 
@@ -129,7 +130,10 @@ def test_mde_is_the_shift_with_eighty_percent_power_and_shrinks_with_n():
 # --------------------------------------------------------------------------- Holm
 
 
-def test_holm_equals_statsmodels_and_keeps_undefined_fields():
+def test_holm_equals_statsmodels_and_keeps_undefined_fields(monkeypatch):
+    # statsmodels' Holm calls gc.collect() on every call: 1.5-3 s each late in the suite's process (its heap is
+    # large by then), 22-41 s for this test; the collection changes no result, so it is skipped here.
+    monkeypatch.setattr(gc, "collect", lambda *args, **kwargs: 0)
     rng = np.random.default_rng(5)
     cases = [[0.01, 0.04, 0.03, 0.005], [0.5], [0.0, 1.0, 0.2], [0.02, 0.02, 0.02]]
     cases += [list(rng.random(k) ** 3) for k in range(1, 12)]
