@@ -114,22 +114,32 @@ def read_files(paths: Iterable[str | Path], fmt: str = "auto", *, max_bytes: int
 def read_feedback(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, int]:
     """Read a feedback JSONL file: lines {trace_id, value}, value "down"/"up" or a number; return trace id → -1/0/1."""
     try:
-        out: dict[str, int] = {}
-        for line, data in json_lines(read_bytes(path, max_bytes=max_bytes)):
-            if not isinstance(data, dict):
-                raise reject("must be an object {trace_id, value}", line=line)
-            trace_id = data.get("trace_id")
-            if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
-                raise reject("must be a trace id string", line=line, field="trace_id")
-            value = feedback_value(data.get("value"))
-            if value is None:
-                raise reject(f"must be \"down\", \"up\" or a number, found {data.get('value')!r}"[:200], line=line,
-                             field="value")
-            out[langfuse_trace_id(trace_id)] = value
-        return out
+        return feedback_items(json_lines(read_bytes(path, max_bytes=max_bytes)))
     except ImportRejected as exc:
         exc.source = str(path)
         raise
+
+
+def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True) -> dict[str, int]:
+    """Check feedback records {trace_id, value} (the --feedback file's rules); return trace id → -1/0/1, the last wins.
+
+    `items`: (number, parsed JSON) pairs, numbered as lines (`lines`) or else as the items of a JSON
+    array. The first bad record raises ImportRejected naming its line (or item) and field.
+    """
+    out: dict[str, int] = {}
+    for number, data in items:
+        line, where = (number, "") if lines else (None, f"item {number}: ")
+        if not isinstance(data, dict):
+            raise reject(where + "must be an object {trace_id, value}", line=line)
+        trace_id = data.get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
+            raise reject(where + "must be a trace id string", line=line, field="trace_id")
+        value = feedback_value(data.get("value"))
+        if value is None:
+            raise reject((where + f"must be \"down\", \"up\" or a number, found {data.get('value')!r}")[:200], line=line,
+                         field="value")
+        out[langfuse_trace_id(trace_id)] = value
+    return out
 
 
 def group_traces(decoded: Decoded) -> tuple[dict[str, Trace], int, int]:
