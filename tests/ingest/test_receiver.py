@@ -29,10 +29,10 @@ def new_token(runner, dataset="prod", *args) -> str:
     return token
 
 
-def post(client, token, body, kind=PROTO, **headers):
+def post(client, token, body, kind=PROTO, path="/v1/traces", **headers):
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return client.post("/v1/traces", data=body, headers={"Content-Type": kind, **headers})
+    return client.post(path, data=body, headers={"Content-Type": kind, **headers})
 
 
 def split(request: ExportTraceServiceRequest, parts: int) -> list[ExportTraceServiceRequest]:

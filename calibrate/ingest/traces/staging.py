@@ -36,9 +36,9 @@ from sqlmodel import Session, col
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.ingest.fields import check_dataset_name
-from calibrate.ingest.problems import reject
-from calibrate.ingest.traces.decode import Decoded, Span
-from calibrate.ingest.traces.importer import import_decoded, inclusion_u
+from calibrate.ingest.problems import ImportRejected, reject
+from calibrate.ingest.traces.decode import Decoded, Span, json_lines, parse_json
+from calibrate.ingest.traces.importer import feedback_items, import_decoded, inclusion_u
 from calibrate.models import Dataset, IngestToken, Sample, StagedFeedback, StagedSpan, StagedTrace
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
@@ -208,6 +208,25 @@ def upsert_traces(session: Session, rows: list[dict[str, Any]]) -> None:
 
 
 # --------------------------------------------------------------------------- feedback
+
+
+def parse_feedback(body: bytes) -> dict[str, int]:
+    """Return trace id → -1/0/1 from a `POST /v1/feedback` body: one object {trace_id, value}, a JSON array of them, or
+    JSON lines; the records follow the --feedback file's rules (`importer.feedback_items`). ImportRejected names the
+    first bad line (or array item) and field."""
+    try:
+        data = parse_json(body)
+    except ImportRejected:
+        given = feedback_items(json_lines(body))  # JSON lines (or not JSON: the bad line is named)
+    else:
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list):
+            raise reject("the body must be an object {trace_id, value}, a JSON array of them, or JSON lines")
+        given = feedback_items(enumerate(data, start=1), lines=False)
+    if not given:
+        raise reject("no feedback records: send {trace_id, value} objects")
+    return given
 
 
 @dataclass
