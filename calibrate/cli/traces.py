@@ -113,7 +113,7 @@ def flush_command(settings: Settings, dataset: str, as_json: bool) -> None:
     done.dropped_traces, done.dropped_spans = dropped.dropped_traces, dropped.dropped_spans
     done.dropped_feedback = dropped.dropped_feedback
     if as_json:
-        click.echo(json.dumps(done.as_dict()))
+        click.echo(json.dumps(done.as_dict(traces.SETTLED_KEYS)))
         return
     click.echo(f"traces → {dataset}: {done.traces:,} settled, {done.sampled:,} sampled ({done.sampled_down:,} thumbs-down), "
                f"{done.created:,} created, {done.updated:,} updated, {done.unchanged:,} unchanged, "

@@ -45,6 +45,11 @@ from calibrate.models import Dataset, Label, Sample
 IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
                 "duplicate_content", "changed_after_labelling", "skipped")
+# What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
+SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
+                "changed_after_labelling", "skipped", "dropped_traces", "dropped_spans", "dropped_feedback")
+_COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
+           "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback")
 
 
 def inclusion_u(salt: str, trace_id: str) -> float:
@@ -54,9 +59,14 @@ def inclusion_u(salt: str, trace_id: str) -> float:
 
 @dataclass
 class TracesSummary:
-    """What a traces import did (docs/cli.md, `calibrate traces import`)."""
+    """What a traces import did (docs/cli.md, `calibrate traces import`), or what settling staged traces did.
 
-    dataset: str
+    The one summary of spans becoming samples, for a file and for the receiver: settling
+    (staging.py) adds up the summaries of its batches (`add`) and the drop of stale staged rows
+    fills `dropped_*`; `as_dict(SETTLED_KEYS)` is `traces flush --json`.
+    """
+
+    dataset: str = ""
     traces: int = 0
     spans: int = 0
     duplicate_spans: int = 0
@@ -68,10 +78,21 @@ class TracesSummary:
     duplicate_content: int = 0
     changed_after_labelling: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    dropped_traces: int = 0  # settling only: rootless traces dropped after ROOTLESS_MAX_AGE
+    dropped_spans: int = 0
+    dropped_feedback: int = 0  # staged feedback whose trace never became a sample
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the summary's keys (SUMMARY_KEYS) and values, `skipped` as {reason: n}."""
-        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in SUMMARY_KEYS}
+    def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
+        """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
+        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in keys}
+
+    def add(self, other: TracesSummary) -> None:
+        """Add another summary's counts to this one (skip reasons merged, the commonest first)."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        merged = Counter(self.skipped)
+        merged.update(other.skipped)
+        self.skipped = dict(merged.most_common())
 
     def lines(self, *, top: int = 3) -> list[str]:
         """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""

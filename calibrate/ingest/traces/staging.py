@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,14 +38,16 @@ from calibrate.errors import NotFound
 from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import ImportRejected, reject
 from calibrate.ingest.traces.decode import Decoded, Span, json_lines, parse_json
-from calibrate.ingest.traces.importer import feedback_items, import_decoded, inclusion_u
+from calibrate.ingest.traces.importer import TracesSummary, feedback_items, import_decoded, inclusion_u
 from calibrate.models import Dataset, IngestToken, Sample, StagedFeedback, StagedSpan, StagedTrace
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
 SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
-# The server's settler (setting TRACES_SETTLE_BATCH): ~40 ms transactions instead of ~100 (a label save waits
-# for one at most; bench/results/receiver.md), for ~1.6x the settling work, which the traces process does.
-SERVER_SETTLE_BATCH = 50
+# The server's settler (setting TRACES_SETTLE_BATCH). A transaction's cost is mostly fixed and grows with the
+# dataset, not the batch (the samples import reads every stored sample's hash; the duplicate-content check
+# reads every stored content digest): with 10,000 samples, 50 traces took as long as 250 (~80 ms), so at 50 the
+# settler fell behind a stream of 4,000 spans/s (bench/results/receiver.md).
+SERVER_SETTLE_BATCH = 250
 # Seconds between two settling transactions when a process lock is shared (the server's): long enough for a
 # request thread woken by the release to take the lock, short enough that the settler keeps up with a stream
 # (at 20 ms, a third of its time under load went to pausing; bench/results/receiver.md).
@@ -286,35 +288,9 @@ def stage_feedback(session: Session, token: IngestToken, given: dict[str, int], 
 # --------------------------------------------------------------------------- settling
 
 
-@dataclass
-class Settled:
-    """What settling did: traces settled into the sampling, their summary figures, rootless traces dropped."""
-
-    traces: int = 0
-    sampled: int = 0
-    sampled_down: int = 0
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    duplicate_content: int = 0
-    changed_after_labelling: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    dropped_traces: int = 0
-    dropped_spans: int = 0
-    dropped_feedback: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the figures as a dict (`calibrate traces flush --json`)."""
-        return {"traces": self.traces, "sampled": self.sampled, "sampled_down": self.sampled_down, "created": self.created,
-                "updated": self.updated, "unchanged": self.unchanged, "duplicate_content": self.duplicate_content,
-                "changed_after_labelling": self.changed_after_labelling, "skipped": dict(self.skipped),
-                "dropped_traces": self.dropped_traces, "dropped_spans": self.dropped_spans,
-                "dropped_feedback": self.dropped_feedback}
-
-
 def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
            max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
-           lock: AbstractContextManager | None = None) -> Settled:
+           lock: AbstractContextManager | None = None) -> TracesSummary:
     """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
 
     `dataset`: only that dataset's tokens (`calibrate traces flush --dataset D` passes settle_s=0).
@@ -323,19 +299,17 @@ def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: 
     saves and settling take turns promptly instead of waiting in SQLite's busy handler).
     """
     now = time.time() if now is None else now
-    total = Settled()
-    skipped: Counter[str] = Counter()
+    total = TracesSummary(dataset or "")
     while True:
         with lock or nullcontext(), write_session(engine) as session:
             done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
-                                batch=batch, into=total, skipped=skipped)
+                                batch=batch, into=total)
         if done < batch:
             break
         if lock is not None:
             # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
             # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
             time.sleep(BATCH_PAUSE)
-    total.skipped = dict(skipped.most_common())
     return total
 
 
@@ -347,7 +321,7 @@ def _token_filter(session: Session, dataset: str | None) -> list[int] | None:
 
 
 def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now: float, max_field_chars: int, batch: int,
-                 into: Settled, skipped: Counter[str]) -> int:
+                 into: TracesSummary) -> int:
     tokens = _token_filter(session, dataset)
     if tokens is not None and not tokens:
         return 0
@@ -403,10 +377,7 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
             traces_settled=IngestToken.traces_settled + summary.traces,
             traces_sampled=IngestToken.traces_sampled + summary.sampled,
             traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
-        for name in ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
-                     "changed_after_labelling"):
-            setattr(into, name, getattr(into, name) + getattr(summary, name))
-        skipped.update(summary.skipped)
+        into.add(summary)
     session.execute(delete(StagedSpan).where(col(StagedSpan.trace_id).in_(trace_ids)))
     session.execute(delete(StagedTrace).where(col(StagedTrace.trace_id).in_(trace_ids)))
     if used:
@@ -415,11 +386,11 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
 
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
-                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> Settled:
+                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> TracesSummary:
     """Delete what waited longer than `max_age` for nothing: traces without a root whose newest span is that old, and
     staged feedback received that long ago (its trace never settled, or settled and was not drawn); count them."""
     now = time.time() if now is None else now
-    out = Settled()
+    out = TracesSummary(dataset or "")
     with lock or nullcontext(), write_session(engine) as session:
         tokens = _token_filter(session, dataset)
         if tokens is not None and not tokens:
