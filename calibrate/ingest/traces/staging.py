@@ -11,6 +11,13 @@ the write lock before it looks for settled traces, so two servers settling at on
 and the second finds the first's traces gone: nothing settles twice. Traces without a root
 whose newest span is older than `ROOTLESS_MAX_AGE` are dropped and counted (`drop_rootless`).
 
+Each staged trace also has one row of `stagedtrace` (owner token, root or not, newest span's
+time, span count), upserted by `stage_spans` and deleted with its spans: the ready query, the
+rootless drop and the dataset page read it through its index, so a settling transaction costs
+its batch, not what is staged. `POST /v1/feedback` stages feedback (`stage_feedback`, table
+`stagedfeedback`) that settling uses as `traces import --feedback` uses its file; feedback for
+a trace that is a sample already is applied at once, without changing its `inclusion_prob`.
+
 The counters of the production source live on the token row (`IngestToken`); the dataset page
 sums them over the dataset's tokens (`production_source`).
 """
