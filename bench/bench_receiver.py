@@ -19,10 +19,15 @@ the server answers.
 3. Streaming (`--stream`, default 1,000,000 spans) through calibrate with the settler working
    (TRACES_SETTLE_S=0, every second: traces become samples while spans arrive, rate 0.05) and
    `--annotators` experts saving labels meanwhile (bench_annotate's database and clients): the
-   server's RSS sampled every second, and the label saves' p50/p95.
+   server's RSS sampled every second, and the label saves' p50/p95. Whether the settler kept up:
+   the spans still staged when the last request was answered, and how long the rest took to settle.
+4. `--settle-timing` (alone): one settling transaction timed in-process with 1,024 and 102,400
+   spans staged, this tree's staging.py against BEFORE_COMMIT's (its ready query grouped every
+   staged span), in one run.
 
     .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
-        [--phoenix /work/phoenix-venv/bin/python] [--record]
+        [--split] [--traces-nice 10] [--phoenix /work/phoenix-venv/bin/python] [--record]
+    .venv/bin/python bench/bench_receiver.py --settle-timing [--record]
 """
 
 from __future__ import annotations
