@@ -45,6 +45,11 @@ from calibrate.models import Dataset, Label, Sample
 IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
                 "duplicate_content", "changed_after_labelling", "skipped")
+# What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
+SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
+                "changed_after_labelling", "skipped", "dropped_traces", "dropped_spans", "dropped_feedback")
+_COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
+           "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback")
 
 
 def inclusion_u(salt: str, trace_id: str) -> float:
@@ -54,9 +59,14 @@ def inclusion_u(salt: str, trace_id: str) -> float:
 
 @dataclass
 class TracesSummary:
-    """What a traces import did (docs/cli.md, `calibrate traces import`)."""
+    """What a traces import did (docs/cli.md, `calibrate traces import`), or what settling staged traces did.
 
-    dataset: str
+    The one summary of spans becoming samples, for a file and for the receiver: settling
+    (staging.py) adds up the summaries of its batches (`add`) and the drop of stale staged rows
+    fills `dropped_*`; `as_dict(SETTLED_KEYS)` is `traces flush --json`.
+    """
+
+    dataset: str = ""
     traces: int = 0
     spans: int = 0
     duplicate_spans: int = 0
@@ -68,10 +78,21 @@ class TracesSummary:
     duplicate_content: int = 0
     changed_after_labelling: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    dropped_traces: int = 0  # settling only: rootless traces dropped after ROOTLESS_MAX_AGE
+    dropped_spans: int = 0
+    dropped_feedback: int = 0  # staged feedback whose trace never became a sample
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the summary's keys (SUMMARY_KEYS) and values, `skipped` as {reason: n}."""
-        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in SUMMARY_KEYS}
+    def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
+        """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
+        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in keys}
+
+    def add(self, other: TracesSummary) -> None:
+        """Add another summary's counts to this one (skip reasons merged, the commonest first)."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        merged = Counter(self.skipped)
+        merged.update(other.skipped)
+        self.skipped = dict(merged.most_common())
 
     def lines(self, *, top: int = 3) -> list[str]:
         """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""
@@ -114,22 +135,32 @@ def read_files(paths: Iterable[str | Path], fmt: str = "auto", *, max_bytes: int
 def read_feedback(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, int]:
     """Read a feedback JSONL file: lines {trace_id, value}, value "down"/"up" or a number; return trace id → -1/0/1."""
     try:
-        out: dict[str, int] = {}
-        for line, data in json_lines(read_bytes(path, max_bytes=max_bytes)):
-            if not isinstance(data, dict):
-                raise reject("must be an object {trace_id, value}", line=line)
-            trace_id = data.get("trace_id")
-            if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
-                raise reject("must be a trace id string", line=line, field="trace_id")
-            value = feedback_value(data.get("value"))
-            if value is None:
-                raise reject(f"must be \"down\", \"up\" or a number, found {data.get('value')!r}"[:200], line=line,
-                             field="value")
-            out[langfuse_trace_id(trace_id)] = value
-        return out
+        return feedback_items(json_lines(read_bytes(path, max_bytes=max_bytes)))
     except ImportRejected as exc:
         exc.source = str(path)
         raise
+
+
+def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True) -> dict[str, int]:
+    """Check feedback records {trace_id, value} (the --feedback file's rules); return trace id → -1/0/1, the last wins.
+
+    `items`: (number, parsed JSON) pairs, numbered as lines (`lines`) or else as the items of a JSON
+    array. The first bad record raises ImportRejected naming its line (or item) and field.
+    """
+    out: dict[str, int] = {}
+    for number, data in items:
+        line, where = (number, "") if lines else (None, f"item {number}: ")
+        if not isinstance(data, dict):
+            raise reject(where + "must be an object {trace_id, value}", line=line)
+        trace_id = data.get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
+            raise reject(where + "must be a trace id string", line=line, field="trace_id")
+        value = feedback_value(data.get("value"))
+        if value is None:
+            raise reject((where + f"must be \"down\", \"up\" or a number, found {data.get('value')!r}")[:200], line=line,
+                         field="value")
+        out[langfuse_trace_id(trace_id)] = value
+    return out
 
 
 def group_traces(decoded: Decoded) -> tuple[dict[str, Trace], int, int]:
