@@ -54,6 +54,17 @@ def offered_task_names(session: Session, dataset: str, names: list[str]) -> list
     return [name for name in names if offered_on(scopes.get(ids.get(name)), dataset)]
 
 
+def check_task_named_on_dataset(session: Session, task_name: str | None, dataset_name: str | None) -> None:
+    """Refuse (TaskError, `task_not_on_dataset`) a request naming a task scoped to other datasets than the one it names;
+    names that do not exist pass (the caller's own lookup refuses them, naming what exists)."""
+    if not task_name or not dataset_name:
+        return
+    task = session.exec(select(Task).where(Task.name == task_name)).first()
+    dataset = session.exec(select(Dataset).where(Dataset.name == dataset_name)).first() if task is not None else None
+    if dataset is not None:
+        check_task_on_dataset(session, task, dataset)
+
+
 def check_task_on_dataset(session: Session, task: Task, dataset: Dataset) -> None:
     """Refuse (TaskError) a task scoped to other datasets than `dataset`: it has no labels or verdicts there."""
     scope = task_scope(session, task)
