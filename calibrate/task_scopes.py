@@ -89,7 +89,7 @@ def uses_by_dataset(session: Session, task: Task) -> dict[int, tuple[str, list[R
     for dataset_id, n in session.exec(select(PromptDataset.dataset_id, func.count()).join(Prompt, Prompt.id == PromptDataset.prompt_id)
                                       .where(Prompt.task_id == task.id).group_by(PromptDataset.dataset_id)).all():
         counts.setdefault(dataset_id, {})["uses_prompts"] = n
-    names = dict(session.exec(select(Dataset.id, Dataset.name).where(Dataset.id.in_(counts))).all()) if counts else {}
+    names = dict(session.exec(select(Dataset.id, Dataset.name).where(Dataset.id.in_(list(counts)))).all()) if counts else {}
     order = ("uses_labels", "uses_verdicts", "uses_prompts")
     return {dataset_id: (names[dataset_id], [Reason(what, count=found[what]) for what in order if what in found])
             for dataset_id, found in counts.items()}
