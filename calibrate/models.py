@@ -120,6 +120,7 @@ class Sample(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("dataset_id", "external_id", name="uq_sample_dataset_external"),
         Index("ix_sample_dataset_split", "dataset_id", "split"),
+        Index("ix_sample_dataset_content_sha256", "dataset_id", "content_sha256"),
     )
     id: int | None = Field(default=None, primary_key=True)
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
@@ -141,6 +142,11 @@ class Sample(SQLModel, table=True):
     split: str | None = Field(default=None, max_length=10)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # A copy of `metadata.content_sha256` (a trace sample's content digest, docs/formats.md) when that is a
+    # 64-character string, else NULL; written with the metadata by the samples import. Not `content_hash` (the
+    # hash of the whole record): the traces import finds "the same content under another trace id" through
+    # the index (dataset_id, content_sha256), so that lookup costs the batch, not the dataset.
+    content_sha256: str | None = Field(default=None, max_length=64)
 
 
 class Context(SQLModel, table=True):

@@ -304,11 +304,11 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
                         .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(ids[start:start + IN_CHUNK]))):
                     digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
                     stored[external_id] = (pk, digest, metadata, feedback)
-            digest_of = col(Sample.meta)["content_sha256"].as_string()
+            # `content_sha256` is metadata.content_sha256's copy, indexed with the dataset (models.Sample).
             for start in range(0, len(digests), IN_CHUNK):
                 for external_id, digest in session.execute(
-                        select(Sample.external_id, digest_of)
-                        .where(Sample.dataset_id == ds.id, digest_of.in_(digests[start:start + IN_CHUNK]))):
+                        select(Sample.external_id, Sample.content_sha256)
+                        .where(Sample.dataset_id == ds.id, col(Sample.content_sha256).in_(digests[start:start + IN_CHUNK]))):
                     others.setdefault(digest, external_id)
             pks = sorted(known[0] for known in stored.values())
             for start in range(0, len(pks), IN_CHUNK):
@@ -347,8 +347,10 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
         with path.open("w", encoding="utf-8") as handle:
             for rec in out:
                 handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        # The ids at hand: the samples import reads those stored rows, not the whole dataset's.
         result = import_samples(writes, path, "jsonl", dataset=summary.dataset, update=True,
-                                description="production traces", max_field_chars=max_field_chars)
+                                description="production traces", max_field_chars=max_field_chars,
+                                ids=[rec["id"] for rec in out])
     # The samples import compared with the same stored rows; should another writer have got in between, its
     # counts are what was written.
     summary.unchanged += (summary.created - result.added) + (summary.updated - result.updated)
