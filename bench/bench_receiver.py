@@ -24,10 +24,14 @@ the server answers.
 4. `--settle-timing` (alone): one settling transaction timed in-process with 1,024 and 102,400
    spans staged, this tree's staging.py against BEFORE_COMMIT's (its ready query grouped every
    staged span), in one run.
+5. `--settle-dataset` (alone): one settling transaction timed in-process with 1,024 and 102,400
+   samples already in the dataset, this tree's importer and samples import against
+   BEFORE_DATASET_COMMIT's (both read the whole dataset), in one run.
 
     .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
         [--split] [--traces-nice 10] [--phoenix /work/phoenix-venv/bin/python] [--record]
     .venv/bin/python bench/bench_receiver.py --settle-timing [--record]
+    .venv/bin/python bench/bench_receiver.py --settle-dataset [--record]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import http.client
+import json
 import os
 import platform
 import sqlite3
@@ -413,6 +418,112 @@ def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeat
     return lines
 
 
+# Issue 23's fixed part of a settling transaction: the samples import read every stored sample of the dataset and the
+# duplicate-content check every stored metadata's digest. The --settle-dataset baseline: ingest/ at this commit.
+BEFORE_DATASET_COMMIT = "33faaf150cd22517f660ddeda1b4382ed5569652"
+
+
+def _module_at(commit: str, path: str, name: str):
+    """Return `path` of this repository at `commit`, loaded as module `name` (our own file, at a fixed commit)."""
+    import types
+
+    source = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    module = sys.modules[name] = types.ModuleType(name)
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeats: int = 5) -> list[str]:
+    """Time one settling transaction (the server's batch, rate 0.05) with `sizes` samples already in the dataset.
+
+    In-process, on one SQLite file migrated to this tree's head: two requests of spans staged
+    through `stage_spans` (random trace ids, quiet for TRACES_SETTLE_S), a dataset filled through
+    the samples import with trace-shaped samples (metadata `content_sha256`, `inclusion_prob`)
+    up to each size in turn. Then `_settle_some`, `repeats` times each in a write transaction
+    that is rolled back (every run settles the same traces into the same dataset), once with
+    this tree's importer and samples import and once with BEFORE_DATASET_COMMIT's (the scan of
+    the dataset's ids and hashes; the digest out of every stored metadata JSON); the median.
+    """
+    from sqlmodel import Session
+
+    from calibrate.db import get_engine, write_engine, write_session
+    from calibrate.ingest.batches import InChunks
+    from calibrate.ingest.samples import import_samples
+    from calibrate.ingest.traces import staging
+    from calibrate.ingest.traces.decode import spans_of_protobuf
+
+    before_samples = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/samples.py", "calibrate_samples_before")
+    before = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/traces/importer.py", "calibrate_importer_before")
+    before.import_samples = before_samples.import_samples  # the old _store with the old samples import
+    db = folder / "settle.sqlite"
+    url = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
+                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
+    engine = get_engine(url)
+    with write_session(engine) as session:
+        token, _ = staging.new_token(session, "settle", rate=0.05)
+    base = template()
+    now = time.time()
+    for number in range(2):  # 341 traces: more than one batch ready
+        spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
+                 for span in spans_of_protobuf(payload(base, number))]
+        with write_session(engine) as session:
+            staging.stage_spans(session, token, spans, encoded=staging.encode_spans(spans), now=now - 60)
+    filled = 0
+    rows = []
+    after_import = staging.import_decoded
+    for size in sizes:
+        path = folder / f"fill-{size}.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for i in range(filled, size):
+                question = f"Stored question {i}: what does the leaflet say about the dose?"
+                answer = f"Stored answer {i}: take one tablet a day with water."
+                contexts = [f"Stored passage {i}: one tablet a day. " * 4]
+                digest = hashlib.sha256(f"{question}|{answer}|{contexts}".encode()).hexdigest()
+                trace_id = hashlib.sha256(f"stored:{i}".encode()).hexdigest()[:32]
+                handle.write(json.dumps({"id": trace_id, "question": question, "answer": answer, "contexts": contexts,
+                                         "metadata": {"trace_id": trace_id, "convention": "openinference",
+                                                      "content_sha256": digest, "inclusion_prob": 0.05}}) + "\n")
+        t0 = time.perf_counter()
+        import_samples(InChunks(engine), path, "jsonl", dataset="settle")
+        print(f"settle dataset: filled to {size:,} samples in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        filled = size
+        timings: dict[str, float] = {}
+        created = set()
+        for name, import_decoded in (("before", before.import_decoded), ("after", after_import)):
+            runs = []
+            staging.import_decoded = import_decoded  # what _settle_some calls
+            try:
+                for _ in range(repeats):
+                    with Session(write_engine(engine), expire_on_commit=False) as session:
+                        into = staging.TracesSummary()
+                        t0 = time.perf_counter()
+                        done = staging._settle_some(session, settle_s=30, dataset=None, now=now, max_field_chars=1_000_000,
+                                                    batch=staging.SERVER_SETTLE_BATCH, into=into)
+                        runs.append((time.perf_counter() - t0) * 1000)
+                        session.rollback()
+                    assert done == staging.SERVER_SETTLE_BATCH, done
+                    created.add((name, into.created))
+            finally:
+                staging.import_decoded = after_import
+            timings[name] = sorted(runs)[len(runs) // 2]
+        assert len({n for _, n in created}) == 1 and next(iter(created))[1] > 0, created  # the same work either way
+        rows.append((size, next(iter(created))[1], timings["before"], timings["after"]))
+        print(f"settle dataset: {rows[-1]}", file=sys.stderr, flush=True)
+    lines = [f"One settling transaction ({staging.SERVER_SETTLE_BATCH} traces, rate 0.05, in-process, median of {repeats}, "
+             f"rolled back) into a dataset already holding trace-shaped samples; before = calibrate/ingest at "
+             f"{BEFORE_DATASET_COMMIT[:7]} (the samples import read every stored sample's id and hash; the "
+             "duplicate-content check read the digest out of every stored sample's metadata), after = "
+             "`import_samples(ids=…)` and the indexed `sample.content_sha256`:", "",
+             "| samples in the dataset | samples created | before ms | after ms | before / after |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {n:,} | {c} | {b:.1f} | {a:.1f} | {b / a:.1f}× |" for n, c, b, a in rows]
+    (n0, _, b0, a0), (n1, _, b1, a1) = rows[0], rows[-1]
+    lines += ["", f"- growth from {n0:,} to {n1:,} samples in the dataset: before **{b1 / b0:.1f}×**, "
+                  f"after **{a1 / a0:.2f}×**"]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
@@ -428,16 +539,21 @@ def main() -> None:
                         help="python of a virtual environment with arize-phoenix ('' to skip)")
     parser.add_argument("--settle-timing", action="store_true",
                         help="only time one settling transaction with 1k and 100k spans staged, before and after stagedtrace")
+    parser.add_argument("--settle-dataset", action="store_true",
+                        help="only time one settling transaction into a dataset of 1k and 100k samples, before and after "
+                             "sample.content_sha256 and import_samples(ids=)")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    if args.settle_timing:
+    if args.settle_timing or args.settle_dataset:
+        flag, title = (("--settle-dataset", "settling cost against samples in the dataset") if args.settle_dataset
+                       else ("--settle-timing", "settling cost against spans staged"))
         with tempfile.TemporaryDirectory() as tmp:
-            body = settle_timing(Path(tmp))
-        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: settling cost against spans staged", "",
+            body = settle_dataset_timing(Path(tmp)) if args.settle_dataset else settle_timing(Path(tmp))
+        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
                  f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
                  f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
-                 "- command: `python bench/bench_receiver.py --settle-timing`", "", *body, "",
+                 f"- command: `python bench/bench_receiver.py {flag}`", "", *body, "",
                  f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
         text = "\n".join(lines)
         print(text)
