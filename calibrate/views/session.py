@@ -66,6 +66,9 @@ def write(action: Callable[[Session], T], *, background: bool = False) -> T:
     `background`: a write no person waits for (staging traces), which lets other processes' waiting writes go first.
     """
     lock = app_writer()
+    # Give the request's read connection back before waiting for the lock: threads that wait holding one could
+    # take the whole pool while the lock's holder waits for a connection (a burst of logins did, on a busy machine).
+    close_session()
     with lock.background if background else lock:
         try:
             for attempt in (1, 2):

@@ -134,6 +134,7 @@ def test_rationale_evidence_and_help_with_the_keyboard(page, live_server, sessio
     # machine: wait (bounded) until the database has the evidence too.
     for _ in range(100):
         session.commit()
+        session.expire_all()  # the fixture's session keeps loaded objects (expire_on_commit=False): read afresh
         label = session.exec(select(Label).where(Label.sample_id == first.id)).one()
         if label.evidence == [1]:
             break
