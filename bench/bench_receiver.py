@@ -19,18 +19,29 @@ the server answers.
 3. Streaming (`--stream`, default 1,000,000 spans) through calibrate with the settler working
    (TRACES_SETTLE_S=0, every second: traces become samples while spans arrive, rate 0.05) and
    `--annotators` experts saving labels meanwhile (bench_annotate's database and clients): the
-   server's RSS sampled every second, and the label saves' p50/p95.
+   server's RSS sampled every second, and the label saves' p50/p95. Whether the settler kept up:
+   the spans still staged when the last request was answered, and how long the rest took to settle.
+4. `--settle-timing` (alone): one settling transaction timed in-process with 1,024 and 102,400
+   spans staged, this tree's staging.py against BEFORE_COMMIT's (its ready query grouped every
+   staged span), in one run.
+5. `--settle-dataset` (alone): one settling transaction timed in-process with 1,024 and 102,400
+   samples already in the dataset, this tree's importer and samples import against
+   BEFORE_DATASET_COMMIT's (both read the whole dataset), in one run.
 
     .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
-        [--phoenix /work/phoenix-venv/bin/python] [--record]
+        [--split] [--traces-nice 10] [--phoenix /work/phoenix-venv/bin/python] [--record]
+    .venv/bin/python bench/bench_receiver.py --settle-timing [--record]
+    .venv/bin/python bench/bench_receiver.py --settle-dataset [--record]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import http.client
+import json
 import os
 import platform
 import sqlite3
@@ -39,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -304,10 +316,14 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         stop_saving.set()
         for thread in saver_threads:
             thread.join()
-        # Let the settler finish what is staged (bounded wait), to count what became samples.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > BATCH:
-            time.sleep(1)
+        # Whether the settler kept up: what is staged when the last request was answered, and how long it takes
+        # to settle the rest (bounded wait), to count what became samples.
+        staged_at_end = count(db, "SELECT count(*) FROM stagedspan")
+        drain_from = time.monotonic()
+        deadline = drain_from + 300
+        while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > 0:
+            time.sleep(0.5)
+        drain_s = time.monotonic() - drain_from
         done.set()
         sampler.join()
         settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken") or 0
@@ -322,10 +338,190 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
     alone = [ms for saver in savers for start, ms, _ in saver.saves if start < streaming_from]
     errors = sum(not ok for saver in savers for *_, ok in saver.saves)
     return {"sent_s": sent, "spans": n_requests * BATCH, "received": received, "statuses": send.statuses, "rss": rss,
-            "settled": settled, "samples": samples, "staged_left": staged_left, "saves": len(saves),
+            "settled": settled, "samples": samples, "staged_left": staged_left, "staged_at_end": staged_at_end,
+            "drain_s": drain_s, "saves": len(saves),
             "save_p50": percentile(saves, 50), "save_p95": percentile(saves, 95), "save_max": max(saves) if saves else float("nan"),
             "save_errors": errors, "failures": [s.failure for s in savers if s.failure], "alone": len(alone),
             "alone_p50": percentile(alone, 50), "alone_p95": percentile(alone, 95)}
+
+
+# The receiver's settling before `stagedtrace` (its ready query grouped every staged span): the --settle-timing baseline.
+BEFORE_COMMIT = "7dfa3dea5ffe7f2eaa2143ea91eab6c947d202a2"
+
+
+def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeats: int = 5) -> list[str]:
+    """Time one settling transaction (the server's batch) with `sizes` spans staged: before and after `stagedtrace`.
+
+    In-process, on one SQLite file: spans staged through `stage_spans` (the request path), with
+    random trace ids as SDKs make them (the template's are in request order); the first
+    `sizes[0]` spans are quiet for TRACES_SETTLE_S (30 s), the others just arrived, as while
+    traces stream. Then `_settle_some` of this tree and of BEFORE_COMMIT's staging.py, each run
+    `repeats` times in a write transaction that is rolled back (every run sees the same staged
+    rows); the median.
+    """
+    import types
+
+    from sqlmodel import Session
+
+    from calibrate.db import get_engine, write_engine, write_session
+    from calibrate.ingest.traces import staging
+    from calibrate.ingest.traces.decode import spans_of_protobuf
+
+    source = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:calibrate/ingest/traces/staging.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    before = sys.modules["calibrate_staging_before"] = types.ModuleType("calibrate_staging_before")
+    exec(compile(source, "staging_before.py", "exec"), before.__dict__)  # our own file, at a fixed commit
+    db = folder / "settle.sqlite"
+    url = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
+                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
+    engine = get_engine(url)
+    with write_session(engine) as session:
+        token, _ = staging.new_token(session, "settle", rate=0.05)
+    base = template()
+    staged_requests = 0
+    rows = []
+    now = time.time()
+    for size in sizes:
+        while staged_requests * BATCH < size:
+            spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
+                     for span in spans_of_protobuf(payload(base, staged_requests))]
+            encoded = staging.encode_spans(spans)
+            with write_session(engine) as session:
+                staging.stage_spans(session, token, spans, encoded=encoded,
+                                    now=now - 60 if staged_requests * BATCH < sizes[0] else now)
+            staged_requests += 1
+        timings = {}
+        for name, module in (("before", before), ("after", staging)):
+            runs = []
+            for _ in range(repeats):
+                with Session(write_engine(engine), expire_on_commit=False) as session:
+                    t0 = time.perf_counter()
+                    # Before: a Settled and a Counter of skip reasons; after: the one TracesSummary.
+                    extra = {"into": before.Settled(), "skipped": Counter()} if module is before else \
+                        {"into": staging.TracesSummary()}
+                    done = module._settle_some(session, settle_s=30, dataset=None, now=now, max_field_chars=1_000_000,
+                                               batch=staging.SERVER_SETTLE_BATCH, **extra)
+                    runs.append((time.perf_counter() - t0) * 1000)
+                    session.rollback()
+                assert done == staging.SERVER_SETTLE_BATCH, done
+            timings[name] = sorted(runs)[len(runs) // 2]
+        rows.append((staged_requests * BATCH, timings["before"], timings["after"]))
+        print(f"settle timing: {rows[-1]}", file=sys.stderr, flush=True)
+    lines = [f"One settling transaction ({staging.SERVER_SETTLE_BATCH} traces, rate 0.05, in-process, median of {repeats}, "
+             f"rolled back) with spans staged, random trace ids, {sizes[0]:,} spans quiet for 30 s and the others just "
+             f"arrived; before = staging.py at {BEFORE_COMMIT[:7]} (GROUP BY over `stagedspan`), after = `stagedtrace`:", "",
+             "| spans staged | before ms | after ms | before / after |", "|---:|---:|---:|---:|"]
+    lines += [f"| {n:,} | {b:.1f} | {a:.1f} | {b / a:.1f}× |" for n, b, a in rows]
+    (n0, b0, a0), (n1, b1, a1) = rows[0], rows[-1]
+    lines += ["", f"- growth from {n0:,} to {n1:,} staged spans: before **{b1 / b0:.1f}×**, after **{a1 / a0:.2f}×**"]
+    return lines
+
+
+# Issue 23's fixed part of a settling transaction: the samples import read every stored sample of the dataset and the
+# duplicate-content check every stored metadata's digest. The --settle-dataset baseline: ingest/ at this commit.
+BEFORE_DATASET_COMMIT = "33faaf150cd22517f660ddeda1b4382ed5569652"
+
+
+def _module_at(commit: str, path: str, name: str):
+    """Return `path` of this repository at `commit`, loaded as module `name` (our own file, at a fixed commit)."""
+    import types
+
+    source = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    module = sys.modules[name] = types.ModuleType(name)
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeats: int = 5) -> list[str]:
+    """Time one settling transaction (the server's batch, rate 0.05) with `sizes` samples already in the dataset.
+
+    In-process, on one SQLite file migrated to this tree's head: two requests of spans staged
+    through `stage_spans` (random trace ids, quiet for TRACES_SETTLE_S), a dataset filled through
+    the samples import with trace-shaped samples (metadata `content_sha256`, `inclusion_prob`)
+    up to each size in turn. Then `_settle_some`, `repeats` times each in a write transaction
+    that is rolled back (every run settles the same traces into the same dataset), once with
+    this tree's importer and samples import and once with BEFORE_DATASET_COMMIT's (the scan of
+    the dataset's ids and hashes; the digest out of every stored metadata JSON); the median.
+    """
+    from sqlmodel import Session
+
+    from calibrate.db import get_engine, write_engine, write_session
+    from calibrate.ingest.batches import InChunks
+    from calibrate.ingest.samples import import_samples
+    from calibrate.ingest.traces import staging
+    from calibrate.ingest.traces.decode import spans_of_protobuf
+
+    before_samples = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/samples.py", "calibrate_samples_before")
+    before = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/traces/importer.py", "calibrate_importer_before")
+    before.import_samples = before_samples.import_samples  # the old _store with the old samples import
+    db = folder / "settle.sqlite"
+    url = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
+                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
+    engine = get_engine(url)
+    with write_session(engine) as session:
+        token, _ = staging.new_token(session, "settle", rate=0.05)
+    base = template()
+    now = time.time()
+    for number in range(2):  # 341 traces: more than one batch ready
+        spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
+                 for span in spans_of_protobuf(payload(base, number))]
+        with write_session(engine) as session:
+            staging.stage_spans(session, token, spans, encoded=staging.encode_spans(spans), now=now - 60)
+    filled = 0
+    rows = []
+    after_import = staging.import_decoded
+    for size in sizes:
+        path = folder / f"fill-{size}.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for i in range(filled, size):
+                question = f"Stored question {i}: what does the leaflet say about the dose?"
+                answer = f"Stored answer {i}: take one tablet a day with water."
+                contexts = [f"Stored passage {i}: one tablet a day. " * 4]
+                digest = hashlib.sha256(f"{question}|{answer}|{contexts}".encode()).hexdigest()
+                trace_id = hashlib.sha256(f"stored:{i}".encode()).hexdigest()[:32]
+                handle.write(json.dumps({"id": trace_id, "question": question, "answer": answer, "contexts": contexts,
+                                         "metadata": {"trace_id": trace_id, "convention": "openinference",
+                                                      "content_sha256": digest, "inclusion_prob": 0.05}}) + "\n")
+        t0 = time.perf_counter()
+        import_samples(InChunks(engine), path, "jsonl", dataset="settle")
+        print(f"settle dataset: filled to {size:,} samples in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        filled = size
+        timings: dict[str, float] = {}
+        created = set()
+        for name, import_decoded in (("before", before.import_decoded), ("after", after_import)):
+            runs = []
+            staging.import_decoded = import_decoded  # what _settle_some calls
+            try:
+                for _ in range(repeats):
+                    with Session(write_engine(engine), expire_on_commit=False) as session:
+                        into = staging.TracesSummary()
+                        t0 = time.perf_counter()
+                        done = staging._settle_some(session, settle_s=30, dataset=None, now=now, max_field_chars=1_000_000,
+                                                    batch=staging.SERVER_SETTLE_BATCH, into=into)
+                        runs.append((time.perf_counter() - t0) * 1000)
+                        session.rollback()
+                    assert done == staging.SERVER_SETTLE_BATCH, done
+                    created.add((name, into.created))
+            finally:
+                staging.import_decoded = after_import
+            timings[name] = sorted(runs)[len(runs) // 2]
+        assert len({n for _, n in created}) == 1 and next(iter(created))[1] > 0, created  # the same work either way
+        rows.append((size, next(iter(created))[1], timings["before"], timings["after"]))
+        print(f"settle dataset: {rows[-1]}", file=sys.stderr, flush=True)
+    lines = [f"One settling transaction ({staging.SERVER_SETTLE_BATCH} traces, rate 0.05, in-process, median of {repeats}, "
+             f"rolled back) into a dataset already holding trace-shaped samples; before = calibrate/ingest at "
+             f"{BEFORE_DATASET_COMMIT[:7]} (the samples import read every stored sample's id and hash; the "
+             "duplicate-content check read the digest out of every stored sample's metadata), after = "
+             "`import_samples(ids=…)` and the indexed `sample.content_sha256`:", "",
+             "| samples in the dataset | samples created | before ms | after ms | before / after |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {n:,} | {c} | {b:.1f} | {a:.1f} | {b / a:.1f}× |" for n, c, b, a in rows]
+    (n0, _, b0, a0), (n1, _, b1, a1) = rows[0], rows[-1]
+    lines += ["", f"- growth from {n0:,} to {n1:,} samples in the dataset: before **{b1 / b0:.1f}×**, "
+                  f"after **{a1 / a0:.2f}×**"]
+    return lines
 
 
 def main() -> None:
@@ -341,9 +537,29 @@ def main() -> None:
     parser.add_argument("--traces-nice", type=int, default=0, help="with --split: start the traces server under `nice -n N`")
     parser.add_argument("--phoenix", default="/work/phoenix-venv/bin/python",
                         help="python of a virtual environment with arize-phoenix ('' to skip)")
+    parser.add_argument("--settle-timing", action="store_true",
+                        help="only time one settling transaction with 1k and 100k spans staged, before and after stagedtrace")
+    parser.add_argument("--settle-dataset", action="store_true",
+                        help="only time one settling transaction into a dataset of 1k and 100k samples, before and after "
+                             "sample.content_sha256 and import_samples(ids=)")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if args.settle_timing or args.settle_dataset:
+        flag, title = (("--settle-dataset", "settling cost against samples in the dataset") if args.settle_dataset
+                       else ("--settle-timing", "settling cost against spans staged"))
+        with tempfile.TemporaryDirectory() as tmp:
+            body = settle_dataset_timing(Path(tmp)) if args.settle_dataset else settle_timing(Path(tmp))
+        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
+                 f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
+                 f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
+                 f"- command: `python bench/bench_receiver.py {flag}`", "", *body, "",
+                 f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
+        text = "\n".join(lines)
+        print(text)
+        if args.record:
+            record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+        return
     base = template()
     n_requests = max(1, args.spans // BATCH)
     lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {n_requests * BATCH:,} spans in protobuf requests of "
@@ -399,8 +615,10 @@ def main() -> None:
             lines += ["", f"Streaming {n_stream * BATCH:,} spans with the settler on (TRACES_SETTLE_S=0, every 1 s, rate 0.05) "
                           f"and {args.annotators} experts saving labels; {arrangement}:", "",
                       f"- {st['received']:,} spans staged in {st['sent_s']:.0f} s (**{st['received'] / st['sent_s']:,.0f} spans/s** "
-                      f"while settling), {st_refused} requests refused; {st['settled']:,} traces settled, {st['samples']:,} samples, "
-                      f"{st['staged_left']:,} spans still staged at the end",
+                      f"while settling), {st_refused} requests refused; {st['settled']:,} traces settled, {st['samples']:,} samples",
+                      f"- settler: {st['staged_at_end'] if st['staged_at_end'] is not None else '?':,} spans staged when the last "
+                      f"request was answered, **{st['staged_left']:,} left** after draining for {st['drain_s']:.1f} s "
+                      f"(TRACES_SETTLE_BATCH {os.environ.get('CALIBRATE_TRACES_SETTLE_BATCH', 'default')})",
                       f"- {'traces ' if args.split else ''}server RSS (MB), sampled every second: start {rss[0]:.0f}, after the first tenth {warm[0]:.0f}, "
                       f"max {max(rss):.0f}, end {rss[-1]:.0f} (max − after the first tenth: {max(warm) - warm[0]:+.0f} MB)",
                       f"- label saves meanwhile: {st['saves']:,}, p50 {st['save_p50']:.0f} ms, **p95 {st['save_p95']:.0f} ms** "

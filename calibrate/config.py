@@ -87,8 +87,10 @@ TRACES_MAX_BODY = 64 * 1024 * 1024
 TRACES_SETTLE_S = 30
 TRACES_SETTLE_EVERY = 5
 # Traces the server's settler settles per write transaction: a label save waits for one such transaction
-# at most (50: ~40 ms, 250: ~100 ms); larger settles faster when spans stream in (bench/results/receiver.md).
-TRACES_SETTLE_BATCH = 50
+# at most. A transaction's cost is mostly fixed: with 10,000 samples 50 traces cost what 250 do (~80 ms,
+# bench/results/receiver.md), and at 50 the settler fell behind a stream of 4,000 spans/s. (It does not grow
+# with the dataset: the comparison with the stored samples reads only the batch's ids and contents.)
+TRACES_SETTLE_BATCH = 250
 # At most this many export requests are decoded and stored at once per server process; one more is
 # answered 503 with Retry-After (OTLP exporters retry it), so the other request threads stay free for
 # the workbench (`calibrate serve --threads`, default 4).

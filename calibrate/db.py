@@ -17,7 +17,8 @@ where it was measured to matter: `Statement` (the keystroke path: a label save r
 and `read_frame` (a report reads 10^5–10^6 rows into a pandas frame). Everything else uses
 SQLModel/SQLAlchemy queries; ingest/bulk.py adds prepared multi-row INSERTs for imports. No
 Flask here: the request's session is views/session.py's; the servers' writer lock
-(`writer_lock`) is here, since the traces settler takes it too.
+(`writer_lock`) is here, since the traces settler and the CLI's write sessions (`lock_writes`)
+take it too.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def dispose_engine(url: str) -> None:
         engine = _engines.pop(url, None)
     if engine is not None:
         _immediate_engines.pop(engine, None)
+        _foreground.pop(engine, None)
         engine.dispose()
 
 
@@ -171,6 +173,11 @@ class WriterLock:
         self.threads = threading.Lock()
         self._fds: tuple[int, int] | None = None
         self._pid: int | None = None
+        self._owner: int | None = None  # the thread holding it
+
+    def held_here(self) -> bool:
+        """Return whether the calling thread holds this lock (either way it was taken)."""
+        return self._owner == threading.get_ident()
 
     def _files(self) -> tuple[int, int] | None:
         """Return this process's (lock, wait) file descriptors, opening them once per process; None without flock."""
@@ -199,6 +206,7 @@ class WriterLock:
         except BaseException:
             self.threads.release()
             raise
+        self._owner = threading.get_ident()
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -222,9 +230,11 @@ class WriterLock:
         except BaseException:
             self.threads.release()
             raise
+        self._owner = threading.get_ident()
 
     def release(self) -> None:
         """Let go of the lock (either way it was taken)."""
+        self._owner = None
         try:
             if self._fds is not None and self._pid == os.getpid():
                 fcntl.flock(self._fds[0], fcntl.LOCK_UN)
@@ -258,6 +268,27 @@ def writer_lock(url: str) -> WriterLock:
         if found is None:
             found = _writer_locks[key] = WriterLock(key)
         return found
+
+
+_foreground: dict[Engine, WriterLock] = {}
+
+
+def lock_writes(engine: Engine) -> None:
+    """Make this process's `write_session`s on a SQLite file's engine take its writer lock as a foreground writer.
+
+    For the commands people start (`calibrate import`, `traces import`, `traces flush` …; the
+    CLI's `ready_engine` calls it): against a file a server is serving, their write
+    transactions take turns with the server's through the flock of `writer_lock`, which hands
+    the file over the moment it is free, instead of the servers' label saves waiting in
+    SQLite's busy handler through a long import. A write session opened while this thread
+    holds the lock already (a server's `write()`, the settler) does not take it again.
+    Other databases: nothing to do (PostgreSQL's writers wait on its advisory lock).
+    """
+    url = engine.url.render_as_string(hide_password=False)
+    if sqlite_path(url) is not None:
+        lock = writer_lock(url)
+        with _lock:
+            _foreground[engine] = lock
 
 
 def forget_connections_after_fork() -> None:
@@ -352,9 +383,12 @@ def is_sqlite(engine: Engine) -> bool:
 def write_session(engine: Engine) -> Iterator[Session]:
     """Yield a session whose transaction takes the write lock first (see `write_engine`); commit on success.
 
-    The caller's block is one transaction: an exception rolls everything back.
+    The caller's block is one transaction: an exception rolls everything back. On an engine
+    given to `lock_writes` (the CLI's), the transaction is also held behind the writer lock.
     """
-    with Session(write_engine(engine), expire_on_commit=False) as session:
+    lock = _foreground.get(engine)
+    with lock if lock is not None and not lock.held_here() else contextlib.nullcontext(), \
+            Session(write_engine(engine), expire_on_commit=False) as session:
         try:
             yield session
             session.commit()

@@ -120,6 +120,7 @@ class Sample(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("dataset_id", "external_id", name="uq_sample_dataset_external"),
         Index("ix_sample_dataset_split", "dataset_id", "split"),
+        Index("ix_sample_dataset_content_sha256", "dataset_id", "content_sha256"),
     )
     id: int | None = Field(default=None, primary_key=True)
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
@@ -141,6 +142,11 @@ class Sample(SQLModel, table=True):
     split: str | None = Field(default=None, max_length=10)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # A copy of `metadata.content_sha256` (a trace sample's content digest, docs/formats.md) when that is a
+    # 64-character string, else NULL; written with the metadata by the samples import. Not `content_hash` (the
+    # hash of the whole record): the traces import finds "the same content under another trace id" through
+    # the index (dataset_id, content_sha256), so that lookup costs the batch, not the dataset.
+    content_sha256: str | None = Field(default=None, max_length=64)
 
 
 class Context(SQLModel, table=True):
@@ -688,6 +694,11 @@ class IngestToken(SQLModel, table=True):
     spans_dropped: int = Field(default=0)
     skipped: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))  # reason → traces
     last_received_at: datetime | None = Field(default=None)
+    # Feedback received through `POST /v1/feedback`: staged, late (its trace was already a sample), dropped
+    # (its trace never settled within ROOTLESS_MAX_AGE, or settled and was not drawn).
+    feedback_received: int = Field(default=0)
+    feedback_late: int = Field(default=0)
+    feedback_dropped: int = Field(default=0)
 
 
 class StagedSpan(SQLModel, table=True):
@@ -709,6 +720,42 @@ class StagedSpan(SQLModel, table=True):
     is_root: bool = Field(default=False)
     received_at: float  # Unix seconds (the server's clock) when it was staged
     span: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class StagedTrace(SQLModel, table=True):
+    """One staged trace: what settling asks of its spans, kept up to date by each request that stages some.
+
+    The ready query, the rootless drop and the dataset page read these rows (one per trace,
+    found through the index) instead of grouping every staged span, so settling a batch costs
+    the batch, not what is staged. `token_id` is the trace's owner: the token its root span came
+    with (until a root arrives, the token of its first span). Deleted with the trace's spans.
+    """
+
+    __table_args__ = (Index("ix_stagedtrace_ready", "has_root", "last_received_at", "trace_id"),)
+    trace_id: str = Field(max_length=32, primary_key=True)
+    token_id: int = Field(foreign_key="ingesttoken.id", ondelete="CASCADE")
+    has_root: bool = Field(default=False)
+    last_received_at: float  # Unix seconds when its newest span was staged
+    n_spans: int = Field(default=0)
+
+
+class StagedFeedback(SQLModel, table=True):
+    """Feedback (`POST /v1/feedback`) for a trace of a dataset that is not a sample (yet): used when the trace settles.
+
+    One row per (dataset, trace id): a later value replaces the earlier one. Dropped and counted
+    on the token after ROOTLESS_MAX_AGE (ingest/traces/staging.py).
+    """
+
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "trace_id", name="uq_stagedfeedback_trace"),
+        Index("ix_stagedfeedback_received", "received_at"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
+    token_id: int = Field(foreign_key="ingesttoken.id", ondelete="CASCADE")
+    trace_id: str = Field(max_length=32)  # 32 lowercase hex (the --feedback file's rule makes any id so)
+    value: int  # -1 (down), 0, 1 (up): what the --feedback file's values become
+    received_at: float  # Unix seconds
 
 
 class WatchLease(SQLModel, table=True):

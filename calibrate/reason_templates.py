@@ -378,6 +378,9 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "task_not_on_dataset": N_("task {task} is scoped to {datasets}: it is not labelled or judged on {dataset}"),
     "prompt_not_on_dataset": N_("prompt {prompt} is scoped to {datasets}: it does not run on {dataset}"),
     "prompt_outside_task_scope": N_("task {task} is scoped to {datasets}: a prompt of it cannot be scoped to {dataset}"),
+    "task_scope_builtin": N_("task {task} is built in: it stays global (every dataset)"),
+    "task_scope_orphans": N_("task {task} has {uses} on dataset {dataset}: it cannot be scoped away from {dataset} (name "
+                             "{dataset} among its datasets)"),
     "prompt_scope_fixed": N_("prompt {prompt} is scoped to {datasets}: --dataset {dataset} is not one of them (a prompt's "
                              "datasets are set when it is created)"),
     # the calibration dashboard's splits (calibrate/loop/dashboard.py, testsplit.py): why a split shows nothing

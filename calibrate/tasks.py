@@ -52,7 +52,7 @@ from calibrate.models import (
     Verdict,
 )
 from calibrate.reasons import Reason
-from calibrate.task_scopes import scope_datasets
+from calibrate.task_scopes import scope_datasets, set_task_scope, uses_reason
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -399,12 +399,14 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
               scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
-              descriptions: dict[str, str] | None = None, levels: dict[str, dict[str, str]] | None = None) -> TaskChange:
+              descriptions: dict[str, str] | None = None, levels: dict[str, dict[str, str]] | None = None,
+              datasets: list[str] | tuple[str, ...] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
     removes one: the label is shown by its default name again), or set its description in other languages
     (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one), or what its labels or
-    scores mean per language (`levels`: {locale: {level: text}}, from `parse_levels`; an empty text removes one).
+    scores mean per language (`levels`: {locale: {level: text}}, from `parse_levels`; an empty text removes one),
+    or the datasets it is scoped to (`datasets`, replacing them; empty: global again; task_scopes.set_task_scope).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -450,6 +452,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         changes += _set_display(task, display)
     if levels:
         changes += _set_levels(task, levels)
+    if datasets is not None:
+        changes += set_task_scope(session, task, datasets)
     if changes:
         task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
     session.add(task)
@@ -689,8 +693,7 @@ def remove_task(session: Session, name: str) -> Task:
         if n:
             uses.append(Reason(what, count=n))
     if uses:  # "3 labels and 1 verdicts": each count worded in the reader's language, joined by "and"
-        joined = Reason(("uses_one", "uses_two", "uses_three")[len(uses) - 1], **dict(zip(("first", "second", "third"), uses, strict=False)))
-        raise TaskError(Reason("task_in_use", task=task.name, uses=joined))
+        raise TaskError(Reason("task_in_use", task=task.name, uses=uses_reason(uses)))
     for guideline in session.exec(select(Guideline).where(Guideline.task_id == task.id)).all():
         session.delete(guideline)
     session.delete(task)

@@ -668,7 +668,7 @@ def test_golden_sets_refresh_and_hash_as_on_sqlite(engine, template_db, tmp_path
 
 
 def test_traces_posted_to_the_receiver_settle_into_the_samples_a_file_gives(runner, engine, client, tmp_path):
-    """The receiver's staging, settling and the traces import's comparison queries (a JSON member in SQL) on PostgreSQL."""
+    """The receiver's staging, settling and the traces import's comparison queries (ids and content digests in IN lists) on PostgreSQL."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "ingest"))
     from trace_helpers import synthetic_request
 
@@ -697,6 +697,31 @@ def test_traces_posted_to_the_receiver_settle_into_the_samples_a_file_gives(runn
     assert samples("recv") == samples("file")
     again = import_traces(engine, [path], dataset="file", rate=0.5, salt="s")
     assert (again.created, again.unchanged) == (0, summary.created)
+
+
+def test_the_traces_digest_revision_copies_metadata_content_sha256_on_postgresql(pg_cluster):
+    """Revision 0018's backfill (metadata->>'content_sha256' of a JSON column): only a 64-character string is copied."""
+    pg_cluster.admin("CREATE DATABASE revision_0018")
+    url = pg_cluster.url("revision_0018")
+    engine = get_engine(url)
+    try:
+        upgrade(engine, "0017")
+        digest = "c" * 64
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO dataset (id, name, description, source, is_demo, created_at) VALUES "
+                              "(1, 'd', '', '', false, '2026-01-01')"))
+            for pk, metadata in enumerate([{"content_sha256": digest}, {"content_sha256": 7}, {"content_sha256": "short"},
+                                           {}, {"x": {"content_sha256": digest}}], start=1):
+                conn.execute(text("INSERT INTO sample (id, dataset_id, external_id, question, answer, metadata, content_hash, "
+                                  "segmenter, claim_source, created_at, updated_at) VALUES (:id, 1, :ext, 'Q', 'A', "
+                                  "CAST(:meta AS json), 'h', '', 'segmenter', '2026-01-01', '2026-01-01')"),
+                             {"id": pk, "ext": f"s{pk}", "meta": json.dumps(metadata)})
+        upgrade(engine)
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT external_id, content_sha256 FROM sample ORDER BY id")).all()
+        assert [tuple(row) for row in rows] == [("s1", digest), ("s2", None), ("s3", None), ("s4", None), ("s5", None)]
+    finally:
+        dispose_engine(url)
 
 
 # --------------------------------------------------------------------------- watchers sharing a dataset

@@ -34,7 +34,7 @@ PACKAGE = PROJECT_ROOT / "calibrate"
 
 # The modules whose refusals reach a web page (directly or through the domain call a view makes).
 WEB_MODULES = (
-    "accounts.py", "datasets.py", "lookup.py", "tasks.py",
+    "accounts.py", "datasets.py", "lookup.py", "task_scopes.py", "tasks.py",
     "annotation/adjudication.py", "annotation/claim_edits.py", "annotation/guidelines.py", "annotation/items.py",
     "annotation/label_posts.py", "annotation/labels.py", "annotation/queue.py", "annotation/review.py",
     "annotation/team.py", "annotation/uncertainty.py",

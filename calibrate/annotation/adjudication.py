@@ -27,10 +27,11 @@ from sqlmodel import Session, col, select
 
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
-from calibrate.annotation.items import marked_contexts
+from calibrate.annotation.items import TaskNotOffered, marked_contexts
 from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
 from calibrate.reasons import Reason
 from calibrate.targets import where
+from calibrate.task_scopes import check_task_on_dataset
 from calibrate.tasks import TaskError, canonical_value, pairwise_value
 
 SPREAD = 2
@@ -196,6 +197,10 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
                                              col(Label.adjudicated).is_(False))).first()
     if votes is None:
         raise NotFound(key)
+    try:  # a task scoped to other datasets has no gold on this one (task_scopes; the view answers 400)
+        check_task_on_dataset(session, task, session.get(Dataset, session.get(Sample, votes.sample_id).dataset_id))
+    except TaskError as exc:
+        raise TaskNotOffered.carrying(exc) from None
     try:
         if task.kind == "pairwise":
             ids = session.exec(select(Response.key).where(Response.sample_id == votes.sample_id).order_by(Response.position)).all()

@@ -427,7 +427,7 @@ def get_assignment(session: Session, user: User, assignment_id: int):
 
 
 # Tasks and guidelines are only added or edited (an edit bumps the task's `revision`; saving a
-# guideline adds a version; a task's datasets are written with the task), so (largest task id,
+# guideline adds a version; a task's datasets are written with the task, and changing them is an edit), so (largest task id,
 # number of tasks, sum of the tasks' revisions, largest guideline id) names their state: the rows
 # are read again only when it changes, and every other request pays one tiny query.
 _TASK_CACHE: dict[str, tuple[tuple, list, dict, dict]] = {}

@@ -77,20 +77,28 @@ def task_list_command(settings: Settings) -> None:
               help="What a label or score means, shown beside its button on the workbench, e.g. 5=correct and complete "
                    "or es:5=correcta y completa (repeatable; without LOCALE the default language's; an empty TEXT "
                    "removes one). Categorical and ordinal tasks.")
+@click.option("--dataset", "datasets", multiple=True, metavar="NAME",
+              help="Scope the task to this dataset (repeatable): the set replaces the task's datasets. Refused when it "
+                   "leaves out a dataset that holds labels, verdicts or prompts of the task.")
+@click.option("--all-datasets", is_flag=True, help="Make the task global again: offered on every dataset.")
 @db_option
 def task_edit_command(settings: Settings, name: str, description: tuple[str, ...], add_labels: str | None,
-                      scale: str | None, display: tuple[str, ...], level: tuple[str, ...]) -> None:
+                      scale: str | None, display: tuple[str, ...], level: tuple[str, ...], datasets: tuple[str, ...],
+                      all_datasets: bool) -> None:
     """Change a task: its description (per language), more labels, a scale every stored value fits, its labels'
-    display names, or what its labels or scores mean (per language)."""
-    if not description and not add_labels and not scale and not display and not level:
-        raise click.UsageError("give --description, --add-labels, --scale, --display or --level")
+    display names, what its labels or scores mean (per language), or the datasets it is scoped to."""
+    if datasets and all_datasets:
+        raise click.UsageError("--dataset and --all-datasets exclude each other")
+    if not (description or add_labels or scale or display or level or datasets or all_datasets):
+        raise click.UsageError("give --description, --add-labels, --scale, --display, --level, --dataset or --all-datasets")
     parsed_scale = parse_scale(scale) if scale else None
     names = parse_display(display) if display else None
     default, texts = parse_descriptions(description)
     levels = parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
         change = edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
-                           scale=parsed_scale, display=names, descriptions=texts or None, levels=levels)
+                           scale=parsed_scale, display=names, descriptions=texts or None, levels=levels,
+                           datasets=() if all_datasets else datasets or None)
         line = change.line()
     click.echo(line)
 

@@ -111,12 +111,13 @@ def flush_command(settings: Settings, dataset: str, as_json: bool) -> None:
     done = staging.settle(engine, settle_s=0, dataset=dataset, max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"])
     dropped = staging.drop_rootless(engine, dataset=dataset)
     done.dropped_traces, done.dropped_spans = dropped.dropped_traces, dropped.dropped_spans
+    done.dropped_feedback = dropped.dropped_feedback
     if as_json:
-        click.echo(json.dumps(done.as_dict()))
+        click.echo(json.dumps(done.as_dict(traces.SETTLED_KEYS)))
         return
     click.echo(f"traces → {dataset}: {done.traces:,} settled, {done.sampled:,} sampled ({done.sampled_down:,} thumbs-down), "
                f"{done.created:,} created, {done.updated:,} updated, {done.unchanged:,} unchanged, "
                f"{done.duplicate_content:,} duplicate content, {sum(done.skipped.values()):,} skipped; "
-               f"{done.dropped_traces:,} rootless traces dropped")
+               f"{done.dropped_traces:,} rootless traces dropped, {done.dropped_feedback:,} feedback records dropped")
     for reason, n in sorted(done.skipped.items(), key=lambda item: -item[1])[:3]:
         click.echo(f"skipped {n:,}: {reason}")

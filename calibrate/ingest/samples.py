@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,8 @@ SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts", "respon
 _SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__
 _LABELS, _REVISIONS, _STEPS = Label.__table__, LabelRevision.__table__, ImportStep.__table__
 _SAMPLE_COLUMNS = ("id", "dataset_id", "external_id", "question", "answer", "ground_truth", "metadata", "feedback",
-                   "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "split", "created_at",
-                   "updated_at")
+                   "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "content_sha256", "split",
+                   "created_at", "updated_at")
 
 
 def check_samples_header(columns: list[str]) -> list[tuple[str | None, str]]:
@@ -271,6 +271,16 @@ def _metadata(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]:
     return value
 
 
+def content_digest(metadata: Any) -> str | None:
+    """Return what `Sample.content_sha256` holds: `metadata.content_sha256` when it is a 64-character string, else None.
+
+    A trace sample's content digest (docs/formats.md, Traces), copied into an indexed column so the
+    traces import finds the same content under another trace id without reading the dataset.
+    """
+    value = metadata.get("content_sha256") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) and len(value) == 64 else None
+
+
 def canonical_json(record: dict[str, Any]) -> str:
     """Return the canonical JSON text of a normalised record (sorted keys, no spaces)."""
     return json.dumps(record, sort_keys=True, separators=(",", ":"))
@@ -314,11 +324,15 @@ def _fingerprint(path: str | Path) -> tuple[int, int]:
 
 def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str, update: bool = False,
                    description: str = "", progress: Callable[[int], object] | None = None,
-                   max_errors: int = 50, max_field_chars: int = 1_000_000) -> ImportSummary:
+                   max_errors: int = 50, max_field_chars: int = 1_000_000,
+                   ids: Collection[str] | None = None) -> ImportSummary:
     """Validate then write the samples of a file into `dataset` (created if missing), as one import batch.
 
     `writes` says where: the caller's transaction, or short transactions of their own
     (calibrate.ingest.batches). Validation only reads; nothing is visible before the publish.
+    `ids`: the ids the file holds, when the caller knows them (the traces import, a batch of a
+    large dataset): the stored samples are then read by those ids (IN lists on the unique index
+    (dataset_id, external_id)), not all of the dataset's; a record with another id is refused.
     """
     if not dataset or len(dataset) > 200:
         raise reject("the dataset name must be 1 to 200 characters", field="dataset")
@@ -338,10 +352,16 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
         if ds is None:  # a new dataset: its name must be one of the documented ones (older ones stay usable)
             check_dataset_name(dataset)
         existing: dict[str, tuple[int, str]] = {}
+        wanted = None if ids is None else frozenset(ids)
         if ds is not None and ds.import_batch_id is None:
-            rows = session.execute(select(_SAMPLES.c.external_id, _SAMPLES.c.id, _SAMPLES.c.content_hash)
-                                   .where(_SAMPLES.c.dataset_id == ds.id))
-            existing = {ext: (pk, digest) for ext, pk, digest in rows}
+            stored_rows = select(_SAMPLES.c.external_id, _SAMPLES.c.id, _SAMPLES.c.content_hash) \
+                .where(_SAMPLES.c.dataset_id == ds.id)
+            if wanted is None:  # one scan of the dataset
+                existing = {ext: (pk, digest) for ext, pk, digest in session.execute(stored_rows)}
+            else:
+                for part in _in_parts(sorted(wanted)):
+                    existing.update({ext: (pk, digest) for ext, pk, digest in
+                                     session.execute(stored_rows.where(_SAMPLES.c.external_id.in_(part)))})
         writes.end_read(session)  # pass 1 reads the file, not the database: hold no snapshot meanwhile
         try:
             for record in records():
@@ -358,6 +378,9 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
                 if digest is None:
                     continue
                 external_id = norm["id"]
+                if wanted is not None and external_id not in wanted:
+                    check.bad("id", f"{_short(external_id)} is not one of the ids the import was given")
+                    continue
                 first = seen.get(external_id)
                 if first is not None:
                     check.bad("id", f"duplicate id {external_id!r}: line {first[1]} has it too")
@@ -514,12 +537,13 @@ class _SampleStager:
                      for position, r in enumerate(norm.get("responses") or []))
 
     def _fields(self, norm: dict[str, Any], digest: str, segmenter: str, source: str) -> tuple:
-        """Return a sample's columns from external_id to claim_source, as the driver takes them."""
+        """Return a sample's columns from external_id to content_sha256, as the driver takes them."""
         json_value, null = self.json, self.null
         retrieved, relevant = norm["retrieved_ids"], norm["relevant_ids"]
         return (norm["id"], norm["question"], norm["answer"], norm["ground_truth"], json_value(norm["metadata"]),
                 norm["feedback"], null if retrieved is None else json_value(retrieved),
-                null if relevant is None else json_value(relevant), digest, segmenter, source)
+                null if relevant is None else json_value(relevant), digest, segmenter, source,
+                content_digest(norm["metadata"]))
 
     def replace(self, pk: int, norm: dict[str, Any], digest: str) -> None:
         """Queue the replacement of a stored sample."""
@@ -686,7 +710,7 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
     flagged = 0
     if copies:
         fields = ("question", "answer", "ground_truth", "metadata", "feedback", "retrieved_ids", "relevant_ids",
-                  "content_hash", "segmenter", "claim_source")
+                  "content_hash", "segmenter", "claim_source", "content_sha256")
         updates = []
         for part in _in_parts(copy_ids):
             for row in session.execute(select(_SAMPLES).where(_SAMPLES.c.id.in_(part))).mappings():
@@ -726,7 +750,7 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
     return flagged
 
 
-def _in_parts(ids: list[int], size: int = 500) -> Iterator[list[int]]:
+def _in_parts(ids: list[Any], size: int = 500) -> Iterator[list[Any]]:
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
 

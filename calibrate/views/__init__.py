@@ -31,8 +31,8 @@ from calibrate.views import (
 )
 
 ROLES = ("all", "web", "traces")
-# What a `traces` server answers (`calibrate serve --role traces`): the receiver and the health check, nothing else.
-TRACES_ENDPOINTS = frozenset({"otlp.receive", "auth.health"})
+# What a `traces` server answers (`calibrate serve --role traces`): the receiver (traces, feedback), the health check.
+TRACES_ENDPOINTS = frozenset({"otlp.receive", "otlp.feedback", "auth.health"})
 
 
 def init_app(app: Flask, role: str = "all") -> None:
@@ -77,7 +77,7 @@ def _traces_only():
     with a page: the server's callers are exporters, and it starts no session and sets no cookie.
     """
     if request.endpoint not in TRACES_ENDPOINTS:
-        message = "not found: this calibrate server receives traces only (POST /v1/traces, GET /health)"
+        message = "not found: this calibrate server receives traces only (POST /v1/traces, POST /v1/feedback, GET /health)"
         return Response(json.dumps({"code": 5, "message": message}), status=404, mimetype="application/json")
     return None
 

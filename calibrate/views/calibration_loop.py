@@ -50,10 +50,21 @@ from calibrate.reports.compare_report import compare_context
 from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label, reason_text
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
+from calibrate.views.fields import task_on_dataset
 from calibrate.views.prompts import ENGINEERS
 from calibrate.views.session import get_session, get_write_session
 
 bp = Blueprint("loop", __name__)
+
+
+@bp.before_request
+def _task_of_the_dataset():
+    """Refuse (400 naming `task`) a page or form of dataset `<name>` that names another dataset's task (`?task=` or a
+    form's `task`): the workbench's scoping rule (task_scopes). Only for those the pages are for; the others get the
+    login page or 403 from the view, not a hint about tasks."""
+    name = (request.view_args or {}).get("name")
+    if name and g.get("user") is not None and g.user.role in ENGINEERS:
+        task_on_dataset(get_session(), request.values.get("task"), name)
 
 # Golden sets (`?golden=NAME[@V]`): loaded on first use, like the dataset page's.
 golden = lazy.module("calibrate.loop.golden")

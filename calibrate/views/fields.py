@@ -22,9 +22,11 @@ from flask import Flask, make_response, render_template
 from werkzeug.exceptions import BadRequest
 from werkzeug.routing import IntegerConverter
 
+from calibrate.errors import TaskError
 from calibrate.models import MAX_ID
 from calibrate.reasons import Reason
 from calibrate.reports.summary import reason_text
+from calibrate.task_scopes import check_task_named_on_dataset
 from calibrate.views.auth import is_script_request
 
 # A page number of a paged list: far beyond any list, and page × size stays a storable offset.
@@ -71,6 +73,16 @@ def int_field(values: Mapping[str, str], name: str, *, default: int | None = Non
     if value is None or not minimum <= value <= maximum:
         raise BadField(name, Reason("field_whole_number", name=name, minimum=minimum, maximum=maximum, raw=raw[:40]))
     return value
+
+
+def task_on_dataset(session, task_name: str | None, dataset_name: str | None) -> None:
+    """Answer 400 naming the field `task` (BadField, worded from `task_not_on_dataset`) when a request names a task scoped
+    to other datasets than the one it names: the workbench's rule (task_scopes.offered_on) on every page that takes both.
+    Unknown names pass: the page's own lookup refuses them, naming what exists."""
+    try:
+        check_task_named_on_dataset(session, task_name, dataset_name)
+    except TaskError as exc:
+        raise BadField("task", exc.reason) from None
 
 
 def bad_field(error: BadField):

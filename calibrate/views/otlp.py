@@ -1,4 +1,5 @@
-"""`POST /v1/traces`: the OTLP/HTTP receiver (what the SDKs' exporters and a Collector's `otlphttp` exporter send).
+"""`POST /v1/traces`: the OTLP/HTTP receiver (what the SDKs' exporters and a Collector's `otlphttp` exporter send);
+`POST /v1/feedback`: thumbs up/down for its traces, with the same token and the same checks.
 
 No login session and no CSRF token (security.py exempts this blueprint): a bearer token made by
 `calibrate traces token`, which may only stage spans for its dataset. A request is checked in
@@ -24,13 +25,14 @@ from flask import Blueprint, Response, current_app, request
 
 from calibrate.ingest.problems import ImportRejected
 from calibrate.ingest.traces.decode import Where, parse_json, spans_of_protobuf, spans_of_traces_data
-from calibrate.ingest.traces.staging import encode_spans, stage_spans, token_for
+from calibrate.ingest.traces.staging import encode_spans, parse_feedback, stage_feedback, stage_spans, token_for
 from calibrate.views.session import get_session, write
 
 bp = Blueprint("otlp", __name__)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+JSON_LINES = ("application/x-ndjson", "application/jsonl")  # /v1/feedback only
 READ_CHUNK = 1024 * 1024
 # google.rpc.Code values of the error answers (OTLP/HTTP puts a Status in the body of a failure).
 CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
@@ -106,16 +108,34 @@ def read_body(limit: int) -> bytes:
 @bp.route("/v1/traces", methods=["POST"])
 def receive():
     """Stage the spans of one OTLP/HTTP export request (module docstring)."""
+    return _guarded((PROTOBUF, JSON), _stage)
+
+
+@bp.route("/v1/feedback", methods=["POST"])
+def feedback():
+    """Stage feedback {trace_id, value} for the token's dataset: one object, a JSON array of them, or JSON lines.
+
+    The same token, checks and error answers as `/v1/traces` (module docstring); a body in JSON
+    (`application/json`, or JSON lines as `application/x-ndjson` / `application/jsonl`). The records
+    follow the `traces import --feedback` file's rules; the first bad one refuses the request
+    (400 naming its line or item and field), nothing stored. The answer: {"feedback": n,
+    "staged": n, "late": n} (late: its trace is a sample already; docs/formats.md).
+    """
+    return _guarded((JSON, *JSON_LINES), _stage_feedback)
+
+
+def _guarded(kinds: tuple[str, ...], handler) -> Response:
+    """Check the token, the content type and encoding, take a slot of TRACES_MAX_CONCURRENT, then `handler(kind, token)`."""
     kind = request.mimetype
-    answer_kind = kind if kind in (PROTOBUF, JSON) else JSON
+    answer_kind = PROTOBUF if kind == PROTOBUF and PROTOBUF in kinds else JSON
     header = request.headers.get("Authorization", "")
     scheme, _, bearer = header.partition(" ")
     token = token_for(get_session(), bearer.strip()) if scheme.lower() == "bearer" else None
     if token is None:
         return _answer(401, answer_kind, "a valid ingest token is needed: Authorization: Bearer <token> "
                                          "(calibrate traces token --dataset NAME)")
-    if kind not in (PROTOBUF, JSON):
-        return _answer(415, answer_kind, f"Content-Type must be {PROTOBUF} or {JSON}, not {kind or 'none'!r}")
+    if kind not in kinds:
+        return _answer(415, answer_kind, f"Content-Type must be {' or '.join(kinds)}, not {kind or 'none'!r}")
     encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding not in ("identity", "gzip"):
         return _answer(415, answer_kind, f"Content-Encoding must be gzip or none, not {encoding!r}")
@@ -128,7 +148,17 @@ def receive():
         response.headers["Retry-After"] = "1"
         return response
     try:
-        return _stage(kind, answer_kind, token)
+        limit = int(current_app.config["TRACES_MAX_BODY"])
+        try:
+            body = read_body(limit)
+        except TooLarge:
+            return _answer(413, answer_kind, f"the request body is over TRACES_MAX_BODY ({limit:,} bytes)")
+        except ValueError as exc:
+            return _answer(400, answer_kind, str(exc))
+        try:
+            return handler(kind, body, token)
+        except ImportRejected as exc:
+            return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
     finally:
         slots.release()
 
@@ -142,28 +172,26 @@ def _slots() -> threading.BoundedSemaphore:
     return slots
 
 
-def _stage(kind: str, answer_kind: str, token) -> Response:
-    """Read, decode and stage one request's spans (every check before this one passed)."""
-    limit = int(current_app.config["TRACES_MAX_BODY"])
-    try:
-        body = read_body(limit)
-    except TooLarge:
-        return _answer(413, answer_kind, f"the request body is over TRACES_MAX_BODY ({limit:,} bytes)")
-    except ValueError as exc:
-        return _answer(400, answer_kind, str(exc))
+def _stage(kind: str, body: bytes, token) -> Response:
+    """Decode and stage one request's spans (every check before this one passed)."""
     rejected: list[str] = []
-    try:
-        if kind == PROTOBUF:
-            spans = spans_of_protobuf(body, rejected=rejected)
-        else:
-            spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
-    except ImportRejected as exc:
-        return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
+    if kind == PROTOBUF:
+        spans = spans_of_protobuf(body, rejected=rejected)
+    else:
+        spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
     # One short write behind the writer lock, taking turns with label saves and the settler; a background
     # write: a label save waiting in another process (a `--role web` server) goes first.
     encoded = encode_spans(spans)  # before the lock: it is held for the database work alone
     write(lambda session: stage_spans(session, token, spans, rejected=len(rejected), encoded=encoded), background=True)
     return _success(kind, rejected)
+
+
+def _stage_feedback(kind: str, body: bytes, token) -> Response:
+    """Check and stage one request's feedback records (every check before this one passed)."""
+    given = parse_feedback(body)
+    done = write(lambda session: stage_feedback(session, token, given), background=True)
+    return Response(json.dumps({"feedback": len(given), "staged": done.staged, "late": done.late}), status=200,
+                    mimetype=JSON)
 
 
 def _success(kind: str, rejected: list[str]) -> Response:

@@ -10,6 +10,7 @@ from calibrate import lookup
 from calibrate.datasets import dataset_names
 from calibrate.errors import CalibrateError
 from calibrate.i18n import gettext
+from calibrate.judges.runner import MAX_SAMPLES
 from calibrate.judges.sandbox import Limits
 from calibrate.judges.versions import (
     check_version,
@@ -25,6 +26,7 @@ from calibrate.judges.versions import (
     versions_of,
 )
 from calibrate.models import PromptVersion, Task
+from calibrate.tasks import METRIC_TASKS
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import int_field
@@ -97,7 +99,9 @@ def show(name: str, number: int):
     scope = prompt_scope(session, prompt)
     datasets = [d for d in dataset_names(session) if not scope or d in scope]  # a scoped prompt runs on its datasets only
     return render_template("prompts/show.html", scope=scope, v=view, versions=versions_of(session, prompt), datasets=datasets,
-                           backends=run_choices(), params_text=format_params(version.params))
+                           backends=run_choices(), params_text=format_params(version.params),
+                           # the Run form's samples (self-consistency): not for metric tasks (one verdict per sample)
+                           self_consistency=view.task.name not in METRIC_TASKS, max_samples=MAX_SAMPLES)
 
 
 def _form_fields(version: PromptVersion, view) -> dict:

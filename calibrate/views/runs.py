@@ -14,7 +14,7 @@ from calibrate.i18n import _
 from calibrate.judges import NothingToDo, RunOptions, RunSpec, execute_run, prepare_run
 from calibrate.judges.extraction import report_for
 from calibrate.judges.prices import load_prices
-from calibrate.judges.runner import request_stop, run_is_live, settle_dead_runs
+from calibrate.judges.runner import MAX_SAMPLES, request_stop, run_is_live, settle_dead_runs
 from calibrate.judges.sandbox import Limits
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict
 from calibrate.targets import target_names
@@ -72,18 +72,20 @@ def extract(name: str):
 @bp.route("/prompts/<name>/<int:number>/run", methods=("POST",))
 @role_required(*ENGINEERS)
 def create(name: str, number: int):
-    """Start a run of a version over a dataset (baseline, or a backend configured in JUDGE_BACKENDS)."""
+    """Start a run of a version over a dataset (baseline, or a backend configured in JUDGE_BACKENDS); `samples` K calls
+    per target for self-consistency, as `judge run --samples K` (1–20, default 1; a number outside: 400 naming it)."""
     choice = request.form.get("backend", "baseline")
     if choice not in run_choices():
         abort(400, description=f"Unknown backend {choice!r}.")
     config = {"backend": "baseline"} if choice == "baseline" else dict(current_app.config["JUDGE_BACKENDS"][choice])
     limit = int_field(request.form, "limit", minimum=0)
+    samples = int_field(request.form, "samples", default=1, minimum=1, maximum=MAX_SAMPLES)  # `judge run --samples K`
     options = RunOptions(concurrency=int(config.get("concurrency", 8)))
     spec = RunSpec(dataset=request.form.get("dataset", ""), prompt=f"{name}@{number}", backend=config["backend"],
                    model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
                    split=request.form.get("split") or None, labelled_only=bool(request.form.get("labelled_only")),
                    limit=limit if limit and limit > 0 else None, rerun=bool(request.form.get("rerun")),
-                   orders=request.form.get("orders") or None, options=options)
+                   orders=request.form.get("orders") or None, samples=samples, options=options)
     back_to(url_for("prompts.show", name=name, number=number))
     try:
         run_id = prepare_run(app_engine(), spec)

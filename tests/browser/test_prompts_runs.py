@@ -124,6 +124,8 @@ def test_run_with_the_baseline_shows_live_progress_until_done(engineer, live_ser
     _create_prompt(page, live_server)
     page.select_option("#run-form select[name=dataset]", DATASET)
     page.select_option("#run-form select[name=backend]", "baseline")
+    assert page.locator("#run-form input[name=samples]").input_value() == "1"
+    page.fill("#run-form input[name=samples]", "2")  # self-consistency: two calls per target (judge run --samples 2)
     page.click("#run-form button[type=submit]")
     page.wait_for_url(f"{live_server}/runs/*")
     run_id = int(page.url.rsplit("/", 1)[1])
@@ -139,6 +141,9 @@ def test_run_with_the_baseline_shows_live_progress_until_done(engineer, live_ser
     run = session.get(JudgeRun, run_id)
     n_verdicts = len(session.exec(select(Verdict.id).where(Verdict.run_id == run_id)).all())
     assert run.status == "done" and run.n_total > 0 and run.n_done == run.n_total == n_verdicts
+    indexes = session.exec(select(Verdict.sample_index).where(Verdict.run_id == run_id)).all()
+    assert sorted(set(indexes)) == [0, 1] and indexes.count(0) == indexes.count(1) == run.n_total // 2
+    assert page.locator("#run-samples").inner_text().startswith("2 (self-consistency")
     assert page.locator("#run-count").inner_text() == f"{run.n_total}/{run.n_total}"
     assert page.locator("#run-progress").get_attribute("value") == str(run.n_total)
     assert page.locator("#run-errors").inner_text() == "0"

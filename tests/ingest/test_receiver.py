@@ -29,10 +29,10 @@ def new_token(runner, dataset="prod", *args) -> str:
     return token
 
 
-def post(client, token, body, kind=PROTO, **headers):
+def post(client, token, body, kind=PROTO, path="/v1/traces", **headers):
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return client.post("/v1/traces", data=body, headers={"Content-Type": kind, **headers})
+    return client.post(path, data=body, headers={"Content-Type": kind, **headers})
 
 
 def split(request: ExportTraceServiceRequest, parts: int) -> list[ExportTraceServiceRequest]:
@@ -217,6 +217,8 @@ def test_the_dataset_page_shows_the_production_source(runner, engine, client, lo
     assert post(client, token, request.SerializeToString()).status_code == 200
     settle(engine, settle_s=0)
     assert post(client, token, synthetic_request(1, repeat_every=0, seed="late").SerializeToString()).status_code == 200
+    feedback = [{"trace_id": trace_id_of(0), "value": "down"}, {"trace_id": "ab" * 16, "value": "up"}]
+    assert post(client, token, json.dumps(feedback).encode(), JSON, path="/v1/feedback").status_code == 200
     login("eng", "engineer")
     from bs4 import BeautifulSoup
 
@@ -229,6 +231,8 @@ def test_the_dataset_page_shows_the_production_source(runner, engine, client, lo
     assert figures["staged"].startswith("1 ") and "3 " in figures["staged"]
     assert figures["down_share"].replace("\xa0", " ") in ("0.0%", "0,0 %")
     assert figures["last_received"]
+    assert figures["feedback"].split(" · ") == (["2", "1 waiting", "1 late", "0 dropped"] if locale == "en" else
+                                                ["2", "1 en espera", "1 tardías", "0 descartadas"])
     heading = section.select_one("h2").get_text(strip=True)
     assert heading == ("Production source" if locale == "en" else "Fuente de producción")
 

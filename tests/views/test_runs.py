@@ -122,3 +122,67 @@ def test_annotators_neither_see_nor_start_extractions(client, login, make_sample
     response = client.post("/datasets/d/extract", data={"prompt": "ex@1", "backend": "baseline", "csrf_token": token})
     assert response.status_code == 403
 
+
+
+def _claims_run_form(engine, make_sample, n=2):
+    for i in range(n):
+        make_sample(external_id=f"s{i}", answer="Tome 0,4 mg al día. Tome 4 mg al día.",
+                    contexts=("Se recomienda: tome 0,4 mg al día de ácido fólico.",), claims=["Tome 0,4 mg al día.", "Tome 4 mg al día."])
+    with write_session(engine) as s:
+        save_version(s, "claims", task="claim_support")
+
+
+def test_the_run_buttons_samples_make_k_verdicts_per_target_as_the_command_line(app, client, login, engine, make_sample,
+                                                                                 session, runner):
+    _claims_run_form(engine, make_sample)
+    token = login("eng", "engineer")
+    field = soup(client.get("/prompts/claims/1")).select_one("#run-form input[name=samples]")
+    assert (field["value"], field["min"], field["max"]) == ("1", "1", "20")
+    response = client.post("/prompts/claims/1/run", data={"dataset": "d", "backend": "baseline", "samples": "3",
+                                                          "csrf_token": token})
+    assert response.status_code == 303
+    run_id = int(response.headers["Location"].rsplit("/", 1)[1])
+    wait_done(client, run_id)
+    app.extensions["judge_threads"][run_id].join(5)
+    page = soup(client.get(f"/runs/{run_id}"))
+    assert page.select_one("#run-count").get_text() == "12/12"
+    assert page.select_one("#run-samples").get_text().startswith("3 (self-consistency")
+    spanish = soup(client.get(f"/runs/{run_id}", headers={"Accept-Language": "es"}))
+    assert spanish.select_one("#run-samples").get_text().startswith("3 (autoconsistencia")
+    web = session.exec(select(Verdict.target_key, Verdict.sample_index, Verdict.value).order_by(Verdict.target_key,
+                                                                                                Verdict.sample_index)).all()
+    by_target: dict[str, list[int]] = {}
+    for key, index, _value in web:
+        by_target.setdefault(key, []).append(index)
+    assert len(by_target) == 4 and all(indexes == [0, 1, 2] for indexes in by_target.values())
+    assert session.get(JudgeRun, run_id).params["samples"] == 3
+    # The command line's run of the same version on the same targets stores the same verdicts, sample by sample.
+    with write_session(engine) as s:
+        save_version(s, "claims2", task="claim_support")
+    result = runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "claims2@1", "--backend", "baseline", "--samples", "3"])
+    assert result.exit_code == 0, result.output
+    session.rollback()
+    cli_run = session.exec(select(JudgeRun).where(JudgeRun.id != run_id)).one()
+    cli = session.exec(select(Verdict.target_key, Verdict.sample_index, Verdict.value).where(Verdict.judge_id == cli_run.judge_id)
+                       .order_by(Verdict.target_key, Verdict.sample_index)).all()
+    assert [tuple(row) for row in cli] == [tuple(row) for row in web] and cli_run.params["samples"] == 3
+    assert cli_run.n_total == session.get(JudgeRun, run_id).n_total == 12
+
+
+def test_the_run_buttons_samples_are_bounded_as_the_command_lines(client, login, engine, make_sample, session):
+    _claims_run_form(engine, make_sample, n=1)
+    token = login("eng", "engineer")
+    for bad in ("0", "21", "x", "²"):
+        response = client.post("/prompts/claims/1/run", data={"dataset": "d", "backend": "baseline", "samples": bad,
+                                                              "csrf_token": token}, headers={"HX-Request": "true"})
+        assert response.status_code == 400 and response.headers["X-Invalid-Field"] == "samples", bad
+    assert "samples" in client.post("/prompts/claims/1/run", data={"dataset": "d", "backend": "baseline", "samples": "21",
+                                                                    "csrf_token": token}).get_data(as_text=True)
+    assert session.exec(select(func.count()).select_from(JudgeRun)).one() == 0  # nothing started
+    with write_session(engine) as s:
+        save_version(s, "faith", task="faithfulness")
+    assert soup(client.get("/prompts/faith/1")).select_one("#run-form input[name=samples]") is None
+    refused = client.post("/prompts/faith/1/run", data={"dataset": "d", "backend": "baseline", "samples": "2", "csrf_token": token},
+                          headers={"Accept-Language": "es"}, follow_redirects=True)
+    assert "faithfulness" in soup(refused).select_one(".flash-error").get_text()
+    assert session.exec(select(func.count()).select_from(JudgeRun)).one() == 0

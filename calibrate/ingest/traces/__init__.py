@@ -7,8 +7,15 @@ import. docs/formats.md, "Traces", has the formats, the mapping table and the sa
 """
 
 from calibrate.ingest.traces.decode import FORMATS, Decoded, LangfuseTrace, Span, decode, detect_format, spans_of_traces_data
-from calibrate.ingest.traces.importer import SUMMARY_KEYS, TracesSummary, import_traces, inclusion_u, read_feedback
+from calibrate.ingest.traces.importer import (
+    SETTLED_KEYS,
+    SUMMARY_KEYS,
+    TracesSummary,
+    import_traces,
+    inclusion_u,
+    read_feedback,
+)
 from calibrate.ingest.traces.mapping import HINTS, map_langfuse, map_spans
 
-__all__ = ["FORMATS", "HINTS", "SUMMARY_KEYS", "Decoded", "LangfuseTrace", "Span", "TracesSummary", "decode", "detect_format",
+__all__ = ["FORMATS", "HINTS", "SETTLED_KEYS", "SUMMARY_KEYS", "Decoded", "LangfuseTrace", "Span", "TracesSummary", "decode", "detect_format",
            "import_traces", "inclusion_u", "map_langfuse", "map_spans", "read_feedback", "spans_of_traces_data"]

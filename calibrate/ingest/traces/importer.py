@@ -45,6 +45,11 @@ from calibrate.models import Dataset, Label, Sample
 IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
                 "duplicate_content", "changed_after_labelling", "skipped")
+# What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
+SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
+                "changed_after_labelling", "skipped", "dropped_traces", "dropped_spans", "dropped_feedback")
+_COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
+           "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback")
 
 
 def inclusion_u(salt: str, trace_id: str) -> float:
@@ -54,9 +59,14 @@ def inclusion_u(salt: str, trace_id: str) -> float:
 
 @dataclass
 class TracesSummary:
-    """What a traces import did (docs/cli.md, `calibrate traces import`)."""
+    """What a traces import did (docs/cli.md, `calibrate traces import`), or what settling staged traces did.
 
-    dataset: str
+    The one summary of spans becoming samples, for a file and for the receiver: settling
+    (staging.py) adds up the summaries of its batches (`add`) and the drop of stale staged rows
+    fills `dropped_*`; `as_dict(SETTLED_KEYS)` is `traces flush --json`.
+    """
+
+    dataset: str = ""
     traces: int = 0
     spans: int = 0
     duplicate_spans: int = 0
@@ -68,10 +78,21 @@ class TracesSummary:
     duplicate_content: int = 0
     changed_after_labelling: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    dropped_traces: int = 0  # settling only: rootless traces dropped after ROOTLESS_MAX_AGE
+    dropped_spans: int = 0
+    dropped_feedback: int = 0  # staged feedback whose trace never became a sample
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the summary's keys (SUMMARY_KEYS) and values, `skipped` as {reason: n}."""
-        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in SUMMARY_KEYS}
+    def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
+        """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
+        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in keys}
+
+    def add(self, other: TracesSummary) -> None:
+        """Add another summary's counts to this one (skip reasons merged, the commonest first)."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        merged = Counter(self.skipped)
+        merged.update(other.skipped)
+        self.skipped = dict(merged.most_common())
 
     def lines(self, *, top: int = 3) -> list[str]:
         """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""
@@ -114,22 +135,32 @@ def read_files(paths: Iterable[str | Path], fmt: str = "auto", *, max_bytes: int
 def read_feedback(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, int]:
     """Read a feedback JSONL file: lines {trace_id, value}, value "down"/"up" or a number; return trace id → -1/0/1."""
     try:
-        out: dict[str, int] = {}
-        for line, data in json_lines(read_bytes(path, max_bytes=max_bytes)):
-            if not isinstance(data, dict):
-                raise reject("must be an object {trace_id, value}", line=line)
-            trace_id = data.get("trace_id")
-            if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
-                raise reject("must be a trace id string", line=line, field="trace_id")
-            value = feedback_value(data.get("value"))
-            if value is None:
-                raise reject(f"must be \"down\", \"up\" or a number, found {data.get('value')!r}"[:200], line=line,
-                             field="value")
-            out[langfuse_trace_id(trace_id)] = value
-        return out
+        return feedback_items(json_lines(read_bytes(path, max_bytes=max_bytes)))
     except ImportRejected as exc:
         exc.source = str(path)
         raise
+
+
+def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True) -> dict[str, int]:
+    """Check feedback records {trace_id, value} (the --feedback file's rules); return trace id → -1/0/1, the last wins.
+
+    `items`: (number, parsed JSON) pairs, numbered as lines (`lines`) or else as the items of a JSON
+    array. The first bad record raises ImportRejected naming its line (or item) and field.
+    """
+    out: dict[str, int] = {}
+    for number, data in items:
+        line, where = (number, "") if lines else (None, f"item {number}: ")
+        if not isinstance(data, dict):
+            raise reject(where + "must be an object {trace_id, value}", line=line)
+        trace_id = data.get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
+            raise reject(where + "must be a trace id string", line=line, field="trace_id")
+        value = feedback_value(data.get("value"))
+        if value is None:
+            raise reject((where + f"must be \"down\", \"up\" or a number, found {data.get('value')!r}")[:200], line=line,
+                         field="value")
+        out[langfuse_trace_id(trace_id)] = value
+    return out
 
 
 def group_traces(decoded: Decoded) -> tuple[dict[str, Trace], int, int]:
@@ -273,11 +304,11 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
                         .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(ids[start:start + IN_CHUNK]))):
                     digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
                     stored[external_id] = (pk, digest, metadata, feedback)
-            digest_of = col(Sample.meta)["content_sha256"].as_string()
+            # `content_sha256` is metadata.content_sha256's copy, indexed with the dataset (models.Sample).
             for start in range(0, len(digests), IN_CHUNK):
                 for external_id, digest in session.execute(
-                        select(Sample.external_id, digest_of)
-                        .where(Sample.dataset_id == ds.id, digest_of.in_(digests[start:start + IN_CHUNK]))):
+                        select(Sample.external_id, Sample.content_sha256)
+                        .where(Sample.dataset_id == ds.id, col(Sample.content_sha256).in_(digests[start:start + IN_CHUNK]))):
                     others.setdefault(digest, external_id)
             pks = sorted(known[0] for known in stored.values())
             for start in range(0, len(pks), IN_CHUNK):
@@ -316,8 +347,10 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
         with path.open("w", encoding="utf-8") as handle:
             for rec in out:
                 handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        # The ids at hand: the samples import reads those stored rows, not the whole dataset's.
         result = import_samples(writes, path, "jsonl", dataset=summary.dataset, update=True,
-                                description="production traces", max_field_chars=max_field_chars)
+                                description="production traces", max_field_chars=max_field_chars,
+                                ids=[rec["id"] for rec in out])
     # The samples import compared with the same stored rows; should another writer have got in between, its
     # counts are what was written.
     summary.unchanged += (summary.created - result.added) + (summary.updated - result.updated)

@@ -11,6 +11,13 @@ the write lock before it looks for settled traces, so two servers settling at on
 and the second finds the first's traces gone: nothing settles twice. Traces without a root
 whose newest span is older than `ROOTLESS_MAX_AGE` are dropped and counted (`drop_rootless`).
 
+Each staged trace also has one row of `stagedtrace` (owner token, root or not, newest span's
+time, span count), upserted by `stage_spans` and deleted with its spans: the ready query, the
+rootless drop and the dataset page read it through its index, so a settling transaction costs
+its batch, not what is staged. `POST /v1/feedback` stages feedback (`stage_feedback`, table
+`stagedfeedback`) that settling uses as `traces import --feedback` uses its file; feedback for
+a trace that is a sample already is applied at once, without changing its `inclusion_prob`.
+
 The counters of the production source live on the token row (`IngestToken`); the dataset page
 sums them over the dataset's tokens (`production_source`).
 """
@@ -25,27 +32,34 @@ import threading
 import time
 from collections import Counter, defaultdict
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Integer, delete, func, insert, select, update
+from sqlalchemy import Engine, case, delete, false, func, insert, or_, select, true, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col
 
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.ingest.fields import check_dataset_name
-from calibrate.ingest.problems import reject
-from calibrate.ingest.traces.decode import Decoded, Span
-from calibrate.ingest.traces.importer import import_decoded, inclusion_u
-from calibrate.models import Dataset, IngestToken, StagedSpan
+from calibrate.ingest.problems import ImportRejected, reject
+from calibrate.ingest.traces.decode import Decoded, Span, json_lines, parse_json
+from calibrate.ingest.traces.importer import TracesSummary, feedback_items, import_decoded, inclusion_u
+from calibrate.models import Dataset, IngestToken, Sample, StagedFeedback, StagedSpan, StagedTrace
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
 SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
-# The server's settler (setting TRACES_SETTLE_BATCH): ~40 ms transactions instead of ~100 (a label save waits
-# for one at most; bench/results/receiver.md), for ~1.6x the settling work, which the traces process does.
-SERVER_SETTLE_BATCH = 50
-BATCH_PAUSE = 0.02  # seconds between two settling transactions when a process lock is shared (the server's)
+# The server's settler (setting TRACES_SETTLE_BATCH). A transaction's cost is mostly fixed (with 10,000 samples,
+# 50 traces took as long as 250, ~80 ms, so at 50 the settler fell behind a stream of 4,000 spans/s). It no
+# longer grows with the dataset: the comparison reads the batch's ids and contents through indexes
+# (`sample.content_sha256`, `import_samples(ids=…)`): 250 traces cost 55 ms with 1,024 samples in the dataset
+# and 34 ms with 102,400, against 63 and 1,209 ms before (bench/results/receiver.md, --settle-dataset).
+SERVER_SETTLE_BATCH = 250
+# Seconds between two settling transactions when a process lock is shared (the server's): long enough for a
+# request thread woken by the release to take the lock, short enough that the settler keeps up with a stream
+# (at 20 ms, a third of its time under load went to pausing; bench/results/receiver.md).
+BATCH_PAUSE = 0.005
 QUERY_CHUNK = 500  # ids per IN (…) list
 TOKEN_PREFIX = "calt_"
 SOURCE = "otlp-http"
@@ -166,6 +180,15 @@ def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, reje
             for key, span in fresh.items()]
     if rows:
         session.connection().execute(insert(StagedSpan.__table__), rows)  # Core executemany: no ORM work per row
+        traces: dict[str, dict[str, Any]] = {}
+        for trace_id, span_id in fresh:
+            entry = traces.get(trace_id)
+            if entry is None:
+                entry = traces[trace_id] = {"trace_id": trace_id, "token_id": token.id, "has_root": False,
+                                            "last_received_at": now, "n_spans": 0}
+            entry["n_spans"] += 1
+            entry["has_root"] = entry["has_root"] or not fresh[(trace_id, span_id)].parent_id
+        upsert_traces(session, list(traces.values()))
     out.new = len(rows)
     session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
         spans_received=IngestToken.spans_received + out.new, spans_repeated=IngestToken.spans_repeated + out.repeated,
@@ -174,36 +197,108 @@ def stage_spans(session: Session, token: IngestToken, spans: list[Span], *, reje
     return out
 
 
-# --------------------------------------------------------------------------- settling
+def upsert_traces(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Add each request's traces to `stagedtrace`, or add to the row a trace has (INSERT … ON CONFLICT, SQLite and PostgreSQL).
+
+    A row's spans add up, its newest time is kept, `has_root` once true stays true, and the owner
+    becomes the token of the first request that brought a root span.
+    """
+    table = StagedTrace.__table__
+    dialect = postgresql if session.connection().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table)
+    new = statement.excluded
+    statement = statement.on_conflict_do_update(index_elements=[table.c.trace_id], set_={
+        "n_spans": table.c.n_spans + new.n_spans,
+        "last_received_at": case((new.last_received_at > table.c.last_received_at, new.last_received_at),
+                                 else_=table.c.last_received_at),
+        "has_root": or_(table.c.has_root, new.has_root),
+        "token_id": case((table.c.has_root, table.c.token_id), (new.has_root, new.token_id), else_=table.c.token_id),
+    })
+    session.connection().execute(statement, rows)
+
+
+# --------------------------------------------------------------------------- feedback
+
+
+def parse_feedback(body: bytes) -> dict[str, int]:
+    """Return trace id → -1/0/1 from a `POST /v1/feedback` body: one object {trace_id, value}, a JSON array of them, or
+    JSON lines; the records follow the --feedback file's rules (`importer.feedback_items`). ImportRejected names the
+    first bad line (or array item) and field."""
+    try:
+        data = parse_json(body)
+    except ImportRejected:
+        given = feedback_items(json_lines(body))  # JSON lines (or not JSON: the bad line is named)
+    else:
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list):
+            raise reject("the body must be an object {trace_id, value}, a JSON array of them, or JSON lines")
+        given = feedback_items(enumerate(data, start=1), lines=False)
+    if not given:
+        raise reject("no feedback records: send {trace_id, value} objects")
+    return given
 
 
 @dataclass
-class Settled:
-    """What settling did: traces settled into the sampling, their summary figures, rootless traces dropped."""
+class FeedbackStaged:
+    """What one `POST /v1/feedback` did: records staged for traces not yet samples, and late ones applied to samples."""
 
-    traces: int = 0
-    sampled: int = 0
-    sampled_down: int = 0
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    duplicate_content: int = 0
-    changed_after_labelling: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    dropped_traces: int = 0
-    dropped_spans: int = 0
+    staged: int = 0
+    late: int = 0
+    late_changed: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the figures as a dict (`calibrate traces flush --json`)."""
-        return {"traces": self.traces, "sampled": self.sampled, "sampled_down": self.sampled_down, "created": self.created,
-                "updated": self.updated, "unchanged": self.unchanged, "duplicate_content": self.duplicate_content,
-                "changed_after_labelling": self.changed_after_labelling, "skipped": dict(self.skipped),
-                "dropped_traces": self.dropped_traces, "dropped_spans": self.dropped_spans}
+
+def stage_feedback(session: Session, token: IngestToken, given: dict[str, int], *, now: float | None = None) -> FeedbackStaged:
+    """Stage feedback for `token`'s dataset in the caller's (write) transaction; count it on the token.
+
+    A trace that is a sample of the dataset already gets its feedback now (late feedback: the
+    sample's `feedback` changes, nothing else; its `inclusion_prob` stays the rate it was drawn
+    at, docs/formats.md). Any other is staged (a later value replaces an earlier one) and used
+    when the trace settles, as the --feedback file is by `traces import`.
+    """
+    now = time.time() if now is None else now
+    out = FeedbackStaged()
+    ids = sorted(given)
+    samples: dict[str, tuple[int, int | None]] = {}
+    for start in range(0, len(ids), QUERY_CHUNK):
+        for pk, external_id, feedback in session.execute(
+                select(Sample.id, Sample.external_id, Sample.feedback)
+                .where(Sample.dataset_id == token.dataset_id, col(Sample.external_id).in_(ids[start:start + QUERY_CHUNK]))):
+            samples[external_id] = (pk, feedback)
+    staged = []
+    for trace_id in ids:
+        value = given[trace_id]
+        known = samples.get(trace_id)
+        if known is None:
+            staged.append({"dataset_id": token.dataset_id, "token_id": token.id, "trace_id": trace_id, "value": value,
+                           "received_at": now})
+            continue
+        out.late += 1
+        if known[1] != value:
+            session.execute(update(Sample).where(Sample.id == known[0]).values(feedback=value))
+            out.late_changed += 1
+    if staged:
+        table = StagedFeedback.__table__
+        dialect = postgresql if session.connection().dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c.dataset_id, table.c.trace_id],
+            set_={"value": statement.excluded.value, "received_at": statement.excluded.received_at,
+                  "token_id": statement.excluded.token_id})
+        session.connection().execute(statement, staged)
+    out.staged = len(staged)
+    session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
+        feedback_received=IngestToken.feedback_received + len(ids), feedback_late=IngestToken.feedback_late + out.late,
+        last_used_at=datetime.fromtimestamp(now, UTC)))
+    return out
+
+
+# --------------------------------------------------------------------------- settling
 
 
 def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
            max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
-           lock: AbstractContextManager | None = None) -> Settled:
+           lock: AbstractContextManager | None = None) -> TracesSummary:
     """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
 
     `dataset`: only that dataset's tokens (`calibrate traces flush --dataset D` passes settle_s=0).
@@ -212,19 +307,17 @@ def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: 
     saves and settling take turns promptly instead of waiting in SQLite's busy handler).
     """
     now = time.time() if now is None else now
-    total = Settled()
-    skipped: Counter[str] = Counter()
+    total = TracesSummary(dataset or "")
     while True:
         with lock or nullcontext(), write_session(engine) as session:
             done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
-                                batch=batch, into=total, skipped=skipped)
+                                batch=batch, into=total)
         if done < batch:
             break
         if lock is not None:
             # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
             # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
             time.sleep(BATCH_PAUSE)
-    total.skipped = dict(skipped.most_common())
     return total
 
 
@@ -236,33 +329,41 @@ def _token_filter(session: Session, dataset: str | None) -> list[int] | None:
 
 
 def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now: float, max_field_chars: int, batch: int,
-                 into: Settled, skipped: Counter[str]) -> int:
+                 into: TracesSummary) -> int:
     tokens = _token_filter(session, dataset)
     if tokens is not None and not tokens:
         return 0
-    ready = (select(StagedSpan.trace_id).group_by(StagedSpan.trace_id)
-             .having(func.max(StagedSpan.received_at) <= now - settle_s)
-             .having(func.max(col(StagedSpan.is_root).cast(Integer)) == 1)
-             .order_by(StagedSpan.trace_id).limit(batch))
+    # The oldest ready traces first, straight from the index (has_root, last_received_at, trace_id): a batch
+    # costs the batch, however many spans are staged.
+    ready = (select(StagedTrace.trace_id, StagedTrace.token_id)
+             .where(col(StagedTrace.has_root) == true(), StagedTrace.last_received_at <= now - settle_s)
+             .order_by(StagedTrace.last_received_at, StagedTrace.trace_id).limit(batch))
     if tokens is not None:
-        ready = ready.where(col(StagedSpan.token_id).in_(tokens))
-    trace_ids = list(session.scalars(ready))
+        ready = ready.where(col(StagedTrace.token_id).in_(tokens))
+    owners: dict[str, int] = dict(session.execute(ready).all())  # a trace belongs to the token its root came with
+    trace_ids = sorted(owners)
     if not trace_ids:
         return 0
-    # A trace belongs to the token its root span came with (its dataset and sampling).
-    owners: dict[str, int] = {}
-    for trace_id, token_id in session.execute(select(StagedSpan.trace_id, StagedSpan.token_id)
-                                              .where(col(StagedSpan.trace_id).in_(trace_ids), col(StagedSpan.is_root))
-                                              .order_by(StagedSpan.id)):
-        owners.setdefault(trace_id, token_id)
     tokens_of = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
+    # Feedback staged for these traces (POST /v1/feedback), by the owner's dataset: used here and deleted with them.
+    feedback: dict[int, dict[str, int]] = defaultdict(dict)  # token → trace → value
+    used: list[int] = []
+    datasets = {token.dataset_id for token in tokens_of.values()}
+    for row_id, dataset_id, trace_id, value in session.execute(
+            select(StagedFeedback.id, StagedFeedback.dataset_id, StagedFeedback.trace_id, StagedFeedback.value)
+            .where(col(StagedFeedback.trace_id).in_(trace_ids), col(StagedFeedback.dataset_id).in_(datasets))):
+        token = tokens_of[owners[trace_id]]
+        if token.dataset_id == dataset_id:
+            feedback[token.id][trace_id] = value
+            used.append(row_id)
     # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads
-    # none), so a trace is taken by its draw alone, the rule import_decoded applies to them again.
+    # none), so a trace is taken when its staged feedback is down or by its draw, the rule import_decoded applies
+    # to them again.
     taken: list[str] = []
     passed: Counter[int] = Counter()
     for trace_id in trace_ids:
         token = tokens_of[owners[trace_id]]
-        if inclusion_u(token.salt, trace_id) < token.rate:
+        if feedback[token.id].get(trace_id) == -1 or inclusion_u(token.salt, trace_id) < token.rate:
             taken.append(trace_id)
         else:
             passed[token.id] += 1
@@ -275,8 +376,8 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
     for token_id, decoded in sorted(per_token.items()):
         token = tokens_of[token_id]
         ds = session.get(Dataset, token.dataset_id)
-        summary = import_decoded(session, decoded, dataset=ds.name, source=SOURCE, rate=token.rate, salt=token.salt,
-                                 max_field_chars=max_field_chars)
+        summary = import_decoded(session, decoded, dataset=ds.name, source=SOURCE, feedback=feedback[token_id],
+                                 rate=token.rate, salt=token.salt, max_field_chars=max_field_chars)
         summary.traces += passed[token_id]
         merged = Counter(token.skipped or {})
         merged.update(summary.skipped)
@@ -284,50 +385,62 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
             traces_settled=IngestToken.traces_settled + summary.traces,
             traces_sampled=IngestToken.traces_sampled + summary.sampled,
             traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
-        for name in ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
-                     "changed_after_labelling"):
-            setattr(into, name, getattr(into, name) + getattr(summary, name))
-        skipped.update(summary.skipped)
+        into.add(summary)
     session.execute(delete(StagedSpan).where(col(StagedSpan.trace_id).in_(trace_ids)))
+    session.execute(delete(StagedTrace).where(col(StagedTrace.trace_id).in_(trace_ids)))
+    if used:
+        session.execute(delete(StagedFeedback).where(col(StagedFeedback.id).in_(used)))
     return len(trace_ids)
 
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
-                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> Settled:
-    """Delete the staged spans of traces without a root whose newest span is older than `max_age`; count them."""
+                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> TracesSummary:
+    """Delete what waited longer than `max_age` for nothing: traces without a root whose newest span is that old, and
+    staged feedback received that long ago (its trace never settled, or settled and was not drawn); count them."""
     now = time.time() if now is None else now
-    out = Settled()
+    out = TracesSummary(dataset or "")
     with lock or nullcontext(), write_session(engine) as session:
         tokens = _token_filter(session, dataset)
         if tokens is not None and not tokens:
             return out
-        old = (select(StagedSpan.trace_id).group_by(StagedSpan.trace_id)
-               .having(func.max(StagedSpan.received_at) < now - max_age)
-               .having(func.max(col(StagedSpan.is_root).cast(Integer)) == 0))
+        old = (select(StagedTrace.trace_id, StagedTrace.token_id)
+               .where(col(StagedTrace.has_root) == false(), StagedTrace.last_received_at < now - max_age))
         if tokens is not None:
-            old = old.where(col(StagedSpan.token_id).in_(tokens))
-        trace_ids = list(session.scalars(old))
-        per_token: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # token → [traces, spans]
+            old = old.where(col(StagedTrace.token_id).in_(tokens))
+        owners: dict[str, int] = dict(session.execute(old).all())
+        trace_ids = sorted(owners)
+        per_token: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])  # token → [traces, spans, feedback]
+        for token_id in owners.values():
+            per_token[token_id][0] += 1
         for start in range(0, len(trace_ids), QUERY_CHUNK):
             chunk = trace_ids[start:start + QUERY_CHUNK]
-            rows = session.execute(select(StagedSpan.trace_id, StagedSpan.token_id).where(col(StagedSpan.trace_id).in_(chunk)))
-            owners: dict[str, int] = {}
-            for trace_id, token_id in rows:
-                owners.setdefault(trace_id, token_id)
-                per_token[token_id][1] += 1
-            for token_id in owners.values():
-                per_token[token_id][0] += 1
+            for token_id, spans in session.execute(select(StagedSpan.token_id, func.count())
+                                                   .where(col(StagedSpan.trace_id).in_(chunk)).group_by(StagedSpan.token_id)):
+                per_token[token_id][1] += spans
             session.execute(delete(StagedSpan).where(col(StagedSpan.trace_id).in_(chunk)))
-        for token_id, (traces, spans) in per_token.items():
-            token = session.get(IngestToken, token_id)
-            merged = Counter(token.skipped or {})
+            session.execute(delete(StagedTrace).where(col(StagedTrace.trace_id).in_(chunk)))
+        stale = select(StagedFeedback.id, StagedFeedback.token_id).where(StagedFeedback.received_at < now - max_age)
+        if tokens is not None:
+            stale = stale.where(col(StagedFeedback.token_id).in_(tokens))
+        feedback_ids = []
+        for row_id, token_id in session.execute(stale):
+            per_token[token_id][2] += 1
+            feedback_ids.append(row_id)
+        for start in range(0, len(feedback_ids), QUERY_CHUNK):
+            session.execute(delete(StagedFeedback).where(col(StagedFeedback.id).in_(feedback_ids[start:start + QUERY_CHUNK])))
+        for token_id, (traces, spans, feedback) in per_token.items():
+            values: dict[str, Any] = {"traces_dropped": IngestToken.traces_dropped + traces,
+                                      "spans_dropped": IngestToken.spans_dropped + spans,
+                                      "feedback_dropped": IngestToken.feedback_dropped + feedback}
             if traces:
+                token = session.get(IngestToken, token_id)
+                merged = Counter(token.skipped or {})
                 merged["no_root_span"] += traces
-            session.execute(update(IngestToken).where(IngestToken.id == token_id).values(
-                traces_dropped=IngestToken.traces_dropped + traces, spans_dropped=IngestToken.spans_dropped + spans,
-                skipped=dict(merged)))
+                values["skipped"] = dict(merged)
+            session.execute(update(IngestToken).where(IngestToken.id == token_id).values(**values))
             out.dropped_traces += traces
             out.dropped_spans += spans
+            out.dropped_feedback += feedback
     if out.dropped_traces:
         out.skipped = {"no_root_span": out.dropped_traces}
     return out
@@ -390,8 +503,10 @@ def production_source(session: Session, dataset: Dataset) -> dict[str, Any] | No
     for token in tokens:
         skipped.update(token.skipped or {})
     staged_traces, staged_spans = session.execute(
-        select(func.count(func.distinct(StagedSpan.trace_id)), func.count(StagedSpan.id))
-        .where(col(StagedSpan.token_id).in_([t.id for t in tokens]))).one()
+        select(func.count(), func.coalesce(func.sum(StagedTrace.n_spans), 0))
+        .where(col(StagedTrace.token_id).in_([t.id for t in tokens]))).one()
+    staged_feedback = session.scalar(select(func.count()).select_from(StagedFeedback)
+                                     .where(StagedFeedback.dataset_id == dataset.id))
     sampled = sum(t.traces_sampled for t in tokens)
     down = sum(t.traces_sampled_down for t in tokens)
     received = [t.last_received_at for t in tokens if t.last_received_at is not None]
@@ -402,6 +517,8 @@ def production_source(session: Session, dataset: Dataset) -> dict[str, Any] | No
         "traces_received": sum(t.traces_settled + t.traces_dropped for t in tokens),
         "staged_traces": staged_traces, "staged_spans": staged_spans, "sampled": sampled, "sampled_down": down,
         "down_share": down / sampled if sampled else None, "skipped": dict(skipped.most_common()),
+        "feedback_received": sum(t.feedback_received for t in tokens), "feedback_late": sum(t.feedback_late for t in tokens),
+        "feedback_dropped": sum(t.feedback_dropped for t in tokens), "feedback_staged": staged_feedback,
         "last_received": max(received) if received else None,
     }
 
