@@ -241,3 +241,57 @@ def test_the_command_watches_a_metric_judge_and_refuses_a_fitted_one_with_exit_2
     refused = runner.invoke(["watch", "--dataset", "many", "--prompt", metric_prompt(engine, "rel", "answer_relevancy"),
                              "--backend", "baseline", "--once"])
     assert refused.exit_code == 2 and "error: rel@1 scores answer_relevancy with the TF-IDF embedder" in refused.output
+
+
+def test_watched_answer_relevancy_over_http_embeds_like_judge_run_and_reads_both_calls_from_the_cache(
+        engine, session, claims_dataset):
+    from fakellm import FakeLLM
+
+    claims_dataset(n_samples=3, claims_per_sample=2)
+    server = FakeLLM(questions=True).start()
+    try:
+        prompt = metric_prompt(engine, "rel", "answer_relevancy", model="fake-model", params={"embedding_model": "fake-embed"})
+        run_judge(engine, RunSpec(dataset="many", prompt=prompt, backend="openai", base_url=server.openai_base,
+                                  api_key_env="", options=fast_options()))
+        by_run = verdicts(session, prompt)
+        assert server.stats()["counts"]["embeddings"] == 3 and len(by_run) == 3
+        forget(engine, cache=False)  # the question step and the embeddings call both answered from the cache
+        [cached] = once(engine, prompt, server)
+        assert [(r.n_done, r.n_cached, r.calls) for r in cached.runs] == [(3, 3, 0)]
+        assert {k: v[:4] for k, v in verdicts(session, prompt).items()} == {k: v[:4] for k, v in by_run.items()}
+        forget(engine, cache=True)
+        [fresh] = once(engine, prompt, server)
+        assert [(r.n_done, r.calls) for r in fresh.runs] == [(3, 6)]  # a question step and an embeddings call each
+        assert verdicts(session, prompt) == by_run
+    finally:
+        server.stop()
+
+
+def test_with_extract_faithfulness_is_measured_on_the_extracted_claims(engine, session, tmp_path):
+    import json
+
+    from fakellm import FakeLLM
+
+    from calibrate.ingest import import_file
+
+    server = FakeLLM(claims=True).start()
+    try:
+        path = tmp_path / "plain.jsonl"
+        path.write_text("".join(json.dumps({"id": f"p{i}", "question": f"Q{i}?", "answer": f"Take {i} mg and rest {i} days.",
+                                            "contexts": [{"text": f"Take {i} mg a day."}]}) + "\n" for i in range(3)))
+        with write_session(engine) as s:
+            import_file(s, "samples", path, dataset="many")  # no claims: the segmenter's, one per answer
+            save_version(s, "ext", task="claim_extraction", model="fake-model")
+        prompt = metric_prompt(engine, "faith", "faithfulness", model="fake-model")
+        spec = WatchSpec("many", prompt, backend="openai", base_url=server.openai_base, api_key_env="",
+                         options=fast_options(concurrency=2), extract="ext@1", once=True)
+        [first] = list(Watcher(engine, spec).passes())
+        assert [(r.judge, r.n_done) for r in first.runs] == [("ext@1", 3), (prompt, 3)]
+        # "Take i mg" / "rest i days.": two extracted claims per answer, one faithfulness step each.
+        assert server.stats()["requests"] == 3 + 6
+        steps = [json.loads(v[FIELDS.index("raw")])["steps"] for v in verdicts(session, prompt).values()]
+        assert sorted(len(s) for s in steps) == [2, 2, 2]
+        run = session.exec(select(JudgeRun).order_by(JudgeRun.id.desc())).first()
+        assert run.params["claim_sources"] == {"ext@1": 3}  # the claim sets the scores were measured on
+    finally:
+        server.stop()
