@@ -427,6 +427,15 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "nothing_to_measure": N_("nothing to measure for {task} in {dataset}: {value}"),
     "skipped_nothing_to_measure": N_("skipped {total} samples with nothing to measure (no verdict): {counts}"),
     "skipped_count": N_("{count} {skip}"),
+    "watch_metric_tfidf_embedder": N_("{ref} scores {task} with the TF-IDF embedder, fitted on the samples judged together: "
+                                      "a watcher judges whatever it claimed, so its scores would not equal `judge run`'s; "
+                                      "give the version embedder=http and an embedding_model, or run it with `calibrate judge run`"),
+    "watch_metric_embedding_guard": N_("{ref}'s leakage guard (embedding) is fitted on the samples judged together: a watcher "
+                                       "judges whatever it claimed, so its scores would not equal `judge run`'s; use "
+                                       "leakage_guard=lexical or off, or run it with `calibrate judge run`"),
+    "watch_metric_baseline_relevance": N_("the baseline's context relevance for {ref} ({task}) is fitted on the samples judged "
+                                          "together: a watcher judges whatever it claimed, so its scores would not equal "
+                                          "`judge run`'s; watch it with an LLM backend, or run it with `calibrate judge run`"),
     "judge_name_taken": N_("a judge named {name} already exists and is not a run of this version (imported verdicts?)"),
     "run_in_progress": N_("run {run_id} of {name} is still in progress; wait for it or stop it first"),
     "baseline_unknown_params": N_("unknown baseline parameter(s): {listed} (known: {listed2})"),

@@ -21,7 +21,10 @@ rule leaves without a verdict are counted (`n_unparsed` when an order's verdict 
 **The position block** (`tasks.<t>.position`) is `stats.position_bias` over the targets with
 exactly two responses (with more, a verdict may pick neither of the two responses shown first
 in the two orders, which the statistic does not define), and the judge's alignment with the
-gold in each order; plus the annotators' own first-position rate, from the order each saw.
+gold in each order; plus the annotators' own first-position rate, from the order each saw. It
+covers the report's samples, as every other block: the split's, within a golden version's
+members under `--golden` (the caller passes the verdicts and gold already restricted, and
+`human_first_position` the same scope).
 """
 
 from __future__ import annotations
@@ -163,11 +166,16 @@ def order_alignment(task: Task, verdicts: pd.DataFrame, gold: pd.DataFrame, fews
             **({"reason": found["reason"]} if "reason" in found else {})}
 
 
-def human_first_position(session: Session, dataset: Dataset, task: Task, split: str | None) -> dict[str, Any]:
+def human_first_position(session: Session, dataset: Dataset, task: Task, split: str | None,
+                         sample_ids: frozenset[int] | set[int] | None = None) -> dict[str, Any]:
     """Return the share of the annotators' non-tie labels that picked the response shown to them first, and its n.
 
+    `split` and `sample_ids` (`Options.sample_ids`: a golden version's members, `--golden`) keep it to the
+    samples every other block of the report covers.
+
     Counted in SQL (the first id of each label's stored order: JSON_EXTRACT on SQLite, ->> on
-    PostgreSQL), so 10^5 labels cost one aggregate row, not 10^5 parsed JSON lists.
+    PostgreSQL), so 10^5 labels cost one aggregate row, not 10^5 parsed JSON lists (one per 500
+    members with `sample_ids`: the counts add up).
     """
     first = Label.order[0].as_string()
     picked = and_(first.is_not(None), Label.value != TIE)
@@ -178,7 +186,15 @@ def human_first_position(session: Session, dataset: Dataset, task: Task, split: 
                     Label.stale.is_(False)))
     if split is not None:
         query = query.where(Sample.split == split)
-    n, n_first, without = (int(x or 0) for x in session.execute(query).one())
+    if sample_ids is None:
+        parts = [query]
+    else:
+        ids = sorted(sample_ids)
+        parts = [query.where(Sample.id.in_(ids[start:start + 500])) for start in range(0, len(ids), 500)]
+    n = n_first = without = 0
+    for part in parts:
+        counts = [int(x or 0) for x in session.execute(part).one()]
+        n, n_first, without = n + counts[0], n_first + counts[1], without + counts[2]
     return {"human_first_position_rate": n_first / n if n else None, "n_human_with_order": n,
             "n_human_without_order": without}
 

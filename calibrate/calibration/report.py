@@ -317,7 +317,7 @@ def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFram
         section["order_rule"] = options.order_rule
     if options.decision_only:  # the gate: no position block
         return section, merged, per_target
-    human = human_first_position(session, dataset, task, options.split)
+    human = human_first_position(session, dataset, task, options.split, options.sample_ids)  # --golden: its members only
     first = first_shown(session, dataset) if verdicts is not None else None
     section["position"] = position_section(task, orders, first, gold, fewshot, options, human)
     return section, merged, per_target

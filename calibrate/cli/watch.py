@@ -2,7 +2,7 @@
 
 Exit codes: 0 when the watcher ends — `--once` after its pass, SIGTERM or Ctrl+C (the calls in
 flight are finished and written first), or its budget spent; 2 for bad input (one `error:`
-line: an unknown dataset or prompt, a metric prompt, a missing API-key variable), and with
+line: an unknown dataset or prompt, a metric version fitted on the samples judged together, a missing API-key variable), and with
 `--once` when the pass's endpoint refused (bad credentials, an unknown model, unreachable).
 Without `--once` a refused pass is said on stderr and the next pass tries again.
 """

@@ -4,7 +4,11 @@ says which steps and how they score), executed with the shared run machinery of 
 its `Writer`.
 
 runner.py calls `check_metric_setup`, `measurable` and `run_metric` for a metric task;
-everything else about a run (setup, resume, stopping) is the runner's. context_recall's leakage
+everything else about a run (setup, resume, stopping) is the runner's. `calibrate watch`
+(watch.py) judges metric tasks with the same pieces batch by batch: `metric_setup` once per
+pass, then `MetricSetup.jobs` / `.cached` / `.baseline_outcomes` for each claimed batch, the
+same `MetricExecution`, and `ended`; it refuses the versions `fitted_part` names (a score that
+depends on which other samples were judged with it cannot equal `judge run`'s). context_recall's leakage
 guard (metrics.LeakageGuard) decides some steps before any call: those steps are never asked,
 never cached, and cost nothing; the sample's score reads their answers like any other.
 """
@@ -25,7 +29,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from calibrate.judges import metrics
-from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
+from calibrate.judges.backends import Endpoint, HTTPBackend, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import settings_from
 from calibrate.judges.embeddings import Embedded, EmbeddingClient, TfidfEmbedder, decode, embedding_cache_key, encode
 from calibrate.judges.errors import RenderError
@@ -205,90 +209,77 @@ class MetricExecution(Execution):
                        step_cache=[e for o in answers if o.status != "error" and not o.cached for e in o.cache_entries()])
 
 
-def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, version: PromptVersion, context: dict[str, Any],
-                endpoint: Endpoint, samples: dict[int, dict[str, Any]], pending: list[Target], options: RunOptions, *,
-                transport: httpx.AsyncBaseTransport | None, prices: dict[str, Price] | None,
-                sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None,
-                limits: Limits = DEFAULT_LIMITS) -> tuple[str, str, bool, float]:
-    """Judge a metric version's pending samples; return (status, error, priced, call seconds).
+@dataclass
+class MetricSetup:
+    """A metric version ready to judge samples: built once per run (`judge run`) or per pass (`calibrate watch`).
 
-    A sample whose step cannot be rendered within `limits` is that sample's error.
+    `fit` (at `metric_setup`) are the samples the parts fitted on a corpus learn from — the TF-IDF
+    embedder of answer relevancy, the embedding leakage guard, the baseline's context relevance —
+    which `judge run` fits on the samples it judges; `fitted_part` names them (a watcher refuses them).
     """
-    check_metric_setup(task, version, endpoint)
-    items = {t.sample_id: item_for(t, samples) for t in pending}
-    plans = [(t, metrics.steps_for(task.name, items[t.sample_id], version.params)) for t in pending]
-    guard = metrics.LeakageGuard.from_params(task.name, version.params, list(items.values()))
-    decided = {t.sample_id: guard.decided(items[t.sample_id], steps) if guard else {} for t, steps in plans}
-    api_key = read_api_key(endpoint)
-    redact = Redactor(api_key)
-    embedder: TfidfEmbedder | EmbeddingClient | None = None
-    if task.name == "answer_relevancy":
-        embedder = (EmbeddingClient(endpoint, str(version.params["embedding_model"]), redact)
-                    if metrics.embedder_choice(version.params, endpoint.backend) == "http"
-                    else metrics.tfidf_embedder(list(items.values())))
-    if endpoint.backend == "baseline":
-        _run_baseline(writer, task, version, items, plans, embedder, options, decided)
-        return "done", "", True, 0.0
-    backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact,
-                           max_answer_bytes=limits.max_answer_bytes)
-    table = prices if prices is not None else load_prices()
-    price = price_for(table, endpoint.model)
-    renderer = Renderer(version.system, version.template, context, limits)
-    jobs, refused = [], []
-    for target, steps in plans:
-        guarded = decided[target.sample_id]
-        try:
-            rendered = [renderer.render({**items[target.sample_id], **step.fields})
-                        for i, step in enumerate(steps) if i not in guarded]
-        except RenderError as exc:
-            refused.append(Outcome(target, "error", error=str(exc)))
-            stop_if_the_template_fails(refused, len(jobs))
-            continue
-        jobs.append(MetricJob(target, items[target.sample_id], steps, [Job(target, r, cache_key(backend, r)) for r in rendered],
-                              guarded))
-    write_in_batches(writer, refused, 500)
-    cache = cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
-    if isinstance(embedder, EmbeddingClient):
-        # Embeddings of questions already generated (a resumed or repeated run) are looked up too.
-        keys = set()
-        for mj in jobs:
-            row = cache.get(mj.jobs[0].cache_key)
-            questions = metrics.read_questions(row.response) if row is not None else None
-            if questions is not None and not questions.error and not questions.noncommittal:
-                keys.add(embedding_cache_key(embedder, [mj.item["question"], *questions.questions]))
-        cache.update(cached_responses(engine, keys))
-    execution = MetricExecution(engine, run, task, options, writer, backend=backend, price=price,
-                                sleep=sleep or asyncio.sleep, rng=random.Random(seed), cache=cache, embed=embedder)
-    run_coroutine(run_calls(execution, endpoint, api_key, options, transport, deque(jobs)))
-    if execution.leftover:
-        writer.write([], cache=execution.leftover)
-    status, error = "done", ""
-    if execution.fatal:
-        status, error = "failed", redact(execution.fatal)
-    elif execution.stopped:
-        status, error = "stopped", execution.stopped
-    return status, error, price is not None, getattr(execution, "call_seconds", 0.0)
 
+    task: Task
+    version: PromptVersion
+    endpoint: Endpoint
+    guard: metrics.LeakageGuard | None
+    embedder: TfidfEmbedder | EmbeddingClient | None
+    api_key: str | None
+    redact: Redactor
+    answers: metrics.BaselineSteps | None = None  # the offline baseline's step answers
+    backend: HTTPBackend | None = None  # None: the offline baseline
+    renderer: Renderer | None = None
+    price: Price | None = None
 
-def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dict[int, dict[str, Any]],
-                         plans: list[tuple[Target, list[metrics.Step]]], embedder: TfidfEmbedder | None,
-                         options: RunOptions, decided: dict[int, dict[int, str]]) -> None:
-    """Judge a metric version offline: the baseline answers each step, the metric scores them as for an LLM."""
-    corpus = [item["question"] for item in items.values()] + [c["text"] for item in items.values() for c in item["contexts"]]
-    answers = metrics.BaselineSteps(task.name, settings_from(version.params), corpus)
+    def plan(self, item: dict[str, Any]) -> tuple[list[metrics.Step], dict[int, str]]:
+        """Return a sample's steps and the answers the leakage guard gives without a call (step index → answer)."""
+        steps = metrics.steps_for(self.task.name, item, self.version.params)
+        return steps, self.guard.decided(item, steps) if self.guard else {}
 
-    def outcomes() -> Iterator[Outcome]:
-        for target, steps in plans:
+    def jobs(self, pending: list[Target], items: dict[int, dict[str, Any]]) -> tuple[list[MetricJob], list[Outcome]]:
+        """Render the steps of these samples (HTTP backends); return their jobs, and an error outcome for each
+        sample a step of which could not be rendered (RenderError when the first ones all fail alike)."""
+        jobs: list[MetricJob] = []
+        refused: list[Outcome] = []
+        for target in pending:
+            item = items[target.sample_id]
+            steps, guarded = self.plan(item)
+            try:
+                rendered = [self.renderer.render({**item, **step.fields}) for i, step in enumerate(steps) if i not in guarded]
+            except RenderError as exc:
+                refused.append(Outcome(target, "error", error=str(exc)))
+                stop_if_the_template_fails(refused, len(jobs))
+                continue
+            jobs.append(MetricJob(target, item, steps, [Job(target, r, cache_key(self.backend, r)) for r in rendered], guarded))
+        return jobs, refused
+
+    def cached(self, engine: Engine, jobs: list[MetricJob]) -> dict[str, ResponseCache]:
+        """Return the response-cache rows of these jobs' steps (and of their embeddings, for answer relevancy)."""
+        cache = cached_responses(engine, {job.cache_key for mj in jobs for job in mj.jobs})
+        if isinstance(self.embedder, EmbeddingClient):
+            # Embeddings of questions already generated (a resumed or repeated run) are looked up too.
+            keys = set()
+            for mj in jobs:
+                row = cache.get(mj.jobs[0].cache_key)
+                questions = metrics.read_questions(row.response) if row is not None else None
+                if questions is not None and not questions.error and not questions.noncommittal:
+                    keys.add(embedding_cache_key(self.embedder, [mj.item["question"], *questions.questions]))
+            cache.update(cached_responses(engine, keys))
+        return cache
+
+    def baseline_outcomes(self, pending: list[Target], items: dict[int, dict[str, Any]]) -> Iterator[Outcome]:
+        """Yield the offline baseline's outcome of each sample: it answers each step, the metric scores them as for an LLM."""
+        task = self.task
+        for target in pending:
             started = time.perf_counter()
             item = items[target.sample_id]
-            guarded = decided[target.sample_id]
-            raws = [guarded[i] if i in guarded else answers.answer(item, step) for i, step in enumerate(steps)]
+            steps, guarded = self.plan(item)
+            raws = [guarded[i] if i in guarded else self.answers.answer(item, step) for i, step in enumerate(steps)]
             if task.name == "answer_relevancy":
                 questions = metrics.read_questions(raws[0])
                 if questions.error:
                     score = metrics.unparsed_questions(questions)
                 else:
-                    vectors = embedder.embed([item["question"], *questions.questions])
+                    vectors = self.embedder.embed([item["question"], *questions.questions])
                     score = metrics.relevancy(vectors[0], vectors[1:], questions)
             else:
                 score = metrics.score_steps(task.name, [metrics.read_step(task.name, step.name, raw)
@@ -298,4 +289,81 @@ def _run_baseline(writer: Writer, task: Task, version: PromptVersion, items: dic
             outcome.latency_ms = (time.perf_counter() - started) * 1000
             yield outcome
 
-    write_in_batches(writer, outcomes(), max(options.batch_size, 50))
+    def execution(self, engine: Engine, run: JudgeRun, writer: Writer, options: RunOptions, cache: dict[str, ResponseCache], *,
+                  sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None) -> MetricExecution:
+        """Return the async part of an HTTP metric run over these cache rows (more can be added to `.cache`)."""
+        return MetricExecution(engine, run, self.task, options, writer, backend=self.backend, price=self.price,
+                               sleep=sleep or asyncio.sleep, rng=random.Random(seed), cache=cache, embed=self.embedder)
+
+
+def fitted_part(task: Task, version: PromptVersion, endpoint: Endpoint) -> str | None:
+    """Return which part of this metric version is fitted on the samples of the run, else None: "tfidf_embedder"
+    (answer relevancy embedding offline), "embedding_guard" (context recall's leakage guard by embedding) or
+    "baseline_relevance" (the baseline's context relevance). A sample's score then depends on the other samples judged
+    with it, so only a run over a fixed set of samples (`judge run`) gives it."""
+    if task.name == "answer_relevancy" and metrics.embedder_choice(version.params, endpoint.backend) == "tfidf":
+        return "tfidf_embedder"
+    if task.name == "context_recall" and version.params.get("leakage_guard") == "embedding":
+        return "embedding_guard"
+    if task.name == "context_precision" and endpoint.backend == "baseline":
+        return "baseline_relevance"
+    return None
+
+
+def metric_setup(task: Task, version: PromptVersion, context: dict[str, Any], endpoint: Endpoint,
+                 fit: list[dict[str, Any]], *, prices: dict[str, Price] | None, limits: Limits = DEFAULT_LIMITS) -> MetricSetup:
+    """Check a metric version against its backend and build what judging its samples needs (see MetricSetup)."""
+    check_metric_setup(task, version, endpoint)
+    guard = metrics.LeakageGuard.from_params(task.name, version.params, fit)
+    api_key = read_api_key(endpoint)
+    redact = Redactor(api_key)
+    embedder: TfidfEmbedder | EmbeddingClient | None = None
+    if task.name == "answer_relevancy":
+        embedder = (EmbeddingClient(endpoint, str(version.params["embedding_model"]), redact)
+                    if metrics.embedder_choice(version.params, endpoint.backend) == "http"
+                    else metrics.tfidf_embedder(fit))
+    if endpoint.backend == "baseline":
+        corpus = [item["question"] for item in fit] + [c["text"] for item in fit for c in item["contexts"]]
+        return MetricSetup(task, version, endpoint, guard, embedder, api_key, redact,
+                           answers=metrics.BaselineSteps(task.name, settings_from(version.params), corpus))
+    backend = make_backend(endpoint, metrics.chat_params(version.params), redact=redact,
+                           max_answer_bytes=limits.max_answer_bytes)
+    table = prices if prices is not None else load_prices()
+    return MetricSetup(task, version, endpoint, guard, embedder, api_key, redact, backend=backend,
+                       renderer=Renderer(version.system, version.template, context, limits),
+                       price=price_for(table, endpoint.model))
+
+
+def ended(setup: MetricSetup, execution: MetricExecution, writer: Writer) -> tuple[str, str, bool, float]:
+    """Store the step answers of samples a stop left unjudged (paid: a later run reads them from the cache);
+    return the run's (status, error, priced, call seconds)."""
+    if execution.leftover:
+        writer.write([], cache=execution.leftover)
+    status, error = "done", ""
+    if execution.fatal:
+        status, error = "failed", setup.redact(execution.fatal)
+    elif execution.stopped:
+        status, error = "stopped", execution.stopped
+    return status, error, setup.price is not None, getattr(execution, "call_seconds", 0.0)
+
+
+def run_metric(engine: Engine, run: JudgeRun, writer: Writer, task: Task, version: PromptVersion, context: dict[str, Any],
+                endpoint: Endpoint, samples: dict[int, dict[str, Any]], pending: list[Target], options: RunOptions, *,
+                transport: httpx.AsyncBaseTransport | None, prices: dict[str, Price] | None,
+                sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None,
+                limits: Limits = DEFAULT_LIMITS) -> tuple[str, str, bool, float]:
+    """Judge a metric version's pending samples; return (status, error, priced, call seconds).
+
+    A sample whose step cannot be rendered within `limits` is that sample's error. The parts fitted on a
+    corpus are fitted on the pending samples.
+    """
+    items = {t.sample_id: item_for(t, samples) for t in pending}
+    setup = metric_setup(task, version, context, endpoint, list(items.values()), prices=prices, limits=limits)
+    if setup.backend is None:
+        write_in_batches(writer, setup.baseline_outcomes(pending, items), max(options.batch_size, 50))
+        return "done", "", True, 0.0
+    jobs, refused = setup.jobs(pending, items)
+    write_in_batches(writer, refused, 500)
+    execution = setup.execution(engine, run, writer, options, setup.cached(engine, jobs), sleep=sleep, seed=seed)
+    run_coroutine(run_calls(execution, endpoint, setup.api_key, options, transport, deque(jobs)))
+    return ended(setup, execution, writer)

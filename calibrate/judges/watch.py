@@ -23,6 +23,15 @@ its id, its counters and cost are that pass's, and its status says how the pass 
 `stopped` by a budget, a stop request or SIGTERM, `failed` when the endpoint refused). A killed
 watcher's run is settled `failed` like any dead run (runner.settle_dead_runs).
 
+A metric version (faithfulness, answer relevancy, context precision and recall) is watched with
+metric_runs' own pieces: a job is a sample (its samples with nothing to measure are skipped and
+counted, as by `judge run`), each claimed batch's steps are rendered, read from the response cache
+and called by the same MetricExecution, and each sample's verdict is the one `judge run` would
+write. The versions whose scores are fitted on the samples judged together (metric_runs.fitted_part:
+answer relevancy's TF-IDF embedder, the embedding leakage guard, the baseline's context relevance)
+are refused with a coded reason: a watcher judges whatever batch it claimed, so they could not equal
+`judge run`'s.
+
 With an extraction version (`--extract E@V`), each pass first extracts the claims of the answers
 whose claims came from the sentence segmenter (imported without claims), through the same leases
 and the extraction's apply step (extraction.py); a claim task then judges those answers once they
@@ -38,7 +47,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -50,7 +59,7 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.claimsets import base_source, source_counts
 from calibrate.db import is_sqlite, write_session
-from calibrate.judges import extraction
+from calibrate.judges import extraction, metric_runs
 from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import BaselineJudge, settings_from
 from calibrate.judges.errors import JudgeError, PromptError, RenderError, RunSetupError
@@ -73,10 +82,11 @@ from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for, split_cached
+from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for, skipped_text, split_cached, uses_claims
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
+from calibrate.reasons import Reason
 from calibrate.tasks import is_extraction
 
 DEFAULT_EVERY = 30.0
@@ -110,12 +120,14 @@ class PassSummary:
     pending: int = 0  # jobs without a verdict when the pass looked (its own and other watchers')
     stopped: str = ""  # why the watcher ends after this pass (its budget is spent), else ""
     failed: str = ""  # why a run of the pass failed (the endpoint refused: bad key, unknown model, unreachable)
+    skipped: dict[str, int] = field(default_factory=dict)  # metric judges: samples with nothing to measure, by reason
 
     def lines(self) -> list[str]:
         """Return what `calibrate watch` prints for the pass."""
         if not self.runs:
-            return [f"pass {self.number}: nothing to judge ({self.pending} pending jobs held by other watchers)"
-                    if self.pending else f"pass {self.number}: nothing to judge"]
+            first = (f"pass {self.number}: nothing to judge ({self.pending} pending jobs held by other watchers)"
+                     if self.pending else f"pass {self.number}: nothing to judge")
+            return [first] + ([f"  {skipped_text(self.skipped)}"] if self.skipped else [])
         out = []
         for summary in self.runs:
             first, *rest = summary.lines()
@@ -279,15 +291,17 @@ class Watcher:
             raise RunSetupError(f"--extract {ref} is a prompt of task {task.name}: it needs a prompt of task claim_extraction")
         if not extracting and is_extraction(task):
             raise RunSetupError(f"{ref} extracts claims: give it as --extract, with the prompt that judges the claims as --prompt")
-        if is_metric(task):
-            raise RunSetupError(f"{ref} is a metric judge ({task.name}): `calibrate watch` runs label judges and "
-                                "claim extraction; run metric judges with `calibrate judge run`")
         run_spec = RunSpec(dataset=self.spec.dataset, prompt=ref, backend=self.spec.backend, model=self.spec.model,
                            base_url=self.spec.base_url, api_key_env=self.spec.api_key_env)
         endpoint = endpoint_for(run_spec, version)
         check_backend_params(endpoint.backend, version.params)
         read_api_key(endpoint)  # a missing variable is refused now, not at the first call
-        if endpoint.backend == "baseline":
+        if is_metric(task):
+            metric_runs.check_metric_setup(task, version, endpoint)
+            part = metric_runs.fitted_part(task, version, endpoint)
+            if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
+                raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
+        elif endpoint.backend == "baseline":
             BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
         name = judge_name(prompt, version)
         judge = session.exec(select(Judge).where(Judge.name == name)).first()
@@ -320,10 +334,13 @@ class Watcher:
         for current in ([self.extract] if self.extract else []) + [self.main]:
             if stop.is_set():
                 break
+            skipped: dict[str, int] = {}
             with Session(self.engine, expire_on_commit=False) as session:
-                jobs, _ = self._pending(session, current, waiting)
+                jobs, _ = self._pending(session, current, waiting, skipped)
             summary.pending += len(jobs)
-            run = self._version_pass(current, jobs, stop) if jobs else None
+            if not current.extracting:
+                summary.skipped = skipped
+            run = self._version_pass(current, jobs, stop, skipped) if jobs else None
             if current.extracting:  # answers still without the extraction's claims are not judged on the segmenter's
                 with Session(self.engine, expire_on_commit=False) as session:
                     _, waiting = self._pending(session, current, set())
@@ -343,8 +360,13 @@ class Watcher:
         return ((options.max_calls is not None and self.calls >= options.max_calls)
                 or (options.max_tokens is not None and self.tokens >= options.max_tokens))
 
-    def _pending(self, session: Session, current: _Version, waiting: set[int]) -> tuple[list[Target], set[int]]:
-        """Return the version's jobs without a verdict (and, for an extraction, the samples it has still to do)."""
+    def _pending(self, session: Session, current: _Version, waiting: set[int],
+                 skipped: dict[str, int] | None = None) -> tuple[list[Target], set[int]]:
+        """Return the version's jobs without a verdict (and, for an extraction, the samples it has still to do).
+
+        A metric version's samples with nothing to measure are left out, as by `judge run`, and counted by
+        reason in `skipped` (they are looked at again every pass: an answer may gain claims or contexts).
+        """
         dataset = session.get(Dataset, self.dataset_id)
         judge = session.get(Judge, current.judge_id)
         targets = select_targets(session, dataset, current.task, Scope(), exclude=fewshot_keys(session, current.version))
@@ -361,9 +383,15 @@ class Watcher:
         if waiting:
             targets = [t for t in targets if t.sample_id not in waiting]
         done = done_keys(session, judge, current.task, {t.key for t in targets})
-        return [t for t in targets if t.job not in done], set()
+        pending = [t for t in targets if t.job not in done]
+        if is_metric(current.task):
+            pending, counts, _ = metric_runs.measurable(session, current.task, pending)
+            if skipped is not None:
+                skipped.update(counts)
+        return pending, set()
 
-    def _version_pass(self, current: _Version, jobs: list[Target], stop: threading.Event) -> RunSummary | None:
+    def _version_pass(self, current: _Version, jobs: list[Target], stop: threading.Event,
+                      skipped: dict[str, int]) -> RunSummary | None:
         """Enqueue the jobs, claim and judge them batch by batch in one run; None when another watcher holds them all."""
         with Session(self.engine, expire_on_commit=False) as session:
             judge = session.get(Judge, current.judge_id)
@@ -376,7 +404,7 @@ class Watcher:
         if not first:
             return None
         started = time.perf_counter()
-        run_id = pass_.run_id = self._new_run(current, options, pass_.claimed)
+        run_id = pass_.run_id = self._new_run(current, options, pass_.claimed, skipped)
         with Session(self.engine, expire_on_commit=False) as session:
             run = session.get(JudgeRun, run_id)
         apply = extraction.Applier(current.judge, force=False) if current.extracting else None
@@ -386,8 +414,10 @@ class Watcher:
         pass_.writer = writer
         status, error, priced, call_seconds = "done", "", True, 0.0
         try:
-            if current.endpoint.backend == "baseline":
-                pass_.run_baseline(first, options, stop)
+            if is_metric(current.task):
+                status, error, priced, call_seconds = pass_.run_metric(first, options, stop)
+            elif current.endpoint.backend == "baseline":
+                pass_.run_baseline(first, options, stop, pass_.baseline_outcomes)
                 if stop.is_set():
                     status, error = "stopped", STOPPED
             else:
@@ -408,7 +438,7 @@ class Watcher:
         t = writer.totals
         return RunSummary(run_id, current.judge, status, pass_.claimed, t.n_done, t.n_ok, t.n_unparsed, t.n_errors,
                           t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
-                          time.perf_counter() - started, error, priced, call_seconds)
+                          time.perf_counter() - started, error, priced, call_seconds, dict(skipped))
 
     def _pass_options(self) -> RunOptions:
         """Return the run options of the next pass: the budgets less what earlier passes spent."""
@@ -416,16 +446,17 @@ class Watcher:
         return replace(options, max_calls=None if options.max_calls is None else max(options.max_calls - self.calls, 0),
                        max_tokens=None if options.max_tokens is None else max(options.max_tokens - self.tokens, 0))
 
-    def _new_run(self, current: _Version, options: RunOptions, claimed: int) -> int:
+    def _new_run(self, current: _Version, options: RunOptions, claimed: int, skipped: dict[str, int]) -> int:
         ep = current.endpoint
         with write_session(self.engine) as session:
             # "watch" in the scope: `judge run` never takes a watcher's run up as its own (prepare_run compares scopes).
-            params = {"scope": {**Scope().as_dict(), "watch": True}, "rerun": False, "options": asdict(options), "skipped": {},
+            params = {"scope": {**Scope().as_dict(), "watch": True}, "rerun": False, "options": asdict(options),
+                      "skipped": dict(skipped),
                       "endpoint": {"backend": ep.backend, "base_url": ep.base_url, "model": ep.model,
                                    "api_key_env": ep.api_key_env},
                       "watch": {"owner": self.owner, "every": self.spec.every, "lease": self.spec.lease},
                       **owner_fields()}
-            if current.task.target == "claim" or current.extracting:
+            if uses_claims(current.task):
                 samples = session.exec(select(Sample.id).where(Sample.dataset_id == self.dataset_id)).all()
                 params["claim_sources"] = source_counts(session, set(samples))
             run = JudgeRun(judge_id=current.judge_id, dataset_id=self.dataset_id, status="running", backend=ep.backend,
@@ -489,23 +520,59 @@ class _Pass:
         release_held(session, ids)
 
     # ---- offline
-    def run_baseline(self, first: list[Target], options: RunOptions, stop: threading.Event) -> None:
-        task, version = self.current.task, self.current.version
+    def run_baseline(self, first: list[Target], options: RunOptions, stop: threading.Event,
+                     outcomes: Callable[[list[Target], dict[int, dict[str, Any]]], Iterator[Outcome]]) -> None:
+        """Judge batch after batch offline: `outcomes(batch, samples)` answers a claimed batch."""
         batch = first
         while batch and not stop.is_set():
             with Session(self.watcher.engine) as session:
                 samples = load_items(session, {t.sample_id for t in batch})
-            corpus = [item["question"] for item in samples.values()] + [c["text"] for item in samples.values() for c in item["contexts"]]
-            judge = BaselineJudge(task, settings_from(version.params), corpus=corpus)
-
-            def outcomes(batch: list[Target] = batch, samples: dict = samples, judge: BaselineJudge = judge) -> Iterator[Outcome]:
-                for target in batch:
-                    raw = judge.answer(item_for(target, samples))
-                    parsed = parse_verdict(task, raw, target.order)
-                    yield Outcome(target, parsed.status, parsed.value, parsed.reason, raw, parsed.error, 0.0, 0, 0)
-
-            write_in_batches(self.writer, outcomes(), max(options.batch_size, 50))
+            write_in_batches(self.writer, outcomes(batch, samples), max(options.batch_size, 50))
             batch = self.claim_next()
+
+    def baseline_outcomes(self, batch: list[Target], samples: dict[int, dict[str, Any]]) -> Iterator[Outcome]:
+        """Yield the baseline's outcomes of a label version's batch (the batch's samples are its relevance corpus)."""
+        task = self.current.task
+        corpus = [item["question"] for item in samples.values()] + [c["text"] for item in samples.values() for c in item["contexts"]]
+        judge = BaselineJudge(task, settings_from(self.current.version.params), corpus=corpus)
+        for target in batch:
+            raw = judge.answer(item_for(target, samples))
+            parsed = parse_verdict(task, raw, target.order)
+            yield Outcome(target, parsed.status, parsed.value, parsed.reason, raw, parsed.error, 0.0, 0, 0)
+
+    # ---- metric versions: metric_runs' pieces, batch by batch
+    def run_metric(self, first: list[Target], options: RunOptions, stop: threading.Event) -> tuple[str, str, bool, float]:
+        """Judge a metric version's claimed samples as `judge run` does (steps, cache, guard, scores); return how it ended.
+
+        Nothing is fitted on the pass's samples: the watcher refused the versions that would be (metric_runs.fitted_part).
+        """
+        w, current = self.watcher, self.current
+        with Session(w.engine) as session:
+            context = version_context(session, current.version, current.task)
+        setup = metric_runs.metric_setup(current.task, current.version, context, current.endpoint, [], prices=w.prices,
+                                         limits=w.limits)
+
+        def items_of(batch: list[Target], samples: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+            return {t.sample_id: item_for(t, samples) for t in batch}
+
+        if setup.backend is None:
+            self.run_baseline(first, options, stop, lambda batch, samples: setup.baseline_outcomes(batch, items_of(batch, samples)))
+            return ("stopped", STOPPED, True, 0.0) if stop.is_set() else ("done", "", True, 0.0)
+        with Session(w.engine, expire_on_commit=False) as session:
+            run = session.get(JudgeRun, self.writer.run_id)
+        execution = setup.execution(w.engine, run, self.writer, options, {}, sleep=asyncio.sleep, seed=w.seed)
+
+        def prepare(batch: list[Target]) -> tuple[list[Job], list[Outcome]]:
+            """Render a claimed batch's steps and read their cached answers (in a thread: renders and reads block).
+            The cache rows are added before the batch's jobs are queued, so no call looks for them earlier."""
+            with Session(w.engine) as session:
+                samples = load_items(session, {t.sample_id for t in batch})
+            jobs, refused = setup.jobs(batch, items_of(batch, samples))
+            execution.cache.update(setup.cached(w.engine, jobs))
+            return jobs, refused
+
+        self.drive(execution, prepare, first, setup.api_key, options, stop)
+        return metric_runs.ended(setup, execution, self.writer)
 
     # ---- over HTTP
     def run_http(self, first: list[Target], options: RunOptions, stop: threading.Event) -> tuple[str, str, bool, float]:
@@ -522,8 +589,6 @@ class _Pass:
             run = session.get(JudgeRun, self.writer.run_id)
         execution = Execution(w.engine, run, current.task, options, self.writer, backend=backend, price=price,
                               sleep=asyncio.sleep, rng=random.Random(w.seed))
-        execution.stop_event, execution.stop_message = stop, STOPPED
-        lock = asyncio.Lock()
 
         def prepare(batch: list[Target]) -> tuple[list[Job], list[Outcome]]:
             """Render a claimed batch; answer what the cache holds (in a thread: renders and reads block)."""
@@ -540,7 +605,23 @@ class _Pass:
             left, cached = split_cached(w.engine, current.task, jobs)
             return left, ready + cached
 
-        async def refill(queue: deque[Job]) -> bool:
+        self.drive(execution, prepare, first, api_key, options, stop)
+        call_seconds = getattr(execution, "call_seconds", 0.0)
+        if execution.fatal:
+            return "failed", redact(execution.fatal), price is not None, call_seconds
+        if execution.stopped:
+            return "stopped", execution.stopped, price is not None, call_seconds
+        return "done", "", price is not None, call_seconds
+
+    def drive(self, execution: Execution, prepare: Callable[[list[Target]], tuple[list[Any], list[Outcome]]],
+              first: list[Target], api_key: str | None, options: RunOptions, stop: threading.Event) -> None:
+        """Run the calls: `prepare(batch)` turns a claimed batch into jobs to call and outcomes ready to write; when
+        the workers run out of jobs the next batch is claimed; the leases are renewed while calls are in flight."""
+        w = self.watcher
+        execution.stop_event, execution.stop_message = stop, STOPPED
+        lock = asyncio.Lock()
+
+        async def refill(queue: deque[Any]) -> bool:
             async with lock:
                 while not queue:
                     if execution.fatal or execution.stopped or not execution.budget_left() or self.exhausted:
@@ -567,13 +648,8 @@ class _Pass:
             execution.refill = refill
             guard = asyncio.create_task(renew_leases())
             try:
-                await run_calls(execution, endpoint, api_key, options, w.transport, deque(left))
+                await run_calls(execution, self.current.endpoint, api_key, options, w.transport, deque(left))
             finally:
                 guard.cancel()
 
         run_coroutine(main())
-        if execution.fatal:
-            return "failed", redact(execution.fatal), price is not None, getattr(execution, "call_seconds", 0.0)
-        if execution.stopped:
-            return "stopped", execution.stopped, price is not None, getattr(execution, "call_seconds", 0.0)
-        return "done", "", price is not None, getattr(execution, "call_seconds", 0.0)

@@ -260,3 +260,51 @@ def test_the_alt_test_reads_a_pairwise_judge_by_the_order_rule(engine, pairwise,
     # the report's block (the test's defaults: 30 items per annotator) reads the same verdicts
     block = section["tasks"]["pref"]["alt_test"]
     assert block["scoring"] == "accuracy" and block["n_items"] == expected["n_items"]
+
+
+def test_under_golden_the_position_block_covers_the_golden_members_only(engine, pairwise, runner):
+    """The golden set p0…p5 leaves out the targets whose verdicts are unusable or missing (p6…p9) and four of the
+    annotators' first-shown picks (ann on p6–p9). Hand-computed on p0…p5 (table in the module docstring):
+
+    judge   6 targets, 6 pairs, same verdict on p0, p3, p5 (0.5); first-shown picks original 5 of 6, swapped 3 of 5
+            (8/11); ties 1 of 12; nothing unusable
+    humans  ann with an order on p0 p1 p2 p4 p5 (p3 without), bob on p2 p3 p5: 8 non-tie labels, first-shown picks
+            ann p0, bob p3 and p5 → 3/8 (7/12 over all ten)
+    """
+    from calibrate.loop.golden import create_golden, golden_scope
+    from calibrate.models import Sample
+
+    with write_session(engine) as session:
+        for sample in session.exec(select(Sample)).all():
+            if int(sample.external_id[1:]) < 6:
+                sample.split = "test"
+                session.add(sample)
+    with write_session(engine) as session:
+        create_golden(session, "d", "g", split="test")
+    with Session(engine) as session:
+        ids, cited = golden_scope(session, "d", "g")
+        everything = build_report(session, "d", "j", options=Options(bootstrap=200), tasks=["pref"]).data
+        scoped = build_report(session, "d", "j", options=Options(bootstrap=200, sample_ids=ids, golden=cited),
+                              tasks=["pref"]).data
+    full, position = everything["tasks"]["pref"]["position"], scoped["tasks"]["pref"]["position"]
+    # The same JSON keys in the same order; `reason` only stands beside a non-empty `note` (here: the unusable verdicts).
+    assert list(position) == [key for key in full if key != "reason"] and full["note"] and position["note"] == ""
+    assert (full["n_targets"], full["n_unusable"], full["human_first_position_rate"]) == (10, 4, pytest.approx(7 / 12))
+    assert (position["n_targets"], position["n_pairs"], position["n_unusable"]) == (6, 6, 0)
+    assert position["agreement"] == pytest.approx(0.5)
+    assert position["first_position_rate"] == pytest.approx(8 / 11)
+    assert position["tie_rate"] == pytest.approx(1 / 12)
+    assert (position["n_first_both"], position["n_second_both"]) == (2, 0)
+    for name, verdicts in (("original", ORIGINAL), ("swapped", SWAPPED)):
+        align = position[f"alignment_{name}"]
+        assert (align["n"], align["n_unparsed"]) == (6, 0)
+        assert align["value"] == pytest.approx(kappa(GOLD[:6], verdicts[:6], ["A", "B", "tie"]))
+    assert (position["human_first_position_rate"], position["n_human_with_order"]) == (pytest.approx(3 / 8), 8)
+    assert position["n_human_without_order"] == 1
+    # The command: `report --golden g` writes the same block.
+    out = runner.invoke(["report", "--dataset", "d", "--judge", "j", "--task", "pref", "--golden", "g", "--format", "json",
+                         "--bootstrap", "200"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["golden"]["name"] == "g" and data["tasks"]["pref"]["position"]["n_human_with_order"] == 8
+    assert data["tasks"]["pref"]["position"]["human_first_position_rate"] == pytest.approx(3 / 8)

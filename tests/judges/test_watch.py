@@ -214,15 +214,13 @@ def test_a_running_watcher_picks_up_samples_imported_while_it_runs_and_sigterm_f
     assert session.exec(select(func.count()).select_from(WatchLease).where(WatchLease.owner != "")).one() == 0
 
 
-def test_watch_refuses_a_metric_prompt_and_an_extraction_given_as_the_prompt(engine, claims_dataset, claims_prompt):
+def test_watch_refuses_an_extraction_given_as_the_prompt(engine, claims_dataset, claims_prompt):
+    """(Metric prompts are watched: tests/judges/test_watch_metrics.py.)"""
     from calibrate.judges import save_version
 
     claims_dataset(n_samples=1, claims_per_sample=1)
     with write_session(engine) as s:
-        save_version(s, "faith", task="faithfulness", model="m")
         save_version(s, "ext", task="claim_extraction", model="m")
-    with pytest.raises(RunSetupError, match="metric judge"):
-        Watcher(engine, WatchSpec("many", "faith@1", once=True))
     with pytest.raises(RunSetupError, match="give it as --extract"):
         Watcher(engine, WatchSpec("many", "ext@1", once=True))
     with pytest.raises(RunSetupError, match="--extract claims_prompt"):
