@@ -15,9 +15,13 @@ the judge has a usable verdict on:
 - the judge version's **few-shot examples** are left out entirely (the judge has seen their gold)
   and counted (`n_fewshot_excluded`); so are labelled targets whose gold is an excluded label;
 - `split` and `where` (`metadata.FIELD=VALUE`) restrict the samples;
-- **weights**: when the labelled targets' samples carry `metadata.inclusion_prob` (π in (0, 1], the
-  probability the sampling design gave them), each weighs 1/π and the imputed term uses every
-  target's verdict (stats docs §17); `weighted` says so. Some with π and some without is refused;
+- **weights**: `metadata.inclusion_prob` (π_t in (0, 1]) is a trace's probability of becoming a
+  sample; when the labelled targets' samples carry it, every target weighs 1/π_t (the verdicts'
+  term too) and a labelled one 1/(π_t·π_a), the Hájek PPI++ of stats/survey.py that `monitor`
+  uses (stats docs §18); `weighted` says so. Some labelled with π and some without is refused;
+- **production queues**: on a dataset with `queue auto` streams only the audit labels count
+  (π_a their draw's probability); triage labels and labels outside the streams are left out and
+  counted (`n_outside_audit`): labels chosen on purpose never feed an estimate;
 - **windows** (`by_window` day, week, month) group targets by their sample's `metadata.started_at`
   (ISO 8601), else its creation time, and estimate each window with the same method.
 
@@ -41,6 +45,7 @@ from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
 from calibrate.calibration.frames import claim_totals, fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
+from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
 from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
@@ -48,6 +53,7 @@ from calibrate.gold import gold_frame
 from calibrate.models import Sample, Task
 from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
+from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
 from calibrate.tasks import has_labels
 
 __all__ = ["CLAIM_SUPPORT", "METHODS", "REASONS", "WINDOWS", "answer_targets", "estimate_block", "estimate_values", "run_estimate",
@@ -222,18 +228,24 @@ def _pair(est) -> dict:
 
 
 def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unl: np.ndarray, *, method: str, alpha: float,
-                    weights: np.ndarray | None = None, yhat_all: np.ndarray | None = None) -> dict:
+                    weights: np.ndarray | None = None, yhat_all: np.ndarray | None = None,
+                    weights_all: np.ndarray | None = None) -> dict:
     """Return the method's estimate on arrays: `estimate`, `ci`, `lambda`, `status`, `reason`, `note` (+ Rogan–Gladen's rates).
 
-    With `weights` (1/π of the labelled targets) the imputed term uses `yhat_all`, every target's verdict.
+    With `weights` (1/(π_t·π_a) of the labelled targets), `yhat_all` (every target's verdict, the labelled
+    ones included) and `weights_all` (1/π_t of every target): the Hájek forms of stats/survey.py, as
+    `calibrate monitor` computes a window (docs/statistics.md §18).
     """
+    if weights is not None and (yhat_all is None or weights_all is None):
+        raise ValueError("weights need every target's verdict and weight (yhat_all, weights_all)")
     if method == "classical":
-        est = classical_mean(y, alpha=alpha, weights=weights)
+        est = classical_mean(y, alpha=alpha) if weights is None else hajek_mean(y, weights, alpha=alpha)
     elif method == "rogan-gladen":
         est = rogan_gladen(y, yhat, yhat_unl, alpha=alpha)
+    elif weights is None:
+        est = ppi_mean(y, yhat, yhat_unl, alpha=alpha, lam=None if method == "ppi++" else 1.0)
     else:
-        imputed = yhat_all if weights is not None and yhat_all is not None else yhat_unl
-        est = ppi_mean(y, yhat, imputed, alpha=alpha, lam=None if method == "ppi++" else 1.0, weights=weights)
+        est = hajek_ppi_mean(y, yhat, yhat_all, weights, weights_all, alpha=alpha, lam=None if method == "ppi++" else 1.0)
     out: dict[str, Any] = {"estimate": est.value, "ci": list(est.ci) if est.ci else None, "status": est.status,
                            "reason": est.reason.to_dict() if est.note and est.reason else None, "note": est.note,
                            "lambda": est.extra.get("lambda") if method in ("ppi++", "ppi") else None}
@@ -274,6 +286,14 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
         labels = labels[labels["sample_id"].isin(scope)]
     fewshot = fewshot_keys(session, judge)
     extra_counts: dict[str, int] = {}
+    # A production dataset's labels: only the audit draws have a known design (their π_a); triage labels were
+    # chosen on purpose and labels outside the streams by nobody knows what rule, so neither feeds the estimate.
+    streams = stream_assignments(session, dataset)
+    audit_prob = audit_probabilities(streams)
+    if not audit_prob.empty:
+        kept = stream_labels(labels, streams, "audit")
+        extra_counts["n_outside_audit"] = int(labels["target_key"].nunique() - kept["target_key"].nunique())
+        labels = kept
     if task.name == CLAIM_SUPPORT:
         answers, n_fewshot, extra_counts["n_incomplete_answers"] = answer_targets(
             verdicts, gold_frame(labels, task.kind), claim_totals(session, dataset), set(task.excluded or []), fewshot)
@@ -295,17 +315,23 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     lab_prob = prob[is_labelled]
     if np.isnan(lab_prob).any() and not np.isnan(lab_prob).all():
         return {**head, **counts, "status": "undefined", **noted(Reason("mixed_weights"))}
+    # Weights: π_t, the sample's inclusion probability from the traffic (metadata.inclusion_prob, 1 when absent), and
+    # π_a, the audit's draw. Every target weighs 1/π_t, a labelled one 1/(π_t·π_a) (docs/statistics.md §17-18).
     # Rogan–Gladen is unweighted (its rates are per-target counts): weighted stays false for it.
-    weighted = bool(lab_prob.size) and not np.isnan(lab_prob).any() and method != "rogan-gladen"
+    audited = not audit_prob.empty
+    weighted = (audited or (bool(lab_prob.size) and not np.isnan(lab_prob).any())) and method != "rogan-gladen"
     if method == "rogan-gladen" and pos is None:
         return {**head, **counts, "status": "undefined", **noted(Reason("not_binary"))}
-    weights = 1.0 / lab_prob if weighted else None
+    pi_t = np.where(np.isnan(prob), 1.0, prob)
+    pi_a = audit_prob.reindex(samples).to_numpy(dtype=float) if audited else np.ones(n_targets)
+    pi_a = np.where(np.isnan(pi_a), 1.0, pi_a)
+    weights = 1.0 / (pi_t[is_labelled] * pi_a[is_labelled]) if weighted else None
 
     def compute(mask: np.ndarray) -> dict:
         lab, unl = mask & is_labelled, mask & ~is_labelled
-        w = 1.0 / prob[lab] if weighted else None
+        w = 1.0 / (pi_t[lab] * pi_a[lab]) if weighted else None
         return estimate_values(y[lab[is_labelled]], yhat_all[lab], yhat_all[unl], method=method, alpha=alpha,
-                               weights=w, yhat_all=yhat_all[mask])
+                               weights=w, yhat_all=yhat_all[mask], weights_all=1.0 / pi_t[mask] if weighted else None)
 
     everything = np.ones(n_targets, dtype=bool)
     main = compute(everything)
@@ -314,8 +340,9 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     if method != "rogan-gladen":
         for key in ("sensitivity", "specificity", "n_positive", "n_negative"):
             result.pop(key, None)
-    result["classical"] = _pair(classical_mean(y, alpha=alpha, weights=weights))
-    result["naive_judge"] = _pair(judge_mean(yhat_all, alpha=alpha))
+    result["classical"] = _pair(classical_mean(y, alpha=alpha) if weights is None else hajek_mean(y, weights, alpha=alpha))
+    result["naive_judge"] = _pair(judge_mean(yhat_all, alpha=alpha) if not weighted or not n_targets
+                                  else hajek_mean(yhat_all, 1.0 / pi_t, alpha=alpha))
     power = labels_needed(y, yhat_all[is_labelled], n_total=n_targets, target_width=target_width, alpha=alpha,
                           method="classical" if method == "classical" else "ppi++", weights=weights) if n_targets else None
     result["labels_needed"] = int(power.value) if power is not None and power.ok else None
@@ -339,7 +366,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
 
 #: The keys of run_estimate's result a report section's `estimate` block keeps (the dataset, task and judge are the report's).
 BLOCK_KEYS = ("method", "positive", "unit", "alpha", "estimate", "ci", "lambda", "status", "reason", "note", "n_labelled",
-              "n_unlabelled", "n_fewshot_excluded", "n_incomplete_answers", "weighted", "classical", "naive_judge",
+              "n_unlabelled", "n_fewshot_excluded", "n_incomplete_answers", "n_outside_audit", "weighted", "classical", "naive_judge",
               "labels_needed", "target_width", "labels_needed_note", "labels_needed_reason")
 
 

@@ -45,9 +45,10 @@ from calibrate.calibration.calibrated import calibrated_task
 from calibrate.calibration.estimate import sample_info, window_keys
 from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
+from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
-from calibrate.models import Assignment, Dataset, Judge, JudgeRun, Sample, Task, User, Verdict, utcnow
+from calibrate.models import Dataset, Judge, JudgeRun, Sample, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
 from calibrate.tasks import has_labels
@@ -158,28 +159,6 @@ def _usable(task: Task, verdicts: pd.DataFrame, fewshot: set[str]) -> pd.DataFra
     return usable[~usable["target_key"].isin(fewshot)].drop_duplicates("target_key")
 
 
-def _streams(session: Session, dataset: Dataset) -> pd.DataFrame:
-    """Return one row per stream assignment: sample_id, username, stream, audit_prob."""
-    rows = session.execute(
-        sa_select(Assignment.sample_id, User.username, Assignment.stream, Assignment.audit_prob)
-        .join(Sample, Sample.id == Assignment.sample_id).join(User, User.id == Assignment.user_id)
-        .where(Sample.dataset_id == dataset.id, col(Assignment.stream).is_not(None))).all()
-    return pd.DataFrame(rows, columns=["sample_id", "annotator", "stream", "audit_prob"])
-
-
-def _stream_labels(labels: pd.DataFrame, streams: pd.DataFrame, stream: str) -> pd.DataFrame:
-    """Return the labels of one stream: an expert's label on a sample she has an assignment of that stream for
-    (audit: and the adjudicated labels on audit samples)."""
-    if labels.empty or streams.empty:
-        return labels.iloc[0:0]
-    mine = streams[streams["stream"] == stream]
-    pairs = set(zip(mine["sample_id"].astype(int), mine["annotator"], strict=True))
-    keep = np.array([(int(s), a) in pairs for s, a in zip(labels["sample_id"], labels["annotator"], strict=True)], dtype=bool)
-    if stream == "audit":
-        keep |= labels["adjudicated"].to_numpy(dtype=bool) & labels["sample_id"].astype(int).isin(set(mine["sample_id"].astype(int))).to_numpy()
-    return labels[keep]
-
-
 def _current(labels: pd.DataFrame) -> pd.DataFrame:
     return labels[~labels["stale"]] if "stale" in labels else labels
 
@@ -195,9 +174,9 @@ def _calibration_figure(session: Session, judge: Judge, task: Task, alpha: float
     for dataset_id in dataset_ids:
         dataset = session.get(Dataset, dataset_id)
         labels = _current(labels_frame(session, dataset, task))
-        streams = _streams(session, dataset)
+        streams = stream_assignments(session, dataset)
         if not streams.empty and not labels.empty:
-            in_stream = _stream_labels(labels, streams, "audit").index.union(_stream_labels(labels, streams, "triage").index)
+            in_stream = stream_labels(labels, streams, "audit").index.union(stream_labels(labels, streams, "triage").index)
             labels = labels.drop(index=in_stream)
         g = gold_frame(labels, task.kind)
         g = g[g["gold"].notna() & ~g["gold"].astype(str).isin(set(task.excluded or []))]
@@ -267,13 +246,13 @@ def monitor(session: Session, dataset_name: str, judge_name: str, *, task: str |
     usable = _usable(the_task, all_verdicts, fewshot_keys(session, judge))
 
     labels = _current(labels_frame(session, dataset, the_task))
-    streams = _streams(session, dataset)
+    streams = stream_assignments(session, dataset)
     excluded = set(the_task.excluded or [])
-    audit_gold = gold_frame(_stream_labels(labels, streams, "audit"), the_task.kind)
+    audit_gold = gold_frame(stream_labels(labels, streams, "audit"), the_task.kind)
     audit_gold = audit_gold[audit_gold["gold"].notna() & ~audit_gold["gold"].astype(str).isin(excluded)]
-    triage_gold = gold_frame(_stream_labels(labels, streams, "triage"), the_task.kind)
+    triage_gold = gold_frame(stream_labels(labels, streams, "triage"), the_task.kind)
     triage_gold = triage_gold[triage_gold["gold"].notna()]
-    audit_prob = streams[streams["stream"] == "audit"].groupby("sample_id")["audit_prob"].first() if not streams.empty else pd.Series(dtype=float)
+    audit_prob = audit_probabilities(streams)
 
     merged = usable.merge(audit_gold[["target_key", "gold"]], on="target_key", how="left")
     merged["window"] = info["window"].reindex(merged["sample_id"].astype(np.int64)).to_numpy() if len(merged) else []

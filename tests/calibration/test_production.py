@@ -227,3 +227,20 @@ def test_monitor_refuses_bad_options(session, bad):
     _production(session, n=10)
     with pytest.raises(CalibrationError):
         monitor(session, "d", "J@1", task=TASK, now=NOW, **bad)
+
+
+def test_estimate_on_the_production_dataset_uses_the_audit_labels_as_monitor_does(runner, demo_engine):
+    """`calibrate estimate` on a dataset with queue streams: triage labels (chosen on purpose) and labels outside the
+    streams never feed it; the audit labels weigh 1/(π_t·π_a) and every judged target 1/π_t, so each week's number
+    is monitor's."""
+    monitor_data = json.loads(runner.invoke(["monitor", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE]).output)
+    result = runner.invoke(["estimate", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--task", monitor_data["task"],
+                            "--by-window", "week"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["weighted"] is True and data["n_outside_audit"] > 0  # the demo's triage labels are left out
+    ours = {w["window"]: w for w in data["windows"]}
+    for w in monitor_data["windows"]:
+        assert ours[w["window"]]["n_labelled"] == w["counts"]["audit_labels"]
+        assert ours[w["window"]]["estimate"] == pytest.approx(w["estimate"], abs=1e-12)
+        assert ours[w["window"]]["ci"] == pytest.approx(w["ci"], abs=1e-12)
