@@ -18,7 +18,8 @@ Per audit size it reports the share of runs whose 95 % interval covers the truth
   both phases, Särndal, Swensson & Wretman 1992 §9.3): what the interval would be without the
   conservative shortcut of stats/survey.py;
 - ppi_mean with ppi_py-style weights (calibrate.stats.ppi_mean, weights and weights_unlabeled): what the
-  monitor would give with the estimator of `calibrate estimate`;
+  monitor would give with ppi_py's weighted estimator (`calibrate estimate` used a form of it until
+  2026-12-02; it now computes the monitor's Hájek PPI++);
 - the mean of the triage labels (what an estimate from triage labels would say);
 - the judge alone;
 and the mean interval widths.
