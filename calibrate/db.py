@@ -31,9 +31,9 @@ from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, Engine, bindparam, create_engine, event, text
+from sqlalchemy import JSON, Connection, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
@@ -377,6 +377,14 @@ def _damaged(where: str, why: object) -> DatabaseState:
 def is_sqlite(engine: Engine) -> bool:
     """Return whether the engine talks to SQLite."""
     return engine.dialect.name == "sqlite"
+
+
+def dialect_insert(bind: Engine | Connection, table: Any) -> Any:
+    """Return an INSERT of `table` in the bind's dialect, SQLite's or PostgreSQL's: the one with ON CONFLICT
+    (`on_conflict_do_nothing` / `on_conflict_do_update`), which both databases take."""
+    from sqlalchemy.dialects import postgresql, sqlite  # noqa: PLC0415 - only the writers that upsert need them
+
+    return (postgresql if bind.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 @contextlib.contextmanager

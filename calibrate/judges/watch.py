@@ -52,13 +52,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Engine, delete, exists, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.claimsets import base_source, source_counts
-from calibrate.db import is_sqlite, write_session
+from calibrate.db import dialect_insert, is_sqlite, write_session
 from calibrate.judges import extraction, metric_runs
 from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import BaselineJudge, settings_from
@@ -194,9 +192,8 @@ def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: li
         rows = [{"judge_id": judge.id, "task_id": task.id, "dataset_id": dataset.id, "sample_id": t.sample_id,
                  "target_key": t.key, "order_key": t.order_key, "owner": "", "expires": 0.0, "created_at": utcnow()}
                 for t in jobs if lease_key(t) not in have]
-        insert = sqlite_insert if is_sqlite(engine) else pg_insert
         for start in range(0, len(rows), 500):  # a job another watcher added meanwhile is left alone
-            session.execute(insert(WatchLease).on_conflict_do_nothing(
+            session.execute(dialect_insert(engine, WatchLease.__table__).on_conflict_do_nothing(
                 index_elements=["judge_id", "task_id", "target_key", "order_key"]), rows[start:start + 500])
     return len(rows)
 

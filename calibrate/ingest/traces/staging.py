@@ -37,10 +37,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, case, delete, false, func, insert, or_, select, true, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col
 
-from calibrate.db import write_session
+from calibrate.db import dialect_insert, write_session
 from calibrate.errors import NotFound
 from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import ImportRejected, reject
@@ -204,8 +203,7 @@ def upsert_traces(session: Session, rows: list[dict[str, Any]]) -> None:
     becomes the token of the first request that brought a root span.
     """
     table = StagedTrace.__table__
-    dialect = postgresql if session.connection().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table)
+    statement = dialect_insert(session.connection(), table)
     new = statement.excluded
     statement = statement.on_conflict_do_update(index_elements=[table.c.trace_id], set_={
         "n_spans": table.c.n_spans + new.n_spans,
@@ -279,8 +277,7 @@ def stage_feedback(session: Session, token: IngestToken, given: dict[str, int], 
             out.late_changed += 1
     if staged:
         table = StagedFeedback.__table__
-        dialect = postgresql if session.connection().dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(table)
+        statement = dialect_insert(session.connection(), table)
         statement = statement.on_conflict_do_update(
             index_elements=[table.c.dataset_id, table.c.trace_id],
             set_={"value": statement.excluded.value, "received_at": statement.excluded.received_at,
