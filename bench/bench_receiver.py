@@ -359,25 +359,15 @@ def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeat
     `repeats` times in a write transaction that is rolled back (every run sees the same staged
     rows); the median.
     """
-    import types
 
     from sqlmodel import Session
 
-    from calibrate.db import get_engine, write_engine, write_session
+    from calibrate.db import write_engine, write_session
     from calibrate.ingest.traces import staging
     from calibrate.ingest.traces.decode import spans_of_protobuf
 
-    source = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:calibrate/ingest/traces/staging.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    before = sys.modules["calibrate_staging_before"] = types.ModuleType("calibrate_staging_before")
-    exec(compile(source, "staging_before.py", "exec"), before.__dict__)  # our own file, at a fixed commit
-    db = folder / "settle.sqlite"
-    url = f"sqlite:///{db}"
-    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
-                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
-    engine = get_engine(url)
-    with write_session(engine) as session:
-        token, _ = staging.new_token(session, "settle", rate=0.05)
+    before = _module_at(BEFORE_COMMIT, "calibrate/ingest/traces/staging.py", "calibrate_staging_before")
+    engine, token = _settle_database(folder)
     base = template()
     staged_requests = 0
     rows = []
@@ -423,6 +413,20 @@ def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeat
 BEFORE_DATASET_COMMIT = "33faaf150cd22517f660ddeda1b4382ed5569652"
 
 
+def _settle_database(folder: Path):
+    """Return the engine of a new database in `folder` (`calibrate init`) and an ingest token of dataset `settle` (rate 0.05)."""
+    from calibrate.db import get_engine, write_session
+    from calibrate.ingest.traces import staging
+
+    url = f"sqlite:///{folder / 'settle.sqlite'}"
+    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
+                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
+    engine = get_engine(url)
+    with write_session(engine) as session:
+        token, _ = staging.new_token(session, "settle", rate=0.05)
+    return engine, token
+
+
 def _module_at(commit: str, path: str, name: str):
     """Return `path` of this repository at `commit`, loaded as module `name` (our own file, at a fixed commit)."""
     import types
@@ -446,7 +450,7 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
     """
     from sqlmodel import Session
 
-    from calibrate.db import get_engine, write_engine, write_session
+    from calibrate.db import write_engine, write_session
     from calibrate.ingest.batches import InChunks
     from calibrate.ingest.samples import import_samples
     from calibrate.ingest.traces import staging
@@ -455,13 +459,7 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
     before_samples = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/samples.py", "calibrate_samples_before")
     before = _module_at(BEFORE_DATASET_COMMIT, "calibrate/ingest/traces/importer.py", "calibrate_importer_before")
     before.import_samples = before_samples.import_samples  # the old _store with the old samples import
-    db = folder / "settle.sqlite"
-    url = f"sqlite:///{db}"
-    subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, capture_output=True, cwd=ROOT,
-                   env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
-    engine = get_engine(url)
-    with write_session(engine) as session:
-        token, _ = staging.new_token(session, "settle", rate=0.05)
+    engine, token = _settle_database(folder)
     base = template()
     now = time.time()
     for number in range(2):  # 341 traces: more than one batch ready
