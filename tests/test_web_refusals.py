@@ -277,7 +277,8 @@ def test_the_team_pages_assign_refusal_is_worded_in_spanish(client, login, make_
     assert "cannot assign: unknown user nadie; existing annotators: none" in _soup(english).get_text()
 
 
-def test_the_prompt_editors_parameter_refusal_is_worded_in_spanish(client, login, engine, make_sample):
+def _edit_form_of_a_claims_prompt(client, login, engine, make_sample) -> dict[str, str]:
+    """Save version 1 of a claim_support prompt, log in as an engineer and return its edit form's fields."""
     from calibrate.db import write_session
     from calibrate.judges import save_version
 
@@ -288,6 +289,11 @@ def test_the_prompt_editors_parameter_refusal_is_worded_in_spanish(client, login
     form = _soup(client.get("/prompts/claims/1/edit")).select_one("#version-form")
     data = {t["name"]: t.get_text() for t in form.select("textarea")}
     data.update({i["name"]: i.get("value", "") for i in form.select("input")})
+    return data
+
+
+def test_the_prompt_editors_parameter_refusal_is_worded_in_spanish(client, login, engine, make_sample):
+    data = _edit_form_of_a_claims_prompt(client, login, engine, make_sample)
     response = client.post("/prompts/claims/1/edit", data={**data, "params": "temperature=5"}, headers=SPANISH)
     assert response.status_code == 400
     assert _soup(response).select_one("#form-error").get_text().strip() == (
@@ -342,16 +348,7 @@ def test_a_bad_number_in_a_query_is_refused_in_spanish(demo_engine, client, logi
 
 
 def test_the_prompt_editors_sandbox_limit_is_worded_in_spanish(client, login, engine, make_sample):
-    from calibrate.db import write_session
-    from calibrate.judges import save_version
-
-    make_sample(external_id="s1", claims=["Tome 0,4 mg al día."])
-    with write_session(engine) as session:
-        save_version(session, "claims", task="claim_support", model="m1")
-    login("eng", "engineer")
-    form = _soup(client.get("/prompts/claims/1/edit")).select_one("#version-form")
-    data = {t["name"]: t.get_text() for t in form.select("textarea")}
-    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
+    data = _edit_form_of_a_claims_prompt(client, login, engine, make_sample)
     data["template"] = "{{ claim }}{% for i in range(100000000) %}{% endfor %}"
     response = client.post("/prompts/claims/1/edit", data=data, headers=SPANISH)
     assert response.status_code == 400
