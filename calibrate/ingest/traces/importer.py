@@ -27,7 +27,7 @@ from sqlmodel import Session, col
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
 from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
-from calibrate.ingest.samples import hash_checked, import_samples, normalise_sample
+from calibrate.ingest.samples import content_digest, hash_checked, import_samples, normalise_sample
 from calibrate.ingest.traces.decode import (
     FORMATS,
     MAX_FILE_BYTES,
@@ -302,8 +302,7 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
                 for pk, external_id, metadata, feedback in session.execute(
                         select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback)
                         .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(ids[start:start + IN_CHUNK]))):
-                    digest = metadata.get("content_sha256") if isinstance(metadata, dict) else None
-                    stored[external_id] = (pk, digest, metadata, feedback)
+                    stored[external_id] = (pk, content_digest(metadata), metadata, feedback)
             # `content_sha256` is metadata.content_sha256's copy, indexed with the dataset (models.Sample).
             for start in range(0, len(digests), IN_CHUNK):
                 for external_id, digest in session.execute(
