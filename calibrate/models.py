@@ -398,6 +398,30 @@ class PromptVersion(SQLModel, table=True):
     note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     author_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # The optimisation that proposed it (`calibrate optimise`, loop/optimise.py); NULL for a version a person saved.
+    optimisation_id: int | None = Field(default=None, foreign_key="optimisation.id", ondelete="SET NULL")
+
+
+class Optimisation(SQLModel, table=True):
+    """One `calibrate optimise` (or the dashboard's Optimise form): what it was asked (`settings`), how far it got
+    (`state`: its candidates, runs, calls and cost, kept as it goes so a killed one is taken up), and its result.
+
+    `key` is the digest of the settings that make it the same optimisation (loop/optimise.py): the same command
+    run again continues it. Its candidates are prompt versions whose `optimisation_id` names it.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", index=True)
+    task_id: int = Field(foreign_key="task.id")
+    key: str = Field(max_length=64, index=True)
+    status: str = Field(default="running", max_length=20)  # running | done | failed | cancelled
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = Field(default=None)
 
 
 class FewShot(SQLModel, table=True):
