@@ -52,6 +52,9 @@ MAX_RESPONSE_ID_CHARS = 64
 # The kind of claim_extraction only (no custom task has it): its value is a JSON list of claims,
 # and it is never calibrated (no agreement statistics).
 EXTRACTION = "extraction"
+# The kind of instruction_rewrite only: its value is a judge's rewritten instructions (a system template), asked for by
+# `calibrate optimise` (loop/optimise.py); never run over a dataset, never calibrated.
+REWRITE = "rewrite"
 # Claim sources (Sample.claim_source, Claim.origin; calibrate/claimsets.py says what they mean).
 SEGMENTER = "segmenter"
 IMPORT = "import"

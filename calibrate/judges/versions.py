@@ -48,7 +48,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
-from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
+from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction, is_rewrite
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -359,6 +359,8 @@ def check_version(
     check_params(params, task=task_row.name)
     if few_shots and task_row.name in METRIC_TASKS:
         raise PromptError(Reason("fewshot_metric_task", task_row=task_row.name))
+    if few_shots and is_rewrite(task_row):
+        raise PromptError(Reason("fewshot_rewrite_task", task_row=task_row.name))
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset,
                                                                                      within=within)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
