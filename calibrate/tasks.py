@@ -38,9 +38,9 @@ from calibrate.i18n import N_
 from calibrate.models import (
     EXTRACTION,
     KINDS,
-    REWRITE,
     LABEL_KINDS,
     MAX_RESPONSE_ID_CHARS,
+    REWRITE,
     TARGETS,
     TIE,
     FewShot,

@@ -118,7 +118,6 @@ from calibrate.stats.refresh import (
     select_anchors,
 )
 from calibrate.stats.result import Estimate
-from calibrate.stats.selection import ADJUSTMENTS, SelectionBounds, resamples_needed, selection_lower_bounds
 from calibrate.stats.retrieval import (
     RetrievalMetrics,
     mean_defined,
@@ -131,6 +130,7 @@ from calibrate.stats.retrieval import (
     relevance_matrix,
     retrieval_metrics,
 )
+from calibrate.stats.selection import ADJUSTMENTS, SelectionBounds, resamples_needed, selection_lower_bounds
 
 __all__ = [
     "ESTIMATE_REASONS",
