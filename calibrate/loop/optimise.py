@@ -447,6 +447,9 @@ def _rounds(optimiser: Optimiser) -> None:
                        target=spec.target)
         if state.get("test") is not None:  # resumed after the look: the look is the decision
             raise Stop("target_reached", version=state["chosen"], target=spec.target)
+        if state["round"] > state.get("proposed", 0):  # resumed inside a round: finish its proposals first
+            _propose(optimiser, best or state["candidates"][0])
+            continue
         if state["round"] > 0:
             gains = state["gains"]
             gains.setdefault(str(state["round"]), gained)  # a resumed round keeps what it found the first time
@@ -460,6 +463,7 @@ def _rounds(optimiser: Optimiser) -> None:
         if optimiser.n_proposed() >= spec.max_candidates:
             raise Stop("max_candidates", max_candidates=spec.max_candidates)
         state["round"] += 1
+        state["parent"] = (best or state["candidates"][0])["version"]
         optimiser.save()
         _propose(optimiser, best or state["candidates"][0])
 
@@ -503,9 +507,11 @@ def _score(optimiser: Optimiser) -> tuple[dict | None, bool]:
     return best, gained
 
 
-def _propose(optimiser: Optimiser, parent: dict) -> None:
-    """Make this round's candidates from the parent's train verdicts (train items only)."""
+def _propose(optimiser: Optimiser, best: dict) -> None:
+    """Make this round's candidates from the parent's train verdicts (train items only); the parent is the best
+    candidate when the round began (kept in the state, so a resumed round derives from the same one)."""
     spec, state = optimiser.spec, optimiser.state
+    parent = optimiser.candidate(state.get("parent") or best["version"]) or best
     optimiser.run(parent["version"], "train")
     rng = random.Random(f"{spec.seed}:{state['round']}:{parent['version']}")
     with Session(optimiser.engine) as session:
@@ -523,9 +529,9 @@ def _propose(optimiser: Optimiser, parent: dict) -> None:
     if examples:
         new_shots = _with_examples([ref for _, ref in shown], examples)
     instructions, calls, cost = None, 0, 0.0
-    if batch:
+    if batch and optimiser.n_proposed() + (new_shots is not None) < spec.max_candidates:
         instructions, calls, cost = _rewrite(optimiser, version, task, batch, parent)
-    if new_shots is not None:
+    if new_shots is not None and optimiser.n_proposed() < spec.max_candidates:
         refs, added, removed = new_shots
         note = (f"few-shot examples {', '.join(added)} added from the train split (disagreements of {parent['version']} first)"
                 + (f"; {', '.join(removed)} removed (at most {MAX_SHOTS})" if removed else ""))
@@ -534,11 +540,13 @@ def _propose(optimiser: Optimiser, parent: dict) -> None:
         note = f"instructions rewritten by {spec.rewriter} from {len(batch)} train disagreements of {parent['version']}"
         _save_candidate(optimiser, prompt, version, parent, _change("rewrite", [ref for _, ref in shown], [], [], note),
                         system=instructions, calls=calls, cost=cost)
-        if new_shots is not None:
+        if new_shots is not None and optimiser.n_proposed() < spec.max_candidates:
             refs, added, removed = new_shots
             _save_candidate(optimiser, prompt, version, parent,
                             _change("fewshot+rewrite", refs, added, removed, f"both changes: {', '.join(added)} added; "
                                     f"instructions rewritten by {spec.rewriter}"), shots=refs, system=instructions)
+    state["proposed"] = state["round"]
+    optimiser.save()
 
 
 def _with_examples(refs: list[str], examples: list[TrainItem]) -> tuple[list[str], list[str], list[str]]:
