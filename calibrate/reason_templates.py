@@ -714,4 +714,6 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "stop_ceiling_below_target": N_("the experts agree with each other at {ceiling:.3f} (upper bound {upper:.3f}), below the "
                                     "target: no judge can be shown to agree with them better than they agree with each other"),
     "stop_cancelled": N_("cancelled before it finished; run the same command again to continue"),
+    "optimise_form_number": N_("{name} must be a number, not {raw!r}"),
+    "optimise_form_backend": N_("choose a configured backend ({backends}), not {backend!r}"),
 }

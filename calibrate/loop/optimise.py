@@ -50,7 +50,7 @@ from calibrate.judges.errors import JudgeError
 from calibrate.judges.execution import Totals, owner_fields
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.rewrite import Answer, ask_rewrites, check_rewrite, default_rewriter
-from calibrate.judges.runner import endpoint_for, request_stop, run_is_live
+from calibrate.judges.runner import DEAD_RUN_ERROR, endpoint_for, request_stop, run_is_live
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import FewShotSpec, example_view, judge_name, save_version, stored_examples
 from calibrate.loop.proposals import TrainItem, choose_examples, rewrite_batch, train_pool
@@ -722,6 +722,13 @@ def optimise(engine: Engine, spec: OptimiseSpec, **kwargs: Any) -> dict:
     """Prepare and execute an optimisation (what `calibrate optimise` does)."""
     opt_id = prepare_optimisation(engine, spec, prices=kwargs.get("prices"))
     return execute_optimisation(engine, opt_id, **kwargs)
+
+
+def settle_dead(session: Session, opt: Optimisation) -> None:
+    """Mark a running optimisation whose process is gone `failed` (the same settings take it up); the caller commits."""
+    if opt.status == "running" and not optimisation_is_live(opt):
+        opt.status, opt.error, opt.finished_at = "failed", DEAD_RUN_ERROR, utcnow()
+        session.add(opt)
 
 
 def request_cancel(session: Session, opt: Optimisation) -> None:

@@ -194,3 +194,57 @@ def test_the_optimisation_is_stored_with_its_state(runner, session, server, star
     opt = session.exec(select(Optimisation)).one()
     assert opt.status == "done" and opt.result["stop"]["code"] == "target_reached"
     assert len(opt.state["candidates"]) == 4 and opt.state["test"]["evaluation_id"]
+
+
+def test_killed_with_sigkill_it_resumes_repeating_at_most_the_calls_in_flight(db_url, tmp_path, server, start):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import threading
+    import time
+
+    database = db_url.removeprefix("sqlite:///")
+
+    def verdicts() -> int:
+        conn = sqlite3.connect(database, timeout=10)
+        try:
+            return conn.execute("select count(*) from verdict").fetchone()[0]
+        finally:
+            conn.close()
+
+    command = [sys.executable, "-m", "calibrate", *optimise_args(server, start), "--db", db_url]
+    env = dict(os.environ, CALIBRATE_INSTANCE=str(tmp_path / "instance"))
+    root = Path(__file__).resolve().parents[2]
+    server.latency = 0.01
+    proc = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gate = threading.Event()
+    try:
+        deadline = time.monotonic() + 60
+        while verdicts() < 30 and time.monotonic() < deadline:  # the start's dev run done, its train run under way
+            time.sleep(0.02)
+        server.gate = gate  # from now on every call waits: those asked are in flight
+        last, still = -1, time.monotonic()
+        while time.monotonic() - still < 1.0 and time.monotonic() < deadline:  # every answered call written
+            now = verdicts()
+            if now != last:
+                last, still = now, time.monotonic()
+            time.sleep(0.05)
+        stats = server.stats()
+        in_flight = stats["requests"] - sum(stats["answers"].values())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        assert 1 <= in_flight <= 2 and 30 <= last < 145, "the kill must land mid-way, with calls in flight"
+    finally:
+        gate.set()
+        server.gate = None
+    before = [json.dumps(r["body"]["messages"]) for r in server.requests]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout)
+    assert out["stop"]["code"] == "target_reached" and out["decision"] == "pass"
+    after = [json.dumps(r["body"]["messages"]) for r in server.requests[len(before):]]
+    repeated = set(after) & set(before)
+    assert len(repeated) <= in_flight, "only the calls in flight at the kill are asked again"
+    assert len(set(before) | set(after)) == 145  # what an uninterrupted optimisation asks
