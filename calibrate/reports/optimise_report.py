@@ -12,11 +12,12 @@ import json
 from typing import Any
 
 from calibrate import __version__, i18n
+from calibrate.i18n import N_
 from calibrate.reports import summary
 from calibrate.reports.html_report import environment
 
 FORMATS = ("json", "html", "md")
-KINDS = {"start": "start", "fewshot": "few-shots", "rewrite": "rewrite", "fewshot+rewrite": "few-shots + rewrite"}
+KINDS = {"start": N_("start"), "fewshot": N_("few-shots"), "rewrite": N_("rewrite"), "fewshot+rewrite": N_("few-shots + rewrite")}
 
 
 def _num(value: Any) -> str:
@@ -81,21 +82,19 @@ def _md(text: Any) -> str:
 def render_markdown(result: dict) -> str:
     ctx = context(result)
     _ = i18n.gettext
-    lines = [f"# {_('Optimisation of %(start)s on %(dataset)s', start=_md(result.get('from')), dataset=_md(result.get('dataset')))}",
-             "",
-             f"- {_('Task')}: {_md(result.get('task'))}, {_('metric')} {_md(result.get('metric') or '—')}, "
-             f"{_('target')} {result.get('target')}",
-             f"- {_('Looks on dev')}: {result['looks']['dev']}; {_('on test')}: {result['looks']['test']}; "
-             f"{_('adjustment')}: {_md(result.get('adjustment'))}",
-             f"- {_('Stopped')}: {_md(ctx['stop'])}",
-             f"- {_('Outcome')}: {_md(ctx['outcome'])}",
-             f"- {_('Calls')}: {result.get('calls')}, {_('cost')} ${result.get('cost', 0):.4f}"]
+    title = _("Optimisation of %(start)s on %(dataset)s", start=_md(result.get("from")), dataset=_md(result.get("dataset")))
+    task_line = _("Task: %(task)s, metric %(metric)s, target %(target)s", task=_md(result.get("task")),
+                  metric=_md(result.get("metric") or "—"), target=result.get("target"))
+    looks = _("Looks on dev: %(dev)s; on test: %(test)s; adjustment: %(how)s", dev=result["looks"]["dev"],
+              test=result["looks"]["test"], how=_md(result.get("adjustment")))
+    stopped = _("Stopped: %(why)s", why=_md(ctx["stop"]))
+    outcome = _("Outcome: %(outcome)s", outcome=_md(ctx["outcome"]))
+    calls = _("Calls: %(calls)s, cost $%(cost)s", calls=result.get("calls"), cost=f"{result.get('cost') or 0:.4f}")
+    lines = [f"# {title}", "", f"- {task_line}", f"- {looks}", f"- {stopped}", f"- {outcome}", f"- {calls}"]
     if result.get("note"):
         lines.append(f"- {_md(result['note'])}")
-    lines += ["", f"## {_('Candidates')}", "",
-              f"| {_('Version')} | {_('Parent')} | {_('Change')} | {_('Dev value')} | CI | lower_adjusted | n | {_('Calls')} | "
-              f"{_('Cost')} | {_('Note')} |",
-              "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
+    header = [_("Version"), _("Parent"), _("Change"), _("Dev value"), "CI", "lower_adjusted", "n", _("Calls"), _("Cost"), _("Note")]
+    lines += ["", "## " + _("Candidates"), "", "| " + " | ".join(header) + " |", "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
     for row in ctx["rows"]:
         c = row["c"]
         mark = " ✔" if row["chosen"] else ""
@@ -103,9 +102,11 @@ def render_markdown(result: dict) -> str:
                      f"{row['ci']} | {row['lower']} | {c['dev'].get('n') or '—'} | {c['calls']} | ${c['cost']:.4f} | "
                      f"{_md(c['change'].get('note', ''))} |")
     if ctx["refused"]:
-        lines += ["", f"## {_('Refused candidates')}", ""]
-        lines += [f"- {_('round')} {r['r'].get('round')}, {_md(r['r']['change'].get('kind'))} {_('from')} "
-                  f"{_md(r['r'].get('parent'))}: {_md(r['why'])}" for r in ctx["refused"]]
+        lines += ["", "## " + _("Refused candidates"), ""]
+        for r in ctx["refused"]:
+            where = _("round %(n)s, %(kind)s from %(parent)s:", n=r["r"].get("round"), kind=_md(r["r"]["change"].get("kind")),
+                      parent=_md(r["r"].get("parent")))
+            lines.append(f"- {where} {_md(r['why'])}")
     return "\n".join(lines) + "\n"
 
 
