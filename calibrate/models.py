@@ -1,5 +1,9 @@
 """SQLModel tables: the whole data model of calibrate.
 
+Over 800 lines because it is the one place the schema is declared: Alembic's autogenerate and
+the tests that compare the models with the migrations read one metadata, and a table split off
+into another module would be one more import that every table's relations must follow.
+
 Relations (see docs/architecture.md):
 
     Dataset ─< Sample ─< Context
@@ -17,6 +21,7 @@ Relations (see docs/architecture.md):
     Dataset ─< GoldenSet ─< GoldenVersion (immutable: its items and their gold, hashed)
                         ─< GoldenMember >─ Sample (added_in, retired_in, anchor_in: version numbers)
     Dataset ─ QueuePolicy (the saved `calibrate queue auto`); Dataset ─< AuditDraw (one per sample drawn or passed over)
+    Dataset ─< Optimisation (`calibrate optimise`) ─< PromptVersion (its candidates: optimisation_id, their origin)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside

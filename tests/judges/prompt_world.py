@@ -83,16 +83,23 @@ class PromptWorld:
     # ---- the server's side
     def __call__(self, body: dict) -> str | None:
         messages = body.get("messages") or []
-        system = "\n".join(m.get("content", "") for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
+        # The prompt: every message before the item (calibrate's system text; a DSPy program's demos are turns).
+        system = "\n".join(m.get("content", "") for m in messages[:-1] if isinstance(m.get("content"), str))
         user = messages[-1].get("content", "") if messages else ""
         if not isinstance(user, str):
             return None
         if '"instructions"' in system:
             return self.rewrite(user)
+        if "[[ ## " in system:  # a DSPy program (ChatAdapter): its claim field, its reply format
+            return self.dspy_answer(system, user)
         found = re.search(r"Claim to check: (.*)", user)
         claim = found.group(1).strip() if found else None
         if claim not in self.gold:
             return None
+        return json.dumps({"verdict": self.verdict(system, user, claim), "reason": f"judged the {self.topic[claim]} claim"})
+
+    def verdict(self, system: str, user: str, claim: str) -> str:
+        """Return the verdict the world's judge gives `claim` under the prompt `system`."""
         draw = random.Random(hashlib.sha256(f"{self.seed}|{system}|{user}".encode()).hexdigest()).random()
         topic = self.topic[claim]
         if self.null:
@@ -101,8 +108,14 @@ class PromptWorld:
             helped = f"Rule for {topic}" in system or f"about {topic}:" in system
             accuracy = self.hard_accuracy if topic in self.hard and not helped else self.easy_accuracy
         gold = self.gold[claim]
-        verdict = gold if draw < accuracy else next(lab for lab in LABELS if lab != gold)
-        return json.dumps({"verdict": verdict, "reason": f"judged the {topic} claim"})
+        return gold if draw < accuracy else next(lab for lab in LABELS if lab != gold)
+
+    def dspy_answer(self, system: str, user: str) -> str | None:
+        found = re.search(r"\[\[ ## claim ## \]\]\n(.*)", user)
+        claim = found.group(1).strip() if found else None
+        if claim not in self.gold:
+            return None
+        return f"[[ ## verdict ## ]]\n{self.verdict(system, user, claim)}\n\n[[ ## completed ## ]]"
 
     def rewrite(self, user: str) -> str:
         self.rewrites += 1

@@ -10,11 +10,11 @@ from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
-from prompt_world import PromptWorld  # noqa: E402
+from prompt_world import PromptWorld
 
-from calibrate.db import write_session  # noqa: E402
-from calibrate.ingest import import_file  # noqa: E402
-from calibrate.judges import save_version  # noqa: E402
+from calibrate.db import write_session
+from calibrate.ingest import import_file
+from calibrate.judges import save_version
 
 DATASET = "world"
 

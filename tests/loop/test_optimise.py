@@ -14,10 +14,10 @@ from sqlmodel import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
-from fakellm import FakeLLM  # noqa: E402
-from prompt_world import PromptWorld  # noqa: E402
+from fakellm import FakeLLM
+from prompt_world import PromptWorld
 
-from calibrate.models import Optimisation, PromptVersion, TestEvaluation  # noqa: E402
+from calibrate.models import Optimisation, PromptVersion, TestEvaluation
 
 
 @pytest.fixture
@@ -224,14 +224,16 @@ def test_killed_with_sigkill_it_resumes_repeating_at_most_the_calls_in_flight(db
         while verdicts() < 30 and time.monotonic() < deadline:  # the start's dev run done, its train run under way
             time.sleep(0.02)
         server.gate = gate  # from now on every call waits: those asked are in flight
-        last, still = -1, time.monotonic()
-        while time.monotonic() - still < 1.0 and time.monotonic() < deadline:  # every answered call written
+        last, still, in_flight = -1, time.monotonic(), 0
+        while time.monotonic() < deadline:  # every answered call written, and calls held at the gate
             now = verdicts()
             if now != last:
                 last, still = now, time.monotonic()
+            stats = server.stats()
+            in_flight = stats["requests"] - sum(stats["answers"].values())
+            if time.monotonic() - still >= 1.0 and in_flight >= 1:
+                break
             time.sleep(0.05)
-        stats = server.stats()
-        in_flight = stats["requests"] - sum(stats["answers"].values())
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert proc.returncode == -signal.SIGKILL

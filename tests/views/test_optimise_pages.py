@@ -14,9 +14,9 @@ from bs4 import BeautifulSoup
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
-from fakellm import FakeLLM  # noqa: E402
-from optimise_helpers import DATASET, load_world  # noqa: E402
-from prompt_world import PromptWorld  # noqa: E402
+from fakellm import FakeLLM
+from optimise_helpers import DATASET, load_world
+from prompt_world import PromptWorld
 
 
 @pytest.fixture

@@ -1,0 +1,310 @@
+"""Benchmark `calibrate optimise` in two worlds, beside the naive rule and DSPy (issue 32).
+
+A local OpenAI-compatible server (tests/judges/fakellm.py) answers with a judge whose accuracy
+depends on its prompt (tests/judges/prompt_world.py): every answer is a draw seeded by the whole
+request, so each prompt version draws its own noise. Each claim is about one of 6 topics.
+
+1. **Signal** (`--signal`): 2 topics are judged wrong (accuracy 0.2) until a rule for the topic
+   ("Rule for dosage", as a rewrite adds) or a same-topic example (a few-shot) is in the prompt;
+   the others are judged right with accuracy 0.95. 120 train, 120 dev, 120 test items. The
+   optimiser (max-statistic and Bonferroni, on separate copies of the database) should reach a
+   test pass; its candidates and calls are recorded.
+2. **Null** (`--null N`): every claim is judged right with accuracy 0.85 whatever the prompt
+   (true κ ≈ 0.70 < target 0.75), N worlds (each its own noise seed), 60 train, 120 dev, 120 test.
+   Per world, one optimisation with each adjustment (separate copies: the same answers), at most
+   8 candidates. Recorded: the share of runs that claim `target_reached`, that pass on test, and
+   the share in which the naive rule — the best raw dev value ≥ target — would claim success, on
+   the same runs; the mean gap between the two adjustments' bounds.
+3. **DSPy** (`--dspy`): the same signal world, a `dspy.Predict` judge (question, contexts, claim →
+   verdict) pointed at the same server through LiteLLM, optimised with
+   `BootstrapFewShotWithRandomSearch` on the train split (its default validation set is its
+   training set), scored on the same test items: its test κ, its own claim, its calls.
+
+    .venv/bin/python bench/bench_optimise.py --signal --null 200 --dspy [--record]
+
+`--record` writes bench/results/optimise.md (the figures and the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "optimise.md"
+sys.path.insert(0, str(ROOT / "tests" / "judges"))
+sys.path.insert(0, str(ROOT / "tests" / "loop"))
+
+from fakellm import FakeLLM
+from optimise_helpers import load_world
+from prompt_world import TOPICS, PromptWorld
+
+TARGET = 0.75
+
+
+def build_template(folder: Path, world: PromptWorld) -> Path:
+    """Migrate a database, load the world and `claims@1`; return its file."""
+    from calibrate.db import dispose_engine, get_engine, write_session
+    from calibrate.migrations import upgrade
+    from calibrate.tasks import ensure_builtin_tasks
+
+    path = folder / "template.sqlite"
+    url = f"sqlite:///{path}"
+    engine = get_engine(url)
+    upgrade(engine)
+    with write_session(engine) as session:
+        ensure_builtin_tasks(session)
+    load_world(engine, folder, world)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    dispose_engine(url)
+    return path
+
+
+def optimise_once(template: Path, folder: Path, server: FakeLLM, *, adjustment: str, max_candidates: int,
+                  name: str) -> dict:
+    """Copy the template and optimise `claims@1` on it; return the result with the seconds it took."""
+    from calibrate.db import dispose_engine, get_engine
+    from calibrate.judges.sandbox import DEFAULT_LIMITS
+    from calibrate.loop.optimise import OptimiseSpec, optimise
+
+    path = folder / f"{name}.sqlite"
+    shutil.copyfile(template, path)
+    url = f"sqlite:///{path}"
+    engine = get_engine(url)
+    spec = OptimiseSpec(dataset="world", task="claim_support", start="claims@1", backend="openai", model="fake-model",
+                        base_url=server.openai_base, api_key_env="", concurrency=8, target=TARGET,
+                        max_candidates=max_candidates, adjustment=adjustment)
+    before = server.stats()["requests"]
+    started = time.perf_counter()
+    result = optimise(engine, spec, prices={}, limits=DEFAULT_LIMITS)
+    result["seconds"] = time.perf_counter() - started
+    result["server_requests"] = server.stats()["requests"] - before
+    dispose_engine(url)
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    return result
+
+
+def signal_world(seed: int = 0) -> PromptWorld:
+    return PromptWorld.make(n_train=120, n_dev=120, n_test=120, hard={"dosage", "timing"}, topics=TOPICS, seed=seed,
+                            easy_accuracy=0.95, hard_accuracy=0.2)
+
+
+def null_world(seed: int) -> PromptWorld:
+    return PromptWorld.make(n_train=60, n_dev=120, n_test=120, hard=set(), topics=TOPICS, seed=seed, null=True,
+                            null_accuracy=0.85)
+
+
+def run_signal(folder: Path, server: FakeLLM) -> dict:
+    world = signal_world()
+    server.responder = world
+    (folder / "signal").mkdir()
+    template = build_template(folder / "signal", world)
+    out = {}
+    for adjustment in ("max_statistic", "bonferroni"):
+        out[adjustment] = optimise_once(template, folder / "signal", server, adjustment=adjustment, max_candidates=12,
+                                        name=f"signal-{adjustment}")
+    return out
+
+
+def run_null(folder: Path, server: FakeLLM, n: int) -> dict:
+    rows = []
+    for i in range(n):
+        world = null_world(1000 + i)
+        server.responder = world
+        where = folder / f"null-{i}"
+        where.mkdir()
+        template = build_template(where, world)
+        row = {"world": i}
+        for adjustment in ("max_statistic", "bonferroni"):
+            result = optimise_once(template, where, server, adjustment=adjustment, max_candidates=8, name=adjustment)
+            values = [c["dev"]["value"] for c in result["candidates"] if c["dev"]["value"] is not None]
+            best = max(result["candidates"], key=lambda c: c["dev"]["value"] if c["dev"]["value"] is not None else -9)
+            row[adjustment] = {"reached": result["stop"]["code"] == "target_reached", "stop": result["stop"]["code"],
+                               "test_pass": result["decision"] == "pass", "naive": max(values) >= TARGET,
+                               "best_value": max(values), "best_lower": best["dev"]["lower_adjusted"],
+                               "candidates": len(result["candidates"]), "looks": result["looks"]["dev"],
+                               "calls": result["calls"], "seconds": result["seconds"]}
+        rows.append(row)
+        shutil.rmtree(where)
+        if (i + 1) % 10 == 0:
+            print(f"null world {i + 1}/{n}: reached {sum(r['max_statistic']['reached'] for r in rows)}, "
+                  f"naive {sum(r['max_statistic']['naive'] for r in rows)}", file=sys.stderr, flush=True)
+    return {"rows": rows}
+
+
+def run_dspy(server: FakeLLM) -> dict:
+    """Optimise a DSPy judge of the signal world on its train split; score it on the test split."""
+    try:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import dspy
+        from dspy.teleprompt import BootstrapFewShotWithRandomSearch
+    except Exception as exc:
+        return {"error": f"dspy could not be imported: {type(exc).__name__}: {exc}"}
+    from calibrate import stats
+
+    world = signal_world()
+    server.responder = world
+    lm = dspy.LM("openai/fake-model", api_base=server.openai_base, api_key="none", cache=False, temperature=0,
+                 max_tokens=200)
+    dspy.configure(lm=lm)
+
+    class Judge(dspy.Signature):
+        """Is the claim supported by the contexts? Answer supported or unsupported."""
+
+        question: str = dspy.InputField()
+        contexts: str = dspy.InputField()
+        claim: str = dspy.InputField()
+        verdict: str = dspy.OutputField(desc="supported or unsupported")
+
+    def examples(split: str) -> list:
+        out = []
+        for sample in world.samples:
+            if sample["metadata"]["split"] == split:
+                claim = sample["claims"][0]
+                out.append(dspy.Example(question=sample["question"], contexts=" ".join(sample["contexts"]), claim=claim,
+                                        verdict=world.gold[claim]).with_inputs("question", "contexts", "claim"))
+        return out
+
+    train, test = examples("train"), examples("test")
+
+    def metric(example, prediction, trace=None) -> bool:
+        return str(getattr(prediction, "verdict", "")).strip().lower() == example.verdict
+
+    before = server.stats()["requests"]
+    started = time.perf_counter()
+    optimizer = BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=4, max_labeled_demos=4,
+                                                 num_candidate_programs=6, num_threads=8)
+    try:
+        program = optimizer.compile(dspy.Predict(Judge), trainset=train)
+    except Exception as exc:
+        return {"error": f"dspy optimisation failed: {type(exc).__name__}: {exc}"}
+    calls_optimise = server.stats()["requests"] - before
+    claim = max((score for _, score in getattr(program, "candidate_programs", []) and
+                 [(c.get("program"), c.get("score")) for c in program.candidate_programs]), default=None)
+    gold, judged = [], []
+    for example in test:
+        prediction = program(question=example.question, contexts=example.contexts, claim=example.claim)
+        gold.append(example.verdict)
+        judged.append(str(getattr(prediction, "verdict", "")).strip().lower())
+    kappa = stats.cohen_kappa(gold, judged, labels=["supported", "unsupported"])
+    clusters = list(range(len(gold)))
+    labels = ["supported", "unsupported", "other"]
+    codes = [[labels.index(v) if v in labels else 2 for v in side] for side in (gold, judged)]
+    ci = stats.cluster_bootstrap_kappa(codes[0], codes[1], clusters, n_labels=3).ci
+    return {"test_kappa": kappa.value, "test_ci": ci, "own_claim": claim, "claim_on": "its training set (no separate validation set)",
+            "calls_optimise": calls_optimise, "calls_total": server.stats()["requests"] - before,
+            "seconds": time.perf_counter() - started, "demos": len(program.demos) if hasattr(program, "demos") else None,
+            "version": getattr(dspy, "__version__", "?")}
+
+
+def rate(rows: list[dict], adjustment: str, key: str) -> tuple[int, float]:
+    count = sum(1 for r in rows if r[adjustment][key])
+    return count, count / len(rows) if rows else 0.0
+
+
+def report(out: dict) -> str:
+    load = os.getloadavg()
+    lines = [f"# calibrate optimise: two worlds, the naive rule and DSPy ({dt.date.today().isoformat()})", "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other engineers; load average at the end "
+             f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}. Server: tests/judges/fakellm.py with the prompt world "
+             "(tests/judges/prompt_world.py) on loopback, no latency. Script: bench/bench_optimise.py.", ""]
+    if "signal" in out:
+        lines += ["## Signal world", "",
+                  "6 topics, 2 of them judged wrong (accuracy 0.2) until a rule or a same-topic example is in the prompt, the "
+                  "others right with 0.95; 120 train, 120 dev, 120 test items; target κ 0.75; at most 12 candidates.", ""]
+        for adjustment, result in out["signal"].items():
+            lines += [f"### {adjustment}", "",
+                      f"Stop: **{result['stop']['code']}** — {result['stop'].get('text', '')}. Chosen: {result['chosen']}; "
+                      f"test: {json.dumps(result['test'])}; decision **{result['decision']}**. Calls {result['calls']} "
+                      f"(server saw {result['server_requests']}), {result['seconds']:.1f} s; looks on dev {result['looks']['dev']}.",
+                      "", "| version | parent | change | dev κ | CI | lower_adjusted | n | calls |", "|---|---|---|---:|---|---:|---:|---:|"]
+            for c in result["candidates"]:
+                ci = c["dev"]["ci"]
+                lines.append(f"| {c['version']} | {c['parent'] or '—'} | {c['change']['kind']} | {c['dev']['value']:.3f} | "
+                             f"[{ci[0]:.3f}, {ci[1]:.3f}] | {c['dev']['lower_adjusted']:.3f} | {c['dev']['n']} | {c['calls']} |")
+            lines.append("")
+    if "null" in out:
+        rows = out["null"]["rows"]
+        n = len(rows)
+        lines += ["## Null world", "",
+                  f"{n} worlds: every claim judged right with accuracy 0.85 whatever the prompt (true κ ≈ 0.70, below the "
+                  "target 0.75), each world its own noise seed; 60 train, 120 dev, 120 test items; at most 8 candidates; "
+                  "each adjustment on its own copy of the database (the same answers).", "",
+                  "| rule | claims target_reached | passes on test | naive rule (best raw dev κ ≥ 0.75) on the same runs |",
+                  "|---|---:|---:|---:|"]
+        for adjustment in ("max_statistic", "bonferroni"):
+            reached, reached_rate = rate(rows, adjustment, "reached")
+            passed, passed_rate = rate(rows, adjustment, "test_pass")
+            naive, naive_rate = rate(rows, adjustment, "naive")
+            lines.append(f"| {adjustment} | {reached}/{n} ({reached_rate:.1%}) | {passed}/{n} ({passed_rate:.1%}) | "
+                         f"{naive}/{n} ({naive_rate:.1%}) |")
+        gaps = [r["max_statistic"]["best_lower"] - r["bonferroni"]["best_lower"] for r in rows
+                if r["max_statistic"]["best_lower"] is not None and r["bonferroni"]["best_lower"] is not None
+                and r["max_statistic"]["candidates"] == r["bonferroni"]["candidates"]]
+        stops = {}
+        for r in rows:
+            stops[r["max_statistic"]["stop"]] = stops.get(r["max_statistic"]["stop"], 0) + 1
+        lines += ["", f"Best candidate's lower bound, max-statistic minus Bonferroni (runs with as many candidates): mean "
+                  f"{statistics.mean(gaps):+.4f}, median {statistics.median(gaps):+.4f} over {len(gaps)} runs." if gaps else "",
+                  f"Stops (max-statistic): {json.dumps(stops)}. Mean candidates {statistics.mean(r['max_statistic']['candidates'] for r in rows):.1f}, "
+                  f"mean looks on dev {statistics.mean(r['max_statistic']['looks'] for r in rows):.1f}, mean calls "
+                  f"{statistics.mean(r['max_statistic']['calls'] for r in rows):.0f}, mean best raw dev κ "
+                  f"{statistics.mean(r['max_statistic']['best_value'] for r in rows):.3f}, mean seconds per optimisation "
+                  f"{statistics.mean(r['max_statistic']['seconds'] for r in rows):.1f}.", ""]
+    if "dspy" in out:
+        d = out["dspy"]
+        lines += ["## DSPy on the same world", ""]
+        if "error" in d:
+            lines += [f"Not run: {d['error']}", ""]
+        else:
+            lines += [f"dspy {d['version']}, `BootstrapFewShotWithRandomSearch` (4 bootstrapped + 4 labelled demos, 6 candidate "
+                      "programs) on the 120 train items, pointed at the same server through LiteLLM. Its own claim: "
+                      f"{d['own_claim']} (% correct on {d['claim_on']}). Test κ {d['test_kappa']:.3f} "
+                      f"[{d['test_ci'][0]:.3f}, {d['test_ci'][1]:.3f}] on the same 120 test items. Calls: {d['calls_optimise']} "
+                      f"to optimise, {d['calls_total']} with the test; {d['seconds']:.1f} s.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--signal", action="store_true")
+    parser.add_argument("--null", type=int, default=0, help="null worlds to run (≥ 200 for the record)")
+    parser.add_argument("--dspy", action="store_true")
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    server = FakeLLM().start()
+    server.keep_requests = False
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        os.environ["CALIBRATE_INSTANCE"] = str(folder / "instance")
+        if args.signal:
+            out["signal"] = run_signal(folder, server)
+        if args.null:
+            out["null"] = run_null(folder, server, args.null)
+        if args.dspy:
+            out["dspy"] = run_dspy(server)
+    server.stop()
+    text = report(out)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
+    if args.record:
+        RESULTS.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
