@@ -72,41 +72,34 @@ def render_json(result: dict) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False) + "\n"
 
 
-def _md(text: Any) -> str:
-    out = str(text)
-    for ch in "\\`*_[]<>|":
-        out = out.replace(ch, "\\" + ch)
-    return out.replace("\n", " ")
-
-
 def render_markdown(result: dict) -> str:
     ctx = context(result)
     _ = i18n.gettext
-    title = _("Optimisation of %(start)s on %(dataset)s", start=_md(result.get("from")), dataset=_md(result.get("dataset")))
-    task_line = _("Task: %(task)s, metric %(metric)s, target %(target)s", task=_md(result.get("task")),
-                  metric=_md(result.get("metric") or "—"), target=result.get("target"))
+    title = _("Optimisation of %(start)s on %(dataset)s", start=summary.md_text(result.get("from")), dataset=summary.md_text(result.get("dataset")))
+    task_line = _("Task: %(task)s, metric %(metric)s, target %(target)s", task=summary.md_text(result.get("task")),
+                  metric=summary.md_text(result.get("metric") or "—"), target=result.get("target"))
     looks = _("Looks on dev: %(dev)s; on test: %(test)s; adjustment: %(how)s", dev=result["looks"]["dev"],
-              test=result["looks"]["test"], how=_md(result.get("adjustment")))
-    stopped = _("Stopped: %(why)s", why=_md(ctx["stop"]))
-    outcome = _("Outcome: %(outcome)s", outcome=_md(ctx["outcome"]))
+              test=result["looks"]["test"], how=summary.md_text(result.get("adjustment")))
+    stopped = _("Stopped: %(why)s", why=summary.md_text(ctx["stop"]))
+    outcome = _("Outcome: %(outcome)s", outcome=summary.md_text(ctx["outcome"]))
     calls = _("Calls: %(calls)s, cost $%(cost)s", calls=result.get("calls"), cost=f"{result.get('cost') or 0:.4f}")
     lines = [f"# {title}", "", f"- {task_line}", f"- {looks}", f"- {stopped}", f"- {outcome}", f"- {calls}"]
     if result.get("note"):
-        lines.append(f"- {_md(result['note'])}")
+        lines.append(f"- {summary.md_text(result['note'])}")
     header = [_("Version"), _("Parent"), _("Change"), _("Dev value"), "CI", "lower_adjusted", "n", _("Calls"), _("Cost"), _("Note")]
     lines += ["", "## " + _("Candidates"), "", "| " + " | ".join(header) + " |", "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
     for row in ctx["rows"]:
         c = row["c"]
         mark = " ✔" if row["chosen"] else ""
-        lines.append(f"| {_md(c['version'])}{mark} | {_md(c.get('parent') or '—')} | {_md(row['kind'])} | {row['value']} | "
+        lines.append(f"| {summary.md_text(c['version'])}{mark} | {summary.md_text(c.get('parent') or '—')} | {summary.md_text(row['kind'])} | {row['value']} | "
                      f"{row['ci']} | {row['lower']} | {c['dev'].get('n') or '—'} | {c['calls']} | ${c['cost']:.4f} | "
-                     f"{_md(c['change'].get('note', ''))} |")
+                     f"{summary.md_text(c['change'].get('note', ''))} |")
     if ctx["refused"]:
         lines += ["", "## " + _("Refused candidates"), ""]
         for r in ctx["refused"]:
-            where = _("round %(n)s, %(kind)s from %(parent)s:", n=r["r"].get("round"), kind=_md(r["r"]["change"].get("kind")),
-                      parent=_md(r["r"].get("parent")))
-            lines.append(f"- {where} {_md(r['why'])}")
+            where = _("round %(n)s, %(kind)s from %(parent)s:", n=r["r"].get("round"), kind=summary.md_text(r["r"]["change"].get("kind")),
+                      parent=summary.md_text(r["r"].get("parent")))
+            lines.append(f"- {where} {summary.md_text(r['why'])}")
     return "\n".join(lines) + "\n"
 
 
