@@ -10,7 +10,8 @@ request, so each prompt version draws its own noise. Each claim is about one of 
    optimiser (max-statistic and Bonferroni, on separate copies of the database) should reach a
    test pass; its candidates and calls are recorded.
 2. **Null** (`--null N`): every claim is judged right with accuracy 0.85 whatever the prompt
-   (true κ ≈ 0.70 < target 0.75), N worlds (each its own noise seed), 60 train, 120 dev, 120 test,
+   (true κ ≈ 0.70 < target 0.75), N worlds (the same items, each world its own noise seed), 60 train,
+   120 dev, 120 test,
    at most 8 candidates, `--adjustment max_statistic`. Recorded: the share of runs that claim
    `target_reached`, that pass on test, and the share in which the naive rule — the best raw dev
    value ≥ target — would claim success on the same runs; Bonferroni's bounds read on each run's
@@ -136,12 +137,14 @@ def bonferroni_bounds(path: Path, result: dict) -> dict:
 def run_null(folder: Path, server: FakeLLM, n: int) -> dict:
     """One optimisation (max-statistic) per null world; Bonferroni's bounds read on its final state, no call."""
     rows = []
+    world = null_world(1000)
+    server.responder = world
+    (folder / "null").mkdir()
+    template = build_template(folder / "null", world)  # the same items in every world: only the judge's noise differs
     for i in range(n):
-        world = null_world(1000 + i)
-        server.responder = world
+        world.seed = 1000 + i  # every answer is a draw seeded by (world, prompt, item): a new world's noise
         where = folder / f"null-{i}"
         where.mkdir()
-        template = build_template(where, world)
         result = optimise_once(template, where, server, adjustment="max_statistic", max_candidates=8, name="run", keep=True)
         bonferroni = bonferroni_bounds(where / "run.sqlite", result)
         values = [c["dev"]["value"] for c in result["candidates"] if c["dev"]["value"] is not None]
@@ -265,8 +268,8 @@ def report(out: dict) -> str:
             stops[r["stop"]] = stops.get(r["stop"], 0) + 1
         lines += ["## Null world", "",
                   f"{n} worlds: every claim judged right with accuracy 0.85 whatever the prompt (true κ ≈ 0.70, below the "
-                  "target 0.75), each world its own noise seed (each prompt version draws its own noise); 60 train, 120 dev, "
-                  "120 test items; at most 8 candidates; `--adjustment max_statistic`. Bonferroni's bounds are read on each "
+                  "target 0.75); the same 60 train, 120 dev and 120 test items in every world, each world its own noise "
+                  "seed (and each prompt version its own noise); at most 8 candidates; `--adjustment max_statistic`. Bonferroni's bounds are read on each "
                   "run's final state (the same candidates and looks, no call).", "",
                   "| rule | claims success | passes on test |", "|---|---:|---:|",
                   f"| calibrate optimise (max-statistic `lower_adjusted` ≥ 0.75) | {share('reached')} | {share('test_pass')} |",

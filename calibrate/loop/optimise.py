@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
@@ -123,15 +125,12 @@ class OptimiseSpec:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class OptimiseError(CalibrationError):
-    """A refusal of `calibrate optimise` (exit 2, nothing called)."""
-
-
 # --------------------------------------------------------------------------- refusals and setup
 
 
 def _refuse(code: str, **figures: Any) -> None:
-    raise OptimiseError(Reason(code, **figures))
+    """Raise the refusal `code` (a CalibrationError: exit 2, nothing called)."""
+    raise CalibrationError(Reason(code, **figures))
 
 
 def _split_counts(session: Session, dataset_id: int, task: Task) -> dict[str, tuple[int, int]]:
@@ -146,7 +145,7 @@ def _split_counts(session: Session, dataset_id: int, task: Task) -> dict[str, tu
 
 
 def check_spec(session: Session, spec: OptimiseSpec, prices: dict[str, Price]) -> dict[str, Any]:
-    """Raise OptimiseError (or NotFound) for every refusal; return what the checks found (ids, splits)."""
+    """Raise CalibrationError (or NotFound) for every refusal; return what the checks found (ids, splits)."""
     dataset = lookup.dataset(session, spec.dataset)
     task = lookup.task(session, spec.task)
     if task.name in METRIC_TASKS:
@@ -186,10 +185,25 @@ def check_spec(session: Session, spec: OptimiseSpec, prices: dict[str, Price]) -
             "rewriter": rewriter}
 
 
-def optimisation_is_live(opt: Optimisation) -> bool:
-    """Return whether a running optimisation still has a process behind it (its owner's pid and heartbeat, as a run's)."""
-    return run_is_live(SimpleNamespace(status="running" if opt.status == "running" else opt.status,
-                                       params=(opt.state or {}).get("owner") or {}))
+def optimisation_is_live(session: Session, opt: Optimisation) -> bool:
+    """Return whether a running optimisation still has a process behind it: its owner's pid on this host, else a
+    heartbeat younger than a run's LIVE_SECONDS or one of its runs live (a long run writes no state)."""
+    if opt.status != "running":
+        return False
+    state = opt.state or {}
+    owner = state.get("owner") or {}
+    if owner.get("host") == socket.gethostname() and owner.get("pid"):
+        try:
+            os.kill(int(owner["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if run_is_live(SimpleNamespace(status="running", params=owner)):
+        return True
+    runs = [session.get(JudgeRun, int(run_id)) for run_id in state.get("runs") or {}]
+    return any(run is not None and run_is_live(run) for run in runs)
 
 
 def _test_looks(session: Session, dataset_id: int, task_id: int) -> list[TestEvaluation]:
@@ -204,7 +218,7 @@ def prepare_optimisation(engine: Engine, spec: OptimiseSpec, *, prices: dict[str
     with write_session(engine) as session:
         found = check_spec(session, spec, prices)
         same = session.exec(select(Optimisation).where(Optimisation.key == key).order_by(Optimisation.id.desc())).first()
-        if same is not None and same.status == "running" and optimisation_is_live(same):
+        if same is not None and same.status == "running" and optimisation_is_live(session, same):
             _refuse("optimise_in_progress", id=same.id)
         looks = _test_looks(session, found["dataset"].id, found["task"].id)
         own_look = ((same.state or {}).get("test") or {}).get("evaluation_id") if same is not None else None
@@ -390,6 +404,19 @@ def execute_optimisation(engine: Engine, opt_id: int, *, transport: httpx.AsyncB
     except JudgeError as exc:
         status, error = "failed", str(exc)
         state["stop"] = {"code": "failed", "error": error}
+    except BaseException as exc:  # recorded, then raised: a page must never poll an optimisation nobody runs
+        status, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        state["stop"] = {"code": "failed", "error": error}
+        _finish(engine, opt_id, state, status, error)
+        raise
+    result = _finish(engine, opt_id, state, status, error)
+    if status == "failed":
+        raise JudgeError(error)
+    return result
+
+
+def _finish(engine: Engine, opt_id: int, state: dict, status: str, error: str) -> dict:
+    """Store the final state, the result and the status; return the result."""
     if state.get("stop", {}).get("code") == "cancelled":
         status = "cancelled"
     with write_session(engine) as session:
@@ -402,8 +429,6 @@ def execute_optimisation(engine: Engine, opt_id: int, *, transport: httpx.AsyncB
         result = result_dict(session, opt)
         opt.result, opt.status, opt.error, opt.finished_at = result, status, error, utcnow()
         session.add(opt)
-    if status == "failed":
-        raise JudgeError(error)
     return result
 
 
@@ -726,7 +751,7 @@ def optimise(engine: Engine, spec: OptimiseSpec, **kwargs: Any) -> dict:
 
 def settle_dead(session: Session, opt: Optimisation) -> None:
     """Mark a running optimisation whose process is gone `failed` (the same settings take it up); the caller commits."""
-    if opt.status == "running" and not optimisation_is_live(opt):
+    if opt.status == "running" and not optimisation_is_live(session, opt):
         opt.status, opt.error, opt.finished_at = "failed", DEAD_RUN_ERROR, utcnow()
         session.add(opt)
 

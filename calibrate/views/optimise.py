@@ -90,7 +90,7 @@ def create(name: str):
 def _context(opt_id: int) -> dict:
     session = get_session()
     opt = session.get(Optimisation, opt_id) or abort(404)
-    if opt.status == "running" and not optimisation_is_live(opt):  # its process was killed: failed, resumable
+    if opt.status == "running" and not optimisation_is_live(session, opt):  # its process was killed: failed, resumable
         write(lambda db: settle_dead(db, db.get(Optimisation, opt_id)))
         session = get_session()
         opt = session.get(Optimisation, opt_id)
