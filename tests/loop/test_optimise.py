@@ -250,3 +250,42 @@ def test_killed_with_sigkill_it_resumes_repeating_at_most_the_calls_in_flight(db
     repeated = set(after) & set(before)
     assert len(repeated) <= in_flight, "only the calls in flight at the kill are asked again"
     assert len(set(before) | set(after)) == 145  # what an uninterrupted optimisation asks
+
+
+def test_without_a_test_split_the_result_rests_on_dev_and_says_it_is_not_confirmed(runner, engine, tmp_path, server):
+    world = PromptWorld.make(n_train=24, n_dev=24, n_test=0, hard={"dosage", "timing"})
+    server.responder = world
+    (tmp_path / "notest").mkdir()
+    start = load_world(engine, tmp_path / "notest", world, dataset="notest", prompt="nt")
+    result = runner.invoke(optimise_args(server, start, dataset="notest"))
+    out = json.loads(result.stdout)
+    assert out["stop"]["code"] == "target_reached" and out["chosen"] and out["test"] is None
+    assert out["decision"] is None and out["confirmed"] is False
+    assert out["note"] == "notest has no test split: the result rests on dev only and is not confirmed"
+    shown = runner.invoke(["prompt", "show", out["chosen"]])
+    assert f"origin: proposed by optimisation {out['optimisation']}" in shown.stdout
+
+
+def test_experts_who_agree_below_the_target_stop_it_before_any_call(runner, engine, tmp_path, server):
+    import random
+
+    world = PromptWorld.make(n_train=12, n_dev=40, n_test=0, hard=set())
+    rng = random.Random(3)
+    labels, dev = [], [s["id"] for s in world.samples if s["metadata"]["split"] == "dev"]
+    for lab in world.labels:  # dev: six annotators in turn, each pair sharing a few targets, the second a coin flip
+        if lab["sample_id"] not in dev:
+            labels.append(lab)
+        elif lab["annotator"] == "ann1":
+            j = dev.index(lab["sample_id"])
+            labels.append({**lab, "annotator": f"expert{j % 6}"})
+            labels.append({**lab, "annotator": f"expert{(j + 1) % 6}", "value": rng.choice(["supported", "unsupported"])})
+    world.labels = labels
+    (tmp_path / "ceiling").mkdir()
+    start = load_world(engine, tmp_path / "ceiling", world, dataset="ceiling", prompt="cl")
+    result = runner.invoke(optimise_args(server, start, dataset="ceiling"))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["stop"]["code"] == "ceiling_below_target" and out["candidates"] == [] and out["chosen"] is None
+    assert out["ceiling"]["metric"] == "krippendorff_alpha_nominal" and out["ceiling"]["ci"][1] < 0.75
+    assert "the experts agree with each other at" in out["stop"]["text"]
+    assert server.stats()["requests"] == 0
