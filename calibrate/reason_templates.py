@@ -702,6 +702,8 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
                                      "confirmation is refused; pass --reuse-test to confirm on it anyway (the result says "
                                      "which look it is)"),
     "optimise_not_confirmed": N_("{dataset} has no test split: the result rests on dev only and is not confirmed"),
+    "optimise_test_unlabelled": N_("the test split of {dataset} has no {task} labels: the result rests on dev only and is not "
+                                   "confirmed"),
     "optimise_test_reused": N_("this is look {look} at the test split of {dataset} for {task} (--reuse-test): a score chosen "
                                "among several looks is no longer an honest estimate"),
     "stop_target_reached": N_("{version}'s lower bound on dev, adjusted for the looks, reached the target {target}"),

@@ -648,10 +648,9 @@ def _confirm_on_test(optimiser: Optimiser, best: dict) -> None:
     spec, state = optimiser.spec, optimiser.state
     with Session(optimiser.engine) as session:
         dataset = lookup.dataset(session, optimiser.dataset)
-        has_test = session.exec(select(Sample.id).where(Sample.dataset_id == dataset.id, Sample.split == TEST_SPLIT)
-                                .limit(1)).first() is not None
-    if not has_test:
-        state["test"] = {"none": True}
+        samples, labelled = _split_counts(session, dataset.id, lookup.task(session, spec.task)).get(TEST_SPLIT, (0, 0))
+    if not labelled:  # no test split, or one without labels of the task: dev only, and the result says so
+        state["test"] = {"none": True, "unlabelled": bool(samples)}
         optimiser.save()
         return
     entry = optimiser.candidate(best["version"])
@@ -737,7 +736,8 @@ def result_dict(session: Session, opt: Optimisation) -> dict:
         "calls": calls, "cost": round(cost, 6),
     }
     if chosen is not None and test is None:
-        out["note"] = Reason("optimise_not_confirmed", dataset=dataset_name).text()
+        why = "optimise_test_unlabelled" if test_state.get("unlabelled") else "optimise_not_confirmed"
+        out["note"] = Reason(why, dataset=dataset_name, task=task.name).text()
     if test is not None and test["look"] > 1:
         out["note"] = Reason("optimise_test_reused", look=test["look"], dataset=dataset_name, task=task.name).text()
     return out
