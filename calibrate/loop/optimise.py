@@ -35,7 +35,7 @@ import os
 import random
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -601,11 +601,11 @@ def _rewrite(optimiser: Optimiser, version: PromptVersion, task: Task, batch: li
     with Session(optimiser.engine) as session:
         rewrite_prompt, rewriter = resolve_version(session, spec.rewriter)
         rewrite_task = session.get(Task, rewrite_prompt.task_id)
-    endpoint = endpoint_for(RunSpec(dataset=optimiser.dataset, prompt=spec.rewriter, backend=spec.backend, model=spec.model,
-                                    base_url=spec.base_url, api_key_env=spec.api_key_env), rewriter) \
-        if rewriter.model else endpoint_for(RunSpec(dataset=optimiser.dataset, prompt=spec.start, backend=spec.backend,
-                                                    model=spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env),
-                                            version)
+    # The judge's endpoint (backend, base URL, key variable); the rewriter's own model when its version names one.
+    endpoint = endpoint_for(RunSpec(dataset=optimiser.dataset, prompt=spec.start, backend=spec.backend, model=spec.model,
+                                    base_url=spec.base_url, api_key_env=spec.api_key_env), version)
+    if rewriter.model:
+        endpoint = replace(endpoint, model=rewriter.model)
     base = dict(state["rewrite"])
 
     def on_write(session: Session, totals: Totals) -> bool:
