@@ -139,14 +139,17 @@ def bonferroni_bounds(path: Path, result: dict) -> dict:
     return scored.lower_adjusted
 
 
-def run_null(folder: Path, server: FakeLLM, n: int) -> dict:
-    """One optimisation (max-statistic) per null world; Bonferroni's bounds read on its final state, no call."""
+def run_null(folder: Path, server: FakeLLM, n: int, *, offset: int = 0, rows_file: Path | None = None) -> dict:
+    """One optimisation (max-statistic) per null world; Bonferroni's bounds read on its final state, no call.
+
+    Worlds `offset` … `offset + n - 1`; each row is appended to `rows_file` as it is made (several processes can share
+    the worlds out, and `--report` reads their rows back)."""
     rows = []
     world = null_world(1000)
     server.responder = world
     (folder / "null").mkdir()
     template = build_template(folder / "null", world)  # the same items in every world: only the judge's noise differs
-    for i in range(n):
+    for i in range(offset, offset + n):
         world.seed = 1000 + i  # every answer is a draw seeded by (world, prompt, item): a new world's noise
         where = folder / f"null-{i}"
         where.mkdir()
@@ -161,8 +164,11 @@ def run_null(folder: Path, server: FakeLLM, n: int) -> dict:
                      "bonferroni_reached": any(v is not None and v >= TARGET for v in bonferroni.values()),
                      "candidates": len(result["candidates"]), "looks": result["looks"]["dev"], "calls": result["calls"],
                      "seconds": result["seconds"]})
+        if rows_file is not None:
+            with rows_file.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
         shutil.rmtree(where)
-        if (i + 1) % 10 == 0:
+        if len(rows) % 10 == 0:
             print(f"null world {i + 1}/{n}: reached {sum(r['reached'] for r in rows)}, naive {sum(r['naive'] for r in rows)}",
                   file=sys.stderr, flush=True)
     return {"rows": rows}
@@ -308,9 +314,28 @@ def main() -> None:
     parser.add_argument("--signal", action="store_true")
     parser.add_argument("--null", type=int, default=0, help="null worlds to run (≥ 200 for the record)")
     parser.add_argument("--dspy", action="store_true")
+    parser.add_argument("--offset", type=int, default=0, help="the first null world's index (to share them out)")
+    parser.add_argument("--rows", type=Path, help="append each null world's row to this JSONL file as it is made")
+    parser.add_argument("--report", type=Path, nargs="*", help="write the report from saved figures: --json files of "
+                        "earlier runs and --rows files, no run")
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
+    if args.report is not None:
+        out: dict = {}
+        for path in args.report:
+            if path.suffix == ".jsonl":
+                rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+                out.setdefault("null", {"rows": []})["rows"].extend(rows)
+            else:
+                out.update({k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if k != "null"})
+        if "null" in out:
+            out["null"]["rows"].sort(key=lambda r: r["world"])
+        text = report(out)
+        print(text)
+        if args.record:
+            RESULTS.write_text(text, encoding="utf-8")
+        return
     server = FakeLLM().start()
     server.keep_requests = False
     out: dict = {}
@@ -320,7 +345,7 @@ def main() -> None:
         if args.signal:
             out["signal"] = run_signal(folder, server)
         if args.null:
-            out["null"] = run_null(folder, server, args.null)
+            out["null"] = run_null(folder, server, args.null, offset=args.offset, rows_file=args.rows)
         if args.dspy:
             out["dspy"] = run_dspy(server)
     server.stop()
