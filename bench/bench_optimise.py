@@ -16,12 +16,19 @@ request, so each prompt version draws its own noise. Each claim is about one of 
    `target_reached`, that pass on test, and the share in which the naive rule — the best raw dev
    value ≥ target — would claim success on the same runs; Bonferroni's bounds read on each run's
    final state (the same candidates and looks) and their gap to the max-statistic's.
-3. **DSPy** (`--dspy`): the same signal world, a `dspy.Predict` judge (question, contexts, claim →
+3. **Correlation** (`--correlation`): no server; Bonferroni against the max-statistic as the
+   versions agree more with each other (the null world's versions are independent: there the two
+   coincide), with how often each bound of the best version lies above the true κ.
+4. **DSPy** (`--dspy`): the same signal world, a `dspy.Predict` judge (question, contexts, claim →
    verdict) pointed at the same server through LiteLLM, optimised with
    `BootstrapFewShotWithRandomSearch` on the train split (its default validation set is its
    training set), scored on the same test items: its test κ, its own claim, its calls.
 
-    .venv/bin/python bench/bench_optimise.py --signal --null 200 --dspy [--record]
+    .venv/bin/python bench/bench_optimise.py --signal --null 200 --correlation --dspy [--record]
+
+The null worlds can be shared out over processes (`--null N --offset K --rows FILE.jsonl` each,
+rows written as they are made) and the report written from the saved figures:
+`--report signal.json dspy.json rows*.jsonl [--record]`.
 
 `--record` writes bench/results/optimise.md (the figures and the machine's load).
 """
@@ -174,6 +181,42 @@ def run_null(folder: Path, server: FakeLLM, n: int, *, offset: int = 0, rows_fil
     return {"rows": rows}
 
 
+def run_correlation(reps: int = 200) -> dict:
+    """Bonferroni against the max-statistic when candidates are correlated (no server: the statistics alone).
+
+    8 versions of a judge right with probability 0.85 on 120 balanced items (true κ 0.70); each version keeps a
+    shared verdict on a share `rho` of the items and draws its own elsewhere (rho 0: the null world's independent
+    noise; real prompt variants mostly agree). Per rho: the mean adjusted level γ, the mean gap between the best
+    version's two bounds, and how often each bound of the best version lies above the true κ.
+    """
+    import numpy as np
+
+    from calibrate import stats
+
+    out = {}
+    n, k, accuracy, truth = 120, 8, 0.85, 0.70
+    for rho in (0.0, 0.5, 0.8, 0.95):
+        rng = np.random.default_rng(int(rho * 100))
+        gaps, levels, over = [], [], {"max_statistic": 0, "bonferroni": 0, "unadjusted": 0}
+        for rep in range(reps):
+            gold = rng.integers(0, 2, n)
+            shared = np.where(rng.random(n) < accuracy, gold, 1 - gold)
+            judges = [np.where(rng.random(n) < rho, shared, np.where(rng.random(n) < accuracy, gold, 1 - gold)) for _ in range(k)]
+            idx = stats.bootstrap_index_matrix(n, n_resamples=stats.resamples_needed(k), seed=rep)
+            values = np.column_stack([stats.kappa_resamples(gold, j, np.arange(n), idx, n_labels=2) for j in judges])
+            best = int(np.argmax([stats.cohen_kappa(gold, j, labels=[0, 1]).value for j in judges]))
+            maxstat = stats.selection_lower_bounds(values, looks=k, method="max_statistic")
+            bonf = stats.selection_lower_bounds(values, looks=k, method="bonferroni")
+            levels.append(maxstat.level)
+            gaps.append(maxstat.lower[best] - bonf.lower[best])
+            over["max_statistic"] += maxstat.lower[best] > truth
+            over["bonferroni"] += bonf.lower[best] > truth
+            over["unadjusted"] += float(np.quantile(values[:, best], 0.025)) > truth
+        out[str(rho)] = {"reps": reps, "level": float(np.mean(levels)), "bonferroni_level": 0.025 / k,
+                         "gap_mean": float(np.mean(gaps)), "gap_median": float(np.median(gaps)), "over": over}
+    return out
+
+
 def run_dspy(server: FakeLLM) -> dict:
     """Optimise a DSPy judge of the signal world on its train split; score it on the test split."""
     try:
@@ -295,6 +338,19 @@ def report(out: dict) -> str:
                   f"{statistics.mean(r['best_value'] for r in rows):.3f}, mean best lower_adjusted "
                   f"{statistics.mean(r['best_lower'] for r in rows if r['best_lower'] is not None):.3f}, mean seconds per "
                   f"optimisation {statistics.mean(r['seconds'] for r in rows):.1f}.", ""]
+    if "correlation" in out:
+        lines += ["## Bonferroni against the max-statistic, by how much the versions agree", "",
+                  "No server: 8 versions of a judge right with probability 0.85 on 120 balanced items (true κ 0.70), each "
+                  "keeping a shared verdict on a share ρ of the items and its own draw elsewhere (ρ = 0 is the null world's "
+                  "independent noise; prompt variants of one judge mostly agree). Per ρ, "
+                  f"{next(iter(out['correlation'].values()))['reps']} simulated dev sets.", "",
+                  "| ρ | max-statistic level γ (Bonferroni 0.0031) | best version's bound, max-statistic − Bonferroni (mean, median) | "
+                  "best bound above the true κ: max-statistic / Bonferroni / unadjusted |", "|---:|---:|---:|---|"]
+        for rho, r in out["correlation"].items():
+            o = r["over"]
+            lines.append(f"| {rho} | {r['level']:.4f} | {r['gap_mean']:+.4f}, {r['gap_median']:+.4f} | "
+                         f"{o['max_statistic'] / r['reps']:.1%} / {o['bonferroni'] / r['reps']:.1%} / {o['unadjusted'] / r['reps']:.1%} |")
+        lines.append("")
     if "dspy" in out:
         d = out["dspy"]
         lines += ["## DSPy on the same world", ""]
@@ -314,6 +370,7 @@ def main() -> None:
     parser.add_argument("--signal", action="store_true")
     parser.add_argument("--null", type=int, default=0, help="null worlds to run (≥ 200 for the record)")
     parser.add_argument("--dspy", action="store_true")
+    parser.add_argument("--correlation", action="store_true", help="Bonferroni against the max-statistic by agreement")
     parser.add_argument("--offset", type=int, default=0, help="the first null world's index (to share them out)")
     parser.add_argument("--rows", type=Path, help="append each null world's row to this JSONL file as it is made")
     parser.add_argument("--report", type=Path, nargs="*", help="write the report from saved figures: --json files of "
@@ -329,8 +386,8 @@ def main() -> None:
                 out.setdefault("null", {"rows": []})["rows"].extend(rows)
             else:
                 out.update({k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if k != "null"})
-        if "null" in out:
-            out["null"]["rows"].sort(key=lambda r: r["world"])
+        if "null" in out:  # one row per world (processes sharing the worlds out may overlap)
+            out["null"]["rows"] = sorted({r["world"]: r for r in out["null"]["rows"]}.values(), key=lambda r: r["world"])
         text = report(out)
         print(text)
         if args.record:
@@ -348,6 +405,8 @@ def main() -> None:
             out["null"] = run_null(folder, server, args.null, offset=args.offset, rows_file=args.rows)
         if args.dspy:
             out["dspy"] = run_dspy(server)
+        if args.correlation:
+            out["correlation"] = run_correlation()
     server.stop()
     text = report(out)
     print(text)
