@@ -176,17 +176,10 @@ class Writer:
             existing = {(v.target_key, v.order_key, v.sample_index): v for v in session.exec(
                 select(Verdict).where(Verdict.judge_id == self.judge_id, Verdict.task_id == self.task_id,
                                       Verdict.target_key.in_(keys))).all()} if keys else {}
-            entries = [entry for o in outcomes for entry in o.cache_entries()] + list(cache)
-            cache_keys = [entry.key for entry in entries]
-            cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(cache_keys))).all()) if cache_keys else set()
+            cache_rows = new_cache_rows(session, [entry for o in outcomes for entry in o.cache_entries()] + list(cache),
+                                        self.backend_name, self.model)
             now = utcnow()
-            new_rows, cache_rows, written = [], [], []
-            for entry in entries:
-                if entry.key not in cached:
-                    cache_rows.append({"key": entry.key, "backend": self.backend_name, "model": self.model,
-                                       "response": entry.text, "input_tokens": entry.input_tokens,
-                                       "output_tokens": entry.output_tokens, "created_at": now})
-                    cached.add(entry.key)
+            new_rows, written = [], []
             for outcome in outcomes:
                 fields = {"run_id": self.run_id, "value": outcome.value, "status": outcome.status, "reason": outcome.reason,
                           "raw": outcome.raw, "error": outcome.error, "latency_ms": outcome.latency_ms,
@@ -247,6 +240,19 @@ class Writer:
         run.params = params
 
 
+def new_cache_rows(session: Session, entries: list[CacheEntry], backend: str, model: str) -> list[dict[str, Any]]:
+    """Return the response-cache rows to insert for `entries`: those whose key is not stored yet, each once."""
+    keys = [entry.key for entry in entries]
+    cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(keys))).all()) if keys else set()
+    rows, now = [], utcnow()
+    for entry in entries:
+        if entry.key not in cached:
+            cached.add(entry.key)
+            rows.append({"key": entry.key, "backend": backend, "model": model, "response": entry.text,
+                         "input_tokens": entry.input_tokens, "output_tokens": entry.output_tokens, "created_at": now})
+    return rows
+
+
 class AnswerWriter(Writer):
     """The writer of calls that are not verdicts (the optimiser's instruction rewrites, judges/rewrite.py): it stores
     each new answer in the response cache in small batches, as the run writer does, and keeps the outcomes in memory;
@@ -265,16 +271,8 @@ class AnswerWriter(Writer):
 
     def write(self, outcomes: list[Outcome], *, extra: dict[str, Any] | None = None, cache: list[CacheEntry] = ()) -> None:
         with write_session(self.engine) as session:
-            entries = [entry for o in outcomes for entry in o.cache_entries()] + list(cache)
-            keys = [entry.key for entry in entries]
-            cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(keys))).all()) if keys else set()
-            rows = []
-            for entry in entries:
-                if entry.key not in cached:
-                    cached.add(entry.key)
-                    rows.append({"key": entry.key, "backend": self.backend_name, "model": self.model, "response": entry.text,
-                                 "input_tokens": entry.input_tokens, "output_tokens": entry.output_tokens,
-                                 "created_at": utcnow()})
+            rows = new_cache_rows(session, [entry for o in outcomes for entry in o.cache_entries()] + list(cache),
+                                  self.backend_name, self.model)
             if rows:
                 session.execute(sa_insert(ResponseCache), rows)
             for outcome in outcomes:
