@@ -63,7 +63,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import tasks_scopes
-from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
+from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, is_rewrite, pairwise_value
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
@@ -128,7 +128,7 @@ class _Context:
         self.columns: frozenset[str] = frozenset()  # a CSV file's header (an empty cell of a value column is a null verdict)
 
     def task_names(self) -> str:
-        return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task)))
+        return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task) and not is_rewrite(task)))
 
     def responses(self, sample_id: int) -> list[str]:
         """Return a sample's response ids in import order (read for the whole dataset at the first pairwise line)."""
@@ -188,6 +188,10 @@ def normalise_line(record: Record, check: RecordCheck, ctx: _Context) -> list[Li
         elif is_extraction(task):
             check.bad("task", f"task {task.name} is an extraction: it has no {ctx.kind} (its claims are made with "
                               f"`calibrate claims extract` and corrected in the workbench; tasks: {ctx.task_names()})")
+            task = None
+        elif is_rewrite(task):
+            check.bad("task", f"task {task.name} is the instruction rewrite: it has no {ctx.kind} (`calibrate optimise` "
+                              f"runs it; tasks: {ctx.task_names()})")
             task = None
     who = _judge(data, check, ctx) if verdicts else _annotator(data, check)
     claim = check.integer(data, "claim", minimum=0, what="a claim index (0, 1, 2, …)")
