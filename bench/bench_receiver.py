@@ -376,10 +376,9 @@ def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeat
         while staged_requests * BATCH < size:
             spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
                      for span in spans_of_protobuf(payload(base, staged_requests))]
-            encoded = staging.encode_spans(spans)
+            encoded = staging.encode_spans(spans, [])
             with write_session(engine) as session:
-                staging.stage_spans(session, token, spans, encoded=encoded,
-                                    now=now - 60 if staged_requests * BATCH < sizes[0] else now)
+                staging.stage_spans(session, token, encoded, now=now - 60 if staged_requests * BATCH < sizes[0] else now)
             staged_requests += 1
         timings = {}
         for name, module in (("before", before), ("after", staging)):
@@ -466,7 +465,7 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
         spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
                  for span in spans_of_protobuf(payload(base, number))]
         with write_session(engine) as session:
-            staging.stage_spans(session, token, spans, encoded=staging.encode_spans(spans), now=now - 60)
+            staging.stage_spans(session, token, staging.encode_spans(spans, []), now=now - 60)
     filled = 0
     rows = []
     after_import = staging.import_decoded

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calibrate.bounds import start_ns_problem
 from calibrate.ingest.problems import ImportRejected, reject
 
 FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto", "langfuse")
@@ -179,6 +180,11 @@ def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[
 
     `rejected`: as in spans_of_traces_data (the receiver's per-span refusals).
     """
+    return spans_of_message(request_of_protobuf(raw), Where(), rejected=rejected)
+
+
+def request_of_protobuf(raw: bytes) -> Any:
+    """Parse a binary ExportTraceServiceRequest; ImportRejected when it is not one."""
     # Loaded here: protobuf is only needed for this format.
     from google.protobuf.message import DecodeError  # noqa: PLC0415 (optional heavy import: protobuf)
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 (as above)
@@ -186,22 +192,31 @@ def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[
     )
 
     try:
-        message = ExportTraceServiceRequest.FromString(raw)
+        return ExportTraceServiceRequest.FromString(raw)
     except (DecodeError, RecursionError) as exc:
         raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
-    return spans_of_message(message, Where(), rejected=rejected)
+
+
+def count_message_spans(message: Any) -> int:
+    """Return how many spans a parsed ExportTraceServiceRequest holds (nothing decoded)."""
+    return sum(len(scope_spans.spans) for resource_spans in message.resource_spans for scope_spans in resource_spans.scope_spans)
 
 
 def spans_of_message(message: Any, where: Where, *, rejected: list[str] | None = None) -> list[Span]:
-    """Return the spans of a decoded ExportTraceServiceRequest (or TracesData) message.
+    """Return the spans of a decoded ExportTraceServiceRequest (or TracesData) message (`iter_message_spans`, listed)."""
+    return list(iter_message_spans(message, where, rejected=rejected))
+
+
+def iter_message_spans(message: Any, where: Where, *, rejected: list[str] | None = None) -> Iterator[Span]:
+    """Yield the spans of a decoded ExportTraceServiceRequest (or TracesData) message, decoding each as it is asked for.
 
     The same spans, values and refusals as `spans_of_traces_data(json_format.MessageToDict(message))`
     (ids as lowercase hex, 64-bit integers as int, bytes as base64 text, NaN and infinities as
     None, an unset value as None), read from the message's fields directly: turning every span
     into a dict first cost three quarters of a request's time in the receiver. The tests compare
-    the two on the same traces (every encoding gives the same samples).
+    the two on the same traces (every encoding gives the same samples). One at a time: the
+    receiver stages a large request chunk by chunk without holding all its spans decoded.
     """
-    spans: list[Span] = []
     for r, resource_spans in enumerate(message.resource_spans):
         path = f"resourceSpans[{r}]"
         resource = _pb_attributes(resource_spans.resource.attributes, f"{path}.resource.attributes", where)
@@ -209,13 +224,14 @@ def spans_of_message(message: Any, where: Where, *, rejected: list[str] | None =
             for n, span in enumerate(scope_spans.spans):
                 span_path = f"{path}.scopeSpans[{s}].spans[{n}]"
                 if rejected is None:
-                    spans.append(_pb_span(span, span_path, resource, where))
+                    yield _pb_span(span, span_path, resource, where)
                     continue
                 try:
-                    spans.append(_pb_span(span, span_path, resource, where))
+                    decoded = _pb_span(span, span_path, resource, where)
                 except ImportRejected as exc:
                     rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
-    return spans
+                    continue
+                yield decoded
 
 
 def _pb_id(value: bytes, size: int, path: str, where: Where) -> str:
@@ -233,8 +249,16 @@ def _pb_span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Sp
     trace_id = _pb_id(span.trace_id, 16, f"{path}.traceId", where)
     span_id = _pb_id(span.span_id, 8, f"{path}.spanId", where)
     parent_id = _pb_id(span.parent_span_id, 8, f"{path}.parentSpanId", where) if span.parent_span_id else ""
-    return Span(trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
+    return Span(trace_id, span_id, parent_id, span.name, _start(span.start_time_unix_nano, path, where),
                 _pb_attributes(span.attributes, f"{path}.attributes", where), resource)
+
+
+def _start(start_ns: int, path: str, where: Where) -> int:
+    """Return a span's start time, refused (naming the field) outside the years calibrate takes (calibrate.bounds)."""
+    problem = start_ns_problem(start_ns)
+    if problem is not None:
+        raise where.fail(f"{path}.startTimeUnixNano", problem)
+    return start_ns
 
 
 def _pb_attributes(items: Any, path: str, where: Where) -> dict[str, Any]:
@@ -300,9 +324,34 @@ def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None 
     list: then the span is left out and why is appended to it (the OTLP/HTTP receiver answers
     those with partialSuccess). A malformed structure around the spans always raises.
     """
+    return list(iter_traces_data_spans(data, where, rejected=rejected))
+
+
+def check_traces_data(data: Any, where: Where) -> int:
+    """Check the structure around the spans of a TracesData dict (what raises whatever `rejected` says) and return how
+    many spans it holds, decoding none: the receiver refuses a malformed or too large request before staging any span."""
+    return sum(len(spans) for _, _, spans in _scopes(data, where))
+
+
+def iter_traces_data_spans(data: Any, where: Where, *, rejected: list[str] | None = None) -> Iterator[Span]:
+    """Yield the spans of a TracesData dict one at a time (as `spans_of_traces_data`; its structure is checked as it goes)."""
+    for scope_path, resource_attributes, spans in _scopes(data, where):
+        for n, span in enumerate(spans):
+            if rejected is None:
+                yield _span(span, f"{scope_path}.spans[{n}]", resource_attributes, where)
+                continue
+            try:
+                decoded = _span(span, f"{scope_path}.spans[{n}]", resource_attributes, where)
+            except ImportRejected as exc:
+                rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
+                continue
+            yield decoded
+
+
+def _scopes(data: Any, where: Where) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
+    """Yield (path, resource attributes, spans list) for each scopeSpans of a TracesData dict, checking the structure."""
     if not isinstance(data, dict):
         raise where.fail("", f"must be a TracesData object, found {_kind(data)}")
-    spans: list[Span] = []
     for r, resource_spans in enumerate(_list(data, ("resourceSpans", "resource_spans"), "resourceSpans", where)):
         path = f"resourceSpans[{r}]"
         _object(resource_spans, path, where)
@@ -312,15 +361,7 @@ def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None 
         for s, scope_spans in enumerate(_list(resource_spans, ("scopeSpans", "scope_spans"), f"{path}.scopeSpans", where)):
             scope_path = f"{path}.scopeSpans[{s}]"
             _object(scope_spans, scope_path, where)
-            for n, span in enumerate(_list(scope_spans, ("spans",), f"{scope_path}.spans", where)):
-                if rejected is None:
-                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
-                    continue
-                try:
-                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
-                except ImportRejected as exc:
-                    rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
-    return spans
+            yield scope_path, resource_attributes, _list(scope_spans, ("spans",), f"{scope_path}.spans", where)
 
 
 def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
@@ -332,7 +373,8 @@ def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
     name = span.get("name", "")
     if not isinstance(name, str):
         raise where.fail(f"{path}.name", f"must be a string, found {_kind(name)}")
-    start = _integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano", where)
+    start = _start(_integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano",
+                            where), path, where)
     return Span(trace_id, span_id, parent_id, name, start, attributes(span.get("attributes"), f"{path}.attributes", where),
                 resource)
 
