@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibrate.bounds import start_ns_problem
 from calibrate.ingest.problems import ImportRejected, reject
 
 FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto", "langfuse")
@@ -249,16 +248,8 @@ def _pb_span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Sp
     trace_id = _pb_id(span.trace_id, 16, f"{path}.traceId", where)
     span_id = _pb_id(span.span_id, 8, f"{path}.spanId", where)
     parent_id = _pb_id(span.parent_span_id, 8, f"{path}.parentSpanId", where) if span.parent_span_id else ""
-    return Span(trace_id, span_id, parent_id, span.name, _start(span.start_time_unix_nano, path, where),
+    return Span(trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
                 _pb_attributes(span.attributes, f"{path}.attributes", where), resource)
-
-
-def _start(start_ns: int, path: str, where: Where) -> int:
-    """Return a span's start time, refused (naming the field) outside the years calibrate takes (calibrate.bounds)."""
-    problem = start_ns_problem(start_ns)
-    if problem is not None:
-        raise where.fail(f"{path}.startTimeUnixNano", problem)
-    return start_ns
 
 
 def _pb_attributes(items: Any, path: str, where: Where) -> dict[str, Any]:
@@ -373,8 +364,7 @@ def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
     name = span.get("name", "")
     if not isinstance(name, str):
         raise where.fail(f"{path}.name", f"must be a string, found {_kind(name)}")
-    start = _start(_integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano",
-                            where), path, where)
+    start = _integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano", where)
     return Span(trace_id, span_id, parent_id, name, start, attributes(span.get("attributes"), f"{path}.attributes", where),
                 resource)
 

@@ -4,9 +4,10 @@ The conventions are tried in order and the first that applies wins (docs/formats
 "Traces", has the table): OpenInference (`openinference.span.kind` on a span), then the
 OpenTelemetry GenAI conventions (`gen_ai.*` attributes), then Langfuse (its own export).
 A trace that cannot make a sample returns a `Skip` with a reason key; `HINTS` says what to
-enable in the exporter for each. A trace whose spans cannot be mapped at all (a start time out
-of the years calibrate takes, staged before the receiver refused such spans) raises `Unmappable`:
-the importer names it and goes on, settling quarantines it (staging.py).
+enable in the exporter for each. A trace whose spans cannot be mapped at all (its root's start
+time outside the years calibrate takes, calibrate.bounds: a trace file may hold one; the receiver
+refuses such spans, but one staged before it did may still settle) raises `Unmappable`: the
+importer names the trace and goes on, settling quarantines it (staging.py).
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ class Skip:
 def started_at(start_ns: int) -> str | None:
     """Return a span's start (Unix nanoseconds) as ISO 8601 UTC with microseconds, or None when unset (0).
 
-    Unmappable outside the years calibrate takes (calibrate.bounds): such a span is refused when it is
-    decoded, but one staged before that rule could still reach here.
+    Unmappable outside the years calibrate takes (calibrate.bounds): 1e22 ns is year 318857, which no
+    date type holds and no window could show.
     """
     if start_ns == 0:
         return None

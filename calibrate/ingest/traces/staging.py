@@ -49,6 +49,7 @@ from sqlalchemy import Engine, case, delete, false, func, insert, or_, select, t
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col
 
+from calibrate.bounds import start_ns_problem
 from calibrate.db import dialect_insert, write_session
 from calibrate.errors import NotFound
 from calibrate.ingest.bulk import in_parts
@@ -172,11 +173,19 @@ class Staged:
 def encode_spans(spans: Iterable[Span], rejected: list[str]) -> list[tuple[Span, str]]:
     """Return each span with its stored text (span_json), done before the write so the lock is held shorter.
 
-    A span whose text is not valid Unicode (a lone surrogate escape such as "\\ud800" in its name or an
-    attribute: JSON allows it, the database refuses it) is left out and why is appended to `rejected`.
+    The receiver's own refusals, one span at a time (the exporter is told in partialSuccess): a
+    start time outside the years calibrate takes (calibrate.bounds: 1e22 ns would be year 318857,
+    and stopped settling once), and text that is not valid Unicode (a lone surrogate escape such
+    as "\\ud800" in its name or an attribute: JSON allows it, the database refuses it). Such a
+    span is left out and why is appended to `rejected`. (A trace file keeps such spans: its
+    import names the trace it cannot map and goes on, mapping.Unmappable.)
     """
     out = []
     for span in spans:
+        problem = start_ns_problem(span.start_ns)
+        if problem is not None:
+            rejected.append(f"span {span.span_id} of trace {span.trace_id}: startTimeUnixNano {problem}")
+            continue
         text = span_json(span)
         try:
             text.encode("utf-8")
