@@ -445,79 +445,90 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
     owners: dict[tuple[int, str], int] = {(ds, trace_id): token_id for ds, trace_id, token_id in session.execute(ready)}
     if not owners:
         return 0
-    tokens_of = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
+    tokens = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
     by_dataset: dict[int, list[str]] = defaultdict(list)
     for ds, trace_id in sorted(owners):
         by_dataset[ds].append(trace_id)
-    quarantine: dict[tuple[int, str], str] = {}
-    used_feedback: list[int] = []
     for ds, trace_ids in sorted(by_dataset.items()):
-        # Feedback staged for these traces (POST /v1/feedback), by the dataset: used here and deleted with them.
-        feedback: dict[str, int] = {}
-        for chunk in in_parts(trace_ids, QUERY_CHUNK):
-            for row_id, trace_id, value in session.execute(
-                    select(StagedFeedback.id, StagedFeedback.trace_id, StagedFeedback.value)
-                    .where(StagedFeedback.dataset_id == ds, col(StagedFeedback.trace_id).in_(chunk))):
-                feedback[trace_id] = value
-                used_feedback.append(row_id)
-        # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads
-        # none), so a trace is taken when its staged feedback is down or by its draw, the rule import_decoded
-        # applies to them again.
-        taken: list[str] = []
-        passed: Counter[int] = Counter()
-        for trace_id in trace_ids:
-            token = tokens_of[owners[(ds, trace_id)]]
-            if feedback.get(trace_id) == -1 or inclusion_u(token.salt, trace_id) < token.rate:
-                taken.append(trace_id)
-            else:
-                passed[token.id] += 1
-        per_token: dict[int, dict[str, list[Span]]] = {token_id: {} for token_id in tokens_of
-                                                      if tokens_of[token_id].dataset_id == ds}
-        for chunk in in_parts(taken, QUERY_CHUNK):
-            for trace_id, span_id, text in session.execute(
-                    select(StagedSpan.trace_id, StagedSpan.span_id, StagedSpan.span)
-                    .where(StagedSpan.dataset_id == ds, col(StagedSpan.trace_id).in_(chunk)).order_by(StagedSpan.id)):
-                if (ds, trace_id) in quarantine:
-                    continue
-                try:
-                    span = span_of(trace_id, span_id, text)
-                except (ValueError, KeyError, TypeError) as exc:  # a row no receiver of this version writes
-                    quarantine[(ds, trace_id)] = f"its staged span {span_id} cannot be read ({type(exc).__name__}: {exc})"[:300]
-                    per_token[owners[(ds, trace_id)]].pop(trace_id, None)
-                    continue
-                per_token[owners[(ds, trace_id)]].setdefault(trace_id, []).append(span)
-        name = session.scalar(select(Dataset.name).where(Dataset.id == ds))
-        for token_id, traces in sorted(per_token.items()):
-            token = tokens_of[token_id]
-            summary = _import_isolated(session, traces, token, dataset=name, feedback=feedback,
-                                       max_field_chars=max_field_chars)
-            for trace_id, why in summary.unmappable.items():
-                quarantine[(ds, trace_id)] = why
-            summary.traces += passed[token_id]
-            summary.quarantined = len(summary.unmappable)
-            summary.traces -= summary.quarantined  # set aside, not settled: counted when they are dropped
-            skipped = Counter(summary.skipped)
-            skipped.pop("unmappable", None)
-            summary.skipped = dict(skipped.most_common())
-            merged = Counter(token.skipped or {})
-            merged.update(summary.skipped)
-            session.execute(update(IngestToken).where(IngestToken.id == token_id).values(
-                traces_settled=IngestToken.traces_settled + summary.traces,
-                traces_sampled=IngestToken.traces_sampled + summary.sampled - summary.quarantined,
-                traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
-            into.add(summary)
-    for (ds, trace_id), why in sorted(quarantine.items()):
-        log.warning("staged trace %s of dataset %d quarantined: %s", trace_id, ds, why)
-        session.execute(update(StagedTrace).where(StagedTrace.dataset_id == ds, StagedTrace.trace_id == trace_id)
-                        .values(quarantined=True, quarantine_reason=why))
-    for ds, trace_ids in by_dataset.items():
-        settled = [trace_id for trace_id in trace_ids if (ds, trace_id) not in quarantine]
-        for chunk in in_parts(settled, QUERY_CHUNK):
+        quarantine = _settle_dataset(session, ds, trace_ids, {trace_id: tokens[owners[(ds, trace_id)]] for trace_id in trace_ids},
+                                     max_field_chars=max_field_chars, into=into)
+        for trace_id, why in sorted(quarantine.items()):
+            log.warning("staged trace %s of dataset %d quarantined: %s", trace_id, ds, why)
+            session.execute(update(StagedTrace).where(StagedTrace.dataset_id == ds, StagedTrace.trace_id == trace_id)
+                            .values(quarantined=True, quarantine_reason=why))
+        for chunk in in_parts([trace_id for trace_id in trace_ids if trace_id not in quarantine], QUERY_CHUNK):
             session.execute(delete(StagedSpan).where(StagedSpan.dataset_id == ds, col(StagedSpan.trace_id).in_(chunk)))
             session.execute(delete(StagedTrace).where(StagedTrace.dataset_id == ds, col(StagedTrace.trace_id).in_(chunk)))
-    for chunk in in_parts(used_feedback, QUERY_CHUNK):
-        session.execute(delete(StagedFeedback).where(col(StagedFeedback.id).in_(chunk)))
     return len(owners)
+
+
+def _settle_dataset(session: Session, ds: int, trace_ids: list[str], owner: dict[str, IngestToken], *, max_field_chars: int,
+                    into: TracesSummary) -> dict[str, str]:
+    """Settle one dataset's traces of the batch (each with its owner token); return the ones to quarantine, with why."""
+    # Feedback staged for these traces (POST /v1/feedback): used here and deleted with them.
+    feedback: dict[str, int] = {}
+    used: list[int] = []
+    for chunk in in_parts(trace_ids, QUERY_CHUNK):
+        for row_id, trace_id, value in session.execute(
+                select(StagedFeedback.id, StagedFeedback.trace_id, StagedFeedback.value)
+                .where(StagedFeedback.dataset_id == ds, col(StagedFeedback.trace_id).in_(chunk))):
+            feedback[trace_id] = value
+            used.append(row_id)
+    for chunk in in_parts(used, QUERY_CHUNK):
+        session.execute(delete(StagedFeedback).where(col(StagedFeedback.id).in_(chunk)))
+    # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads none),
+    # so a trace is taken when its staged feedback is down or by its draw, the rule import_decoded applies again.
+    taken = [trace_id for trace_id in trace_ids
+             if feedback.get(trace_id) == -1 or inclusion_u(owner[trace_id].salt, trace_id) < owner[trace_id].rate]
+    passed = Counter(owner[trace_id].id for trace_id in set(trace_ids) - set(taken))
+    spans, unreadable = _read_spans(session, ds, taken)
+    name = session.scalar(select(Dataset.name).where(Dataset.id == ds))
+    quarantine: dict[str, str] = {}
+    for token in sorted({owner[trace_id].id: owner[trace_id] for trace_id in trace_ids}.values(), key=lambda t: t.id):
+        mine = {trace_id: found for trace_id, found in spans.items() if owner[trace_id].id == token.id}
+        summary = _import_isolated(session, mine, token, dataset=name, feedback=feedback, max_field_chars=max_field_chars)
+        lost = {trace_id: why for trace_id, why in unreadable.items() if owner[trace_id].id == token.id}
+        summary.unmappable.update(lost)  # taken, then set aside: as a trace the mapping could not take
+        summary.traces, summary.sampled = summary.traces + len(lost), summary.sampled + len(lost)
+        quarantine.update(summary.unmappable)
+        _count_settled(session, token, summary, passed[token.id])
+        into.add(summary)
+    return quarantine
+
+
+def _read_spans(session: Session, ds: int, trace_ids: list[str]) -> tuple[dict[str, list[Span]], dict[str, str]]:
+    """Return the staged spans of a dataset's traces by trace, and the traces a stored row of which cannot be read."""
+    spans: dict[str, list[Span]] = {}
+    unreadable: dict[str, str] = {}
+    for chunk in in_parts(trace_ids, QUERY_CHUNK):
+        for trace_id, span_id, text in session.execute(
+                select(StagedSpan.trace_id, StagedSpan.span_id, StagedSpan.span)
+                .where(StagedSpan.dataset_id == ds, col(StagedSpan.trace_id).in_(chunk)).order_by(StagedSpan.id)):
+            if trace_id in unreadable:
+                continue
+            try:
+                spans.setdefault(trace_id, []).append(span_of(trace_id, span_id, text))
+            except (ValueError, KeyError, TypeError) as exc:  # a row no receiver of this version writes
+                unreadable[trace_id] = f"its staged span {span_id} cannot be read ({type(exc).__name__}: {exc})"[:300]
+                spans.pop(trace_id, None)
+    return spans, unreadable
+
+
+def _count_settled(session: Session, token: IngestToken, summary: TracesSummary, passed: int) -> None:
+    """Put one token's part of a batch on its counters: settled (drawn or passed over) and sampled; the quarantined
+    ones are neither (they are counted when they are dropped), and their `unmappable` skip reason is not kept."""
+    summary.quarantined = len(summary.unmappable)
+    summary.traces += passed - summary.quarantined
+    summary.sampled -= summary.quarantined
+    skipped = Counter(summary.skipped)
+    skipped.pop("unmappable", None)
+    summary.skipped = dict(skipped.most_common())
+    merged = Counter(token.skipped or {})
+    merged.update(summary.skipped)
+    session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
+        traces_settled=IngestToken.traces_settled + summary.traces,
+        traces_sampled=IngestToken.traces_sampled + summary.sampled,
+        traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
 
 
 def _import_isolated(session: Session, traces: dict[str, list[Span]], token: IngestToken, *, dataset: str,
