@@ -51,7 +51,7 @@ from sqlmodel import Session, col
 
 from calibrate.bounds import start_ns_problem
 from calibrate.db import dialect_insert, write_session
-from calibrate.errors import NotFound
+from calibrate.errors import CalibrateError, NotFound
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import ImportRejected, reject
@@ -262,7 +262,7 @@ def upsert_traces(session: Session, rows: list[dict[str, Any]]) -> None:
 
 
 def stage_request(write: Callable[[Callable[[Session], Staged]], Staged], token: IngestToken, spans: Iterable[Span],
-                  rejected: list[str], *, chunk: int = STAGE_CHUNK) -> Staged:
+                  rejected: list[str], *, chunk: int | None = None) -> Staged:
     """Stage one request's spans in write transactions of at most `chunk` spans each; return what was staged.
 
     `write(action)` runs `action(session)` in one write transaction behind the writer lock (the
@@ -271,27 +271,28 @@ def stage_request(write: Callable[[Callable[[Session], Staged]], Staged], token:
     that decodes as it goes (memory: one chunk of decoded spans), appending its per-span refusals to
     `rejected`; they are counted on the token with the chunk that follows them. Staging is
     idempotent (a span staged again is "repeated"), so a request cut short by a failure is simply
-    sent again by its exporter.
+    sent again by its exporter. `chunk`: STAGE_CHUNK unless given.
     """
+    chunk = chunk or STAGE_CHUNK
     out = Staged()
-    counted = 0
+    counted, first = 0, True
     iterator = iter(spans)
     while True:
-        part = list(itertools.islice(iterator, chunk))
+        part = list(itertools.islice(iterator, chunk))  # decoding them appends the spans it refuses to `rejected`
         encoded = encode_spans(part, rejected)
         refused, counted = len(rejected) - counted, len(rejected)
-        if not encoded and not refused and (out.new or out.repeated or out.rejected or part):
-            break
-        out.add(write(lambda session, encoded=encoded, refused=refused: stage_spans(session, token, encoded, rejected=refused)))
+        if encoded or refused or first:  # an empty request still marks the token used
+            out.add(write(lambda session, encoded=encoded, refused=refused:
+                          stage_spans(session, token, encoded, rejected=refused)))
+        first = False
         if len(part) < chunk:
-            break
-    return out
+            return out
 
 
 # --------------------------------------------------------------------------- feedback
 
 
-class TooManyRecords(ImportRejected):
+class TooManyRecords(CalibrateError):
     """A `POST /v1/feedback` body with more records than the receiver takes per request (HTTP 413)."""
 
 
@@ -376,8 +377,9 @@ def stage_feedback(session: Session, token: IngestToken, given: dict[str, int], 
 
 
 def stage_feedback_request(write: Callable[[Callable[[Session], FeedbackStaged]], FeedbackStaged], token: IngestToken,
-                           given: dict[str, int], *, chunk: int = STAGE_CHUNK) -> FeedbackStaged:
-    """Stage one request's feedback in write transactions of at most `chunk` records each (as `stage_request`)."""
+                           given: dict[str, int], *, chunk: int | None = None) -> FeedbackStaged:
+    """Stage one request's feedback in write transactions of at most `chunk` (STAGE_CHUNK) records each (as `stage_request`)."""
+    chunk = chunk or STAGE_CHUNK
     out = FeedbackStaged()
     ids = sorted(given)
     for part in in_parts(ids, chunk):
@@ -563,14 +565,15 @@ def _import_isolated(session: Session, traces: dict[str, list[Span]], token: Ing
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
                   dataset: str | None = None, lock: AbstractContextManager | None = None,
-                  chunk: int = DROP_CHUNK) -> TracesSummary:
+                  chunk: int | None = None) -> TracesSummary:
     """Delete what waited longer than `max_age` for nothing, and count it on the tokens: traces without a root (and
     quarantined ones) whose newest span is that old, and staged feedback received that long ago (its trace never
     settled, or settled and was not drawn).
 
-    In write transactions of at most `chunk` traces (or feedback records) each, taking `lock` around each: a day's
-    worth of rootless traces never holds the writer lock in one long transaction.
+    In write transactions of at most `chunk` (DROP_CHUNK) traces (or feedback records) each, taking `lock` around
+    each: a day's worth of rootless traces never holds the writer lock in one long transaction.
     """
+    chunk = chunk or DROP_CHUNK
     now = time.time() if now is None else now
     out = TracesSummary(dataset or "")
     while True:
