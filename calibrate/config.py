@@ -104,5 +104,5 @@ TRACES_MAX_CONCURRENT = 2
 # them, counted before anything is decoded or stored). A request is staged in write transactions of 2,000 spans
 # that give the writer lock back between them; these bounds cap how long one request keeps a slot. The SDKs'
 # batch processors send 512 spans; a Collector's batch processor: keep send_batch_max_size under TRACES_MAX_SPANS.
-TRACES_MAX_SPANS = 100_000
+TRACES_MAX_SPANS = 50_000
 TRACES_MAX_FEEDBACK = 10_000
