@@ -11,6 +11,8 @@ raised with a plain string is shown as it is (English: docs/i18n.md says which, 
   request (htmx, the workbench) → 422 with the message as plain text, which the page shows.
 - A page (GET) elsewhere → the 404 page with the message: the name in the URL does not
   exist (the message lists what does), or the page cannot be built for these arguments.
+- `Busy` (too much of this work at once: the prompt editor's trial renders) → the error page
+  with the message, its status (429 or 503) and `Retry-After`, whatever the area.
 - Otherwise (a form) → the message as a flash and a 303 back: to `g.refusal_back` when the
   view set one (`back_to(url)`), else to the page its blueprint names, else to the
   referring page on this site, else to the datasets.
