@@ -101,7 +101,7 @@ TRACES_SETTLE_BATCH = 250
 # the workbench (`calibrate serve --threads`, default 4).
 TRACES_MAX_CONCURRENT = 2
 # At most this many spans per `POST /v1/traces` request, and feedback records per `POST /v1/feedback` (413 past
-# them, counted before anything is decoded or stored). A request is staged in write transactions of 2,000 spans
+# them, counted before anything is decoded or stored). A request is staged in write transactions of 512 spans
 # that give the writer lock back between them; these bounds cap how long one request keeps a slot. The SDKs'
 # batch processors send 512 spans; a Collector's batch processor: keep send_batch_max_size under TRACES_MAX_SPANS.
 TRACES_MAX_SPANS = 50_000

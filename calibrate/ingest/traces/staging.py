@@ -74,9 +74,11 @@ BATCH_PAUSE = 0.005
 QUERY_CHUNK = 500  # ids per IN (…) list
 # Spans (or feedback records) a request stages per write transaction: the receiver gives the writer lock back
 # between two, so a label save waits for one such transaction at most. An SDK's batch (512 spans) is one; a
-# Collector's (8,192) eight; a 250,000-span request 245 (bench/results/receiver.md, --big-request).
-STAGE_CHUNK = 1_024
-DROP_CHUNK = 1_000  # rootless traces (or feedback records) dropped per write transaction, as many spans twice over
+# Collector's (8,192) sixteen; a 250,000-span request 489 (bench/results/receiver.md, --big-request).
+STAGE_CHUNK = 512
+# Rootless traces (or feedback records) dropped per write transaction (about twice as many spans): at 1,000 a CLI
+# import, whose every transaction may wait for one of them, waited 1.6 s on the loaded bench machine.
+DROP_CHUNK = 250
 STAGED_SPAN_COLUMNS = ("dataset_id", "token_id", "trace_id", "span_id", "is_root", "received_at", "span")
 QUARANTINE_SHOWN = 10  # quarantined traces the dataset page lists (the newest), with their reasons
 TOKEN_PREFIX = "calt_"
