@@ -177,6 +177,27 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+class RssSampler(threading.Thread):
+    """Sample a process's RSS (MB) every `every` seconds, with the seconds since the start, until `stop()`."""
+
+    def __init__(self, pid: int, every: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, float]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        while not self.done.is_set():
+            self.samples.append((time.monotonic() - t0, rss_mb(self.pid)))
+            self.done.wait(self.every)
+
+    def stop(self) -> list[tuple[float, float]]:
+        self.done.set()
+        self.join()
+        return self.samples
+
+
 def wait_http(port: int, path: str, process: subprocess.Popen, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -297,15 +318,7 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
     web, web_port = server, port
     if split:
         web, web_port, _ = calibrate_server(folder, db, None, rate=0.05, settle_env=settle_env, role="web")
-    rss: list[tuple[float, float]] = []
-    done = threading.Event()
-
-    def sample_rss() -> None:
-        t0 = time.monotonic()
-        while not done.is_set():
-            rss.append((time.monotonic() - t0, rss_mb(server.pid)))
-            done.wait(1)
-
+    sampler = RssSampler(server.pid, 1)
     try:
         clients = [Client(web_port, f"b{i + 1:02d}") for i in range(annotators)]
         for client in clients:
@@ -313,7 +326,6 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         savers = [Saver(client, seed) for seed, client in enumerate(clients)]
         stop_saving = threading.Event()
         saver_threads = [threading.Thread(target=s.run, args=(stop_saving,)) for s in savers]
-        sampler = threading.Thread(target=sample_rss)
         sampler.start()
         for thread in saver_threads:
             thread.start()
@@ -335,8 +347,7 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > 0:
             time.sleep(0.5)
         drain_s = time.monotonic() - drain_from
-        done.set()
-        sampler.join()
+        rss = sampler.stop()
         settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken") or 0
         samples = count(db, "SELECT count(*) FROM sample s JOIN dataset d ON d.id = s.dataset_id WHERE d.name = 'stream'") or 0
         staged_left = count(db, "SELECT count(*) FROM stagedspan") or 0
@@ -434,14 +445,7 @@ def run_big_request(folder: Path, n_spans: int, annotators: int, baseline_s: flo
            "CALIBRATE_TRACES_MAX_BODY": str(len(body) + 1)}
     server, port, token = calibrate_server(folder, db, "big", rate=0.05, settle_env=env)
     phases: list[tuple[str, float, float]] = []
-    rss: list[float] = []
-    done = threading.Event()
-
-    def sample_rss() -> None:
-        while not done.is_set():
-            rss.append(rss_mb(server.pid))
-            done.wait(0.5)
-
+    sampler = RssSampler(server.pid, 0.5)
     importer = LabelImports(folder, db)
     try:
         clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
@@ -451,13 +455,12 @@ def run_big_request(folder: Path, n_spans: int, annotators: int, baseline_s: flo
         stop_all = threading.Event()
         workers = [threading.Thread(target=s.run, args=(stop_all,)) for s in savers]
         workers.append(threading.Thread(target=importer.run, args=(stop_all,)))
-        sampler = threading.Thread(target=sample_rss)
         sampler.start()
         for thread in workers:
             thread.start()
         start = time.monotonic()
         time.sleep(baseline_s)
-        rss_before = rss[-1]
+        rss_before = sampler.samples[-1][1]
         phases.append(("alone", start, time.monotonic()))
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         t0 = time.monotonic()
@@ -479,8 +482,7 @@ def run_big_request(folder: Path, n_spans: int, annotators: int, baseline_s: flo
         stop_all.set()
         for thread in workers:
             thread.join()
-        done.set()
-        sampler.join()
+        rss = [mb for _, mb in sampler.stop()]
     finally:
         importer.close()
         stop(server)

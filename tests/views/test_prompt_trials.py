@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import pytest
 from bs4 import BeautifulSoup
+from prompt_helpers import claims_prompt_edit_form
 from sqlmodel import select
 
 from calibrate.accounts import get_user
-from calibrate.db import write_session
 from calibrate.errors import Busy
-from calibrate.judges import render_pool, save_version
+from calibrate.judges import render_pool
 from calibrate.models import PromptVersion
 
 
 @pytest.fixture
-def edit_form(client, login, engine, make_sample, session):
+def edit_form(client, login, engine, make_sample):
     make_sample(external_id="s1", claims=["Tome 0,4 mg al día."])
-    with write_session(engine) as s:
-        save_version(s, "claims", task="claim_support", model="m1")
-    login("eng", "engineer")
-    form = BeautifulSoup(client.get("/prompts/claims/1/edit").data, "html.parser").select_one("#version-form")
-    data = {t["name"]: t.get_text() for t in form.select("textarea")}
-    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
+    data = claims_prompt_edit_form(client, login, engine)
     data["template"] = data["template"].replace("Claim to check", "Claim under review")
     return data
 

@@ -281,7 +281,7 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
         try:
             mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
                       else map_spans(trace.spans, max_chars=max_field_chars))
-        except Exception as exc:
+        except Exception as exc:  # the mapping is pure: whatever fails in it is this trace's, never the others'
             summary.unmappable[trace.trace_id] = (str(exc) if isinstance(exc, Unmappable)
                                                   else f"{type(exc).__name__}: {exc}")[:300]
             skipped["unmappable"] += 1

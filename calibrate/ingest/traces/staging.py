@@ -410,21 +410,22 @@ def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: 
     """
     now = time.time() if now is None else now
     total = TracesSummary(dataset or "")
-    while True:
-        with lock or nullcontext(), write_session(engine) as session:
-            done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
-                                batch=batch, into=total)
-        if done < batch:
-            break
-        _pause(lock)
+    _in_transactions(engine, lock, batch, lambda session: _settle_some(
+        session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars, batch=batch, into=total))
     return total
 
 
-def _pause(lock: AbstractContextManager | None) -> None:
-    if lock is not None:
-        # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
-        # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
-        time.sleep(BATCH_PAUSE)
+def _in_transactions(engine: Engine, lock: AbstractContextManager | None, size: int, step: Callable[[Session], int]) -> None:
+    """Run `step(session)` in write transactions (each inside `lock`) until it does fewer than `size` things."""
+    while True:
+        with lock or nullcontext(), write_session(engine) as session:
+            done = step(session)
+        if done < size:
+            return
+        if lock is not None:
+            # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
+            # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
+            time.sleep(BATCH_PAUSE)
 
 
 def _dataset_id(session: Session, dataset: str | None) -> int | None:
@@ -553,7 +554,7 @@ def _import_isolated(session: Session, traces: dict[str, list[Span]], token: Ing
         return run(ids)
     except SQLAlchemyError:
         raise  # the database's trouble (a full disk, a lock): the whole transaction fails and is tried again later
-    except Exception:
+    except Exception:  # one trace's data broke the import (anything but the database): find it, settle the rest
         log.exception("settling %d traces of dataset %s failed; settling them one by one", len(ids), dataset)
     total = TracesSummary(dataset)
     for trace_id in ids:
@@ -561,7 +562,7 @@ def _import_isolated(session: Session, traces: dict[str, list[Span]], token: Ing
             total.add(run([trace_id]))
         except SQLAlchemyError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # as above: this trace's own failure, quarantined with it
             total.unmappable[trace_id] = f"{type(exc).__name__}: {exc}"[:300]
             total.traces += 1
             total.sampled += 1
@@ -579,20 +580,10 @@ def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = 
     each: a day's worth of rootless traces never holds the writer lock in one long transaction.
     """
     chunk = chunk or DROP_CHUNK
-    now = time.time() if now is None else now
+    before = (time.time() if now is None else now) - max_age
     out = TracesSummary(dataset or "")
-    while True:
-        with lock or nullcontext(), write_session(engine) as session:
-            done = _drop_some(session, now - max_age, dataset, chunk, out)
-        if done < chunk:
-            break
-        _pause(lock)
-    while True:
-        with lock or nullcontext(), write_session(engine) as session:
-            done = _drop_feedback(session, now - max_age, dataset, chunk, out)
-        if done < chunk:
-            break
-        _pause(lock)
+    for drop in (_drop_some, _drop_feedback):
+        _in_transactions(engine, lock, chunk, lambda session, drop=drop: drop(session, before, dataset, chunk, out))
     return out
 
 
