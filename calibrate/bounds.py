@@ -20,6 +20,7 @@ docs/formats.md ("Samples" metadata, "Traces") and docs/security.md list them.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ MIN_INCLUSION_PROB = 1e-6
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)  # excluded
 LATEST_NS = int((LATEST - EARLIEST).total_seconds()) * 1_000_000_000  # OTLP start times are nanoseconds since EARLIEST
+ISO_DATE = re.compile(r"\s*([+-]?\d{4,6})-\d{1,2}-\d{1,2}(?:[T ]|\s*$)")  # a date's year, however the time is written
 
 
 def inclusion_prob_problem(value: Any) -> str | None:
@@ -49,20 +51,26 @@ def start_ns_problem(start_ns: int) -> str | None:
 def started_at_problem(value: Any) -> str | None:
     """Return why a `metadata.started_at` is not an ISO 8601 time from EARLIEST to before LATEST, or None when it is.
 
-    A time without a zone is taken as UTC (as the estimates read it).
+    A time without a zone is taken as UTC (as the estimates read it). The estimates' reader (pandas'
+    ISO 8601 parser) also takes forms the standard library does not, such as a one-digit hour
+    (`2026-11-23T9:00:00Z`): for those the date's year must be in range.
     """
     if not isinstance(value, str) or len(value) > 64:
         return f"must be an ISO 8601 time such as 2025-11-24T16:00:00Z, found {_shown(value)}"
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
-        return f"must be an ISO 8601 time such as 2025-11-24T16:00:00Z, found {value!r}"
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    try:
-        inside = EARLIEST <= when < LATEST
-    except OverflowError:  # an offset that moves year 1 or 9999 past what datetime holds
-        inside = False
+        date = ISO_DATE.match(value)
+        if date is None:
+            return f"must be an ISO 8601 time such as 2025-11-24T16:00:00Z, found {_shown(value)}"
+        inside = EARLIEST.year <= int(date.group(1)) < LATEST.year
+    else:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        try:
+            inside = EARLIEST <= when < LATEST
+        except OverflowError:  # an offset that moves year 1 or 9999 past what datetime holds
+            inside = False
     if not inside:
         return f"{value!r} is out of range: from {EARLIEST:%Y-%m-%d} to before {LATEST:%Y-%m-%d}"
     return None
