@@ -106,3 +106,7 @@ TRACES_MAX_CONCURRENT = 2
 # batch processors send 512 spans; a Collector's batch processor: keep send_batch_max_size under TRACES_MAX_SPANS.
 TRACES_MAX_SPANS = 50_000
 TRACES_MAX_FEEDBACK = 10_000
+# A JSON body (OTLP/JSON, feedback) is parsed whole, in one call that holds the interpreter (15–50 ms a MB): past this
+# many bytes (unpacked) it is refused with 413, so no request stops the server's other threads for long. A batch of
+# 512 spans is about 0.7 MB of OTLP/JSON; larger batches go as protobuf (the SDKs' and the Collector's default).
+TRACES_MAX_JSON_BODY = 8 * 1024 * 1024

@@ -9,7 +9,7 @@ other than gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of th
 being stored already (the exporter retries; the other request threads stay free for people), 413
 over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a gzip
 bomb is never inflated; every gzip member is read, and bytes after the last one refuse the
-body), 400 when it does not parse, 413 over TRACES_MAX_SPANS spans (TRACES_MAX_FEEDBACK feedback
+body) or a JSON body over TRACES_MAX_JSON_BODY (parsed whole), 400 when it does not parse, 413 over TRACES_MAX_SPANS spans (TRACES_MAX_FEEDBACK feedback
 records), counted before any is decoded. Then its spans are decoded and staged chunk by chunk
 (ingest/traces/staging.py `stage_request`: STAGE_CHUNK spans per write transaction, the writer
 lock given back between two, one chunk of decoded spans in memory) and the answer is an
@@ -31,15 +31,7 @@ from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from calibrate.ingest.problems import ImportRejected
-from calibrate.ingest.traces.decode import (
-    Where,
-    check_traces_data,
-    count_message_spans,
-    iter_message_spans,
-    iter_traces_data_spans,
-    parse_json,
-    request_of_protobuf,
-)
+from calibrate.ingest.traces.decode import LazyRequest, Where, check_traces_data, iter_traces_data_spans, parse_json
 from calibrate.ingest.traces.staging import TooManyRecords, parse_feedback, stage_feedback_request, stage_request, token_for
 from calibrate.views.session import get_session, write
 
@@ -183,6 +175,12 @@ def _guarded(kinds: tuple[str, ...], handler) -> Response:
             return _answer(413, answer_kind, f"the request body is over TRACES_MAX_BODY ({limit:,} bytes)")
         except ValueError as exc:
             return _answer(400, answer_kind, str(exc))
+        json_limit = int(current_app.config["TRACES_MAX_JSON_BODY"])
+        if kind != PROTOBUF and len(body) > json_limit:
+            # JSON is parsed whole, in one call that holds the interpreter (~15–50 ms a MB): the server's other
+            # threads would wait that long. Protobuf is walked one span at a time (decode.LazyRequest).
+            return _answer(413, answer_kind, f"a JSON body is over TRACES_MAX_JSON_BODY ({json_limit:,} bytes unpacked): "
+                                             "send protobuf (application/x-protobuf) or smaller batches")
         try:
             return handler(kind, body, token)
         except TooManyRecords as exc:
@@ -214,9 +212,9 @@ def _slots() -> threading.BoundedSemaphore:
 def _stage(kind: str, body: bytes, token) -> Response:
     """Count, decode and stage one request's spans (every check before this one passed)."""
     rejected: list[str] = []
-    if kind == PROTOBUF:
-        message = request_of_protobuf(body)
-        count, spans = count_message_spans(message), iter_message_spans(message, Where(), rejected=rejected)
+    if kind == PROTOBUF:  # walked, not parsed whole: the parse would hold the interpreter for ~8 ms a MB
+        lazy = LazyRequest(body)
+        count, spans = lazy.count(), lazy.spans(Where(), rejected=rejected)
     else:
         data = parse_json(body)
         count, spans = check_traces_data(data, Where()), iter_traces_data_spans(data, Where(), rejected=rejected)

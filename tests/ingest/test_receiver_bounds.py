@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+import pytest
 from bs4 import BeautifulSoup
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -48,8 +49,14 @@ def test_every_gzip_member_is_read_and_bytes_after_the_last_refuse_the_body(runn
 
 def test_spans_and_feedback_past_the_per_request_bounds_are_refused_before_anything_is_stored(runner, engine, tmp_path,
                                                                                             db_url):
-    client = app_with(tmp_path, db_url, TRACES_MAX_SPANS=5, TRACES_MAX_FEEDBACK=3, TRACES_MAX_BODY=2_000_000).test_client()
+    client = app_with(tmp_path, db_url, TRACES_MAX_SPANS=5, TRACES_MAX_FEEDBACK=3, TRACES_MAX_BODY=2_000_000,
+                      TRACES_MAX_JSON_BODY=50_000).test_client()
     token = new_token(runner, "prod")
+    # A JSON body is parsed whole (the interpreter held all along): past TRACES_MAX_JSON_BODY it is not parsed at all.
+    big = json.dumps(collector_json(synthetic_request(100, repeat_every=0))).encode()
+    response = post(client, token, gzip.compress(big), JSON, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 413 and json.loads(response.data)["message"].startswith(
+        "a JSON body is over TRACES_MAX_JSON_BODY (50,000 bytes unpacked): send protobuf")
     request = synthetic_request(2, repeat_every=0)  # 6 spans
     for response in (post(client, token, request.SerializeToString()),
                      post(client, token, json.dumps(collector_json(request)).encode(), JSON),
@@ -216,3 +223,52 @@ def test_feedback_that_is_not_a_number_is_refused(runner, engine, client, tmp_pa
     feedback.write_text(f'{{"trace_id": "{trace_id_of(0)}", "value": 1e999}}\n', encoding="utf-8")
     result = runner.invoke(["traces", "import", str(path), "--dataset", "d", "--feedback", str(feedback)])
     assert result.exit_code == 2 and "line 1" in result.output and "field 'value'" in result.output
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def test_a_protobuf_request_is_walked_one_span_at_a_time_with_the_spans_a_parse_gives():
+    """The receiver never parses a request whole (one C call holding the interpreter: 1 s for 137 MB, every other
+    thread of the server waiting): LazyRequest walks its fields and parses each span when asked, giving the same spans
+    and refusals as the whole parse; bytes that are not such a request are refused whole, a span's bad bytes alone."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from trace_helpers import rag_program
+
+    from calibrate.ingest.problems import ImportRejected
+    from calibrate.ingest.traces.decode import LazyRequest, Where, request_of_protobuf, spans_of_message
+
+    for request in (synthetic_request(30, repeat_every=7), rag_program(["How long?", "Which dose?"])):
+        raw = request.SerializeToString()
+        lazy = LazyRequest(raw)
+        assert lazy.count() == sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        assert list(lazy.spans(Where(), rejected=[])) == spans_of_message(request_of_protobuf(raw), Where())
+    # A resource given in two fields is merged, as a parser merges it; an unknown field (number 100) is skipped.
+    second = Resource()
+    second.attributes.add(key="deployment").value.string_value = "eu"
+    extra = second.SerializeToString()
+    resource_spans = (synthetic_request(1, repeat_every=0).resource_spans[0].SerializeToString()
+                      + b"\x0a" + varint(len(extra)) + extra + b"\xa0\x06\x01")
+    body = b"\x0a" + varint(len(resource_spans)) + resource_spans
+    merged = ExportTraceServiceRequest.FromString(body)
+    assert [a.key for a in merged.resource_spans[0].resource.attributes] == ["service.name", "deployment"]
+    assert list(LazyRequest(body).spans(Where(), rejected=[])) == spans_of_message(merged, Where())
+    # Not a request at all: refused whole; a span whose own bytes are broken: refused alone, the others kept.
+    for bad in (b"\xff\x01garbage", b"\x0a\x05abc", b"\x0b\x00"):
+        with pytest.raises(ImportRejected, match="not a valid OTLP protobuf ExportTraceServiceRequest"):
+            LazyRequest(bad)
+    good = synthetic_request(2, repeat_every=0)
+    raw = good.SerializeToString()
+    span = good.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+    broken = raw.replace(span, b"\x0f" + span[1:], 1)  # its first tag now has wire type 7: no protobuf
+    rejected: list[str] = []
+    spans = list(LazyRequest(broken).spans(Where(), rejected=rejected))
+    assert len(spans) == 5 and len(rejected) == 1
+    assert rejected[0].startswith("field 'resourceSpans[0].scopeSpans[0].spans[0]': not a valid protobuf Span")
