@@ -76,8 +76,10 @@ QUERY_CHUNK = 500  # ids per IN (…) list
 # between two, so a label save waits for one such transaction at most. An SDK's batch (512 spans) is one; a
 # Collector's (8,192) sixteen; a 250,000-span request 489 (bench/results/receiver.md, --big-request).
 STAGE_CHUNK = 512
-# Rootless traces (or feedback records) dropped per write transaction (about twice as many spans): at 1,000 a CLI
-# import, whose every transaction may wait for one of them, waited 1.6 s on the loaded bench machine.
+# Rootless traces (or feedback records) dropped per write transaction (about twice as many spans): a CLI import, each
+# of whose transactions may wait for one of them, waited up to 1.6 s behind drops of 1,000 on the loaded bench
+# machine, 1.0 s behind drops of 250 (its own time alone: up to 0.3 s); drops of 100 took 2.5 times as long and
+# did no better there (bench/results/receiver.md, --big-request).
 DROP_CHUNK = 250
 STAGED_SPAN_COLUMNS = ("dataset_id", "token_id", "trace_id", "span_id", "is_root", "received_at", "span")
 QUARANTINE_SHOWN = 10  # quarantined traces the dataset page lists (the newest), with their reasons
