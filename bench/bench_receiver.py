@@ -177,6 +177,15 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def label_savers(port: int, annotators: int, stop: threading.Event) -> tuple[list[Saver], list[threading.Thread]]:
+    """Log bench_annotate's experts b01… in and return their label savers with a thread each (not started) until `stop`."""
+    clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
+    for client in clients:
+        client.login()
+    savers = [Saver(client, seed) for seed, client in enumerate(clients)]
+    return savers, [threading.Thread(target=saver.run, args=(stop,)) for saver in savers]
+
+
 class RssSampler(threading.Thread):
     """Sample a process's RSS (MB) every `every` seconds, with the seconds since the start, until `stop()`."""
 
@@ -320,12 +329,8 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         web, web_port, _ = calibrate_server(folder, db, None, rate=0.05, settle_env=settle_env, role="web")
     sampler = RssSampler(server.pid, 1)
     try:
-        clients = [Client(web_port, f"b{i + 1:02d}") for i in range(annotators)]
-        for client in clients:
-            client.login()
-        savers = [Saver(client, seed) for seed, client in enumerate(clients)]
         stop_saving = threading.Event()
-        saver_threads = [threading.Thread(target=s.run, args=(stop_saving,)) for s in savers]
+        savers, saver_threads = label_savers(web_port, annotators, stop_saving)
         sampler.start()
         for thread in saver_threads:
             thread.start()
@@ -448,12 +453,8 @@ def run_big_request(folder: Path, n_spans: int, annotators: int, baseline_s: flo
     sampler = RssSampler(server.pid, 0.5)
     importer = LabelImports(folder, db)
     try:
-        clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
-        for client in clients:
-            client.login()
-        savers = [Saver(client, seed) for seed, client in enumerate(clients)]
         stop_all = threading.Event()
-        workers = [threading.Thread(target=s.run, args=(stop_all,)) for s in savers]
+        savers, workers = label_savers(port, annotators, stop_all)
         workers.append(threading.Thread(target=importer.run, args=(stop_all,)))
         sampler.start()
         for thread in workers:
