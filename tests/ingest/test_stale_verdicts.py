@@ -15,8 +15,10 @@ from sqlmodel import Session, select
 from test_receiver import new_token, post
 from trace_helpers import synthetic_request, trace_id_of
 
+from calibrate import lookup
 from calibrate.judges.watch import Watcher, WatchSpec
-from calibrate.models import Sample, StaleVerdict, Verdict
+from calibrate.loop.testsplit import version_looks
+from calibrate.models import Sample, StaleVerdict, Task, Verdict
 
 ANSWERS = {"s0": "Take 10 mg a day. Ask your doctor.", "s1": "Take 20 mg a day with water."}
 
@@ -86,3 +88,31 @@ def test_a_replayed_trace_with_a_new_answer_is_judged_again_by_the_watcher(runne
     with Session(engine) as session:
         assert sorted(session.exec(select(Sample.external_id).join(Verdict, Verdict.sample_id == Sample.id)).all()) == \
             sorted([trace_id_of(0), trace_id_of(1)])
+
+
+def test_a_judge_whose_verdicts_were_set_aside_still_counts_as_a_look_on_its_split(runner, engine, tmp_path):
+    """`calibrate optimise` adjusts its lower bounds for every version ever scored on dev (`testsplit.version_looks`,
+    issue 32). Verdicts an --update sets aside leave `verdict`, but their judge was looked at all the same: the count
+    must not go down, or the adjustment would shrink."""
+    path = write_jsonl(tmp_path / "s.jsonl", rows(ANSWERS))
+    assert runner.invoke(["import", "samples", str(path), "--dataset", "d"]).exit_code == 0
+    with Session(engine) as session:
+        for sample in session.exec(select(Sample)).all():
+            sample.split = "dev"
+            session.add(sample)
+        session.commit()
+    assert runner.invoke(["prompt", "new", "quality", "--task", "answer_quality"]).exit_code == 0
+    assert runner.invoke(["judge", "run", "--dataset", "d", "--prompt", "quality@1"]).exit_code == 0
+
+    def looks() -> int:
+        with Session(engine) as session:
+            dataset = lookup.dataset(session, "d")
+            task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
+            return version_looks(session, dataset, task, "dev")
+
+    assert looks() == 1
+    changed = write_jsonl(tmp_path / "s2.jsonl", rows({"s0": "Take 30 mg.", "s1": "Take 50 mg at night."}))
+    result = runner.invoke(["import", "samples", str(changed), "--dataset", "d", "--update"])
+    assert result.exit_code == 0 and "2 verdicts set aside as stale" in result.output
+    assert verdicts_of(engine) == {}
+    assert looks() == 1
