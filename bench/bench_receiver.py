@@ -705,6 +705,20 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
     return lines
 
 
+def one_run_section(title: str, options: str, body: list[str], uptime: str, *, record: bool) -> None:
+    """Print one run's section (its title, the machine and its load before and after, the command, the figures) and,
+    with --record, add it to RESULTS."""
+    lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
+             f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
+             f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
+             f"- command: `python bench/bench_receiver.py {options}`", "", *body, "",
+             f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
+    text = "\n".join(lines)
+    print(text)
+    if record:
+        record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
@@ -731,32 +745,16 @@ def main() -> None:
     if args.big_request:
         with tempfile.TemporaryDirectory() as tmp:
             body = big_request_lines(args.big_request, args.annotators, args.baseline_seconds, Path(tmp))
-        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: label saves and CLI label imports during a "
-                 f"{args.big_request:,}-span request", "",
-                 f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
-                 f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
-                 f"- command: `python bench/bench_receiver.py --big-request {args.big_request} --annotators {args.annotators} "
-                 f"--baseline-seconds {args.baseline_seconds:g}`", "", *body, "",
-                 f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
-        text = "\n".join(lines)
-        print(text)
-        if args.record:
-            record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+        one_run_section(f"label saves and CLI label imports during a {args.big_request:,}-span request",
+                        f"--big-request {args.big_request} --annotators {args.annotators} "
+                        f"--baseline-seconds {args.baseline_seconds:g}", body, uptime, record=args.record)
         return
     if args.settle_timing or args.settle_dataset:
         flag, title = (("--settle-dataset", "settling cost against samples in the dataset") if args.settle_dataset
                        else ("--settle-timing", "settling cost against spans staged"))
         with tempfile.TemporaryDirectory() as tmp:
             body = settle_dataset_timing(Path(tmp)) if args.settle_dataset else settle_timing(Path(tmp))
-        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
-                 f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
-                 f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
-                 f"- command: `python bench/bench_receiver.py {flag}`", "", *body, "",
-                 f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
-        text = "\n".join(lines)
-        print(text)
-        if args.record:
-            record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+        one_run_section(title, flag, body, uptime, record=args.record)
         return
     base = template()
     n_requests = max(1, args.spans // BATCH)
