@@ -504,6 +504,11 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "template_nested_depth": N_("{part}: line {lineno}: brackets or blocks nested more than {max_parse_depth} deep"),
     "system_item_field": N_("system: line {lineno}: '{node}' is an item field; the system text must be the same for every item (so "
                             "providers can cache it): use it in the template"),
+    # the prompt editor's trial renders, bounded per user and in all (judges/render_pool.py: Busy, HTTP 429 / 503)
+    "trials_per_user": N_("you have {limit} trial render(s) running already (PROMPT_TRIALS_PER_USER): try again in "
+                          "{seconds} s"),
+    "trials_total": N_("{limit} trial renders are running already (PROMPT_TRIALS_TOTAL): try again in {seconds} s"),
+    "render_workers_busy": N_("every render worker is busy ({workers}, PROMPT_RENDER_WORKERS): try again in {seconds} s"),
     # the template sandbox's limits (judges/sandbox.py: RenderError, the prompt editor's trial render, a run item's error)
     "render_too_slow": N_("rendering took longer than the {seconds:g} s limit (PROMPT_RENDER_SECONDS)"),
     "render_work": N_("{what} would build {chars:,} characters, and a render may build {work:,} ({factor} × PROMPT_RENDER_MAX_CHARS)"),

@@ -26,7 +26,8 @@ def _loaded_after(code: str, roots: tuple[str, ...]) -> list[str]:
     return last[1:]
 
 
-@pytest.mark.parametrize("module", ["calibrate", "calibrate.stats", "calibrate.errors", "calibrate.reasons", "calibrate.settings"])
+@pytest.mark.parametrize("module", ["calibrate", "calibrate.stats", "calibrate.errors", "calibrate.reasons", "calibrate.settings",
+                                    "calibrate.bounds"])
 def test_low_floors_load_no_web_or_database_layer(module):
     assert _loaded_after(f"import {module}", WEB_AND_DB) == []
 

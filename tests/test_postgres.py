@@ -630,12 +630,14 @@ def test_imports_in_one_record_chunks_publish_updates_and_clean_up_as_on_sqlite(
     assert (reasons.added, reasons.updated) == (0, 4)
     update = run("samples", rewritten("samples.jsonl", lambda row: {**row, "question": row["question"] + " (v2)"}),
                  update=True)
-    assert update.updated == 3 and update.flagged > 0
+    # Every question changed: the one sample-level verdict (answer_quality of sample 2) judged other text, set aside.
+    assert update.updated == 3 and update.flagged > 0 and update.stale_verdicts == 1
     session.rollback()
     for model in (ImportBatch, ImportStep, StagedLabel, StagedVerdict):
         assert session.exec(select(func.count()).select_from(model)).one() == 0, model
     dump = _dump(engine)
-    assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 4
+    assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 3
+    assert [row[-1] for row in dump["staleverdict"]][0].startswith("sample '2' changed in an --update import (question")
     assert all(row[-1] is None for row in session.exec(select(Dataset.id, Dataset.import_batch_id)).all())
 
 

@@ -10,11 +10,19 @@ exactly as SQLAlchemy would store them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table, bindparam, func, insert, select, text
 from sqlmodel import Session
+
+IN_LIST = 500  # values per IN (…) list: well under SQLite's limit of bound parameters
+
+
+def in_parts(items: Sequence[Any], size: int = IN_LIST) -> Iterator[Sequence[Any]]:
+    """Yield `items` in slices of at most `size` (the values of one IN (…) list, or one transaction's share)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 def _identity(value: Any) -> Any:

@@ -69,6 +69,7 @@ class ImportSummary:
     unchanged: int
     rejected: int = 0
     flagged: int = 0
+    stale_verdicts: int = 0  # samples: sample-level verdicts set aside because the content they judged changed
     no_value: int = 0  # verdicts: lines with "value": null (a judge call that gave nothing usable)
     no_value_errors: int = 0  # … of them with an `error` (the call failed), the rest unparsed
     created_accounts: list[str] = field(default_factory=list)  # labels: annotators the import created, no password
@@ -76,13 +77,16 @@ class ImportSummary:
     def line(self) -> str:
         """Return the one line the CLI prints."""
         head = f"{self.kind} → {self.dataset}: "
-        if self.unchanged and not (self.added or self.updated or self.flagged or self.rejected):
+        if self.unchanged and not (self.added or self.updated or self.flagged or self.stale_verdicts or self.rejected):
             noun = "record" if self.unchanged == 1 else "records"
             return head + f"nothing changed: every record was already imported ({self.unchanged:,} {noun})"
         text = (f"{self.added:,} added, {self.updated:,} updated, {self.unchanged:,} unchanged, "
                 f"{self.rejected:,} rejected")
         if self.flagged:
             text += f", {self.flagged:,} label{'' if self.flagged == 1 else 's'} flagged stale"
+        if self.stale_verdicts:
+            text += (f", {self.stale_verdicts:,} verdict{'' if self.stale_verdicts == 1 else 's'} set aside as stale "
+                     "(the next run judges the new content)")
         return head + text + self.no_value_text()
 
     def no_value_text(self) -> str:

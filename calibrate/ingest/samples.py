@@ -43,12 +43,14 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlmodel import Session
 
+from calibrate.bounds import metadata_problems
 from calibrate.ingest.batches import Writes, hidden_dataset
-from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
+from calibrate.ingest.bulk import BulkInsert, first_free_id, in_parts, sync_id_sequence
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, check_dataset_name, invalid, kind_of, plain_text
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.ingest.responses import check_response_columns, has_response_fields, response_column, responses_of
+from calibrate.ingest.stale import stale_verdicts
 from calibrate.models import (
     EDITED,
     IMPORT,
@@ -268,6 +270,8 @@ def _metadata(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]:
     if not isinstance(value, dict):
         check.bad("metadata", f"must be an object ({{...}}), found {kind_of(value)}")
         return {}
+    for name, problem in metadata_problems(value):  # what the production estimates read (calibrate.bounds)
+        check.bad(name, problem)
     return value
 
 
@@ -359,7 +363,7 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
             if wanted is None:  # one scan of the dataset
                 existing = {ext: (pk, digest) for ext, pk, digest in session.execute(stored_rows)}
             else:
-                for part in _in_parts(sorted(wanted)):
+                for part in in_parts(sorted(wanted)):
                     existing.update({ext: (pk, digest) for ext, pk, digest in
                                      session.execute(stored_rows.where(_SAMPLES.c.external_id.in_(part)))})
         writes.end_read(session)  # pass 1 reads the file, not the database: hold no snapshot meanwhile
@@ -441,13 +445,13 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
             raise reject("the file changed while it was being imported: import it again")
         stager.flush()
         with writes.publish() as session:
-            flagged = publish_samples(session, batch.id, staging_id, dataset)
+            flagged, stale = publish_samples(session, batch.id, staging_id, dataset)
     except BaseException:
         writes.abandon()
         raise
     writes.finish()
     tick.flush()
-    return ImportSummary("samples", dataset, added, changed, unchanged, flagged=flagged)
+    return ImportSummary("samples", dataset, added, changed, unchanged, flagged=flagged, stale_verdicts=stale)
 
 
 def _stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any]]:
@@ -689,12 +693,13 @@ def _plan(pk: int, norm: dict[str, Any], digest: str, stored: dict[str, Any]) ->
 # --------------------------------------------------------------------------- publishing
 
 
-def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> int:
-    """Make a samples batch visible in one transaction; return how many labels went stale.
+def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> tuple[int, int]:
+    """Make a samples batch visible in one transaction; return how many labels went stale and how many verdicts.
 
     A new dataset is unhidden; into an existing one the staged samples move (one UPDATE).
     An --update's steps are applied: fields copied from the hidden copies, old rows retired and
-    new ones activated, kept rows' doc_id and spans updated, labels on what changed flagged.
+    new ones activated, kept rows' doc_id and spans updated, labels on what changed flagged, and
+    the sample-level verdicts of a sample whose judged fields changed set aside (`stale_verdicts`).
     """
     now = utcnow()
     steps = session.exec(select(ImportStep).where(ImportStep.batch_id == batch_id)).scalars().all()
@@ -707,12 +712,12 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         real = session.scalars(select(Dataset).where(Dataset.name == dataset, Dataset.import_batch_id.is_(None))).one()
         moving = update(_SAMPLES).where(_SAMPLES.c.dataset_id == staging_id).values(dataset_id=real.id)
         session.execute(moving.where(_SAMPLES.c.id.not_in(copy_ids)) if copy_ids else moving)
-    flagged = 0
+    flagged = stale = 0
     if copies:
         fields = ("question", "answer", "ground_truth", "metadata", "feedback", "retrieved_ids", "relevant_ids",
                   "content_hash", "segmenter", "claim_source", "content_sha256")
         updates = []
-        for part in _in_parts(copy_ids):
+        for part in in_parts(copy_ids):
             for row in session.execute(select(_SAMPLES).where(_SAMPLES.c.id.in_(part))).mappings():
                 updates.append({"b_id": row["id"], **{name: row[name] for name in fields}, "updated_at": now})
         by_copy = {step.other_id: pk for pk, step in copies.items()}
@@ -722,7 +727,7 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         # Responses are replaced whole (labels and verdicts name them by id, never by row): the
         # stored ones go, the copy's move over.
         replaced = [(pk, step.other_id) for pk, step in copies.items() if (step.data or {}).get("responses")]
-        for part in _in_parts([pk for pk, _ in replaced]):
+        for part in in_parts([pk for pk, _ in replaced]):
             session.execute(delete(_RESPONSES).where(_RESPONSES.c.sample_id.in_(part)))
         if replaced:
             session.execute(update(_RESPONSES).where(_RESPONSES.c.sample_id == bindparam("b_copy")).values(sample_id=bindparam("b_pk")),
@@ -730,29 +735,26 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         for target, table in (("context", _CONTEXTS), ("claim", _CLAIMS)):
             retired = [step.row_id for step in steps if step.action == "retire" and step.target == target]
             activated = [step.row_id for step in steps if step.action == "activate" and step.target == target]
-            for part in _in_parts(retired):
+            for part in in_parts(retired):
                 session.execute(update(table).where(table.c.id.in_(part)).values(active=False))
-            for part in _in_parts(activated):
+            for part in in_parts(activated):
                 session.execute(update(table).where(table.c.id.in_(part)).values(active=True))
             kept = [{"b_id": step.row_id, **step.data} for step in steps if step.action == "keep" and step.target == target]
             for columns in {tuple(sorted(row)) for row in kept}:
                 rows = [row for row in kept if tuple(sorted(row)) == columns]
                 session.execute(update(table).where(table.c.id == bindparam("b_id")), rows)
+        changed = {step.key: step.note for step in copies.values() if step.note}
         flagged = _flag(session, now,
                         {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "context"},
                         {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "claim"},
-                        {step.key: step.note for step in copies.values() if step.note})
-        for part in _in_parts(copy_ids):
+                        changed)
+        stale = stale_verdicts(session, now, changed)
+        for part in in_parts(copy_ids):
             session.execute(delete(_SAMPLES).where(_SAMPLES.c.id.in_(part)))
     if staging.name != dataset:
         session.execute(delete(Dataset).where(Dataset.id == staging_id))
     session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
-    return flagged
-
-
-def _in_parts(ids: list[Any], size: int = 500) -> Iterator[list[Any]]:
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
+    return flagged, stale
 
 
 def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> int:

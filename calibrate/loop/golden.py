@@ -201,9 +201,9 @@ def _target_names(session: Session, sample_ids: set[int]) -> dict[str, str]:
 def canonical_items(items: list[dict]) -> bytes:
     """Return the bytes the hash is taken over: the items sorted by sample id, as compact, key-sorted UTF-8 JSON.
 
-    Each item is {"sample_id": external id, "anchor", "added_in", "source_trace_id", "gold":
-    {task: {target: value}}} — no database ids and no times, so the same content hashes the same
-    in any database.
+    Each item is {"sample_id": external id, "anchor", "added_in", "source_trace_id", "content": the
+    sample's content hash, "gold": {task: {target: value}}} — no database ids and no times, so the
+    same content hashes the same in any database.
     """
     ordered = sorted(items, key=lambda item: item["sample_id"])
     return json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -376,8 +376,15 @@ def _snapshot(session: Session, golden: GoldenSet, number: int) -> list[dict]:
     ids = [m.sample_id for m in members]
     external = _external_ids(session, ids)
     gold = _gold_by_sample(session, ids)
+    # What each member says (the sha256 of its record, `sample.content_hash`): the hash covers the content judged, so
+    # a sample changed by an --update import changes the hash of the next version that holds it.
+    content: dict[int, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        part = ids[start:start + CHUNK]
+        content.update(session.execute(sa_select(Sample.id, Sample.content_hash).where(col(Sample.id).in_(part))).all())
     return [{"sample_id": external[m.sample_id], "anchor": m.anchor_in is not None and m.anchor_in <= number,
-             "added_in": m.added_in, "source_trace_id": m.source_trace_id, "gold": gold.get(m.sample_id, {})}
+             "added_in": m.added_in, "source_trace_id": m.source_trace_id, "content": content[m.sample_id],
+             "gold": gold.get(m.sample_id, {})}
             for m in members]
 
 

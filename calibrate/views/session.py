@@ -20,10 +20,10 @@ from typing import TypeVar
 
 from flask import Flask, current_app, g
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session
 
-from calibrate.db import WriterLock, get_engine, write_engine, writer_lock
+from calibrate.db import WriterLock, get_engine, note_write, write_engine, writer_lock
 
 T = TypeVar("T")
 
@@ -76,11 +76,15 @@ def write(action: Callable[[Session], T], *, background: bool = False) -> T:
                 try:
                     result = action(db)
                     db.commit()
+                    note_write(app_engine(), None)
                     return result
                 except IntegrityError:
                     db.rollback()
                     if attempt == 2:
                         raise
+                except DBAPIError as exc:  # a full disk, a damaged file: `/health` says the last write failed
+                    note_write(app_engine(), exc)
+                    raise
         finally:
             # Later reads of this request get an ordinary session: a read on the write session
             # would BEGIN IMMEDIATE again, outside the lock, and hold SQLite's write lock to the end.
