@@ -263,6 +263,10 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "no_target_verdict": N_("no target has a verdict"),
     "no_unlabelled": N_("no unlabelled targets (every target with a verdict is labelled)"),
     "too_few_labels": N_("fewer than two labelled targets: no standard error"),
+    "too_few_audit": N_("too few audit labels where the traffic is: traces kept with probability {inclusion_prob:g} are "
+                        "{share}% of the window's traffic and have {have} labelled samples (at least {need} needed); about "
+                        "{more} more audit labels would settle it"),
+    "zero_variance": N_("the audit's gold and the judge's errors do not vary: the interval would be a point"),
     "constant_gold": N_("every labelled target has the same gold value: the spread of the gold, and so the interval, "
                         "is unknown"),
     "no_gold_positive": N_("no labelled target is positive: the judge's sensitivity is unknown"),
