@@ -43,7 +43,7 @@ to [0, 1] for a share. A mean of scores has no cells: a zero variance is refused
 **Too few.** Weights that differ a hundredfold leave a sampling class (a π_t value) that carries much
 of the traffic with a handful of audit labels; no interval covers then (bench/results/live_number.md).
 Each class of traces with the same π_t (values within 0.1 % are one class; more than ten classes are
-merged into ten bins of log π_t) that holds ≥ 1 % of the window's traffic must have ≥ 2 labelled
+merged into ten bins of log π_t) that holds ≥ 5 % of the window's traffic must have ≥ 2 labelled
 clusters, and one that holds ≥ 10 % must have ≥ 5; otherwise the result is undefined
 (`too_few_audit`) with `labels_needed`, the audit labels (samples drawn uniformly among the judged
 samples, as the audit does) that would put enough in every class: max over short classes of
@@ -85,7 +85,7 @@ __all__ = ["BIG_CLASS", "MAX_CLASSES", "MIN_PER_CLASS", "PSEUDO_MASS", "TINY_CLA
 #: Agresti–Min's pseudo-observations: half a count in each cell of a 2×2 table (spread over the cells there are).
 PSEUDO_MASS = 2.0
 #: A sampling class holding at least this share of the traffic needs MIN_PER_CLASS labelled clusters…
-TINY_CLASS = 0.01
+TINY_CLASS = 0.05
 MIN_PER_CLASS = 2
 #: …and one holding at least BIG_CLASS[0] needs BIG_CLASS[1].
 BIG_CLASS = (0.10, 5)
