@@ -70,6 +70,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -161,9 +162,8 @@ def _arrays(**named: Any) -> dict[str, np.ndarray]:
 
 def _class_check(a: dict[str, np.ndarray]) -> tuple[Reason | None, int | None, list[dict]]:
     """Return the too-few reason (or None), the audit labels that would settle it, and each sampling class's figures."""
-    classes_all = sampling_classes(a["pi_all"])
-    lookup = {round(float(p), 12): int(c) for p, c in zip(a["pi_all"], classes_all, strict=True)}
-    classes_lab = np.array([lookup.get(round(float(p), 12), -1) for p in a["pi"]], dtype=np.int64)
+    codes = sampling_classes(np.concatenate([a["pi_all"], a["pi"]]))  # one coding for both sets
+    classes_all, classes_lab = codes[:a["pi_all"].size], codes[a["pi_all"].size:]
     total = float(a["w_all"].sum())
     _, first = np.unique(a["cluster_all"], return_index=True)
     sample_class = classes_all[first]  # one entry per judged sample: the audit draws samples
@@ -257,7 +257,7 @@ def design_estimate(y: Any, yhat: Any, w: Any, pi: Any, cluster: Any, yhat_all: 
     elif variance <= 1e-15:
         return Estimate.undefined(n, Reason("zero_variance"), classes=classes, **judge)
     df = k - 1
-    half = float(sps.t.ppf(1 - alpha / 2, df)) * math.sqrt(variance + extra)
+    half = quantile(alpha, df) * math.sqrt(variance + extra)
     bounds = (0.0, 1.0) if binary else (None, None)
     ci = (snap(theta + shift - half, *bounds), snap(theta + shift + half, *bounds))
     method = "classical" if lam == 0 else ("ppi++" if tuned else "ppi")
@@ -272,32 +272,30 @@ def _pseudo_cells(y: np.ndarray, yhat: np.ndarray, yhat_all: np.ndarray, p: np.n
 
     The cells are the gold's two classes (0, 1) times the verdict classes the window holds (0, 1, not counted);
     each gets PSEUDO_MASS / cells at the effective size n_eff. Labelled targets whose gold is not counted keep
-    their observed share and get no pseudo-count.
+    their observed share and get no pseudo-count. A class that is not counted is coded -1.
     """
-    def key(value: float) -> float:
-        return -1.0 if math.isnan(value) else float(value)
-
-    verdicts = sorted({key(v) for v in np.concatenate([yhat_all, yhat])})
-    cells = [(g, v) for g in (0.0, 1.0) for v in verdicts]
-    observed: dict[tuple[float, float], float] = {}
-    for gold, verdict, share in zip(y, yhat, p, strict=True):
-        cell = (key(gold), key(verdict))
-        observed[cell] = observed.get(cell, 0.0) + float(share)
-    every = sorted(set(cells) | set(observed))
-
-    def residual(cell: tuple[float, float]) -> float:
-        g, v = cell
-        cg, cv = (0.0 if g < 0 else 1.0), (0.0 if v < 0 else 1.0)
-        return ((max(g, 0.0) * cg - theta * cg) - lam * (max(v, 0.0) * cv - theta * cv)) / big_d
-
-    r = np.array([residual(cell) for cell in every])
-    p_hat = np.array([observed.get(cell, 0.0) for cell in every])
-    pseudo = np.array([PSEUDO_MASS / len(cells) if cell in cells else 0.0 for cell in every])
+    gold = np.where(np.isnan(y), -1.0, y)
+    verdict = np.where(np.isnan(yhat), -1.0, yhat)
+    verdict_classes = np.unique(np.concatenate([np.where(np.isnan(yhat_all), -1.0, yhat_all), verdict]))
+    pseudo_cells = np.array([(g, v) for g in (0.0, 1.0) for v in verdict_classes])
+    cells, inverse = np.unique(np.concatenate([np.column_stack([gold, verdict]), pseudo_cells]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    p_hat = np.bincount(inverse[:gold.size], weights=p, minlength=len(cells))
+    pseudo = np.bincount(inverse[gold.size:], minlength=len(cells)) * (PSEUDO_MASS / len(pseudo_cells))
+    g, v = cells[:, 0], cells[:, 1]
+    cg, cv = (g >= 0).astype(float), (v >= 0).astype(float)
+    r = ((np.maximum(g, 0.0) * cg - theta * cg) - lam * (np.maximum(v, 0.0) * cv - theta * cv)) / big_d
     p_adj = (n_eff * p_hat + pseudo) / (n_eff + PSEUDO_MASS)
     mean_hat, mean_adj = float((p_hat * r).sum()), float((p_adj * r).sum())
     var_hat = float((p_hat * r ** 2).sum()) - mean_hat ** 2
     var_adj = float((p_adj * r ** 2).sum()) - mean_adj ** 2
     return mean_adj - mean_hat, max(0.0, var_adj / (n_eff + PSEUDO_MASS) - var_hat / n_eff)
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile(alpha: float, df: float | None = None) -> float:
+    """Return the upper alpha/2 quantile of Student's t with `df` degrees of freedom (the normal's without)."""
+    return float(sps.norm.ppf(1 - alpha / 2) if df is None else sps.t.ppf(1 - alpha / 2, df))
 
 
 def _judge_only(a: dict[str, np.ndarray], q: np.ndarray, counted: np.ndarray, binary: bool, alpha: float) -> dict:
@@ -308,7 +306,7 @@ def _judge_only(a: dict[str, np.ndarray], q: np.ndarray, counted: np.ndarray, bi
     d = float((q * counted).sum())
     mean = float((q * values).sum()) / d
     se = math.sqrt(_cluster_variance((values - mean * counted) / d, q, a["cluster_all"]))
-    z = float(sps.norm.ppf(1 - alpha / 2))
+    z = quantile(alpha)
     bounds = (0.0, 1.0) if binary else (None, None)
     return {"judge_only": snap(mean, *bounds),
             "judge_only_ci": [snap(mean - z * se, *bounds), snap(mean + z * se, *bounds)]}
