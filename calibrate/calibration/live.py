@@ -367,7 +367,7 @@ def estimate_targets(targets: LiveTargets, mask: np.ndarray | None = None, *, me
     extra = est.extra
     return {"estimate": est.value, "ci": list(est.ci) if est.ci else None, "method": extra.get("method"),
             "lambda": extra.get("lambda"), "status": status, "reason": est.reason.to_dict() if est.reason else None,
-            "note": est.note or None, "n_labelled": n_labelled, "n_unlabelled": int((mask & ~targets.labelled).sum()),
+            "note": est.note, "n_labelled": n_labelled, "n_unlabelled": int((mask & ~targets.labelled).sum()),
             "n_failed": int((mask & targets.failed).sum()), "n_effective": extra.get("n_effective"),
             "labels_needed": extra.get("labels_needed"), "judge_only": extra.get("judge_only"),
             "judge_only_ci": extra.get("judge_only_ci"), "interval": extra.get("interval"), "classes": extra.get("classes")}

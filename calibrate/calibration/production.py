@@ -31,7 +31,8 @@ from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
+from calibrate.calibration.estimate import check_alpha
+from calibrate.calibration.frames import labels_frame, verdicts_frame
 from calibrate.calibration.live import (
     WINDOWS,
     Estimand,
@@ -46,7 +47,6 @@ from calibrate.calibration.live import (
     window_bounds,
     window_keys,
 )
-from calibrate.calibration.estimate import check_alpha
 from calibrate.calibration.streams import stream_assignments, stream_labels
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame

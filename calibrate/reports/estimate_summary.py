@@ -33,6 +33,8 @@ def what(block: dict) -> str:
         return {"answers": gettext("mean score of the answers"), "claims": gettext("mean score of the claims"),
                 "contexts": gettext("mean score of the contexts")}.get(level, gettext("mean score"))
     if level == "answers" and block.get("target") == "claim":
+        if label == "supported":  # claim support's answers: faithfulness = 1
+            return gettext("share of faithful answers (every counted claim supported)")
         return gettext("share of answers whose every counted claim is %(label)s", label=label)
     if level == "claims":
         return gettext("share of claims labelled %(label)s", label=label)

@@ -180,7 +180,7 @@ def _class_check(a: dict[str, np.ndarray]) -> tuple[Reason | None, int | None, l
     if not short:
         return None, None, figures
     more, pi, share, have, need = max(short)
-    return (Reason("too_few_audit", inclusion_prob=pi, share=round(100 * share, 1), have=have, need=need, more=more),
+    return (Reason("too_few_audit", inclusion_prob=pi, share=round(share, 4), have=have, need=need, more=more),
             more, figures)
 
 

@@ -19,9 +19,9 @@ from sqlmodel import Session, select
 from calibrate.accounts import ensure_annotator
 from calibrate.annotation.auto_queue import queue_auto
 from calibrate.calibration import monitor, production_gate
-from calibrate.stats.design import design_estimate
 from calibrate.demo.production import PROD_DATASET, PROD_JUDGE
 from calibrate.models import Assignment, Dataset, Judge, JudgeRun, Label, Sample, Task, User, Verdict
+from calibrate.stats.design import design_estimate
 from calibrate.tasks import add_task
 
 TASK = "ok_task"
