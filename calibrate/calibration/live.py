@@ -172,8 +172,9 @@ def sample_info(session: Session, dataset: Dataset, *, with_time: bool = True) -
     prob = pd.to_numeric(frame["inclusion_prob"].astype(object), errors="coerce")
     bad = prob.notna() & ~((prob >= MIN_INCLUSION_PROB) & (prob <= 1))
     if bad.any():
-        raise CalibrationError(Reason("inclusion_prob_stored", sample=int(frame["sample_id"][bad].iloc[0]),
-                                      value=repr(prob[bad].iloc[0]), floor=MIN_INCLUSION_PROB))
+        first = int(frame["sample_id"][bad].iloc[0])
+        raise CalibrationError(Reason("inclusion_prob_stored", sample=session.get(Sample, first).external_id,
+                                      value=repr(float(prob[bad].iloc[0])), floor=MIN_INCLUSION_PROB))
     index = frame["sample_id"].astype(np.int64).to_numpy()
     if not with_time:
         return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float)}, index=index)

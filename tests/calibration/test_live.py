@@ -137,3 +137,43 @@ def test_the_command_line_and_the_production_page_show_the_monitor_s_figures(run
         if w["estimate"] is not None:
             assert float(card["data-estimate"]) == pytest.approx(w["estimate"], abs=1e-9)
             assert [float(card["data-low"]), float(card["data-high"])] == pytest.approx(w["ci"], abs=1e-9)
+
+
+def _one_window(session, meta_of):
+    """Twenty judged and labelled samples of a sample task, the metadata of sample i from meta_of(i)."""
+    runner_task = "ok_task"
+    from calibrate.tasks import add_task
+
+    add_task(session, runner_task, target="sample", kind="categorical", labels=["pass", "fail"])
+    store = Store(session)
+    for i in range(20):
+        store.sample(f"s{i}", meta=meta_of(i))
+        store.verdict("J", runner_task, f"s{i}", "pass" if i % 4 else "fail")
+        store.label(runner_task, "ana", f"s{i}", "pass" if i % 5 else "fail")
+    store.commit()
+
+
+def test_a_start_in_year_9999_or_1_falls_back_to_the_creation_time(session, runner, client, login):
+    """Issue 30: a stored start in year 9999 (or 0001) broke `monitor --by-window week`, the gate and the page."""
+    _one_window(session, lambda i: {"started_at": "9999-12-31T23:00:00Z" if i % 2 else "0001-01-01T00:00:00Z"})
+    result = runner.invoke(["monitor", "--dataset", "d", "--judge", "J", "--by-window", "week"])
+    assert result.exit_code == 0, result.output
+    windows = json.loads(result.output)["windows"]
+    assert len(windows) == 1 and windows[0]["window"][:4] not in ("9999", "0001")
+    gate = runner.invoke(["gate", "--production", "--dataset", "d", "--judge", "J", "--min", "0.5"])
+    assert gate.exit_code in (0, 1, 2, 3) and "Traceback" not in gate.output
+    login("eng", role="engineer")
+    assert client.get("/datasets/d/production?judge=J").status_code == 200
+
+
+def test_a_stored_inclusion_probability_below_the_floor_is_refused_in_one_line(session, runner, client, login):
+    """Issue 30: 1e-300 flipped the gate to PASS with [5.000, 5.000] and put NaN in the monitor's JSON."""
+    _one_window(session, lambda i: {"inclusion_prob": 1e-300 if i == 3 else 1.0})
+    for args in (["monitor", "--dataset", "d", "--judge", "J"], ["gate", "--production", "--dataset", "d", "--judge", "J", "--min", "0.5"],
+                 ["estimate", "--dataset", "d", "--judge", "J", "--task", "ok_task"]):
+        result = runner.invoke(args)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "sample s3: metadata.inclusion_prob must lie in [1e-06, 1], not 1e-300" in result.output
+    login("eng", role="engineer")
+    page = BeautifulSoup(client.get("/datasets/d/production?judge=J").data, "html.parser")
+    assert "1e-300" in page.select_one("#production-message").get_text()
