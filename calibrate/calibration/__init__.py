@@ -20,6 +20,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     calibrated_task, calibrated_task_names                                calibrated.py
     monitor, production_gate, production_estimate, agreement_share       production.py (`calibrate monitor`, gate --production)
     estimate_block                                                        estimate.py (a section's `estimate` block)
+    stream_assignments, stream_labels, audit_probabilities                streams.py (the production queues' streams)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
@@ -55,6 +56,7 @@ _API = {
     "monitor": "production", "production_gate": "production", "production_estimate": "production",
     "agreement_share": "production",
     "estimate_block": "estimate",
+    "stream_assignments": "streams", "stream_labels": "streams", "audit_probabilities": "streams",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]
