@@ -2,7 +2,7 @@
 
 One SQLite file per size: N samples, one assignment each (a third audit with π 0.25, a third triage, a third
 without a stream, over four experts) and one current label per sample by its expert, so both commands write N
-rows. Each command runs as a real subprocess writing to a file; its peak RSS comes from wait4. The assignments
+rows. Each command runs as a real subprocess writing to a file; its peak RSS is its own VmHWM. The assignments
 export reads a few hundred samples at a time and writes as it goes, so its memory should stay flat from 10^4 to
 10^5 rows while the labels export's grows with the file. Each figure is also taken on an empty dataset of the same
 file (the commands' start-up: Python, SQLAlchemy, pandas), and the table gives what the rows add above it.
@@ -16,6 +16,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -23,61 +24,71 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from sqlmodel import Session, select
-
-from calibrate.db import dispose_engine, get_engine
-from calibrate.models import Assignment, Dataset, Label, Sample, Task, User, target_key
 
 EXPERTS = ("ana", "ben", "cleo", "dan")
-CHUNK = 10_000
 
 
 def build(path: Path, n: int) -> None:
-    """Create the database at `path` with `n` samples, assignments and labels."""
+    """Create the database at `path` (`calibrate init`) with `n` samples, assignments and labels (sqlite3, executemany)."""
     env = {**os.environ, "CALIBRATE_INSTANCE": str(path.parent)}
     subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", f"sqlite:///{path}"], check=True, env=env,
                    capture_output=True, cwd=ROOT)
-    url = f"sqlite:///{path}"
-    engine = get_engine(url)
-    with Session(engine) as session:
-        task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
-        users = [User(username=name, role="annotator") for name in EXPERTS]
-        dataset, empty = Dataset(name="bench", source="bench"), Dataset(name="empty", source="bench")
-        session.add_all([*users, dataset, empty])
-        session.flush()
-        session.add(Sample(dataset_id=empty.id, external_id="only", question="q?", answer="a.", content_hash="0", meta={}))
-        for start in range(0, n, CHUNK):
-            samples = [Sample(dataset_id=dataset.id, external_id=f"s{i:07d}", question="q?", answer="a.", content_hash=f"{i}",
-                              meta={}) for i in range(start, min(n, start + CHUNK))]
-            session.add_all(samples)
-            session.flush()
-            for i, sample in enumerate(samples, start):
-                user = users[i % len(users)]
-                stream = ("audit", "triage", None)[i % 3]
-                session.add(Assignment(sample_id=sample.id, user_id=user.id, stream=stream,
-                                       audit_prob=0.25 if stream == "audit" else None, status="done"))
-                session.add(Label(task_id=task.id, sample_id=sample.id, target_key=target_key("sample", sample.id),
-                                  annotator_id=user.id, value="4", source="import"))
-            session.flush()
-            session.expunge_all()
-        session.commit()
-    dispose_engine(url)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    con = sqlite3.connect(path)
+    task = con.execute("SELECT id FROM task WHERE name = 'answer_quality'").fetchone()[0]
+    users = []
+    for name in EXPERTS:
+        users.append(con.execute("INSERT INTO user (username, display_name, role, active, created_at) "
+                                 "VALUES (?, '', 'annotator', 1, ?)", (name, now)).lastrowid)
+    datasets = [con.execute("INSERT INTO dataset (name, description, source, is_demo, created_at) VALUES (?, '', 'bench', 0, ?)",
+                            (name, now)).lastrowid for name in ("bench", "empty")]
+    sample_sql = ("INSERT INTO sample (id, dataset_id, external_id, question, answer, metadata, content_hash, segmenter, "
+                  "created_at, updated_at) VALUES (?, ?, ?, 'q?', 'a.', '{}', ?, '', ?, ?)")
+    con.execute(sample_sql, (n + 1, datasets[1], "only", "0", now, now))  # the empty dataset: one sample, nothing else
+    con.executemany(sample_sql, ((i + 1, datasets[0], f"s{i:07d}", str(i), now, now) for i in range(n)))
+    con.executemany(
+        "INSERT INTO assignment (sample_id, user_id, status, note, priority, stream, audit_prob, created_at, updated_at) "
+        "VALUES (?, ?, 'done', '', 0, ?, ?, ?, ?)",
+        ((i + 1, users[i % len(users)], ("audit", "triage", None)[i % 3], 0.25 if i % 3 == 0 else None, now, now)
+         for i in range(n)))
+    con.executemany(
+        "INSERT INTO label (task_id, sample_id, target_key, annotator_id, value, rationale, adjudicated, stale, stale_reason, "
+        "source, created_at, updated_at) VALUES (?, ?, ?, ?, '4', '', 0, 0, '', 'import', ?, ?)",
+        ((task, i + 1, f"sample:{i + 1}", users[i % len(users)], now, now) for i in range(n)))
+    con.commit()
+    con.close()
+
+
+# The command runs under this wrapper, which prints its peak RSS (VmHWM of /proc/self/status) on exit: the
+# rusage of a child counts the parent's memory at the fork, /proc the command's own after exec.
+WRAPPER = """
+import atexit, sys
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("PEAK_KB " + line.split()[1] + "\\n")
+atexit.register(peak)
+sys.argv = ["calibrate", *sys.argv[1:]]
+from calibrate.cli import main
+main()
+"""
 
 
 def run(args: list[str], path: Path) -> tuple[float, float, float]:
     """Return (wall s, CPU s, peak RSS MB) of `calibrate ARGS --db …` run as a subprocess."""
     env = {**os.environ, "CALIBRATE_INSTANCE": str(path.parent)}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "calibrate", *args, "--db", f"sqlite:///{path}"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, *args, "--db", f"sqlite:///{path}"], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{args} failed: {proc.stderr.read().decode()}")
     proc.stderr.close()
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{args} failed: {err}")
+    peak = next(int(line.split()[1]) for line in err.splitlines() if line.startswith("PEAK_KB "))
+    return wall, usage.ru_utime + usage.ru_stime, peak / 1024
 
 
 def measure(path: Path, n: int, out: Path) -> dict[str, tuple[float, float, float]]:
@@ -139,7 +150,7 @@ def main() -> None:
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; before: `{load_before}`, "
         f"after: `{load_after}` (a shared machine: wall times move with the load, CPU time and RSS less)",
         f"- command: `python bench/bench_export_assignments.py --sizes {options.sizes}` (each command a subprocess writing a "
-        "file; peak RSS from wait4)",
+        "file; peak RSS its VmHWM, CPU from wait4)",
         "",
         *table,
         "",

@@ -19,7 +19,8 @@ import does not take), one line per verdict and presentation order.
 `export_assignments` writes who was given which sample in which production stream (audit,
 triage, or none for `calibrate sample`'s), with the audit's probability and whether the expert
 has labelled the sample yet: the audit in sight (docs/formats.md, "Assignments"). Its rows are
-a generator read a chunk of samples at a time, so 10^5 assignments never sit in memory at once.
+a generator over one streamed query, labels read a chunk of samples at a time, so 10^5
+assignments never sit in memory at once.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
-from sqlalchemy import exists, or_
+from sqlalchemy import or_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
@@ -174,7 +176,7 @@ def _iso(moment: Any) -> str | None:
 
 
 ASSIGNMENT_FIELDS = ("sample_id", "annotator", "task", "stream", "audit_prob", "status", "created_at", "labelled")
-SAMPLES_PER_CHUNK = 500  # samples whose assignments and labels are read at once (also under SQLite's parameter limit)
+SAMPLES_PER_CHUNK = 500  # samples whose labels are read at once (an IN list under SQLite's parameter limit)
 
 
 @dataclass
@@ -200,28 +202,30 @@ class AssignmentExport:
                 + (f" ({streams}; {self.n_labelled} labelled)" if self.n_rows else ""))
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """Yield one row per assignment (fields in `fields` order): by sample in import order, then annotator, open slots last."""
-        last = 0
-        while True:
-            ids = self.session.execute(
-                sa_select(Sample.id).where(Sample.dataset_id == self.dataset_id, Sample.id > last,
-                                           exists().where(Assignment.sample_id == Sample.id, *self._stream_filter()))
-                .order_by(Sample.id).limit(SAMPLES_PER_CHUNK)).scalars().all()
-            if not ids:
-                return
-            last = ids[-1]
-            yield from self._chunk(ids)
+        """Yield one row per assignment (fields in `fields` order): by sample in import order, then annotator, open slots last.
 
-    def _stream_filter(self) -> list:
-        return [Assignment.stream == self.stream] if self.stream else []
+        One query, its rows streamed (`yield_per`: SQLite steps its cursor, PostgreSQL reads a server-side one) and
+        cut into chunks of whole samples, each chunk's labels read with one more query: memory stays that of a chunk.
+        """
+        query = (sa_select(Assignment.id, Assignment.sample_id, Assignment.user_id, Sample.external_id, User.username,
+                           Assignment.stream, Assignment.audit_prob, Assignment.status, Assignment.created_at)
+                 .join(Sample, Sample.id == Assignment.sample_id).outerjoin(User, User.id == Assignment.user_id)
+                 .where(Sample.dataset_id == self.dataset_id,
+                        *([Assignment.stream == self.stream] if self.stream else []))
+                 .order_by(Assignment.sample_id, Assignment.id).execution_options(yield_per=1000))
+        chunk: list = []
+        n_samples = 0
+        for _sample, assignments in groupby(self.session.execute(query), key=lambda a: a.sample_id):
+            if n_samples == SAMPLES_PER_CHUNK:
+                yield from self._chunk(chunk)
+                chunk, n_samples = [], 0
+            chunk.extend(assignments)
+            n_samples += 1
+        if chunk:
+            yield from self._chunk(chunk)
 
-    def _chunk(self, ids: list[int]) -> Iterator[dict[str, Any]]:
-        assignments = self.session.execute(
-            sa_select(Assignment.id, Assignment.sample_id, Assignment.user_id, Sample.external_id, User.username,
-                      Assignment.stream, Assignment.audit_prob, Assignment.status, Assignment.created_at)
-            .join(Sample, Sample.id == Assignment.sample_id).outerjoin(User, User.id == Assignment.user_id)
-            .where(col(Assignment.sample_id).in_(ids), *self._stream_filter())).all()
-        tasks = _labelled_tasks(self.session, ids)
+    def _chunk(self, assignments: list) -> Iterator[dict[str, Any]]:
+        tasks = _labelled_tasks(self.session, sorted({a.sample_id for a in assignments}))
         assignments.sort(key=lambda a: (a.sample_id, a.username is None, a.username or "", a.id))
         for a in assignments:
             labelled = sorted(tasks.get((a.sample_id, a.user_id), ())) if a.user_id is not None else []
