@@ -127,9 +127,9 @@ def judge_line(judge: dict) -> str:
     def num(value) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    figure = (f"kappa audit − golden {num(kappa['value'])} [{num(kappa['ci'][0])}, {num(kappa['ci'][1])}] "
-              f"(audit {num(kappa.get('audit'))} on {kappa['n_audit']}, golden {num(kappa.get('golden'))} on {kappa['n_golden']})"
-              if kappa["value"] is not None else f"kappa undefined: {kappa['note']}")
+    figure = (f"kappa production − golden {num(kappa['value'])} [{num(kappa['ci'][0])}, {num(kappa['ci'][1])}] "
+              f"(production {num(kappa.get('audit'))} on {kappa['n_audit']} pairs, golden {num(kappa.get('golden'))} on "
+              f"{kappa['n_golden']})" if kappa["value"] is not None else f"kappa undefined: {kappa['note']}")
     labels = "audit labels only" if judge["labels"] == "audit" else "all labels (no production queues)"
     left = judge["n_excluded"]
     return (f"  judge {judge['judge']} on {judge['task']}: {figure}; {labels}, unweighted"

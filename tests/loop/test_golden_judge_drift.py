@@ -140,6 +140,19 @@ def test_the_cli_prints_the_judge_figures_and_their_labels(session, runner):
     assert out.exit_code == 0, out.output
     line = next(text for text in out.output.splitlines() if text.strip().startswith("judge j"))
     assert "audit labels only" in line and "unweighted" in line and "1 pair with an excluded label left out" in line
+    assert f"on {N_AUDIT} pairs, golden" in line and f"on {N_GOLDEN - 1})" in line
     as_json = runner.invoke(["golden", "drift", "g", "--dataset", "d", "--against", "metadata.source=live", "--judge", "j",
                              "--json"])
     assert json.loads(as_json.output)["judge"]["n_excluded"] == 1
+
+
+def test_with_production_queues_but_no_audit_label_the_kappa_is_undefined_and_said_so(session, runner):
+    _build(session)
+    drawn = session.exec(select(Assignment.sample_id).where(Assignment.stream == "audit")).all()
+    for label in session.exec(select(Label).where(Label.sample_id.in_(drawn))).all():  # the audit's labels are not made yet
+        session.delete(label)
+    session.commit()
+    found = _judge(session)
+    assert found["labels"] == "audit" and found["kappa"]["n_audit"] == 0 and found["kappa"]["value"] is None
+    out = runner.invoke(["golden", "drift", "g", "--dataset", "d", "--against", "metadata.source=live", "--judge", "j"])
+    assert out.exit_code == 0 and "kappa undefined:" in out.output
