@@ -21,6 +21,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     Estimand, estimand_for, live_targets, estimate_targets, LEVELS        live.py  (the one live estimator: what every production figure uses)
     monitor, production_gate                                              production.py (`calibrate monitor`, gate --production)
     run_estimate, estimate_block                                          estimate.py (`calibrate estimate`; a section's `estimate` block)
+    stream_assignments, stream_labels, audit_probabilities                streams.py (the production queues' streams)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
@@ -56,6 +57,7 @@ _API = {
     "Estimand": "live", "estimand_for": "live", "live_targets": "live", "estimate_targets": "live", "LEVELS": "live",
     "monitor": "production", "production_gate": "production",
     "run_estimate": "estimate", "estimate_block": "estimate",
+    "stream_assignments": "streams", "stream_labels": "streams", "audit_probabilities": "streams",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]
