@@ -177,3 +177,34 @@ def test_a_stored_inclusion_probability_below_the_floor_is_refused_in_one_line(s
     login("eng", role="engineer")
     page = BeautifulSoup(client.get("/datasets/d/production?judge=J").data, "html.parser")
     assert "1e-300" in page.select_one("#production-message").get_text()
+
+
+def test_a_constant_audit_gold_gives_no_pass_and_no_point_interval(session, runner):
+    """The issue's case: 400 answers, 2.5 % bad, 15 audit labels all good. `monitor` printed ok 1.000 [1.000, 1.000] and
+    `gate --production --min 0.99` passed with certainty for a system whose true share (0.975) is below the minimum."""
+    from calibrate.tasks import add_task
+
+    add_task(session, "ok_task", target="sample", kind="categorical", labels=["pass", "fail"])
+    store = Store(session)
+    ensure_annotator(session, "ana")
+    bad = set(range(0, 400, 40))  # 10 of 400
+    for i in range(400):
+        store.sample(f"s{i}", meta={"started_at": (START + timedelta(hours=i % 100)).isoformat(), "inclusion_prob": 1.0})
+        store.verdict("J", "ok_task", f"s{i}", "fail" if i in bad else "pass")
+    store.commit()
+    queue_auto(session, "d", daily=15, assign=["ana"], audit_share=1.0, seed=1, now=START + timedelta(days=5))
+    session.commit()
+    ids = {s.id: ext for ext, s in store.samples.items()}
+    drawn = session.exec(select(Assignment).where(Assignment.stream == "audit")).all()
+    assert len(drawn) == 15
+    for a in drawn:
+        store.label("ok_task", "ana", ids[a.sample_id], "pass")  # every audit label good: a constant gold
+    store.commit()
+    data = json.loads(runner.invoke(["monitor", "--dataset", "d", "--judge", "J", "--min", "0.99"]).output)
+    (window,) = data["windows"]
+    low, high = window["ci"]
+    assert window["estimate"] <= high == 1.0 and low < 0.95 and window["status"] == "undecided"
+    gate = runner.invoke(["gate", "--production", "--dataset", "d", "--judge", "J", "--min", "0.99"])
+    assert gate.exit_code == 3 and gate.output.startswith("UNDECIDED ok_task window 2026-W45"), gate.output
+    estimate = json.loads(runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "ok_task"]).output)
+    assert (estimate["estimate"], estimate["ci"]) == (window["estimate"], window["ci"])  # the same case, the same answer
