@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from calibrate import i18n
@@ -340,6 +340,19 @@ def difference_chart(value: float | None, ci: Sequence[float] | None, *, label: 
     return _svg(width, height, body, label=f"{label} with its {ci_label}", kind="difference")
 
 
+def _series_axes(n: int, *, left: float, top: float, plot_w: float, plot_h: float, lo: float,
+                 hi: float) -> tuple[Callable[[int], float], Callable[[float], float]]:
+    """Return the x of the i-th of n points spread over the plot (one point: its middle) and the y of a value (clipped)."""
+
+    def sx(i: int) -> float:
+        return left + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
+
+    def sy(v: float) -> float:
+        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+
+    return sx, sy
+
+
 # --------------------------------------------------------------------------- alignment across versions
 
 
@@ -388,12 +401,7 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     step_x = 64.0 if len(points) <= 12 else 36.0
     plot_w = max(step_x * max(len(points) - 1, 1), 240.0)
     width, height = left + plot_w + right, top + plot_h + bottom
-
-    def sx(i: int) -> float:
-        return left + (plot_w / 2 if len(points) == 1 else i * plot_w / (len(points) - 1))
-
-    def sy(v: float) -> float:
-        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+    sx, sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
 
     body = []
     tick = lo
@@ -478,12 +486,7 @@ def windows_chart(points: Sequence[WindowPoint], *, minimum: float | None = None
     plot_w = 320.0  # about 480 wide in all: on a 390 px phone the text stays near 10 px
     column = min(18.0, plot_w / max(len(points), 1) * 0.6)
     width, height = left + plot_w + right, top + plot_h + bottom
-
-    def sx(i: int) -> float:
-        return left + (plot_w / 2 if len(points) == 1 else i * plot_w / (len(points) - 1))
-
-    def sy(v: float) -> float:
-        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+    sx, sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
 
     body = []
     for tick in _ticks(lo, hi, integers=False):
