@@ -528,6 +528,20 @@ def test_queue_auto_and_monitor_on_the_demo_production_source_equal_sqlite(runne
         dispose_engine(url)
 
 
+def test_export_assignments_streams_the_same_rows_as_on_sqlite(runner, demo, sqlite_demo, monkeypatch):
+    """`export assignments` reads one server-side cursor while it asks for each chunk's labels: the same file as SQLite."""
+    from calibrate.annotation import export
+    from calibrate.cli import cli
+    from calibrate.demo.production import PROD_DATASET
+
+    monkeypatch.setattr(export, "SAMPLES_PER_CHUNK", 7)  # many label queries while the cursor is open
+    args = ["export", "assignments", "--dataset", PROD_DATASET, "--format", "csv"]
+    result = runner.invoke(args)
+    lite = CliRunner().invoke(cli, args, obj=sqlite_demo.app, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output == lite.output and result.output.count("\n") > 100 and ",audit,0." in result.output
+
+
 # --------------------------------------------------------------------------- several writers
 
 

@@ -44,6 +44,7 @@ from calibrate.ingest.fields import RecordCheck, invalid, kind_of
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
 from calibrate.models import (
+    Assignment,
     Claim,
     Context,
     ImportBatch,
@@ -469,17 +470,20 @@ class _Import:
             claims = self._targets(session, _CLAIMS, _CLAIMS.c.index, claim_samples)
             contexts = self._targets(session, _CONTEXTS, _CONTEXTS.c.rank, context_samples)
             stager = (_LabelStager if self.kind == "labels" else _VerdictStager)(self, session, samples)
+            audit = _audit_pairs(session, self.ctx.dataset.id, samples) if self.kind == "labels" else None
             self.writes.end_read(session)
         # Pass 2: resolve targets and stage the lines that change something, chunk by chunk, while
         # the file has no problem (what was staged is removed if one turns up). Pass 1 has filed
         # the lines' own problems already.
         writing = not problems
         quiet = Problems(1 << 30)
+        outside_audit = 0
         try:
             try:
                 for line in self.lines(quiet):
                     if isinstance(line, Record):
                         continue
+                    outside_audit += audit is not None and (line.sample_id, line.who) not in audit
                     target = self._resolve(line, claims, contexts)
                     if target is None:
                         writing = False
@@ -502,7 +506,8 @@ class _Import:
         unchanged = stager.unchanged + stager.staged - added - updated
         return ImportSummary(self.kind, self.ctx.dataset.name, added, updated, unchanged,
                              no_value=no_value, no_value_errors=no_value_errors,
-                             created_accounts=sorted(stager.created))
+                             created_accounts=sorted(stager.created),
+                             outside_audit=None if audit is None else outside_audit)
 
     def _what(self, line: Line) -> str:
         target = (f"claim {line.claim} of" if line.claim is not None
@@ -545,6 +550,24 @@ class _Import:
         have = f"{n} {name}{'' if n == 1 else 's'} (0–{n - 1})" if n else f"no {name}s"
         noun = "claim index" if name == "claim" else "context rank"
         self.problems.add(line.line, name, f"{noun} {index} is out of range: sample {line.external_id!r} has {have}")
+
+
+def _audit_pairs(session: Session, dataset_id: int, sample_ids: set[int]) -> set[tuple[int, str]] | None:
+    """Return (sample id, expert) of the audit assignments on these samples; None when the dataset has no production queues.
+
+    The rule of `calibrate.calibration.stream_labels`: an expert's label is an audit label when she has an audit
+    assignment for its sample (docs/production.md); no other label ever feeds an estimate.
+    """
+    queued = session.execute(select(Assignment.id).join(Sample, Sample.id == Assignment.sample_id)
+                             .where(Sample.dataset_id == dataset_id, Assignment.stream.is_not(None)).limit(1)).first()
+    if queued is None:
+        return None
+    pairs: set[tuple[int, str]] = set()
+    for chunk in _chunks(sample_ids):
+        pairs.update((sample_id, name) for sample_id, name in session.execute(
+            select(Assignment.sample_id, User.username).join(User, User.id == Assignment.user_id)
+            .where(Assignment.sample_id.in_(chunk), Assignment.stream == "audit")))
+    return pairs
 
 
 class _Stager:
