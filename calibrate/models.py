@@ -721,6 +721,18 @@ class QueuePolicy(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class RetentionPolicy(SQLModel, table=True):
+    """A dataset's retention of production samples (`calibrate traces retention`, ingest/traces/retention.py): the traces
+    server's settler purges samples older than `older_than_days` once a day, as `calibrate traces purge` does."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", unique=True)
+    older_than_days: int
+    updated_at: datetime = Field(default_factory=utcnow)
+    applied_at: datetime | None = Field(default=None)  # when the settler last applied it (None: not yet)
+    last_result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))  # that purge's summary
+
+
 class AuditDraw(SQLModel, table=True):
     """One judged sample's one audit draw: drawn or passed over, with the probability its pass gave every candidate.
 
@@ -769,6 +781,11 @@ class IngestToken(SQLModel, table=True):
     feedback_received: int = Field(default=0)
     feedback_late: int = Field(default=0)
     feedback_dropped: int = Field(default=0)
+    # How the sampled traces' upstream sampling probability was read from their tracestate (ingest/traces/upstream.py:
+    # with_threshold, no_threshold, invalid_threshold, inconsistent_threshold, mixed_thresholds) → traces.
+    upstream: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, server_default="{}"))
+    # Keys of the applications' own metadata left out (ingest/traces/mapping.py, app_metadata).
+    metadata_dropped: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
 class StagedSpan(SQLModel, table=True):

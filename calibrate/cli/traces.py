@@ -1,6 +1,7 @@
 """`calibrate traces …`: production traces in. `import` reads trace files (OTLP, Langfuse); `token`, `tokens` and
 `revoke` manage the bearer tokens of the OTLP/HTTP receiver (`POST /v1/traces` on `calibrate serve`); `flush`
-settles a dataset's staged traces now."""
+settles a dataset's staged traces now; `purge` deletes samples older than a window that nobody's work keeps, and
+`retention` saves that window for the traces server to apply daily."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from calibrate.db import write_session
 # Loaded when the command runs, not for its --help.
 traces = lazy.module("calibrate.ingest.traces")
 staging = lazy.module("calibrate.ingest.traces.staging")
+retention = lazy.module("calibrate.ingest.traces.retention")
 lookup = lazy.module("calibrate.lookup")
 
 
@@ -119,9 +121,61 @@ def flush_command(settings: Settings, dataset: str, as_json: bool) -> None:
                f"{done.created:,} created, {done.updated:,} updated, {done.unchanged:,} unchanged, "
                f"{done.duplicate_content:,} duplicate content, {sum(done.skipped.values()):,} skipped; "
                f"{done.dropped_traces:,} rootless traces dropped, {done.dropped_feedback:,} feedback records dropped")
-    for reason, n in sorted(done.skipped.items(), key=lambda item: -item[1])[:3]:
-        click.echo(f"skipped {n:,}: {reason}")
+    for line in done.notes():  # the commonest skip reasons with what to add, the upstream sampling, the metadata
+        click.echo(line)
     for trace_id, why in sorted(done.unmappable.items())[:20]:
         click.echo(f"quarantined trace {trace_id}: {why}")
     if len(done.unmappable) > 20:
         click.echo(f"(and {len(done.unmappable) - 20:,} more quarantined traces: the dataset page counts them)")
+
+
+@traces_group.command("purge")
+@click.option("--dataset", required=True, help="Dataset whose old samples to delete.")
+@click.option("--older-than", "older_than", required=True, metavar="Nd",
+              help="Delete samples whose metadata.started_at (else creation time) is older than N days, e.g. 90d.")
+@click.option("--dry-run", "dry_run", is_flag=True, help="Say what would be removed and kept; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@db_option
+def purge_command(settings: Settings, dataset: str, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Delete DATASET's samples older than the window, keeping every sample with a label, few-shot use or golden membership."""
+    days = retention.parse_older_than(older_than)
+    engine = ready_engine(settings)
+    done = retention.purge(engine, dataset, older_than_days=days, dry_run=dry_run)
+    if dry_run:
+        staged = staging.stale_staged(engine, dataset=dataset)
+    else:
+        dropped = staging.drop_rootless(engine, dataset=dataset)
+        staged = {"traces": dropped.dropped_traces, "spans": dropped.dropped_spans, "feedback": dropped.dropped_feedback}
+    done["staged"] = staged
+    if as_json:
+        click.echo(json.dumps(done))
+        return
+    for line in retention.purge_lines(done):
+        click.echo(line)
+
+
+@traces_group.command("retention")
+@click.option("--dataset", required=True, help="Dataset whose retention to show or set.")
+@click.option("--older-than", "older_than", metavar="Nd", help="Keep N days: the traces server purges older samples daily.")
+@click.option("--off", is_flag=True, help="Remove the dataset's retention setting (nothing is purged automatically).")
+@click.option("--json", "as_json", is_flag=True, help="Print the setting as JSON on stdout.")
+@db_option
+def retention_command(settings: Settings, dataset: str, older_than: str | None, off: bool, as_json: bool) -> None:
+    """Show or set DATASET's retention, which every traces server's settler applies once a day (as `traces purge`)."""
+    if off and older_than:
+        raise BadInput("give --older-than or --off, not both")
+    with write_session(ready_engine(settings)) as session:
+        if off or older_than:
+            shown = retention.set_retention(session, dataset, None if off else retention.parse_older_than(older_than))
+        else:
+            shown = retention.retention_of(session, lookup.dataset(session, dataset))
+    if as_json:
+        click.echo(json.dumps(shown, default=str))
+        return
+    if shown is None:
+        click.echo(f"{dataset.strip()}: no retention (samples are kept until `calibrate traces purge`)")
+        return
+    last = shown["last_result"]
+    click.echo(f"{shown['dataset']}: samples older than {shown['older_than_days']}d are purged daily by the traces server"
+               + (f"; last applied {shown['applied_at']:%Y-%m-%d %H:%M} UTC: {last['removed']['samples']:,} removed, "
+                  f"{sum(last['kept'].values()):,} kept" if shown["applied_at"] and last else "; not applied yet"))

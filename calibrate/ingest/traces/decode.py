@@ -36,6 +36,8 @@ MAX_VALUE_DEPTH = 8  # nesting of array/kvlist attribute values
 MAX_OBSERVATIONS = 10_000  # per Langfuse trace
 HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX16 = re.compile(r"[0-9a-f]{16}")
+# Characters of a span's tracestate kept (a W3C tracestate is at most 512: a longer one reads as malformed, upstream.py).
+TRACESTATE_KEPT = 513
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Span:
     start_ns: int
     attributes: dict[str, Any]
     resource: dict[str, Any]
+    # The span's W3C tracestate as sent (upstream.py reads the sampling threshold `ot=th:…` from it); "" when none.
+    trace_state: str = ""
 
 
 @dataclass
@@ -352,7 +356,7 @@ def _pb_span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Sp
     span_id = _pb_id(span.span_id, 8, f"{path}.spanId", where)
     parent_id = _pb_id(span.parent_span_id, 8, f"{path}.parentSpanId", where) if span.parent_span_id else ""
     return Span(trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
-                _pb_attributes(span.attributes, f"{path}.attributes", where), resource)
+                _pb_attributes(span.attributes, f"{path}.attributes", where), resource, span.trace_state[:TRACESTATE_KEPT])
 
 
 def _pb_attributes(items: Any, path: str, where: Where) -> dict[str, Any]:
@@ -468,8 +472,11 @@ def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
     if not isinstance(name, str):
         raise where.fail(f"{path}.name", f"must be a string, found {_kind(name)}")
     start = _integer(span.get("startTimeUnixNano", span.get("start_time_unix_nano", 0)), f"{path}.startTimeUnixNano", where)
+    state = span.get("traceState", span.get("trace_state")) or ""
+    if not isinstance(state, str):
+        raise where.fail(f"{path}.traceState", f"must be a string, found {_kind(state)}")
     return Span(trace_id, span_id, parent_id, name, start, attributes(span.get("attributes"), f"{path}.attributes", where),
-                resource)
+                resource, state[:TRACESTATE_KEPT])
 
 
 def otlp_id(value: Any, size: int, path: str, where: Where) -> str:

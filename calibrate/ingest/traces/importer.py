@@ -40,19 +40,31 @@ from calibrate.ingest.traces.decode import (
     langfuse_trace_id,
     read_bytes,
 )
-from calibrate.ingest.traces.mapping import HINTS, Skip, Unmappable, feedback_value, langfuse_feedback, map_langfuse, map_spans
+from calibrate.ingest.traces.mapping import (
+    APP_MAX_KEYS,
+    APP_TEXT_MAX,
+    HINTS,
+    Skip,
+    Unmappable,
+    feedback_value,
+    langfuse_feedback,
+    map_langfuse,
+    map_spans,
+)
+from calibrate.ingest.traces.upstream import MIXED, UPSTREAM_WORDS
 from calibrate.models import Dataset, Label, Sample
 
 IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
-                "duplicate_content", "changed_after_labelling", "skipped", "unmappable")
+                "duplicate_content", "changed_after_labelling", "skipped", "unmappable", "upstream", "metadata_dropped")
 # What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
 SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
-                "changed_after_labelling", "skipped", "quarantined", "unmappable", "dropped_traces", "dropped_spans",
-                "dropped_feedback")
+                "changed_after_labelling", "skipped", "quarantined", "unmappable", "upstream", "metadata_dropped",
+                "dropped_traces", "dropped_spans", "dropped_feedback")
 _COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
            "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback",
-           "quarantined")
+           "quarantined", "metadata_dropped")
+DICTS = ("skipped", "unmappable", "upstream")
 
 
 def inclusion_u(salt: str, trace_id: str) -> float:
@@ -97,10 +109,14 @@ class TracesSummary:
     # The import names them and goes on (skipped "unmappable"); settling quarantines them instead (staging.py).
     unmappable: dict[str, str] = field(default_factory=dict)
     quarantined: int = 0  # settling only: traces set aside, this run, because they could not be mapped
+    # How the sampled traces' upstream probability was read from their root's tracestate (upstream.py's kinds, and
+    # `mixed_thresholds`: spans of one trace disagreeing with the root), {kind: n}.
+    upstream: dict[str, int] = field(default_factory=dict)
+    metadata_dropped: int = 0  # keys of the application's metadata left out (mapping.app_metadata)
 
     def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
         """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
-        return {key: (dict(getattr(self, key)) if key in ("skipped", "unmappable") else getattr(self, key)) for key in keys}
+        return {key: (dict(getattr(self, key)) if key in DICTS else getattr(self, key)) for key in keys}
 
     def add(self, other: TracesSummary) -> None:
         """Add another summary's counts to this one (skip reasons merged, the commonest first)."""
@@ -110,6 +126,25 @@ class TracesSummary:
         merged.update(other.skipped)
         self.skipped = dict(merged.most_common())
         self.unmappable.update(other.unmappable)
+        upstream = Counter(self.upstream)
+        upstream.update(other.upstream)
+        self.upstream = dict(sorted(upstream.items()))
+
+    def notes(self, *, top: int = 3) -> list[str]:
+        """Return the lines on what to change: the commonest skip reasons with the span or attribute to add, the upstream
+        sampling read from the tracestate, the application metadata left out (`traces import` and `traces flush`)."""
+        out = []
+        for reason, n in Counter(self.skipped).most_common(top):
+            hint = HINTS.get(reason)
+            out.append(f"skipped {n:,}: {reason}" + (f" ({hint})" if hint else ""))
+        if self.upstream:
+            out.append("upstream sampling (tracestate ot=th): " + ", ".join(
+                f"{n:,} {UPSTREAM_WORDS.get(kind, kind)}" for kind, n in self.upstream.items()))
+        if self.metadata_dropped:
+            out.append(f"{self.metadata_dropped:,} keys of the application's metadata left out (past {APP_MAX_KEYS} keys, "
+                       f"a key calibrate writes, a name other than letters, digits and _, or a value not a number, true/false "
+                       f"or text of at most {APP_TEXT_MAX} characters)")
+        return out
 
     def lines(self, *, top: int = 3) -> list[str]:
         """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""
@@ -117,10 +152,7 @@ class TracesSummary:
                f"repeated), {self.sampled:,} sampled ({self.sampled_down:,} thumbs-down)",
                f"{self.created:,} created, {self.updated:,} updated, {self.unchanged:,} unchanged, "
                f"{self.duplicate_content:,} duplicate content, {self.changed_after_labelling:,} changed after labelling "
-               f"(kept), {sum(self.skipped.values()):,} skipped"]
-        for reason, n in Counter(self.skipped).most_common(top):
-            hint = HINTS.get(reason)
-            out.append(f"skipped {n:,}: {reason}" + (f" ({hint})" if hint else ""))
+               f"(kept), {sum(self.skipped.values()):,} skipped", *self.notes(top=top)]
         for trace_id, why in sorted(self.unmappable.items())[:top * 5]:
             out.append(f"trace {trace_id} could not be mapped: {why}")
         if len(self.unmappable) > top * 5:
@@ -258,6 +290,7 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
     traces, spans, repeated = group_traces(decoded)
     summary = TracesSummary(dataset, traces=len(traces), spans=spans, duplicate_spans=repeated)
     skipped: Counter[str] = Counter()
+    upstream: Counter[str] = Counter()
 
     # Sample: thumbs-down always; any other trace when u < rate. --max keeps thumbs-down first, then the smallest u.
     taken: list[tuple[bool, float, Trace]] = []
@@ -289,13 +322,23 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
         if isinstance(mapped, Skip):
             skipped[mapped.reason] += 1
             continue
-        mapped["metadata"]["inclusion_prob"] = 1.0 if down else float(rate)
+        kind, mixed = mapped.pop("upstream", (None, False))
+        summary.metadata_dropped += mapped.pop("metadata_dropped", 0)
+        if kind is not None:
+            upstream.update([kind, *([MIXED] if mixed else [])])
+        # The chance the trace is here: upstream's (the Collector's threshold) times ours (1 for a thumbs-down).
+        prob = mapped["metadata"].get("upstream_prob", 1.0) * (1.0 if down else float(rate))
+        if prob < MIN_INCLUSION_PROB:
+            skipped["inclusion_prob_below_min"] += 1
+            continue
+        mapped["metadata"]["inclusion_prob"] = prob
         mapped["feedback"] = trace.feedback
         if not acceptable(mapped, max_field_chars):
             skipped["invalid"] += 1
             continue
         records.append(mapped)
     summary.skipped = dict(skipped.most_common())
+    summary.upstream = dict(sorted(upstream.items()))
 
     if isinstance(target, Session):
         savepoint = target.begin_nested()

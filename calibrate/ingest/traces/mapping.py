@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,10 +23,21 @@ from typing import Any
 from calibrate.bounds import start_ns_problem, started_at_problem
 from calibrate.ingest.samples import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
+from calibrate.ingest.traces.upstream import WITH_THRESHOLD, trace_upstream
 
 OPENINFERENCE, GENAI, LANGFUSE = "openinference", "gen_ai", "langfuse"
 KIND = "openinference.span.kind"
 DOCUMENTS = "retrieval.documents."
+# The application's own metadata (the root span's OpenInference `metadata` JSON and `metadata.<key>` attributes,
+# Langfuse's trace `metadata`) becomes sample.metadata.<key> within these bounds; what is left out is counted.
+APP_METADATA = "metadata"
+APP_MAX_KEYS = 50
+APP_KEY = re.compile(r"[A-Za-z0-9_]{1,64}")  # a key every --where, --strata, --fields and --group-by can name
+APP_TEXT_MAX = 200
+# Keys calibrate writes itself: the application's metadata never overwrites them (docs/formats.md, "Traces").
+RESERVED = frozenset({"trace_id", "root_span_id", "convention", "content_sha256", "inclusion_prob", "upstream_prob",
+                      "service_name", "started_at", "session_id", "prompt_version", "model", "retrieval_scores",
+                      "langfuse_trace_id", "release"})
 # What to enable when traces are skipped for a reason (the import's summary prints the commonest).
 HINTS = {
     "no_root_span": "the trace's root span never arrived: export every span of a trace (check sampling upstream)",
@@ -35,8 +47,8 @@ HINTS = {
                             "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true",
     "no_question": "the root CHAIN/AGENT span needs input.value (OpenInference: unset OPENINFERENCE_HIDE_INPUTS)",
     "no_answer": "the root CHAIN/AGENT span needs output.value (OpenInference: unset OPENINFERENCE_HIDE_OUTPUTS)",
-    "no_contexts": "no retrieved document text: instrument the retriever (a RETRIEVER span with "
-                   "retrieval.documents.N.document.content, or gen_ai.retrieval.documents with content)",
+    "no_contexts": "no retrieved document text: add a RETRIEVER span with retrieval.documents.N.document.content "
+                   "(OpenInference; an LLM instrumentation alone records none), or gen_ai.retrieval.documents with content",
     "over_max": "more traces were sampled than --max allows (thumbs-down first, then the smallest draws were kept)",
     "invalid": "a text the samples import refuses (an unpaired surrogate escape, a document id over 500 characters, "
                "metadata over IMPORT_MAX_FIELD_CHARS)",
@@ -44,6 +56,8 @@ HINTS = {
     "unmappable": "the trace's spans could not be mapped (the import names each such trace and why)",
     "quarantined": "settling could not map the trace: it was kept aside with its reason (the dataset page) and dropped "
                    "a day after its last span",
+    "inclusion_prob_below_min": "the upstream sampling probability (tracestate th) times the rate is below 1e-06: raise "
+                                "the Collector's sampling_percentage or the token's --rate",
 }
 
 
@@ -117,7 +131,55 @@ def map_spans(spans: list[Span], *, max_chars: int) -> dict[str, Any] | Skip:
     if version is not None:
         metadata["prompt_version"] = str(version)
     metadata.update(extra)
-    return record(root.trace_id, question, answer, contexts, metadata, max_chars=max_chars)
+    app, dropped = app_metadata(_app_sources(root.attributes))
+    upstream, mixed = trace_upstream(root.trace_state, root.trace_id, [span.trace_state for span in spans if span is not root])
+    if upstream.kind == WITH_THRESHOLD:
+        metadata["upstream_prob"] = upstream.probability
+    made = record(root.trace_id, question, answer, contexts, {**app, **metadata}, max_chars=max_chars)
+    if not isinstance(made, Skip):
+        made.update(upstream=(upstream.kind, mixed), metadata_dropped=dropped)
+    return made
+
+
+def _app_sources(attributes: dict[str, Any]) -> list[Any]:
+    """Return the root span's application metadata, weakest first: the `metadata` attribute (JSON text or a kvlist),
+    then the `metadata.<key>` attributes."""
+    whole = attributes.get(APP_METADATA)
+    if isinstance(whole, str):
+        try:
+            whole = json.loads(whole)
+        except (ValueError, RecursionError):
+            pass  # not JSON: counted as one value left out
+    dotted = {key[len(APP_METADATA) + 1:]: value for key, value in attributes.items() if key.startswith(APP_METADATA + ".")}
+    return [source for source in (whole, dotted or None) if source is not None]
+
+
+def app_metadata(sources: list[Any]) -> tuple[dict[str, Any], int]:
+    """Return the application's metadata a sample keeps, and how many keys (or values) were left out.
+
+    `sources`: objects of key → value, a later one winning for the same key (anything but an object
+    is one value left out). Kept: a key of APP_KEY's shape that calibrate does not write itself
+    (RESERVED), with a scalar value (a string of at most APP_TEXT_MAX characters, a finite number,
+    true or false); at most APP_MAX_KEYS keys, by key order. Everything else is counted.
+    """
+    merged: dict[str, Any] = {}
+    dropped = 0
+    for source in sources:
+        if not isinstance(source, dict):
+            dropped += 1
+            continue
+        merged.update(source)
+    kept: dict[str, Any] = {}
+    for key in sorted(merged, key=str):
+        value = merged[key]
+        usable = isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)) or (
+            isinstance(value, str) and len(value) <= APP_TEXT_MAX)
+        if (not isinstance(key, str) or not APP_KEY.fullmatch(key) or key in RESERVED or not usable
+                or len(kept) >= APP_MAX_KEYS):
+            dropped += 1
+            continue
+        kept[key] = value
+    return kept, dropped
 
 
 def record(trace_id: str, question: Any, answer: Any, contexts: list[dict[str, Any]], metadata: dict[str, Any], *,
@@ -296,7 +358,11 @@ def map_langfuse(trace: LangfuseTrace, *, max_chars: int) -> dict[str, Any] | Sk
                           None)
     if prompt_version is not None and "prompt_version" not in metadata:
         metadata["prompt_version"] = str(prompt_version)
-    return record(trace.trace_id, question, answer, contexts, metadata, max_chars=max_chars)
+    app, dropped = app_metadata([] if data.get("metadata") is None else [data["metadata"]])
+    made = record(trace.trace_id, question, answer, contexts, {**app, **metadata}, max_chars=max_chars)
+    if not isinstance(made, Skip):
+        made["metadata_dropped"] = dropped
+    return made
 
 
 def langfuse_feedback(trace: LangfuseTrace) -> int | None:

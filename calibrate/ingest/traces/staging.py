@@ -49,6 +49,7 @@ from sqlalchemy import Engine, case, delete, false, func, or_, select, true, upd
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col
 
+from calibrate import lazy
 from calibrate.bounds import start_ns_problem
 from calibrate.db import dialect_insert, write_session
 from calibrate.errors import CalibrateError, NotFound
@@ -86,6 +87,8 @@ QUARANTINE_SHOWN = 10  # quarantined traces the dataset page lists (the newest),
 TOKEN_PREFIX = "calt_"
 SOURCE = "otlp-http"
 log = logging.getLogger("calibrate.traces")
+# Loaded when the settler first applies the retention settings (it brings pandas), not when the receiver starts.
+retention = lazy.module("calibrate.ingest.traces.retention")
 
 
 def hash_token(token: str) -> str:
@@ -152,14 +155,18 @@ def token_for(session: Session, bearer: str) -> IngestToken | None:
 
 def span_json(span: Span) -> str:
     """Return what a staged span stores: the decoded span's fields but its ids, as JSON text."""
-    return json.dumps({"parent": span.parent_id, "name": span.name, "start": span.start_ns, "attributes": span.attributes,
-                       "resource": span.resource}, ensure_ascii=False, separators=(",", ":"))
+    data = {"parent": span.parent_id, "name": span.name, "start": span.start_ns, "attributes": span.attributes,
+            "resource": span.resource}
+    if span.trace_state:  # most spans carry none: the key is left out then (rows staged before it had none either)
+        data["tracestate"] = span.trace_state
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def span_of(trace_id: str, span_id: str, text: str) -> Span:
     """Return the Span a staged row holds (the inverse of span_json)."""
     data = json.loads(text)
-    return Span(trace_id, span_id, data["parent"], data["name"], data["start"], data["attributes"], data["resource"])
+    return Span(trace_id, span_id, data["parent"], data["name"], data["start"], data["attributes"], data["resource"],
+                str(data.get("tracestate", "")))
 
 
 @dataclass
@@ -535,10 +542,13 @@ def _count_settled(session: Session, token: IngestToken, summary: TracesSummary,
     summary.skipped = dict(skipped.most_common())
     merged = Counter(token.skipped or {})
     merged.update(summary.skipped)
+    upstream = Counter(token.upstream or {})
+    upstream.update(summary.upstream)
     session.execute(update(IngestToken).where(IngestToken.id == token.id).values(
         traces_settled=IngestToken.traces_settled + summary.traces,
         traces_sampled=IngestToken.traces_sampled + summary.sampled,
-        traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged)))
+        traces_sampled_down=IngestToken.traces_sampled_down + summary.sampled_down, skipped=dict(merged),
+        upstream=dict(sorted(upstream.items())), metadata_dropped=IngestToken.metadata_dropped + summary.metadata_dropped))
 
 
 def _import_isolated(session: Session, traces: dict[str, list[Span]], token: IngestToken, *, dataset: str,
@@ -652,6 +662,20 @@ def _drop_feedback(session: Session, before: float, dataset: str | None, chunk: 
     return len(rows)
 
 
+def stale_staged(engine: Engine, *, dataset: str, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE) -> dict[str, int]:
+    """Return what `drop_rootless` would drop now from `dataset`: {traces, spans, feedback} (`traces purge --dry-run`)."""
+    before = (time.time() if now is None else now) - max_age
+    with Session(engine) as session:
+        dataset_id = _dataset_id(session, dataset)
+        traces, spans = session.execute(
+            select(func.count(), func.coalesce(func.sum(StagedTrace.n_spans), 0))
+            .where(StagedTrace.dataset_id == dataset_id, StagedTrace.last_received_at < before,
+                   or_(col(StagedTrace.has_root) == false(), col(StagedTrace.quarantined) == true()))).one()
+        feedback = session.scalar(select(func.count()).select_from(StagedFeedback)
+                                  .where(StagedFeedback.dataset_id == dataset_id, StagedFeedback.received_at < before))
+    return {"traces": int(traces), "spans": int(spans), "feedback": int(feedback or 0)}
+
+
 class Settler(threading.Thread):
     """The server's background settler: every `every` seconds, settle what is ready and drop old rootless traces.
 
@@ -683,6 +707,13 @@ class Settler(threading.Thread):
         if done.traces or dropped.dropped_traces:
             log.info("traces settled: %d (%d sampled, %d created), rootless dropped: %d", done.traces, done.sampled,
                      done.created, dropped.dropped_traces)
+        try:
+            # The datasets' retention, once a day each (the first server to claim the day purges).
+            for purged in retention.apply_due(self.engine, lock=self.lock):
+                log.info("retention of %s: %d samples older than %d days removed, %d kept", purged["dataset"],
+                         purged["removed"]["samples"], purged["older_than_days"], sum(purged["kept"].values()))
+        except Exception:  # as above: the next wake-up retries (a claimed day waits for the next day)
+            log.exception("applying the retention settings failed")
 
     def stop(self) -> None:
         self.stopped.set()
@@ -706,8 +737,10 @@ def production_source(session: Session, dataset: Dataset) -> dict[str, Any] | No
     if not tokens:
         return None
     skipped: Counter[str] = Counter()
+    upstream: Counter[str] = Counter()
     for token in tokens:
         skipped.update(token.skipped or {})
+        upstream.update(token.upstream or {})
     staged_traces, staged_spans = session.execute(
         select(func.count(), func.coalesce(func.sum(StagedTrace.n_spans), 0))
         .where(StagedTrace.dataset_id == dataset.id, col(StagedTrace.quarantined) == false())).one()
@@ -728,6 +761,7 @@ def production_source(session: Session, dataset: Dataset) -> dict[str, Any] | No
         "traces_received": sum(t.traces_settled + t.traces_dropped for t in tokens),
         "staged_traces": staged_traces, "staged_spans": staged_spans, "sampled": sampled, "sampled_down": down,
         "down_share": down / sampled if sampled else None, "skipped": dict(skipped.most_common()),
+        "upstream": dict(sorted(upstream.items())), "metadata_dropped": sum(t.metadata_dropped for t in tokens),
         "feedback_received": sum(t.feedback_received for t in tokens), "feedback_late": sum(t.feedback_late for t in tokens),
         "feedback_dropped": sum(t.feedback_dropped for t in tokens), "feedback_staged": staged_feedback,
         "last_received": max(received) if received else None,
