@@ -52,7 +52,7 @@ def _kv(key, value) -> KeyValue:
 
 def rag_request(traces: list[dict]) -> ExportTraceServiceRequest:
     """OpenInference RAG traces (CHAIN root, RETRIEVER, LLM); each dict: id, state (tracestate of every span, or
-    root_state/child_state), root (extra root attributes)."""
+    root_state/child_state), root (extra root attributes), start (the root's start, Unix ns)."""
     spans = []
     for n, trace in enumerate(traces):
         tid = bytes.fromhex(trace["id"])
@@ -66,11 +66,12 @@ def rag_request(traces: list[dict]) -> ExportTraceServiceRequest:
             {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": f"Context {n}.",
              "retrieval.documents.0.document.id": f"d{n}"},
             {"openinference.span.kind": "LLM", "llm.model_name": "m1"}]
-        spans.append(PbSpan(trace_id=tid, span_id=ids[0], name="rag", start_time_unix_nano=BASE_NS + n, trace_state=root_state,
+        start = trace.get("start", BASE_NS + n)
+        spans.append(PbSpan(trace_id=tid, span_id=ids[0], name="rag", start_time_unix_nano=start, trace_state=root_state,
                             attributes=[_kv(k, v) for k, v in root.items()]))
         for k, attrs in enumerate(children, start=1):
             spans.append(PbSpan(trace_id=tid, span_id=ids[k], parent_span_id=ids[0], name=f"child{k}",
-                                start_time_unix_nano=BASE_NS + n + k, trace_state=child_state,
+                                start_time_unix_nano=start + k, trace_state=child_state,
                                 attributes=[_kv(key, v) for key, v in attrs.items()]))
     return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
 
