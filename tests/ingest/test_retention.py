@@ -19,8 +19,7 @@ from test_trace_metadata import rag_request, trace_id
 
 from calibrate.accounts import add_user
 from calibrate.db import write_session
-from calibrate.ingest.traces import import_traces
-from calibrate.ingest.traces import retention
+from calibrate.ingest.traces import import_traces, retention
 from calibrate.ingest.traces.staging import ROOTLESS_MAX_AGE, Settler
 from calibrate.models import (
     Assignment,
