@@ -306,6 +306,17 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "interval_spans_zero": N_("inconclusive: the interval spans 0"),
     "refresh_seats_moved": N_("some strata had too few eligible production items: their seats went to the others"),
     # refusals: golden sets (calibrate/loop/golden.py)
+    # options an estimate or `calibrate monitor` refuses (calibration/estimate.py, production.py)
+    "option_method": N_("method must be one of {methods}, not {method!r}"),
+    "option_by_window": N_("by-window must be one of {windows}, not {value!r}"),
+    "option_target_width": N_("target-width must lie in [1e-06, 1], not {value!r}"),
+    "option_alpha": N_("alpha must lie in [1e-06, 0.5], not {value!r}"),
+    "option_finite": N_("--{name} must be a finite number, not {value!r}"),
+    "estimate_where_shape": N_("--where must be metadata.FIELD=VALUE, got {where!r}"),
+    "estimate_where_none": N_("no sample of {dataset} has {where}"),
+    "prices_not_a_table": N_("{path}: not a price table ({error}); see docs/judges.md"),
+    "traces_unknown_token": N_("unknown token id {token_id} (tokens: {ids})"),
+    "traces_no_tokens": N_("unknown token id {token_id} (tokens: none yet)"),
     "golden_ref_shape": N_("golden set {ref!r}: write NAME or NAME@VERSION (a version is a positive integer)"),
     "golden_name_invalid": N_("golden set name {name!r}: one line of at most {limit} characters, without '@'"),
     "golden_where_shape": N_("WHERE term {term!r}: use split=NAME, metadata.FIELD=VALUE or last=Nd, joined by &"),
@@ -313,6 +324,16 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "golden_no_version": N_("golden set {name} has no version {version} (latest: {latest})"),
     "golden_exists": N_("dataset {dataset} already has a golden set {name!r}: refresh it to make a new version"),
     "golden_no_selection": N_("say which samples: --split NAME or --where WHERE"),
+    "golden_no_splits": N_("dataset {dataset} has no splits (production traces have none), so --split {split} matches "
+                           "nothing: choose with --where, e.g. --where metadata.topic=VALUE, or give neither for every "
+                           "sample"),
+    "golden_queue_why": ngettext(
+        "{count} new item(s), {per_item} experts each so that their agreement is measured: {assignments} "
+        "assignment(s) queued to {experts}", "{count} new item(s), {per_item} experts each so that their agreement is "
+        "measured: {assignments} assignment(s) queued to {experts}"),
+    "golden_queue_already": N_("{already} assignments the new items already had were kept, so fewer were added"),
+    "golden_queue_open": N_("{experts_available} active annotators, fewer than {per_item}: {open_slots} open slots "
+                            "that any annotator may claim"),
     "golden_nothing_chosen": N_("no sample of {dataset} matches {selection}"),
     "golden_fewshot_members": ngettext("{count} chosen sample(s) are few-shot examples of a prompt version and cannot "
                                        "be golden ({samples})",

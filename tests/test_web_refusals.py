@@ -19,6 +19,7 @@ refusal; so are the messages the calibration pages build themselves (`message = 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -33,21 +34,79 @@ from calibrate.reasons import TEMPLATES, Reason, join
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = PROJECT_ROOT / "calibrate"
 
-# The modules whose refusals reach a web page (directly or through the domain call a view makes).
-WEB_MODULES = (
-    "accounts.py", "datasets.py", "lookup.py", "task_scopes.py", "tasks.py",
-    "annotation/adjudication.py", "annotation/claim_edits.py", "annotation/guidelines.py", "annotation/items.py",
-    "annotation/label_posts.py", "annotation/labels.py", "annotation/queue.py", "annotation/review.py",
-    "annotation/team.py", "annotation/uncertainty.py",
-    "calibration/alttest.py", "calibration/calibrated.py", "calibration/compare.py", "calibration/frames.py",
-    "calibration/report.py",
-    "ingest/sampling.py",
-    "judges/backends.py", "judges/baseline.py", "judges/embeddings.py", "judges/extraction.py", "judges/metrics.py",
-    "judges/params.py", "judges/render.py", "judges/runner.py", "judges/versions.py",
-    "loop/dashboard.py", "loop/disagreements.py", "loop/next_step.py", "loop/testsplit.py",
-    "views/account.py", "views/adjudicate.py", "views/admin.py", "views/annotate.py", "views/calibration_loop.py",
-    "views/datasets.py", "views/guidelines.py", "views/prompts.py", "views/runs.py", "views/tasks.py",
-)
+# The modules whose refusals reach a web page: every module of calibrate the views import, directly or through the
+# modules they import (a `from calibrate… import`, an `import calibrate…`, or a module named in a string such as
+# `lazy.module("calibrate.loop.golden")`, the views' and the lazy package APIs' way). Derived, never listed by hand: a
+# page that starts calling a new module brings that module's refusals under this guard (issue 36: the Production
+# page's modules were missing from a hand-kept list).
+MODULE_NAME = re.compile(r"[\"'](calibrate(?:\.[a-z_0-9]+)+)[\"']")
+
+
+def _file_of(module: str) -> Path | None:
+    parts = module.split(".")[1:]
+    path = PACKAGE.joinpath(*parts)
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return path / "__init__.py" if (path / "__init__.py").is_file() else None
+
+
+def _api(package: str) -> dict[str, str]:
+    """Return a lazy package API's names → the modules they load (lazy.api_getattr's `_API`), {} for another module."""
+    path = _file_of(package)
+    if path is None or path.name != "__init__.py":
+        return {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                isinstance(t, ast.Name) and t.id == "_API" for t in node.targets):
+            return {key.value: value.value if value.value.startswith("calibrate.") else f"{package}.{value.value}"
+                    for key, value in zip(node.value.keys, node.value.values, strict=True)
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Constant)}
+    return {}
+
+
+def _imported(path: Path) -> set[Path]:
+    """Return the modules `path` imports: by import statements, by name in a string (`lazy.module("calibrate.x")`),
+    and through a lazy package API only the modules of the names it uses (`calibration.monitor` → production.py)."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    names = set(MODULE_NAME.findall(source))
+    bound: dict[str, str] = {}  # a local name → the calibrate module or package it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "calibrate":
+            api = _api(node.module)
+            names.add(node.module)
+            for alias in node.names:
+                names.add(api.get(alias.name, f"{node.module}.{alias.name}"))
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.split(".")[0] == "calibrate"}
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args
+              and isinstance(node.value.args[0], ast.Constant) and isinstance(node.value.args[0].value, str)
+              and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            bound[node.targets[0].id] = node.value.args[0].value  # NAME = lazy.module("calibrate.x")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            found = _api(bound[node.value.id]).get(node.attr)
+            if found:
+                names.add(found)
+    # a lazy package's own API is reached only by name (above): its __init__ does not import its modules
+    return {found for name in names if (found := _file_of(name)) is not None}
+
+
+def web_modules() -> list[str]:
+    """Return every module the views reach through imports (paths relative to the package), sorted; the command line
+    (`cli/`, which the app imports for `flask --app calibrate`) is no page."""
+    seen: set[Path] = set()
+    todo = list((PACKAGE / "views").glob("*.py"))
+    while todo:
+        path = todo.pop()
+        if path not in seen and "cli" not in path.relative_to(PACKAGE).parts[:1]:
+            seen.add(path)
+            todo.extend(_imported(path) - seen)
+    return sorted(str(path.relative_to(PACKAGE)) for path in seen)
+
+
+WEB_MODULES = web_modules()
 EXEMPT = {"RenderError", "BackendError", "FatalBackendError", "RequestRejected", "RetryableError", "MalformedResponse",
           "RateLimited", "Unreachable"}
 
@@ -159,6 +218,16 @@ def f(page, x):
     page.say(Reason("unexpected", message=str(x)))
 '''
     assert [line for line, _ in english_messages(source)] == [3, 4, 5, 6, 7]
+
+
+def test_the_derived_modules_cover_the_pages_domain_calls():
+    """The modules a hand-kept list named, and the ones it missed (the Production page's, the golden sets', the
+    receiver's), are all reached from the views."""
+    reached = set(WEB_MODULES)
+    assert {"annotation/labels.py", "judges/runner.py", "loop/dashboard.py", "ingest/sampling.py", "calibration/report.py",
+            "calibration/production.py", "calibration/live.py", "annotation/auto_queue.py", "loop/golden.py",
+            "stats/refresh.py", "ingest/traces/staging.py", "judges/prices.py"} <= reached
+    assert not any(module.startswith("cli/") for module in reached)
 
 
 @pytest.mark.parametrize("module", WEB_MODULES)

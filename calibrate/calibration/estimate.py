@@ -41,30 +41,30 @@ REASONS: dict[str, str] = {code: str(TEMPLATES[code]) for code in ("not_binary",
 def check_options(method: str, alpha: float, by_window: str | None, target_width: float) -> None:
     """Refuse options no estimate can take (each a CalibrationError naming the option)."""
     if method not in METHODS:
-        raise CalibrationError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+        raise CalibrationError(Reason("option_method", methods=", ".join(METHODS), method=method))
     check_alpha(alpha)
     if by_window is not None and by_window not in WINDOWS:
-        raise CalibrationError(f"by-window must be one of {', '.join(WINDOWS)}, not {by_window!r}")
+        raise CalibrationError(Reason("option_by_window", windows=", ".join(WINDOWS), value=by_window))
     if not isinstance(target_width, (int, float)) or not math.isfinite(target_width) or not 1e-6 <= target_width <= 1:
-        raise CalibrationError(f"target-width must lie in [1e-06, 1], not {target_width!r}")
+        raise CalibrationError(Reason("option_target_width", value=target_width))
 
 
 def check_alpha(alpha: float) -> None:
     """Refuse an error level outside [1e-6, 0.5] (an interval at 1 − 1e-320 has no finite quantile)."""
     if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 1e-6 <= alpha <= 0.5:
-        raise CalibrationError(f"alpha must lie in [1e-06, 0.5], not {alpha!r}")
+        raise CalibrationError(Reason("option_alpha", value=alpha))
 
 
 def where_samples(session: Session, dataset, where: str) -> set[int]:
     """Return the ids of the samples whose `metadata.FIELD` equals VALUE (as text)."""
     name, sep, value = where.partition("=")
     if not sep or not name.startswith("metadata.") or len(name) <= len("metadata."):
-        raise CalibrationError(f"--where must be metadata.FIELD=VALUE, got {where!r}")
+        raise CalibrationError(Reason("estimate_where_shape", where=where))
     key = name.removeprefix("metadata.")
     rows = session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
     ids = {sid for sid, meta in rows if isinstance(meta, dict) and meta.get(key) is not None and str(meta[key]) == value}
     if not ids:
-        raise CalibrationError(f"no sample of {dataset.name} has {where}")
+        raise CalibrationError(Reason("estimate_where_none", dataset=dataset.name, where=where))
     return ids
 
 

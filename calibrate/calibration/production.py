@@ -183,11 +183,11 @@ def monitor(session: Session, dataset_name: str, judge_name: str, *, task: str |
             alpha: float = 0.05, now: datetime | None = None) -> dict:
     """Return what `calibrate monitor` writes (docs/production.md lists every key)."""
     if by_window not in WINDOWS:
-        raise CalibrationError(f"by-window must be one of {', '.join(WINDOWS)}, not {by_window!r}")
+        raise CalibrationError(Reason("option_by_window", windows=", ".join(WINDOWS), value=by_window))
     check_alpha(alpha)
     for name, value in (("min", min_value), ("min-agreement", min_agreement)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-            raise CalibrationError(f"--{name} must be a finite number, not {value!r}")
+            raise CalibrationError(Reason("option_finite", name=name, value=value))
     now = (now or utcnow()).astimezone(UTC)
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name)

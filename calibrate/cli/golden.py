@@ -154,9 +154,6 @@ def refresh_command(settings: Settings, name: str, dataset: str, source: str, re
     with write_session(ready_engine(settings)) as session:
         made = golden.refresh_golden(session, dataset, name, source=source, renew=renew, anchor_share=anchor_share,
                                      strata=strata, seed=seed)
-    queue = made["queue"]
-    who = (f"queued to {', '.join(queue['experts'])} ({queue['assignments']} assignments)" if queue["experts"]
-           else f"no two active annotators: {queue['open_slots']} open slots, two per item")
     text = (f"golden set {made['name']}@{made['version']}: {made['retired']} retired, {made['added']} added, "
-            f"{made['anchors']} anchors, sha256 {made['hash']}; new items {who}")
-    _echo(made, as_json, "\n".join([text, *made["notes"]]))
+            f"{made['anchors']} anchors, sha256 {made['hash']}")
+    _echo(made, as_json, "\n".join([text, *made["queue_notes"], *made["notes"]]))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calibrate.judges.errors import RunSetupError
+from calibrate.reasons import Reason
 
 BUNDLED = Path(__file__).resolve().parent / "prices.json"
 
@@ -47,7 +48,7 @@ def _read(path: Path) -> dict[str, Price]:
                             None if p.get("cached_input") is None else float(p["cached_input"]))
                 for name, p in models.items()}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RunSetupError(f"{path}: not a price table ({type(exc).__name__}: {exc}); see docs/judges.md") from exc
+        raise RunSetupError(Reason("prices_not_a_table", path=str(path), error=f"{type(exc).__name__}: {exc}")) from exc
 
 
 def price_for(table: dict[str, Price], model: str) -> Price | None:

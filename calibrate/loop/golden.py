@@ -402,7 +402,8 @@ def _write_version(session: Session, golden: GoldenSet, number: int, params: dic
 
 def create_golden(session: Session, dataset_name: str, name: str, *, split: str | None = None, where: str | None = None,
                   user: User | None = None) -> dict:
-    """Create golden set `name`, version 1: the dataset's samples of `split` (or matching WHERE; both: both).
+    """Create golden set `name`, version 1: the dataset's samples of `split` (or matching WHERE; both: both; on a dataset
+    without splits, such as production traces, neither: every sample, and `split` is refused).
 
     Refused when the name exists on the dataset, when nothing matches, and when a chosen sample is
     a few-shot example of a prompt version (a judge must never be evaluated on its own examples).
@@ -411,10 +412,15 @@ def create_golden(session: Session, dataset_name: str, name: str, *, split: str 
     check_name(name)
     if session.exec(select(GoldenSet).where(GoldenSet.dataset_id == dataset.id, GoldenSet.name == name)).first():
         raise GoldenError(Reason("golden_exists", name=name, dataset=dataset.name))
-    if split is None and where is None:
-        raise GoldenError(Reason("golden_no_selection"))
     rows = session.execute(sa_select(Sample.id, Sample.split, Sample.meta, Sample.external_id)
                            .where(Sample.dataset_id == dataset.id).order_by(Sample.id)).all()
+    # Production traces have no split: there, --split is refused (it could only match nothing), and no selection is
+    # every sample; a dataset with splits still needs one (a golden set of train and dev too is a mistake).
+    splits = any(r.split is not None for r in rows)
+    if split is not None and not splits:
+        raise GoldenError(Reason("golden_no_splits", dataset=dataset.name, split=split))
+    if split is None and where is None and splits:
+        raise GoldenError(Reason("golden_no_selection"))
     chosen = [r for r in rows if split is None or r.split == split]
     if where is not None:
         matching = set(where_samples(session, dataset, where))
@@ -443,11 +449,14 @@ def _experts(session: Session) -> list[User]:
 def queue_for_experts(session: Session, sample_ids: list[int], *, seed: int) -> dict:
     """Give each new member to two experts (active annotators), spreading the load; open slots when fewer exist.
 
-    Returns {"experts": [usernames], "assignments": n, "open_slots": n}: open slots (no user)
-    are claimed by any two annotators, so the agreement is measured either way.
+    Returns {"experts": [usernames], "assignments": n, "open_slots": n, "items": n, "per_item": 2,
+    "already_assigned": n (assignments the items had: fewer are added), "experts_available": n (active
+    annotators)}: open slots (no user) are claimed by any two annotators, so the agreement is measured
+    either way.
     """
     experts = _experts(session)
     existing: dict[int, list[Assignment]] = {}
+    already = 0
     for assignment in session.exec(select(Assignment).where(col(Assignment.sample_id).in_(sample_ids or [-1]))):
         existing.setdefault(assignment.sample_id, []).append(assignment)
     rng = np.random.default_rng([seed, 26])
@@ -456,6 +465,7 @@ def queue_for_experts(session: Session, sample_ids: list[int], *, seed: int) -> 
     for sid in sample_ids:
         present = existing.get(sid, [])
         need = EXPERTS_PER_ITEM - len(present)
+        already += min(len(present), EXPERTS_PER_ITEM)
         if need <= 0:
             continue
         taken = {a.user_id for a in present}
@@ -471,7 +481,8 @@ def queue_for_experts(session: Session, sample_ids: list[int], *, seed: int) -> 
                 session.add(Assignment(sample_id=sid, user_id=None, status="pending"))
                 slots += 1
     return {"experts": [u.username for u in experts] if len(experts) >= EXPERTS_PER_ITEM else [],
-            "assignments": added, "open_slots": slots}
+            "assignments": added, "open_slots": slots, "items": len(sample_ids), "per_item": EXPERTS_PER_ITEM,
+            "already_assigned": already, "experts_available": len(experts)}
 
 
 def refresh_golden(session: Session, dataset_name: str, name: str, *, source: str, renew: float = 0.2,
@@ -516,6 +527,12 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
     session.add_all([GoldenMember(golden_set_id=golden.id, sample_id=sid, added_in=number,
                                   source_trace_id=_trace_id(metas[sid])) for sid in new_ids])
     queued = queue_for_experts(session, new_ids, seed=seed)
+    queue_reasons = [Reason("golden_queue_why", count=queued["items"], per_item=queued["per_item"],
+                            assignments=queued["assignments"], experts=", ".join(queued["experts"])) if queued["experts"]
+                     else Reason("golden_queue_open", experts_available=queued["experts_available"],
+                                 per_item=queued["per_item"], open_slots=queued["open_slots"])]
+    if queued["already_assigned"]:
+        queue_reasons.append(Reason("golden_queue_already", already=queued["already_assigned"]))
     params = {"made_by": "refresh", "from": source, "renew": renew, "anchor_share": anchor_share, "strata": strata,
               "seed": seed, "allocation": plan.allocation, "target": plan.target, "queue": queued,
               "reasons": [note.to_dict() for note in plan.notes]}
@@ -524,6 +541,7 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
             "previous": citation(golden, latest), "n_items": len(version.items), "retired": int(plan.retired.size),
             "added": len(new_ids), "anchors": int(plan.anchors.sum()), "allocation": plan.allocation,
             "target": {k: round(v, 4) for k, v in plan.target.items()}, "queue": queued,
+            "queue_notes": [str(r) for r in queue_reasons], "queue_reasons": [r.to_dict() for r in queue_reasons],
             "notes": [str(n) for n in plan.notes], "reasons": [n.to_dict() for n in plan.notes]}
 
 

@@ -15,6 +15,7 @@ from calibrate.i18n import N_, _
 from calibrate.ingest.traces.staging import production_source
 from calibrate.judges.extraction import extraction_versions
 from calibrate.reasons import Reason
+from calibrate.reports.summary import reason_text
 from calibrate.views.auth import landing_page, login_required, role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import MAX_PAGE, int_field
@@ -114,8 +115,10 @@ def refresh_golden(name: str, golden_name: str):
                                  strata=(request.form.get("strata") or "").strip() or None,
                                  seed=int_field(request.form, "seed", default=0, maximum=2**31 - 1), user=g.user)
     session.commit()
-    flash(_("%(golden)s@%(version)s made: %(retired)s retired, %(added)s added and queued to the experts.",
-            golden=golden_name, version=made["version"], retired=made["retired"], added=made["added"]), "done")
+    why = "; ".join(reason_text({"note": note, "reason": reason}) for note, reason in zip(made["queue_notes"],
+                                                                                         made["queue_reasons"], strict=True))
+    flash(_("%(golden)s@%(version)s made: %(retired)s retired, %(added)s added. %(why)s.",
+            golden=golden_name, version=made["version"], retired=made["retired"], added=made["added"], why=why), "done")
     return redirect(url_for("datasets.show", name=name), code=303)
 
 

@@ -215,3 +215,44 @@ def test_langfuses_trace_metadata_becomes_sample_metadata(engine, tmp_path):
     summary = import_traces(engine, [path], dataset="d", salt="s")
     (sample,) = samples_of(engine, "d").values()
     assert (sample["metadata"]["topic"], sample["metadata"]["n"], summary.metadata_dropped) == ("iron", 3, 1)
+
+
+# --------------------------------------------------------------------------- usable by every command that names metadata
+
+
+def test_trace_metadata_serves_golden_sets_sampling_and_drift_on_data_without_splits(runner, engine, tmp_path):
+    topics = ["iron", "zinc", "zinc"]
+    traces = [{"id": trace_id(n), "root": {"metadata": json.dumps({"topic": topics[n % 3]})}} for n in range(30)]
+    path = tmp_path / "t.pb"
+    path.write_bytes(rag_request(traces).SerializeToString())
+    assert import_traces(engine, [path], dataset="prod", salt="s").created == 30
+    from sqlmodel import Session
+
+    from calibrate.accounts import add_user
+
+    with Session(engine) as session:
+        for name in ("ana", "ben"):
+            add_user(session, name, role="annotator", password="password-123")
+        session.commit()
+
+    iron = runner.invoke(["golden", "create", "iron", "--dataset", "prod", "--where", "metadata.topic=iron", "--json"])
+    assert iron.exit_code == 0, iron.output
+    assert json.loads(iron.stdout)["n_items"] == 10
+    split = runner.invoke(["golden", "create", "g", "--dataset", "prod", "--split", "test"])
+    assert split.exit_code == 2
+    assert "dataset prod has no splits (production traces have none), so --split test matches nothing" in split.output
+    every = runner.invoke(["golden", "create", "all", "--dataset", "prod", "--json"])
+    assert every.exit_code == 0 and json.loads(every.stdout)["n_items"] == 30  # no splits, no selection: every sample
+
+    refreshed = runner.invoke(["golden", "refresh", "iron", "--dataset", "prod", "--from", "metadata.topic=zinc",
+                               "--renew", "0.5", "--anchor-share", "0", "--strata", "metadata.topic"])
+    assert refreshed.exit_code == 0, refreshed.output
+    assert "5 new item(s), 2 experts each so that their agreement is measured: 10 assignment(s) queued to ana, ben" in \
+        refreshed.output
+    drift = runner.invoke(["golden", "drift", "iron", "--dataset", "prod", "--against", "metadata.topic=zinc",
+                           "--fields", "metadata.topic", "--json"])
+    assert drift.exit_code == 0, drift.output
+    assert "metadata.topic" in json.loads(drift.stdout)["fields"]
+    sampled = runner.invoke(["sample", "--dataset", "prod", "--n", "6", "--stratify-by", "metadata.topic", "--assign", "ana"])
+    assert sampled.exit_code == 0, sampled.output
+    assert "stratified by metadata.topic: 2 strata" in sampled.output

@@ -246,7 +246,9 @@ def test_refresh_without_two_experts_leaves_open_slots(data):
                 session.add(user)
     make(data)
     made = refresh(data)
-    assert made["queue"] == {"experts": [], "assignments": 0, "open_slots": 80}
+    assert made["queue"] == {"experts": [], "assignments": 0, "open_slots": 80, "items": 40, "per_item": 2,
+                             "already_assigned": 0, "experts_available": 1}
+    assert made["queue_notes"] == ["1 active annotators, fewer than 2: 80 open slots that any annotator may claim"]
 
 
 def test_refresh_refuses_more_than_production_has(data):

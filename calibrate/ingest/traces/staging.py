@@ -59,6 +59,7 @@ from calibrate.ingest.problems import ImportRejected, reject
 from calibrate.ingest.traces.decode import Decoded, Span, json_lines, parse_json
 from calibrate.ingest.traces.importer import TracesSummary, check_rate, feedback_items, import_decoded, inclusion_u
 from calibrate.models import Dataset, IngestToken, Sample, StagedFeedback, StagedSpan, StagedTrace
+from calibrate.reasons import Reason
 
 ROOTLESS_MAX_AGE = 24 * 3600  # seconds: a trace whose root never came is dropped a day after its last span
 SETTLE_BATCH = 250  # traces settled per transaction (keeps each write short for the label saves meanwhile)
@@ -135,7 +136,8 @@ def revoke_token(session: Session, token_id: int) -> IngestToken:
     token = session.get(IngestToken, token_id)
     if token is None:
         ids = [str(i) for i in session.scalars(select(IngestToken.id).order_by(IngestToken.id).limit(20))]
-        raise NotFound(f"unknown token id {token_id} (tokens: {', '.join(ids) or 'none yet'})")
+        raise NotFound(Reason("traces_unknown_token", token_id=token_id, ids=", ".join(ids)) if ids
+                       else Reason("traces_no_tokens", token_id=token_id))
     if token.revoked_at is None:
         token.revoked_at = datetime.now(UTC)
         session.add(token)
