@@ -216,7 +216,9 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "auto_overlap_experts": N_("an overlap of {overlap} needs at least {overlap} experts to assign (given: {given})"),
     "auto_share_range": N_("{name} must lie between 0 and 1, not {value}"),
     # production (loop/production.py): `calibrate monitor`, the Production page, `gate --production`
-    "no_calibration_figure": N_("no calibration-time agreement: the judge has no verdicts on labels outside the production streams"),
+    "no_calibration_figure": N_("no calibration-time agreement: the judge has no verdicts on labels outside the production "
+                                "streams; to get one, run the same judge version on a labelled dataset (its expert "
+                                "labels outside the production queues)"),
     "no_complete_window": N_("no complete window yet: every window is still open or not fully judged"),
     "judge_pass_failed_latest": N_("the latest judge pass failed (run {run}: {error}); window {window} was judged before it"),
     "window_incomplete": N_("window {window} has ended but is not complete: {unjudged} of its {sampled} samples have no verdict "
@@ -306,6 +308,37 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "interval_spans_zero": N_("inconclusive: the interval spans 0"),
     "refresh_seats_moved": N_("some strata had too few eligible production items: their seats went to the others"),
     # refusals: golden sets (calibrate/loop/golden.py)
+    # what to add or enable when traces are skipped for a reason (ingest/traces/mapping.py, HINTS)
+    "trace_skip_no_root_span": N_(
+        "the trace's root span never arrived: export every span of a trace (check sampling upstream)"),
+    "trace_skip_unknown_convention": N_(
+        "instrument with OpenInference (openinference-instrumentation-*) or the OpenTelemetry GenAI "
+        "conventions, or export from Langfuse"),
+    "trace_skip_content_not_captured": N_(
+        "GenAI instrumentations record no message content by default: set "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true"),
+    "trace_skip_no_question": N_(
+        "the root CHAIN/AGENT span needs input.value (OpenInference: unset OPENINFERENCE_HIDE_INPUTS)"),
+    "trace_skip_no_answer": N_(
+        "the root CHAIN/AGENT span needs output.value (OpenInference: unset OPENINFERENCE_HIDE_OUTPUTS)"),
+    "trace_skip_no_contexts": N_(
+        "no retrieved document text: add a RETRIEVER span with retrieval.documents.N.document.content "
+        "(OpenInference; an LLM instrumentation alone records none), or gen_ai.retrieval.documents with "
+        "content"),
+    "trace_skip_over_max": N_(
+        "more traces were sampled than --max allows (thumbs-down first, then the smallest draws were "
+        "kept)"),
+    "trace_skip_invalid": N_(
+        "a text the samples import refuses (an unpaired surrogate escape, a document id over 500 "
+        "characters, metadata over IMPORT_MAX_FIELD_CHARS)"),
+    "trace_skip_too_long": N_("a question, answer or context is over IMPORT_MAX_FIELD_CHARS characters"),
+    "trace_skip_unmappable": N_("the trace's spans could not be mapped (the import names each such trace and why)"),
+    "trace_skip_quarantined": N_(
+        "settling could not map the trace: it was kept aside with its reason (the dataset page) and "
+        "dropped a day after its last span"),
+    "trace_skip_inclusion_prob_below_min": N_(
+        "the upstream sampling probability (tracestate th) times the rate is below 1e-06: raise the "
+        "Collector's sampling_percentage or the token's --rate"),
     # options an estimate or `calibrate monitor` refuses (calibration/estimate.py, production.py)
     "option_method": N_("method must be one of {methods}, not {method!r}"),
     "option_by_window": N_("by-window must be one of {windows}, not {value!r}"),

@@ -50,7 +50,9 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
     """
     log_to_stderr()
     role = app.config.get("SERVE_ROLE", "all")
-    what = {"all": "", "web": " (the workbench; no trace receiver)", "traces": " (the trace receiver only: POST /v1/traces)"}[role]
+    what = {"all": " (the workbench, and the trace receiver: POST /v1/traces and POST /v1/feedback)",
+            "web": " (the workbench; no trace receiver)",
+            "traces": " (the trace receiver only: POST /v1/traces and POST /v1/feedback)"}[role]
     click.echo(f"calibrate is serving{what} on http://{host}:{port}/  (Ctrl+C to stop)")
 
     def settler() -> None:
@@ -84,8 +86,8 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Server processes on the port: 1 is waitress in this process, more is gunicorn (Unix).")
 @click.option("--role", type=click.Choice(ROLES), default="all", show_default=True,
-              help="all: the workbench and POST /v1/traces with its settler; web: the workbench only; "
-                   "traces: POST /v1/traces, /health and the settler only (run one of each on two ports, same database).")
+              help="all: the workbench and POST /v1/traces, /v1/feedback with the settler; web: the workbench only; "
+                   "traces: POST /v1/traces, /v1/feedback, /health and the settler only (run one of each on two ports, same database).")
 @db_option
 def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int, role: str) -> None:
     """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, send_from_directory, url_for
+from sqlalchemy import select as sa_select
+from sqlmodel import col
 
 from calibrate import lazy, lookup
 from calibrate.annotation.claim_edits import claim_history
@@ -14,6 +16,7 @@ from calibrate.errors import GoldenError
 from calibrate.i18n import N_, _
 from calibrate.ingest.traces.staging import production_source
 from calibrate.judges.extraction import extraction_versions
+from calibrate.models import Sample
 from calibrate.reasons import Reason
 from calibrate.reports.summary import reason_text
 from calibrate.views.auth import landing_page, login_required, role_required
@@ -25,6 +28,7 @@ from calibrate.views.session import get_session, get_write_session
 
 # Loaded on the first dataset page an engineer opens, not when the app starts (it brings pandas and SciPy).
 golden = lazy.module("calibrate.loop.golden")
+retention = lazy.module("calibrate.ingest.traces.retention")  # the production source's retention (it brings pandas)
 
 bp = Blueprint("datasets", __name__)
 
@@ -72,9 +76,14 @@ def show(name: str):
         goldens = [{**row, "status": golden.golden_status(session, dataset.name, row["name"])}
                    for row in golden.list_golden(session, dataset.name)]
     drift = _drift_check(session, dataset, goldens or [])
+    production = production_source(session, dataset)
+    if production is not None:
+        production["retention"] = retention.retention_of(session, dataset)
+    has_splits = session.scalar(sa_select(Sample.id).where(Sample.dataset_id == dataset.id, col(Sample.split).is_not(None))
+                                .limit(1)) is not None
     return render_template("datasets/show.html", dataset=dataset, rows=rows, total=total, page=page, pages=pages, split=split,
-                           claims=claims, goldens=goldens, queue=queue, drift=drift,
-                           production=production_source(session, dataset))
+                           claims=claims, goldens=goldens, queue=queue, drift=drift, production=production,
+                           has_splits=has_splits)
 
 
 def _drift_check(session, dataset, goldens: list[dict]) -> dict | None:

@@ -1,7 +1,8 @@
 """Crawl every page of the demo as an annotator, an engineer and an admin: every same-origin link and every
 `hx-get` is followed (each URL shape twice at most), and none answers with an error status or logs a
-console error (a missing favicon, a script refused by the CSP, a failed fragment would), and every whole
-page has one `<h1>`."""
+console error (a missing favicon, a script refused by the CSP, a failed fragment would), every whole
+page has one `<h1>`, and no page shows markup as text (`<a href=…>` or `<code>` escaped into the page's
+words, issue 36: a translated sentence's link or code built as text and escaped)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ SKIP = re.compile(r"^/(logout|static/)")
 DOWNLOAD = re.compile(r"/report\.(md|csv)$|/export")
 
 LINKS = """[...document.querySelectorAll('a[href], [hx-get]')].map((el) => el.getAttribute('hx-get') || el.getAttribute('href'))"""
+# The page's words (edit boxes, scripts and styles left out: an edit box may hold a template's own markup).
+WORDS = """(() => { const copy = document.body.cloneNode(true);
+  copy.querySelectorAll('textarea, script, style, input').forEach((el) => el.remove());
+  return copy.textContent; })()"""
+# Markup a reader should never see as text: a tag of the product's sentences, or an entity escaped twice.
+ESCAPED = re.compile(r"<(?:a|code|em|strong|span|br|b|i)(?:\s[^<>]*)?>|</(?:a|code|em|strong)>|&(?:lt|gt|amp|quot);")
+
+
+def escaped_markup(text: str) -> list[str]:
+    """Return the markup shown as text in a page's words (at most three pieces)."""
+    return [match.group(0) for match in ESCAPED.finditer(text)][:3]
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +79,9 @@ def test_every_page_answers_without_an_error(browser, site, username):
             # every whole page (not an htmx fragment) says what it is in one heading
             if page.evaluate("!!document.querySelector('header.topbar')") and page.locator("h1").count() != 1:
                 problems.append(f"{page.locator('h1').count()} <h1> on {url}")
+            shown = escaped_markup(page.evaluate(WORDS))
+            if shown:
+                problems.append(f"markup shown as text on {url}: {shown}")
             for href in page.evaluate(LINKS):
                 if href and not href.startswith(("mailto:", "javascript:")):
                     queue.append(urljoin(page.url, href))

@@ -11,7 +11,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 from demo_server import demo_site, login
-from test_crawl import DOWNLOAD, LINKS, SKIP, _shape
+from test_crawl import DOWNLOAD, LINKS, SKIP, _shape, escaped_markup
 
 from calibrate.demo import DATASET, PREFERENCE_DESCRIPTION, PREFERENCE_GUIDELINES
 from calibrate.reasons import Reason
@@ -58,6 +58,7 @@ def test_no_english_product_text_on_any_spanish_page(browser, site):
         text = page.evaluate(TEXT)
         checked += 1
         found.extend(f"{english!r} on {url}" for english in ENGLISH if english in text)
+        found.extend(f"markup shown as text {shown} on {url}" for shown in [escaped_markup(text)] if shown)
 
     try:
         login(page, site.url, "dra.garcia")  # the workbench: an item with the rubric and the guidelines

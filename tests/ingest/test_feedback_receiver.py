@@ -124,6 +124,13 @@ def test_bad_feedback_is_refused_naming_the_line_and_field_and_nothing_is_stored
     response = feedback(json.dumps([good, {"value": "down"}]).encode())
     assert response.status_code == 400 and response.get_json()["message"] == "field 'trace_id': item 2: must be a trace id string"
     assert feedback(b"{\"trace_id\": ").status_code == 400
+    # a trace id no OTLP span can have is refused at once (it could only wait a day and be dropped), naming trace_id
+    for bad in ("my-trace-1", "ab" * 15, "0" * 32, "g" * 32, "00000000-0000-0000-0000-000000000000", trace_id_of(1) + "0"):
+        response = feedback(json.dumps([good, {"trace_id": bad, "value": "down"}]).encode())
+        assert response.status_code == 400, bad
+        assert response.get_json()["message"].startswith("field 'trace_id': item 2: must be an OTLP trace id, 32 hex digits")
+    lines = (json.dumps(good) + "\n" + json.dumps({"trace_id": "req-42", "value": "up"}) + "\n").encode()
+    assert feedback(lines, "application/x-ndjson").get_json()["message"].startswith("line 2, field 'trace_id': must be an")
     assert feedback(b"[]").status_code == 400 and feedback(b"7").status_code == 400
     assert feedback(json.dumps(good).encode(), token="calt_nope").status_code == 401
     assert feedback(json.dumps(good).encode(), PROTO).status_code == 415
@@ -132,3 +139,7 @@ def test_bad_feedback_is_refused_naming_the_line_and_field_and_nothing_is_stored
     assert staged_feedback(engine) == {} and token_row(engine).feedback_received == 0
     ok = feedback(gzip.compress(json.dumps(good).encode()), **{"Content-Encoding": "gzip"})
     assert ok.status_code == 200 and staged_feedback(engine) == {trace_id_of(1): -1}
+    uuid = trace_id_of(3)
+    dashed = f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}".upper()
+    assert feedback(json.dumps({"trace_id": dashed, "value": "up"}).encode()).status_code == 200  # a UUID's form: taken
+    assert staged_feedback(engine)[uuid] == 1

@@ -256,3 +256,32 @@ def test_trace_metadata_serves_golden_sets_sampling_and_drift_on_data_without_sp
     sampled = runner.invoke(["sample", "--dataset", "prod", "--n", "6", "--stratify-by", "metadata.topic", "--assign", "ana"])
     assert sampled.exit_code == 0, sampled.output
     assert "stratified by metadata.topic: 2 strata" in sampled.output
+
+
+def test_the_production_source_says_what_to_add_the_upstream_sampling_and_the_retention(runner, client, login, engine):
+    from bs4 import BeautifulSoup
+
+    token = new_token(runner, "prod")
+    traces = rag_request([{"id": trace_id(n), "state": "ot=th:c", "root": {"metadata": json.dumps({"topic": "iron",
+                                                                                                    "deep": {"x": 1}})}}
+                          for n in range(3)])
+    for span in traces.resource_spans[0].scope_spans[0].spans:  # no RETRIEVER documents: skipped no_contexts
+        if any(kv.key == "openinference.span.kind" and kv.value.string_value == "RETRIEVER" for kv in span.attributes):
+            del span.attributes[:]
+    assert post(client, token, traces.SerializeToString()).status_code == 200
+    settle(engine, settle_s=0)
+    assert runner.invoke(["traces", "retention", "--dataset", "prod", "--older-than", "30d"]).exit_code == 0
+    login("eng", "engineer")
+    en = BeautifulSoup(client.get("/datasets/prod", headers={'Accept-Language': 'en'}).data, "html.parser")
+    row = en.select_one("#production-skipped tr[data-reason='no_contexts']")
+    assert row.select_one("td.hint").get_text().startswith("no retrieved document text: add a RETRIEVER span with "
+                                                           "retrieval.documents.N.document.content")
+    figures = {td["data-key"]: td.get_text(" ", strip=True) for td in en.select("#production-figures td[data-key]")}
+    assert figures["retention"].startswith("samples older than 30 days are purged daily")
+    es = BeautifulSoup(client.get("/datasets/prod", headers={'Accept-Language': 'es-ES,es;q=0.9'}).data, "html.parser")
+    hint = es.select_one("#production-skipped tr[data-reason='no_contexts'] td.hint").get_text()
+    assert hint.startswith("no hay texto de documentos recuperados: añada un span RETRIEVER")
+    runner.invoke(["traces", "retention", "--dataset", "prod", "--off"])
+    none = BeautifulSoup(client.get("/datasets/prod", headers={'Accept-Language': 'en'}).data, "html.parser")
+    cell = none.select_one("#production-figures td[data-key='retention']")
+    assert cell.select_one("code").get_text() == "calibrate traces retention --dataset prod --older-than 90d"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -55,6 +56,8 @@ from calibrate.ingest.traces.upstream import MIXED, UPSTREAM_WORDS
 from calibrate.models import Dataset, Label, Sample
 
 IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
+# A trace id POST /v1/feedback takes: what an OTLP span's can be (32 hex digits; a UUID's form too).
+OTLP_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
                 "duplicate_content", "changed_after_labelling", "skipped", "unmappable", "upstream", "metadata_dropped")
 # What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
@@ -196,11 +199,13 @@ def read_feedback(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
         raise
 
 
-def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True) -> dict[str, int]:
+def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True, otlp: bool = False) -> dict[str, int]:
     """Check feedback records {trace_id, value} (the --feedback file's rules); return trace id → -1/0/1, the last wins.
 
     `items`: (number, parsed JSON) pairs, numbered as lines (`lines`) or else as the items of a JSON
-    array. The first bad record raises ImportRejected naming its line (or item) and field.
+    array. The first bad record raises ImportRejected naming its line (or item) and field. `otlp`: the
+    receiver's rule, a trace id an OTLP span can have (32 hex digits, a UUID's dashes allowed, not all
+    zeros): any other could never meet its trace and would only be dropped a day later.
     """
     out: dict[str, int] = {}
     for number, data in items:
@@ -210,6 +215,9 @@ def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True) -> d
         trace_id = data.get("trace_id")
         if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
             raise reject(where + "must be a trace id string", line=line, field="trace_id")
+        if otlp and not OTLP_TRACE_ID.fullmatch(trace_id.strip()) or otlp and not trace_id.strip("-0 "):
+            raise reject((where + f"must be an OTLP trace id, 32 hex digits (a UUID's dashes allowed) and not all zeros, "
+                          f"found {trace_id!r}")[:300], line=line, field="trace_id")
         value = feedback_value(data.get("value"))
         if value is None:
             raise reject((where + f"must be \"down\", \"up\" or a number, found {data.get('value')!r}")[:200], line=line,

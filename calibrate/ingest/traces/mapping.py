@@ -24,6 +24,7 @@ from calibrate.bounds import start_ns_problem, started_at_problem
 from calibrate.ingest.samples import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
 from calibrate.ingest.traces.upstream import WITH_THRESHOLD, trace_upstream
+from calibrate.reasons import Reason
 
 OPENINFERENCE, GENAI, LANGFUSE = "openinference", "gen_ai", "langfuse"
 KIND = "openinference.span.kind"
@@ -38,27 +39,11 @@ APP_TEXT_MAX = 200
 RESERVED = frozenset({"trace_id", "root_span_id", "convention", "content_sha256", "inclusion_prob", "upstream_prob",
                       "service_name", "started_at", "session_id", "prompt_version", "model", "retrieval_scores",
                       "langfuse_trace_id", "release"})
-# What to enable when traces are skipped for a reason (the import's summary prints the commonest).
-HINTS = {
-    "no_root_span": "the trace's root span never arrived: export every span of a trace (check sampling upstream)",
-    "unknown_convention": "instrument with OpenInference (openinference-instrumentation-*) or the OpenTelemetry GenAI "
-                          "conventions, or export from Langfuse",
-    "content_not_captured": "GenAI instrumentations record no message content by default: set "
-                            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true",
-    "no_question": "the root CHAIN/AGENT span needs input.value (OpenInference: unset OPENINFERENCE_HIDE_INPUTS)",
-    "no_answer": "the root CHAIN/AGENT span needs output.value (OpenInference: unset OPENINFERENCE_HIDE_OUTPUTS)",
-    "no_contexts": "no retrieved document text: add a RETRIEVER span with retrieval.documents.N.document.content "
-                   "(OpenInference; an LLM instrumentation alone records none), or gen_ai.retrieval.documents with content",
-    "over_max": "more traces were sampled than --max allows (thumbs-down first, then the smallest draws were kept)",
-    "invalid": "a text the samples import refuses (an unpaired surrogate escape, a document id over 500 characters, "
-               "metadata over IMPORT_MAX_FIELD_CHARS)",
-    "too_long": "a question, answer or context is over IMPORT_MAX_FIELD_CHARS characters",
-    "unmappable": "the trace's spans could not be mapped (the import names each such trace and why)",
-    "quarantined": "settling could not map the trace: it was kept aside with its reason (the dataset page) and dropped "
-                   "a day after its last span",
-    "inclusion_prob_below_min": "the upstream sampling probability (tracestate th) times the rate is below 1e-06: raise "
-                                "the Collector's sampling_percentage or the token's --rate",
-}
+# What to add or enable when traces are skipped for a reason: the reason code `trace_skip_<reason>` (worded in the
+# reader's language on the dataset page; `traces import` and `traces flush` print the commonest in English).
+SKIP_REASONS = ("no_root_span", "unknown_convention", "content_not_captured", "no_question", "no_answer", "no_contexts",
+                "over_max", "invalid", "too_long", "unmappable", "quarantined", "inclusion_prob_below_min")
+HINTS = {reason: str(Reason(f"trace_skip_{reason}")) for reason in SKIP_REASONS}
 
 
 class Unmappable(ValueError):

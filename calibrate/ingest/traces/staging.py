@@ -324,7 +324,7 @@ def parse_feedback(body: bytes, *, max_records: int | None = None) -> dict[str, 
             if lines > max_records:
                 raise TooManyRecords(f"{lines:,} feedback records, the limit is {max_records:,} per request "
                                      "(TRACES_MAX_FEEDBACK): send them in several requests") from None
-        given = feedback_items(json_lines(body))  # JSON lines (or not JSON: the bad line is named)
+        given = feedback_items(json_lines(body), otlp=True)  # JSON lines (or not JSON: the bad line is named)
     else:
         if isinstance(data, dict):
             data = [data]
@@ -333,7 +333,7 @@ def parse_feedback(body: bytes, *, max_records: int | None = None) -> dict[str, 
         if max_records is not None and len(data) > max_records:
             raise TooManyRecords(f"{len(data):,} feedback records, the limit is {max_records:,} per request "
                                  "(TRACES_MAX_FEEDBACK): send them in several requests")
-        given = feedback_items(enumerate(data, start=1), lines=False)
+        given = feedback_items(enumerate(data, start=1), lines=False, otlp=True)
     if not given:
         raise reject("no feedback records: send {trace_id, value} objects")
     return given
