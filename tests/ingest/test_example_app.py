@@ -136,3 +136,11 @@ def test_the_snippets_app_gives_samples_with_its_metadata_the_collectors_rate_an
         assert sample["contexts"] and sample["answer"] == "From the context: " + sample["contexts"][0][1]
     assert row.upstream == {"with_threshold": len(samples)} and row.skipped == {}
     assert json.loads(json.dumps(row.upstream))  # stored as JSON
+
+
+def test_the_docs_open_with_the_same_app():
+    """docs/production.md's snippet is examples/rag_app.py, word for word (the file the test above runs)."""
+    doc = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
+    block = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == APP.read_text(encoding="utf-8")
+    assert doc.index("```python") < doc.index("## Two streams")  # the page opens with it
