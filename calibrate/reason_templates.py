@@ -348,6 +348,8 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "estimate_where_shape": N_("--where must be metadata.FIELD=VALUE, got {where!r}"),
     "estimate_where_none": N_("no sample of {dataset} has {where}"),
     "prices_not_a_table": N_("{path}: not a price table ({error}); see docs/judges.md"),
+    "feedback_too_many": N_("{count:,} feedback records, the limit is {limit:,} per request (TRACES_MAX_FEEDBACK): "
+                            "send them in several requests"),
     "traces_unknown_token": N_("unknown token id {token_id} (tokens: {ids})"),
     "traces_no_tokens": N_("unknown token id {token_id} (tokens: none yet)"),
     "golden_ref_shape": N_("golden set {ref!r}: write NAME or NAME@VERSION (a version is a positive integer)"),

@@ -215,7 +215,7 @@ def feedback_items(items: Iterable[tuple[int, Any]], *, lines: bool = True, otlp
         trace_id = data.get("trace_id")
         if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > 200:
             raise reject(where + "must be a trace id string", line=line, field="trace_id")
-        if otlp and not OTLP_TRACE_ID.fullmatch(trace_id.strip()) or otlp and not trace_id.strip("-0 "):
+        if otlp and (not OTLP_TRACE_ID.fullmatch(trace_id.strip()) or not trace_id.strip("-0 ")):
             raise reject((where + f"must be an OTLP trace id, 32 hex digits (a UUID's dashes allowed) and not all zeros, "
                           f"found {trace_id!r}")[:300], line=line, field="trace_id")
         value = feedback_value(data.get("value"))

@@ -322,8 +322,7 @@ def parse_feedback(body: bytes, *, max_records: int | None = None) -> dict[str, 
         if max_records is not None and body.count(b"\n") >= max_records:
             lines = sum(1 for line in body.split(b"\n") if line.strip())
             if lines > max_records:
-                raise TooManyRecords(f"{lines:,} feedback records, the limit is {max_records:,} per request "
-                                     "(TRACES_MAX_FEEDBACK): send them in several requests") from None
+                raise TooManyRecords(Reason("feedback_too_many", count=lines, limit=max_records)) from None
         given = feedback_items(json_lines(body), otlp=True)  # JSON lines (or not JSON: the bad line is named)
     else:
         if isinstance(data, dict):
@@ -331,8 +330,7 @@ def parse_feedback(body: bytes, *, max_records: int | None = None) -> dict[str, 
         if not isinstance(data, list):
             raise reject("the body must be an object {trace_id, value}, a JSON array of them, or JSON lines")
         if max_records is not None and len(data) > max_records:
-            raise TooManyRecords(f"{len(data):,} feedback records, the limit is {max_records:,} per request "
-                                 "(TRACES_MAX_FEEDBACK): send them in several requests")
+            raise TooManyRecords(Reason("feedback_too_many", count=len(data), limit=max_records))
         given = feedback_items(enumerate(data, start=1), lines=False, otlp=True)
     if not given:
         raise reject("no feedback records: send {trace_id, value} objects")
