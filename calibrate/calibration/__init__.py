@@ -19,7 +19,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
     calibrated_task, calibrated_task_names                                calibrated.py
     monitor, production_gate, production_estimate, agreement_share       production.py (`calibrate monitor`, gate --production)
-    estimate_block                                                        estimate.py (a section's `estimate` block)
+    run_estimate, estimate_block                                          estimate.py (`calibrate estimate`; a section's `estimate` block)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
@@ -54,7 +54,7 @@ _API = {
     "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
     "monitor": "production", "production_gate": "production", "production_estimate": "production",
     "agreement_share": "production",
-    "estimate_block": "estimate",
+    "run_estimate": "estimate", "estimate_block": "estimate",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]

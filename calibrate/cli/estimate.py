@@ -14,7 +14,7 @@ from calibrate.errors import CalibrationError
 from calibrate.reasons import Reason
 
 # Loaded when the command runs, not for its --help (they bring pandas and SciPy).
-estimate = lazy.module("calibrate.calibration.estimate")
+estimate = lazy.module("calibrate.calibration")  # its public API (run_estimate), never one of its modules
 estimate_report = lazy.module("calibrate.reports.estimate_report")
 
 

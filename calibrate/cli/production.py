@@ -12,7 +12,7 @@ from calibrate.cli.common import Settings, db_option, ready_engine, write_output
 from calibrate.cli.reports import LOCALE
 
 # Loaded when the command runs, not for its --help (they bring pandas and SciPy).
-production = lazy.module("calibrate.calibration.production")
+production = lazy.module("calibrate.calibration")  # its public API (monitor), never one of its modules
 production_report = lazy.module("calibrate.reports.production_report")
 
 

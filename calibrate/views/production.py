@@ -20,7 +20,7 @@ from calibrate.views.prompts import ENGINEERS
 from calibrate.views.session import get_session, get_write_session
 
 # Loaded on the first Production page, not with the app (pandas and SciPy).
-production = lazy.module("calibrate.calibration.production")
+production = lazy.module("calibrate.calibration")  # its public API (monitor), never one of its modules
 production_report = lazy.module("calibrate.reports.production_report")
 
 bp = Blueprint("production", __name__)
