@@ -570,7 +570,7 @@ class _Stager:
         if not self.rows:
             return
         if self.writes.batch is None:
-            self.writes.begin(self.job.kind, self.job.ctx.dataset.name, Path(self.job.source).name)
+            self.writes.open_batch(self.job.kind, self.job.ctx.dataset.name, Path(self.job.source).name)
         rows, self.rows = [{**row, "batch_id": self.writes.batch.id} for row in self.rows], []
         with self.writes.chunk() as session:
             session.execute(insert(self.model.__table__), rows)

@@ -413,7 +413,7 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
 
     # Pass 2: write in chunks into the batch's hidden dataset; then publish. The records are those
     # pass 1 validated and hashed, unless the file changed.
-    batch = writes.begin("samples", dataset, Path(source).name)
+    batch = writes.open_batch("samples", dataset, Path(source).name)
     try:
         with writes.chunk() as session:
             staging = hidden_dataset(session, batch, dataset, source=Path(source).name, description=description)

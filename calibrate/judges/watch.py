@@ -9,9 +9,10 @@
 A pass looks at the dataset as it is now: every target of the task (pairwise: every target and
 presentation order) with no verdict of the pinned version — an `error` verdict is taken again,
 as by `judge run` — gets a lease row (`enqueue`). Then the watcher claims rows in small batches
-(`claim`: as many as --concurrency; `FOR UPDATE SKIP LOCKED` on PostgreSQL, under the write lock
-on SQLite), judges them through the runner's own machinery (execution.py: the response cache,
-retries, budgets, adaptive concurrency, per-item errors) and deletes each row in the transaction
+(`claim`: as many as --concurrency, in a write session as every write: db.write_session, whose
+lock makes claims take turns; `FOR UPDATE SKIP LOCKED` stays for a row a writer holds), judges
+them through the runner's own machinery (execution.py: the response cache, retries, budgets,
+adaptive concurrency, per-item errors) and deletes each row in the transaction
 that stores its verdict (the Writer's `release` hook), claiming the next batch as the workers run
 out. A claimed row is held until `expires`; the watcher renews its rows every third of the lease
 while they are in flight, so only a dead watcher's rows expire, and any watcher takes those over.
@@ -41,7 +42,6 @@ carry the extraction's claims (an answer whose extraction failed is taken again 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import threading
 import time
@@ -150,23 +150,6 @@ def clock(session: Session) -> float:
     return float(session.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one())
 
 
-@contextlib.contextmanager
-def lease_session(engine: Engine) -> Iterator[Session]:
-    """Yield the session a claim runs in, committed at the end: SQLite's write lock (BEGIN IMMEDIATE);
-    on PostgreSQL a plain transaction, without the global write lock: SKIP LOCKED lets claims run side by side."""
-    if is_sqlite(engine):
-        with write_session(engine) as session:
-            yield session
-        return
-    with Session(engine, expire_on_commit=False) as session:
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-
-
 def _done_statuses(extracting: bool) -> tuple[str, ...]:
     # An extraction's unparsed answer is taken again (from the cache); an error verdict always is.
     return ("ok",) if extracting else ("ok", "unparsed")
@@ -181,7 +164,7 @@ def lease_key(target: Target) -> tuple[str, str]:
 def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: list[Target], *, extracting: bool = False) -> int:
     """Add a lease row for each pending job that has none; drop rows of jobs judged meanwhile. Return rows added."""
     done = _done_statuses(extracting)
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         session.execute(delete(WatchLease).where(
             WatchLease.judge_id == judge.id, WatchLease.task_id == task.id, WatchLease.expires < clock(session),
             exists().where(Verdict.judge_id == WatchLease.judge_id, Verdict.task_id == WatchLease.task_id,
@@ -202,7 +185,7 @@ def claim(engine: Engine, judge_id: int, task_id: int, owner: str, n: int, lease
           extracting: bool = False) -> list[tuple[int, str, str]]:
     """Claim up to n free or expired jobs that still have no verdict; return their (lease id, target key, order key)."""
     done = _done_statuses(extracting)
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         now = clock(session)
         picked = (select(WatchLease.id, WatchLease.target_key, WatchLease.order_key)
                   .where(WatchLease.judge_id == judge_id, WatchLease.task_id == task_id, WatchLease.expires < now,
@@ -219,14 +202,14 @@ def claim(engine: Engine, judge_id: int, task_id: int, owner: str, n: int, lease
 
 def renew(engine: Engine, owner: str, lease: float) -> None:
     """Extend every lease this watcher holds (its calls are still in flight)."""
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         session.execute(update(WatchLease).where(WatchLease.owner == owner, WatchLease.expires > 0)
                         .values(expires=clock(session) + lease))
 
 
 def free_leases(engine: Engine, owner: str) -> None:
     """Give back the jobs this watcher claimed but did not judge (a stop, a budget): others take them at once."""
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         session.execute(update(WatchLease).where(WatchLease.owner == owner).values(owner="", expires=0.0))
 
 
@@ -496,7 +479,7 @@ class _Pass:
                 self.known.update({lease_key(t): t for t in jobs})
                 gone = [row[0] for row in unknown if (row[1], row[2]) not in self.known]
                 if gone:
-                    with lease_session(w.engine) as session:
+                    with write_session(w.engine) as session:
                         release_held(session, gone)
             out = []
             for lease_id, key, order_key in rows:
@@ -506,7 +489,7 @@ class _Pass:
                     out.append(target)
             self.claimed += len(out)
             if out and self.run_id is not None:  # the run's n_total: the jobs its pass claimed so far
-                with lease_session(w.engine) as session:
+                with write_session(w.engine) as session:
                     session.execute(update(JudgeRun).where(JudgeRun.id == self.run_id).values(n_total=self.claimed))
             if out:
                 return out

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
+from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
 from calibrate.ingest.samples import content_digest, hash_checked, import_samples, normalise_sample
@@ -269,17 +269,8 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
         records.append(mapped)
     summary.skipped = dict(skipped.most_common())
 
-    if isinstance(target, Session):
-        savepoint = target.begin_nested()
-        try:
-            _store(InTransaction(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
-        except BaseException:
-            savepoint.rollback()
-            raise
-        savepoint.commit()
-    else:
-        cleanup(target, stale_seconds=stale_seconds)
-        _store(InChunks(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
+    with writes_to(target, chunk_size=chunk_size, stale_seconds=stale_seconds) as writes:
+        _store(writes, records, summary, source, max_field_chars)
     return summary
 
 

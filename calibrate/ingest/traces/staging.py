@@ -31,7 +31,6 @@ import secrets
 import threading
 import time
 from collections import Counter, defaultdict
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -294,24 +293,22 @@ def stage_feedback(session: Session, token: IngestToken, given: dict[str, int], 
 
 
 def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
-           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
-           lock: AbstractContextManager | None = None) -> TracesSummary:
+           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH, background: bool = False) -> TracesSummary:
     """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
 
     `dataset`: only that dataset's tokens (`calibrate traces flush --dataset D` passes settle_s=0).
-    Each transaction settles at most `batch` traces and takes the write lock first (module docstring);
-    `lock`: a lock of this process held around each transaction (the server's writer lock, so label
-    saves and settling take turns promptly instead of waiting in SQLite's busy handler).
+    Each transaction settles at most `batch` traces in a write session (db.write_session: the writer lock,
+    module docstring); `background`: the server's settler, whose transactions let waiting label saves go first.
     """
     now = time.time() if now is None else now
     total = TracesSummary(dataset or "")
     while True:
-        with lock or nullcontext(), write_session(engine) as session:
+        with write_session(engine, background=background) as session:
             done = _settle_some(session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars,
                                 batch=batch, into=total)
         if done < batch:
             break
-        if lock is not None:
+        if background:
             # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
             # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
             time.sleep(BATCH_PAUSE)
@@ -391,12 +388,12 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
 
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
-                  dataset: str | None = None, lock: AbstractContextManager | None = None) -> TracesSummary:
+                  dataset: str | None = None, background: bool = False) -> TracesSummary:
     """Delete what waited longer than `max_age` for nothing: traces without a root whose newest span is that old, and
     staged feedback received that long ago (its trace never settled, or settled and was not drawn); count them."""
     now = time.time() if now is None else now
     out = TracesSummary(dataset or "")
-    with lock or nullcontext(), write_session(engine) as session:
+    with write_session(engine, background=background) as session:
         tokens = _token_filter(session, dataset)
         if tokens is not None and not tokens:
             return out
@@ -452,10 +449,10 @@ class Settler(threading.Thread):
     """
 
     def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int,
-                 lock: AbstractContextManager | None = None, batch: int = SERVER_SETTLE_BATCH) -> None:
+                 batch: int = SERVER_SETTLE_BATCH) -> None:
         super().__init__(name="calibrate-traces-settler", daemon=True)
         self.engine, self.settle_s, self.every, self.max_field_chars = engine, settle_s, every, max_field_chars
-        self.lock, self.batch = lock, batch
+        self.batch = batch
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -465,9 +462,9 @@ class Settler(threading.Thread):
     def once(self) -> None:
         """Settle and drop once; log what happened (and any failure) and return."""
         try:
-            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock,
-                          batch=self.batch)
-            dropped = drop_rootless(self.engine, lock=self.lock)
+            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, batch=self.batch,
+                          background=True)
+            dropped = drop_rootless(self.engine, background=True)
         except Exception:  # a background thread must live on; the next wake-up retries
             log.exception("settling staged traces failed")
             return
@@ -479,11 +476,11 @@ class Settler(threading.Thread):
         self.stopped.set()
 
 
-def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
+def start_settler(engine: Engine, settings: Any) -> Settler:
     """Start the background settler with the settings' TRACES_SETTLE_S, TRACES_SETTLE_EVERY and TRACES_SETTLE_BATCH; return it."""
     settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
                       batch=max(1, int(settings.get("TRACES_SETTLE_BATCH", SERVER_SETTLE_BATCH))),
-                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
+                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]))
     settler.start()
     return settler
 
