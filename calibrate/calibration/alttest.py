@@ -66,9 +66,8 @@ def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_item
         raise CalibrationError(Reason("min_items_invalid", min_items=min_items))
 
 
-def _undefined(note: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:
-    return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, epsilon=epsilon, alpha=alpha, scoring=scoring,
-                         n_items=0, n_annotators=0, annotators=(), n_skipped=0, status="undefined", note=note).to_dict()
+def _undefined(reason: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:
+    return AltTestResult.undefined(reason, epsilon=epsilon, alpha=alpha, scoring=scoring).to_dict()
 
 
 def experts(labels: pd.DataFrame) -> pd.DataFrame:

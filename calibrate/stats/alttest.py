@@ -49,7 +49,7 @@ from scipy import stats as sps
 
 from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
-from calibrate.stats.result import finite_or_none, json_safe
+from calibrate.stats.result import Result, finite_or_none, json_safe
 
 __all__ = ["SCORINGS", "AltTestResult", "AnnotatorTest", "alt_test", "benjamini_yekutieli"]
 
@@ -106,14 +106,24 @@ class AnnotatorTest:
         })
 
 
-@dataclass(frozen=True)
-class AltTestResult:
-    """Outcome of :func:`alt_test`.
+@dataclass(frozen=True, kw_only=True)
+class AltTestResult(Result):
+    """Outcome of :func:`alt_test`: a :class:`~calibrate.stats.result.Result` whose value is the winning rate ω.
 
     Attributes
     ----------
-    winning_rate : float or None
-        ω = rejected / tested annotators; ``None`` when the test is undefined.
+    value : float or None
+        ω = rejected / tested annotators (also ``winning_rate``); ``None`` when the test is undefined.
+    n : int
+        Kept items, ≥ 2 human labels and a judge verdict (also ``n_items``).
+    ci : None
+        The test has no interval.
+    status : {"ok", "undefined"}
+        ``"undefined"``: fewer than three annotators, no kept item, or no annotator with enough
+        kept items; ``reason`` says which.
+    reason : Reason, optional
+        Why the test is undefined, or caveats of an ``"ok"`` result (dropped items, skipped
+        annotators, degenerate t-tests).
     advantage_prob : float or None
         ρ = mean over tested annotators of the judge's win rate; ``None`` when undefined.
     passed : bool or None
@@ -123,8 +133,6 @@ class AltTestResult:
         The cost-benefit margin and the FDR level used.
     scoring : str
         ``"accuracy"`` or ``"neg_rmse"``.
-    n_items : int
-        Kept items (≥ 2 human labels and a judge verdict).
     n_annotators : int
         Tested annotators (≥ ``min_items`` kept items).
     annotators : tuple of AnnotatorTest
@@ -132,39 +140,33 @@ class AltTestResult:
     n_skipped : int
         Annotators with at least one label who were not tested (fewer than ``min_items`` kept
         items).
-    status : {"ok", "undefined"}
-        ``"undefined"``: fewer than three annotators, no kept item, or no annotator with enough
-        kept items; ``note`` says which.
-    note : str or Reason
-        Why the test is undefined, or caveats of an ``"ok"`` result (dropped items, skipped
-        annotators, degenerate t-tests); given as a Reason, its English sentence.
-    reason : Reason, optional
-        The note as data: a code and its figures (calibrate.reasons).
     """
 
-    winning_rate: float | None
     advantage_prob: float | None
     passed: bool | None
     epsilon: float
     alpha: float
     scoring: str
-    n_items: int
     n_annotators: int
     annotators: tuple[AnnotatorTest, ...]
     n_skipped: int
-    status: str = "ok"
-    note: str = ""
-    reason: Reason | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.note, Reason):  # given as a reason: the note is its English sentence
-            object.__setattr__(self, "reason", self.note)
-            object.__setattr__(self, "note", self.note.text())
 
     @property
-    def ok(self) -> bool:
-        """``True`` when the test has a result."""
-        return self.status == "ok"
+    def winning_rate(self) -> float | None:
+        """ω, the paper's name of the value."""
+        return self.value
+
+    @property
+    def n_items(self) -> int:
+        """The kept items, the paper's name of n."""
+        return self.n
+
+    @classmethod
+    def undefined(cls, reason: Reason, *, epsilon: float, alpha: float, scoring: str, n_items: int = 0,
+                  n_skipped: int = 0) -> AltTestResult:
+        """Return the result of a test that cannot be run (no annotator tested)."""
+        return cls(value=None, n=n_items, status="undefined", reason=reason, advantage_prob=None, passed=None,
+                   epsilon=epsilon, alpha=alpha, scoring=scoring, n_annotators=0, annotators=(), n_skipped=n_skipped)
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary (``None`` for undefined numbers, never NaN).
@@ -172,24 +174,23 @@ class AltTestResult:
         Returns
         -------
         dict
-            The twelve fields as keys; ``annotators`` is a list of dictionaries with keys
-            ``annotator``, ``n``, ``p_value``, ``rejected``, ``judge_win_rate``,
-            ``annotator_win_rate``.
+            ``winning_rate``, ``advantage_prob``, ``passed``, ``epsilon``, ``alpha``, ``scoring``,
+            ``n_items``, ``n_annotators``, ``annotators``, ``n_skipped``, ``status``, ``note`` and
+            ``reason`` when there is one; ``annotators`` is a list of dictionaries with keys
+            ``annotator``, ``n``, ``p_value``, ``rejected``, ``judge_win_rate``, ``annotator_win_rate``.
         """
         return {
-            "winning_rate": finite_or_none(self.winning_rate),
+            "winning_rate": self.value,
             "advantage_prob": finite_or_none(self.advantage_prob),
             "passed": self.passed,
             "epsilon": float(self.epsilon),
             "alpha": float(self.alpha),
             "scoring": self.scoring,
-            "n_items": int(self.n_items),
+            "n_items": self.n,
             "n_annotators": int(self.n_annotators),
             "annotators": [a.to_dict() for a in self.annotators],
             "n_skipped": int(self.n_skipped),
-            "status": self.status,
-            "note": self.note,
-            **({"reason": self.reason.to_dict()} if self.note and self.reason else {}),
+            **self.status_fields(),
         }
 
 
@@ -477,9 +478,8 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
         items, annotators, values, judge_items, judge_values, scoring)
     common = {"epsilon": epsilon, "alpha": alpha, "scoring": scoring}
 
-    def undefined(note: Reason, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
-        return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, n_items=n_items, n_annotators=0,
-                             annotators=(), n_skipped=n_skipped, status="undefined", note=note, **common)
+    def undefined(reason: Reason, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
+        return AltTestResult.undefined(reason, n_items=n_items, n_skipped=n_skipped, **common)
 
     n_ann = len(ann_ids)
     if n_ann < MIN_ANNOTATORS:
@@ -550,8 +550,7 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
     if n_tested < MIN_ANNOTATORS:
         notes.append(Reason("alt_test_few_tested", count=n_tested, step=1 / n_tested))
 
-    return AltTestResult(winning_rate=winning_rate, advantage_prob=advantage_prob,
-                         passed=bool(winning_rate >= 0.5), n_items=n_items, n_annotators=n_tested,
-                         annotators=records, n_skipped=int(skipped.size), status="ok", note=join(notes) or "",
-                         **common)
+    return AltTestResult(value=winning_rate, n=n_items, reason=join(notes), advantage_prob=advantage_prob,
+                         passed=bool(winning_rate >= 0.5), n_annotators=n_tested, annotators=records,
+                         n_skipped=int(skipped.size), **common)
 

@@ -184,7 +184,7 @@ def self_consistency(verdicts: Any, *, gold: Any = None, labels: Any = None, alp
     runs = _runs(verdicts)
     majority, ties = majority_vote(runs)
     first = [row[0] if row else None for row in runs]
-    kappa = fleiss_kappa(runs, labels=labels) if any(runs) else Estimate.no_data("no verdicts")
+    kappa = fleiss_kappa(runs, labels=labels) if any(runs) else Estimate.no_data(Reason("no_verdicts"))
     ks = kappa_ms = None
     if gold is not None:
         gold_list = to_list(gold)
