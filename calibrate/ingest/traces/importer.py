@@ -27,7 +27,8 @@ from sqlmodel import Session, col
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
-from calibrate.ingest.samples import content_digest, hash_checked, import_samples, normalise_sample
+from calibrate.ingest.sample_records import content_digest, hash_checked, normalise_sample
+from calibrate.ingest.samples import import_samples
 from calibrate.ingest.traces.decode import (
     FORMATS,
     MAX_FILE_BYTES,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from calibrate.ingest.samples import canonical_json
+from calibrate.ingest.sample_records import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
 
 OPENINFERENCE, GENAI, LANGFUSE = "openinference", "gen_ai", "langfuse"
