@@ -76,13 +76,22 @@ from calibrate.judges.execution import (
 )
 from calibrate.judges.items import Scope, Target, expand_orders, fewshot_keys, item_for, load_items, select_targets, version_context
 from calibrate.judges.metrics import is_metric
-from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for, skipped_text, split_cached, uses_claims
+from calibrate.judges.runner import (
+    CallSpec,
+    RunSummary,
+    check_endpoint,
+    done_keys,
+    endpoint_for,
+    judge_for,
+    skipped_text,
+    split_cached,
+    uses_claims,
+)
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
-from calibrate.judges.versions import judge_name, resolve_version
+from calibrate.judges.versions import resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
 from calibrate.reasons import Reason
 from calibrate.tasks import is_extraction
@@ -92,16 +101,10 @@ DEFAULT_LEASE = 60.0
 
 
 @dataclass
-class WatchSpec:
-    """What `calibrate watch` asks for (the key is only named, never held)."""
+class WatchSpec(CallSpec):
+    """What `calibrate watch` asks for: a run's call spec (its options' max_calls and max_tokens are the watcher's
+    whole life's), and the pace."""
 
-    dataset: str
-    prompt: str
-    backend: str = "baseline"
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    options: RunOptions = field(default_factory=RunOptions)  # max_calls / max_tokens: the watcher's whole life
     extract: str | None = None  # NAME@V of a claim_extraction version, run first on answers without claims
     every: float = DEFAULT_EVERY  # seconds between passes
     once: bool = False
@@ -271,28 +274,13 @@ class Watcher:
             raise RunSetupError(f"--extract {ref} is a prompt of task {task.name}: it needs a prompt of task claim_extraction")
         if not extracting and is_extraction(task):
             raise RunSetupError(f"{ref} extracts claims: give it as --extract, with the prompt that judges the claims as --prompt")
-        run_spec = RunSpec(dataset=self.spec.dataset, prompt=ref, backend=self.spec.backend, model=self.spec.model,
-                           base_url=self.spec.base_url, api_key_env=self.spec.api_key_env)
-        endpoint = endpoint_for(run_spec, version)
-        check_backend_params(endpoint.backend, version.params)
-        read_api_key(endpoint)  # a missing variable is refused now, not at the first call
-        if is_metric(task):
-            metric_runs.check_metric_setup(task, version, endpoint)
-            part = metric_runs.fitted_part(task, version, endpoint)
-            if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
-                raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
-        elif endpoint.backend == "baseline":
-            BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
-        name = judge_name(prompt, version)
-        judge = session.exec(select(Judge).where(Judge.name == name)).first()
-        if judge is None:
-            judge = Judge(name=name, kind="prompt", prompt_version_id=version.id,
-                          description=f"runs of prompt {prompt.name} version {version.number}")
-            session.add(judge)
-            session.flush()
-        elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
-            raise RunSetupError(f"a judge named {name} already exists and is not a run of this version (imported verdicts?)")
-        return _Version(ref, version, task, judge.id, name, endpoint, extracting)
+        endpoint = endpoint_for(self.spec, version)
+        check_endpoint(task, version, endpoint)
+        part = metric_runs.fitted_part(task, version, endpoint) if is_metric(task) else None
+        if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
+            raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
+        judge = judge_for(session, prompt, version)
+        return _Version(ref, version, task, judge.id, judge.name, endpoint, extracting)
 
     # ---- passes
     def passes(self, stop: threading.Event | None = None) -> Iterator[PassSummary]:
