@@ -38,7 +38,7 @@ from calibrate.errors import CalibrationError
 from calibrate.models import Task
 from calibrate.reasons import Reason
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_EPSILON", "DEFAULT_MIN_ITEMS", "EPSILON_HELP", "MIN_ANNOTATORS", "alt_test_block",
            "alt_test_labels", "check_parameters", "default_scoring", "expert_count", "experts", "run_alt_test"]

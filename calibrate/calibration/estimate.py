@@ -54,7 +54,7 @@ from calibrate.models import Sample, Task
 from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import classical_mean, judge_mean, labels_needed, ppi_mean, rogan_gladen
 from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["CLAIM_SUPPORT", "METHODS", "REASONS", "WINDOWS", "answer_targets", "estimate_block", "estimate_values", "run_estimate",
            "sample_info", "window_keys"]

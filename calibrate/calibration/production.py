@@ -51,7 +51,7 @@ from calibrate.gold import gold_frame
 from calibrate.models import Dataset, Judge, JudgeRun, Sample, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["STATUSES", "WINDOWS", "agreement_share", "monitor", "production_estimate", "production_gate", "window_bounds"]
 

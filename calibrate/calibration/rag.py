@@ -38,7 +38,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason, noted
 from calibrate.stats import Estimate
-from calibrate.tasks import format_number
+from calibrate.task_values import format_number
 
 
 def human_faithfulness(gold: pd.DataFrame, totals: pd.Series, *, excluded: set[str], skip: set[str] = frozenset()) -> tuple[pd.Series, int]:

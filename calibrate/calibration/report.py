@@ -95,7 +95,7 @@ from calibrate.models import (
     Verdict,
 )
 from calibrate.reasons import Reason, noted
-from calibrate.tasks import has_labels, is_extraction
+from calibrate.task_values import has_labels, is_extraction
 
 
 @dataclass

@@ -63,7 +63,8 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import tasks_scopes
-from calibrate.tasks import TaskError, canonical_value, current_guideline, is_extraction, pairwise_value
+from calibrate.task_values import canonical_value, is_extraction, pairwise_value
+from calibrate.tasks import TaskError, current_guideline
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",

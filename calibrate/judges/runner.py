@@ -94,7 +94,7 @@ from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resol
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.task_scopes import check_task_on_dataset
-from calibrate.tasks import is_extraction
+from calibrate.task_values import is_extraction
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 MAX_SAMPLES = 20  # --samples K: at most this many calls per target

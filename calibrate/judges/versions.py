@@ -48,7 +48,8 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
-from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction
+from calibrate.task_values import canonical_claims, is_extraction
+from calibrate.tasks import METRIC_TASKS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}

@@ -94,7 +94,7 @@ from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
 from calibrate.reasons import Reason
-from calibrate.tasks import is_extraction
+from calibrate.task_values import is_extraction
 
 DEFAULT_EVERY = 30.0
 DEFAULT_LEASE = 60.0

@@ -14,7 +14,8 @@ from calibrate import i18n, lookup
 from calibrate.i18n import _
 from calibrate.models import Task
 from calibrate.task_scopes import tasks_scopes
-from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, shipped_text
+from calibrate.task_values import describe_values
+from calibrate.tasks import MAX_DISPLAY_CHARS, edit_task, parse_scale, remove_task, shipped_text
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
