@@ -393,6 +393,17 @@ def _one_sided_p(n: np.ndarray, sum_d: np.ndarray, sum_d2: np.ndarray, epsilon: 
 # --------------------------------------------------------------------------- the test
 
 
+def _skipped_notes(skipped: list[tuple[str, int]], min_items: int) -> list[Reason]:
+    """Return the note on the annotators left untested (name, kept items), the first ten named."""
+    if not skipped:
+        return []
+    listed = ", ".join(f"{name} ({count})" for name, count in skipped[:10])
+    if len(skipped) > 10:
+        return [Reason("alt_test_annotators_skipped_more", count=len(skipped), min_items=min_items, listed=listed,
+                       more=len(skipped) - 10)]
+    return [Reason("alt_test_annotators_skipped", count=len(skipped), min_items=min_items, listed=listed)]
+
+
 def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_values: Any, *,
              epsilon: float = 0.2, alpha: float = 0.05, scoring: str = "accuracy",
              min_items: int = 30) -> AltTestResult:
@@ -530,26 +541,15 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
     )
     winning_rate = float(rejected.sum()) / n_tested
     advantage_prob = float(judge_rate.mean())
-
-    notes = []
-    if n_items < n_human_items:
-        notes.append(Reason("alt_test_items_dropped", count=n_human_items - n_items))
-    if skipped.size:
-        listed = ", ".join(f"{_label_note(ann_ids[a])} ({int(n_per_ann[a])})" for a in skipped[:10])
-        if skipped.size > 10:
-            notes.append(Reason("alt_test_annotators_skipped_more", count=int(skipped.size), min_items=min_items,
-                                listed=listed, more=int(skipped.size - 10)))
-        else:
-            notes.append(Reason("alt_test_annotators_skipped", count=int(skipped.size), min_items=min_items, listed=listed))
+    notes = [Reason("alt_test_items_dropped", count=n_human_items - n_items)] if n_items < n_human_items else []
+    notes += _skipped_notes([(_label_note(ann_ids[a]), int(n_per_ann[a])) for a in skipped], min_items)
     for k in np.flatnonzero(constant):
         d_value = int(sum_d[idx[k]] // n[k])
         notes.append(Reason("alt_test_constant", annotator=_label_note(ann_ids[idx[k]]), difference=d_value,
                             sign="-" if p[k] == 0 else "+", p_value=float(p[k])))
-    for k in np.flatnonzero(np.isnan(p)):
-        notes.append(Reason("alt_test_one_item", annotator=_label_note(ann_ids[idx[k]])))
+    notes += [Reason("alt_test_one_item", annotator=_label_note(ann_ids[idx[k]])) for k in np.flatnonzero(np.isnan(p))]
     if n_tested < MIN_ANNOTATORS:
         notes.append(Reason("alt_test_few_tested", count=n_tested, step=1 / n_tested))
-
     return AltTestResult(value=winning_rate, n=n_items, reason=join(notes), advantage_prob=advantage_prob,
                          passed=bool(winning_rate >= 0.5), n_annotators=n_tested, annotators=records,
                          n_skipped=int(skipped.size), **common)
