@@ -5,12 +5,12 @@ in Python; at a million rows (a 100,000-sample import with its contexts and clai
 costs more than SQLite's own inserting. `BulkInsert` compiles the statement once for the
 session's dialect and sends plain tuples; the caller converts the few values that need it
 with `bind(column)`, the column type's own bind processor, so JSON and datetimes are stored
-exactly as SQLAlchemy would store them.
+exactly as SQLAlchemy would store them. `in_parts` splits the ids of a query into IN lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table, bindparam, func, insert, select, text
@@ -87,3 +87,10 @@ def sync_id_sequence(session: Session, table: Table) -> None:
             f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', 'id'), "
             f'COALESCE((SELECT MAX(id) FROM "{table.name}"), 0) + 1, false)'
         ))
+
+
+def in_parts(ids: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    """Yield `ids` in parts of `size`: the values of one IN (...) clause each (SQLite binds at most 32,766 per statement)."""
+    ids = list(ids)
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]

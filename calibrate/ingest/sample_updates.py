@@ -11,13 +11,13 @@ flagged stale with a LabelRevision each (docs/formats.md, "Importing again").
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlmodel import Session
 
+from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.sample_records import GIVEN, SAMPLE_FIELDS, claim_origin, claim_spans, response_record, short_id
 from calibrate.models import (
     IMPORT,
@@ -205,11 +205,6 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         session.execute(delete(Dataset).where(Dataset.id == staging_id))
     session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
     return flagged
-
-
-def in_parts(ids: list[Any], size: int = 500) -> Iterator[list[Any]]:
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
 
 
 def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> int:

@@ -46,7 +46,7 @@ from sqlalchemy import insert, select
 from sqlmodel import Session
 
 from calibrate.ingest.batches import Writes, hidden_dataset
-from calibrate.ingest.bulk import BulkInsert, first_free_id, sync_id_sequence
+from calibrate.ingest.bulk import BulkInsert, first_free_id, in_parts, sync_id_sequence
 from calibrate.ingest.fields import RecordCheck, check_dataset_name
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
@@ -59,7 +59,7 @@ from calibrate.ingest.sample_records import (
     normalise_sample,
     short_id,
 )
-from calibrate.ingest.sample_updates import Plan, changed_fields, in_parts, plan_replacement, publish_samples, stored_records
+from calibrate.ingest.sample_updates import Plan, changed_fields, plan_replacement, publish_samples, stored_records
 from calibrate.models import Claim, Context, Dataset, ImportStep, Response, Sample, target_key, utcnow
 
 _SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__

@@ -26,6 +26,7 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.errors import SamplingError
 from calibrate.ingest.allocation import allocate_strata, assignee_groups, controlled_rounding, largest_remainder
+from calibrate.ingest.bulk import in_parts
 from calibrate.models import SPLITS, Assignment, Dataset, Label, Sample, User, utcnow
 from calibrate.reasons import Reason, join
 
@@ -38,7 +39,6 @@ MISSING = "(missing)"  # the stratum of samples that lack the stratification fie
 PRIORITY_NEGATIVE = 0  # --negative-first: feedback −1 is served first (lower priority first)
 PRIORITY_NORMAL = 1
 STRATIFY_TOP_LEVEL = ("feedback", "split")
-_CHUNK = 500  # ids per IN (...) clause
 
 
 # --------------------------------------------------------------------------- summary
@@ -198,11 +198,6 @@ def _assignees(session: Session, names: Sequence[str], overlap: int) -> list[Use
             Reason("overlap_too_few_annotators", overlap=overlap, count=len(wanted),
                    wanted=', '.join(wanted)))
     return [found[name] for name in wanted]
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK):
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 @dataclass
@@ -412,7 +407,7 @@ def _assign_splits(session: Session, taken: list[_Candidate], strata: list[str],
                     candidate.split = split_name
                     changes[candidate.id] = split_name
         ids = sorted(changes)
-        for chunk in _chunks(ids):
+        for chunk in in_parts(ids):
             for sample in session.exec(select(Sample).where(col(Sample.id).in_(chunk))):
                 sample.split = changes[sample.id]
                 session.add(sample)
@@ -427,7 +422,7 @@ def _queue(session: Session, taken: list[_Candidate], users: list[User], groups:
     """Create the assignments; return (added, already there, open slots filled)."""
     existing: dict[int, list[Assignment]] = defaultdict(list)
     ids = [c.id for c in taken]
-    for chunk in _chunks(ids):
+    for chunk in in_parts(ids):
         for assignment in session.exec(select(Assignment).where(col(Assignment.sample_id).in_(chunk))
                                        .order_by(col(Assignment.id))):
             existing[assignment.sample_id].append(assignment)
