@@ -89,8 +89,9 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason, join
+from calibrate.reports.decisions import decision_text
 from calibrate.reports.estimate_summary import section_estimate
-from calibrate.reports.summary import ceiling, decision_text, reason_text
+from calibrate.reports.summary import ceiling, reason_text
 from calibrate.targets import target_names
 from calibrate.task_scopes import offered_on, offered_task_names
 
@@ -114,7 +115,7 @@ class JudgeRow:
     decision: str | None = None  # pass, fail or undecided on the common targets (calibration/decision.py)
     rule: str = "point"
     labels_to_decide: dict | None = None  # for undecided: about how many more labelled targets would settle it
-    decision_text: str = ""  # the decision in one sentence (reports.summary.decision_text)
+    decision_text: str = ""  # the decision in one sentence (reports.decisions.decision_text)
     own: dict | None = None  # its figure on all its own targets (metric, value, n): secondary
     per_group: list[dict] = field(default_factory=list)  # with group_by: each group's value and CI (common targets)
     alt_test: dict | None = None  # the Alternative Annotator Test on the split (calibration/alttest.py)

@@ -12,6 +12,7 @@ from typing import Any
 
 from calibrate import __version__
 from calibrate.i18n import gettext
+from calibrate.reports import decisions as decided
 from calibrate.reports import rag_summary, summary
 from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 
@@ -60,7 +61,7 @@ def _head(data: dict, generated: datetime | None) -> list[str]:
     """Return the title, the judge, threshold and date, the decision and the warnings."""
     when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     threshold = data.get("threshold")
-    outcome, why = summary.overall(data)
+    outcome, why = decided.overall(data)
     judge = data.get("judge")
     lines = ["# " + gettext("Calibration report: %(dataset)s", dataset=escape(data.get("dataset", ""))), ""]
     meta = [f"**{gettext('Judge')}:** {escape(judge) if judge is not None else gettext('none (human agreement only)')}",
@@ -70,8 +71,8 @@ def _head(data: dict, generated: datetime | None) -> list[str]:
     lines += [" · ".join(meta), ""]
     heading = {"passed": "✅ " + gettext("PASSED"), "not passed": "❌ " + gettext("NOT PASSED")}.get(outcome, gettext("no decision"))
     if judge is not None:  # the three-state decision first, then what `passed` (the gate's exit code) is under the rule
-        state, state_why = summary.overall_decision(data)
-        heading = gettext("%(state)s — %(outcome)s under rule %(rule)s", state=gettext(summary.STATE_WORDS.get(state, state)),
+        state, state_why = decided.overall_decision(data)
+        heading = gettext("%(state)s — %(outcome)s under rule %(rule)s", state=gettext(decided.STATE_WORDS.get(state, state)),
                           outcome=heading, rule=escape(data.get("rule") or "point"))
         lines += ["## " + gettext("Decision: %(heading)s", heading=heading), "", escape(state_why), "", escape(why), ""]
     else:
@@ -84,7 +85,7 @@ def _head(data: dict, generated: datetime | None) -> list[str]:
 def _decisions(data: dict, ci_label: str) -> list[str]:
     """Return one line per task: its outcome, why, its interval and n, and the decision's sentence."""
     judge, threshold = data.get("judge"), data.get("threshold")
-    decisions = summary.decisions(data)
+    decisions = decided.decisions(data)
     lines = []
     for d in decisions:
         if d.outcome == "not judged":
@@ -185,7 +186,7 @@ def _grouped(section: dict, ci_label: str) -> list[str]:
 
 
 def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
-    decision = summary.decision(name, section, data)
+    decision = decided.decision(name, section, data)
     target = section.get("target", "")
     lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, {gettext('one value per %(target)s', target=summary.noun(target, 1))})",
              ""]
