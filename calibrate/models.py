@@ -1,5 +1,9 @@
 """SQLModel tables: the whole data model of calibrate.
 
+Over 800 lines because it is the one place the schema is declared: Alembic's autogenerate and
+the tests that compare the models with the migrations read one metadata, and a table split off
+into another module would be one more import that every table's relations must follow.
+
 Relations (see docs/architecture.md):
 
     Dataset ─< Sample ─< Context
@@ -17,6 +21,7 @@ Relations (see docs/architecture.md):
     Dataset ─< GoldenSet ─< GoldenVersion (immutable: its items and their gold, hashed)
                         ─< GoldenMember >─ Sample (added_in, retired_in, anchor_in: version numbers)
     Dataset ─ QueuePolicy (the saved `calibrate queue auto`); Dataset ─< AuditDraw (one per sample drawn or passed over)
+    Dataset ─< Optimisation (`calibrate optimise`) ─< PromptVersion (its candidates: optimisation_id, their origin)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
 task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
@@ -52,6 +57,9 @@ MAX_RESPONSE_ID_CHARS = 64
 # The kind of claim_extraction only (no custom task has it): its value is a JSON list of claims,
 # and it is never calibrated (no agreement statistics).
 EXTRACTION = "extraction"
+# The kind of instruction_rewrite only: its value is a judge's rewritten instructions (a system template), asked for by
+# `calibrate optimise` (loop/optimise.py); never run over a dataset, never calibrated.
+REWRITE = "rewrite"
 # Claim sources (Sample.claim_source, Claim.origin; calibrate/claimsets.py says what they mean).
 SEGMENTER = "segmenter"
 IMPORT = "import"
@@ -398,6 +406,30 @@ class PromptVersion(SQLModel, table=True):
     note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     author_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # The optimisation that proposed it (`calibrate optimise`, loop/optimise.py); NULL for a version a person saved.
+    optimisation_id: int | None = Field(default=None, foreign_key="optimisation.id", ondelete="SET NULL")
+
+
+class Optimisation(SQLModel, table=True):
+    """One `calibrate optimise` (or the dashboard's Optimise form): what it was asked (`settings`), how far it got
+    (`state`: its candidates, runs, calls and cost, kept as it goes so a killed one is taken up), and its result.
+
+    `key` is the digest of the settings that make it the same optimisation (loop/optimise.py): the same command
+    run again continues it. Its candidates are prompt versions whose `optimisation_id` names it.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", index=True)
+    task_id: int = Field(foreign_key="task.id")
+    key: str = Field(max_length=64, index=True)
+    status: str = Field(default="running", max_length=20)  # running | done | failed | cancelled
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    user_id: int | None = Field(default=None, foreign_key="user.id")
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = Field(default=None)
 
 
 class FewShot(SQLModel, table=True):

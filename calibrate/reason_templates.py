@@ -663,4 +663,59 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "metadata_fields_of": N_("metadata fields of {dataset}: {fields}"),
     "metadata_fields": N_("metadata fields: {fields}"),
     "no_metadata": N_("the samples of {dataset} have no metadata"),
+    # the instruction rewrite (judges/rewrite.py) and `calibrate optimise` (loop/optimise.py; docs/loop.md, "Optimise")
+    "rewrite_not_calibrated": N_("task {task} rewrites a judge's instructions for calibrate optimise and is not calibrated "
+                                 "against labels"),
+    "rewrite_not_run": N_("{prompt} is a prompt of task {task}: calibrate optimise asks it for new instructions; it is never "
+                          "run over a dataset"),
+    "fewshot_rewrite_task": N_("few-shot examples are not supported for the task {task_row}: its requests show a batch of "
+                               "disagreements instead"),
+    "rewrite_unchanged": N_("the rewrite returned the instructions unchanged"),
+    "rewrite_fields_changed": N_("the rewrite changed the template's fields or blocks (removed: {removed}; added: {added}); "
+                                 "a rewrite may change the wording only"),
+    "rewrite_reply_changed": N_("the rewrite changed the reply format (its lines: {lines}); a rewrite may change the wording "
+                                "only"),
+    "rewrite_template_refused": N_("the rewritten instructions are not a valid template: {why}"),
+    "rewrite_unusable": N_("the rewrite gave no usable instructions ({status}: {error})"),
+    "optimise_metric_task": N_("{task} is a metric task: its verdicts are computed from steps (and embeddings), not read from "
+                               "one prompt's answer per target, so its judge has no prompt to optimise"),
+    "optimise_other_task": N_("{start} is a prompt of task {task}, not {task2}"),
+    "optimise_target_range": N_("--target must lie in (0, 1], not {target!r}"),
+    "optimise_baseline": N_("the baseline judge reads no prompt: there is nothing to optimise; use --backend openai or "
+                            "anthropic"),
+    "optimise_strategies": N_("--strategies must be one or more of {strategies}, not {given!r}"),
+    "optimise_adjustment": N_("--adjustment must be one of {adjustments}, not {given!r}"),
+    "optimise_bounds": N_("--max-candidates must be at least 2 and --patience at least 1 (got {max_candidates} and {patience})"),
+    "optimise_no_dev": N_("{dataset} has no dev split: candidates are selected on dev. Make one with calibrate sample "
+                          "--dataset {dataset} --fraction 1 --split train=0.6,dev=0.2,test=0.2"),
+    "optimise_no_train_gold": N_("no train item of {dataset} has gold for {task}: candidates are built from the train split "
+                                 "only; label some train items first"),
+    "optimise_no_dev_gold": N_("no dev item of {dataset} has gold for {task}: candidates are selected on dev; label some dev "
+                               "items first"),
+    "optimise_cost_unpriced": N_("--max-cost needs the price of {model}: add it to instance/prices.json (docs/judges.md)"),
+    "optimise_rewriter_task": N_("{rewriter} is not a prompt of task instruction_rewrite"),
+    "optimise_in_progress": N_("optimisation {id} with these settings is running; wait for it or cancel it"),
+    "optimise_test_looked": ngettext("the test split of {dataset} was already looked at {count} time for {task}: a second "
+                                     "confirmation is refused; pass --reuse-test to confirm on it anyway (the result says "
+                                     "which look it is)",
+                                     "the test split of {dataset} was already looked at {count} times for {task}: a second "
+                                     "confirmation is refused; pass --reuse-test to confirm on it anyway (the result says "
+                                     "which look it is)"),
+    "optimise_not_confirmed": N_("{dataset} has no test split: the result rests on dev only and is not confirmed"),
+    "optimise_test_unlabelled": N_("the test split of {dataset} has no {task} labels: the result rests on dev only and is not "
+                                   "confirmed"),
+    "optimise_test_reused": N_("this is look {look} at the test split of {dataset} for {task} (--reuse-test): a score chosen "
+                               "among several looks is no longer an honest estimate"),
+    "stop_target_reached": N_("{version}'s lower bound on dev, adjusted for the looks, reached the target {target}"),
+    "stop_budget": N_("the budget ran out ({calls} calls, ${cost}); run again with a larger --max-calls or --max-cost to "
+                      "continue"),
+    "stop_max_candidates": N_("{max_candidates} candidates were proposed (--max-candidates)"),
+    "stop_no_improvement": N_("the best adjusted lower bound did not rise in the last {rounds} rounds (--patience)"),
+    "stop_cannot_reach": N_("the last round raised nothing and the best candidate's upper bound {upper:.3f} is below the "
+                            "target {target}"),
+    "stop_ceiling_below_target": N_("the experts agree with each other at {ceiling:.3f} (upper bound {upper:.3f}), below the "
+                                    "target: no judge can be shown to agree with them better than they agree with each other"),
+    "stop_cancelled": N_("cancelled before it finished; run the same command again to continue"),
+    "optimise_form_number": N_("{name} must be a number, not {raw!r}"),
+    "optimise_form_backend": N_("choose a configured backend ({backends}), not {backend!r}"),
 }

@@ -14,7 +14,7 @@ import json
 import math
 
 from calibrate.errors import TaskError
-from calibrate.models import EXTRACTION, LABEL_KINDS, TIE, Task
+from calibrate.models import EXTRACTION, LABEL_KINDS, REWRITE, TIE, Task
 from calibrate.reasons import Reason
 
 # A number value of a task without a scale: at most this magnitude, so that the statistics'
@@ -27,6 +27,11 @@ MAX_CLAIM_CHARS = 2000  # characters of one extracted claim, at most
 def is_extraction(task: Task) -> bool:
     """Return whether a task is an extraction (its value a claim list, never calibrated)."""
     return task.kind == EXTRACTION
+
+
+def is_rewrite(task: Task) -> bool:
+    """Return whether a task is the instruction rewrite (its value a judge's instructions; never run over a dataset)."""
+    return task.kind == REWRITE
 
 
 def has_labels(task: Task) -> bool:

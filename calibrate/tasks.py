@@ -38,6 +38,7 @@ from calibrate.models import (
     KINDS,
     LABEL_KINDS,
     MAX_RESPONSE_ID_CHARS,
+    REWRITE,
     TARGETS,
     TIE,
     FewShot,
@@ -178,12 +179,24 @@ BUILTIN_TASKS = (
         guidelines=("One claim per fact: a number with its unit and condition, a name, a date, a recommendation. "
                     "Resolve pronouns so each claim stands alone, keep the answer's language and wording, add nothing."),
     ),
+    # The rewrite task: `calibrate optimise` asks an LLM to rewrite a judge's instructions from a batch of the train
+    # split's disagreements (calibrate/judges/rewrite.py); its prompt is versioned and edited like any other.
+    BuiltinTask(
+        "instruction_rewrite",
+        "sample",
+        REWRITE,
+        description=N_("Rewrite a judge's instructions so that it agrees with the experts on the disagreements shown "
+                       "(calibrate optimise; never run over a dataset)."),
+        guidelines=("Keep every template field and the reply format exactly as they are; change the wording of the "
+                    "instructions only: state the rule the experts applied where the judge went wrong."),
+    ),
 )
 BUILTIN_BY_NAME = {spec.name: spec for spec in BUILTIN_TASKS}
 METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 EXTRACTION_TASKS = ("claim_extraction",)
+REWRITE_TASK = "instruction_rewrite"
 # Tasks no annotator labels item by item: judge-side only.
-JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS
+JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS + (REWRITE_TASK,)
 
 
 def ensure_builtin_tasks(session: Session) -> None:

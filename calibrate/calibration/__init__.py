@@ -13,6 +13,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     labels_needed, label_budget                                           budget.py
     decide, rule_of, Decided, labels_to_decide                            decision.py (pass / fail / undecided)
     score_versions, VersionScores                                         common.py (versions on common targets)
+    score_candidates, CandidateScores                                     selection.py (lower bounds adjusted for looks)
     run_alt_test, alt_test_block, alt_test_labels, check_parameters, …    alttest.py (the Alternative Annotator Test)
     compare_judges                                                        compare.py (`calibrate compare`)
     compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
@@ -45,6 +46,7 @@ _API = {
     "labels_needed": "budget", "label_budget": "budget",
     "decide": "decision", "rule_of": "decision", "Decided": "decision", "labels_to_decide": "decision",
     "score_versions": "common", "VersionScores": "common",
+    "score_candidates": "selection", "CandidateScores": "selection",
     "run_alt_test": "alttest", "alt_test_block": "alttest", "alt_test_labels": "alttest", "check_parameters": "alttest",
     "expert_count": "alttest", "DEFAULT_ALPHA": "alttest", "DEFAULT_EPSILON": "alttest", "DEFAULT_MIN_ITEMS": "alttest",
     "MIN_ANNOTATORS": "alttest",

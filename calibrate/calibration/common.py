@@ -115,6 +115,73 @@ class VersionScores:
     own: dict[str, dict | None] = field(default_factory=dict)  # judge → {metric, value, n} on its own targets
 
 
+@dataclass
+class CommonContext:
+    """What scoring some judges on their common targets starts from (`common_context`)."""
+
+    task: object
+    ran: list[str]  # the listed judges that have verdicts, in the order given
+    categorical: bool
+    stat_labels: list[str]
+    gold: pd.DataFrame  # the gold per target, indexed by target key
+    common: CommonTargets
+    common_gold: pd.DataFrame  # the gold of the common targets, in their order
+    scale: tuple[float, float] | None
+
+    @property
+    def keys(self) -> list:
+        return self.common.keys
+
+    def judge_values(self, frames: AlignmentFrames, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Return a judge's verdict values on the common targets, in their order, and which are usable."""
+        verdicts = frames.verdicts[name]
+        values = verdicts["value"].to_numpy(dtype=object)
+        usable = (verdicts["status"] == "ok").to_numpy() & pd.notna(values)
+        where = pd.Index(verdicts["target_key"]).get_indexer(self.keys)
+        return values[where], usable[where]
+
+
+def common_context(frames: AlignmentFrames, judge_names: list[str]) -> CommonContext:
+    """Return the common targets of the judges of `judge_names` that have verdicts, their gold and the score scale."""
+    task = frames.task
+    ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
+    categorical = has_labels(task)  # categorical and pairwise: labels
+    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+    gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
+    fewshot = set().union(*(frames.fewshot[name] for name in ran)) if ran else set()
+    common = common_targets(frames.gold, [frames.verdicts[name]["target_key"] for name in ran], fewshot,
+                            stat_labels=stat_labels if categorical else None)
+    common_gold = gold.loc[common.keys] if common.keys else gold.iloc[:0]
+    scale = None if categorical or not ran else score_scale(task, common_gold, [frames.verdicts[name] for name in ran])
+    return CommonContext(task, ran, categorical, stat_labels, gold, common, common_gold, scale)
+
+
+@dataclass
+class ScoredTargets:
+    """Every listed judge's values on the common targets with its misses scored: what the common figures are computed
+    on (`scored_targets`), for statistics that resample the judges together (calibration/selection.py)."""
+
+    task: object
+    keys: list
+    clusters: np.ndarray  # the sample of each common target (the bootstrap's cluster)
+    gold: np.ndarray
+    values: dict[str, np.ndarray]  # judge → its values, misses scored (labels: MISS; scores: the far end of the scale)
+    labels: list[str] | None  # labels: the categories κ is computed over (the statistics' labels and MISS); scores: None
+
+
+def scored_targets(frames: AlignmentFrames, judge_names: list[str]) -> ScoredTargets:
+    """Return the judges' values on their common targets, misses scored exactly as `score_versions` scores them."""
+    ctx = common_context(frames, judge_names)
+    gold_v = ctx.common_gold["gold"].to_numpy(dtype=object)
+    values = {}
+    for name in ctx.ran:
+        judged, usable = ctx.judge_values(frames, name)
+        values[name] = judge_misses(ctx.task, gold_v, judged, usable, ctx.stat_labels, ctx.scale)[0]
+    return ScoredTargets(ctx.task, list(ctx.keys), ctx.common_gold["sample_id"].to_numpy(),
+                         gold_v if ctx.categorical else gold_v.astype(float), values,
+                         [*ctx.stat_labels, MISS] if ctx.categorical else None)
+
+
 def score_versions(session: Session, dataset_name: str, task_name: str, judge_names: list[str],
                    options: Options | None = None, *, groups: dict[int, str | None] | None = None,
                    frames: AlignmentFrames | None = None) -> VersionScores:
@@ -125,41 +192,33 @@ def score_versions(session: Session, dataset_name: str, task_name: str, judge_na
     """
     options = options or Options()
     frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
-    task = frames.task
-    ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
-    categorical = has_labels(task)  # categorical and pairwise: labels
-    stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
+    ctx = common_context(frames, judge_names)
+    task, ran, gold = ctx.task, ctx.ran, ctx.gold
     out = VersionScores(judges=ran, common_targets=0, n_fewshot=0, note="")
     if not ran:
         out.reason = Reason("no_judge_verdicts")
         out.note = out.reason.text()
         return out
-    gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
     gold_keys = set(gold.index[gold["gold"].notna().to_numpy()])
-    fewshot = set().union(*(frames.fewshot[name] for name in ran))
-    common = common_targets(frames.gold, [frames.verdicts[name]["target_key"] for name in ran], fewshot,
-                            stat_labels=stat_labels if categorical else None)
-    open_keys = common.open_keys
-    keys = common.keys  # the order of the report's merged rows: the bootstrap draws the same samples
-    out.n_fewshot = common.n_fewshot
+    open_keys = ctx.common.open_keys
+    keys = ctx.keys  # the order of the report's merged rows: the bootstrap draws the same samples
+    out.n_fewshot = ctx.common.n_fewshot
     out.common_targets = len(keys)
     if not keys:
         out.reason = Reason("judges_share_no_target", count=len(ran)) if len(ran) > 1 else Reason("no_target_outside_fewshot")
         out.note = out.reason.text()
-    common_gold = gold.loc[keys] if keys else gold.iloc[:0]
     first = frames.verdicts[ran[0]]
     no_gold = first[first["target_key"].isin(open_keys - gold_keys)]  # labelling them adds to N
     candidates = budget_candidates(pd.DataFrame({"sample_id": no_gold["sample_id"].to_numpy(),
                                                  "target_key": no_gold["target_key"].to_numpy(), "excluded": "no_gold"}))
-    scale = None if categorical else score_scale(task, common_gold, [frames.verdicts[name] for name in ran])
     for name in ran:
         verdicts = frames.verdicts[name]
-        index = pd.Index(verdicts["target_key"])
         values = verdicts["value"].to_numpy(dtype=object)
         usable = (verdicts["status"] == "ok").to_numpy() & pd.notna(values)
-        out.own[name] = _own_point(task, gold, index, values, usable, frames.fewshot[name], stat_labels)
-        where = index.get_indexer(keys)
-        out.common[name] = _common_section(task, common_gold, values[where], usable[where], stat_labels, scale, options,
+        out.own[name] = _own_point(task, gold, pd.Index(verdicts["target_key"]), values, usable, frames.fewshot[name],
+                                   ctx.stat_labels)
+        judged, judged_usable = ctx.judge_values(frames, name)
+        out.common[name] = _common_section(task, ctx.common_gold, judged, judged_usable, ctx.stat_labels, ctx.scale, options,
                                            groups, candidates=candidates)
     return out
 

@@ -39,6 +39,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "judge": ("judges", "judge_group", "Run judges over a dataset."),
     "monitor": ("production", "monitor_command",
                 "Watch the calibrated judge on production: per window, the metric from audit labels, agreement and a status."),
+    "optimise": ("optimise", "optimise_command",
+                 "Propose judge versions from the train split, select on dev with a bound that knows how many were tried, "
+                 "confirm on test once."),
     "prompt": ("judges", "prompt_group", "Manage judge prompts and their immutable versions."),
     "queue": ("sampling", "queue_group", "The order annotators get a dataset's pending items in."),
     "report": ("reports", "report_command", "Write the calibration report of a judge on a dataset (JSON, HTML, Markdown or CSV)."),

@@ -121,6 +121,8 @@ def prompt_show_command(settings: Settings, ref: str) -> None:
                + (f"  by {view.author}" if view.author else "") + (f"  from @{view.parent}" if view.parent else ""))
     if v.note:
         click.echo(f"note: {v.note}")
+    if v.optimisation_id:
+        click.echo(f"origin: proposed by optimisation {v.optimisation_id} (calibrate optimise)")
     click.echo(f"model: {v.model or '(none: give --model to judge run)'}")
     click.echo("params: " + (versions.format_params(v.params).replace("\n", ", ") or "(none)"))
     click.echo(f"few-shots: {len(view.examples)}")

@@ -19,6 +19,8 @@ Modules, by what they do:
     execution   the run machinery: writer, adaptive concurrency, retries, budgets, the event loop
     runner      prepare/execute runs: setup, cache first, resume, stop
     metric_runs a metric judge's run: one job per sample of step calls, on execution's machinery
+    rewrite     the instruction rewrite (`calibrate optimise`): requests through the same machinery, what a
+                rewrite may not change
 
 Domain code: every function takes a Session or an Engine, never Flask. See docs/judges.md.
 """

@@ -54,6 +54,7 @@ class RunOptions:
     concurrency: int = 8
     max_calls: int | None = None
     max_tokens: int | None = None
+    max_cost: float | None = None  # USD of answered calls (needs a price for the model); those in flight may pass it
     max_attempts: int = 5
     backoff_base: float = 0.5
     backoff_max: float = 30.0
@@ -175,17 +176,10 @@ class Writer:
             existing = {(v.target_key, v.order_key, v.sample_index): v for v in session.exec(
                 select(Verdict).where(Verdict.judge_id == self.judge_id, Verdict.task_id == self.task_id,
                                       Verdict.target_key.in_(keys))).all()} if keys else {}
-            entries = [entry for o in outcomes for entry in o.cache_entries()] + list(cache)
-            cache_keys = [entry.key for entry in entries]
-            cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(cache_keys))).all()) if cache_keys else set()
+            cache_rows = new_cache_rows(session, [entry for o in outcomes for entry in o.cache_entries()] + list(cache),
+                                        self.backend_name, self.model)
             now = utcnow()
-            new_rows, cache_rows, written = [], [], []
-            for entry in entries:
-                if entry.key not in cached:
-                    cache_rows.append({"key": entry.key, "backend": self.backend_name, "model": self.model,
-                                       "response": entry.text, "input_tokens": entry.input_tokens,
-                                       "output_tokens": entry.output_tokens, "created_at": now})
-                    cached.add(entry.key)
+            new_rows, written = [], []
             for outcome in outcomes:
                 fields = {"run_id": self.run_id, "value": outcome.value, "status": outcome.status, "reason": outcome.reason,
                           "raw": outcome.raw, "error": outcome.error, "latency_ms": outcome.latency_ms,
@@ -244,6 +238,48 @@ class Writer:
             params.update(extra)
         self.stop_requested = bool(params.get("stop_requested"))
         run.params = params
+
+
+def new_cache_rows(session: Session, entries: list[CacheEntry], backend: str, model: str) -> list[dict[str, Any]]:
+    """Return the response-cache rows to insert for `entries`: those whose key is not stored yet, each once."""
+    keys = [entry.key for entry in entries]
+    cached = set(session.exec(select(ResponseCache.key).where(ResponseCache.key.in_(keys))).all()) if keys else set()
+    rows, now = [], utcnow()
+    for entry in entries:
+        if entry.key not in cached:
+            cached.add(entry.key)
+            rows.append({"key": entry.key, "backend": backend, "model": model, "response": entry.text,
+                         "input_tokens": entry.input_tokens, "output_tokens": entry.output_tokens, "created_at": now})
+    return rows
+
+
+class AnswerWriter(Writer):
+    """The writer of calls that are not verdicts (the optimiser's instruction rewrites, judges/rewrite.py): it stores
+    each new answer in the response cache in small batches, as the run writer does, and keeps the outcomes in memory;
+    `on_write(session, totals)` runs in the same transaction (the caller records its counters there) and returns
+    whether to stop."""
+
+    def __init__(self, engine: Engine, *, backend_name: str, model: str,
+                 on_write: Callable[[Session, Totals], bool] | None = None) -> None:
+        self.engine = engine
+        self.totals = Totals()
+        self.outcomes: list[Outcome] = []
+        self.stop_requested = False
+        self.progress = None
+        self.on_write = on_write
+        self.backend_name, self.model = backend_name, model
+
+    def write(self, outcomes: list[Outcome], *, extra: dict[str, Any] | None = None, cache: list[CacheEntry] = ()) -> None:
+        with write_session(self.engine) as session:
+            rows = new_cache_rows(session, [entry for o in outcomes for entry in o.cache_entries()] + list(cache),
+                                  self.backend_name, self.model)
+            if rows:
+                session.execute(sa_insert(ResponseCache), rows)
+            for outcome in outcomes:
+                self.totals.add(outcome)
+            self.outcomes.extend(outcomes)
+            if self.on_write is not None and self.on_write(session, self.totals):
+                self.stop_requested = True
 
 
 # --------------------------------------------------------------------------- concurrency
@@ -339,6 +375,7 @@ class Execution:
         # admitted: the writer's totals lag behind (a batch is written every flush_interval), so a
         # budget read from them could let every item through on a loaded machine.
         self.spent_tokens = 0
+        self.spent_cost = 0.0  # the same for the cost (max_cost)
         # `calibrate watch`: called when the jobs run out, it adds the next claimed batch to them
         # (and its cache hits to `results`); False when there is no more work (judges/watch.py).
         self.refill: Callable[[deque[Job]], Awaitable[bool]] | None = None
@@ -397,6 +434,9 @@ class Execution:
         if self.options.max_tokens is not None and self.spent_tokens >= self.options.max_tokens:
             self.stopped = self.stopped or f"stopped: budget of {self.options.max_tokens} tokens reached (--max-tokens); run again to continue"
             return False
+        if self.options.max_cost is not None and self.spent_cost >= self.options.max_cost:
+            self.stopped = self.stopped or f"stopped: budget of ${self.options.max_cost:g} reached (--max-cost); run again to continue"
+            return False
         return True
 
     def delay(self, attempt: int, error: RetryableError) -> float | None:
@@ -442,7 +482,9 @@ class Execution:
                     self.succeeded_once = True
                     self.spent_tokens += (completion.input_tokens or 0) + (getattr(completion, "output_tokens", 0) or 0)
                     await self.limit.succeeded()
-                    return self.outcome(job, completion, cached=False)
+                    outcome = self.outcome(job, completion, cached=False)
+                    self.spent_cost += outcome.cost
+                    return outcome
             finally:
                 await self.limit.release()
             if attempt < self.options.max_attempts:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate.models import TIE, Task
-from calibrate.task_values import canonical_claims, canonical_value, is_extraction
+from calibrate.task_values import canonical_claims, canonical_value, is_extraction, is_rewrite
 from calibrate.tasks import TaskError
 from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, check_nesting, load_json
 
@@ -63,6 +63,8 @@ def parse_verdict(task: Task, raw: str | None, order: tuple[str, ...] | list[str
         return Parsed(None, "unparsed", error="empty answer")
     if is_extraction(task):
         return parse_claims(text)
+    if is_rewrite(task):
+        return parse_instructions(text)
     if task.kind == "pairwise":
         return _pairwise(task, text, list(order or []))
     try:
@@ -106,6 +108,26 @@ def parse_claims(text: str) -> Parsed:
         return Parsed(None, "unparsed", error=str(exc))
     n = len(json.loads(value))
     return Parsed(value, "ok", f"{n} claim{'s' * (n != 1)}")
+
+
+MAX_INSTRUCTIONS = 100_000  # characters of rewritten instructions (render.MAX_TEMPLATE_CHARS)
+
+
+def parse_instructions(text: str) -> Parsed:
+    """Return the rewritten instructions in an instruction_rewrite answer (`{"instructions": "…"}`), or `unparsed`."""
+    try:
+        obj = _find_object(text)
+    except NestingTooDeep:
+        return Parsed(None, "unparsed", error=f"JSON nested deeper than {MAX_NESTING} levels")
+    if obj is None:
+        return Parsed(None, "unparsed", error='no JSON object with "instructions" in the answer')
+    value = obj.get("instructions")
+    if not isinstance(value, str) or not value.strip():
+        return Parsed(None, "unparsed", error='no text under "instructions"')
+    if len(value) > MAX_INSTRUCTIONS:
+        return Parsed(None, "unparsed", error=f"instructions longer than {MAX_INSTRUCTIONS:,} characters")
+    reason = obj.get("reason") if isinstance(obj.get("reason"), str) else ""
+    return Parsed(value.replace("\r\n", "\n").strip("\n"), "ok", reason[:MAX_REASON])
 
 
 def _whole_json(text: str, kind: type) -> Any:

@@ -51,7 +51,8 @@ from calibrate.reasons import Reason, known
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
-                    "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction")
+                    "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction",
+                    "instruction_rewrite")
 PAIRWISE_TEMPLATES = ("pairwise.system.j2", "pairwise.user.j2")  # the default of every pairwise task
 MAX_TEMPLATE_CHARS = 100_000
 
@@ -75,12 +76,19 @@ STEP_FIELDS: dict[str, dict[str, Any]] = {
     "context_recall": {"statement": STATEMENT},
     "answer_relevancy": {"n_questions": SCALAR},
 }
+# The instruction_rewrite task's item (calibrate/judges/rewrite.py): the judge's instructions and a batch of the train
+# split's disagreements; its `task` is the task of the judge being rewritten.
+DISAGREEMENT = {name: SCALAR for name in ("sample_id", "question", "text", "gold", "verdict", "rationale", "reason")}
+REWRITE_FIELDS: dict[str, Any] = {"instructions": SCALAR, "disagreements": ("list", DISAGREEMENT)}
+REWRITE_TASK = "instruction_rewrite"
 JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop", "true", "false", "none",
                            "True", "False", "None"})
 
 
 def item_fields(target: str, task: str | None = None) -> dict[str, Any]:
     """Return the fields an item of a task with this target (and name, for metric steps) offers to templates."""
+    if task == REWRITE_TASK:
+        return dict(REWRITE_FIELDS)
     fields: dict[str, Any] = {
         "question": SCALAR, "answer": SCALAR, "ground_truth": SCALAR, "sample_id": SCALAR, "metadata": ANY,
         "contexts": ("list", CONTEXT), "claims": ("list", CLAIM), "responses": ("list", RESPONSE),
@@ -337,6 +345,9 @@ def sample_version_context(target: str) -> dict[str, Any]:
 
 def sample_context(target: str, *, with_version: bool = True, task: str | None = None) -> dict[str, Any]:
     """Return item fields filled with placeholders (for trial renders)."""
+    if task == REWRITE_TASK:
+        item = {"instructions": "…", "disagreements": [{name: "…" for name in DISAGREEMENT}]}
+        return {**item, **sample_version_context(target)} if with_version else item
     contexts = [{"rank": 0, "text": "…", "doc_id": "d"}]
     claims = [{"index": 0, "text": "…"}]
     responses = [{"position": 1, "id": "A", "text": "…", "model": ""}, {"position": 2, "id": "B", "text": "…", "model": ""}]

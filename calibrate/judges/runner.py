@@ -94,7 +94,7 @@ from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resol
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.task_scopes import check_task_on_dataset
-from calibrate.task_values import is_extraction
+from calibrate.task_values import is_extraction, is_rewrite
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 MAX_SAMPLES = 20  # --samples K: at most this many calls per target
@@ -334,6 +334,8 @@ def _setup(session: Session, spec: RunSpec) -> _Setup:
     task = session.get(Task, prompt.task_id)
     check_prompt_on_dataset(session, prompt, dataset.name)  # a prompt (or its task) made for other datasets
     check_task_on_dataset(session, task, dataset)
+    if is_rewrite(task):
+        raise RunSetupError(Reason("rewrite_not_run", prompt=spec.prompt, task=task.name))
     extraction.check_task(task, spec.prompt, extraction=spec.extraction)
     endpoint = endpoint_for(spec, version)
     check_endpoint(task, version, endpoint)

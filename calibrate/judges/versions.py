@@ -48,7 +48,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
-from calibrate.task_values import canonical_claims, is_extraction
+from calibrate.task_values import canonical_claims, is_extraction, is_rewrite
 from calibrate.tasks import METRIC_TASKS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -318,8 +318,12 @@ def check_version(
     limits: Limits = DEFAULT_LIMITS,
     checked: CheckedVersion | None = None,
     datasets: list[str] | tuple[str, ...] | None = None,
+    base: PromptVersion | None = None,
 ) -> CheckedVersion:
     """Resolve and check a version of prompt `name` without writing anything; raise PromptError naming the problem.
+
+    `base`: the version of the prompt the new one derives from (its parent, and where fields left as None come
+    from); default the latest (`calibrate optimise` derives candidates from the best one so far).
 
     `datasets` scopes a new prompt to those datasets (within its task's, when the task is scoped); for an existing
     prompt they must be among its own (a prompt's datasets are set when it is created). A scoped prompt's few-shot
@@ -348,7 +352,7 @@ def check_version(
         task_row = session.get(Task, prompt.task_id)
         if task and task != task_row.name:
             raise PromptError(Reason("prompt_other_task", name=name, task_row=task_row.name, task=task))
-        parent = latest_version(session, prompt)
+        parent = base if base is not None and base.prompt_id == prompt.id else latest_version(session, prompt)
         scope, within = [], prompt_scope(session, prompt)
         outside = next((d for d in datasets or () if within and d not in within), None)
         if outside:
@@ -373,6 +377,8 @@ def check_version(
     check_params(params, task=task_row.name)
     if few_shots and task_row.name in METRIC_TASKS:
         raise PromptError(Reason("fewshot_metric_task", task_row=task_row.name))
+    if few_shots and is_rewrite(task_row):
+        raise PromptError(Reason("fewshot_rewrite_task", task_row=task_row.name))
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset,
                                                                                      within=within)
     digest = content_hash(template=template, system=system, model=model, params=params, examples=examples)
@@ -396,15 +402,18 @@ def save_version(
     limits: Limits = DEFAULT_LIMITS,
     checked: CheckedVersion | None = None,
     datasets: list[str] | tuple[str, ...] | None = None,
+    base: PromptVersion | None = None,
+    optimisation_id: int | None = None,
 ) -> SaveResult:
     """Save a version of prompt `name` (creating the prompt with `task` if new); return it and whether it is new.
 
     Fields left as None are taken from the latest version (for a new prompt: the task's
     built-in template and system text, no model, temperature 0, no few-shots). `checked`:
-    what `check_version` returned for the same arguments before the write transaction.
+    what `check_version` returned for the same arguments before the write transaction. `base`: the version it
+    derives from (default the latest); `optimisation_id`: the optimisation that proposes it (its origin).
     """
     draft = check_version(session, name, task=task, template=template, system=system, model=model, params=params,
-                          few_shots=few_shots, dataset=dataset, limits=limits, checked=checked, datasets=datasets)
+                          few_shots=few_shots, dataset=dataset, limits=limits, checked=checked, datasets=datasets, base=base)
     prompt, parent, examples, digest = draft.prompt, draft.parent, draft.examples, draft.digest
     prompt_created = prompt is None
     if prompt is not None:
@@ -419,7 +428,8 @@ def save_version(
     number = (session.exec(select(func.max(PromptVersion.number)).where(PromptVersion.prompt_id == prompt.id)).one() or 0) + 1
     version = PromptVersion(prompt_id=prompt.id, number=number, template=draft.template, system=draft.system,
                             model=draft.model, params=draft.params, content_hash=digest,
-                            parent_id=parent.id if parent else None, note=note.strip(), author_id=author.id if author else None)
+                            parent_id=parent.id if parent else None, note=note.strip(), author_id=author.id if author else None,
+                            optimisation_id=optimisation_id)
     session.add(version)
     session.flush()
     for order, row in enumerate(examples):

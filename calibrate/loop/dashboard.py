@@ -71,6 +71,7 @@ from calibrate.loop.testsplit import (
     opening_split,
     test_looks,
     unsplit_labelled,
+    version_looks,
 )
 from calibrate.models import (
     Assignment,
@@ -173,6 +174,7 @@ class Dashboard(Says):
     golden: dict | None = None  # the golden version the decisions were made on ({name, version, hash, …}), if any
     golden_sets: list[str] = field(default_factory=list)  # the dataset's golden sets (the filter offers them)
     message_reason: dict | None = None  # the message's reason (Reason.to_dict()): the page words it in the reader's language
+    split_looks: int = 0  # versions ever scored on the split shown (testsplit.version_looks: what optimise adjusts for)
     unsplit_labelled: int = 0  # labelled samples (of the task) without a split, when the dataset has splits
     notice: str = ""  # shown above the rows when some labelled samples have no split (English; notice_reason words it)
     notice_reason: dict | None = None
@@ -245,6 +247,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     looks = test_looks(session, dataset, task_row)
     board = _board(session, dataset, task_row, base, split, group_by, epsilon)
     board.test_looks = sum(count for count, _ in looks.values())
+    board.split_looks = version_looks(session, dataset, task_row, split) if split and split != TEST_SPLIT else 0
     gold_tasks = [task_row]
     if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
         gold_tasks.append(lookup.task(session, DERIVED_GOLD[task_row.name]))

@@ -141,11 +141,11 @@ def disagreements(session: Session, dataset_name: str, judge_name: str, *, task:
         keep = {ext for ext, m in rows if isinstance(m, dict) and str(m.get(key.strip())) == value.strip()}
         items = [d for d in items if d.sample in keep]
     out.items = items
-    _fill_texts(session, items)
+    fill_texts(session, items)
     return out
 
 
-def _fill_texts(session: Session, items: list[Disagreement]) -> None:
+def fill_texts(session: Session, items: list[Disagreement]) -> None:
     """Give each listed disagreement its target's text: the claim, the context or the answer (pairwise: none)."""
     ids: dict[str, list[int]] = {}
     for d in items:

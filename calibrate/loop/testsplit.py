@@ -172,6 +172,15 @@ def test_look_preview(session: Session, dataset_name: str, judge_name: str, *, t
 test_look_preview.__test__ = False  # not a pytest test
 
 
+def version_looks(session: Session, dataset: Dataset, task: Task, split: str) -> int:
+    """Return how many versions (judges) were ever scored on `split` for `task`: those with a verdict of the task on a
+    sample of the split. The dashboard scores every judge with verdicts, so each of them has been looked at there;
+    nothing deletes verdicts, so the count never goes down. `calibrate optimise` adjusts its lower bounds for it."""
+    query = (select(func.count(func.distinct(Verdict.judge_id))).join(Sample, Sample.id == Verdict.sample_id)
+             .where(Sample.dataset_id == dataset.id, Sample.split == split, Verdict.task_id == task.id))
+    return int(session.exec(query).one())
+
+
 def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:
     """Return judge id → (times its test score was computed, the latest TestEvaluation)."""
 

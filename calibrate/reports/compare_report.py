@@ -32,13 +32,6 @@ def _p(value: float | None) -> str:
     return summary.p_value(value) or "—"
 
 
-def _md(text: Any) -> str:
-    out = str(text)
-    for ch in "\\`*_[]<>|":
-        out = out.replace(ch, "\\" + ch)
-    return out.replace("\n", " ")
-
-
 def headline(section: dict) -> str:
     """Return one sentence saying whether B beat A on a task, with the evidence."""
     diff = section["difference"]
@@ -97,14 +90,14 @@ def render_compare_json(result: dict) -> str:
 
 def render_compare_markdown(result: dict) -> str:
     _ = i18n.gettext
-    scope = " (" + _("split %(split)s", split=_md(result["split"])) + ")" if result.get("split") else ""
-    scope += " · " + _md(summary.golden_citation(result)) if result.get("golden") else ""
-    lines = [_("## Judge comparison on %(dataset)s%(scope)s: A = `%(a)s`, B = `%(b)s`", dataset=_md(result["dataset"]), scope=scope,
-               a=_md(result["judge_a"]), b=_md(result["judge_b"])), ""]
+    scope = " (" + _("split %(split)s", split=summary.md_text(result["split"])) + ")" if result.get("split") else ""
+    scope += " · " + summary.md_text(summary.golden_citation(result)) if result.get("golden") else ""
+    lines = [_("## Judge comparison on %(dataset)s%(scope)s: A = `%(a)s`, B = `%(b)s`", dataset=summary.md_text(result["dataset"]), scope=scope,
+               a=summary.md_text(result["judge_a"]), b=summary.md_text(result["judge_b"])), ""]
     for name, section in result["tasks"].items():
-        lines += ["### " + _md(name) + " (" + _("%(n)s common targets in %(samples)s samples", n=section["common_n"],
+        lines += ["### " + summary.md_text(name) + " (" + _("%(n)s common targets in %(samples)s samples", n=section["common_n"],
                                                  samples=section["n_samples"]) + ")", "",
-                  f"**{_md(headline(section))}**", "",
+                  f"**{summary.md_text(headline(section))}**", "",
                   "| | A | B |", "|---|---|---|",
                   f"| {section['metric']} | {_num(section['a']['value'])} | {_num(section['b']['value'])} |"]
         if section["metric"] == "cohen_kappa":
@@ -117,23 +110,23 @@ def render_compare_markdown(result: dict) -> str:
             tests = _("paired t-test on per-sample absolute error: t = %(t)s, p = %(p)s; Wilcoxon: p = %(w)s", t=_num(section["ttest"]["t"]),
                       p=_p(section["ttest"]["p_value"]), w=_p(section["wilcoxon"]["p_value"]))
         lines.append(f"| {summary.confidence_text(result)} | {_ci(section['a'].get('ci'))} | {_ci(section['b'].get('ci'))} |")
-        decided = [_md(_(section[side]["decision"]) if section[side].get("decision") else _("no decision")) for side in ("a", "b")]
+        decided = [summary.md_text(_(section[side]["decision"]) if section[side].get("decision") else _("no decision")) for side in ("a", "b")]
         lines.append(f"| {_('decision')} | {decided[0]} | {decided[1]} |")
         if "n_unparsed_a" in section:  # misses on the common targets (an unusable verdict, an abstention): scored as wrong
             lines.append(f"| {_('misses: unusable verdicts / abstentions')} | {misses(section, 'a')} | {misses(section, 'b')} |")
         flips = section["flips"]
-        lines += ["", f"A: {_md(judge_decision(section, 'a', result.get('threshold')))}.",
-                  f"B: {_md(judge_decision(section, 'b', result.get('threshold')))}."]
+        lines += ["", f"A: {summary.md_text(judge_decision(section, 'a', result.get('threshold')))}.",
+                  f"B: {summary.md_text(judge_decision(section, 'b', result.get('threshold')))}."]
         if section.get("reconciliation"):
-            lines += ["", f"**{_md(section['reconciliation'])}**"]
+            lines += ["", f"**{summary.md_text(section['reconciliation'])}**"]
         lines += ["", tests, "", _("Flipped: %(fixed)s fixed by B, %(broken)s broken by B.", fixed=flips["n_fixed"], broken=flips["n_broken"])]
         if flips["broken"]:
-            lines.append(_("Broken:") + " " + ", ".join(f"`{_md(person_target(t))}`" for t in flips["broken"][:30])
+            lines.append(_("Broken:") + " " + ", ".join(f"`{summary.md_text(person_target(t))}`" for t in flips["broken"][:30])
                          + (" …" if flips["n_broken"] > 30 else ""))
         lines.append("")
-    lines += ["### " + _("What changed between the prompt versions"), ""] + [f"- {_md(line)}" for line in changed_lines(result)] + [""]
+    lines += ["### " + _("What changed between the prompt versions"), ""] + [f"- {summary.md_text(line)}" for line in changed_lines(result)] + [""]
     if result.get("skipped"):
-        lines += [_("Not compared:") + " " + "; ".join(_md(s) for s in result["skipped"]), ""]
+        lines += [_("Not compared:") + " " + "; ".join(summary.md_text(s) for s in result["skipped"]), ""]
     boot = result["method"]["bootstrap"]
     lines.append(_("Paired cluster bootstrap over samples (%(n)s resamples, %(level)s, seed %(seed)s); few-shot targets of either version "
                    "excluded. calibrate %(version)s.", n=boot["n_resamples"], level=i18n.current().percent(boot["confidence"], 0),

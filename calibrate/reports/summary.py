@@ -560,3 +560,12 @@ def golden_citation(result: dict) -> str:
     if not golden:
         return ""
     return f"{i18n.gettext('Golden set')} {golden['name']}@{golden['version']} (sha256 {golden['hash']})"
+
+
+def md_text(text: Any) -> str:
+    """Return text safe in a Markdown table cell or line: Markdown's special characters escaped, on one line."""
+    out = str(text)
+    for ch in "\\`*_[]<>|":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ")
+

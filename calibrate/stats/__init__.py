@@ -40,6 +40,9 @@ estimation
     The system's mean from many verdicts and few labels: classical, naive judge, PPI, PPI++
     (tuned lambda), Rogan-Gladen with Lee et al.'s interval, labels needed for a width;
     undefined results carry a ``Reason`` whose code ``ESTIMATE_REASONS`` lists.
+selection
+    Lower bounds adjusted for the number of versions looked at on a split: Bonferroni and the
+    max-statistic (min-p) bootstrap over candidates resampled together.
 consistency
     Self-consistency of K verdicts per target: flip rate, Fleiss' kappa among runs, majority.
 paired
@@ -127,6 +130,7 @@ from calibrate.stats.retrieval import (
     relevance_matrix,
     retrieval_metrics,
 )
+from calibrate.stats.selection import ADJUSTMENTS, SelectionBounds, resamples_needed, selection_lower_bounds
 
 __all__ = [
     "ESTIMATE_REASONS",
@@ -165,6 +169,10 @@ __all__ = [
     "position_bias",
     "Estimate",
     "Result",
+    "ADJUSTMENTS",
+    "SelectionBounds",
+    "resamples_needed",
+    "selection_lower_bounds",
     "RetrievalMetrics",
     "bootstrap_index_matrix",
     "cluster_bootstrap",

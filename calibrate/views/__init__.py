@@ -22,6 +22,7 @@ from calibrate.views import (
     fields,
     guidelines,
     i18n,
+    optimise,
     otlp,
     production,
     prompts,
@@ -61,6 +62,7 @@ def init_app(app: Flask, role: str = "all") -> None:
     app.register_blueprint(prompts.bp)
     app.register_blueprint(runs.bp)
     app.register_blueprint(calibration_loop.bp)
+    app.register_blueprint(optimise.bp)
     app.register_blueprint(tasks.bp)
     app.register_blueprint(production.bp)
     if role != "web":

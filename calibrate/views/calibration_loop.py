@@ -51,7 +51,7 @@ from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_lab
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import task_on_dataset
-from calibrate.views.prompts import ENGINEERS
+from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session, writing
 
 bp = Blueprint("loop", __name__)
@@ -130,7 +130,7 @@ def show(name: str):
         chart = Markup(charts.versions_chart(points, threshold=board.threshold, ceiling=board.ceiling,
                                              metric=board.scored[0].metric or "alignment", ci_label=ci_label(confidence)))
     page = render_template("calibration/dashboard.html", board=board, chart=chart, alt_verdict=alt_test_verdict, look_text=look_text,
-                           next_step=next_step(board))
+                           next_step=next_step(board), optimise_backends=run_choices()[1:])
     return page, 400 if board.input_errors else 200
 
 

@@ -44,6 +44,9 @@ otherwise, echoing the key sent — the client must redact it), `models` (404 fo
 message repeats the credentials header the client sent ("authorization: Bearer KEY" or
 "x-api-key: KEY"), in the body and in an `x-echo` response header.
 
+`responder` (None by default): a function of a chat request's body returning the answer text, or None to answer as
+usual; a test or benchmark makes the judge depend on its prompt with it (tests/judges/prompt_world.py).
+
 `gate` (a threading.Event, None by default): while it is unset, every chat and embeddings request
 waits after being counted, so a test can hold calls in flight and release them.
 
@@ -101,6 +104,7 @@ class FakeLLM:
         self.claims = claims
         self.claims_replies = dict(claims_replies or {})
         self.echo_key = echo_key
+        self.responder: Any = None
         self.huge_bytes = 3 * 1024 * 1024  # the size of the "huge" fault's answer text
         # Closed (an unset Event): every chat or embeddings request waits for it after being counted,
         # so a test can hold calls in flight (at most `gate_timeout` seconds, a hang guard).
@@ -191,7 +195,12 @@ class FakeLLM:
         return int(hashlib.sha256(item_text.encode("utf-8")).hexdigest(), 16) // 7 % 2 == 1
 
     def answer_text(self, body: dict, user: Any) -> str | None:
-        """Return the question-generation (or claim-extraction) answer when on and asked for, else None."""
+        """Return the responder's answer, or the question-generation (or claim-extraction) answer when on and asked
+        for, else None."""
+        if self.responder is not None:
+            text = self.responder(body)
+            if text is not None:
+                return text
         if not (self.questions or self.claims) or not isinstance(user, str):
             return None
         parts = [body.get("system")] + [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]

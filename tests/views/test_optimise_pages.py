@@ -1,0 +1,113 @@
+"""The dashboard's Optimise form, the optimisation's page (htmx polls its status while it runs), Cancel, in English and
+Spanish; annotators get 403."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
+
+from fakellm import FakeLLM
+from optimise_helpers import DATASET, load_world
+from prompt_world import PromptWorld
+
+
+@pytest.fixture
+def server():
+    world = PromptWorld.make(n_train=16, n_dev=16, n_test=16, hard={"dosage"})
+    fake = FakeLLM().start()
+    fake.responder = world
+    fake.world = world
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def page_app(app, engine, tmp_path, server):
+    app.config["JUDGE_BACKENDS"] = {"fake": {"backend": "openai", "model": "fake-model", "base_url": server.openai_base,
+                                             "api_key_env": "", "concurrency": 2}}
+    load_world(engine, tmp_path, server.world)
+    return app
+
+
+def wait_until(client, url: str, states: tuple[str, ...], timeout: float = 120) -> BeautifulSoup:
+    deadline = time.monotonic() + timeout
+    while True:
+        page = BeautifulSoup(client.get(url).data, "html.parser")
+        state = page.select_one("#optimise-status")["data-status"]
+        if state in states or time.monotonic() > deadline:
+            return page
+        time.sleep(0.2)
+
+
+def start(client, token, **fields):
+    form = {"csrf_token": token, "task": "claim_support", "start": "claims@1", "backend": "fake", "target": "0.75",
+            "max_candidates": "6", "strategy_fewshot": "1", "strategy_rewrite": "1", **fields}
+    return client.post(f"/datasets/{DATASET}/calibration/optimise", data=form)
+
+
+def test_the_form_starts_an_optimisation_whose_page_shows_the_candidates_and_the_result(page_app, client, login, server):
+    token = login("eng", "engineer")
+    board = BeautifulSoup(client.get(f"/datasets/{DATASET}/calibration?split=dev").data, "html.parser")
+    form = board.select_one("#optimise-form")
+    assert form is not None and [o["value"] for o in form.select("select[name=backend] option")] == ["fake"]
+    response = start(client, token)
+    assert response.status_code == 303 and "/optimisations/" in response.headers["Location"]
+    url = response.headers["Location"]
+    first = BeautifulSoup(client.get(url).data, "html.parser")
+    status = first.select_one("#optimise-status")
+    if status["data-status"] == "running":  # htmx polls the fragment while it runs
+        assert status["hx-get"].endswith("/status") and status["hx-trigger"] == "every 1s"
+    page = wait_until(client, url + "/status", ("done", "failed", "cancelled"))
+    assert page.select_one("#optimise-status")["data-status"] == "done"
+    assert not page.select_one("#optimise-status").has_attr("hx-get")
+    assert page.select_one("#optimise-stop")["data-stop"] == "target_reached"
+    assert page.select_one("#optimise-outcome")["data-decision"] == "pass"
+    rows = page.select("#optimise-candidates tbody tr")
+    assert rows[0]["data-version"] == "claims@1" and any("chosen" in (r.get("class") or []) for r in rows)
+    # The dashboard lists the candidates like any version, and counts the versions scored on dev.
+    board = BeautifulSoup(client.get(f"/datasets/{DATASET}/calibration?split=dev").data, "html.parser")
+    assert int(board.select_one("#split-looks").text) == len(rows)
+    assert {r["data-judge"] for r in board.select("#judges tbody tr[data-judge]")} >= {r["data-version"] for r in rows}
+    # In Spanish.
+    client.post("/account", data={"csrf_token": token, "locale": "es"})
+    spanish = BeautifulSoup(client.get(url).data, "html.parser")
+    assert spanish.select_one("html")["lang"] == "es"
+    assert "Optimización" in spanish.select_one("h1").text
+
+
+def test_cancel_stops_a_running_optimisation(page_app, client, login, server):
+    token = login("eng", "engineer")
+    gate = threading.Event()
+    server.gate = gate  # every call waits: the optimisation is held in its first run
+    try:
+        url = start(client, token).headers["Location"]
+        deadline = time.monotonic() + 30
+        while server.stats()["requests"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        response = client.post(url + "/cancel", data={"csrf_token": token})
+        assert response.status_code == 303
+    finally:
+        gate.set()
+        server.gate = None
+    page = wait_until(client, url + "/status", ("done", "failed", "cancelled"))
+    assert page.select_one("#optimise-status")["data-status"] == "cancelled"
+    assert page.select_one("#optimise-stop")["data-stop"] == "cancelled"
+
+
+def test_refusals_are_said_on_the_dashboard_and_annotators_get_403(page_app, client, login, make_user):
+    token = login("eng", "engineer")
+    response = start(client, token, target="2")
+    assert response.status_code == 303
+    board = client.get(response.headers["Location"], follow_redirects=True)
+    assert "--target must lie in (0, 1], not 2.0" in board.get_data(as_text=True)
+    client.post("/logout", data={"csrf_token": token})
+    other = login("ann", "annotator")
+    assert start(client, other).status_code == 403
