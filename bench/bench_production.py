@@ -9,8 +9,9 @@ takes ``--triage`` samples thumbs-down first. The truth is the share of good ans
 traces.
 
 Per audit size it reports the share of runs whose 95 % interval covers the truth for:
-- the monitor's estimate (calibrate.calibration.production_estimate: PPI++ with Hájek weights,
-  stats/survey.py, λ the regression coefficient of the gold on the verdict);
+- the monitor's estimate (calibrate.stats.design.design_estimate since issue 35: PPI++ with Hájek weights, λ the
+  regression coefficient of the gold on the verdict, Agresti–Min pseudo-counts; before it, stats/survey.py's
+  normal interval, which bench/bench_live_number.py compares in the cells where production lives);
 - the same estimator with PPI++'s λ for an independent unlabelled sample, cov/((1 + n/N)·var) (what
   the monitor used before issue 25's fix; the audit is drawn from the judged targets, so that λ makes
   the variance formula too small);
@@ -42,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import scipy.stats as sps
 
-from calibrate.calibration import production_estimate
 from calibrate.stats import ppi_mean
+from calibrate.stats.design import design_estimate
 from calibrate.stats.survey import hajek_ppi_mean
 
 RESULTS = Path(__file__).resolve().parent / "results" / "production.md"
@@ -72,7 +73,9 @@ def window(rng: np.random.Generator, traces: int, audit: int, triage: int) -> di
     drawn = rng.choice(y_s.size, size=min(audit, y_s.size), replace=False)
     pi_a = drawn.size / y_s.size
     w_lab, w_all = 1.0 / (pi_s[drawn] * pi_a), 1.0 / pi_s
-    ours = production_estimate(y_s[drawn], yhat[drawn], yhat, w_lab, w_all)
+    ids = np.arange(y_s.size)
+    found = design_estimate(y_s[drawn], yhat[drawn], w_lab, pi_s[drawn], drawn, yhat, w_all, pi_s, ids, binary=True)
+    ours = {"estimate": found.value, "ci": list(found.ci) if found.ci else None, "judge_only_ci": found.extra["judge_only_ci"]}
     p, q = w_lab / w_lab.sum(), w_all / w_all.sum()
     y_l, yh_l = y_s[drawn], yhat[drawn]
     cov = float((p * (y_l - (p * y_l).sum()) * (yh_l - (p * yh_l).sum())).sum())

@@ -30,8 +30,19 @@ the server answers.
 
     .venv/bin/python bench/bench_receiver.py [--spans 25600] [--senders 2] [--stream 1000000]
         [--split] [--traces-nice 10] [--phoenix /work/phoenix-venv/bin/python] [--record]
+6. `--big-request N` (alone, default 250,000 spans): one `POST /v1/traces` of N rootless spans
+   (the red team's shape: a root never comes) to `calibrate serve` on bench_annotate's database,
+   TRACES_MAX_SPANS raised to take it, while `--annotators` experts save labels through the
+   server and a `calibrate import labels` of 20 labels runs again and again in another process
+   (the CLI's own code path, timed from inside it: `ready_engine`, then `import_in_chunks`).
+   Then the drop of those rootless traces a day later (`drop_rootless`, in this process, as the
+   server's settler runs it: a background writer). Reported per phase (alone first, then the
+   request, then the drop): the saves' and imports' p50, p95 and max, the request's time and size,
+   and the server's RSS. Goal (issue 30): every label save and CLI label import under 1 s.
+
     .venv/bin/python bench/bench_receiver.py --settle-timing [--record]
     .venv/bin/python bench/bench_receiver.py --settle-dataset [--record]
+    .venv/bin/python bench/bench_receiver.py --big-request 250000 [--annotators 2] [--record]
 """
 
 from __future__ import annotations
@@ -166,6 +177,36 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def label_savers(port: int, annotators: int, stop: threading.Event) -> tuple[list[Saver], list[threading.Thread]]:
+    """Log bench_annotate's experts b01… in and return their label savers with a thread each (not started) until `stop`."""
+    clients = [Client(port, f"b{i + 1:02d}") for i in range(annotators)]
+    for client in clients:
+        client.login()
+    savers = [Saver(client, seed) for seed, client in enumerate(clients)]
+    return savers, [threading.Thread(target=saver.run, args=(stop,)) for saver in savers]
+
+
+class RssSampler(threading.Thread):
+    """Sample a process's RSS (MB) every `every` seconds, with the seconds since the start, until `stop()`."""
+
+    def __init__(self, pid: int, every: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, float]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        while not self.done.is_set():
+            self.samples.append((time.monotonic() - t0, rss_mb(self.pid)))
+            self.done.wait(self.every)
+
+    def stop(self) -> list[tuple[float, float]]:
+        self.done.set()
+        self.join()
+        return self.samples
+
+
 def wait_http(port: int, path: str, process: subprocess.Popen, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -286,23 +327,10 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
     web, web_port = server, port
     if split:
         web, web_port, _ = calibrate_server(folder, db, None, rate=0.05, settle_env=settle_env, role="web")
-    rss: list[tuple[float, float]] = []
-    done = threading.Event()
-
-    def sample_rss() -> None:
-        t0 = time.monotonic()
-        while not done.is_set():
-            rss.append((time.monotonic() - t0, rss_mb(server.pid)))
-            done.wait(1)
-
+    sampler = RssSampler(server.pid, 1)
     try:
-        clients = [Client(web_port, f"b{i + 1:02d}") for i in range(annotators)]
-        for client in clients:
-            client.login()
-        savers = [Saver(client, seed) for seed, client in enumerate(clients)]
         stop_saving = threading.Event()
-        saver_threads = [threading.Thread(target=s.run, args=(stop_saving,)) for s in savers]
-        sampler = threading.Thread(target=sample_rss)
+        savers, saver_threads = label_savers(web_port, annotators, stop_saving)
         sampler.start()
         for thread in saver_threads:
             thread.start()
@@ -324,8 +352,7 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
         while time.monotonic() < deadline and (count(db, "SELECT count(*) FROM stagedspan") or 0) > 0:
             time.sleep(0.5)
         drain_s = time.monotonic() - drain_from
-        done.set()
-        sampler.join()
+        rss = sampler.stop()
         settled = count(db, "SELECT coalesce(sum(traces_settled), 0) FROM ingesttoken") or 0
         samples = count(db, "SELECT count(*) FROM sample s JOIN dataset d ON d.id = s.dataset_id WHERE d.name = 'stream'") or 0
         staged_left = count(db, "SELECT count(*) FROM stagedspan") or 0
@@ -343,6 +370,163 @@ def run_stream(folder: Path, base: bytes, n_requests: int, senders: int, annotat
             "save_p50": percentile(saves, 50), "save_p95": percentile(saves, 95), "save_max": max(saves) if saves else float("nan"),
             "save_errors": errors, "failures": [s.failure for s in savers if s.failure], "alone": len(alone),
             "alone_p50": percentile(alone, 50), "alone_p95": percentile(alone, 95)}
+
+
+# `calibrate import labels FILE` as the command line runs it (its settings, `ready_engine`: the writer lock as a foreground
+# writer), timed from inside the process: the milliseconds of the import itself, without the interpreter's start.
+LABEL_IMPORT = r"""
+import sys, time
+from calibrate.cli.common import ready_engine
+from calibrate.ingest import import_in_chunks
+from calibrate.settings import load_settings
+settings = load_settings({"DATABASE_URL": sys.argv[1]})
+engine = ready_engine(settings)
+for line in sys.stdin:
+    t0 = time.perf_counter()
+    import_in_chunks(engine, "labels", line.strip(), dataset="bench", chunk_size=settings["IMPORT_CHUNK_SIZE"])
+    print(f"{(time.perf_counter() - t0) * 1000:.1f}", flush=True)
+"""
+
+
+class LabelImports:
+    """A process that imports a 20-label file again and again (values alternating, so each import writes), timing each."""
+
+    def __init__(self, folder: Path, db: Path) -> None:
+        con = sqlite3.connect(db)
+        claims = con.execute("SELECT s.external_id, c.\"index\" FROM claim c JOIN sample s ON s.id = c.sample_id "
+                             "WHERE c.\"index\" = 0 ORDER BY s.id LIMIT 20").fetchall()
+        con.close()
+        self.files = []
+        for value in ("supported", "unsupported"):
+            path = folder / f"labels-{value}.jsonl"
+            path.write_text("".join(json.dumps({"sample_id": sid, "annotator": "cli", "task": "claim_support",
+                                                "claim": index, "value": value}) + "\n" for sid, index in claims))
+            self.files.append(path)
+        self.process = subprocess.Popen([sys.executable, "-c", LABEL_IMPORT, f"sqlite:///{db}"], cwd=ROOT, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env={**os.environ, "CALIBRATE_INSTANCE": str(folder)})
+        self.imports: list[tuple[float, float]] = []  # (monotonic start, ms)
+
+    def run(self, stop: threading.Event) -> None:
+        n = 0
+        while not stop.is_set():
+            t0 = time.monotonic()
+            self.process.stdin.write(f"{self.files[n % 2]}\n")
+            self.process.stdin.flush()
+            self.imports.append((t0, float(self.process.stdout.readline())))
+            n += 1
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def rootless_request(base: bytes, n_spans: int) -> tuple[bytes, int]:
+    """Return one ExportTraceServiceRequest of at least `n_spans` spans without their roots (the requests joined), and its count."""
+    parts, spans = [], 0
+    number = 0
+    while spans < n_spans:
+        request = ExportTraceServiceRequest.FromString(payload(base, 20_000 + number))
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                kept = [span for span in scope_spans.spans if span.parent_span_id]
+                del scope_spans.spans[:]
+                scope_spans.spans.extend(kept)
+                spans += len(kept)
+        parts.append(request.SerializeToString())  # protobuf: messages one after the other are one message
+        number += 1
+    return b"".join(parts), spans
+
+
+def run_big_request(folder: Path, n_spans: int, annotators: int, baseline_s: float) -> dict:
+    """One request of `n_spans` rootless spans, then their drop, with label saves and CLI label imports meanwhile."""
+    from calibrate.db import get_engine, writer_lock
+    from calibrate.ingest.traces import staging
+
+    db = folder / "big.sqlite"
+    build_db(db, 2000, annotators, 200)
+    body, spans = rootless_request(template(), n_spans)
+    env = {"CALIBRATE_TRACES_SETTLE_S": "3600", "CALIBRATE_TRACES_MAX_SPANS": str(spans),
+           "CALIBRATE_TRACES_MAX_BODY": str(len(body) + 1)}
+    server, port, token = calibrate_server(folder, db, "big", rate=0.05, settle_env=env)
+    phases: list[tuple[str, float, float]] = []
+    sampler = RssSampler(server.pid, 0.5)
+    importer = LabelImports(folder, db)
+    try:
+        stop_all = threading.Event()
+        savers, workers = label_savers(port, annotators, stop_all)
+        workers.append(threading.Thread(target=importer.run, args=(stop_all,)))
+        sampler.start()
+        for thread in workers:
+            thread.start()
+        start = time.monotonic()
+        time.sleep(baseline_s)
+        rss_before = sampler.samples[-1][1]
+        phases.append(("alone", start, time.monotonic()))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        t0 = time.monotonic()
+        conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf",
+                                                              "Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        answer = response.read()
+        request_s = time.monotonic() - t0
+        phases.append(("request", t0, time.monotonic()))
+        staged = count(db, "SELECT count(*) FROM stagedspan") or 0
+        # The drop a day later, as the server's settler runs it (a background writer on the same file).
+        engine = get_engine(f"sqlite:///{db}")
+        t0 = time.monotonic()
+        dropped = staging.drop_rootless(engine, now=time.time() + staging.ROOTLESS_MAX_AGE + 1,
+                                        lock=writer_lock(f"sqlite:///{db}").background)
+        drop_s = time.monotonic() - t0
+        phases.append(("drop", t0, time.monotonic()))
+        time.sleep(1)
+        stop_all.set()
+        for thread in workers:
+            thread.join()
+        rss = [mb for _, mb in sampler.stop()]
+    finally:
+        importer.close()
+        stop(server)
+    out = {"spans": spans, "bytes": len(body), "status": response.status, "answer": answer[:200], "request_s": request_s,
+           "staged": staged, "dropped": dropped.dropped_traces, "dropped_spans": dropped.dropped_spans, "drop_s": drop_s,
+           "rss_before": rss_before, "rss_max": max(rss), "errors": sum(not ok for s in savers for *_, ok in s.saves),
+           "failures": [s.failure for s in savers if s.failure], "phases": {}}
+    for name, begin, end in phases:
+        saves = [ms for s in savers for t, ms, _ in s.saves if begin <= t < end]
+        imports = [ms for t, ms in importer.imports if begin <= t < end]
+        out["phases"][name] = {"saves": len(saves), "save_p50": percentile(saves, 50), "save_p95": percentile(saves, 95),
+                               "save_max": max(saves, default=float("nan")), "imports": len(imports),
+                               "import_p50": percentile(imports, 50), "import_p95": percentile(imports, 95),
+                               "import_max": max(imports, default=float("nan"))}
+    return out
+
+
+def big_request_lines(n_spans: int, annotators: int, baseline_s: float, folder: Path) -> list[str]:
+    from calibrate.ingest.traces.staging import DROP_CHUNK, STAGE_CHUNK
+
+    big = run_big_request(folder, n_spans, annotators, baseline_s)
+    print("big request:", {k: v for k, v in big.items() if k != "answer"}, file=sys.stderr, flush=True)
+    lines = [f"One `POST /v1/traces` of **{big['spans']:,} rootless spans** ({big['bytes'] / 1e6:.1f} MB of protobuf, "
+             f"TRACES_MAX_SPANS raised to take it) to one `calibrate serve` (waitress, 4 threads) on bench_annotate's "
+             f"database, staged in transactions of {STAGE_CHUNK:,} spans (STAGE_CHUNK); then the drop of its "
+             f"{big['dropped']:,} traces a day later in transactions of {DROP_CHUNK:,} traces (DROP_CHUNK), as the settler "
+             f"runs it. Meanwhile {annotators} experts save labels through the server and a `calibrate import labels` "
+             "of 20 labels runs again and again in another process (timed from inside it, the import call alone):", "",
+             f"- the request: answered {big['status']} in **{big['request_s']:.1f} s**, {big['staged']:,} spans staged; "
+             f"the drop: {big['dropped']:,} traces ({big['dropped_spans']:,} spans) in {big['drop_s']:.1f} s",
+             f"- server RSS: {big['rss_before']:.0f} MB before the request, max {big['rss_max']:.0f} MB",
+             f"- label-save errors: {big['errors']}" + (f", client failures {big['failures']}" if big["failures"] else ""),
+             "", "| phase | label saves | save p50 ms | save p95 ms | save max ms | CLI label imports | import p50 ms | "
+                 "import p95 ms | import max ms |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, label in (("alone", f"alone ({baseline_s:g} s, the same run's baseline)"),
+                        ("request", f"during the {big['spans']:,}-span request"), ("drop", "during the drop")):
+        p = big["phases"][name]
+        lines.append(f"| {label} | {p['saves']:,} | {p['save_p50']:.0f} | **{p['save_p95']:.0f}** | **{p['save_max']:.0f}** | "
+                     f"{p['imports']:,} | {p['import_p50']:.0f} | **{p['import_p95']:.0f}** | **{p['import_max']:.0f}** |")
+    worst = max(max(p["save_max"], p["import_max"]) for name, p in big["phases"].items() if name != "alone")
+    lines += ["", f"- the slowest label save or CLI label import during the request and the drop: **{worst:.0f} ms** "
+                  f"(goal < 1,000 ms)"]
+    return lines
 
 
 # The receiver's settling before `stagedtrace` (its ready query grouped every staged span): the --settle-timing baseline.
@@ -376,10 +560,9 @@ def settle_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400), repeat
         while staged_requests * BATCH < size:
             spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
                      for span in spans_of_protobuf(payload(base, staged_requests))]
-            encoded = staging.encode_spans(spans)
+            encoded = staging.encode_spans(spans, [])
             with write_session(engine) as session:
-                staging.stage_spans(session, token, spans, encoded=encoded,
-                                    now=now - 60 if staged_requests * BATCH < sizes[0] else now)
+                staging.stage_spans(session, token, encoded, now=now - 60 if staged_requests * BATCH < sizes[0] else now)
             staged_requests += 1
         timings = {}
         for name, module in (("before", before), ("after", staging)):
@@ -466,7 +649,7 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
         spans = [dataclasses.replace(span, trace_id=hashlib.sha256(span.trace_id.encode()).hexdigest()[:32])
                  for span in spans_of_protobuf(payload(base, number))]
         with write_session(engine) as session:
-            staging.stage_spans(session, token, spans, encoded=staging.encode_spans(spans), now=now - 60)
+            staging.stage_spans(session, token, staging.encode_spans(spans, []), now=now - 60)
     filled = 0
     rows = []
     after_import = staging.import_decoded
@@ -522,6 +705,20 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
     return lines
 
 
+def one_run_section(title: str, options: str, body: list[str], uptime: str, *, record: bool) -> None:
+    """Print one run's section (its title, the machine and its load before and after, the command, the figures) and,
+    with --record, add it to RESULTS."""
+    lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
+             f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
+             f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
+             f"- command: `python bench/bench_receiver.py {options}`", "", *body, "",
+             f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
+    text = "\n".join(lines)
+    print(text)
+    if record:
+        record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50 * BATCH, help="spans for the side-by-side run (a multiple of 512)")
@@ -540,23 +737,24 @@ def main() -> None:
     parser.add_argument("--settle-dataset", action="store_true",
                         help="only time one settling transaction into a dataset of 1k and 100k samples, before and after "
                              "sample.content_sha256 and import_samples(ids=)")
+    parser.add_argument("--big-request", type=int, default=0, metavar="N",
+                        help="only: one request of N rootless spans, then their drop, with label saves and CLI label imports")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if args.big_request:
+        with tempfile.TemporaryDirectory() as tmp:
+            body = big_request_lines(args.big_request, args.annotators, args.baseline_seconds, Path(tmp))
+        one_run_section(f"label saves and CLI label imports during a {args.big_request:,}-span request",
+                        f"--big-request {args.big_request} --annotators {args.annotators} "
+                        f"--baseline-seconds {args.baseline_seconds:g}", body, uptime, record=args.record)
+        return
     if args.settle_timing or args.settle_dataset:
         flag, title = (("--settle-dataset", "settling cost against samples in the dataset") if args.settle_dataset
                        else ("--settle-timing", "settling cost against spans staged"))
         with tempfile.TemporaryDirectory() as tmp:
             body = settle_dataset_timing(Path(tmp)) if args.settle_dataset else settle_timing(Path(tmp))
-        lines = [f"## {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {title}", "",
-                 f"- machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}, "
-                 f"SQLite {sqlite3.sqlite_version}; `uptime` before: `{uptime}`",
-                 f"- command: `python bench/bench_receiver.py {flag}`", "", *body, "",
-                 f"- `uptime` after: `{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}`", ""]
-        text = "\n".join(lines)
-        print(text)
-        if args.record:
-            record_section(RESULTS, "OTLP/HTTP receiver benchmark", text)
+        one_run_section(title, flag, body, uptime, record=args.record)
         return
     base = template()
     n_requests = max(1, args.spans // BATCH)

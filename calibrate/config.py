@@ -66,6 +66,11 @@ PROMPT_RENDER_MAX_CHARS = 200_000
 # template that crashes or exhausts its worker costs one item, never the server or the run.
 # Lists, tuples and dicts a template builds may nest at most PROMPT_RENDER_MAX_DEPTH levels.
 PROMPT_RENDER_WORKERS = 2
+# The trial render of a prompt version saved in the browser: at most PROMPT_TRIALS_PER_USER of one user's and
+# PROMPT_TRIALS_TOTAL of everyone's at once per server process (429, resp. 503, with Retry-After past them), and
+# never one waiting for a busy render worker (503): a request thread never waits on renders. See docs/security.md.
+PROMPT_TRIALS_PER_USER = 1
+PROMPT_TRIALS_TOTAL = 2
 PROMPT_RENDER_MEMORY_MB = 512
 PROMPT_RENDER_MAX_DEPTH = 100
 # Judge answers: the largest answer body read, in bytes after decompression (twice that on the
@@ -95,3 +100,13 @@ TRACES_SETTLE_BATCH = 250
 # answered 503 with Retry-After (OTLP exporters retry it), so the other request threads stay free for
 # the workbench (`calibrate serve --threads`, default 4).
 TRACES_MAX_CONCURRENT = 2
+# At most this many spans per `POST /v1/traces` request, and feedback records per `POST /v1/feedback` (413 past
+# them, counted before anything is decoded or stored). A request is staged in write transactions of 512 spans
+# that give the writer lock back between them; these bounds cap how long one request keeps a slot. The SDKs'
+# batch processors send 512 spans; a Collector's batch processor: keep send_batch_max_size under TRACES_MAX_SPANS.
+TRACES_MAX_SPANS = 50_000
+TRACES_MAX_FEEDBACK = 10_000
+# A JSON body (OTLP/JSON, feedback) is parsed whole, in one call that holds the interpreter (15–50 ms a MB): past this
+# many bytes (unpacked) it is refused with 413, so no request stops the server's other threads for long. A batch of
+# 512 spans is about 0.7 MB of OTLP/JSON; larger batches go as protobuf (the SDKs' and the Collector's default).
+TRACES_MAX_JSON_BODY = 8 * 1024 * 1024

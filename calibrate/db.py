@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import threading
 from collections import namedtuple
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import JSON, Connection, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
 
 try:
@@ -159,9 +160,10 @@ class WriterLock:
     `<database>-writer` beside it, which the kernel hands over the moment its holder lets go.
 
     People first: `with lock:` (the workbench's writes) holds a shared flock of
-    `<database>-writer-wait` while it waits; `with lock.background():` (staging and settling
-    traces) first waits until no other process's writer is waiting there, so a label save waits
-    for one trace transaction at most, never for a queue of them.
+    `<database>-writer-wait` while it waits, and counts itself among this process's waiting
+    foreground writers; `with lock.background:` (staging and settling traces) first waits until
+    no foreground writer of this process waits and no other process's writer is waiting there,
+    so a label save waits for one trace transaction at most, never for a queue of them.
 
     Held only around one write transaction; a process that dies lets go with it. Opened once
     per process (a forked worker opens its own: a shared open file would share the lock).
@@ -174,6 +176,13 @@ class WriterLock:
         self._fds: tuple[int, int] | None = None
         self._pid: int | None = None
         self._owner: int | None = None  # the thread holding it
+        self._people = 0  # foreground writers of this process waiting for `threads`
+        self._quiet = threading.Condition()  # notified when the last of them got it
+
+    def waiting(self) -> int:
+        """Return how many foreground writers of this process wait for the lock now."""
+        with self._quiet:
+            return self._people
 
     def held_here(self) -> bool:
         """Return whether the calling thread holds this lock (either way it was taken)."""
@@ -193,7 +202,15 @@ class WriterLock:
         return self._fds
 
     def __enter__(self) -> WriterLock:
-        self.threads.acquire()
+        with self._quiet:
+            self._people += 1
+        try:
+            self.threads.acquire()
+        finally:
+            with self._quiet:
+                self._people -= 1
+                if not self._people:
+                    self._quiet.notify_all()
         try:
             fds = self._files()
             if fds is not None:
@@ -218,8 +235,15 @@ class WriterLock:
         return BackgroundWriter(self)
 
     def enter_background(self) -> None:
-        """Take the lock for a background write, once no other process's foreground writer is waiting for it."""
-        self.threads.acquire()
+        """Take the lock for a background write, once no foreground writer (of this process or another) waits for it."""
+        while True:
+            with self._quiet:
+                self._quiet.wait_for(lambda: not self._people)
+            self.threads.acquire()
+            with self._quiet:
+                if not self._people:
+                    break
+            self.threads.release()  # a person came meanwhile: after them
         try:
             fds = self._files()
             if fds is not None:
@@ -308,7 +332,7 @@ def check_database(engine: Engine) -> DatabaseState:
     where = engine.url.database or key
     try:
         raw = engine.raw_connection()
-    except DBAPIError as exc:
+    except (DBAPIError, sqlite3.DatabaseError) as exc:  # the connect pragmas (journal_mode=WAL) read the file first
         state = _damaged(where, exc)
     else:
         try:
@@ -320,8 +344,6 @@ def check_database(engine: Engine) -> DatabaseState:
 
 
 def _check_connection(connection, where: str) -> DatabaseState:
-    import sqlite3  # noqa: PLC0415 - the check is SQLite's only
-
     try:
         cursor = connection.cursor()
         rows = [row[0] for row in cursor.execute("PRAGMA quick_check").fetchall()]
@@ -366,6 +388,27 @@ def dialect_insert(bind: Engine | Connection, table: Any) -> Any:
     return (postgresql if bind.dialect.name == "postgresql" else sqlite).insert(table)
 
 
+_write_failures: dict[str, tuple[datetime, str]] = {}
+
+
+def note_write(engine: Engine, failure: DBAPIError | None) -> None:
+    """Remember whether this process's last write to the engine's database failed (None: it succeeded), for `/health`."""
+    key = str(engine.url)
+    if failure is None:
+        if key in _write_failures:
+            with _lock:
+                _write_failures.pop(key, None)
+        return
+    reason = str(failure.orig if failure.orig is not None else failure).splitlines()[0][:200]
+    with _lock:
+        _write_failures[key] = (datetime.now().astimezone(), reason)
+
+
+def last_write_failure(engine: Engine) -> tuple[datetime, str] | None:
+    """Return (when, why) this process's last write to the database failed, or None when it succeeded (or none was made)."""
+    return _write_failures.get(str(engine.url))
+
+
 def _is_busy(exc: OperationalError) -> bool:
     """Return whether SQLite refused a transaction because another connection holds the database."""
     text = str(exc.orig).lower()
@@ -391,6 +434,9 @@ def write_session(engine: Engine, *, background: bool = False, give_back: Sessio
        PostgreSQL's advisory lock), so the block's reads and writes are one turn. Should SQLite
        still answer "database is locked" after its busy timeout (a writer outside the lock: the
        sqlite3 shell, a migration), it is tried once more before the error goes up.
+
+    A write that fails on the database (not a race on a unique key, which is the caller's to
+    retry) is remembered for `/health` (`note_write`); the next that succeeds clears it.
     """
     if give_back is not None:
         give_back.close()
@@ -400,14 +446,24 @@ def write_session(engine: Engine, *, background: bool = False, give_back: Sessio
     else:
         held = lock.background if background else lock
     with held:
-        session = _begun(engine)
+        try:
+            session = _begun(engine)
+        except DBAPIError as exc:
+            note_write(engine, exc)
+            raise
         with session:
             try:
                 yield session
                 session.commit()
+            except DBAPIError as exc:
+                session.rollback()
+                if not isinstance(exc, IntegrityError):  # a race on a unique key is the caller's to retry, not the disk's
+                    note_write(engine, exc)
+                raise
             except BaseException:
                 session.rollback()
                 raise
+        note_write(engine, None)
 
 
 def _begun(engine: Engine) -> Session:

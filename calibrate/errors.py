@@ -15,6 +15,8 @@
     ├── CalibrationError            a report request (a field to group by, a split, a metric)
     ├── ABError                     an A/B request (values of --by, no pairs)
     ├── GoldenError                 a golden-set request (loop/golden.py: a name, a WHERE, a refresh)
+    ├── Busy                        too much of this work at once (the prompt editor's trial renders):
+    │                               HTTP 429 (the user's share) or 503 (everyone's), with Retry-After
     └── JudgeError                  judges/errors.py draws its own tree (PromptError,
                                     RunSetupError, BackendError and its kinds, NothingToDo)
 
@@ -90,6 +92,15 @@ class CalibrationError(CalibrateError, ValueError):
 
 class GoldenError(CalibrateError, ValueError):
     """A golden-set request that cannot be carried out: a name, a WHERE, a refresh the data cannot give."""
+
+
+class Busy(CalibrateError):
+    """Too much of this work is running already: try again in `retry_after` seconds (HTTP `status`: 429 when it is the
+    user's own share, 503 when it is everyone's; the views send Retry-After)."""
+
+    def __init__(self, message: Any = "", *, status: int = 503, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.status, self.retry_after = status, retry_after
 
 
 class ABError(CalibrateError, ValueError):

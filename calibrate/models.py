@@ -21,6 +21,8 @@ Relations (see docs/architecture.md):
     Dataset ─< GoldenSet ─< GoldenVersion (immutable: its items and their gold, hashed)
                         ─< GoldenMember >─ Sample (added_in, retired_in, anchor_in: version numbers)
     Dataset ─ QueuePolicy (the saved `calibrate queue auto`); Dataset ─< AuditDraw (one per sample drawn or passed over)
+    Dataset ─< IngestToken ─< StagedSpan, StagedTrace (keyed by dataset and trace id), StagedFeedback
+    Sample ─< StaleVerdict (sample-level verdicts on content since changed: history, read by no figure)
     Dataset ─< Optimisation (`calibrate optimise`) ─< PromptVersion (its candidates: optimisation_id, their origin)
 
 A label or a verdict points at one *target*: a sample, a claim or a context, named by the
@@ -511,6 +513,42 @@ class Verdict(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class StaleVerdict(SQLModel, table=True):
+    """A sample-level verdict made on content that has since changed (an `--update` import, a replayed trace).
+
+    Moved here from `verdict` by the publish of the samples import that changed the sample's
+    question, answer, ground truth, contexts or responses (ingest/samples.py), as the labels on
+    it are flagged stale: kept as history (`verdict_id` its id there, every field as it was),
+    read by no figure, and its target is pending again, so the next pass (`judge run`, a
+    watcher) judges the new content.
+    """
+
+    __table_args__ = (Index("ix_staleverdict_sample", "sample_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    verdict_id: int
+    judge_id: int
+    run_id: int | None = Field(default=None)
+    task_id: int
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    target_key: str = Field(max_length=40)
+    order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
+    order_key: str = Field(default="", max_length=40)
+    sample_index: int = Field(default=0)
+    value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    status: str = Field(default="ok", max_length=20)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    latency_ms: float | None = Field(default=None)
+    input_tokens: int | None = Field(default=None)
+    output_tokens: int | None = Field(default=None)
+    cached: bool = Field(default=False)
+    source: str = Field(default="run", max_length=20)
+    created_at: datetime  # when the verdict was made
+    stale_at: datetime = Field(default_factory=utcnow)
+    stale_reason: str = Field(default="", max_length=500)
+
+
 class ResponseCache(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=64)
     backend: str = Field(max_length=50)
@@ -736,16 +774,19 @@ class IngestToken(SQLModel, table=True):
 class StagedSpan(SQLModel, table=True):
     """A span the OTLP/HTTP receiver stored and no settled trace has used yet (ingest/traces/staging.py).
 
-    Keyed by (trace_id, span_id): a span received twice is stored once (the first). `span` is
-    the decoded span (name, parent, start, attributes, resource) as JSON text, what the file
+    Keyed by (dataset_id, trace_id, span_id): a span received twice for a dataset is stored once
+    (the first), and a trace id is a dataset's own: the same id sent with another dataset's
+    token is another trace. `dataset_id` is the dataset of the token that sent it. `span` is the
+    decoded span (name, parent, start, attributes, resource) as JSON text, what the file
     import's decoder makes of the same span.
     """
 
     __table_args__ = (
-        UniqueConstraint("trace_id", "span_id", name="uq_stagedspan_trace_span"),
+        UniqueConstraint("dataset_id", "trace_id", "span_id", name="uq_stagedspan_dataset_trace_span"),
         Index("ix_stagedspan_received", "received_at"),
     )
     id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
     token_id: int = Field(foreign_key="ingesttoken.id", ondelete="CASCADE")
     trace_id: str = Field(max_length=32)
     span_id: str = Field(max_length=16)
@@ -759,16 +800,23 @@ class StagedTrace(SQLModel, table=True):
 
     The ready query, the rootless drop and the dataset page read these rows (one per trace,
     found through the index) instead of grouping every staged span, so settling a batch costs
-    the batch, not what is staged. `token_id` is the trace's owner: the token its root span came
-    with (until a root arrives, the token of its first span). Deleted with the trace's spans.
+    the batch, not what is staged. Keyed by (dataset_id, trace_id), as its spans are.
+    `token_id` is the trace's owner: the token (of that dataset) its root span came with (until a
+    root arrives, the token of its first span). Deleted with the trace's spans.
+
+    A trace settling could not map is `quarantined` with its reason: never ready again, counted on
+    the dataset page, dropped with the rootless traces a day after its last span.
     """
 
-    __table_args__ = (Index("ix_stagedtrace_ready", "has_root", "last_received_at", "trace_id"),)
+    __table_args__ = (Index("ix_stagedtrace_ready", "has_root", "quarantined", "last_received_at", "dataset_id", "trace_id"),)
+    dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", primary_key=True)
     trace_id: str = Field(max_length=32, primary_key=True)
     token_id: int = Field(foreign_key="ingesttoken.id", ondelete="CASCADE")
     has_root: bool = Field(default=False)
     last_received_at: float  # Unix seconds when its newest span was staged
     n_spans: int = Field(default=0)
+    quarantined: bool = Field(default=False)
+    quarantine_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
 class StagedFeedback(SQLModel, table=True):

@@ -216,10 +216,13 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "auto_overlap_experts": N_("an overlap of {overlap} needs at least {overlap} experts to assign (given: {given})"),
     "auto_share_range": N_("{name} must lie between 0 and 1, not {value}"),
     # production (loop/production.py): `calibrate monitor`, the Production page, `gate --production`
-    "no_audit_labels": N_("no audit labels in this window: nothing unbiased to estimate from"),
     "no_calibration_figure": N_("no calibration-time agreement: the judge has no verdicts on labels outside the production streams"),
     "no_complete_window": N_("no complete window yet: every window is still open or not fully judged"),
-    "judge_pass_failed": N_("the latest judge pass failed (run {run}: {error}): falling back to the last complete window, {window}"),
+    "judge_pass_failed_latest": N_("the latest judge pass failed (run {run}: {error}); window {window} was judged before it"),
+    "window_incomplete": N_("window {window} has ended but is not complete: {unjudged} of its {sampled} samples have no verdict "
+                            "yet ({failed} failed calls are counted as judged){run}; the gate does not pass on an earlier "
+                            "window (the last complete one, {earlier}, was {earlier_status})"),
+    "monitor_needs_task": N_("judge {judge} has verdicts on {dataset} for tasks: {tasks}; name one with --task"),
     # A/B comparisons (calibrate ab): the `notes` list
     "relative_undefined": N_("relative improvement undefined: {reason}"),
     "ab_no_value": ngettext("{count} sample(s) of {by}={value} have no value for the metric (no labels or verdicts, or "
@@ -263,6 +266,16 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "no_target_verdict": N_("no target has a verdict"),
     "no_unlabelled": N_("no unlabelled targets (every target with a verdict is labelled)"),
     "too_few_labels": N_("fewer than two labelled targets: no standard error"),
+    "too_few_audit": N_("too few audit labels where the traffic is: traces kept with probability {inclusion_prob:g} carry "
+                        "{share:.1%} of the window's traffic and have {have} labelled samples (at least {need} needed); about "
+                        "{more} more audit labels would settle it"),
+    "level_not_for_task": N_("--level {level} does not apply to {task} (its levels: {levels})"),
+    "positive_not_for_scores": N_("--positive is for tasks with labels; {task} is {kind} (its mean score is estimated)"),
+    "answers_need_labels": N_("the answers level needs a task with labels: {task} scores each claim (use --level claims)"),
+    "needs_positive": N_("task {task} needs --positive LABEL (the label whose share is estimated)"),
+    "unknown_positive": N_("--positive {positive!r} is not a label of {task} (labels: {labels})"),
+    "inclusion_prob_stored": N_("sample {sample}: metadata.inclusion_prob must lie in [{floor:g}, 1], not {value}"),
+    "zero_variance": N_("the audit's gold and the judge's errors do not vary: the interval would be a point"),
     "constant_gold": N_("every labelled target has the same gold value: the spread of the gold, and so the interval, "
                         "is unknown"),
     "no_gold_positive": N_("no labelled target is positive: the judge's sensitivity is unknown"),
@@ -272,9 +285,9 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "too_few_runs": N_("no target has two or more verdicts from repeated runs"),
     "judge_only": N_("the judge's verdicts alone: biased by its errors, whatever the number of verdicts"),
     "constant_verdicts": N_("the verdicts do not vary: they carry no information, lambda = 0 (the labels alone)"),
+    "rogan_gladen_weighted": N_("rogan-gladen is unweighted: on a dataset whose samples or audit labels carry unequal "
+                                "weights it would estimate the samples, not the traffic (use ppi++)"),
     "not_binary": N_("rogan-gladen needs a binary estimand: a task with labels (the positive label's share)"),
-    "mixed_weights": N_("some labelled targets' samples carry metadata.inclusion_prob and some do not: give it to all "
-                        "or none"),
     "estimate_refused": N_("no {method} estimate of {task} on {dataset} with {judge}: {reason} [{refusal}] ({labelled} "
                            "labelled, {unlabelled} unlabelled, {fewshot} few-shot left out)"),
     # drift of the golden set against production (stats/drift.py) and its refresh (stats/refresh.py)
@@ -504,6 +517,11 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "template_nested_depth": N_("{part}: line {lineno}: brackets or blocks nested more than {max_parse_depth} deep"),
     "system_item_field": N_("system: line {lineno}: '{node}' is an item field; the system text must be the same for every item (so "
                             "providers can cache it): use it in the template"),
+    # the prompt editor's trial renders, bounded per user and in all (judges/render_pool.py: Busy, HTTP 429 / 503)
+    "trials_per_user": N_("you have {limit} trial render(s) running already (PROMPT_TRIALS_PER_USER): try again in "
+                          "{seconds} s"),
+    "trials_total": N_("{limit} trial renders are running already (PROMPT_TRIALS_TOTAL): try again in {seconds} s"),
+    "render_workers_busy": N_("every render worker is busy ({workers}, PROMPT_RENDER_WORKERS): try again in {seconds} s"),
     # the template sandbox's limits (judges/sandbox.py: RenderError, the prompt editor's trial render, a run item's error)
     "render_too_slow": N_("rendering took longer than the {seconds:g} s limit (PROMPT_RENDER_SECONDS)"),
     "render_work": N_("{what} would build {chars:,} characters, and a render may build {work:,} ({factor} × PROMPT_RENDER_MAX_CHARS)"),

@@ -1,7 +1,8 @@
 """`calibrate estimate`: the system's mean from verdicts and labels, end to end on a real SQLite file.
 
-The labels and verdicts are stored from arrays drawn here; the command's numbers must equal
-ppi_py's (the authors' package) on the same arrays.
+The labels and verdicts are stored from arrays drawn here; the command's numbers must equal the one
+live estimator (stats.design.design_estimate, checked on its own in tests/stats/test_design.py) on the
+same arrays, and its point estimate ppi_py's PPI++ point estimate at the same λ.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 from labelstore import Store
-from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+from ppi_py import ppi_mean_pointestimate
 
-from calibrate.stats.survey import hajek_ppi_mean
+from calibrate.stats.design import design_estimate
 
 TASK = "verdict_ok"
 N = 120
@@ -54,27 +55,52 @@ def _estimate(runner, *args, code=0):
     return json.loads(result.output) if code == 0 and "--format" not in args else result.output
 
 
-def test_ppi_plus_plus_equals_ppi_py_on_the_stored_labels_and_verdicts(runner, session, binary_task):
+def _design(gold, verdict, labelled, *, prob=None, mask=None, lam=None, alpha=0.05, clusters=None):
+    """The live estimator on the arrays the test stored: every sample its own cluster, weights 1/π (1 without π)."""
+    mask = np.ones(len(verdict), dtype=bool) if mask is None else mask
+    prob = np.ones(len(verdict)) if prob is None else prob
+    ids = np.arange(len(verdict)) if clusters is None else clusters
+    lab = mask & labelled
+    return design_estimate(gold[lab].astype(float), verdict[lab].astype(float), 1 / prob[lab], prob[lab], ids[lab],
+                           verdict[mask].astype(float), 1 / prob[mask], prob[mask], ids[mask], binary=True, alpha=alpha, lam=lam)
+
+
+def test_estimate_is_the_live_estimator_on_the_stored_labels_and_verdicts(runner, session, binary_task):
     gold, verdict, labelled = _draw()
     _store(session, gold, verdict, labelled)
     data = _estimate(runner, "--alpha", "0.1")
-    y, yhat, unl = gold[labelled].astype(float), verdict[labelled].astype(float), verdict[~labelled].astype(float)
-    lo, hi = ppi_mean_ci(y, yhat, unl, alpha=0.1)
-    assert data["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(y, yhat, unl))[0]), abs=1e-9)
-    assert data["ci"] == pytest.approx([float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
-    assert data["classical"]["ci"] == pytest.approx(list(classical_mean_ci(y, alpha=0.1)), abs=1e-9)
+    ours = _design(gold, verdict, labelled, alpha=0.1)
+    assert (data["estimate"], data["ci"], data["lambda"]) == (pytest.approx(ours.value, abs=1e-12), pytest.approx(list(ours.ci), abs=1e-12),
+                                                             pytest.approx(ours.extra["lambda"], abs=1e-12))
+    # the point estimate is PPI++'s (ppi_py) at calibrate's λ, the verdicts of every target as the imputed term
+    y, yhat = gold[labelled].astype(float), verdict[labelled].astype(float)
+    assert data["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(y, yhat, verdict.astype(float),
+                                                                                  lam=data["lambda"]))[0]), abs=1e-9)
+    alone = _design(gold, verdict, labelled, alpha=0.1, lam=0.0)
+    assert data["classical"] == {"estimate": pytest.approx(y.mean()), "ci": pytest.approx(list(alone.ci), abs=1e-12)}
     assert data["naive_judge"]["estimate"] == pytest.approx(verdict.mean())
-    assert (data["n_labelled"], data["n_unlabelled"], data["n_fewshot_excluded"]) == (LABELLED, N - LABELLED, 0)
-    assert data["positive"] == "pass" and data["method"] == "ppi++" and data["weighted"] is False
-    assert 0 <= data["lambda"] <= 1 and data["status"] == "ok"
+    assert (data["n_labelled"], data["n_unlabelled"], data["n_fewshot_excluded"], data["n_failed"]) == (LABELLED, N - LABELLED, 0, 0)
+    assert data["estimand"] == {"level": "answers", "positive": "pass", "metric": "share"}
+    assert data["positive"] == "pass" and data["method"] == "ppi++" and data["weighted"] is False and data["labels"] == "all"
+    assert 0 < data["lambda"] <= 1 and data["status"] == "ok" and data["interval"] == "t-agresti-min"
     assert data["labels_needed"] is None and data["target_width"] == 0.05  # 120 targets cannot give ±0.05
     assert data["labels_needed_note"].startswith("even labelling every target")
     assert data["labels_needed_reason"] == {"code": "width_unreachable"}
     wide = _estimate(runner, "--target-width", "0.2")
     assert isinstance(wide["labels_needed"], int) and 2 <= wide["labels_needed"] < N
     plain = _estimate(runner, "--method", "ppi", "--alpha", "0.1")
-    assert plain["lambda"] == 1.0
-    assert plain["ci"] == pytest.approx([float(np.ravel(v)[0]) for v in ppi_mean_ci(y, yhat, unl, alpha=0.1, lam=1)], abs=1e-9)
+    assert plain["lambda"] == 1.0 and plain["method"] == "ppi"
+    assert plain["ci"] == pytest.approx(list(_design(gold, verdict, labelled, alpha=0.1, lam=1.0).ci), abs=1e-12)
+    labels_alone = _estimate(runner, "--method", "classical")
+    assert labels_alone["method"] == "classical" and labels_alone["lambda"] == 0.0
+
+
+def test_method_says_classical_when_lambda_is_zero(runner, session, binary_task):
+    """Verdicts that do not vary carry nothing: λ is 0 and the output names the labels alone, not PPI++."""
+    gold, _, labelled = _draw(6)
+    _store(session, gold, np.ones(N, dtype=int), labelled)
+    data = _estimate(runner)
+    assert data["lambda"] == 0.0 and data["method"] == "classical"
 
 
 def test_positive_label_flips_the_share(runner, session, binary_task):
@@ -95,19 +121,19 @@ def test_by_week_estimates_each_window_from_its_own_targets(runner, session, bin
         mask = np.arange(N) % 2 == parity
         lab, unl = mask & labelled, mask & ~labelled
         assert (w["n_labelled"], w["n_unlabelled"]) == (lab.sum(), unl.sum())
-        lo, hi = ppi_mean_ci(gold[lab].astype(float), verdict[lab].astype(float), verdict[unl].astype(float), alpha=0.05)
-        assert w["ci"] == pytest.approx([float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
+        assert w["ci"] == pytest.approx(list(_design(gold, verdict, labelled, mask=mask).ci), abs=1e-12)
+        assert w["status"] == "ok" and w["method"] in ("ppi++", "classical")
 
 
 def test_inclusion_probabilities_weight_every_target_by_its_trace_sampling(runner, session, binary_task):
     """metadata.inclusion_prob is the trace's probability of becoming a sample (thumbs-down first): every target stands
-    for 1/π traces, so the judge's term and the labels are both weighted (the Hájek PPI++ of `monitor`)."""
+    for 1/π traces, so the judge's term and the labels are both weighted (the Hájek form `monitor` uses)."""
     gold, verdict, labelled = _draw(2)
     prob = np.where(verdict == 0, 0.8, 0.2)  # the judge's failures oversampled, as thumbs-down first does
     _store(session, gold, verdict, labelled, meta=lambda i: {"inclusion_prob": float(prob[i])})
     data = _estimate(runner)
     y, yhat, w = gold[labelled].astype(float), verdict[labelled].astype(float), 1 / prob[labelled]
-    ours = hajek_ppi_mean(y, yhat, verdict.astype(float), w, 1 / prob)
+    ours = _design(gold, verdict, labelled, prob=prob)
     assert data["weighted"] is True and "n_outside_audit" not in data
     assert (data["estimate"], data["ci"], data["lambda"]) == (pytest.approx(ours.value, abs=1e-12),
                                                              pytest.approx(list(ours.ci), abs=1e-12),
@@ -118,15 +144,15 @@ def test_inclusion_probabilities_weight_every_target_by_its_trace_sampling(runne
     assert data["classical"]["estimate"] == pytest.approx(float(np.sum(w * y) / np.sum(w)))
     assert data["naive_judge"]["estimate"] == pytest.approx(float(np.sum(verdict / prob) / np.sum(1 / prob)))
     fixed = _estimate(runner, "--method", "ppi")
-    assert fixed["estimate"] == pytest.approx(hajek_ppi_mean(y, yhat, verdict.astype(float), w, 1 / prob, lam=1.0).value)
+    assert fixed["estimate"] == pytest.approx(_design(gold, verdict, labelled, prob=prob, lam=1.0).value)
+    refused = _estimate(runner, "--method", "rogan-gladen", code=2)
+    assert "[rogan_gladen_weighted]" in refused  # unweighted: it would estimate the samples, not the traffic
 
 
 def test_weighting_only_the_labels_was_biased_and_weighting_every_target_is_not():
     """Thumbs-down traces kept with π = 1, the others with π = 0.05, a random 150 of the samples labelled: the traffic's
     share of good answers is estimated without bias and covered at the nominal rate; weighting only the labelled
-    targets (the estimator before) missed it by about 9 points."""
-    from calibrate.calibration.estimate import estimate_values
-
+    targets (the estimator before 2026-12-02) missed it by about 9 points."""
     rng = np.random.default_rng(0)
     errors, before, covered = [], [], 0
     reps = 150
@@ -137,11 +163,10 @@ def test_weighting_only_the_labels_was_biased_and_weighting_every_target_is_not(
         pi = np.where(down, 1.0, 0.05)
         kept = np.flatnonzero(down | (rng.random(y.size) < 0.05))
         lab = rng.choice(kept, 150, replace=False)
-        out = estimate_values(y[lab], yhat[lab], None, method="ppi++", alpha=0.05, weights=1 / pi[lab], yhat_all=yhat[kept],
-                              weights_all=1 / pi[kept])
-        errors.append(out["estimate"] - y.mean())
-        covered += out["ci"][0] <= y.mean() <= out["ci"][1]
-        old = ppi_mean_pointestimate(y[lab], yhat[lab], yhat[kept], lam=out["lambda"], w=1 / pi[lab])
+        out = design_estimate(y[lab], yhat[lab], 1 / pi[lab], pi[lab], lab, yhat[kept], 1 / pi[kept], pi[kept], kept, binary=True)
+        errors.append(out.value - y.mean())
+        covered += out.ci[0] <= y.mean() <= out.ci[1]
+        old = ppi_mean_pointestimate(y[lab], yhat[lab], yhat[kept], lam=out.extra["lambda"], w=1 / pi[lab])
         before.append(float(np.ravel(old)[0]) - y.mean())
     assert abs(np.mean(errors)) < 0.01 and np.mean(before) < -0.05
     assert covered / reps >= 0.9
@@ -160,21 +185,44 @@ def test_rogan_gladen_reports_sensitivity_and_specificity(runner, session, binar
 @pytest.mark.parametrize(
     ("case", "args", "reason"),
     [
-        ("constant", [], "[constant_gold]"),
         ("chance", ["--method", "rogan-gladen"], "[not_better_than_chance]"),
         ("nolabels", [], "[no_labels]"),
     ],
 )
 def test_refusals_name_the_reason_and_give_no_number(runner, session, binary_task, case, args, reason):
     gold, verdict, labelled = _draw(4)
-    if case == "constant":
-        _store(session, gold, verdict, labelled, gold_values=["pass"] * N)
-    elif case == "chance":  # the verdicts are the opposite of the gold: sensitivity + specificity = 0
+    if case == "chance":  # the verdicts are the opposite of the gold: sensitivity + specificity = 0
         _store(session, gold, 1 - gold, labelled)
     else:
         _store(session, gold, verdict, np.zeros(N, dtype=bool))
     output = _estimate(runner, *args, code=2)
     assert output.startswith("error: no ") and reason in output and output.count("\n") == 1  # one line, no report
+
+
+def test_a_constant_gold_gives_an_interval_never_a_point(runner, session, binary_task):
+    """Every labelled target passes: the share is still estimated from a sample, so its interval has a width (Agresti–Min's
+    pseudo-counts), and it never reaches past 1 or prints 0.9999999999999998."""
+    gold, verdict, labelled = _draw(4)
+    _store(session, gold, verdict, labelled, gold_values=["pass"] * N)
+    data = _estimate(runner)
+    low, high = data["ci"]
+    assert data["status"] == "ok" and low < data["estimate"] <= high == 1.0 and high - low > 0.02
+    alone = _estimate(runner, "--method", "classical")
+    assert alone["estimate"] == 1.0 and alone["ci"][1] == 1.0 and alone["ci"][0] < 0.95
+
+
+def test_too_few_audit_labels_where_the_traffic_is_are_refused_with_the_labels_that_would_settle_it(runner, session, binary_task):
+    """A hundredfold weight: the traces kept with π = 0.01 are most of the traffic and carry two labels; no interval
+    covers then, so the command refuses, naming the class and how many more audit labels would settle it."""
+    gold, verdict, labelled = _draw(8)
+    heavy = np.zeros(N, dtype=bool)
+    heavy[np.flatnonzero(labelled)[:2]] = True
+    heavy[np.flatnonzero(~labelled)[:10]] = True
+    prob = np.where(heavy, 0.01, 1.0)
+    _store(session, gold, verdict, labelled, meta=lambda i: {"inclusion_prob": float(prob[i])})
+    output = _estimate(runner, code=2)
+    assert "[too_few_audit]" in output and "traces kept with probability 0.01" in output and output.count("\n") == 1
+    assert "have 2 labelled samples (at least 5 needed); about 30 more audit labels would settle it" in output
 
 
 def test_few_shot_examples_of_the_version_are_left_out_and_counted(runner, session, binary_task):
@@ -223,7 +271,10 @@ def test_markdown_and_html_strike_the_naive_judge_number(runner, session, binary
     ("args", "message"),
     [
         (["--alpha", "1.5"], "error: --alpha must lie in (0, 1), not 1.5"),
+        (["--alpha", "1e-320"], "error: alpha must lie in [1e-06, 0.5], not 1e-320"),
         (["--target-width", "0"], "error: --target-width must lie in (0, 1], not 0"),
+        (["--target-width", "1e-300"], "error: target-width must lie in [1e-06, 1], not 1e-300"),
+        (["--level", "claims"], "error: --level claims does not apply to verdict_ok (its levels: answers)"),
         (["--where", "topic=x"], "error: --where must be metadata.FIELD=VALUE, got 'topic=x'"),
         (["--where", "metadata.topic=x"], "error: no sample of d has metadata.topic=x"),
     ],
@@ -235,12 +286,15 @@ def test_bad_options_are_one_line_errors(runner, session, binary_task, args, mes
     assert output.startswith(message) and output.count("\n") == 1
 
 
-def test_claim_support_estimates_the_share_of_faithful_answers_not_of_claims(runner, session):
-    """An answer is faithful when every counted claim is supported (the rag section's rule); labelled = every claim has gold."""
+def test_claim_support_estimates_the_share_of_faithful_answers_by_default_and_of_claims_with_level_claims(runner, session):
+    """An answer is faithful when every counted claim is supported (the rag section's rule); labelled = every claim has gold.
+    `--level claims` estimates the share of supported claims instead, its interval clustered by answer."""
     rng = np.random.default_rng(7)
     store = Store(session)
     y_lab, yhat_lab, yhat_unl = [], [], []
+    claim_rows = []  # (answer, gold or None, verdict as a number or NaN) per judged claim of a complete answer
     n_incomplete = 0
+    answers = []  # (answer, labelled) per complete answer
     for i in range(90):
         n = int(rng.integers(1, 4))
         store.sample(f"a{i}", n_claims=n)
@@ -262,31 +316,49 @@ def test_claim_support_estimates_the_share_of_faithful_answers_not_of_claims(run
                 store.label("claim_support", "ana", f"a{i}", g, claim=c)
                 if tie and c == 0:
                     store.label("claim_support", "bea", f"a{i}", "unsupported" if g == "supported" else "supported", claim=c)
+        for c, value in enumerate(judged):  # at the claims level every judged claim is a target, complete answer or not
+            g = None if not labelled or (tie and c == 0) else float(gold[c] == "supported")
+            claim_rows.append((i, g, np.nan if value == "not_applicable" else float(value == "supported")))
         if len(judged) < n:
             continue
         counted = [v for v in judged if v != "not_applicable"]
-        if not counted:
-            continue
-        yhat = float(all(v == "supported" for v in counted))
+        # every claim not_applicable for the judge: the answer is not counted on the judge's side (the ratio's Ĉ = 0)
+        yhat = float(all(v == "supported" for v in counted)) if counted else np.nan
         if labelled and not tie:
             y_lab.append(float(all(g == "supported" for g in gold)))
             yhat_lab.append(yhat)
         else:
             yhat_unl.append(yhat)
+        answers.append((i, labelled and not tie))
     store.commit()
     result = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert (data["unit"], data["positive"]) == ("answer", "faithful")
+    assert (data["unit"], data["positive"]) == ("answer", "supported")
     assert (data["n_labelled"], data["n_unlabelled"]) == (len(y_lab), len(yhat_unl))
     assert data["n_incomplete_answers"] == n_incomplete
+    assert data["estimand"] == {"level": "answers", "positive": "supported", "metric": "share"} and data["target"] == "claim"
     y, yhat, unl = (np.array(v) for v in (y_lab, yhat_lab, yhat_unl))
-    lo, hi = ppi_mean_ci(y, yhat, unl, alpha=0.05)
-    assert data["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(y, yhat, unl))[0]), abs=1e-9)
-    assert data["ci"] == pytest.approx([float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
+    lab_ids = np.array([i for i, lab in answers if lab])
+    unl_ids = np.array([i for i, lab in answers if not lab])
+    every = np.r_[yhat, unl]
+    ids = np.r_[lab_ids, unl_ids]
+    ones = np.ones(len(every))
+    ours = design_estimate(y, yhat, ones[:len(y)], ones[:len(y)], lab_ids, every, ones, ones, ids, binary=True)
+    assert (data["estimate"], data["ci"]) == (pytest.approx(ours.value, abs=1e-12), pytest.approx(list(ours.ci), abs=1e-12))
     assert data["classical"]["estimate"] == pytest.approx(y.mean())
-    refused = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support", "--positive", "supported"])
-    assert refused.exit_code == 2 and "share of faithful answers" in refused.output
+    claims = runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "claim_support", "--level", "claims"])
+    assert claims.exit_code == 0, claims.output
+    per_claim = json.loads(claims.output)
+    rows = np.array([(i, np.nan if g is None else g, v) for i, g, v in claim_rows], dtype=float)
+    cluster, gold_c, verdict_c = rows[:, 0].astype(int), rows[:, 1], rows[:, 2]
+    labelled_c = ~np.isnan(gold_c)
+    one = np.ones(len(rows))
+    expect = design_estimate(gold_c[labelled_c], verdict_c[labelled_c], one[labelled_c], one[labelled_c], cluster[labelled_c],
+                             verdict_c, one, one, cluster, binary=True)
+    assert per_claim["estimand"]["level"] == "claims" and per_claim["unit"] == "target"
+    assert (per_claim["estimate"], per_claim["ci"]) == (pytest.approx(expect.value, abs=1e-12), pytest.approx(list(expect.ci), abs=1e-12))
+    assert per_claim["estimate"] > data["estimate"] + 0.1  # most claims are supported, far fewer answers are faithful
 
 
 def test_the_demo_estimated_by_week_shows_several_windows(demo_engine, runner):

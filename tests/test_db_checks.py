@@ -52,6 +52,20 @@ def test_every_command_refuses_a_damaged_file_in_one_line(runner, damaged, args)
     assert "restore it from a backup" in out.output
 
 
+@pytest.mark.parametrize("header", [b"", b"SQLite format 3\x00"])
+def test_a_file_that_is_not_a_database_at_all_ends_task_list_in_one_line(header, tmp_path):
+    """Issue 30: random bytes (with or without SQLite's header) failed in the connection's `PRAGMA journal_mode=WAL`,
+    before the start-up check could look: a traceback. Now the one line of a damaged file, exit 2."""
+    path = tmp_path / "garbage.sqlite"
+    path.write_bytes(header + bytes(range(256)) * 32)
+    result = subprocess.run([sys.executable, "-m", "calibrate", "task", "list", "--db", f"sqlite:///{path}"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CALIBRATE_INSTANCE": str(tmp_path / "instance")})
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [f"error: the database {path} is damaged (file is not a database): stop using "
+                                          f"it, and restore it from a backup (`sqlite3 {path} .recover` may save what is left)"]
+
+
 def test_serve_does_not_start_on_a_damaged_file(damaged, tmp_path):
     result = subprocess.run([sys.executable, "-m", "calibrate", "serve", "--port", "1", "--db", f"sqlite:///{damaged}"],
                             capture_output=True, text=True, timeout=120,

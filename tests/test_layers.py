@@ -28,7 +28,7 @@ WEB_AND_DB = ("flask", "werkzeug", "sqlalchemy", "sqlmodel")
 # packages of its own floor or below, never above. `calibrate` itself (the thin face: __version__, PROJECT_ROOT and a
 # create_app that imports app.py on first call) stands outside the floors.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("stats", "errors", "reasons", "reason_templates", "settings", "config", "lazy", "text", "i18n"),
+    ("stats", "errors", "reasons", "reason_templates", "bounds", "settings", "config", "lazy", "text", "i18n"),
     ("db", "models", "lookup", "migrations", "targets"),
     ("tasks", "task_values", "task_scopes", "datasets", "gold", "ingest", "claimsets", "accounts", "logins"),
     ("annotation", "judges", "reports"),
@@ -50,7 +50,8 @@ def _loaded_after(code: str, roots: tuple[str, ...]) -> list[str]:
     return last[1:]
 
 
-@pytest.mark.parametrize("module", ["calibrate", "calibrate.stats", "calibrate.errors", "calibrate.reasons", "calibrate.settings"])
+@pytest.mark.parametrize("module", ["calibrate", "calibrate.stats", "calibrate.errors", "calibrate.reasons", "calibrate.settings",
+                                    "calibrate.bounds"])
 def test_low_floors_load_no_web_or_database_layer(module):
     assert _loaded_after(f"import {module}", WEB_AND_DB) == []
 

@@ -528,6 +528,20 @@ def test_queue_auto_and_monitor_on_the_demo_production_source_equal_sqlite(runne
         dispose_engine(url)
 
 
+def test_export_assignments_streams_the_same_rows_as_on_sqlite(runner, demo, sqlite_demo, monkeypatch):
+    """`export assignments` reads one server-side cursor while it asks for each chunk's labels: the same file as SQLite."""
+    from calibrate.annotation import export
+    from calibrate.cli import cli
+    from calibrate.demo.production import PROD_DATASET
+
+    monkeypatch.setattr(export, "SAMPLES_PER_CHUNK", 7)  # many label queries while the cursor is open
+    args = ["export", "assignments", "--dataset", PROD_DATASET, "--format", "csv"]
+    result = runner.invoke(args)
+    lite = CliRunner().invoke(cli, args, obj=sqlite_demo.app, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output == lite.output and result.output.count("\n") > 100 and ",audit,0." in result.output
+
+
 # --------------------------------------------------------------------------- several writers
 
 
@@ -630,12 +644,14 @@ def test_imports_in_one_record_chunks_publish_updates_and_clean_up_as_on_sqlite(
     assert (reasons.added, reasons.updated) == (0, 4)
     update = run("samples", rewritten("samples.jsonl", lambda row: {**row, "question": row["question"] + " (v2)"}),
                  update=True)
-    assert update.updated == 3 and update.flagged > 0
+    # Every question changed: the one sample-level verdict (answer_quality of sample 2) judged other text, set aside.
+    assert update.updated == 3 and update.flagged > 0 and update.stale_verdicts == 1
     session.rollback()
     for model in (ImportBatch, ImportStep, StagedLabel, StagedVerdict):
         assert session.exec(select(func.count()).select_from(model)).one() == 0, model
     dump = _dump(engine)
-    assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 4
+    assert len(dump["sample"]) == 3 and len(dump["label"]) == 7 and len(dump["verdict"]) == 3
+    assert [row[-1] for row in dump["staleverdict"]][0].startswith("sample '2' changed in an --update import (question")
     assert all(row[-1] is None for row in session.exec(select(Dataset.id, Dataset.import_batch_id)).all())
 
 

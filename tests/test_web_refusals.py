@@ -22,6 +22,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from prompt_helpers import claims_prompt_edit_form
 
 from calibrate.annotation.labels import EvidenceError, TargetRetired
 from calibrate.annotation.queue import Incomplete
@@ -278,18 +279,9 @@ def test_the_team_pages_assign_refusal_is_worded_in_spanish(client, login, make_
 
 
 def _edit_form_of_a_claims_prompt(client, login, engine, make_sample) -> dict[str, str]:
-    """Save version 1 of a claim_support prompt, log in as an engineer and return its edit form's fields."""
-    from calibrate.db import write_session
-    from calibrate.judges import save_version
-
+    """Save version 1 of a claim_support prompt (with a sample to judge), log in as an engineer, return its edit form."""
     make_sample(external_id="s1", claims=["Tome 0,4 mg al día."])
-    with write_session(engine) as session:
-        save_version(session, "claims", task="claim_support", model="m1")
-    login("eng", "engineer")
-    form = _soup(client.get("/prompts/claims/1/edit")).select_one("#version-form")
-    data = {t["name"]: t.get_text() for t in form.select("textarea")}
-    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
-    return data
+    return claims_prompt_edit_form(client, login, engine)
 
 
 def test_the_prompt_editors_parameter_refusal_is_worded_in_spanish(client, login, engine, make_sample):

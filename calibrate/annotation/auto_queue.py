@@ -20,9 +20,10 @@ budget) on two streams, marked on the assignment (`Assignment.stream`):
   never for estimates. A triaged sample stays a candidate of the audit draw (the draw must not
   depend on triage); if drawn, its assignments become audit ones.
 
-"Judged" is a verdict of any judge on any task of the sample that is not a failed call (status
-`ok` or `unparsed`). Experts are assigned round-robin over `assign`; with `overlap` K and
-`overlap_share` S, a share S of the items (a seeded draw) get K distinct experts.
+"Judged" is a verdict of any judge on any task of the sample, a failed or refused call included (the
+estimates count such samples as judged and correct their verdicts through the audit like any other).
+Experts are assigned round-robin over `assign`; with `overlap` K and `overlap_share` S, a share S of the
+items (a seeded draw) get K distinct experts.
 """
 
 from __future__ import annotations
@@ -100,11 +101,15 @@ def policy_dict(policy: QueuePolicy) -> dict:
 
 
 def _judged_samples(session: Session, dataset: Dataset) -> list[int]:
-    """Return the ids of the dataset's samples with a verdict that is not a failed call, in id order."""
+    """Return the ids of the dataset's samples the judges attempted (any verdict, a failed or refused call too), in id order.
+
+    A failed call is judged for the audit: leaving such samples out of the draw would leave out exactly the answers the
+    judge cannot handle (a 250,000-character answer whose render is refused at every pass), and the estimate with them.
+    """
     extraction = sa_select(Task.id).where(Task.kind == EXTRACTION)
     rows = session.execute(
         sa_select(Verdict.sample_id).join(Sample, Sample.id == Verdict.sample_id)
-        .where(Sample.dataset_id == dataset.id, Verdict.status != "error", col(Verdict.task_id).not_in(extraction))
+        .where(Sample.dataset_id == dataset.id, col(Verdict.task_id).not_in(extraction))
         .distinct()).all()
     return sorted(int(r[0]) for r in rows)
 

@@ -15,20 +15,32 @@ split racing a label must never export the label under an index that now names a
 `export_verdicts` writes judges' verdicts in the verdicts import format the same way: only
 verdicts on current targets, not the claim extraction's (whose value is a claim list the
 import does not take), one line per verdict and presentation order.
+
+`export_assignments` writes who was given which sample in which production stream (audit,
+triage, or none for `calibrate sample`'s), with the audit's probability and whether the expert
+has labelled the sample yet: the audit in sight (docs/formats.md, "Assignments"). Its rows are
+a generator over one streamed query, labels read a chunk of samples at a time, so 10^5
+assignments never sit in memory at once.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
+from sqlalchemy import or_
 from sqlalchemy import select as sa_select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from calibrate import lookup
+from calibrate.annotation.auto_queue import STREAMS
 from calibrate.datasets import split_samples
 from calibrate.ingest.label_records import LABEL_FIELDS
-from calibrate.models import EXTRACTION, Claim, Context, Judge, Label, Sample, Task, User, Verdict
+from calibrate.models import EXTRACTION, Assignment, Claim, Context, Judge, Label, Sample, Task, User, Verdict
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -161,3 +173,95 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
 
 def _iso(moment: Any) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+ASSIGNMENT_FIELDS = ("sample_id", "annotator", "task", "stream", "audit_prob", "status", "created_at", "labelled")
+SAMPLES_PER_CHUNK = 500  # samples whose labels are read at once (an IN list under SQLite's parameter limit)
+
+
+@dataclass
+class AssignmentExport:
+    """A dataset's assignments as a generator of rows (`rows()`, read once), and what they held once read."""
+
+    session: Session
+    dataset_id: int
+    dataset: str
+    stream: str | None = None
+    fields: tuple[str, ...] = ASSIGNMENT_FIELDS
+    per_stream: Counter = field(default_factory=Counter)  # rows written per stream ("none": no stream)
+    n_labelled: int = 0
+
+    @property
+    def n_rows(self) -> int:
+        return sum(self.per_stream.values())
+
+    def summary(self) -> str:
+        """Return the line the CLI prints (after the rows were read)."""
+        streams = ", ".join(f"{self.per_stream[name]} {name}" for name in ("audit", "triage", "none") if self.per_stream[name])
+        return (f"exported {self.n_rows} assignments of {self.dataset}" + (f" in the {self.stream} stream" if self.stream else "")
+                + (f" ({streams}; {self.n_labelled} labelled)" if self.n_rows else ""))
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Yield one row per assignment (fields in `fields` order): by sample in import order, then annotator, open slots last.
+
+        One query, its rows streamed (`yield_per`: SQLite steps its cursor, PostgreSQL reads a server-side one) and
+        cut into chunks of whole samples, each chunk's labels read with one more query: memory stays that of a chunk.
+        """
+        query = (sa_select(Assignment.id, Assignment.sample_id, Assignment.user_id, Sample.external_id, User.username,
+                           Assignment.stream, Assignment.audit_prob, Assignment.status, Assignment.created_at)
+                 .join(Sample, Sample.id == Assignment.sample_id).outerjoin(User, User.id == Assignment.user_id)
+                 .where(Sample.dataset_id == self.dataset_id,
+                        *([Assignment.stream == self.stream] if self.stream else []))
+                 .order_by(Assignment.sample_id, Assignment.id).execution_options(yield_per=1000))
+        chunk: list = []
+        n_samples = 0
+        for _sample, assignments in groupby(self.session.execute(query), key=lambda a: a.sample_id):
+            if n_samples == SAMPLES_PER_CHUNK:
+                yield from self._chunk(chunk)
+                chunk, n_samples = [], 0
+            chunk.extend(assignments)
+            n_samples += 1
+        if chunk:
+            yield from self._chunk(chunk)
+
+    def _chunk(self, assignments: list) -> Iterator[dict[str, Any]]:
+        tasks = _labelled_tasks(self.session, sorted({a.sample_id for a in assignments}))
+        assignments.sort(key=lambda a: (a.sample_id, a.username is None, a.username or "", a.id))
+        for a in assignments:
+            labelled = sorted(tasks.get((a.sample_id, a.user_id), ())) if a.user_id is not None else []
+            self.per_stream[a.stream or "none"] += 1
+            self.n_labelled += bool(labelled)
+            yield {"sample_id": a.external_id, "annotator": a.username, "task": labelled, "stream": a.stream,
+                   "audit_prob": a.audit_prob, "status": a.status, "created_at": _utc_iso(a.created_at),
+                   "labelled": bool(labelled)}
+
+
+def export_assignments(session: Session, dataset_name: str, *, stream: str | None = None) -> AssignmentExport:
+    """Return a dataset's assignments (of one stream, `audit` or `triage`, if given) to read with `rows()`.
+
+    Raises NotFound for an unknown dataset or stream (naming the ones that exist).
+    """
+    dataset = lookup.dataset(session, dataset_name)
+    if stream is not None and stream not in STREAMS:
+        raise lookup.not_found("stream", stream, sorted(STREAMS))
+    return AssignmentExport(session, dataset.id, dataset.name, stream)
+
+
+def _labelled_tasks(session: Session, sample_ids: list[int]) -> dict[tuple[int, int], set[str]]:
+    """Return (sample id, annotator id) → the tasks she has a current label on (not stale, not adjudicated, on a current target)."""
+    out: dict[tuple[int, int], set[str]] = {}
+    for sample_id, annotator_id, task in session.execute(
+        sa_select(Label.sample_id, Label.annotator_id, Task.name).distinct()
+        .join(Task, Task.id == Label.task_id)
+        .outerjoin(Claim, Claim.id == Label.claim_id).outerjoin(Context, Context.id == Label.context_id)
+        .where(col(Label.sample_id).in_(sample_ids), Label.adjudicated.is_(False), Label.stale.is_(False),
+               or_(col(Label.claim_id).is_(None), Claim.active.is_(True)),
+               or_(col(Label.context_id).is_(None), Context.active.is_(True)))):
+        out.setdefault((sample_id, annotator_id), set()).add(task)
+    return out
+
+
+def _utc_iso(moment: datetime) -> str:
+    """Return a stored time as ISO 8601 in UTC, to the second (stored naive times are UTC)."""
+    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return aware.isoformat(timespec="seconds")

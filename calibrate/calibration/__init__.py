@@ -20,8 +20,10 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     apply_order_rule, ORDER_RULES                                         pairwise.py (the order rule)
     metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
     calibrated_task, calibrated_task_names                                calibrated.py
-    monitor, production_gate, production_estimate, agreement_share       production.py (`calibrate monitor`, gate --production)
+    Estimand, estimand_for, live_targets, estimate_targets, LEVELS        live.py  (the one live estimator: what every production figure uses)
+    monitor, production_gate                                              production.py (`calibrate monitor`, gate --production)
     run_estimate, estimate_block                                          estimate.py (`calibrate estimate`; a section's `estimate` block)
+    stream_assignments, stream_labels, audit_probabilities                streams.py (the production queues' streams)
     CalibrationError, ABError                                             calibrate/errors.py
 
 Modules, in the order data flows: frames (read labels and verdicts into frames), budget,
@@ -55,9 +57,10 @@ _API = {
     "apply_order_rule": "pairwise", "ORDER_RULES": "pairwise",
     "metadata_fields": "frames", "sample_field_values": "frames",
     "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
-    "monitor": "production", "production_gate": "production", "production_estimate": "production",
-    "agreement_share": "production",
+    "Estimand": "live", "estimand_for": "live", "live_targets": "live", "estimate_targets": "live", "LEVELS": "live",
+    "monitor": "production", "production_gate": "production",
     "run_estimate": "estimate", "estimate_block": "estimate",
+    "stream_assignments": "streams", "stream_labels": "streams", "audit_probabilities": "streams",
 }
 
 __all__ = ["ABError", "CalibrationError", *sorted(_API)]

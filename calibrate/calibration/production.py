@@ -1,126 +1,77 @@
 """The calibrated judge watching production: per window, an honest number from the audit labels (`calibrate monitor`).
 
-The estimand of a window is the mean of the task's gold as a number over the window's traffic
-(a categorical task: the share of its positive label; a score task: the mean score), the samples
-of the window standing for the traces they were sampled from (`metadata.inclusion_prob` π_t, 1
-when absent; `metadata.started_at`, else the creation time, places a sample in its window).
+Each window's estimate is calibration/live.py's (the one estimator: `calibrate estimate --by-window` gives the
+same figures to the last digit). Beside it:
 
-- **Only audit labels** (labels by an expert on a sample whose assignment is in the `audit`
-  stream, and adjudicated labels on such samples; annotation/auto_queue.py) are used. Triage
-  labels (thumbs-down first, least certain first) are counted and never used: their samples were
-  chosen for being bad or hard, so any mean over them is biased.
-- The estimate is PPI++ with ratio (Hájek) weights (stats/survey.py): the judge's verdicts on every
-  judged target of the window as the imputed term, weighted 1/π_t, and the audit-labelled targets
-  weighted 1/(π_t·π_a) (π_a: `Assignment.audit_prob`, the draw's probability); λ is the weighted
-  regression coefficient of the gold on the verdict (the audit is drawn from the judged targets:
-  stats/survey.py says why not PPI++'s λ). When λ is 0 (verdicts that do not vary, or do not follow the gold) it is the weighted labels alone (`method`
-  "classical"). The judge-only number (the weighted mean verdict) stands beside it, never trusted.
-- **Agreement**: the weighted share of audit-labelled targets whose verdict matches the gold
-  (categorical, pairwise: the same label; ordinal: within half a point, as the gold of two experts
-  may be a half; continuous: within a tenth of the scale's width), against the judge's calibration-time figure, the same share over every
-  labelled target it judged outside the production streams (any dataset). The change's interval
-  is normal: change ± z·√(se_window² + se_calibration²).
-- **Status** per window: `no data` (no audit label), `alert` (the metric's CI lies below `min`, or
-  the agreement's CI lies below `min_agreement`), `undecided` (`min` given and inside the CI, or
-  no interval), else `ok`.
-- A window is **complete** when its end has passed and each of its samples has a verdict of the
-  judge on the task, none of them a failed call. The latest judge run on the dataset
-  (`JudgeRun`) counts as failed when its status is `failed` or `stopped` (a budget hit).
+- **Agreement**: the weighted share of the window's audit-labelled targets (at the estimand's level) where the
+  verdict matches the gold (labels: the same label, a failed call or an excluded verdict on a counted gold is a
+  miss; ordinal: within half a point, as the gold of two experts may be a half; continuous: within a tenth of the
+  scale's width), with the live interval of a share; against the judge's calibration-time figure, the same share over
+  every labelled target it judged outside the production streams (any dataset, unweighted, clustered by sample). The
+  change's interval is MOVER's (Zou & Donner 2008) from the two intervals.
+- **Status** per window: `no data` (no audit label), `too_few` (an interval cannot be trusted: too few audit labels
+  where the traffic is, `labels_to_settle` says how many more), `alert` (the metric's CI lies below `min`, or the
+  agreement's below `min_agreement`), `undecided` (`min` inside the metric's CI), else `ok`. A too_few window is never
+  ok.
+- **Complete** windows: ended, and every sample of the window has a verdict of the judge on the task (a failed or
+  refused call counts as attempted: it is counted, estimated through the audit, and drawn for audit like any judged
+  sample). The gate checks the latest ended window: if it is not complete it is `undecided`, never a pass on an older
+  one.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import pandas as pd
-from scipy.stats import norm
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.calibration.calibrated import calibrated_task
-from calibrate.calibration.estimate import sample_info, window_keys
-from calibrate.calibration.frames import fewshot_keys, labels_frame, verdicts_frame
-from calibrate.calibration.pairwise import apply_order_rule
-from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
+from calibrate.calibration.estimate import check_alpha
+from calibrate.calibration.frames import labels_frame, verdicts_frame
+from calibrate.calibration.live import (
+    WINDOWS,
+    Estimand,
+    LiveTargets,
+    difference_interval,
+    estimand_for,
+    estimate_targets,
+    live_targets,
+    sample_info,
+    samples_with_targets,
+    share_interval,
+    window_bounds,
+    window_keys,
+)
+from calibrate.calibration.streams import stream_assignments, stream_labels
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
 from calibrate.models import Dataset, Judge, JudgeRun, Sample, Task, Verdict, utcnow
 from calibrate.reasons import Reason
-from calibrate.stats.survey import hajek_mean, hajek_ppi_mean
-from calibrate.task_values import has_labels
 
-__all__ = ["STATUSES", "WINDOWS", "agreement_share", "monitor", "production_estimate", "production_gate", "window_bounds"]
+__all__ = ["EXIT_CODES", "STATUSES", "WINDOWS", "agreement_hits", "monitor", "production_gate", "window_bounds"]
 
-WINDOWS = ("day", "week")
-STATUSES = ("ok", "alert", "undecided", "no data")
+STATUSES = ("ok", "alert", "undecided", "too_few", "no data")
+#: gate --production's exit codes: 0 pass, 1 fail, 2 nothing to decide on (no data, too few labels, nothing complete),
+#: 3 undecided (the interval straddles the minimum, or the latest window is not complete).
+EXIT_CODES = {"ok": 0, "alert": 1, "no data": 2, "too_few": 2, "undecided": 3}
 FAILED_RUNS = ("failed", "stopped")
 
 
-def window_bounds(key: str, by: str) -> tuple[datetime, datetime]:
-    """Return a window's [start, end) in UTC from its key (`2026-12-02` or `2026-W49`)."""
-    if by == "day":
-        start = datetime.fromisoformat(key).replace(tzinfo=UTC)
-        return start, start + timedelta(days=1)
-    year, week = key.split("-W")
-    start = datetime.fromisocalendar(int(year), int(week), 1).replace(tzinfo=UTC)
-    return start, start + timedelta(days=7)
-
-
-def _weighted_share(hits: np.ndarray, weights: np.ndarray, alpha: float) -> dict:
-    """Return the weighted share of hits with a normal interval (linearised: se = √Σw²(h−p)² / Σw)."""
-    if hits.size == 0:
-        return {"value": None, "ci": None, "n": 0, "se": None}
-    total = float(weights.sum())
-    p = float((weights * hits).sum() / total)
-    se = float(math.sqrt(float((weights ** 2 * (hits - p) ** 2).sum())) / total) if hits.size > 1 else None
-    z = float(norm.ppf(1 - alpha / 2))
-    ci = [max(0.0, p - z * se), min(1.0, p + z * se)] if se is not None else None
-    return {"value": p, "ci": ci, "n": int(hits.size), "se": se}
-
-
-def agreement_share(verdicts: np.ndarray, gold: np.ndarray, *, kind: str, scale: tuple[float, float] | None,
-                    weights: np.ndarray | None = None, alpha: float = 0.05) -> dict:
-    """Return the judge's agreement with the gold: {value, ci, n, se} (the weighted share of matches)."""
-    weights = np.ones(len(verdicts)) if weights is None else np.asarray(weights, dtype=float)
-    if kind == "continuous":
-        width = (scale[1] - scale[0]) if scale else 1.0
-        hits = np.abs(verdicts.astype(float) - gold.astype(float)) <= width / 10
-    elif kind == "ordinal":  # within half a point: two experts' gold may be a half
-        hits = np.abs(verdicts.astype(float) - gold.astype(float)) <= 0.5
-    else:
-        hits = verdicts.astype(str) == gold.astype(str)
-    return _weighted_share(hits.astype(float), weights, alpha)
-
-
-def production_estimate(y: np.ndarray, yhat: np.ndarray, yhat_all: np.ndarray, w_labelled: np.ndarray,
-                        w_all: np.ndarray, *, alpha: float = 0.05) -> dict:
-    """Return a window's estimate from arrays: PPI++ with Hájek weights (stats/survey.py), else the weighted labels alone.
-
-    y, yhat: gold and verdict of the audit-labelled targets (weights 1/(π_t·π_a)); yhat_all: the
-    verdicts of every judged target (weights 1/π_t). Keys: estimate, ci, method, lambda, reason, note,
-    judge_only, judge_only_ci.
-    """
-    judge = hajek_mean(yhat_all, w_all, alpha=alpha) if yhat_all.size else None
-    out: dict[str, Any] = {"judge_only": judge.value if judge is not None else None,
-                           "judge_only_ci": list(judge.ci) if judge is not None and judge.ci else None}
-    if y.size == 0:
-        return {**out, "estimate": None, "ci": None, "method": None, "lambda": None,
-                "reason": Reason("no_audit_labels").to_dict(), "note": str(Reason("no_audit_labels"))}
-    est = hajek_ppi_mean(y, yhat, yhat_all, w_labelled, w_all, alpha=alpha)
-    method = "ppi++" if est.extra.get("lambda", 0) > 0 else "classical"  # λ = 0 is the labels alone
-    return {**out, "estimate": est.value, "ci": list(est.ci) if est.ci else None, "method": method if est.value is not None else None,
-            "lambda": est.extra.get("lambda"), "reason": est.reason.to_dict() if est.note and est.reason else None,
-            "note": est.note or None}
-
-
-def _numbers(values: pd.Series, positive: str | None) -> np.ndarray:
-    if positive is not None:
-        return (values.astype(str) == positive).to_numpy(dtype=float)
-    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+def agreement_hits(yhat: np.ndarray, y: np.ndarray, failed: np.ndarray, *, task: Task, estimand: Estimand) -> np.ndarray:
+    """Return 1 where the verdict matches the gold (module docstring), per labelled target whose gold is counted."""
+    if estimand.metric == "share":
+        hits = (yhat == y) & ~np.isnan(yhat)
+    elif task.kind == "continuous":
+        width = (task.scale_max - task.scale_min) if task.scale_min is not None and task.scale_max is not None else 1.0
+        hits = np.abs(yhat - y) <= width / 10
+    else:  # ordinal: within half a point, as the gold of two experts may be a half
+        hits = np.abs(yhat - y) <= 0.5
+    return (hits & ~failed).astype(float)
 
 
 def _task_of(session: Session, dataset: Dataset, judge: Judge, task_name: str | None) -> Task:
@@ -132,61 +83,34 @@ def _task_of(session: Session, dataset: Dataset, judge: Judge, task_name: str | 
     tasks = [session.get(Task, i) for i in ids]
     tasks = [t for t in tasks if t is not None and t.kind != "extraction"]
     if len(tasks) != 1:
-        names = ", ".join(t.name for t in tasks) or "none"
-        raise CalibrationError(f"judge {judge.name} has verdicts on {dataset.name} for tasks: {names}; name one with --task")
+        raise CalibrationError(Reason("monitor_needs_task", judge=judge.name, dataset=dataset.name,
+                                      tasks=", ".join(t.name for t in tasks) or "none"))
     return tasks[0]
 
 
-def _positive(task: Task, positive: str | None) -> str | None:
-    if not has_labels(task):
-        return None
-    declared = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
-    if positive is None:
-        if not declared or task.kind == "pairwise":
-            raise CalibrationError(f"task {task.name} needs --positive LABEL (the label whose share is estimated)")
-        return declared[0]
-    if task.kind != "pairwise" and positive not in declared:
-        raise CalibrationError(f"--positive {positive!r} is not a label of {task.name} (labels: {', '.join(declared)})")
-    return positive
-
-
-def _usable(task: Task, verdicts: pd.DataFrame, fewshot: set[str]) -> pd.DataFrame:
-    if task.kind == "pairwise":
-        verdicts, _ = apply_order_rule(task, verdicts, "consistent")
-    excluded = set(task.excluded or [])
-    usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & verdicts["active"]
-                      & ~verdicts["value"].astype(str).isin(excluded)]
-    return usable[~usable["target_key"].isin(fewshot)].drop_duplicates("target_key")
-
-
-def _current(labels: pd.DataFrame) -> pd.DataFrame:
-    return labels[~labels["stale"]] if "stale" in labels else labels
-
-
-def _calibration_figure(session: Session, judge: Judge, task: Task, alpha: float) -> dict:
-    """Return the judge's agreement on every labelled target it judged outside the production streams."""
-    scale = (task.scale_min, task.scale_max) if task.scale_min is not None and task.scale_max is not None else None
+def _calibration_figure(session: Session, judge: Judge, task: Task, estimand: Estimand, alpha: float) -> dict:
+    """Return the judge's agreement on every labelled target it judged outside the production streams (any dataset)."""
     dataset_ids = sorted({int(d) for (d,) in session.execute(
         sa_select(Sample.dataset_id).join(Verdict, Verdict.sample_id == Sample.id)
         .where(Verdict.judge_id == judge.id, Verdict.task_id == task.id).distinct()).all()})
-    fewshot = fewshot_keys(session, judge)
-    verdicts, gold = [], []
+    hits, clusters = [], []
     for dataset_id in dataset_ids:
         dataset = session.get(Dataset, dataset_id)
-        labels = _current(labels_frame(session, dataset, task))
+        labels = labels_frame(session, dataset, task)
         streams = stream_assignments(session, dataset)
         if not streams.empty and not labels.empty:
-            in_stream = stream_labels(labels, streams, "audit").index.union(stream_labels(labels, streams, "triage").index)
-            labels = labels.drop(index=in_stream)
-        g = gold_frame(labels, task.kind)
-        g = g[g["gold"].notna() & ~g["gold"].astype(str).isin(set(task.excluded or []))]
-        merged = _usable(task, verdicts_frame(session, dataset, task, judge), fewshot).merge(g[["target_key", "gold"]], on="target_key")
-        verdicts.append(merged["value"].to_numpy())
-        gold.append(merged["gold"].to_numpy())
-    v = np.concatenate(verdicts) if verdicts else np.array([])
-    y = np.concatenate(gold) if gold else np.array([])
-    share = agreement_share(v, y, kind=task.kind, scale=scale, alpha=alpha)
-    if share["value"] is None:
+            labels = labels.drop(index=stream_labels(labels, streams, "audit").index.union(
+                stream_labels(labels, streams, "triage").index))
+        targets = live_targets(session, dataset, task, judge, estimand, with_time=False,
+                               frames=(verdicts_frame(session, dataset, task, judge), labels), streams=False)
+        lab = targets.labelled & ~np.isnan(targets.y)
+        hits.append(agreement_hits(targets.yhat[lab], targets.y[lab], targets.failed[lab], task=task, estimand=estimand))
+        clusters.append(targets.sample_id[lab])
+    h = np.concatenate(hits) if hits else np.zeros(0)
+    c = np.concatenate(clusters) if clusters else np.zeros(0, dtype=np.int64)
+    ones = np.ones(len(h))
+    share = share_interval(h, ones, ones, c, ones, c, alpha=alpha)
+    if share["value"] is None and not len(h):
         share.update(reason=Reason("no_calibration_figure").to_dict(), note=str(Reason("no_calibration_figure")))
     return share
 
@@ -200,11 +124,11 @@ def _latest_run(session: Session, dataset: Dataset, judge: Judge) -> dict | None
             "started_at": run.started_at.isoformat() if run.started_at else None}
 
 
-def _status(estimate: dict, agreement: dict, *, min_value: float | None, min_agreement: float) -> tuple[str, list[str]]:
-    if estimate["estimate"] is None and not agreement["n"]:
+def _status(est: dict, agreement: dict, *, min_value: float | None, min_agreement: float) -> tuple[str, list[str]]:
+    if est["status"] == "no_data":
         return "no data", []
     alerts = []
-    ci = estimate["ci"]
+    ci = est["ci"]
     if min_value is not None and ci and ci[1] < min_value:
         alerts.append("metric_below_min")
     a_ci = agreement.get("ci")
@@ -212,124 +136,141 @@ def _status(estimate: dict, agreement: dict, *, min_value: float | None, min_agr
         alerts.append("agreement_below_gate")
     if alerts:
         return "alert", alerts
-    if estimate["estimate"] is None:
-        return "no data", []
-    if min_value is not None and (not ci or ci[0] < min_value):
+    if est["status"] == "too_few":
+        return "too_few", []
+    if min_value is not None and ci[0] < min_value:
         return "undecided", []
     return "ok", []
 
 
+def _window(targets: LiveTargets, key: str, keys: np.ndarray, *, by: str, task: Task, sample_ids: np.ndarray,
+            sample_keys: np.ndarray, triage: dict[str, int], calibration: dict, min_value: float | None, min_agreement: float,
+            alpha: float, now: datetime, pi_of: dict[int, float]) -> dict[str, Any]:
+    start, end = window_bounds(key, by)
+    mask = keys == key
+    est = estimate_targets(targets, mask, alpha=alpha)
+    lab = mask & targets.labelled & ~np.isnan(targets.y)
+    hits = agreement_hits(targets.yhat[lab], targets.y[lab], targets.failed[lab], task=task, estimand=targets.estimand)
+    agree = share_interval(hits, 1.0 / (targets.pi_t[lab] * targets.pi_a[lab]), targets.pi_t[lab], targets.sample_id[lab],
+                           targets.pi_t[mask], targets.sample_id[mask], alpha=alpha)
+    agreement = {"value": agree["value"], "ci": agree["ci"], "n": agree["n"], "status": agree["status"],
+                 "calibration": calibration["value"],
+                 "change": None if agree["value"] is None or calibration["value"] is None else agree["value"] - calibration["value"],
+                 "change_ci": difference_interval(agree, calibration)}
+    status, alerts = _status(est, agreement, min_value=min_value, min_agreement=min_agreement)
+    in_window = sample_ids[sample_keys == key]
+    attempted = set(targets.sample_id[mask].tolist())
+    unjudged = int(sum(1 for s in in_window.tolist() if s not in attempted))
+    failed_samples = int(np.unique(targets.sample_id[mask & targets.failed]).size)
+    drawn = targets.drawn
+    window_drawn = drawn[drawn["sample_id"].isin(in_window)] if drawn is not None else None
+    counts = {"traces": int(round(sum(1.0 / pi_of[int(s)] for s in in_window.tolist()))), "sampled": int(in_window.size),
+              "judged": len(attempted & set(in_window.tolist())), "failed": failed_samples, "unjudged": unjudged,
+              "audit_labels": int(lab.sum()), "audit_drawn": int(len(window_drawn)) if window_drawn is not None else None,
+              "audit_pending": int((~window_drawn["labelled"]).sum()) if window_drawn is not None else None,
+              "triage_labels": int(triage.get(key, 0))}
+    return {"window": key, "start": start.isoformat(), "end": end.isoformat(), "closed": end <= now,
+            "complete": end <= now and unjudged == 0, "counts": counts,
+            "estimate": est["estimate"], "ci": est["ci"], "method": est["method"], "lambda": est["lambda"],
+            "interval": est["interval"], "n_effective": est["n_effective"],
+            "judge_only": est["judge_only"], "judge_only_ci": est["judge_only_ci"], "agreement": agreement,
+            "status": status, "alerts": alerts, "labels_to_settle": est["labels_needed"] if status == "too_few" else None,
+            "reason": est["reason"] if est["status"] != "ok" else None, "note": est["note"] if est["status"] != "ok" else None}
+
+
 def monitor(session: Session, dataset_name: str, judge_name: str, *, task: str | None = None, by_window: str = "week",
-            min_value: float | None = None, min_agreement: float = 0.75, positive: str | None = None, alpha: float = 0.05,
-            now: datetime | None = None) -> dict:
+            min_value: float | None = None, min_agreement: float = 0.75, positive: str | None = None, level: str | None = None,
+            alpha: float = 0.05, now: datetime | None = None) -> dict:
     """Return what `calibrate monitor` writes (docs/production.md lists every key)."""
     if by_window not in WINDOWS:
         raise CalibrationError(f"by-window must be one of {', '.join(WINDOWS)}, not {by_window!r}")
-    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 < alpha < 1:
-        raise CalibrationError(f"alpha must lie strictly between 0 and 1, not {alpha!r}")
+    check_alpha(alpha)
     for name, value in (("min", min_value), ("min-agreement", min_agreement)):
-        if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
             raise CalibrationError(f"--{name} must be a finite number, not {value!r}")
     now = (now or utcnow()).astimezone(UTC)
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name)
     the_task = _task_of(session, dataset, judge, task)
-    pos = _positive(the_task, positive)
-    scale = (the_task.scale_min, the_task.scale_max) if the_task.scale_min is not None and the_task.scale_max is not None else None
-
-    info = sample_info(session, dataset)
-    info["pi_t"] = info["inclusion_prob"].fillna(1.0)
-    info["window"] = window_keys(pd.Series(info["time"].to_numpy()), by_window).to_numpy() if len(info) else []
-    all_verdicts = verdicts_frame(session, dataset, the_task, judge)
-    errors = set(all_verdicts.loc[all_verdicts["status"] == "error", "sample_id"].astype(int))
-    judged_samples = set(all_verdicts.loc[all_verdicts["status"] != "error", "sample_id"].astype(int))
-    usable = _usable(the_task, all_verdicts, fewshot_keys(session, judge))
-
-    labels = _current(labels_frame(session, dataset, the_task))
-    streams = stream_assignments(session, dataset)
-    excluded = set(the_task.excluded or [])
-    audit_gold = gold_frame(stream_labels(labels, streams, "audit"), the_task.kind)
-    audit_gold = audit_gold[audit_gold["gold"].notna() & ~audit_gold["gold"].astype(str).isin(excluded)]
-    triage_gold = gold_frame(stream_labels(labels, streams, "triage"), the_task.kind)
-    triage_gold = triage_gold[triage_gold["gold"].notna()]
-    audit_prob = audit_probabilities(streams)
-
-    merged = usable.merge(audit_gold[["target_key", "gold"]], on="target_key", how="left")
-    merged["window"] = info["window"].reindex(merged["sample_id"].astype(np.int64)).to_numpy() if len(merged) else []
-    merged["pi_t"] = info["pi_t"].reindex(merged["sample_id"].astype(np.int64)).to_numpy() if len(merged) else []
-    merged["pi_a"] = audit_prob.reindex(merged["sample_id"].astype(np.int64)).to_numpy() if len(merged) else []
-    calibration = _calibration_figure(session, judge, the_task, alpha)
-    z = float(norm.ppf(1 - alpha / 2))
-
-    triage_counts: dict[str, int] = {}
-    if not triage_gold.empty:
-        sample_of = labels.drop_duplicates("target_key").set_index("target_key")["sample_id"]
-        for sample_id in sample_of.reindex(triage_gold["target_key"]).astype(np.int64):
-            key = info["window"].get(int(sample_id))
-            triage_counts[key] = triage_counts.get(key, 0) + 1
-
-    windows = []
-    for key in sorted(set(info["window"].tolist())):
-        start, end = window_bounds(key, by_window)
-        in_window = info[info["window"] == key]
-        ids = set(in_window.index.astype(int))
-        rows = merged[merged["window"] == key]
-        lab = rows[rows["gold"].notna() & rows["pi_a"].notna()]
-        yhat_all = _numbers(rows["value"], pos)
-        w_all = 1.0 / rows["pi_t"].to_numpy(dtype=float)
-        y, yhat = _numbers(lab["gold"], pos), _numbers(lab["value"], pos)
-        w_lab = 1.0 / (lab["pi_t"].to_numpy(dtype=float) * lab["pi_a"].to_numpy(dtype=float))
-        est = production_estimate(y, yhat, yhat_all, w_lab, w_all, alpha=alpha)
-        agree = agreement_share(lab["value"].to_numpy(), lab["gold"].to_numpy(), kind=the_task.kind, scale=scale,
-                                weights=w_lab, alpha=alpha)
-        change = change_ci = None
-        if agree["value"] is not None and calibration["value"] is not None:
-            change = agree["value"] - calibration["value"]
-            if agree["se"] is not None and calibration["se"] is not None:
-                half = z * math.sqrt(agree["se"] ** 2 + calibration["se"] ** 2)
-                change_ci = [change - half, change + half]
-        agreement = {"value": agree["value"], "ci": agree["ci"], "n": agree["n"], "calibration": calibration["value"],
-                     "change": change, "change_ci": change_ci}
-        status, alerts = _status(est, agreement, min_value=min_value, min_agreement=min_agreement)
-        judged = ids & judged_samples
-        complete = end <= now and not (ids - judged) and not (ids & errors)
-        window: dict[str, Any] = {
-            "window": key, "start": start.isoformat(), "end": end.isoformat(), "complete": complete,
-            "counts": {"traces": int(round(float((1.0 / in_window["pi_t"]).sum()))), "sampled": len(ids), "judged": len(judged),
-                       "audit_labels": len(lab), "triage_labels": int(triage_counts.get(key, 0))},
-            "estimate": est["estimate"], "ci": est["ci"], "method": est["method"],
-            "judge_only": est["judge_only"], "judge_only_ci": est["judge_only_ci"],
-            "agreement": agreement, "status": status, "alerts": alerts,
-            "reason": est["reason"] if status == "no data" or est["estimate"] is None else None,
-            "note": est["note"] if status == "no data" or est["estimate"] is None else None,
-        }
-        windows.append(window)
-    return {"dataset": dataset.name, "judge": judge.name, "task": the_task.name, "positive": pos,
-            "metric": "share" if pos is not None else "mean", "by_window": by_window, "alpha": alpha, "min": min_value,
-            "min_agreement": min_agreement, "now": now.isoformat(),
+    estimand = estimand_for(the_task, level=level, positive=positive)
+    targets = live_targets(session, dataset, the_task, judge, estimand)
+    keys = targets.window_keys(by_window)
+    info = _samples(session, dataset, the_task, by_window)
+    sample_ids, sample_keys, pi_of = info
+    triage = _triage_counts(session, dataset, the_task, sample_ids, sample_keys)
+    calibration = _calibration_figure(session, judge, the_task, estimand, alpha)
+    windows = [_window(targets, key, keys, by=by_window, task=the_task, sample_ids=sample_ids, sample_keys=sample_keys,
+                       triage=triage, calibration=calibration, min_value=min_value, min_agreement=min_agreement, alpha=alpha,
+                       now=now, pi_of=pi_of)
+               for key in sorted(set(sample_keys.tolist()))]
+    return {"dataset": dataset.name, "judge": judge.name, "task": the_task.name, "estimand": estimand.to_dict(), "target": the_task.target,
+            "positive": estimand.positive, "metric": estimand.metric, "level": estimand.level, "labels": targets.labels,
+            "by_window": by_window, "alpha": alpha, "min": min_value, "min_agreement": min_agreement, "now": now.isoformat(),
             "calibration": {k: calibration[k] for k in ("value", "ci", "n")} | (
-                {"reason": calibration["reason"], "note": calibration["note"]} if "reason" in calibration else {}),
-            "latest_run": _latest_run(session, dataset, judge), "windows": windows}
+                {"reason": calibration["reason"], "note": calibration["note"]} if calibration.get("reason") else {}),
+            "counts": {k: v for k, v in targets.counts.items()}, "latest_run": _latest_run(session, dataset, judge),
+            "windows": windows}
+
+
+def _samples(session: Session, dataset: Dataset, task: Task, by: str) -> tuple[np.ndarray, np.ndarray, dict[int, float]]:
+    """Return every sample of the dataset with a target of the task, its window key and its inclusion probability (1 when
+    absent): a sample without a claim is not waiting for a claim verdict."""
+    info = sample_info(session, dataset)
+    having = samples_with_targets(session, dataset, task)
+    if having is not None:
+        info = info[info.index.isin(list(having))]
+    ids = info.index.to_numpy(dtype=np.int64)
+    keys = window_keys(info["time"].reset_index(drop=True), by).to_numpy() if len(info) else np.array([], dtype=object)
+    pi = info["inclusion_prob"].fillna(1.0)
+    return ids, keys, dict(zip(ids.tolist(), pi.tolist(), strict=True))
+
+
+def _triage_counts(session: Session, dataset: Dataset, task: Task, sample_ids: np.ndarray, sample_keys: np.ndarray) -> dict[str, int]:
+    """Return per window the number of triage-labelled targets (counted, never used)."""
+    labels = labels_frame(session, dataset, task)
+    labels = labels[~labels["stale"]]
+    streams = stream_assignments(session, dataset)
+    if labels.empty or streams.empty:
+        return {}
+    gold = gold_frame(stream_labels(labels, streams, "triage"), task.kind)
+    gold = gold[gold["gold"].notna()]
+    key_of = dict(zip(sample_ids.tolist(), sample_keys.tolist(), strict=True))
+    out: dict[str, int] = {}
+    for sample_id in gold["sample_id"].astype(np.int64).tolist():
+        key = key_of.get(int(sample_id))
+        if key is not None:
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def production_gate(result: dict) -> dict:
-    """Return the gate's verdict on the latest complete window of a `monitor` result.
+    """Return the gate's verdict on the latest ended window of a `monitor` result.
 
-    Keys: status (ok | alert | undecided | no data), exit (0 ok, 1 alert, 2 otherwise), window (the
-    window checked, or None), fallback (true when the latest judge pass failed and an earlier
-    window is reported), reason, note.
+    Keys: status (ok | alert | undecided | too_few | no data), exit (EXIT_CODES), window (the window whose figures are
+    shown, or None), checked (the window checked), fallback (true when the latest ended window is not complete and the
+    figures shown are an earlier complete window's: the gate is then undecided, never a pass), reason, note.
     """
-    complete = [w for w in result["windows"] if w["complete"]]
+    closed = [w for w in result["windows"] if w["closed"]]
     run = result.get("latest_run") or {}
-    failed = bool(run.get("failed"))
-    if not complete:
+    if not closed:
         reason = Reason("no_complete_window")
-        return {"status": "no data", "exit": 2, "window": None, "fallback": failed, "reason": reason.to_dict(), "note": str(reason)}
-    chosen = complete[-1]
-    out = {"status": chosen["status"], "exit": {"ok": 0, "alert": 1}.get(chosen["status"], 2), "window": chosen,
-           "fallback": failed, "reason": None, "note": None}
-    if failed:
-        reason = Reason("judge_pass_failed", run=run.get("id"), error=run.get("error") or run.get("status"), window=chosen["window"])
-        out.update(reason=reason.to_dict(), note=str(reason))
-    return out
-
+        return {"status": "no data", "exit": EXIT_CODES["no data"], "window": None, "checked": None, "fallback": False,
+                "reason": reason.to_dict(), "note": str(reason)}
+    latest = closed[-1]
+    if latest["complete"]:
+        out = {"status": latest["status"], "exit": EXIT_CODES[latest["status"]], "window": latest, "checked": latest["window"],
+               "fallback": False, "reason": None, "note": None}
+        if run.get("failed"):
+            reason = Reason("judge_pass_failed_latest", run=run.get("id"), error=run.get("error") or run.get("status"),
+                            window=latest["window"])
+            out.update(reason=reason.to_dict(), note=str(reason))
+        return out
+    complete = [w for w in closed if w["complete"]]
+    shown = complete[-1] if complete else None
+    counts = latest["counts"]
+    reason = Reason("window_incomplete", window=latest["window"], unjudged=counts["unjudged"], sampled=counts["sampled"],
+                    failed=counts["failed"], earlier=shown["window"] if shown else "none",
+                    earlier_status=shown["status"] if shown else "none",
+                    run=f" (the latest judge run, {run.get('id')}, {run.get('status')}: {run.get('error')})" if run.get("failed") else "")
+    return {"status": "undecided", "exit": EXIT_CODES["undecided"], "window": shown, "checked": latest["window"],
+            "fallback": shown is not None, "reason": reason.to_dict(), "note": str(reason)}

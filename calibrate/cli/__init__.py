@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("demo", "demo_command", "Load the bundled demo (samples, experts' labels, logins) and serve it."),
     "estimate": ("estimate", "estimate_command",
                  "Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."),
-    "export": ("export", "export_group", "Write what the experts made to a file."),
+    "export": ("export", "export_group", "Write labels, verdicts, samples or the experts' assignments to a file."),
     "gate": ("reports", "gate_command", "Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."),
     "golden": ("golden", "golden_group", "Golden sets: versioned, hashed lists of expert-labelled samples that decisions are pinned to."),
     "import": ("imports", "import_command",

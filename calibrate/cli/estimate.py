@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from calibrate import lazy
 from calibrate.cli.common import BadInput, Settings, db_option, ready_engine, write_output
-from calibrate.cli.reports import GOLDEN, LOCALE, ORDER_RULE, golden_scope
+from calibrate.cli.reports import GOLDEN, LEVEL, LOCALE, ORDER_RULE, golden_scope
 from calibrate.errors import CalibrationError
 from calibrate.reasons import Reason
 
@@ -39,6 +39,7 @@ def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:
 @click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
 @click.option("--where", metavar="metadata.FIELD=VALUE", help="Only the samples with this metadata value (e.g. one system's).")
 @click.option("--positive", metavar="LABEL", help="Tasks with labels: the label whose share is estimated (default the first declared).")
+@LEVEL
 @click.option("--by-window", "by_window", type=click.Choice(["day", "week", "month"]),
               help="Also estimate per window of metadata.started_at (else the sample's creation time).")
 @click.option("--target-width", "target_width", default="0.05", show_default=True, metavar="W",
@@ -50,20 +51,20 @@ def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def estimate_command(settings: Settings, dataset: str, judge: str, task: str, method: str, alpha: str, split: str | None,
-                     where: str | None, positive: str | None, by_window: str | None, target_width: str, order_rule: str,
-                     golden: str | None, fmt: str, locale: str, output: Path | None) -> None:
+                     where: str | None, positive: str | None, level: str | None, by_window: str | None, target_width: str,
+                     order_rule: str, golden: str | None, fmt: str, locale: str, output: Path | None) -> None:
     """Estimate the task's mean over the live system from verdicts and labels (PPI++, PPI, classical, Rogan-Gladen)."""
-    level = _fraction("alpha", alpha)
+    error_level = _fraction("alpha", alpha)
     width = _fraction("target-width", target_width, upper_inclusive=True)
     samples, cited = golden_scope(settings, dataset, golden)
     with Session(ready_engine(settings)) as session:
-        result = estimate.run_estimate(session, dataset, task, judge, method=method, alpha=level, split=split, where=where,
-                                       positive=positive, by_window=by_window, target_width=width, order_rule=order_rule,
-                                       samples=samples, golden=cited)
+        result = estimate.run_estimate(session, dataset, task, judge, method=method, alpha=error_level, split=split, where=where,
+                                       positive=positive, level=level, by_window=by_window, target_width=width,
+                                       order_rule=order_rule, samples=samples, golden=cited)
     if result["status"] != "ok":
         why = result["reason"]
         raise CalibrationError(Reason("estimate_refused", method=method, task=task, dataset=dataset, judge=judge,
                                       reason=Reason(why["code"], **{k: v for k, v in why.items() if k != "code"}),
                                       refusal=why["code"], labelled=result["n_labelled"],
-                                      unlabelled=result["n_unlabelled"], fewshot=result["n_fewshot_excluded"]))
+                                      unlabelled=result["n_unlabelled"], fewshot=result.get("n_fewshot_excluded", 0)))
     write_output(estimate_report.render_estimate(result, fmt, locale), output, f"{fmt} estimate")

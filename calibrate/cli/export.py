@@ -1,6 +1,6 @@
 """`calibrate export labels`, `calibrate export verdicts` and `calibrate export samples`: what the
 experts and the judges made, and the samples with their current claims, each in the format its
-import reads.
+import reads; `calibrate export assignments`: who was given which sample in which stream.
 
 `-o FILE` without `--format` takes the format from the extension (.jsonl, .ndjson → jsonl,
 .csv → csv); a `--format` that contradicts the extension is refused, so a `.csv` file never
@@ -10,13 +10,14 @@ holds JSONL.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 from sqlmodel import Session
 
 from calibrate import lazy
-from calibrate.cli.common import Settings, db_option, ready_engine, write_output
+from calibrate.cli.common import Settings, db_option, ready_engine, write_output, write_stream
 
 # Loaded when the command runs, not for its --help (the split check brings pandas).
 export = lazy.module("calibrate.annotation.export")
@@ -26,11 +27,16 @@ readers = lazy.module("calibrate.ingest.readers")
 
 @click.group("export")
 def export_group() -> None:
-    """Write what the experts made to a file."""
+    """Write labels, verdicts, samples or the experts' assignments to a file."""
 
 
 def _text(fmt: str, fields: tuple[str, ...], rows: list[dict], cell) -> str:
-    """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column.
+    """Return the rows as JSONL, or as CSV with a header and `cell(row, name)` per column (`_lines`, joined)."""
+    return "".join(_lines(fmt, fields, rows, cell))
+
+
+def _lines(fmt: str, fields: tuple[str, ...], rows, cell) -> Iterator[str]:
+    """Yield the rows (any iterable, read once) as JSONL lines, or as CSV lines after a header.
 
     CSV cells a spreadsheet would run as formulas (`=`, `+`, `-`, `@` …, also after a CR or LF
     inside the cell) get a leading ' and each row says so in a last column `csv_escape`, which
@@ -38,8 +44,8 @@ def _text(fmt: str, fields: tuple[str, ...], rows: list[dict], cell) -> str:
     quoted: the file is safe to open and still imports back exactly (docs/formats.md).
     """
     if fmt == "jsonl":
-        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    return readers.csv_text(fields, ([cell(row, name) for name in fields] for row in rows))
+        return (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    return readers.csv_lines(fields, ([cell(row, name) for name in fields] for row in rows))
 
 
 FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
@@ -123,4 +129,22 @@ def export_samples_command(settings: Settings, dataset: str, split: str | None, 
     text = _text(fmt, result.fields, result.rows, lambda row, name: "" if name not in row else json.dumps(
         row[name], ensure_ascii=False) if name in samples_export.STRUCTURED else str(row[name]))
     write_output(text, output, f"{len(result.rows)} samples")
+    click.echo(result.summary(), err=True)
+
+
+@export_group.command("assignments")
+@click.option("--dataset", required=True, help="Dataset whose assignments to write.")
+@click.option("--stream", metavar="audit|triage", help="Only this production stream's assignments; default every assignment.")
+@FORMAT_OPTION
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
+@db_option
+def export_assignments_command(settings: Settings, dataset: str, stream: str | None, fmt: str | None,
+                               output: Path | None) -> None:
+    """Write who was given which sample in which stream (audit, triage, none), with audit_prob and whether it is labelled."""
+    fmt = output_format(fmt, output)
+    with Session(ready_engine(settings)) as session:
+        result = export.export_assignments(session, dataset, stream=stream)
+        write_stream(_lines(fmt, result.fields, result.rows(), lambda row, name: _cell(row[name])), output)
+    if output is not None:
+        click.echo(f"wrote {result.n_rows} assignments to {output}", err=True)
     click.echo(result.summary(), err=True)

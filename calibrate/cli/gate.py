@@ -72,28 +72,38 @@ def _number(value: float | None) -> str:
 
 def production_json(result: dict, checked: dict) -> dict:
     """Return the JSON of `gate --production`: the check, and what it was checked on (docs/production.md)."""
-    return {"dataset": result["dataset"], "judge": result["judge"], "task": result["task"], "by_window": result["by_window"],
-            "min": result["min"], "min_agreement": result["min_agreement"], "status": checked["status"], "exit": checked["exit"],
-            "fallback": checked["fallback"], "latest_run": result["latest_run"], "window": checked["window"],
-            "reason": checked["reason"], "note": checked["note"]}
+    return {"dataset": result["dataset"], "judge": result["judge"], "task": result["task"], "estimand": result["estimand"],
+            "by_window": result["by_window"], "min": result["min"], "min_agreement": result["min_agreement"],
+            "status": checked["status"], "exit": checked["exit"], "checked": checked["checked"], "fallback": checked["fallback"],
+            "latest_run": result["latest_run"], "window": checked["window"], "reason": checked["reason"], "note": checked["note"]}
+
+
+#: The first word of the gate's line per status (exit codes: calibration/production.py EXIT_CODES).
+STATE_WORDS = {"ok": "PASS", "alert": "FAIL", "undecided": "UNDECIDED", "too_few": "NO DECISION", "no data": "NO DECISION"}
 
 
 def production_lines(result: dict, checked: dict) -> list[str]:
-    """Return the lines `gate --production` prints: the state of the latest complete window, and any fallback."""
+    """Return the lines `gate --production` prints: the state of the latest ended window, and any fallback or note."""
     lines = []
     if checked["fallback"] and checked["note"]:
         lines.append(f"FALLBACK: {checked['note']}")
     window = checked["window"]
-    state = {"ok": "PASS", "alert": "FAIL", "undecided": "UNDECIDED"}.get(checked["status"], "UNDECIDED")
+    state = STATE_WORDS[checked["status"]]
     if window is None:
         lines.append(f"{state} {result['dataset']} ({result['judge']}): {checked['note']}")
         return lines
     ci = window["ci"]
     ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
     agreement = window["agreement"]
-    alerts = f"; alerts: {', '.join(window['alerts'])}" if window["alerts"] else ""
+    extra = f"; alerts: {', '.join(window['alerts'])}" if window["alerts"] else ""
+    if window["counts"].get("failed"):
+        extra += f"; {window['counts']['failed']} failed or refused calls (estimated through the audit)"
+    if window["status"] in ("too_few", "no data") and window.get("note"):
+        extra += f"; {window['note']}"
     lines.append(f"{state} {result['task']} window {window['window']}: {window['status']}; estimate {_number(window['estimate'])}"
                  f"{ci_text} ({window['method'] or 'no method'}) vs min {result['min']}; judge only {_number(window['judge_only'])}; "
                  f"agreement {_number(agreement['value'])} on {agreement['n']} audit labels (calibration "
-                 f"{_number(agreement['calibration'])}){alerts}")
+                 f"{_number(agreement['calibration'])}){extra}")
+    if checked["note"] and not checked["fallback"]:
+        lines.append(f"NOTE: {checked['note']}")
     return lines

@@ -115,7 +115,25 @@ def drift_command(settings: Settings, ref: str, dataset: str, against: str, fiel
         p = res.get("p_holm")
         lines.append(f"  {field} ({res['kind']}): value {res['value'] if res['value'] is None else round(res['value'], 4)}"
                      f", p_holm {'-' if p is None else f'{p:.4f}'}" + (f", mde {res['mde']}" if "mde" in res else ""))
+    if "judge" in found:
+        lines.append(judge_line(found["judge"]))
     _echo(found, as_json, "\n".join(lines))
+
+
+def judge_line(judge: dict) -> str:
+    """Return the judge's drift as one line: kappa production − golden, its CI, whose labels, and what was left out."""
+    kappa = judge["kappa"]
+
+    def num(value) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    figure = (f"kappa production − golden {num(kappa['value'])} [{num(kappa['ci'][0])}, {num(kappa['ci'][1])}] "
+              f"(production {num(kappa.get('audit'))} on {kappa['n_audit']} pairs, golden {num(kappa.get('golden'))} on "
+              f"{kappa['n_golden']})" if kappa["value"] is not None else f"kappa undefined: {kappa['note']}")
+    labels = "audit labels only" if judge["labels"] == "audit" else "all labels (no production queues)"
+    left = judge["n_excluded"]
+    return (f"  judge {judge['judge']} on {judge['task']}: {figure}; {labels}, unweighted"
+            + (f"; {left} pair{'' if left == 1 else 's'} with an excluded label left out" if left else ""))
 
 
 @golden_group.command("refresh")

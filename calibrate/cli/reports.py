@@ -37,6 +37,10 @@ MIN_SHARED = click.option(
 GOLDEN = click.option(
     "--golden", metavar="NAME[@V]",
     help="Only the members of this golden set's version (default its latest); every decision cites the version and its hash.")
+LEVEL = click.option(
+    "--level", type=click.Choice(["answers", "claims", "contexts"]),
+    help="What the share is of: answers (default wherever the task has it: for a claim task, the share of answers whose "
+         "every counted claim has the label), claims or contexts (every target).")
 LOCALE = click.option(
     "--locale", type=click.Choice(["en", "es"]), default="en", show_default=True,
     help="Language of an HTML or Markdown report: en (English) or es (Spanish). JSON and CSV do not change.")
@@ -129,21 +133,22 @@ def report_command(settings: Settings, dataset: str, judge: str | None, group_by
 @MIN_SHARED
 @GOLDEN
 @click.option("--production", is_flag=True,
-              help="Check production instead: the latest complete window of `calibrate monitor` (exit 0 ok, 1 alert, 2 undecided "
-                   "or no data); needs --min.")
+              help="Check production instead: the latest ended window of `calibrate monitor` (exit 0 when its whole CI clears "
+                   "--min, 1 alert, 3 undecided or not complete, 2 no data or too few labels); needs --min.")
 @click.option("--min", "min_value", type=float, help="--production: the metric's threshold (its CI must lie above it).")
 @click.option("--min-agreement", "min_agreement", type=click.FloatRange(0, 1), default=0.75, show_default=True,
               help="--production: the judge's agreement on new audit labels that raises an alert when its CI lies below.")
-@click.option("--by-window", "by_window", type=click.Choice(["day", "week"]), default="week", show_default=True,
+@click.option("--by-window", "by_window", type=click.Choice(["day", "week", "month"]), default="week", show_default=True,
               help="--production: the windows.")
 @click.option("--positive", help="--production: the label whose share is the metric (default the task's first label).")
+@LEVEL
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="--production: lines, or the JSON of the check.")
 @db_option
 def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str, ...], min_kappa: float | None,
                  min_rho: float | None, ci_lower: bool, bootstrap: int | None, split: str | None, order_rule: str,
                  min_shared: int, golden: str | None, production: bool, min_value: float | None, min_agreement: float,
-                 by_window: str, positive: str | None, fmt: str) -> None:
+                 by_window: str, positive: str | None, level: str | None, fmt: str) -> None:
     """Exit 0 when the judge is calibrated on every checked task, 1 when not (for CI/CD)."""
     if production:
         if golden:
@@ -154,7 +159,7 @@ def gate_command(settings: Settings, dataset: str, judge: str, tasks: tuple[str,
             raise BadInput("gate --production checks one task: give --task at most once")
         with Session(ready_engine(settings)) as session:
             result = calibration.monitor(session, dataset, judge, task=tasks[0] if tasks else None, by_window=by_window,
-                                         min_value=min_value, min_agreement=min_agreement, positive=positive,
+                                         min_value=min_value, min_agreement=min_agreement, positive=positive, level=level,
                                          alpha=1 - settings["CONFIDENCE"])
         checked = calibration.production_gate(result)
         if fmt == "json":

@@ -32,8 +32,8 @@ def traces_group() -> None:
               help="Trace file format (auto: by content).")
 @click.option("--feedback", type=click.Path(dir_okay=False, path_type=Path),
               help="JSONL of {trace_id, value} (down, up or a number); wins over feedback inside traces.")
-@click.option("--rate", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True,
-              help="Share of traces without thumbs-down to take (thumbs-down are always taken).")
+@click.option("--rate", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True,
+              help="Share of traces without thumbs-down to take, 1e-06 to 1 (thumbs-down are always taken).")
 @click.option("--salt", help="Salt of the deterministic sampling (default: the dataset's name).")
 @click.option("--max", "max_samples", type=click.IntRange(min=0), help="Take at most N traces (thumbs-down first, then by draw).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
@@ -59,9 +59,9 @@ def import_command(settings: Settings, files: tuple[Path, ...], dataset: str, fm
 
 @traces_group.command("token")
 @click.option("--dataset", required=True, help="Dataset the token's traces become samples of (created if missing).")
-@click.option("--rate", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True,
-              help="Share of traces without thumbs-down to take (thumbs-down are always taken).")
-@click.option("--salt", help="Salt of the deterministic sampling (default: the dataset's name).")
+@click.option("--rate", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True,
+              help="Share of traces without thumbs-down to take, 1e-06 to 1 (thumbs-down are always taken).")
+@click.option("--salt", help="Salt of the deterministic sampling (default: a random one, stored with the token).")
 @db_option
 def token_command(settings: Settings, dataset: str, rate: float, salt: str | None) -> None:
     """Create a bearer token for POST /v1/traces, bound to DATASET and its sampling; print it once."""
@@ -121,3 +121,7 @@ def flush_command(settings: Settings, dataset: str, as_json: bool) -> None:
                f"{done.dropped_traces:,} rootless traces dropped, {done.dropped_feedback:,} feedback records dropped")
     for reason, n in sorted(done.skipped.items(), key=lambda item: -item[1])[:3]:
         click.echo(f"skipped {n:,}: {reason}")
+    for trace_id, why in sorted(done.unmappable.items())[:20]:
+        click.echo(f"quarantined trace {trace_id}: {why}")
+    if len(done.unmappable) > 20:
+        click.echo(f"(and {len(done.unmappable) - 20:,} more quarantined traces: the dataset page counts them)")

@@ -16,6 +16,14 @@ from typing import Any
 from sqlalchemy import Table, bindparam, func, insert, select, text
 from sqlmodel import Session
 
+IN_LIST = 500  # values per IN (…) list: well under SQLite's limit of bound parameters
+
+
+def in_parts(items: Sequence[Any], size: int = IN_LIST) -> Iterator[Sequence[Any]]:
+    """Yield `items` in slices of at most `size` (the values of one IN (…) list, or one transaction's share)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
 
 def _identity(value: Any) -> Any:
     return value
@@ -87,10 +95,3 @@ def sync_id_sequence(session: Session, table: Table) -> None:
             f"SELECT setval(pg_get_serial_sequence('\"{table.name}\"', 'id'), "
             f'COALESCE((SELECT MAX(id) FROM "{table.name}"), 0) + 1, false)'
         ))
-
-
-def in_parts(ids: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
-    """Yield `ids` in parts of `size`: the values of one IN (...) clause each (SQLite binds at most 32,766 per statement)."""
-    ids = list(ids)
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]

@@ -26,7 +26,7 @@ from calibrate.ingest.readers import Record
 from calibrate.models import Judge, Response, Sample, Task, User, order_key
 from calibrate.reasons import Reason
 from calibrate.task_scopes import tasks_scopes
-from calibrate.task_values import canonical_value, is_extraction, pairwise_value
+from calibrate.task_values import canonical_value, is_extraction, is_rewrite, pairwise_value
 
 LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
 VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
@@ -87,7 +87,7 @@ class LineContext:
         self.columns: frozenset[str] = frozenset()  # a CSV file's header (an empty cell of a value column is a null verdict)
 
     def task_names(self) -> str:
-        return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task)))
+        return ", ".join(sorted(name for name, task in self.tasks.items() if not is_extraction(task) and not is_rewrite(task)))
 
     def responses(self, sample_id: int) -> list[str]:
         """Return a sample's response ids in import order (read for the whole dataset at the first pairwise line)."""
@@ -169,7 +169,7 @@ def normalise_line(record: Record, check: RecordCheck, ctx: LineContext) -> list
 
 
 def _task(data: dict[str, Any], check: RecordCheck, ctx: LineContext) -> Task | None:
-    """Return the line's task, or None after filing why it is not one of the dataset's (an extraction never is)."""
+    """Return the line's task, or None after filing why it is not one of the dataset's (an extraction or the instruction rewrite never is)."""
     task_name = check.text(data, "task", required=True, max_chars=100)
     if task_name is None:
         return None
@@ -183,6 +183,10 @@ def _task(data: dict[str, Any], check: RecordCheck, ctx: LineContext) -> Task | 
     elif is_extraction(task):
         check.bad("task", f"task {task.name} is an extraction: it has no {ctx.kind} (its claims are made with "
                           f"`calibrate claims extract` and corrected in the workbench; tasks: {ctx.task_names()})")
+        return None
+    elif is_rewrite(task):
+        check.bad("task", f"task {task.name} is the instruction rewrite: it has no {ctx.kind} (`calibrate optimise` "
+                          f"runs it; tasks: {ctx.task_names()})")
         return None
     return task
 

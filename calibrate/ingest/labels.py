@@ -43,7 +43,7 @@ from calibrate.ingest.label_records import Line, LineContext, check_header, norm
 from calibrate.ingest.label_upserts import LabelStager, Stager, VerdictStager
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import Claim, Context, target_key
+from calibrate.models import Assignment, Claim, Context, Sample, User, target_key
 
 _CLAIMS, _CONTEXTS = Claim.__table__, Context.__table__
 
@@ -77,6 +77,8 @@ class _FirstPass:
     claims: dict[tuple[int, int], int] = field(default_factory=dict)
     contexts: dict[tuple[int, int], int] = field(default_factory=dict)
     stager: Stager | None = None
+    audit: set[tuple[int, str]] | None = None  # (sample id, expert) of the audit assignments; None: no production queues
+    outside_audit: int = 0  # labels of the file that are not audit labels (pass 2 counts them)
 
     def count_line(self, line: Line, *, verdicts: bool) -> None:
         if verdicts and line.value is None:
@@ -143,7 +145,8 @@ class _Import:
         unchanged = stager.unchanged + stager.staged - added - updated
         return ImportSummary(self.kind, self.ctx.dataset.name, added, updated, unchanged,
                              no_value=first.no_value, no_value_errors=first.no_value_errors,
-                             created_accounts=sorted(stager.created))
+                             created_accounts=sorted(stager.created),
+                             outside_audit=None if first.audit is None else first.outside_audit)
 
     def _first_pass(self) -> _FirstPass:
         """Validate every line (its own problems, duplicates), then read the targets and stored rows of its samples."""
@@ -170,8 +173,9 @@ class _Import:
             self.tick.flush()
             first.claims = self._targets(session, _CLAIMS, _CLAIMS.c.index, first.claim_samples)
             first.contexts = self._targets(session, _CONTEXTS, _CONTEXTS.c.rank, first.context_samples)
-            first.stager = (LabelStager if self.kind == "labels" else VerdictStager)(self, session,
-                                                                                    {sample_id for _, sample_id, *_ in seen})
+            samples = {sample_id for _, sample_id, *_ in seen}
+            first.stager = (LabelStager if self.kind == "labels" else VerdictStager)(self, session, samples)
+            first.audit = _audit_pairs(session, self.ctx.dataset.id, samples) if self.kind == "labels" else None
             self.writes.end_read(session)
         return first
 
@@ -184,6 +188,7 @@ class _Import:
             for line in self.lines(Problems(1 << 30)):
                 if isinstance(line, Record):
                     continue
+                first.outside_audit += first.audit is not None and (line.sample_id, line.who) not in first.audit
                 target = self._resolve(line, first.claims, first.contexts)
                 if target is None:
                     writing = False
@@ -239,3 +244,19 @@ class _Import:
         self.problems.add(line.line, name, f"{noun} {index} is out of range: sample {line.external_id!r} has {have}")
 
 
+def _audit_pairs(session: Session, dataset_id: int, sample_ids: set[int]) -> set[tuple[int, str]] | None:
+    """Return (sample id, expert) of the audit assignments on these samples; None when the dataset has no production queues.
+
+    The rule of `calibrate.calibration.stream_labels`: an expert's label is an audit label when she has an audit
+    assignment for its sample (docs/production.md); no other label ever feeds an estimate.
+    """
+    queued = session.execute(select(Assignment.id).join(Sample, Sample.id == Assignment.sample_id)
+                             .where(Sample.dataset_id == dataset_id, Assignment.stream.is_not(None)).limit(1)).first()
+    if queued is None:
+        return None
+    pairs: set[tuple[int, str]] = set()
+    for chunk in in_parts(sorted(sample_ids)):
+        pairs.update((sample_id, name) for sample_id, name in session.execute(
+            select(Assignment.sample_id, User.username).join(User, User.id == Assignment.user_id)
+            .where(Assignment.sample_id.in_(chunk), Assignment.stream == "audit")))
+    return pairs

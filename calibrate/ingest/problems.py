@@ -69,21 +69,39 @@ class ImportSummary:
     unchanged: int
     rejected: int = 0
     flagged: int = 0
+    stale_verdicts: int = 0  # samples: sample-level verdicts set aside because the content they judged changed
     no_value: int = 0  # verdicts: lines with "value": null (a judge call that gave nothing usable)
     no_value_errors: int = 0  # … of them with an `error` (the call failed), the rest unparsed
     created_accounts: list[str] = field(default_factory=list)  # labels: annotators the import created, no password
+    # labels, on a dataset with production queues: the file's labels whose annotator has no audit assignment for
+    # their sample (they never feed an estimate); None on a dataset without production queues
+    outside_audit: int | None = None
 
     def line(self) -> str:
         """Return the one line the CLI prints."""
         head = f"{self.kind} → {self.dataset}: "
-        if self.unchanged and not (self.added or self.updated or self.flagged or self.rejected):
+        if self.unchanged and not (self.added or self.updated or self.flagged or self.stale_verdicts or self.rejected):
             noun = "record" if self.unchanged == 1 else "records"
-            return head + f"nothing changed: every record was already imported ({self.unchanged:,} {noun})"
+            return head + f"nothing changed: every record was already imported ({self.unchanged:,} {noun})" + self.audit_text()
         text = (f"{self.added:,} added, {self.updated:,} updated, {self.unchanged:,} unchanged, "
                 f"{self.rejected:,} rejected")
         if self.flagged:
             text += f", {self.flagged:,} label{'' if self.flagged == 1 else 's'} flagged stale"
-        return head + text + self.no_value_text()
+        if self.stale_verdicts:
+            text += (f", {self.stale_verdicts:,} verdict{'' if self.stale_verdicts == 1 else 's'} set aside as stale "
+                     "(the next run judges the new content)")
+        return head + text + self.no_value_text() + self.audit_text()
+
+    def audit_text(self) -> str:
+        """Return how many of the file's labels fall outside the audit stream (a dataset with production queues), or ""."""
+        if self.outside_audit is None:
+            return ""
+        n = self.outside_audit
+        if not n:
+            return "; every label is in the audit stream"
+        return (f"; {n:,} of the file's labels {'is' if n == 1 else 'are'} outside the audit stream (no audit assignment "
+                f"of {'its' if n == 1 else 'their'} annotator on {'its' if n == 1 else 'their'} sample): "
+                f"{'it never feeds' if n == 1 else 'they never feed'} an estimate")
 
     def no_value_text(self) -> str:
         """Return how many verdicts of the file have no value (counted in reports, never scored), or ""."""

@@ -108,7 +108,12 @@ def unescape_cell(text: str) -> str:
 
 
 def csv_text(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
-    """Return rows as formula-safe CSV that the imports read back exactly: an ESCAPE_COLUMN, every cell escaped.
+    """Return rows as formula-safe CSV that the imports read back exactly (`csv_lines`, joined)."""
+    return "".join(csv_lines(header, rows))
+
+
+def csv_lines(header: Iterable[str], rows: Iterable[Iterable[str]]) -> Iterator[str]:
+    """Yield the header line, then each row's line, of formula-safe CSV: an ESCAPE_COLUMN, every cell escaped.
 
     Every cell holding a comma, a double quote, a CR or an LF is quoted (the csv module, with a
     "\n" line terminator, leaves a lone CR unquoted, which a reader takes for a new row).
@@ -116,9 +121,9 @@ def csv_text(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     def line(cells: Iterable[str]) -> str:
         return ",".join('"' + cell.replace('"', '""') + '"' if _NEEDS_QUOTES.search(cell) else cell for cell in cells) + "\n"
 
-    out = [line([*header, ESCAPE_COLUMN])]
-    out.extend(line([*(escape_cell(cell) for cell in row), ESCAPE_MARK]) for row in rows)
-    return "".join(out)
+    yield line([*header, ESCAPE_COLUMN])
+    for row in rows:
+        yield line([*(escape_cell(cell) for cell in row), ESCAPE_MARK])
 
 
 _PLAIN_NUMBER = re.compile(r"^[-+]?\d+(\.\d+)?$")

@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from calibrate.bounds import metadata_problems
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
 from calibrate.ingest.responses import check_response_columns, has_response_fields, response_column, responses_of
 from calibrate.models import EDITED, IMPORT, SEGMENTER
@@ -211,6 +212,8 @@ def _metadata(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]:
     if not isinstance(value, dict):
         check.bad("metadata", f"must be an object ({{...}}), found {kind_of(value)}")
         return {}
+    for name, problem in metadata_problems(value):  # what the production estimates read (calibrate.bounds)
+        check.bad(name, problem)
     return value
 
 

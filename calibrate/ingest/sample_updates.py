@@ -6,7 +6,8 @@ names what differs, `plan_replacement` matches a replacement's contexts and clai
 stored ones by rank/index and text (unchanged rows stay, changed or dropped ones are retired,
 new ones added inactive), and `publish_samples` makes a batch visible in one transaction:
 fields copied from the hidden copies, rows retired and activated, labels on what changed
-flagged stale with a LabelRevision each (docs/formats.md, "Importing again").
+flagged stale with a LabelRevision each and the verdicts on changed samples set aside
+(ingest/stale.py; docs/formats.md, "Importing again").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlmodel import Session
 
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.sample_records import GIVEN, SAMPLE_FIELDS, claim_origin, claim_spans, response_record, short_id
+from calibrate.ingest.stale import stale_verdicts
 from calibrate.models import (
     IMPORT,
     SEGMENTER,
@@ -146,12 +148,13 @@ def plan_replacement(pk: int, norm: dict[str, Any], digest: str, stored: dict[st
     return plan
 
 
-def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> int:
-    """Make a samples batch visible in one transaction; return how many labels went stale.
+def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> tuple[int, int]:
+    """Make a samples batch visible in one transaction; return how many labels went stale and how many verdicts.
 
     A new dataset is unhidden; into an existing one the staged samples move (one UPDATE).
     An --update's steps are applied: fields copied from the hidden copies, old rows retired and
-    new ones activated, kept rows' doc_id and spans updated, labels on what changed flagged.
+    new ones activated, kept rows' doc_id and spans updated, labels on what changed flagged, and
+    the sample-level verdicts of a sample whose judged fields changed set aside (`stale_verdicts`).
     """
     now = utcnow()
     steps = session.exec(select(ImportStep).where(ImportStep.batch_id == batch_id)).scalars().all()
@@ -164,7 +167,7 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         real = session.scalars(select(Dataset).where(Dataset.name == dataset, Dataset.import_batch_id.is_(None))).one()
         moving = update(_SAMPLES).where(_SAMPLES.c.dataset_id == staging_id).values(dataset_id=real.id)
         session.execute(moving.where(_SAMPLES.c.id.not_in(copy_ids)) if copy_ids else moving)
-    flagged = 0
+    flagged = stale = 0
     if copies:
         fields = ("question", "answer", "ground_truth", "metadata", "feedback", "retrieved_ids", "relevant_ids",
                   "content_hash", "segmenter", "claim_source", "content_sha256")
@@ -195,16 +198,18 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
             for columns in {tuple(sorted(row)) for row in kept}:
                 rows = [row for row in kept if tuple(sorted(row)) == columns]
                 session.execute(update(table).where(table.c.id == bindparam("b_id")), rows)
+        changed = {step.key: step.note for step in copies.values() if step.note}
         flagged = _flag(session, now,
                         {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "context"},
                         {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "claim"},
-                        {step.key: step.note for step in copies.values() if step.note})
+                        changed)
+        stale = stale_verdicts(session, now, changed)
         for part in in_parts(copy_ids):
             session.execute(delete(_SAMPLES).where(_SAMPLES.c.id.in_(part)))
     if staging.name != dataset:
         session.execute(delete(Dataset).where(Dataset.id == staging_id))
     session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
-    return flagged
+    return flagged, stale
 
 
 def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> int:

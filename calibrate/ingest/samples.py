@@ -118,9 +118,9 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
     unchanged = len(file.seen) - file.added - file.changed
     if not file.added and not file.changed:
         return ImportSummary("samples", dataset, 0, 0, unchanged)
-    flagged = _write(writes, file, dataset, description)
+    flagged, stale = _write(writes, file, dataset, description)
     file.tick.flush()
-    return ImportSummary("samples", dataset, file.added, file.changed, unchanged, flagged=flagged)
+    return ImportSummary("samples", dataset, file.added, file.changed, unchanged, flagged=flagged, stale_verdicts=stale)
 
 
 def _validate(writes: Writes, file: _Source, dataset: str, *, update: bool, max_errors: int,
@@ -195,7 +195,7 @@ def _validate_one(writes: Writes, session: Session, file: _Source, record: Recor
         check.bad("id", f"sample {external_id!r} changed since it was imported ({', '.join(fields)}); use --update to replace it")
 
 
-def _write(writes: Writes, file: _Source, dataset: str, description: str) -> int:
+def _write(writes: Writes, file: _Source, dataset: str, description: str) -> tuple[int, int]:
     """Pass 2: write in chunks into the batch's hidden dataset; then publish. Return how many labels went stale.
 
     The records are those pass 1 validated and hashed, unless the file changed (then it is refused whole).
@@ -227,12 +227,12 @@ def _write(writes: Writes, file: _Source, dataset: str, description: str) -> int
             raise reject("the file changed while it was being imported: import it again")
         stager.flush()
         with writes.publish() as session:
-            flagged = publish_samples(session, batch.id, staging_id, dataset)
+            flagged, stale = publish_samples(session, batch.id, staging_id, dataset)
     except BaseException:
         writes.abandon()
         raise
     writes.finish()
-    return flagged
+    return flagged, stale
 
 
 class _SampleStager:

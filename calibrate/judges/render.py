@@ -490,6 +490,7 @@ def _pooled(message: dict[str, Any], limits: Limits, part: str, error: type[Exce
     message["limits"] = {"seconds": limits.seconds, "max_chars": limits.max_chars, "max_depth": limits.max_depth,
                          "memory_mb": limits.memory_mb}
     try:
-        return render_pool.call(message, seconds=limits.seconds + render_pool.GRACE_SECONDS, workers=limits.workers)
+        return render_pool.call(message, seconds=limits.seconds + render_pool.GRACE_SECONDS, workers=limits.workers,
+                                wait=limits.wait)
     except render_pool.WorkerLost as exc:
         raise error(f"{part} refused: {exc}") from None

@@ -17,13 +17,18 @@ killed and replaced; the request it held gets WorkerLost with the reason, the ot
 on other workers and never see it.
 
 Workers are started on first use, up to `Limits.workers` of them, each used for one request at
-a time; they exit when this process closes their stdin (its exit).
+a time; they exit when this process closes their stdin (its exit). A caller that must not wait
+for a free worker (a web request's trial render: `Limits.wait` False) is refused with `Busy`
+(HTTP 503) instead; `trial_slot` bounds the trial renders in flight per user and in all (429 / 503),
+so a user who saves templates that run into the time limit over and over never takes the server's
+request threads (issue 30).
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import select
 import signal
@@ -32,8 +37,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from calibrate.errors import Busy
+from calibrate.reasons import Reason
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 256 * 1024 * 1024  # a frame longer than this is a broken worker, not an answer
@@ -166,8 +177,8 @@ class Pool:
         self.busy = 0
         self.started = 0  # workers started, for the record (tests, bench)
 
-    def call(self, message: dict[str, Any], *, seconds: float, size: int) -> dict[str, Any]:
-        worker = self._acquire(max(1, size))
+    def call(self, message: dict[str, Any], *, seconds: float, size: int, wait: bool = True) -> dict[str, Any]:
+        worker = self._acquire(max(1, size), wait=wait, retry_after=max(1, math.ceil(seconds)))
         healthy = False
         try:
             answer = worker.request(message, seconds)
@@ -176,8 +187,11 @@ class Pool:
         finally:
             self._release(worker, healthy)
 
-    def _acquire(self, size: int) -> Worker:
+    def _acquire(self, size: int, *, wait: bool = True, retry_after: int = 1) -> Worker:
         with self.lock:
+            if not wait and not self.idle and self.busy >= size:
+                raise Busy(Reason("render_workers_busy", workers=size, seconds=retry_after), status=503,
+                           retry_after=retry_after)
             while not self.idle and self.busy >= size:
                 self.lock.wait()
             self.busy += 1
@@ -214,12 +228,52 @@ POOL = Pool()
 atexit.register(POOL.shutdown)
 
 
-def call(message: dict[str, Any], *, seconds: float, workers: int) -> dict[str, Any]:
+def call(message: dict[str, Any], *, seconds: float, workers: int, wait: bool = True) -> dict[str, Any]:
     """Send `message` to a free worker (starting one if fewer than `workers` run); raise WorkerLost if it dies.
 
     `seconds`: the wall-clock limit of the request (the render's own limit plus GRACE_SECONDS).
+    `wait`: False refuses with Busy (503) at once when every worker is busy, instead of waiting for one.
     """
-    return POOL.call(message, seconds=seconds, size=workers)
+    return POOL.call(message, seconds=seconds, size=workers, wait=wait)
+
+
+class TrialSlots:
+    """The trial renders in flight in this process, per user and in all (`trial_slot`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_user: Counter[Any] = Counter()
+
+    @contextmanager
+    def slot(self, user: Any, *, per_user: int, total: int, retry_after: int) -> Iterator[None]:
+        with self.lock:
+            if self.by_user[user] >= per_user:
+                raise Busy(Reason("trials_per_user", limit=per_user, seconds=retry_after), status=429,
+                           retry_after=retry_after)
+            if sum(self.by_user.values()) >= total:
+                raise Busy(Reason("trials_total", limit=total, seconds=retry_after), status=503, retry_after=retry_after)
+            self.by_user[user] += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.by_user[user] -= 1
+                if self.by_user[user] <= 0:
+                    del self.by_user[user]
+
+
+TRIALS = TrialSlots()
+
+
+def trial_slot(user: Any, *, per_user: int, total: int, seconds: float) -> Any:
+    """Hold one of the `total` trial-render slots of this process, and one of `user`'s `per_user`, for a `with` block.
+
+    Refused at once, never waited for: Busy 429 when the user has `per_user` trials in flight
+    already, 503 when everyone's `total` are; `seconds` (a render's wall-clock limit) is the
+    Retry-After. The render inside should not wait for a worker either (`call(..., wait=False)`).
+    """
+    retry_after = max(1, math.ceil(seconds))
+    return TRIALS.slot(user, per_user=max(1, per_user), total=max(1, total), retry_after=retry_after)
 
 
 def shutdown() -> None:

@@ -102,6 +102,7 @@ class Limits:
     workers: int = DEFAULT_WORKERS
     isolated: bool = True
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES  # not a render's: the largest judge answer a run reads
+    wait: bool = True  # False: refused (Busy, 503) at once when every render worker is busy (a web request's trial)
 
     @classmethod
     def from_settings(cls, settings: abc.Mapping[str, Any]) -> Limits:

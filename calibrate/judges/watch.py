@@ -33,6 +33,12 @@ answer relevancy's TF-IDF embedder, the embedding leakage guard, the baseline's 
 are refused with a coded reason: a watcher judges whatever batch it claimed, so they could not equal
 `judge run`'s.
 
+A job whose call failed (an `error` verdict: a render refused every time, an answer the
+endpoint rejects) is backed off: after k failures in a row it sits out the next
+min(2^(k-1), BACKOFF_MAX_PASSES) - 1 passes, so it is tried again after 1, 2, 4 … 32 passes
+instead of every pass; each pass counts the jobs it left out (`backed_off`). The count lives in
+the watcher (a restarted watcher tries each job once more); a success forgets it.
+
 With an extraction version (`--extract E@V`), each pass first extracts the claims of the answers
 whose claims came from the sentence segmenter (imported without claims), through the same leases
 and the extraction's apply step (extraction.py); a claim task then judges those answers once they
@@ -98,6 +104,7 @@ from calibrate.task_values import is_extraction
 
 DEFAULT_EVERY = 30.0
 DEFAULT_LEASE = 60.0
+BACKOFF_MAX_PASSES = 32  # a job failing pass after pass is tried again at most every 32 passes (module docstring)
 
 
 @dataclass
@@ -122,18 +129,21 @@ class PassSummary:
     stopped: str = ""  # why the watcher ends after this pass (its budget is spent), else ""
     failed: str = ""  # why a run of the pass failed (the endpoint refused: bad key, unknown model, unreachable)
     skipped: dict[str, int] = field(default_factory=dict)  # metric judges: samples with nothing to measure, by reason
+    backed_off: int = 0  # pending jobs left out of this pass: they failed in the passes before (module docstring)
 
     def lines(self) -> list[str]:
         """Return what `calibrate watch` prints for the pass."""
+        waiting = [f"  {self.backed_off} jobs that failed before are backed off (tried again in a later pass)"] \
+            if self.backed_off else []
         if not self.runs:
             first = (f"pass {self.number}: nothing to judge ({self.pending} pending jobs held by other watchers)"
-                     if self.pending else f"pass {self.number}: nothing to judge")
-            return [first] + ([f"  {skipped_text(self.skipped)}"] if self.skipped else [])
+                     if self.pending > self.backed_off else f"pass {self.number}: nothing to judge")
+            return [first] + ([f"  {skipped_text(self.skipped)}"] if self.skipped else []) + waiting
         out = []
         for summary in self.runs:
             first, *rest = summary.lines()
             out += [f"pass {self.number}: {first}", *rest]
-        return out
+        return out + waiting
 
 
 # --------------------------------------------------------------------------- the lease table
@@ -252,6 +262,9 @@ class Watcher:
         self.owner = owner_token()
         self.calls = 0  # this watcher's calls and tokens so far: the budgets are its whole life's
         self.tokens = 0
+        self.number = 0  # the pass under way
+        # (judge, target key, order key) → [failures in a row, the first pass it may be tried again]
+        self.failing: dict[tuple[int, str, str], list[int]] = {}
         self.check()
 
     # ---- setup
@@ -298,6 +311,7 @@ class Watcher:
     def one_pass(self, number: int, stop: threading.Event) -> PassSummary:
         """Judge what is pending now: the extraction first (with --extract), then the prompt version."""
         summary = PassSummary(number)
+        self.number = number
         waiting: set[int] = set()
         for current in ([self.extract] if self.extract else []) + [self.main]:
             if stop.is_set():
@@ -306,6 +320,9 @@ class Watcher:
             with Session(self.engine, expire_on_commit=False) as session:
                 jobs, _ = self._pending(session, current, waiting, skipped)
             summary.pending += len(jobs)
+            due = [t for t in jobs if self.failing.get((current.judge_id, *lease_key(t)), (0, 0))[1] <= number]
+            summary.backed_off += len(jobs) - len(due)
+            jobs = due
             if not current.extracting:
                 summary.skipped = skipped
             run = self._version_pass(current, jobs, stop, skipped) if jobs else None
@@ -483,9 +500,17 @@ class _Pass:
                 return out
 
     def release(self, session: Session, outcomes: list[Outcome]) -> None:
-        """The writer's hook: delete the leases of the jobs it stores (in its transaction)."""
+        """The writer's hook: delete the leases of the jobs it stores (in its transaction); count the failed ones."""
         ids = [self.held.pop(lease_key(o.target)) for o in outcomes if lease_key(o.target) in self.held]
         release_held(session, ids)
+        done, w = _done_statuses(self.current.extracting), self.watcher
+        for outcome in outcomes:
+            key = (self.current.judge_id, *lease_key(outcome.target))
+            if outcome.status in done:
+                w.failing.pop(key, None)
+                continue
+            failures = w.failing.get(key, [0, 0])[0] + 1
+            w.failing[key] = [failures, w.number + min(2 ** (failures - 1), BACKOFF_MAX_PASSES)]
 
     # ---- offline
     def run_baseline(self, first: list[Target], options: RunOptions, stop: threading.Event,

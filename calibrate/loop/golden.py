@@ -37,6 +37,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
+from calibrate.calibration import stream_assignments, stream_labels
 from calibrate.db import read_frame
 from calibrate.errors import GoldenError, NotFound
 from calibrate.gold import gold_frame
@@ -51,6 +52,7 @@ from calibrate.models import (
     GoldenMember,
     GoldenSet,
     GoldenVersion,
+    Judge,
     Label,
     Sample,
     Task,
@@ -201,9 +203,9 @@ def _target_names(session: Session, sample_ids: set[int]) -> dict[str, str]:
 def canonical_items(items: list[dict]) -> bytes:
     """Return the bytes the hash is taken over: the items sorted by sample id, as compact, key-sorted UTF-8 JSON.
 
-    Each item is {"sample_id": external id, "anchor", "added_in", "source_trace_id", "gold":
-    {task: {target: value}}} — no database ids and no times, so the same content hashes the same
-    in any database.
+    Each item is {"sample_id": external id, "anchor", "added_in", "source_trace_id", "content": the
+    sample's content hash, "gold": {task: {target: value}}} — no database ids and no times, so the
+    same content hashes the same in any database.
     """
     ordered = sorted(items, key=lambda item: item["sample_id"])
     return json.dumps(ordered, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -376,8 +378,15 @@ def _snapshot(session: Session, golden: GoldenSet, number: int) -> list[dict]:
     ids = [m.sample_id for m in members]
     external = _external_ids(session, ids)
     gold = _gold_by_sample(session, ids)
+    # What each member says (the sha256 of its record, `sample.content_hash`): the hash covers the content judged, so
+    # a sample changed by an --update import changes the hash of the next version that holds it.
+    content: dict[int, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        part = ids[start:start + CHUNK]
+        content.update(session.execute(sa_select(Sample.id, Sample.content_hash).where(col(Sample.id).in_(part))).all())
     return [{"sample_id": external[m.sample_id], "anchor": m.anchor_in is not None and m.anchor_in <= number,
-             "added_in": m.added_in, "source_trace_id": m.source_trace_id, "gold": gold.get(m.sample_id, {})}
+             "added_in": m.added_in, "source_trace_id": m.source_trace_id, "content": content[m.sample_id],
+             "gold": gold.get(m.sample_id, {})}
             for m in members]
 
 
@@ -604,24 +613,46 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
     for name, p in zip(names, adjusted, strict=True):
         out["fields"][name]["p_holm"] = p
     if judge is not None:
-        out["judge"] = _judge_drift(session, dataset, judge, task, golden_ids, production, seed)
+        # On a dataset with production queues production's labels are the audit's only (docs/production.md).
+        streams = stream_assignments(session, dataset)
+        audit = None if streams.empty else streams
+        out["judge"] = _judge_drift(session, dataset, judge, task, golden_ids, production, seed, streams=audit,
+                                    note=LABELS_NOTES["all" if audit is None else "audit"])
         if version.number > 1:
             out["retained_vs_new"] = retained_vs_new(session, dataset_name, ref, judge=judge, task=task, seed=seed)
     return out
 
 
-def _pairs(session: Session, dataset: Dataset, judge_name: str, task_name: str | None,
-           ids: list[int]) -> tuple[Task, pd.DataFrame]:
-    judge = lookup.judge(session, judge_name)
-    task = _categorical_task(session, task_name)
+# Both kappas of a judge drift are unweighted: the golden set's members are no random draw, so its kappa cannot be
+# weighted to stand for the traffic, and weighting only production's side would make the two describe different things.
+UNWEIGHTED = ("Kappa is unweighted on both sides, as on the golden set, whose members are no random draw: the two kappas "
+              "describe the labelled samples alike, not all of production's traffic.")
+LABELS_NOTES = {
+    "audit": ("Production's side uses the audit labels only (an expert's label on a sample she has an audit assignment "
+              "for, and adjudications of such samples): triage labels were chosen on purpose. "),
+    "all": "This dataset has no production queues: every label on production's samples counts. ",
+    "members": "Both sides are golden members, each with its gold from all its labels. ",
+}
+
+
+def _pairs(session: Session, dataset: Dataset, judge: Judge, task: Task, ids: list[int], counted: list[str], *,
+           streams: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
+    """Return the judge's (gold, verdict) pairs on the samples `ids`, sorted by target, and how many were left out.
+
+    The gold is the one rule's (calibrate/gold.py) over the samples' labels; with `streams` (the dataset's stream
+    assignments) over the audit's labels only (`calibrate.calibration.stream_labels`). A pair whose gold or verdict
+    is not one of the `counted` labels (an excluded label such as `not_applicable`) is left out and counted.
+    """
     wanted = set(ids)
-    labels = read_frame(session, sa_select(Label.target_key, Label.sample_id, Label.value, Label.adjudicated, Label.stale,
-                                           Label.updated_at, Label.id)
-                        .join(Sample, Sample.id == Label.sample_id)
+    labels = read_frame(session, sa_select(Label.target_key, Label.sample_id, User.username, Label.value, Label.adjudicated,
+                                           Label.stale, Label.updated_at, Label.id)
+                        .join(Sample, Sample.id == Label.sample_id).join(User, User.id == Label.annotator_id)
                         .where(Sample.dataset_id == dataset.id, Label.task_id == task.id),
-                        ["target_key", "sample_id", "value", "adjudicated", "stale", "updated_at", "label_id"])
-    labels = labels[labels["sample_id"].isin(wanted)].astype({"adjudicated": bool, "stale": bool}).reset_index(drop=True)
-    gold = gold_frame(labels, task.kind)
+                        ["target_key", "sample_id", "annotator", "value", "adjudicated", "stale", "updated_at", "label_id"])
+    labels = labels[labels["sample_id"].isin(wanted)].astype({"adjudicated": bool, "stale": bool})
+    if streams is not None:
+        labels = stream_labels(labels, streams, "audit")
+    gold = gold_frame(labels.reset_index(drop=True), task.kind)
     verdicts = read_frame(session, sa_select(Verdict.target_key, Verdict.sample_id, Verdict.value)
                           .join(Sample, Sample.id == Verdict.sample_id)
                           .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
@@ -629,7 +660,9 @@ def _pairs(session: Session, dataset: Dataset, judge_name: str, task_name: str |
                           ["target_key", "sample_id", "verdict"])
     verdicts = verdicts[verdicts["sample_id"].isin(wanted) & verdicts["verdict"].notna()]
     both = gold[gold["gold"].notna()].merge(verdicts[["target_key", "verdict"]], on="target_key")
-    return task, both
+    both = both.sort_values(["sample_id", "target_key"], kind="stable").reset_index(drop=True)
+    usable = both["gold"].isin(counted) & both["verdict"].isin(counted)
+    return both[usable], int((~usable).sum())
 
 
 def _categorical_task(session: Session, name: str | None) -> Task:
@@ -642,15 +675,23 @@ def _categorical_task(session: Session, name: str | None) -> Task:
     return task
 
 
-def _judge_drift(session: Session, dataset: Dataset, judge: str, task: str | None, golden_ids: list[int],
-                 other_ids: list[int], seed: int) -> dict:
-    task_row, golden_pairs = _pairs(session, dataset, judge, task, golden_ids)
-    _, other_pairs = _pairs(session, dataset, judge, task, other_ids)
-    labels = [lab for lab in (task_row.labels or []) if lab not in set(task_row.excluded or [])] or None
-    found = drift_stats.judge_drift(golden_pairs["gold"].tolist(), golden_pairs["verdict"].tolist(),
-                                    other_pairs["gold"].tolist(), other_pairs["verdict"].tolist(),
-                                    labels=labels, seed=seed)
-    return {"judge": judge, "task": task_row.name, **{k: v.to_dict() for k, v in found.items()}}
+def _judge_drift(session: Session, dataset: Dataset, judge_name: str, task_name: str | None, first_ids: list[int],
+                 second_ids: list[int], seed: int, *, note: str, streams: pd.DataFrame | None = None) -> dict:
+    """Return the judge's kappa on `second_ids` minus on `first_ids` (stats.drift.judge_drift), unweighted.
+
+    With `streams` the second side's gold comes from the audit's labels only (`labels` "audit"), else from all of
+    them ("all"); `note` says whose labels and why (LABELS_NOTES). Pairs with an excluded label are left out and
+    counted (`n_excluded`), as everywhere else in calibrate.
+    """
+    judge = lookup.judge(session, judge_name)
+    task = _categorical_task(session, task_name)
+    counted = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
+    first, n_first = _pairs(session, dataset, judge, task, first_ids, counted)
+    second, n_second = _pairs(session, dataset, judge, task, second_ids, counted, streams=streams)
+    found = drift_stats.judge_drift(first["gold"].tolist(), first["verdict"].tolist(), second["gold"].tolist(),
+                                    second["verdict"].tolist(), labels=counted, seed=seed)
+    return {"judge": judge.name, "task": task.name, "labels": "all" if streams is None else "audit", "weighted": False,
+            "labels_note": note + UNWEIGHTED, "n_excluded": n_first + n_second, **{k: v.to_dict() for k, v in found.items()}}
 
 
 def retained_vs_new(session: Session, dataset_name: str, ref: str, *, judge: str, task: str | None = None,
@@ -664,7 +705,7 @@ def retained_vs_new(session: Session, dataset_name: str, ref: str, *, judge: str
     members = members_of(session, golden, version.number)
     retained = [m.sample_id for m in members if m.added_in < version.number]
     new = [m.sample_id for m in members if m.added_in == version.number]
-    found = _judge_drift(session, dataset, judge, task, retained, new, seed)
+    found = _judge_drift(session, dataset, judge, task, retained, new, seed, note=LABELS_NOTES["members"])
     kappa = found["kappa"]
     ci = kappa.get("ci")
     if ci is None or ci[0] is None or ci[0] <= 0 <= ci[1]:
@@ -672,5 +713,6 @@ def retained_vs_new(session: Session, dataset_name: str, ref: str, *, judge: str
     else:
         conclusion, reason = ("higher" if ci[0] > 0 else "lower"), None
     return {"golden": citation(golden, version), "judge": judge, "task": found["task"], "n_retained": len(retained),
-            "n_new": len(new), "kappa_new_minus_retained": kappa, "conclusion": conclusion,
+            "n_new": len(new), **{key: found[key] for key in ("labels", "weighted", "labels_note", "n_excluded")},
+            "kappa_new_minus_retained": kappa, "conclusion": conclusion,
             "note": str(reason) if reason else "", **({"reason": reason.to_dict()} if reason else {})}

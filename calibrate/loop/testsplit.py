@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func
+from sqlalchemy import func, union
 from sqlmodel import Session, select
 
 from calibrate import lookup
@@ -23,7 +23,7 @@ from calibrate.calibration import (
     labels_to_decide,
 )
 from calibrate.errors import CalibrationError
-from calibrate.models import Dataset, Label, Sample, Task, TestEvaluation, Verdict
+from calibrate.models import Dataset, Label, Sample, StaleVerdict, Task, TestEvaluation, Verdict
 from calibrate.reasons import Reason
 from calibrate.reports.decisions import decision_text
 
@@ -174,11 +174,16 @@ test_look_preview.__test__ = False  # not a pytest test
 
 def version_looks(session: Session, dataset: Dataset, task: Task, split: str) -> int:
     """Return how many versions (judges) were ever scored on `split` for `task`: those with a verdict of the task on a
-    sample of the split. The dashboard scores every judge with verdicts, so each of them has been looked at there;
-    nothing deletes verdicts, so the count never goes down. `calibrate optimise` adjusts its lower bounds for it."""
-    query = (select(func.count(func.distinct(Verdict.judge_id))).join(Sample, Sample.id == Verdict.sample_id)
-             .where(Sample.dataset_id == dataset.id, Sample.split == split, Verdict.task_id == task.id))
-    return int(session.exec(query).one())
+    sample of the split, current or set aside as stale (an `--update` that changed the sample moves its verdicts to
+    `staleverdict`, but the judge was looked at all the same). The dashboard scores every judge with verdicts, so each
+    of them has been looked at there; nothing deletes either, so the count never goes down. `calibrate optimise`
+    adjusts its lower bounds for it."""
+    def judges(table):
+        return (select(table.judge_id).join(Sample, Sample.id == table.sample_id)
+                .where(Sample.dataset_id == dataset.id, Sample.split == split, table.task_id == task.id))
+
+    scored = union(judges(Verdict), judges(StaleVerdict)).subquery()  # UNION: each judge once
+    return int(session.exec(select(func.count()).select_from(scored)).one())
 
 
 def test_looks(session: Session, dataset: Dataset, task: Task) -> dict[int, tuple[int, object]]:

@@ -11,6 +11,8 @@ come from users' data.
 - `agreement_chart`: one row per task, the alignment statistic with its confidence interval,
   the threshold as a vertical line and the human–human ceiling as a marker.
 - `difference_chart`: an A/B difference with its confidence interval against zero.
+- `windows_chart`: production windows (`calibrate monitor`): the live estimate with its CI band, the judge-only
+  number, the minimum, and the windows without an estimate marked.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import html
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from calibrate import i18n
@@ -338,6 +340,19 @@ def difference_chart(value: float | None, ci: Sequence[float] | None, *, label: 
     return _svg(width, height, body, label=f"{label} with its {ci_label}", kind="difference")
 
 
+def _series_axes(n: int, *, left: float, top: float, plot_w: float, plot_h: float, lo: float,
+                 hi: float) -> tuple[Callable[[int], float], Callable[[float], float]]:
+    """Return the x of the i-th of n points spread over the plot (one point: its middle) and the y of a value (clipped)."""
+
+    def sx(i: int) -> float:
+        return left + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
+
+    def sy(v: float) -> float:
+        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+
+    return sx, sy
+
+
 # --------------------------------------------------------------------------- alignment across versions
 
 
@@ -386,12 +401,7 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     step_x = 64.0 if len(points) <= 12 else 36.0
     plot_w = max(step_x * max(len(points) - 1, 1), 240.0)
     width, height = left + plot_w + right, top + plot_h + bottom
-
-    def sx(i: int) -> float:
-        return left + (plot_w / 2 if len(points) == 1 else i * plot_w / (len(points) - 1))
-
-    def sy(v: float) -> float:
-        return top + (hi - min(max(v, lo), hi)) / (hi - lo) * plot_h
+    sx, sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
 
     body = []
     tick = lo
@@ -435,3 +445,99 @@ def versions_chart(points: Sequence[VersionPoint], *, threshold: float, ceiling:
     label = i18n.gettext("%(metric)s across %(n)s versions with %(ci)s, threshold %(t)s", metric=metric, n=len(points), ci=ci_label,
                          t=threshold_text(threshold))
     return _svg(width, height, body, label=label, kind="versions")
+
+
+# --------------------------------------------------------------------------- production windows
+
+
+@dataclass(frozen=True)
+class WindowPoint:
+    """One production window in the windows chart: its live estimate and interval, the judge-only number, its status."""
+
+    label: str
+    value: float | None
+    ci: tuple[float, float] | None
+    judge_only: float | None
+    status: str  # ok | alert | undecided | too_few | no data
+    word: str = ""  # the status as the reader says it
+
+
+STATUS_COLOURS = {"ok": "#1a7f37", "alert": "#cf222e", "undecided": "#9a6700", "too_few": "#6e7781", "no data": "#6e7781"}
+JUDGE_COLOUR = "#8c959f"
+
+
+def windows_chart(points: Sequence[WindowPoint], *, minimum: float | None = None, share: bool = True, metric: str = "estimate",
+                  ci_label: str = "95% CI", too_few_label: str = "too few", judge_label: str = "judge only",
+                  minimum_label: str = "minimum") -> str:
+    """Return the windows of `calibrate monitor` oldest first: the estimate (points, coloured by status) with its CI band,
+    the judge-only number as a dashed grey line, the minimum as a line, and windows without an estimate marked.
+
+    A share's axis runs from 0 to 1; a mean's from its data. Readable at 390 px: the SVG scales (viewBox), and only every
+    k-th window is labelled when there are many."""
+    numbers = [v for p in points for v in (p.value, p.judge_only, *(p.ci or ())) if _finite(v)]
+    if _finite(minimum):
+        numbers.append(float(minimum))
+    if share or not numbers:
+        lo, hi = 0.0, 1.0
+    else:
+        span = max(max(numbers) - min(numbers), 0.1)
+        lo, hi = min(numbers) - span * 0.1, max(numbers) + span * 0.1
+    left, top, plot_h, bottom, right = 64.0, 16.0, 180.0, 50.0, 96.0
+    plot_w = 320.0  # about 480 wide in all: on a 390 px phone the text stays near 10 px
+    column = min(18.0, plot_w / max(len(points), 1) * 0.6)
+    width, height = left + plot_w + right, top + plot_h + bottom
+    sx, sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
+
+    body = []
+    for tick in _ticks(lo, hi, integers=False):
+        body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
+        body.append(_text(left - 6, sy(tick) + 4, number(tick, 2 if share else 1), anchor="end", fill=MUTED))
+    for i, p in enumerate(points):
+        if not _finite(p.value):  # no estimate: a grey column says why, so a gap is never mistaken for a line's end
+            x = sx(i)
+            body.append(f'<rect class="no-estimate" x="{_f(x - column / 2)}" y="{_f(top)}" width="{_f(column)}" height="{_f(plot_h)}" fill="{GRID}" '
+                        f'fill-opacity="0.5"><title>{_e(f"{p.label}: {too_few_label}")}</title></rect>')
+            if column >= 8:
+                body.append(_text(x, top + plot_h - 6, "?", anchor="middle", fill=MUTED, weight="600"))
+    runs: list[list[int]] = [[]]
+    for i, p in enumerate(points):  # the band and the line break where a window has no estimate
+        if _finite(p.value) and p.ci and all(_finite(v) for v in p.ci):
+            runs[-1].append(i)
+        elif runs[-1]:
+            runs.append([])
+    for run in runs:
+        if len(run) > 1:
+            upper = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[1]))}" for i in run)
+            lower = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[0]))}" for i in reversed(run))
+            body.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" stroke="none">'
+                        f'<title>{_e(ci_label)}</title></polygon>')
+            path = " ".join(f"{_f(sx(i))},{_f(sy(points[i].value))}" for i in run)
+            body.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
+    judged = [(i, p) for i, p in enumerate(points) if _finite(p.judge_only)]
+    if len(judged) > 1:
+        path = " ".join(f"{_f(sx(i))},{_f(sy(p.judge_only))}" for i, p in judged)
+        body.append(f'<polyline class="judge-only" points="{path}" fill="none" stroke="{JUDGE_COLOUR}" stroke-width="1.4" '
+                    f'stroke-dasharray="4 3"><title>{_e(judge_label)}</title></polyline>')
+    if judged:
+        last_i, last = judged[-1]
+        body.append(_text(left + plot_w + 8, sy(last.judge_only) + 4, judge_label, fill=JUDGE_COLOUR))
+    if _finite(minimum):
+        my = sy(float(minimum))
+        body.append(f'<line class="minimum" x1="{_f(left)}" y1="{_f(my)}" x2="{_f(left + plot_w)}" y2="{_f(my)}" '
+                    f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
+        body.append(_text(left + plot_w + 8, my + 4 + (14 if judged and abs(sy(judged[-1][1].judge_only) - my) < 14 else 0),
+                          f"{minimum_label} {number(float(minimum), 2)}", fill=THRESHOLD_COLOUR, weight="600"))
+    every = max(1, math.ceil(len(points) / 6))  # at most six labels along the axis
+    for i, p in enumerate(points):
+        x = sx(i)
+        if i % every == 0 or i == len(points) - 1:
+            body.append(_text(x, top + plot_h + 16, _clip(p.label, 10), anchor="end", fill=MUTED, title=p.label, size=11,
+                              extra=f' transform="rotate(-25 {_f(x)} {_f(top + plot_h + 16)})"'))
+        if _finite(p.value):
+            ci_text = " " + interval(p.ci) if p.ci and all(_finite(v) for v in p.ci) else ""
+            colour = STATUS_COLOURS.get(p.status, MUTED)
+            body.append(f'<circle class="estimate status-{_e(p.status.replace(" ", "-"))}" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" '
+                        f'fill="{colour}" stroke="#ffffff" stroke-width="1.5">'
+                        f'<title>{_e(f"{p.label}: {number(p.value)}{ci_text} ({p.word or p.status})")}</title></circle>')
+    label = i18n.gettext("%(metric)s per window with %(ci)s", metric=metric, ci=ci_label)
+    return _svg(width, height, body, label=label, kind="windows")

@@ -25,12 +25,22 @@ def interval(ci: list | None) -> str:
 
 
 def what(block: dict) -> str:
-    """Return what is estimated: the share of faithful answers, of a label, or the mean score."""
-    if block.get("unit") == "answer":
-        return gettext("share of faithful answers")
-    if block.get("positive") is not None:
-        return gettext("share of %(label)s", label=block["positive"])
-    return gettext("mean score")
+    """Return what is estimated, from the block's `estimand` {level, positive, metric} and `target` (the task's)."""
+    estimand = block.get("estimand") or {"level": "answers" if block.get("unit") == "answer" else None,
+                                         "positive": block.get("positive"), "metric": "share" if block.get("positive") else "mean"}
+    level, label = estimand.get("level"), estimand.get("positive")
+    if estimand.get("metric") == "mean":
+        return {"answers": gettext("mean score of the answers"), "claims": gettext("mean score of the claims"),
+                "contexts": gettext("mean score of the contexts")}.get(level, gettext("mean score"))
+    if level == "answers" and block.get("target") == "claim":
+        if label == "supported":  # claim support's answers: faithfulness = 1
+            return gettext("share of faithful answers (every counted claim supported)")
+        return gettext("share of answers whose every counted claim is %(label)s", label=label)
+    if level == "claims":
+        return gettext("share of claims labelled %(label)s", label=label)
+    if level == "contexts":
+        return gettext("share of contexts labelled %(label)s", label=label)
+    return gettext("share of answers labelled %(label)s", label=label)
 
 
 def naive_why() -> str:

@@ -22,7 +22,7 @@ from flask import (
 )
 
 from calibrate.accounts import authenticate, get_user
-from calibrate.db import check_database
+from calibrate.db import check_database, last_write_failure
 from calibrate.i18n import _, ngettext
 from calibrate.logins import (
     SessionPolicy,
@@ -175,10 +175,17 @@ def _throttled(next_url: str | None, wait: int):
 
 @bp.route("/health")
 def health():
-    """Say whether the database can be read and written: 200 "ok", else 503 with "read-only" or "damaged" (no login)."""
-    state = check_database(app_engine())
+    """Say whether the database can be read and written: 200 "ok", else 503 with "read-only" or "damaged" (no login),
+    or "write-failed" when this process's last write failed (a full disk): the database checked out, the disk did not."""
+    engine = app_engine()
+    state = check_database(engine)
     body = {"status": state.status, "database": state.status, "message": state.message}
-    return jsonify(body), 200 if state.status == "ok" else 503
+    failed = last_write_failure(engine) if state.status == "ok" else None
+    if failed is not None:
+        when, why = failed
+        body = {**body, "status": "write-failed", "write_failed_at": when.isoformat(timespec="seconds"),
+                "message": f"the last write failed: {why}"}
+    return jsonify(body), 200 if body["status"] == "ok" else 503
 
 
 @bp.route("/logout", methods=("POST",))

@@ -11,6 +11,8 @@ raised with a plain string is shown as it is (English: docs/i18n.md says which, 
   request (htmx, the workbench) → 422 with the message as plain text, which the page shows.
 - A page (GET) elsewhere → the 404 page with the message: the name in the URL does not
   exist (the message lists what does), or the page cannot be built for these arguments.
+- `Busy` (too much of this work at once: the prompt editor's trial renders) → the error page
+  with the message, its status (429 or 503) and `Retry-After`, whatever the area.
 - Otherwise (a form) → the message as a flash and a 303 back: to `g.refusal_back` when the
   view set one (`back_to(url)`), else to the page its blueprint names, else to the
   referring page on this site, else to the datasets.
@@ -25,8 +27,9 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Flask, flash, g, make_response, redirect, render_template, request, url_for
 from werkzeug.exceptions import NotFound as HTTPNotFound
+from werkzeug.exceptions import ServiceUnavailable, TooManyRequests
 
-from calibrate.errors import CalibrateError, NotFound
+from calibrate.errors import Busy, CalibrateError, NotFound
 from calibrate.i18n import N_
 from calibrate.reports.summary import reason_text
 from calibrate.views.auth import is_script_request, safe_next
@@ -43,6 +46,9 @@ HTTP_ERROR_TEXT = (
     N_("Method Not Allowed"), N_("The method is not allowed for the requested URL."),
     N_("Request Entity Too Large"), N_("The data value transmitted exceeds the capacity limit."),
     N_("Too Many Requests"), N_("This user has exceeded an allotted request count. Try again later."),
+    N_("Service Unavailable"),
+    N_("The server is temporarily unable to service your request due to maintenance downtime or capacity problems. Please try "
+       "again later."),
     N_("Internal Server Error"),
     N_("The server encountered an internal error and was unable to complete your request. Either the server is overloaded or there "
        "is an error in the application."),
@@ -90,6 +96,11 @@ def refusal_text(exc: CalibrateError) -> str:
 def refused(exc: CalibrateError):
     """Answer a refused request (see the module's docstring)."""
     message = refusal_text(exc)
+    if isinstance(exc, Busy):  # too much of this work at once: the status says whose, Retry-After when to come back
+        error = TooManyRequests() if exc.status == 429 else ServiceUnavailable()
+        response = make_response(render_template("error.html", error=error, refusal=message), exc.status)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     annotation_area = request.blueprint in _BACK
     if annotation_area and isinstance(exc, NotFound):
         return render_template("error.html", error=HTTPNotFound()), 404

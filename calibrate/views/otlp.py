@@ -2,17 +2,23 @@
 `POST /v1/feedback`: thumbs up/down for its traces, with the same token and the same checks.
 
 No login session and no CSRF token (security.py exempts this blueprint): a bearer token made by
-`calibrate traces token`, which may only stage spans for its dataset. A request is checked in
-this order, and nothing is written unless it passes every check: 401 without a live token, 415
-for a body neither `application/x-protobuf` nor `application/json` (or an encoding other than
-gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of this process are being
-stored already (the exporter retries; the other request threads stay free for people), 413
-over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a
-gzip bomb is never inflated), 400 when it does not parse. Then its spans are staged in one
-short write (ingest/traces/staging.py) and the answer is an ExportTraceServiceResponse in the
-request's content type, with `partialSuccess {rejectedSpans, errorMessage}` when spans were
-refused one by one (a bad id, too many attributes). Errors are a `google.rpc.Status`
-{code, message}, also in the request's content type. docs/formats.md has the whole contract.
+`calibrate traces token`, which may only stage spans and feedback for its dataset. A request is
+checked in this order, and nothing is written unless it passes every check: 401 without a live
+token, 415 for a body neither `application/x-protobuf` nor `application/json` (or an encoding
+other than gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of this process are
+being stored already (the exporter retries; the other request threads stay free for people), 413
+over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a gzip
+bomb is never inflated; every gzip member is read, and bytes after the last one refuse the
+body) or a JSON body over TRACES_MAX_JSON_BODY (parsed whole), 400 when it does not parse, 413 over TRACES_MAX_SPANS spans (TRACES_MAX_FEEDBACK feedback
+records), counted before any is decoded. Then its spans are decoded and staged chunk by chunk
+(ingest/traces/staging.py `stage_request`: STAGE_CHUNK spans per write transaction, the writer
+lock given back between two, one chunk of decoded spans in memory) and the answer is an
+ExportTraceServiceResponse in the request's content type, with `partialSuccess {rejectedSpans,
+errorMessage}` when spans were refused one by one (a bad id, too many attributes, a start time
+out of range, text that is not valid Unicode). Errors are a `google.rpc.Status` {code, message},
+also in the request's content type; a database that refuses the write (a full disk, a lock held
+too long) is a 503 with Retry-After in that shape, never an HTML page, and `/health` says the
+write failed. docs/formats.md has the whole contract.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ import threading
 import zlib
 
 from flask import Blueprint, Response, current_app, request
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from calibrate.ingest.problems import ImportRejected
-from calibrate.ingest.traces.decode import Where, parse_json, spans_of_protobuf, spans_of_traces_data
-from calibrate.ingest.traces.staging import encode_spans, parse_feedback, stage_feedback, stage_spans, token_for
+from calibrate.ingest.traces.decode import LazyRequest, Where, check_traces_data, iter_traces_data_spans, parse_json
+from calibrate.ingest.traces.staging import TooManyRecords, parse_feedback, stage_feedback_request, stage_request, token_for
 from calibrate.views.session import get_session, write
 
 bp = Blueprint("otlp", __name__)
@@ -35,7 +42,8 @@ JSON = "application/json"
 JSON_LINES = ("application/x-ndjson", "application/jsonl")  # /v1/feedback only
 READ_CHUNK = 1024 * 1024
 # google.rpc.Code values of the error answers (OTLP/HTTP puts a Status in the body of a failure).
-CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+CODES = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13, 503: 14}
+DATABASE_RETRY_AFTER = 30  # seconds an exporter waits before it sends again a request the database refused
 
 
 class TooLarge(Exception):
@@ -90,19 +98,31 @@ def read_body(limit: int) -> bytes:
     encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding == "identity":
         return bytes(raw)
-    try:
+    return gunzip(bytes(raw), limit)
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """Return every member of a gzip body, unpacked (RFC 1952: a gzip file is a series of members); TooLarge past `limit`
+    bytes; ValueError for bad gzip, a body that ends early, or bytes after the last member that are not one."""
+    out = bytearray()
+    while True:
         decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = decoder.decompress(bytes(raw), limit + 1)
-        if len(out) > limit or decoder.unconsumed_tail:
+        try:
+            out += decoder.decompress(data, limit + 1 - len(out))
+            if len(out) > limit or decoder.unconsumed_tail:
+                raise TooLarge
+            out += decoder.flush()
+        except zlib.error as exc:
+            raise ValueError(f"not valid gzip: {exc}") from None
+        if len(out) > limit:
             raise TooLarge
-        out += decoder.flush()
-    except zlib.error as exc:
-        raise ValueError(f"not valid gzip: {exc}") from None
-    if len(out) > limit:
-        raise TooLarge
-    if not decoder.eof:
-        raise ValueError("not valid gzip: the stream ends early")
-    return out
+        if not decoder.eof:
+            raise ValueError("not valid gzip: the stream ends early")
+        data = decoder.unused_data
+        if not data:
+            return bytes(out)
+        if not data.startswith(b"\x1f\x8b"):
+            raise ValueError(f"not valid gzip: {len(data):,} bytes after the end of the compressed data")
 
 
 @bp.route("/v1/traces", methods=["POST"])
@@ -155,10 +175,27 @@ def _guarded(kinds: tuple[str, ...], handler) -> Response:
             return _answer(413, answer_kind, f"the request body is over TRACES_MAX_BODY ({limit:,} bytes)")
         except ValueError as exc:
             return _answer(400, answer_kind, str(exc))
+        json_limit = int(current_app.config["TRACES_MAX_JSON_BODY"])
+        if kind != PROTOBUF and len(body) > json_limit:
+            # JSON is parsed whole, in one call that holds the interpreter (~15–50 ms a MB): the server's other
+            # threads would wait that long. Protobuf is walked one span at a time (decode.LazyRequest).
+            return _answer(413, answer_kind, f"a JSON body is over TRACES_MAX_JSON_BODY ({json_limit:,} bytes unpacked): "
+                                             "send protobuf (application/x-protobuf) or smaller batches")
         try:
             return handler(kind, body, token)
+        except TooManyRecords as exc:
+            return _answer(413, answer_kind, str(exc))
         except ImportRejected as exc:
             return _answer(400, answer_kind, str(exc.problems[0]) if exc.problems else str(exc))
+        except DBAPIError as exc:
+            # The database refused (a full disk, a lock held too long, a read-only file): an OTLP Status, never an
+            # HTML page, and 503 (retryable) so the exporter keeps the spans and sends them again; /health says so.
+            reason = str(exc.orig).splitlines()[0][:200] if exc.orig is not None else type(exc).__name__
+            if not isinstance(exc, OperationalError):
+                return _answer(500, answer_kind, f"the database refused the write: {reason}")
+            response = _answer(503, answer_kind, f"the database refused the write ({reason}); retry")
+            response.headers["Retry-After"] = str(DATABASE_RETRY_AFTER)
+            return response
     finally:
         slots.release()
 
@@ -173,23 +210,28 @@ def _slots() -> threading.BoundedSemaphore:
 
 
 def _stage(kind: str, body: bytes, token) -> Response:
-    """Decode and stage one request's spans (every check before this one passed)."""
+    """Count, decode and stage one request's spans (every check before this one passed)."""
     rejected: list[str] = []
-    if kind == PROTOBUF:
-        spans = spans_of_protobuf(body, rejected=rejected)
+    if kind == PROTOBUF:  # walked, not parsed whole: the parse would hold the interpreter for ~8 ms a MB
+        lazy = LazyRequest(body)
+        count, spans = lazy.count(), lazy.spans(Where(), rejected=rejected)
     else:
-        spans = spans_of_traces_data(parse_json(body), Where(), rejected=rejected)
-    # One short write behind the writer lock, taking turns with label saves and the settler; a background
-    # write: a label save waiting in another process (a `--role web` server) goes first.
-    encoded = encode_spans(spans)  # before the lock: it is held for the database work alone
-    write(lambda session: stage_spans(session, token, spans, rejected=len(rejected), encoded=encoded), background=True)
+        data = parse_json(body)
+        count, spans = check_traces_data(data, Where()), iter_traces_data_spans(data, Where(), rejected=rejected)
+    limit = int(current_app.config["TRACES_MAX_SPANS"])
+    if count > limit:
+        return _answer(413, kind, f"{count:,} spans, the limit is {limit:,} per request (TRACES_MAX_SPANS): export in "
+                                  "smaller batches (a Collector: send_batch_max_size)")
+    # Write transactions of STAGE_CHUNK spans behind the writer lock, taking turns with label saves and the settler;
+    # background writes: a label save waiting in another process (a `--role web` server) goes first.
+    stage_request(lambda action: write(action, background=True), token, spans, rejected)
     return _success(kind, rejected)
 
 
 def _stage_feedback(kind: str, body: bytes, token) -> Response:
     """Check and stage one request's feedback records (every check before this one passed)."""
-    given = parse_feedback(body)
-    done = write(lambda session: stage_feedback(session, token, given), background=True)
+    given = parse_feedback(body, max_records=int(current_app.config["TRACES_MAX_FEEDBACK"]))
+    done = stage_feedback_request(lambda action: write(action, background=True), token, given)
     return Response(json.dumps({"feedback": len(given), "staged": done.staged, "late": done.late}), status=200,
                     mimetype=JSON)
 

@@ -35,6 +35,20 @@ def judges_on(session, dataset) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
+def tasks_of(session, dataset, judge_name: str | None) -> list[str]:
+    """Return the tasks (not claim extractions) the judge has verdicts for on the dataset, by name."""
+    if not judge_name:
+        return []
+    rows = session.execute(
+        sa_select(Task.name).join(Verdict, Verdict.task_id == Task.id).join(Judge, Judge.id == Verdict.judge_id)
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .where(Sample.dataset_id == dataset.id, Judge.name == judge_name, Task.kind != EXTRACTION).distinct()).all()
+    return sorted(r[0] for r in rows)
+
+
+LEVELS = ("answers", "claims", "contexts")
+
+
 def queue_form(session, dataset) -> dict:
     """Return what the queue policy form shows: the saved policy (or defaults), the experts, the streams' counts."""
     policy = saved_policy(session, dataset)
@@ -73,8 +87,11 @@ def show(name: str):
     session = get_session()
     dataset = lookup.dataset(session, name)
     judges = judges_on(session, dataset)
-    judge = request.args.get("judge") or (judges[0] if judges else None)
-    by = request.args.get("by") if request.args.get("by") in ("day", "week") else "week"
+    judge = request.args.get("judge") if request.args.get("judge") in judges else (judges[0] if judges else None)
+    tasks = tasks_of(session, dataset, judge)
+    task = request.args.get("task") if request.args.get("task") in tasks else (tasks[0] if tasks else None)
+    by = request.args.get("by") if request.args.get("by") in ("day", "week", "month") else "week"
+    level = request.args.get("level") if request.args.get("level") in LEVELS else None
     raw_min = (request.args.get("min") or "").strip()
     min_value = None
     if raw_min:
@@ -85,14 +102,17 @@ def show(name: str):
         if min_value is not None and not math.isfinite(min_value):
             min_value = None
     result = body = message = None
-    if judge:
+    if judge and task:
         try:
-            result = production.monitor(session, dataset.name, judge, by_window=by, min_value=min_value)
+            result = production.monitor(session, dataset.name, judge, task=task, by_window=by, min_value=min_value, level=level)
         except CalibrationError as refused:  # e.g. a pairwise task needs its positive label: say so on the page, keep the form
             message = refusal_text(refused)
         else:
             body = production_report.view(result)
-    return render_template("datasets/production.html", dataset=dataset, judges=judges, judge=judge, by=by,
+    target = session.execute(sa_select(Task.target).where(Task.name == task)).scalar_one_or_none() if task else None
+    levels = {"claim": ("answers", "claims"), "context": ("contexts",)}.get(target, ("answers",))
+    return render_template("datasets/production.html", dataset=dataset, judges=judges, judge=judge, tasks=tasks, task=task, by=by,
+                           level=(result or {}).get("level") or levels[0], levels=levels,
                            min_value=raw_min if min_value is not None else "", result=result, body=body, message=message,
                            queue=queue_form(session, dataset))
 

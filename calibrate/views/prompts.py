@@ -3,13 +3,16 @@ the previous one, side-by-side diff. Annotators get 403."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, url_for
 from sqlmodel import select
 
 from calibrate import lookup
 from calibrate.datasets import dataset_names
-from calibrate.errors import CalibrateError
+from calibrate.errors import Busy, CalibrateError
 from calibrate.i18n import gettext
+from calibrate.judges.render_pool import GRACE_SECONDS, trial_slot
 from calibrate.judges.runner import MAX_SAMPLES
 from calibrate.judges.sandbox import Limits
 from calibrate.judges.versions import (
@@ -45,6 +48,18 @@ def _version_or_404(name: str, number: int):
     return prompt, version
 
 
+def trial_limits() -> Limits:
+    """Return the limits of a trial render in a request: the settings', never waiting for a busy render worker."""
+    return replace(Limits.from_settings(current_app.config), wait=False)
+
+
+def trial():
+    """Hold one of this user's and of the server's trial-render slots (Busy 429 / 503 at once past them; docs/security.md)."""
+    config = current_app.config
+    return trial_slot(g.user.id, per_user=int(config["PROMPT_TRIALS_PER_USER"]), total=int(config["PROMPT_TRIALS_TOTAL"]),
+                      seconds=float(config["PROMPT_RENDER_SECONDS"]) + GRACE_SECONDS)
+
+
 def run_choices() -> list[str]:
     """Return the backends the Run button offers: the baseline and the configured ones."""
     return ["baseline", *sorted(current_app.config.get("JUDGE_BACKENDS", {}) or {})]
@@ -70,9 +85,10 @@ def create():
     name, task = request.form.get("name", "").strip(), request.form.get("task", "")
     datasets = [request.form["dataset"].strip()] if request.form.get("dataset", "").strip() else []
     back_to(url_for("prompts.index"))
-    limits = Limits.from_settings(current_app.config)
+    limits = trial_limits()
     # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
-    checked = check_version(get_session(), name, task=task, limits=limits, datasets=datasets)
+    with trial():
+        checked = check_version(get_session(), name, task=task, limits=limits, datasets=datasets)
     with writing() as session:
         result = save_version(session, name, task=task, author=g.user, note="created from the built-in template",
                               limits=limits, checked=checked, datasets=datasets)
@@ -125,13 +141,17 @@ def update(name: str, number: int):
     try:
         fields = {"template": form["template"], "system": form["system"], "model": form["model"],
                   "params": parse_params(form["params"].splitlines()), "few_shots": parse_few_shot_lines(form["few_shots"]),
-                  "dataset": form["dataset"].strip() or None, "limits": Limits.from_settings(current_app.config)}
+                  "dataset": form["dataset"].strip() or None, "limits": trial_limits()}
         # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
-        checked = check_version(session, prompt.name, **fields)
+        with trial():
+            checked = check_version(session, prompt.name, **fields)
         with writing() as db:
             result = save_version(db, prompt.name, note=form["note"], author=g.user, checked=checked, **fields)
     except CalibrateError as exc:  # the form again, with what was typed and why it was refused
-        return render_template("prompts/edit.html", v=view, form=form, error=refusal_text(exc)), 400
+        page = render_template("prompts/edit.html", v=view, form=form, error=refusal_text(exc))
+        if isinstance(exc, Busy):  # too many trial renders at once: nothing was checked, send it again later
+            return page, exc.status, {"Retry-After": str(exc.retry_after)}
+        return page, 400
     ref = f"{prompt.name}@{result.version.number}"
     if result.created:
         flash(gettext("Saved %(version)s.", version=ref), "info")

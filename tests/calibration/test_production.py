@@ -18,9 +18,10 @@ from sqlmodel import Session, select
 
 from calibrate.accounts import ensure_annotator
 from calibrate.annotation.auto_queue import queue_auto
-from calibrate.calibration import monitor, production_estimate, production_gate
+from calibrate.calibration import monitor, production_gate
 from calibrate.demo.production import PROD_DATASET, PROD_JUDGE
 from calibrate.models import Assignment, Dataset, Judge, JudgeRun, Label, Sample, Task, User, Verdict
+from calibrate.stats.design import design_estimate
 from calibrate.tasks import add_task
 
 TASK = "ok_task"
@@ -38,7 +39,9 @@ def simulate_window(rng: np.random.Generator, *, traces: int = 1500, audit: int 
     drawn = rng.choice(y_s.size, size=audit, replace=False)
     pi_a = audit / y_s.size
     w_lab = 1.0 / (pi_s[drawn] * pi_a)
-    est = production_estimate(y_s[drawn], yhat[drawn], yhat, w_lab, 1.0 / pi_s)
+    ids = np.arange(y_s.size)
+    found = design_estimate(y_s[drawn], yhat[drawn], w_lab, pi_s[drawn], ids[drawn], yhat, 1.0 / pi_s, pi_s, ids, binary=True)
+    est = {"ci": found.ci, "judge_only": found.extra["judge_only"]}
     order = np.argsort(~down_s, kind="stable")[:triage]  # thumbs-down first
     tri = y_s[order]  # the same labels-alone mean, had the triage labels been used
     half = 1.96 * tri.std() / np.sqrt(tri.size)
@@ -145,16 +148,19 @@ def test_monitor_json_on_the_demo(runner, demo_engine):
     result = runner.invoke(["monitor", "--dataset", PROD_DATASET, "--judge", PROD_JUDGE, "--min", "3.5"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert set(data) == {"dataset", "judge", "task", "positive", "metric", "by_window", "alpha", "min", "min_agreement", "now",
-                         "calibration", "latest_run", "windows"}
+    assert set(data) == {"dataset", "judge", "task", "estimand", "target", "positive", "metric", "level", "labels", "by_window",
+                         "alpha", "min", "min_agreement", "now", "calibration", "counts", "latest_run", "windows"}
+    assert data["estimand"] == {"level": "answers", "positive": None, "metric": "mean"} and data["labels"] == "audit"
     assert data["task"] == "answer_quality" and data["metric"] == "mean" and data["latest_run"] is None
     assert [w["window"] for w in data["windows"]] == ["2026-W45", "2026-W46", "2026-W47"]
     assert data["calibration"]["n"] > 30 and data["calibration"]["value"] > 0.85
     for w in data["windows"]:
-        assert set(w) == {"window", "start", "end", "complete", "counts", "estimate", "ci", "method", "judge_only", "judge_only_ci",
-                          "agreement", "status", "alerts", "reason", "note"}
-        assert set(w["counts"]) == {"traces", "sampled", "judged", "audit_labels", "triage_labels"}
-        assert set(w["agreement"]) == {"value", "ci", "n", "calibration", "change", "change_ci"}
+        assert set(w) == {"window", "start", "end", "closed", "complete", "counts", "estimate", "ci", "method", "lambda", "interval",
+                          "n_effective", "judge_only", "judge_only_ci", "agreement", "status", "alerts", "labels_to_settle", "reason",
+                          "note"}
+        assert set(w["counts"]) == {"traces", "sampled", "judged", "failed", "unjudged", "audit_labels", "audit_drawn",
+                                    "audit_pending", "triage_labels"}
+        assert set(w["agreement"]) == {"value", "ci", "n", "status", "calibration", "change", "change_ci"}
         assert w["complete"] and w["counts"]["sampled"] == 70 and w["counts"]["audit_labels"] > 20 and w["method"] == "ppi++"
         assert w["counts"]["traces"] > w["counts"]["sampled"]
     assert [w["status"] for w in data["windows"]] == ["ok", "ok", "alert"]
@@ -176,51 +182,79 @@ def test_gate_production_exit_codes_on_the_demo(runner, demo_engine):
     code, out = _gate(runner, "--min", "3.5", "--min-agreement", "0.2")
     assert code == 0 and out.startswith("PASS answer_quality window 2026-W47: ok")
     code, out = _gate(runner, "--min", "4.0", "--min-agreement", "0.2")
-    assert code == 2 and out.startswith("UNDECIDED")
+    assert code == 3 and out.startswith("UNDECIDED")  # the interval straddles the minimum: its own exit code
     code, out = _gate(runner, "--min", "4.6", "--min-agreement", "0.2")
     assert code == 1 and "metric_below_min" in out
     code, out = _gate(runner)
     assert code == 2 and "needs --min" in out
 
 
-def test_gate_production_falls_back_to_the_last_complete_window_when_the_judge_pass_failed(runner, demo_engine):
+def _fourth_week(demo_engine, statuses: list[str | None], *, failed_run: bool = True) -> None:
+    """Add a fourth week to the demo's production source: one sample per status (None: no verdict at all)."""
     with Session(demo_engine) as session:
         dataset = session.exec(select(Dataset).where(Dataset.name == PROD_DATASET)).one()
         judge = session.exec(select(Judge).where(Judge.name == PROD_JUDGE)).one()
         task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
-        session.add(JudgeRun(judge_id=judge.id, dataset_id=dataset.id, status="failed", error="endpoint down (HTTP 503)"))
-        for i in range(6):  # a fourth week, half judged: the pass failed
+        if failed_run:
+            session.add(JudgeRun(judge_id=judge.id, dataset_id=dataset.id, status="failed", error="endpoint down (HTTP 503)"))
+        for i, status in enumerate(statuses):
             when = datetime(2026, 11, 24, 9 + i, tzinfo=UTC)
             sample = Sample(dataset_id=dataset.id, external_id=f"late-{i}", question="q", answer="a", content_hash="h",
                             meta={"started_at": when.isoformat(), "inclusion_prob": 0.2})
             session.add(sample)
             session.flush()
-            ok = i < 3
-            session.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}",
-                                value="4" if ok else None, status="ok" if ok else "error"))
+            if status is not None:
+                session.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=sample.id, target_key=f"sample:{sample.id}",
+                                    value="4" if status == "ok" else None, status=status))
         session.commit()
+
+
+def test_gate_production_never_passes_on_an_older_window_when_the_latest_is_half_judged(runner, demo_engine):
+    """Issue 30: one sample of the newest week without a verdict made the gate skip to the week before and pass. The
+    latest ended window is the one checked: not complete, the gate is UNDECIDED (exit 3) and shows the older figures as
+    a fallback, never a PASS."""
+    _fourth_week(demo_engine, ["ok", "ok", "ok", "error", "error", None])
     code, out = _gate(runner, "--min", "3.5", "--min-agreement", "0.2")
-    assert code == 0
-    assert out.splitlines()[0].startswith("FALLBACK: the latest judge pass failed (run ")
-    assert "endpoint down (HTTP 503)" in out and "2026-W47" in out.splitlines()[0]
-    assert out.splitlines()[1].startswith("PASS answer_quality window 2026-W47")
+    assert code == 3, out
+    first = out.splitlines()[0]
+    assert first.startswith("FALLBACK: window 2026-W48 has ended but is not complete: 1 of its 6 samples have no verdict")
+    assert "2 failed calls are counted as judged" in first and "endpoint down (HTTP 503)" in first and "2026-W47" in first
+    assert out.splitlines()[1].startswith("UNDECIDED answer_quality window 2026-W47")
     code, out = _gate(runner, "--min", "3.5", "--min-agreement", "0.2", "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["fallback"] is True and data["window"]["window"] == "2026-W47"
-    assert data["reason"]["code"] == "judge_pass_failed" and data["latest_run"]["failed"] is True
-    assert data["status"] == "ok" and data["exit"] == 0
+    assert code == 3 and data["status"] == "undecided" and data["exit"] == 3 and data["fallback"] is True
+    assert data["checked"] == "2026-W48" and data["window"]["window"] == "2026-W47"
+    assert data["reason"]["code"] == "window_incomplete" and data["latest_run"]["failed"] is True
+
+
+def test_gate_production_checks_a_window_whose_verdicts_failed_instead_of_skipping_it(runner, demo_engine):
+    """Failed or refused calls count as judged: the window is complete, its failures are counted, and the gate decides on
+    it (here: no audit label yet, so nothing to decide on: exit 2, not a pass on the week before)."""
+    _fourth_week(demo_engine, ["ok", "ok", "ok", "error", "error", "unparsed"])
+    code, out = _gate(runner, "--min", "3.5", "--min-agreement", "0.2", "--format", "json")
+    data = json.loads(out)
+    assert code == 2 and data["status"] == "no data" and data["fallback"] is False and data["checked"] == "2026-W48"
+    assert data["window"]["counts"]["failed"] == 3 and data["window"]["counts"]["unjudged"] == 0
+    assert data["reason"]["code"] == "judge_pass_failed_latest"
 
 
 def test_production_gate_never_reports_a_half_judged_window():
+    counts = {"unjudged": 2, "sampled": 9, "failed": 0}
     result = {"now": "2026-12-01T00:00:00+00:00", "latest_run": None, "windows": [
-        {"window": "2026-W47", "complete": True, "status": "ok", "end": "2026-11-23T00:00:00+00:00"},
-        {"window": "2026-W48", "complete": False, "status": "alert", "end": "2026-11-30T00:00:00+00:00"}]}
+        {"window": "2026-W47", "closed": True, "complete": True, "status": "ok", "counts": counts},
+        {"window": "2026-W48", "closed": True, "complete": False, "status": "ok", "counts": counts},
+        {"window": "2026-W49", "closed": False, "complete": False, "status": "alert", "counts": counts}]}
     checked = production_gate(result)
-    assert checked["window"]["window"] == "2026-W47" and checked["exit"] == 0 and checked["fallback"] is False
-    assert production_gate({**result, "windows": result["windows"][1:]})["exit"] == 2
+    assert checked["window"]["window"] == "2026-W47" and checked["checked"] == "2026-W48"
+    assert checked["exit"] == 3 and checked["status"] == "undecided" and checked["fallback"] is True
+    only_open = production_gate({**result, "windows": result["windows"][2:]})
+    assert only_open["exit"] == 2 and only_open["reason"]["code"] == "no_complete_window"
+    done = production_gate({**result, "windows": result["windows"][:1]})
+    assert done["exit"] == 0 and done["fallback"] is False
 
 
-@pytest.mark.parametrize("bad", [{"by_window": "month"}, {"alpha": 2.0}, {"min_value": float("inf")}])
+@pytest.mark.parametrize("bad", [{"by_window": "year"}, {"alpha": 2.0}, {"alpha": 1e-320}, {"min_value": float("inf")},
+                                 {"level": "claims"}])
 def test_monitor_refuses_bad_options(session, bad):
     from calibrate.errors import CalibrationError
 

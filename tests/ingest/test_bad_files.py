@@ -29,6 +29,10 @@ CASES = [
     ("unknown_task.jsonl", "labels", [],
      ["line 2, field 'task': unknown task 'helpfulness' (tasks: answer_quality, answer_relevancy, claim_support, "
       "context_precision, context_recall, context_relevance, faithfulness)"]),
+    ("judge_only_tasks.jsonl", "labels", [],  # neither the extraction nor the instruction rewrite is labelled
+     ["line 1, field 'task': task claim_extraction is an extraction: it has no labels",
+      "line 2, field 'task': task instruction_rewrite is the instruction rewrite: it has no labels (`calibrate optimise` "
+      "runs it; tasks: answer_quality,", "(2 problems in 2 of 2 records)"]),
     ("label_outside.jsonl", "labels", [],
      ["line 1, field 'value': value 'maybe' is not a label of task claim_support (supported, unsupported, not_applicable)"]),
     ("claim_out_of_range.jsonl", "labels", [],

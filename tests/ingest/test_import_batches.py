@@ -313,6 +313,8 @@ def _contents(engine) -> list:
             rows('SELECT s.external_id, l.value, l."order", l.stale, l.stale_reason FROM label l JOIN sample s ON s.id = l.sample_id'),
             rows("SELECT action, value, \"order\" FROM labelrevision"),
             rows('SELECT s.external_id, v.order_key, v.value, v."order" FROM verdict v JOIN sample s ON s.id = v.sample_id'),
+            rows("SELECT s.external_id, v.order_key, v.value, v.stale_reason FROM staleverdict v "
+                 "JOIN sample s ON s.id = v.sample_id"),
         ]
 
 
@@ -345,9 +347,11 @@ def test_pairwise_imports_in_one_record_chunks_store_exactly_what_one_transactio
         finally:
             dispose_engine(url)
     assert results[0] == results[1]
-    summaries, (responses, labels, _revisions, verdicts) = results[1]
+    summaries, (responses, labels, _revisions, verdicts, stale) = results[1]
     assert summaries[3][:3] == (0, 0, 7) and summaries[4][:3] == (0, 0, 14)  # the same files again: nothing changed
     assert summaries[5][:2] == (0, 3) and summaries[6][:2] == (0, 7) and summaries[7][1] == 2
     assert ("p0", 0, "A", "new") in responses and ("p2", 0, "A", "a2") in responses
     assert [row for row in labels if row[1] == "tie"][0][2] == '["B", "A"]'  # a line without order kept the order
-    assert len(verdicts) == 14
+    # p0's and p1's responses changed: their verdicts (both orders) judged other text, set aside as stale.
+    assert len(verdicts) == 10 and sorted(row[:2] for row in stale) == [("p0", "0,1"), ("p0", "1,0"), ("p1", "0,1"), ("p1", "1,0")]
+    assert all("changed in an --update import (responses)" in row[3] for row in stale)

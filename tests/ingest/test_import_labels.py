@@ -277,3 +277,51 @@ def test_the_cli_summary_names_the_accounts_it_created_and_how_to_set_a_password
         "worker06, worker07, worker08, worker09, worker10, … (2 more) (set one with `calibrate users password NAME`)")
     again = runner.invoke(["import", "labels", str(path), "--dataset", "d"])
     assert again.exit_code == 0 and "created" not in again.output
+
+
+def _queues(engine, rows):
+    """Give (sample external id, annotator, stream) assignments on dataset d, the annotators created first."""
+    from calibrate.accounts import ensure_annotator
+    from calibrate.models import Assignment
+
+    with write_session(engine) as session:
+        samples = {s.external_id: s.id for s in session.exec(select(Sample))}
+        for external, name, stream in rows:
+            user = ensure_annotator(session, name)
+            session.add(Assignment(sample_id=samples[external], user_id=user.id, stream=stream,
+                                   audit_prob=0.5 if stream == "audit" else None))
+
+
+def test_on_a_dataset_with_production_queues_the_summary_counts_the_labels_outside_the_audit(dataset):
+    # ana is in the audit on s1 and ben in triage there; on sample 2 ben is in the audit and ana has no assignment:
+    # ben's context label on s1 and ana's two labels on 2 are outside the audit (3 of the file's 7).
+    _queues(dataset, [("s1", "ana", "audit"), ("s1", "ben", "triage"), ("2", "ben", "audit")])
+    summary = run_import(dataset, "labels", GOOD / "labels.jsonl")
+    assert summary.outside_audit == 3
+    assert summary.line() == ("labels → d: 7 added, 0 updated, 0 unchanged, 0 rejected; 3 of the file's labels are outside "
+                              "the audit stream (no audit assignment of their annotator on their sample): they never feed "
+                              "an estimate")
+    again = run_import(dataset, "labels", GOOD / "labels.jsonl")  # nothing changes, and the count still says where they are
+    assert again.line().startswith("labels → d: nothing changed") and again.outside_audit == 3
+
+
+def test_labels_all_in_the_audit_say_so_and_a_dataset_without_streams_says_nothing(dataset, tmp_path):
+    _queues(dataset, [("s1", "ana", None)])  # `calibrate sample`'s assignment: no production queues yet
+    first = run_import(dataset, "labels", write_jsonl(tmp_path / "one.jsonl", [
+        {"sample_id": "s1", "annotator": "ana", "task": "answer_quality", "value": 4}]))
+    assert first.outside_audit is None and first.line() == "labels → d: 1 added, 0 updated, 0 unchanged, 0 rejected"
+    _queues(dataset, [("2", "ana", "audit")])
+    second = run_import(dataset, "labels", write_jsonl(tmp_path / "two.jsonl", [
+        {"sample_id": "2", "annotator": "ana", "task": "answer_quality", "value": 4}]))
+    assert second.outside_audit == 0 and second.line().endswith("; every label is in the audit stream")
+    third = run_import(dataset, "labels", write_jsonl(tmp_path / "three.jsonl", [
+        {"sample_id": "s1", "annotator": "ana", "task": "answer_quality", "value": 3}]))
+    assert third.outside_audit == 1 and "1 of the file's labels is outside the audit stream" in third.line()
+    assert "it never feeds an estimate" in third.line()
+
+
+def test_the_command_prints_the_labels_outside_the_audit(dataset, runner):
+    _queues(dataset, [("s1", "ana", "audit")])
+    out = runner.invoke(["import", "labels", str(GOOD / "labels.jsonl"), "--dataset", "d"])
+    assert out.exit_code == 0, out.output
+    assert "4 of the file's labels are outside the audit stream" in out.output

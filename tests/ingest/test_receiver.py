@@ -78,9 +78,19 @@ def test_tokens_are_shown_once_stored_hashed_listed_and_revoked(runner, engine, 
     assert json.loads(runner.invoke(["traces", "tokens", "--json"]).stdout)[0]["revoked"] is not None
     unknown = runner.invoke(["traces", "revoke", "999"])
     assert unknown.exit_code == 2 and "unknown token id 999" in unknown.output
-    # The default salt is the dataset's name, as for `traces import`.
+    # The default salt is random (32 hex digits), stored with the token: never the dataset's public name.
     new_token(runner, "other")
-    assert token_row(engine, "other").salt == "other"
+    new_token(runner, "other")
+    with Session(engine) as session:
+        salts = list(session.exec(select(IngestToken.salt).join(Dataset, Dataset.id == IngestToken.dataset_id)
+                                  .where(Dataset.name == "other")))
+    assert len(salts) == 2 and salts[0] != salts[1] and all(len(salt) == 32 and salt != "other" for salt in salts)
+    # A rate under the floor of metadata.inclusion_prob (1e-6) is refused, naming the option; nothing is made.
+    for rate in ("0", "1e-7"):
+        refused = runner.invoke(["traces", "token", "--dataset", "zero", "--rate", rate])
+        assert refused.exit_code == 2 and "--rate" in refused.output and "1e-06<=x<=1.0" in refused.output
+    with Session(engine) as session:
+        assert session.exec(select(Dataset).where(Dataset.name == "zero")).first() is None
 
 
 def test_spans_posted_in_20_requests_become_the_samples_the_file_gives(runner, engine, client, tmp_path):

@@ -174,15 +174,16 @@ def test_a_langfuse_export_with_scores_as_feedback(engine, tmp_path):
     other = {**trace, "id": "8d7b2c4e-0000-4000-8000-00000000000a", "scores": [], "output": "Eleven days."}
     path = tmp_path / "langfuse.json"
     path.write_text(json.dumps({"data": [trace, other]}), encoding="utf-8")
-    # rate 0: only the thumbs-down trace is taken; the file's feedback would win over the score.
-    summary = import_traces(engine, [path], dataset="d", rate=0.0)
+    # The smallest rate (1e-6, a rate of 0 is refused): only the thumbs-down trace is taken; the file's feedback
+    # would win over the score.
+    summary = import_traces(engine, [path], dataset="d", rate=1e-6)
     assert (summary.sampled, summary.sampled_down, summary.created) == (1, 1, 1)
     (key, sample), = samples_of(engine, "d").items()
     assert len(key) == 32 and sample["metadata"]["langfuse_trace_id"] == "lf-trace-1"
     assert (sample["question"], sample["answer"], sample["feedback"]) == ("How long?", "Ten days.", -1)
     assert sample["contexts"] == [(0, "Ten days at most.", "kb-3")] and sample["metadata"]["model"] == "claude-x"
     feedback = write_jsonl(tmp_path / "f.jsonl", [{"trace_id": "8d7b2c4e-0000-4000-8000-00000000000A", "value": "down"}])
-    summary = import_traces(engine, [path], dataset="d", rate=0.0, feedback=feedback)
+    summary = import_traces(engine, [path], dataset="d", rate=1e-6, feedback=feedback)
     assert (summary.sampled_down, summary.created, summary.unchanged) == (2, 1, 1)
     assert samples_of(engine, "d")["8d7b2c4e00004000800000000000000a"]["answer"] == "Eleven days."
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 from judge_helpers import fast_options
+from prompt_helpers import claims_prompt_edit_form
 from sqlmodel import select
 
 from calibrate.db import write_session
@@ -66,12 +67,7 @@ def test_the_cli_refuses_a_parameter_with_one_line(runner, session):
 
 
 def test_the_web_form_refuses_a_parameter_naming_it(client, login, engine, session):
-    with write_session(engine) as s:
-        save_version(s, "claims", task="claim_support", model="m1")
-    login("eng", "engineer")
-    form = BeautifulSoup(client.get("/prompts/claims/1/edit").data, "html.parser").select_one("#version-form")
-    data = {t["name"]: t.get_text() for t in form.select("textarea")}
-    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
+    data = claims_prompt_edit_form(client, login, engine)
     data["params"] = "temperature=0\nn=64"
     response = client.post("/prompts/claims/1/edit", data=data)
     assert response.status_code == 400

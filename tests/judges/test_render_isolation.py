@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 from judge_helpers import fast_options
+from prompt_helpers import claims_prompt_edit_form
 from sqlmodel import select
 
 from calibrate.db import write_session
@@ -105,14 +106,6 @@ def test_costly_filters_are_refused_on_huge_inputs_before_they_run(source, what)
 # --------------------------------------------------------------------------- the web and the command line
 
 
-def _new_version_form(client, login, engine):
-    with write_session(engine) as s:
-        save_version(s, "claims", task="claim_support", model="m1")
-    login("eng", "engineer")
-    form = BeautifulSoup(client.get("/prompts/claims/1/edit").data, "html.parser").select_one("#version-form")
-    data = {t["name"]: t.get_text() for t in form.select("textarea")}
-    data.update({i["name"]: i.get("value", "") for i in form.select("input")})
-    return data
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
@@ -122,7 +115,7 @@ def _new_version_form(client, login, engine):
 def test_saving_the_deep_tuple_from_the_prompts_page_leaves_the_server_answering(client, app, login, engine, session,
                                                                                   settings, expected):
     app.config.update(settings)
-    data = _new_version_form(client, login, engine)
+    data = claims_prompt_edit_form(client, login, engine)
     data["template"] = DEEP_TUPLE
     response = client.post("/prompts/claims/1/edit", data=data)
     assert response.status_code == 400
@@ -135,7 +128,7 @@ def test_saving_the_deep_tuple_from_the_prompts_page_leaves_the_server_answering
 
 
 def test_three_hundred_parentheses_from_the_prompts_page_are_a_400_naming_the_problem(client, login, engine):
-    data = _new_version_form(client, login, engine)
+    data = claims_prompt_edit_form(client, login, engine)
     data["template"] = PARENS
     response = client.post("/prompts/claims/1/edit", data=data)
     assert response.status_code == 400

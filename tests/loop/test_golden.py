@@ -105,6 +105,23 @@ def test_create_show_list_and_the_hash(data):
         golden.show_golden(session, DS, "g@5")
 
 
+def test_the_hash_covers_what_each_member_says(data):
+    """The same members and gold on changed content hash differently (issue 30): each item carries its sample's
+    content hash, so a version cannot cite a hash that a different text would also give."""
+    first = make(data, "g")
+    assert make(data, "same")["hash"] == first["hash"]  # a set's name is not part of it
+    with Session(data) as session:
+        member = session.exec(select(Sample).join(GoldenMember, GoldenMember.sample_id == Sample.id)
+                              .order_by(Sample.external_id)).first()
+        version = golden.find_version(session, golden.find_golden(session, session.exec(select(Dataset)).one(), "g"), 1)
+        item = next(i for i in version.items if i["sample_id"] == member.external_id)
+        assert item["content"] == member.content_hash  # (the helper stores short hashes; an import stores sha256s)
+    with write_session(data) as session:  # its answer as an --update import would change it: a new content hash
+        session.get(Sample, member.id).content_hash = "0" * 64
+    changed = make(data, "changed")
+    assert changed["hash"] != first["hash"] and show(data, "g")["hash"] == first["hash"]  # version 1 keeps its own
+
+
 def test_bad_references_and_where_are_refused_and_nothing_written(data):
     for ref in ("", "g@", "g@x", "g@0", "a@b@1", "x" * 101, "tab\there"):
         with Session(data) as session, pytest.raises(GoldenError):

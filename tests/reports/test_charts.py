@@ -84,3 +84,18 @@ def test_agreement_chart_draws_estimates_intervals_threshold_and_ceilings():
 def test_agreement_chart_widens_its_axis_for_negative_values():
     root = parse(agreement_chart([AgreementRow("t", -0.35, (-0.6, -0.1), "not passed")], threshold=0.5))
     assert "-0.6" in texts(root) and "1.0" in texts(root)
+
+
+def test_the_windows_chart_draws_estimates_band_judge_minimum_and_marks_windows_without_an_estimate():
+    from bs4 import BeautifulSoup
+
+    from calibrate.reports.charts import WindowPoint, windows_chart
+
+    points = [WindowPoint("2026-W45", 0.8, (0.7, 0.9), 0.85, "ok"), WindowPoint("2026-W46", 0.75, (0.6, 0.88), 0.86, "undecided"),
+              WindowPoint("<W47>", None, None, 0.9, "too_few"), WindowPoint("2026-W48", 0.5, (0.4, 0.6), 0.84, "alert")]
+    svg = BeautifulSoup(windows_chart(points, minimum=0.7, metric="share of <b>pass</b>"), "html.parser")
+    assert [c["class"][1] for c in svg.select("circle.estimate")] == ["status-ok", "status-undecided", "status-alert"]
+    assert len(svg.select("rect.no-estimate")) == 1 and len(svg.select("polygon.ci-band")) == 1  # the band breaks at W47
+    assert svg.select_one("line.minimum") is not None and svg.select_one("polyline.judge-only") is not None
+    assert svg.find("b") is None and "<W47>" in svg.get_text()  # every text escaped
+    assert float(svg.select_one("svg")["width"]) <= 500  # about 480: readable when scaled to a 390 px phone

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 from labelstore import Store
-from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from calibrate.calibration import Options, build_report
 from calibrate.reports import render
+from calibrate.stats.design import design_estimate
 
 N, LABELLED = 80, 30
 
@@ -43,11 +43,12 @@ def test_the_estimate_block_is_ppi_plus_plus_on_the_sections_targets(binary, ses
     gold, verdict, labelled = _store(session)
     report = build_report(session, "d", "J", options=Options(bootstrap=50))
     block = report.data["tasks"]["ok_task"]["estimate"]
-    y, yhat, unl = gold[labelled].astype(float), verdict[labelled].astype(float), verdict[~labelled].astype(float)
-    lo, hi = ppi_mean_ci(y, yhat, unl, alpha=0.05)
+    ids, ones = np.arange(N), np.ones(N)
+    ours = design_estimate(gold[labelled].astype(float), verdict[labelled].astype(float), ones[labelled], ones[labelled],
+                           ids[labelled], verdict.astype(float), ones, ones, ids, binary=True)
     assert block["method"] == "ppi++" and block["positive"] == "pass" and block["alpha"] == pytest.approx(0.05)
-    assert block["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(y, yhat, unl))[0]), abs=1e-9)
-    assert block["ci"] == pytest.approx([float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
+    assert block["estimand"] == {"level": "answers", "positive": "pass", "metric": "share"}
+    assert block["estimate"] == pytest.approx(ours.value, abs=1e-12) and block["ci"] == pytest.approx(list(ours.ci), abs=1e-12)
     assert (block["n_labelled"], block["n_unlabelled"]) == (LABELLED, N - LABELLED)
     assert block["naive_judge"]["estimate"] == pytest.approx(verdict.mean())
     cli = json.loads(runner.invoke(["estimate", "--dataset", "d", "--judge", "J", "--task", "ok_task"]).output)
@@ -55,7 +56,7 @@ def test_the_estimate_block_is_ppi_plus_plus_on_the_sections_targets(binary, ses
 
     naive = f"{verdict.mean():.3f}"
     md = render(report, "md")
-    assert f"~~{naive}~~" in md and "biased by the judge's errors" in md and "Estimate of the share of pass (PPI++)" in md
+    assert f"~~{naive}~~" in md and "biased by the judge's errors" in md and "Estimate of the share of answers labelled pass (PPI++)" in md
     md_es = render(report, "md", "es")
     assert f"~~{naive.replace('.', ',')}~~" in md_es and "sesgado por los errores del juez" in md_es and "El juez solo" in md_es
     html = BeautifulSoup(render(report, "html", "es"), "html.parser")

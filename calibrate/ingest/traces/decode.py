@@ -179,6 +179,11 @@ def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[
 
     `rejected`: as in spans_of_traces_data (the receiver's per-span refusals).
     """
+    return spans_of_message(request_of_protobuf(raw), Where(), rejected=rejected)
+
+
+def request_of_protobuf(raw: bytes) -> Any:
+    """Parse a binary ExportTraceServiceRequest; ImportRejected when it is not one."""
     # Loaded here: protobuf is only needed for this format.
     from google.protobuf.message import DecodeError  # noqa: PLC0415 (optional heavy import: protobuf)
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 (as above)
@@ -186,22 +191,134 @@ def spans_of_protobuf(raw: bytes, *, rejected: list[str] | None = None) -> list[
     )
 
     try:
-        message = ExportTraceServiceRequest.FromString(raw)
+        return ExportTraceServiceRequest.FromString(raw)
     except (DecodeError, RecursionError) as exc:
         raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
-    return spans_of_message(message, Where(), rejected=rejected)
+
+
+class LazyRequest:
+    """A binary ExportTraceServiceRequest read one span at a time, for the receiver.
+
+    Parsing the whole request (`request_of_protobuf`) is one call into protobuf's C extension,
+    which holds the interpreter's lock while it runs: 1 s for a 137 MB body, during which every
+    other thread of the server (a person's label save) waits, and the parsed message holds every
+    span at once. This walks the wire format instead, in Python (other threads run in between):
+    the request's `resource_spans` (field 1), their `resource` (1) and `scope_spans` (2), and
+    these's `spans` (2), by tag and length, keeping offsets only; `spans()` then parses each
+    span's bytes when it is asked for. Bytes that are not such a message are refused whole, before
+    any span is decoded (ImportRejected); a span whose own bytes do not parse is refused alone.
+    The spans, values and refusals are `iter_message_spans`' (a test compares them).
+    """
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        # For each resource_spans: the byte ranges of its `resource` fields, and per scope_spans its spans' ranges.
+        self.parts: list[tuple[list[tuple[int, int]], list[list[tuple[int, int]]]]] = []
+        try:
+            for number, wire, start, end in _wire_fields(raw, 0, len(raw)):
+                if number != 1:
+                    continue
+                _length_delimited(wire, "resourceSpans")
+                resources: list[tuple[int, int]] = []
+                scopes: list[list[tuple[int, int]]] = []
+                for inner, inner_wire, a, b in _wire_fields(raw, start, end):
+                    if inner == 1:
+                        _length_delimited(inner_wire, "resource")
+                        resources.append((a, b))
+                    elif inner == 2:
+                        _length_delimited(inner_wire, "scopeSpans")
+                        scopes.append([(c, d) for field_number, span_wire, c, d in _wire_fields(raw, a, b)
+                                       if field_number == 2 and _length_delimited(span_wire, "spans")])
+                self.parts.append((resources, scopes))
+        except ValueError as exc:
+            raise reject(f"not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+
+    def count(self) -> int:
+        """Return how many spans the request holds (none decoded)."""
+        return sum(len(spans) for _, scopes in self.parts for spans in scopes)
+
+    def spans(self, where: Where, *, rejected: list[str]) -> Iterator[Span]:
+        """Yield the request's spans, each parsed and decoded when asked for; a refused one is told in `rejected`."""
+        from google.protobuf.message import DecodeError  # noqa: PLC0415 (optional heavy import: protobuf)
+        from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: PLC0415 (as above)
+        from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan  # noqa: PLC0415 (as above)
+
+        raw = self.raw
+        for r, (resources, scopes) in enumerate(self.parts):
+            path = f"resourceSpans[{r}]"
+            # A field given twice is merged, as a parser does: the resource is its fields' bytes one after the other.
+            resource_message = Resource.FromString(b"".join(raw[a:b] for a, b in resources))
+            resource = _pb_attributes(resource_message.attributes, f"{path}.resource.attributes", where)
+            for s, spans in enumerate(scopes):
+                for n, (a, b) in enumerate(spans):
+                    span_path = f"{path}.scopeSpans[{s}].spans[{n}]"
+                    try:
+                        yield _pb_span(PbSpan.FromString(raw[a:b]), span_path, resource, where)
+                    except ImportRejected as exc:
+                        rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
+                    except (DecodeError, RecursionError) as exc:
+                        rejected.append(str(where.fail(span_path, f"not a valid protobuf Span: {exc}").problems[0]))
+
+
+def _wire_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """Yield (field number, wire type, value start, value end) of the protobuf fields in data[start:end]."""
+    pos = start
+    while pos < end:
+        key, pos = _wire_varint(data, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError(f"field number 0 at byte {pos}")
+        if wire == 0:
+            _, after = _wire_varint(data, pos, end)
+        elif wire == 1:
+            after = pos + 8
+        elif wire == 2:
+            length, pos = _wire_varint(data, pos, end)
+            after = pos + length
+        elif wire == 5:
+            after = pos + 4
+        else:
+            raise ValueError(f"wire type {wire} at byte {pos}")
+        if after > end:
+            raise ValueError(f"a field runs past the end of its message (byte {pos})")
+        yield number, wire, pos, after
+        pos = after
+
+
+def _wire_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError(f"a truncated or overlong varint at byte {pos}")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _length_delimited(wire: int, name: str) -> bool:
+    if wire != 2:
+        raise ValueError(f"{name} must be a message (wire type 2), found wire type {wire}")
+    return True
 
 
 def spans_of_message(message: Any, where: Where, *, rejected: list[str] | None = None) -> list[Span]:
-    """Return the spans of a decoded ExportTraceServiceRequest (or TracesData) message.
+    """Return the spans of a decoded ExportTraceServiceRequest (or TracesData) message (`iter_message_spans`, listed)."""
+    return list(iter_message_spans(message, where, rejected=rejected))
+
+
+def iter_message_spans(message: Any, where: Where, *, rejected: list[str] | None = None) -> Iterator[Span]:
+    """Yield the spans of a decoded ExportTraceServiceRequest (or TracesData) message, decoding each as it is asked for.
 
     The same spans, values and refusals as `spans_of_traces_data(json_format.MessageToDict(message))`
     (ids as lowercase hex, 64-bit integers as int, bytes as base64 text, NaN and infinities as
     None, an unset value as None), read from the message's fields directly: turning every span
     into a dict first cost three quarters of a request's time in the receiver. The tests compare
-    the two on the same traces (every encoding gives the same samples).
+    the two on the same traces (every encoding gives the same samples). One at a time: the
+    receiver stages a large request chunk by chunk without holding all its spans decoded.
     """
-    spans: list[Span] = []
     for r, resource_spans in enumerate(message.resource_spans):
         path = f"resourceSpans[{r}]"
         resource = _pb_attributes(resource_spans.resource.attributes, f"{path}.resource.attributes", where)
@@ -209,13 +326,14 @@ def spans_of_message(message: Any, where: Where, *, rejected: list[str] | None =
             for n, span in enumerate(scope_spans.spans):
                 span_path = f"{path}.scopeSpans[{s}].spans[{n}]"
                 if rejected is None:
-                    spans.append(_pb_span(span, span_path, resource, where))
+                    yield _pb_span(span, span_path, resource, where)
                     continue
                 try:
-                    spans.append(_pb_span(span, span_path, resource, where))
+                    decoded = _pb_span(span, span_path, resource, where)
                 except ImportRejected as exc:
                     rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
-    return spans
+                    continue
+                yield decoded
 
 
 def _pb_id(value: bytes, size: int, path: str, where: Where) -> str:
@@ -300,9 +418,34 @@ def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None 
     list: then the span is left out and why is appended to it (the OTLP/HTTP receiver answers
     those with partialSuccess). A malformed structure around the spans always raises.
     """
+    return list(iter_traces_data_spans(data, where, rejected=rejected))
+
+
+def check_traces_data(data: Any, where: Where) -> int:
+    """Check the structure around the spans of a TracesData dict (what raises whatever `rejected` says) and return how
+    many spans it holds, decoding none: the receiver refuses a malformed or too large request before staging any span."""
+    return sum(len(spans) for _, _, spans in _scopes(data, where))
+
+
+def iter_traces_data_spans(data: Any, where: Where, *, rejected: list[str] | None = None) -> Iterator[Span]:
+    """Yield the spans of a TracesData dict one at a time (as `spans_of_traces_data`; its structure is checked as it goes)."""
+    for scope_path, resource_attributes, spans in _scopes(data, where):
+        for n, span in enumerate(spans):
+            if rejected is None:
+                yield _span(span, f"{scope_path}.spans[{n}]", resource_attributes, where)
+                continue
+            try:
+                decoded = _span(span, f"{scope_path}.spans[{n}]", resource_attributes, where)
+            except ImportRejected as exc:
+                rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
+                continue
+            yield decoded
+
+
+def _scopes(data: Any, where: Where) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
+    """Yield (path, resource attributes, spans list) for each scopeSpans of a TracesData dict, checking the structure."""
     if not isinstance(data, dict):
         raise where.fail("", f"must be a TracesData object, found {_kind(data)}")
-    spans: list[Span] = []
     for r, resource_spans in enumerate(_list(data, ("resourceSpans", "resource_spans"), "resourceSpans", where)):
         path = f"resourceSpans[{r}]"
         _object(resource_spans, path, where)
@@ -312,15 +455,7 @@ def spans_of_traces_data(data: Any, where: Where, *, rejected: list[str] | None 
         for s, scope_spans in enumerate(_list(resource_spans, ("scopeSpans", "scope_spans"), f"{path}.scopeSpans", where)):
             scope_path = f"{path}.scopeSpans[{s}]"
             _object(scope_spans, scope_path, where)
-            for n, span in enumerate(_list(scope_spans, ("spans",), f"{scope_path}.spans", where)):
-                if rejected is None:
-                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
-                    continue
-                try:
-                    spans.append(_span(span, f"{scope_path}.spans[{n}]", resource_attributes, where))
-                except ImportRejected as exc:
-                    rejected.append(str(exc.problems[0]) if exc.problems else str(exc))
-    return spans
+            yield scope_path, resource_attributes, _list(scope_spans, ("spans",), f"{scope_path}.spans", where)
 
 
 def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
+from calibrate.bounds import MIN_INCLUSION_PROB, inclusion_prob_problem
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import RecordCheck
@@ -41,21 +42,32 @@ from calibrate.ingest.traces.decode import (
     langfuse_trace_id,
     read_bytes,
 )
-from calibrate.ingest.traces.mapping import HINTS, Skip, feedback_value, langfuse_feedback, map_langfuse, map_spans
+from calibrate.ingest.traces.mapping import HINTS, Skip, Unmappable, feedback_value, langfuse_feedback, map_langfuse, map_spans
 from calibrate.models import Dataset, Label, Sample
 
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
-                "duplicate_content", "changed_after_labelling", "skipped")
+                "duplicate_content", "changed_after_labelling", "skipped", "unmappable")
 # What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
 SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
-                "changed_after_labelling", "skipped", "dropped_traces", "dropped_spans", "dropped_feedback")
+                "changed_after_labelling", "skipped", "quarantined", "unmappable", "dropped_traces", "dropped_spans",
+                "dropped_feedback")
 _COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
-           "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback")
+           "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback",
+           "quarantined")
 
 
 def inclusion_u(salt: str, trace_id: str) -> float:
     """Return the trace's uniform draw in [0, 1): the first 64 bits of sha256("salt:trace_id")."""
     return int(hashlib.sha256(f"{salt}:{trace_id}".encode()).hexdigest()[:16], 16) / 2**64
+
+
+def check_rate(rate: float) -> float:
+    """Return a sampling rate, refused (field `rate`) outside [MIN_INCLUSION_PROB, 1]: it becomes the samples'
+    `metadata.inclusion_prob`, whose floor the estimates rely on (calibrate.bounds)."""
+    if inclusion_prob_problem(rate) is not None:
+        raise reject(f"the rate must be between {MIN_INCLUSION_PROB:g} and 1 (it becomes metadata.inclusion_prob), "
+                     f"got {rate!r}", field="rate")
+    return float(rate)
 
 
 @dataclass
@@ -82,10 +94,14 @@ class TracesSummary:
     dropped_traces: int = 0  # settling only: rootless traces dropped after ROOTLESS_MAX_AGE
     dropped_spans: int = 0
     dropped_feedback: int = 0  # staged feedback whose trace never became a sample
+    # Traces whose spans could not be mapped (mapping.Unmappable, or any failure of the mapping): trace id → why.
+    # The import names them and goes on (skipped "unmappable"); settling quarantines them instead (staging.py).
+    unmappable: dict[str, str] = field(default_factory=dict)
+    quarantined: int = 0  # settling only: traces set aside, this run, because they could not be mapped
 
     def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
         """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
-        return {key: (dict(self.skipped) if key == "skipped" else getattr(self, key)) for key in keys}
+        return {key: (dict(getattr(self, key)) if key in ("skipped", "unmappable") else getattr(self, key)) for key in keys}
 
     def add(self, other: TracesSummary) -> None:
         """Add another summary's counts to this one (skip reasons merged, the commonest first)."""
@@ -94,6 +110,7 @@ class TracesSummary:
         merged = Counter(self.skipped)
         merged.update(other.skipped)
         self.skipped = dict(merged.most_common())
+        self.unmappable.update(other.unmappable)
 
     def lines(self, *, top: int = 3) -> list[str]:
         """Return the lines the CLI prints: the counts, then the commonest skip reasons and what to enable."""
@@ -105,6 +122,12 @@ class TracesSummary:
         for reason, n in Counter(self.skipped).most_common(top):
             hint = HINTS.get(reason)
             out.append(f"skipped {n:,}: {reason}" + (f" ({hint})" if hint else ""))
+        for trace_id, why in sorted(self.unmappable.items())[:top * 5]:
+            out.append(f"trace {trace_id} could not be mapped: {why}")
+        if len(self.unmappable) > top * 5:
+            out.append(f"(and {len(self.unmappable) - top * 5:,} more traces that could not be mapped)")
+        if self.quarantined:
+            out.append(f"{self.quarantined:,} traces quarantined (kept aside with their reason: the dataset page)")
         return out
 
 
@@ -208,8 +231,7 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     `target`: an Engine (short transactions of its own, as `calibrate import`) or a Session
     (everything in the caller's transaction, inside a savepoint; the caller commits).
     """
-    if not 0.0 <= rate <= 1.0:
-        raise reject(f"the rate must be between 0 and 1, got {rate}", field="rate")
+    check_rate(rate)
     if max_samples is not None and max_samples < 0:
         raise reject("--max must be 0 or more", field="max")
     paths = [Path(p) for p in paths]
@@ -257,8 +279,14 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
 
     records = []
     for down, _, trace in taken:
-        mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
-                  else map_spans(trace.spans, max_chars=max_field_chars))
+        try:
+            mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
+                      else map_spans(trace.spans, max_chars=max_field_chars))
+        except Exception as exc:  # the mapping is pure: whatever fails in it is this trace's, never the others'
+            summary.unmappable[trace.trace_id] = (str(exc) if isinstance(exc, Unmappable)
+                                                  else f"{type(exc).__name__}: {exc}")[:300]
+            skipped["unmappable"] += 1
+            continue
         if isinstance(mapped, Skip):
             skipped[mapped.reason] += 1
             continue

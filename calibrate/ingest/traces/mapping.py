@@ -4,17 +4,22 @@ The conventions are tried in order and the first that applies wins (docs/formats
 "Traces", has the table): OpenInference (`openinference.span.kind` on a span), then the
 OpenTelemetry GenAI conventions (`gen_ai.*` attributes), then Langfuse (its own export).
 A trace that cannot make a sample returns a `Skip` with a reason key; `HINTS` says what to
-enable in the exporter for each.
+enable in the exporter for each. A trace whose spans cannot be mapped at all (its root's start
+time outside the years calibrate takes, calibrate.bounds: a trace file may hold one; the receiver
+refuses such spans, but one staged before it did may still settle) raises `Unmappable`: the
+importer names the trace and goes on, settling quarantines it (staging.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from calibrate.bounds import start_ns_problem, started_at_problem
 from calibrate.ingest.sample_records import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
 
@@ -36,7 +41,14 @@ HINTS = {
     "invalid": "a text the samples import refuses (an unpaired surrogate escape, a document id over 500 characters, "
                "metadata over IMPORT_MAX_FIELD_CHARS)",
     "too_long": "a question, answer or context is over IMPORT_MAX_FIELD_CHARS characters",
+    "unmappable": "the trace's spans could not be mapped (the import names each such trace and why)",
+    "quarantined": "settling could not map the trace: it was kept aside with its reason (the dataset page) and dropped "
+                   "a day after its last span",
 }
+
+
+class Unmappable(ValueError):
+    """A trace whose spans cannot be mapped (the message says why); the import names it and goes on."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +59,16 @@ class Skip:
 
 
 def started_at(start_ns: int) -> str | None:
-    """Return a span's start (Unix nanoseconds) as ISO 8601 UTC with microseconds, or None when unset."""
-    if start_ns <= 0:
+    """Return a span's start (Unix nanoseconds) as ISO 8601 UTC with microseconds, or None when unset (0).
+
+    Unmappable outside the years calibrate takes (calibrate.bounds): 1e22 ns is year 318857, which no
+    date type holds and no window could show.
+    """
+    if start_ns == 0:
         return None
+    problem = start_ns_problem(start_ns)
+    if problem is not None:
+        raise Unmappable(f"the root span's startTimeUnixNano {problem}")
     seconds, nanos = divmod(start_ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -267,6 +286,8 @@ def map_langfuse(trace: LangfuseTrace, *, max_chars: int) -> dict[str, Any] | Sk
                       ("version", "prompt_version")):
         if isinstance(data.get(key), (str, int)) and not isinstance(data.get(key), bool):
             metadata[name] = str(data[key])
+    if "started_at" in metadata and started_at_problem(metadata["started_at"]) is not None:
+        del metadata["started_at"]  # not a time the windows can read: the sample's creation time stands in, as before
     model = next((o.get("model") for o in observations if o.get("type") == "GENERATION" and isinstance(o.get("model"), str)),
                  None)
     if model:
@@ -298,6 +319,8 @@ def feedback_value(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):  # NaN and 1e999 (infinity, once parsed) say nothing
+            return None
         return (value > 0) - (value < 0)
     if isinstance(value, str):
         text = value.strip().lower().replace("-", "_").replace(" ", "_")

@@ -1,7 +1,7 @@
 """Optimisations: `calibrate optimise` and the prompt versions it proposes (issue 32).
 
 Revision ID: 0021
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-03
 
 A new table `optimisation` (its settings, its progress kept as it goes so that a killed one is
@@ -9,7 +9,8 @@ taken up by the same command, its result) and `promptversion.optimisation_id`, t
 version an optimisation proposed (NULL for a version a person saved; SET NULL if the
 optimisation's dataset is deleted, the version stays). How many versions were scored on a split
 (the looks that `lower_adjusted` is adjusted for) is not stored: it is the number of judges with
-verdicts of the task on that split's samples, which nothing deletes (loop/testsplit.py).
+verdicts of the task on that split's samples, current or set aside as stale (revision 0019), which
+nothing deletes (loop/testsplit.py).
 """
 from alembic import op
 import sqlalchemy as sa
@@ -17,7 +18,7 @@ import sqlmodel
 
 
 revision = '0021'
-down_revision = '0018'
+down_revision = '0019'
 branch_labels = None
 depends_on = None
 

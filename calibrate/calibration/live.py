@@ -1,0 +1,399 @@
+"""The one live number over stored data: `calibrate estimate`, `monitor`, the Production page, `gate --production`,
+the report's estimate block and the dashboard all read and estimate here (docs/statistics.md §17–18).
+
+One definition of each thing an estimate depends on:
+
+- **The estimand** (`Estimand`): a `level` — `answers` (one target per sample: sample tasks, and claim tasks
+  read as "every counted claim has the positive label"), `claims` or `contexts` (every target) —, the
+  `positive` label whose share is estimated (a task with labels; default its first declared label that is
+  not excluded), or none for a score task (`metric` "mean"). The default level is `answers` wherever a
+  task has it (a context task has only `contexts`), in every command.
+- **The targets**: every active target of the task the judge attempted (a verdict row of the judge, its
+  first sample), the version's few-shot examples left out (at `answers`, every answer with a few-shot
+  claim); a pairwise task's verdict is the one its order rule makes. An answer is attempted when the judge
+  has a verdict on each of its active claims.
+- **A verdict as a number**: the positive label 1, another counted label 0, an excluded label
+  (`not_applicable`) not counted (NaN); a failed or unparsed call is counted and taken as 0 for a share
+  (not the positive label) or as the mean usable verdict for a score: the audit's labels correct it like
+  any other error (a failed call is an audit candidate like any judged sample, annotation/auto_queue.py).
+  At `answers`: not counted when every claim's verdict is excluded, else 1 when every counted claim's is
+  positive (a failed claim is not).
+- **The labels**: on a dataset with production queues, the audit stream's only (streams.py; triage and
+  other labels are counted as `n_outside_audit`, never used), weighted by the draw's probability times the
+  pass's response rate (drawn samples still waiting for their labels are assumed missing at random within
+  their pass: a weighting-class adjustment); elsewhere every current label, as a uniform draw. The gold is
+  gold.py's; a gold that is an excluded label is not counted; a tie has no gold.
+- **The weights**: a target weighs 1/π_t (`metadata.inclusion_prob`, 1 when absent), a labelled one
+  1/(π_t·π_a); its cluster is its sample.
+- **Windows**: `metadata.started_at` (ISO 8601, within calibrate.bounds) else the creation time, in UTC;
+  day `2026-12-02`, ISO week `2026-W49`, month `2026-12`.
+
+`stats.design.design_estimate` computes every figure from these arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import func, literal_column
+from sqlalchemy import select as sa_select
+from sqlmodel import Session
+
+from calibrate.bounds import EARLIEST, LATEST, MIN_INCLUSION_PROB
+from calibrate.calibration.frames import claim_totals, fewshot_keys, labels_frame, verdicts_frame
+from calibrate.calibration.pairwise import apply_order_rule
+from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
+from calibrate.db import read_frame
+from calibrate.errors import CalibrationError
+from calibrate.gold import gold_frame
+from calibrate.models import AuditDraw, Claim, Context, Dataset, Judge, Sample, Task
+from calibrate.reasons import Reason
+from calibrate.stats.design import design_estimate, snap
+from calibrate.task_values import has_labels
+
+__all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
+           "sample_info", "samples_with_targets", "share_interval", "window_bounds", "window_keys"]
+
+LEVELS = ("answers", "claims", "contexts")
+WINDOWS = ("day", "week", "month")
+_LEVELS_OF = {"sample": ("answers",), "claim": ("answers", "claims"), "context": ("contexts",)}
+
+
+@dataclass(frozen=True)
+class Estimand:
+    """What a live number estimates: the share of `positive` (or the mean score) among `level`'s targets."""
+
+    level: str
+    positive: str | None
+    metric: str  # "share" | "mean"
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "positive": self.positive, "metric": self.metric}
+
+
+def estimand_for(task: Task, *, level: str | None = None, positive: str | None = None) -> Estimand:
+    """Return the estimand of a task (defaults in the module docstring), refusing a level or label the task does not have."""
+    levels = _LEVELS_OF[task.target]
+    level = level or levels[0]
+    if level not in levels:
+        raise CalibrationError(Reason("level_not_for_task", level=level, task=task.name, levels=", ".join(levels)))
+    if not has_labels(task):
+        if positive is not None:
+            raise CalibrationError(Reason("positive_not_for_scores", task=task.name, kind=task.kind))
+        if level == "answers" and task.target == "claim":
+            raise CalibrationError(Reason("answers_need_labels", task=task.name))
+        return Estimand(level, None, "mean")
+    declared = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
+    if positive is None:
+        if task.kind == "pairwise" or not declared:
+            raise CalibrationError(Reason("needs_positive", task=task.name))
+        positive = declared[0]
+    elif task.kind != "pairwise" and positive not in declared:
+        raise CalibrationError(Reason("unknown_positive", positive=positive, task=task.name, labels=", ".join(declared)))
+    return Estimand(level, positive, "share")
+
+
+@dataclass
+class LiveTargets:
+    """Every attempted target of an estimand, as arrays (one row per target), and what was left out."""
+
+    estimand: Estimand
+    sample_id: np.ndarray          # the cluster
+    yhat: np.ndarray               # the verdict as a number (NaN: not counted)
+    failed: np.ndarray             # the call failed or could not be parsed (yhat imputed)
+    labelled: np.ndarray           # an audit (or, without queues, any) gold
+    y: np.ndarray                  # the gold as a number where labelled (NaN: not counted, or unlabelled)
+    pi_t: np.ndarray               # the trace's inclusion probability
+    pi_a: np.ndarray               # the audit draw's (response-adjusted) probability where labelled, else NaN
+    time: np.ndarray               # datetime64[us, UTC] per target (its sample's)
+    labels: str                    # "audit" (a dataset with production queues) or "all"
+    target: str = "sample"         # the task's target kind: sample, claim or context
+    counts: dict[str, int] = field(default_factory=dict)
+    drawn: pd.DataFrame | None = None  # audit draws of the dataset: sample_id, labelled (per task)
+
+    def window_keys(self, by: str) -> np.ndarray:
+        """Return each target's window key."""
+        return window_keys(pd.Series(self.time), by).to_numpy() if len(self.time) else np.array([], dtype=object)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the weights differ between targets (inclusion probabilities or audit draws that are not all 1)."""
+        return bool((self.pi_t != 1).any() or (np.nan_to_num(self.pi_a, nan=1.0) != 1).any())
+
+
+def window_keys(times: pd.Series, by: str) -> pd.Series:
+    """Return each time's window: day `2026-12-02`, ISO week `2026-W49`, month `2026-12`."""
+    times = pd.to_datetime(times, utc=True)
+    if by == "day":
+        return times.dt.strftime("%Y-%m-%d")
+    if by == "month":
+        return times.dt.strftime("%Y-%m")
+    iso = times.dt.isocalendar()
+    return iso["year"].astype(str) + "-W" + iso["week"].astype(int).map("{:02d}".format)
+
+
+def window_bounds(key: str, by: str) -> tuple[datetime, datetime]:
+    """Return a window's [start, end) in UTC from its key (`2026-12-02`, `2026-W49` or `2026-12`)."""
+    if by == "day":
+        start = datetime.fromisoformat(key).replace(tzinfo=UTC)
+        return start, start + timedelta(days=1)
+    if by == "month":
+        year, month = (int(part) for part in key.split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    year, week = key.split("-W")
+    start = datetime.fromisocalendar(int(year), int(week), 1).replace(tzinfo=UTC)
+    return start, start + timedelta(days=7)
+
+
+def _meta_field(session: Session, key: str):
+    """Return a column expression of `metadata.KEY` as the database gives it (SQLite's json_extract, PostgreSQL's ->>)."""
+    if session.connection().dialect.name == "sqlite":
+        return func.json_extract(Sample.meta, literal_column(f"'$.{key}'"))
+    return Sample.meta.op("->>")(literal_column(f"'{key}'"))
+
+
+def sample_info(session: Session, dataset: Dataset, *, with_time: bool = True) -> pd.DataFrame:
+    """Return per sample (index: sample id): inclusion_prob (NaN when absent) and (`with_time`) its time.
+
+    A stored probability outside [MIN_INCLUSION_PROB, 1] is refused naming the sample (the imports refuse it too);
+    a `started_at` that is not a time within calibrate.bounds falls back to the creation time.
+    """
+    # Only the two metadata fields, extracted by the database and read through the raw cursor: decoding every sample's
+    # whole metadata JSON was most of the estimate's time on 10^5 samples (bench/results/estimate.md).
+    times = (_meta_field(session, "started_at"), Sample.created_at) if with_time else ()
+    query = sa_select(Sample.id, _meta_field(session, "inclusion_prob"), *times).where(Sample.dataset_id == dataset.id)
+    frame = read_frame(session, query, ["sample_id", "inclusion_prob", *(["started_at", "created_at"] if with_time else [])])
+    prob = pd.to_numeric(frame["inclusion_prob"].astype(object), errors="coerce")
+    bad = prob.notna() & ~((prob >= MIN_INCLUSION_PROB) & (prob <= 1))
+    if bad.any():
+        first = int(frame["sample_id"][bad].iloc[0])
+        raise CalibrationError(Reason("inclusion_prob_stored", sample=session.get(Sample, first).external_id,
+                                      value=repr(float(prob[bad].iloc[0])), floor=MIN_INCLUSION_PROB))
+    index = frame["sample_id"].astype(np.int64).to_numpy()
+    if not with_time:
+        return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float)}, index=index)
+    started = pd.to_datetime(frame["started_at"].astype(object).astype("string"), errors="coerce", utc=True,
+                             format="ISO8601").dt.as_unit("us")
+    started = started.where((started >= pd.Timestamp(EARLIEST)) & (started < pd.Timestamp(LATEST)))
+    created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
+    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()}, index=index)
+
+
+def _numbers(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.ndarray:
+    """Return values as the estimand's numbers: 1/0 for the positive label or another one, NaN for an excluded label."""
+    text = values.astype(str)
+    if estimand.metric == "share":
+        out = (text == estimand.positive).to_numpy(dtype=float, copy=True)
+    else:
+        out = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, copy=True)
+    out[text.isin(excluded).to_numpy()] = np.nan
+    return out
+
+
+def _labels(session: Session, dataset: Dataset, task: Task, labels: pd.DataFrame | None = None, *,
+            streams: bool = True) -> tuple[pd.DataFrame, pd.Series | None, str, int]:
+    """Return the labels an estimate uses, each audit sample's draw probability (None without queues), which, and the left out.
+
+    `streams` False: the labels as given, every one a uniform draw (the calibration-time figure's labels, outside the
+    production streams).
+    """
+    labels = labels_frame(session, dataset, task) if labels is None else labels
+    labels = labels[~labels["stale"]]
+    if not streams:
+        return labels, None, "all", 0
+    streams = stream_assignments(session, dataset)
+    audit_prob = audit_probabilities(streams)
+    if audit_prob.empty and (streams.empty or not (streams["stream"] == "triage").any()):
+        return labels, None, "all", 0
+    kept = stream_labels(labels, streams, "audit")
+    outside = int(labels["target_key"].nunique() - kept["target_key"].nunique())
+    return kept, audit_prob, "audit", outside
+
+
+def _response_adjusted(session: Session, dataset: Dataset, audit_prob: pd.Series,
+                       labelled_samples: set[int]) -> tuple[pd.Series, pd.DataFrame]:
+    """Return each audit sample's π_a times its pass's response rate, and the draws (sample_id, labelled).
+
+    A pass is the draws of one UTC day with one probability (auto_queue draws once a day while budget lasts); its
+    response rate is the share of its drawn samples that carry a label of the task.
+    """
+    rows = session.execute(sa_select(AuditDraw.sample_id, AuditDraw.probability, AuditDraw.created_at)
+                           .where(AuditDraw.dataset_id == dataset.id, AuditDraw.drawn.is_(True))).all()
+    draws = pd.DataFrame(rows, columns=["sample_id", "probability", "created_at"])
+    if draws.empty:
+        return audit_prob.astype(float), pd.DataFrame({"sample_id": audit_prob.index.astype(np.int64),
+                                                        "labelled": audit_prob.index.isin(list(labelled_samples))})
+    draws["sample_id"] = draws["sample_id"].astype(np.int64)
+    draws["labelled"] = draws["sample_id"].isin(labelled_samples)
+    day = pd.to_datetime(draws["created_at"], utc=True).dt.strftime("%Y-%m-%d")
+    rate = draws.groupby([day, draws["probability"].round(12)])["labelled"].transform("mean")
+    adjusted = pd.Series((draws["probability"] * rate).to_numpy(dtype=float), index=draws["sample_id"].to_numpy())
+    out = audit_prob.astype(float).copy()
+    known = out.index.isin(adjusted.index)
+    out[known] = adjusted.reindex(out.index[known]).to_numpy()
+    return out, draws[["sample_id", "labelled"]]
+
+
+def _pairwise_ready(task: Task, verdicts: pd.DataFrame, order_rule: str) -> pd.DataFrame:
+    if task.kind != "pairwise":
+        return verdicts
+    ruled, _ = apply_order_rule(task, verdicts, order_rule)
+    return ruled
+
+
+def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, estimand: Estimand, *,
+                 samples: set[int] | frozenset[int] | None = None, order_rule: str = "consistent", with_time: bool = True,
+                 frames: tuple[pd.DataFrame, pd.DataFrame | None] | None = None, streams: bool = True) -> LiveTargets:
+    """Return every attempted target of the estimand with its verdict, gold, weights and time (module docstring).
+
+    `samples`: only these samples (a split, a WHERE, a golden set). `frames`: the judge's verdicts and the task's
+    labels as frames.py reads them, when the caller has them (the report). `streams` False: every given label is used
+    as a uniform draw (the calibration-time agreement, outside the production streams).
+    """
+    excluded = set(task.excluded or [])
+    verdicts, all_labels = frames if frames is not None else (verdicts_frame(session, dataset, task, judge), None)
+    verdicts = _pairwise_ready(task, verdicts, order_rule)
+    verdicts = verdicts[verdicts["active"]].drop_duplicates("target_key")
+    if samples is not None:
+        verdicts = verdicts[verdicts["sample_id"].isin(samples)]
+    labels, audit_prob, which, outside = _labels(session, dataset, task, all_labels, streams=streams)
+    if samples is not None:
+        labels = labels[labels["sample_id"].isin(samples)]
+    fewshot = fewshot_keys(session, judge)
+    counts: dict[str, int] = {"n_outside_audit": outside} if which == "audit" else {}
+
+    ok = (verdicts["status"] == "ok") & verdicts["value"].notna()
+    yhat = np.where(ok.to_numpy(), _numbers(verdicts["value"].where(ok, ""), estimand, excluded), np.nan)
+    failed = ~ok.to_numpy()
+    if estimand.metric == "mean":
+        usable = yhat[~failed & ~np.isnan(yhat)]
+        yhat[failed] = float(usable.mean()) if usable.size else 0.0
+    else:
+        yhat[failed] = 0.0
+    gold = gold_frame(labels, task.kind)
+    gold = gold[gold["gold"].notna()]
+    frame = pd.DataFrame({"target_key": verdicts["target_key"].to_numpy(), "sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(),
+                          "yhat": yhat, "failed": failed})
+    frame["fewshot"] = frame["target_key"].isin(fewshot)
+    gold_of = gold.drop_duplicates("target_key").set_index("target_key")["gold"]
+    frame["labelled"] = frame["target_key"].isin(gold_of.index)
+    frame["y"] = np.nan
+    if frame["labelled"].any():
+        frame.loc[frame["labelled"], "y"] = _numbers(frame.loc[frame["labelled"], "target_key"].map(gold_of), estimand, excluded)
+    counts["n_labelled_unjudged"] = int((~gold_of.index.isin(frame["target_key"])).sum())
+
+    if estimand.level == "answers" and task.target == "claim":
+        frame, few, incomplete = _answers(frame, claim_totals(session, dataset))
+        counts.update(n_fewshot_excluded=few, n_incomplete_answers=incomplete)
+    else:
+        counts["n_fewshot_excluded"] = int(frame["fewshot"].sum())
+        frame = frame[~frame["fewshot"]]
+
+    info = sample_info(session, dataset, with_time=with_time)
+    sample_ids = frame["sample_id"].to_numpy(dtype=np.int64)
+    pi_t = info["inclusion_prob"].reindex(sample_ids).to_numpy(dtype=float)
+    counts["n_without_inclusion_prob"] = int(np.isnan(pi_t).sum()) if not np.isnan(pi_t).all() else 0
+    pi_t = np.where(np.isnan(pi_t), 1.0, pi_t)
+    labelled = frame["labelled"].to_numpy(dtype=bool)
+    drawn = None
+    if audit_prob is not None:
+        adjusted, drawn = _response_adjusted(session, dataset, audit_prob, set(frame.loc[frame["labelled"], "sample_id"].astype(int)))
+        pi_a = adjusted.reindex(sample_ids).to_numpy(dtype=float)
+    else:
+        pi_a = np.ones(len(frame))
+    pi_a = np.where(labelled, pi_a, np.nan)
+    if (labelled & ~(pi_a > 0)).any():  # an audit label whose draw probability is unknown: not a usable audit label
+        labelled = labelled & (pi_a > 0)
+    time = info["time"].reindex(sample_ids).to_numpy() if with_time else np.array([], dtype="datetime64[us]")
+    return LiveTargets(estimand=estimand, sample_id=sample_ids, yhat=frame["yhat"].to_numpy(dtype=float),
+                       failed=frame["failed"].to_numpy(dtype=bool), labelled=labelled,
+                       y=np.where(labelled, frame["y"].to_numpy(dtype=float), np.nan), pi_t=pi_t, pi_a=pi_a, time=time,
+                       labels=which, target=task.target, counts=counts, drawn=drawn)
+
+
+def samples_with_targets(session: Session, dataset: Dataset, task: Task) -> set[int] | None:
+    """Return the samples that have a target of the task (an active claim or context), or None for sample tasks (all)."""
+    if task.target == "sample":
+        return None
+    model = Claim if task.target == "claim" else Context
+    rows = session.execute(sa_select(model.sample_id).join(Sample, Sample.id == model.sample_id)
+                           .where(Sample.dataset_id == dataset.id, model.active.is_(True)).distinct()).all()
+    return {int(r[0]) for r in rows}
+
+
+def _answers(claims: pd.DataFrame, totals: pd.Series) -> tuple[pd.DataFrame, int, int]:
+    """Return one row per attempted answer from its claims' rows (module docstring), the answers left out as few-shot
+    examples, and those not yet judged on every active claim."""
+    few = pd.unique(claims.loc[claims["fewshot"], "sample_id"])
+    claims = claims[~claims["sample_id"].isin(few)]
+    counted = ~np.isnan(claims["yhat"].to_numpy())
+    gold_counted = claims["labelled"].to_numpy() & ~np.isnan(claims["y"].to_numpy())
+    per = pd.DataFrame({
+        "sample_id": claims["sample_id"].to_numpy(), "judged": 1, "counted": counted,
+        "positive": counted & (claims["yhat"].to_numpy() == 1), "failed": claims["failed"].to_numpy(),
+        "labelled": claims["labelled"].to_numpy(), "gold_counted": gold_counted,
+        "gold_positive": gold_counted & (claims["y"].to_numpy() == 1),
+    }).groupby("sample_id").sum()
+    complete = per["judged"].to_numpy() >= totals.reindex(per.index, fill_value=0).to_numpy()
+    per = per[complete]
+    yhat = np.where(per["counted"] > 0, (per["positive"] == per["counted"]).astype(float), np.nan)
+    labelled = (per["labelled"] == per["judged"]).to_numpy()
+    y = np.where(labelled & (per["gold_counted"] > 0).to_numpy(), (per["gold_positive"] == per["gold_counted"]).astype(float), np.nan)
+    out = pd.DataFrame({"sample_id": per.index.to_numpy(dtype=np.int64), "yhat": yhat, "failed": (per["failed"] > 0).to_numpy(),
+                        "labelled": labelled, "y": y})
+    return out, len(few), int((~complete).sum())
+
+
+def estimate_targets(targets: LiveTargets, mask: np.ndarray | None = None, *, method: str = "ppi++",
+                     alpha: float = 0.05) -> dict[str, Any]:
+    """Return the live estimate of the targets in `mask` (all by default): the one place every production figure is made.
+
+    Keys: estimate, ci, method, lambda, status ("ok" | "too_few" | "no_data"), reason, note, n_labelled, n_unlabelled,
+    n_failed, n_effective, labels_needed, judge_only, judge_only_ci, interval, classes.
+    """
+    mask = np.ones(len(targets.sample_id), dtype=bool) if mask is None else mask
+    lab = mask & targets.labelled
+    lam = {"ppi++": None, "ppi": 1.0, "classical": 0.0}[method]
+    est = design_estimate(targets.y[lab], targets.yhat[lab], 1.0 / (targets.pi_t[lab] * targets.pi_a[lab]), targets.pi_t[lab],
+                          targets.sample_id[lab], targets.yhat[mask], 1.0 / targets.pi_t[mask], targets.pi_t[mask],
+                          targets.sample_id[mask], binary=targets.estimand.metric == "share", alpha=alpha, lam=lam)
+    n_labelled = int(lab.sum())
+    status = "ok" if est.ok else ("no_data" if n_labelled == 0 or (est.reason and est.reason.code == "no_labels") else "too_few")
+    extra = est.extra
+    return {"estimate": est.value, "ci": list(est.ci) if est.ci else None, "method": extra.get("method"),
+            "lambda": extra.get("lambda"), "status": status, "reason": est.reason.to_dict() if est.reason else None,
+            "note": est.note, "n_labelled": n_labelled, "n_unlabelled": int((mask & ~targets.labelled).sum()),
+            "n_failed": int((mask & targets.failed).sum()), "n_effective": extra.get("n_effective"),
+            "labels_needed": extra.get("labels_needed"), "judge_only": extra.get("judge_only"),
+            "judge_only_ci": extra.get("judge_only_ci"), "interval": extra.get("interval"), "classes": extra.get("classes")}
+
+
+def share_interval(hits: np.ndarray, w: np.ndarray, pi: np.ndarray, cluster: np.ndarray, pi_all: np.ndarray,
+                   cluster_all: np.ndarray, *, alpha: float = 0.05) -> dict[str, Any]:
+    """Return a weighted share of hits (the judge's agreement) with the live interval: {value, ci, n, status, reason, note}.
+
+    The population is every attempted target (`pi_all`, `cluster_all`); the hits are known on the labelled ones.
+    """
+    zeros_all = np.zeros(len(pi_all))
+    est = design_estimate(hits, np.zeros(len(hits)), w, pi, cluster, zeros_all, 1.0 / pi_all, pi_all, cluster_all,
+                          binary=True, alpha=alpha, lam=0.0)
+    return {"value": est.value, "ci": list(est.ci) if est.ci else None, "n": int(len(hits)),
+            "status": "ok" if est.ok else ("no_data" if not len(hits) else "too_few"),
+            "reason": est.reason.to_dict() if est.reason else None, "note": est.note or None}
+
+
+def difference_interval(a: dict, b: dict) -> list[float] | None:
+    """Return the interval of a − b for two independent estimates with intervals (MOVER: Zou & Donner 2008)."""
+    if a.get("value") is None or b.get("value") is None or not a.get("ci") or not b.get("ci"):
+        return None
+    d = a["value"] - b["value"]
+    (la, ua), (lb, ub) = a["ci"], b["ci"]
+    low = d - math.sqrt((a["value"] - la) ** 2 + (ub - b["value"]) ** 2)
+    high = d + math.sqrt((ua - a["value"]) ** 2 + (b["value"] - lb) ** 2)
+    return [snap(low, -1.0, 1.0), snap(high, -1.0, 1.0)]
