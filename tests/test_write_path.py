@@ -29,7 +29,7 @@ from calibrate.db import dispose_engine, get_engine, write_session, writer_lock
 from calibrate.ingest import import_file
 from calibrate.ingest.traces.staging import Settler, new_token
 from calibrate.judges import save_version
-from calibrate.models import Assignment, Claim, Dataset, Guideline, Label, Sample, StagedSpan, Task, Verdict
+from calibrate.models import Assignment, Claim, Dataset, Guideline, Label, LabelRevision, Sample, StagedSpan, Task, Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "ingest"))  # trace_helpers
 
@@ -293,6 +293,9 @@ def test_a_burst_of_every_writer_on_one_sqlite_file_loses_nothing_and_never_find
         # every label save and guideline landed, in order
         label = session.exec(select(Label).where(Label.target_key == target)).one()
         assert label.value == saved[-1][0]
+        # each save changed the value (they alternate), so each wrote one revision: none lost
+        assert session.exec(select(func.count()).select_from(LabelRevision).where(LabelRevision.label_id == label.id)).one() \
+            == len(saved)
         task = session.exec(select(Task).where(Task.name == "claim_support")).one()
         versions = session.exec(select(Guideline.version, Guideline.text).where(Guideline.task_id == task.id)
                                 .order_by(Guideline.version)).all()
