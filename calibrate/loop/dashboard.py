@@ -247,7 +247,7 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     looks = test_looks(session, dataset, task_row)
     board = _board(session, dataset, task_row, base, split, group_by, epsilon)
     board.test_looks = sum(count for count, _ in looks.values())
-    board.split_looks = version_looks(session, dataset, task_row, split) if split and split != TEST_SPLIT else 0
+    board.split_looks = version_looks(session, dataset, task_row, board.split) if board.split and board.split != TEST_SPLIT else 0
     gold_tasks = [task_row]
     if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
         gold_tasks.append(lookup.task(session, DERIVED_GOLD[task_row.name]))
