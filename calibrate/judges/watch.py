@@ -175,14 +175,14 @@ def lease_key(target: Target) -> tuple[str, str]:
 
 
 def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: list[Target], *, extracting: bool = False) -> int:
-    """Add a lease row for each pending job that has none; drop rows of jobs judged meanwhile. Return rows added."""
+    """Add a lease row for each pending job that has none; drop rows of jobs judged meanwhile. Return rows added.
+
+    `jobs` was read before this transaction: a job judged (and its row deleted) by another watcher since
+    then gets a row again here, so the rows of judged jobs are dropped after the insert, in the same
+    transaction (a row a live watcher holds is its own to delete).
+    """
     done = _done_statuses(extracting)
     with write_session(engine) as session:
-        session.execute(delete(WatchLease).where(
-            WatchLease.judge_id == judge.id, WatchLease.task_id == task.id, WatchLease.expires < clock(session),
-            exists().where(Verdict.judge_id == WatchLease.judge_id, Verdict.task_id == WatchLease.task_id,
-                           Verdict.target_key == WatchLease.target_key, Verdict.order_key == WatchLease.order_key,
-                           col(Verdict.status).in_(done))))
         have = set(session.execute(select(WatchLease.target_key, WatchLease.order_key).where(
             WatchLease.judge_id == judge.id, WatchLease.task_id == task.id)).all())
         rows = [{"judge_id": judge.id, "task_id": task.id, "dataset_id": dataset.id, "sample_id": t.sample_id,
@@ -191,6 +191,11 @@ def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: li
         for start in range(0, len(rows), 500):  # a job another watcher added meanwhile is left alone
             session.execute(dialect_insert(engine, WatchLease.__table__).on_conflict_do_nothing(
                 index_elements=["judge_id", "task_id", "target_key", "order_key"]), rows[start:start + 500])
+        session.execute(delete(WatchLease).where(
+            WatchLease.judge_id == judge.id, WatchLease.task_id == task.id, WatchLease.expires < clock(session),
+            exists().where(Verdict.judge_id == WatchLease.judge_id, Verdict.task_id == WatchLease.task_id,
+                           Verdict.target_key == WatchLease.target_key, Verdict.order_key == WatchLease.order_key,
+                           col(Verdict.status).in_(done))))
     return len(rows)
 
 

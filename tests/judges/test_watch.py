@@ -23,7 +23,7 @@ from calibrate.judges.watch import Watcher, WatchSpec, claim, enqueue, owner_tok
 from calibrate.models import Judge, JudgeRun, Task, Verdict, WatchLease
 
 ROOT = Path(__file__).resolve().parents[2]
-GUARD = 90  # seconds: a hang guard, never a measurement
+GUARD = 180  # seconds: a hang guard, never a measurement (a loaded 2-core machine takes its time)
 
 
 def watch_command(db_url: str, server, prompt: str, *extra: str, concurrency: int = 4) -> list[str]:
@@ -37,10 +37,14 @@ def start(command: list[str], tmp_path: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(condition, what: str) -> None:
+def wait_for(condition, what: str, *processes: subprocess.Popen) -> None:
+    """Poll until the condition holds; past the hang guard, kill the given processes (no watcher outlives its test) and fail."""
     deadline = time.monotonic() + GUARD
     while not condition():
         if time.monotonic() > deadline:
+            for process in processes:
+                process.kill()
+                process.communicate()
             raise AssertionError(f"hang guard: {what}")
         time.sleep(0.02)
 
@@ -123,6 +127,25 @@ def test_a_lease_is_claimed_once_until_it_expires_and_a_judged_job_is_never_clai
     assert [r[1] for r in taken] == [got_b[1][1]]
 
 
+def test_a_job_judged_after_the_pending_list_was_read_gets_no_lease_row(engine, session, claims_dataset, claims_prompt):
+    # A watcher reads its pending jobs, another stores one of them (deleting its row) before this one
+    # enqueues: the row it would add back is dropped in the same transaction, so no lease outlives its job
+    # (a killed watcher's test once ended with 4 such rows on a loaded machine).
+    claims_dataset(n_samples=1, claims_per_sample=3)
+    watcher = Watcher(engine, WatchSpec("many", claims_prompt(), once=True))
+    with write_session(engine) as s:
+        from calibrate.models import Dataset
+        judge, task = s.get(Judge, watcher.main.judge_id), s.get(Task, watcher.main.task.id)
+        dataset = s.get(Dataset, watcher.dataset_id)
+        jobs, _ = watcher._pending(s, watcher.main, set())
+        judged = jobs[0]
+        s.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=judged.sample_id, claim_id=judged.claim_id,
+                      target_key=judged.key, value="supported"))
+    enqueue(engine, judge, task, dataset, jobs)  # the stale list still names the judged job
+    rows = session.exec(select(WatchLease.target_key)).all()
+    assert sorted(rows) == sorted(t.key for t in jobs[1:])
+
+
 def test_two_watchers_share_the_dataset_and_no_call_is_repeated(db_url, session, fake_llm, claims_dataset,
                                                                 claims_prompt, tmp_path):
     fake_llm.keep_requests = False
@@ -154,7 +177,8 @@ def test_a_watcher_killed_mid_way_is_taken_over_and_only_its_calls_in_flight_are
     prompt = claims_prompt()
     killed = start(watch_command(db_url, fake_llm, prompt, "--once", "--lease", "2"), tmp_path)
     other = start(watch_command(db_url, fake_llm, prompt, "--once", "--lease", "2"), tmp_path)
-    wait_for(lambda: verdict_count(db_url) >= 40 and held_by(db_url, killed.pid) > 0, "verdicts written, leases held")
+    wait_for(lambda: verdict_count(db_url) >= 40 and held_by(db_url, killed.pid) > 0, "verdicts written, leases held",
+             killed, other)
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=GUARD)
     code, _, err = finish(other)
@@ -164,7 +188,7 @@ def test_a_watcher_killed_mid_way_is_taken_over_and_only_its_calls_in_flight_are
     # Its first line on stderr is written once its SIGTERM handler is in place (the other watcher may
     # have taken every expired lease over already, and then there is nothing left to wait for).
     assert third.stderr.readline().startswith("watching")
-    wait_for(lambda: verdict_count(db_url) == 150, "the third watcher finishes after the leases expire")
+    wait_for(lambda: verdict_count(db_url) == 150, "the third watcher finishes after the leases expire", third)
     third.send_signal(signal.SIGTERM)
     code, out, err = finish(third)
     assert code == 0, err

@@ -200,7 +200,7 @@ def test_a_metric_watcher_killed_mid_way_is_taken_over_without_asking_a_stored_s
     claims_dataset(n_samples=16, claims_per_sample=3)
     prompt = metric_prompt(engine, "faith", "faithfulness", model="fake-model")
     killed = start(watch_command(db_url, fake_llm, prompt, "--once", "--lease", "1", concurrency=2), tmp_path)
-    wait_for(lambda: verdict_count(db_url) >= 3 and held_by(db_url, killed.pid) > 0, "verdicts written, leases held")
+    wait_for(lambda: verdict_count(db_url) >= 3 and held_by(db_url, killed.pid) > 0, "verdicts written, leases held", killed)
     killed.send_signal(signal.SIGKILL)
     killed.communicate(timeout=GUARD)
     conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=30)
