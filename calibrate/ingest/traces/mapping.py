@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calibrate.bounds import start_ns_problem, started_at_problem
-from calibrate.ingest.samples import canonical_json
+from calibrate.ingest.sample_records import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
 
 OPENINFERENCE, GENAI, LANGFUSE = "openinference", "gen_ai", "langfuse"
