@@ -6,7 +6,8 @@ A database file is created 0600 (its -wal and -shm files take its mode): owner o
 pysqlite's own transaction handling is turned off so that SQLAlchemy emits BEGIN itself:
 a write transaction that reads first must start with BEGIN IMMEDIATE, or two concurrent
 writers that both read first deadlock into "database is locked" despite the busy timeout.
-`write_session()` gives such a session; plain `Session(engine)` reads with a deferred BEGIN.
+`write_session()` is the one way to write (below); plain `Session(engine)` reads with a
+deferred BEGIN and never commits.
 
 PostgreSQL has no BEGIN IMMEDIATE: there a write session's transaction first takes one
 transaction-level advisory lock, so writers that read first take turns as on SQLite (the
@@ -16,9 +17,9 @@ This module is the one home of SQL that skips SQLAlchemy's per-row work, for the
 where it was measured to matter: `Statement` (the keystroke path: a label save runs eight)
 and `read_frame` (a report reads 10^5–10^6 rows into a pandas frame). Everything else uses
 SQLModel/SQLAlchemy queries; ingest/bulk.py adds prepared multi-row INSERTs for imports. No
-Flask here: the request's session is views/session.py's; the servers' writer lock
-(`writer_lock`) is here, since the traces settler and the CLI's write sessions (`lock_writes`)
-take it too.
+Flask here: the request's session is views/session.py's; the writer lock (`writer_lock`) is
+here, since every write session on a SQLite file takes it: the web's, the commands', the judge
+runs' writers, the watchers' and the traces settler's.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import JSON, Connection, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
 
 try:
@@ -145,7 +146,6 @@ def dispose_engine(url: str) -> None:
         engine = _engines.pop(url, None)
     if engine is not None:
         _immediate_engines.pop(engine, None)
-        _foreground.pop(engine, None)
         engine.dispose()
 
 
@@ -280,39 +280,18 @@ class BackgroundWriter:
         self.lock.release()
 
 
-_writer_locks: dict[Path | None, WriterLock] = {}
+_writer_locks: dict[Path | str, WriterLock] = {}
 
 
 def writer_lock(url: str) -> WriterLock:
-    """Return the writer lock of a database (one per SQLite file, one for every other database) for this process."""
+    """Return the writer lock of a SQLite database for this process (one per file; a file-less one per URL)."""
     path = sqlite_path(url)
-    key = path.resolve() if path is not None else None
+    key: Path | str = path.resolve() if path is not None else url
     with _lock:
         found = _writer_locks.get(key)
         if found is None:
-            found = _writer_locks[key] = WriterLock(key)
+            found = _writer_locks[key] = WriterLock(path.resolve() if path is not None else None)
         return found
-
-
-_foreground: dict[Engine, WriterLock] = {}
-
-
-def lock_writes(engine: Engine) -> None:
-    """Make this process's `write_session`s on a SQLite file's engine take its writer lock as a foreground writer.
-
-    For the commands people start (`calibrate import`, `traces import`, `traces flush` …; the
-    CLI's `ready_engine` calls it): against a file a server is serving, their write
-    transactions take turns with the server's through the flock of `writer_lock`, which hands
-    the file over the moment it is free, instead of the servers' label saves waiting in
-    SQLite's busy handler through a long import. A write session opened while this thread
-    holds the lock already (a server's `write()`, the settler) does not take it again.
-    Other databases: nothing to do (PostgreSQL's writers wait on its advisory lock).
-    """
-    url = engine.url.render_as_string(hide_password=False)
-    if sqlite_path(url) is not None:
-        lock = writer_lock(url)
-        with _lock:
-            _foreground[engine] = lock
 
 
 def forget_connections_after_fork() -> None:
@@ -430,28 +409,75 @@ def last_write_failure(engine: Engine) -> tuple[datetime, str] | None:
     return _write_failures.get(str(engine.url))
 
 
-@contextlib.contextmanager
-def write_session(engine: Engine) -> Iterator[Session]:
-    """Yield a session whose transaction takes the write lock first (see `write_engine`); commit on success.
+def _is_busy(exc: OperationalError) -> bool:
+    """Return whether SQLite refused a transaction because another connection holds the database."""
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text
 
-    The caller's block is one transaction: an exception rolls everything back. On an engine
-    given to `lock_writes` (the CLI's), the transaction is also held behind the writer lock.
+
+@contextlib.contextmanager
+def write_session(engine: Engine, *, background: bool = False, give_back: Session | None = None) -> Iterator[Session]:
+    """Yield the session of one write transaction; commit it when the block ends, roll it back on an exception.
+
+    The one way to write, for the web, the commands and the workers (docs/architecture.md,
+    "Database"; tests/test_write_path.py refuses any other):
+
+    1. `give_back`: a read session the caller holds is closed first, so its pooled connection is
+       back in the pool before this thread waits (threads that wait holding one could take the
+       whole pool while the lock's holder waits for a connection).
+    2. On SQLite, the writer lock of the database (`writer_lock`: this process's threads, then the
+       flock every process on the file takes) is taken, as a background writer with `background`
+       (waiting people's writes go first: the traces receiver and settler). A thread holding it
+       already does not take it again. PostgreSQL: no lock here; the transaction's advisory lock
+       makes writers take turns (`write_engine`).
+    3. The transaction begins now with the write lock (`write_engine`: BEGIN IMMEDIATE, or
+       PostgreSQL's advisory lock), so the block's reads and writes are one turn. Should SQLite
+       still answer "database is locked" after its busy timeout (a writer outside the lock: the
+       sqlite3 shell, a migration), it is tried once more before the error goes up.
+
+    A write that fails on the database (not a race on a unique key, which is the caller's to
+    retry) is remembered for `/health` (`note_write`); the next that succeeds clears it.
     """
-    lock = _foreground.get(engine)
-    with lock if lock is not None and not lock.held_here() else contextlib.nullcontext(), \
-            Session(write_engine(engine), expire_on_commit=False) as session:
+    if give_back is not None:
+        give_back.close()
+    lock = writer_lock(engine.url.render_as_string(hide_password=False)) if is_sqlite(engine) else None
+    if lock is None or lock.held_here():
+        held: contextlib.AbstractContextManager = contextlib.nullcontext()
+    else:
+        held = lock.background if background else lock
+    with held:
         try:
-            yield session
-            session.commit()
+            session = _begun(engine)
         except DBAPIError as exc:
-            session.rollback()
-            if not isinstance(exc, IntegrityError):  # a race on a unique key is the caller's to retry, not the disk's
-                note_write(engine, exc)
+            note_write(engine, exc)
             raise
-        except BaseException:
-            session.rollback()
-            raise
+        with session:
+            try:
+                yield session
+                session.commit()
+            except DBAPIError as exc:
+                session.rollback()
+                if not isinstance(exc, IntegrityError):  # a race on a unique key is the caller's to retry, not the disk's
+                    note_write(engine, exc)
+                raise
+            except BaseException:
+                session.rollback()
+                raise
         note_write(engine, None)
+
+
+def _begun(engine: Engine) -> Session:
+    """Return a session whose write transaction has begun (the lock taken); retry once on a busy SQLite database."""
+    for attempt in (1, 2):
+        session = Session(write_engine(engine), expire_on_commit=False)
+        try:
+            session.connection()  # BEGIN IMMEDIATE (SQLite) or the advisory lock (PostgreSQL), now
+            return session
+        except OperationalError as exc:
+            session.close()
+            if not _is_busy(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class Statement:

@@ -26,7 +26,7 @@ from sqlmodel import Session
 from calibrate.db import read_frame
 from calibrate.models import LABEL_KINDS, Label, Task
 from calibrate.reasons import Reason
-from calibrate.tasks import format_number
+from calibrate.task_values import format_number
 
 GOLD_RULE = ("the most recent adjudicated label, else the majority of annotators (ties: no gold), "
              "else for scores the mean of annotators")

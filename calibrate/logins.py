@@ -196,9 +196,15 @@ def record_failure(session: Session, username: str, address: str, throttle: Thro
     """
     now = now_seconds() if now is None else now
     user_key, address_key = throttle_keys(username, address)
-    locked = 0
-    for key, limit in ((user_key, throttle.max_failures), (address_key, throttle.max_failures_per_address)):
-        row = session.get(LoginThrottle, key)
+    counted = ((user_key, throttle.max_failures), (address_key, throttle.max_failures_per_address))
+    return _count_failure(session, [(session.get(LoginThrottle, key), key, limit) for key, limit in counted], throttle, now)
+
+
+def _count_failure(session: Session, rows: list[tuple[LoginThrottle | None, str, int]], throttle: Throttle, now: int) -> int:
+    """Count one failure against each (row, key, limit) (a key without a row, or whose window has passed, starts again);
+    return the longest lockout it starts (0: none). Then delete the rows whose window and lock are both over."""
+    lock = 0
+    for row, key, limit in rows:
         if row is None:
             row = LoginThrottle(key=key, failures=0, first_failure=now, last_failure=now)
         elif now - row.last_failure > throttle.window:
@@ -208,12 +214,12 @@ def record_failure(session: Session, username: str, address: str, throttle: Thro
         seconds = throttle.lockout_after(row.failures, limit)
         if seconds:
             row.locked_until = now + seconds
-            locked = max(locked, seconds)
+            lock = max(lock, seconds)
         session.add(row)
     session.flush()
     session.execute(delete(LoginThrottle).where(col(LoginThrottle.last_failure) < now - throttle.window,
                                                 col(LoginThrottle.locked_until) < now))
-    return locked
+    return lock
 
 
 DEVICE_PREFIX = "dev:"
@@ -265,23 +271,7 @@ def begin_attempt(session: Session, username: str, address: str, throttle: Throt
     wait = max([row.locked_until - now for row, _, _ in rows if row is not None] + [0])
     if wait > 0:
         return Attempt(wait, 0, ())
-    lock = 0
-    for row, key, limit in rows:
-        if row is None:
-            row = LoginThrottle(key=key, failures=0, first_failure=now, last_failure=now)
-        elif now - row.last_failure > throttle.window:
-            row.failures, row.first_failure = 0, now
-        row.failures += 1
-        row.last_failure = now
-        seconds = throttle.lockout_after(row.failures, limit)
-        if seconds:
-            row.locked_until = now + seconds
-            lock = max(lock, seconds)
-        session.add(row)
-    session.flush()
-    session.execute(delete(LoginThrottle).where(col(LoginThrottle.last_failure) < now - throttle.window,
-                                                col(LoginThrottle.locked_until) < now))
-    return Attempt(0, lock, tuple(key for key, _ in counted))
+    return Attempt(0, _count_failure(session, rows, throttle, now), tuple(key for key, _ in counted))
 
 
 def attempt_succeeded(session: Session, attempt: Attempt, throttle: Throttle) -> None:

@@ -32,7 +32,7 @@ per (judge, task, target)" are plain unique constraints (SQL treats NULLs as dis
 constraint over the three nullable foreign keys would not hold).
 
 Values are stored as text in their canonical form (a label string, or a number written by
-``calibrate.tasks.canonical_value``); the task's kind says how to read them back. A value of a
+``calibrate.task_values.canonical_value``); the task's kind says how to read them back. A value of a
 *pairwise* task names a response by its id (``Response.key``) or is ``tie``, never a position;
 the presentation order a judge or an annotator saw is recorded beside it (``order``, the
 response ids in the order shown). A judge may have one verdict per order on a target, so the

@@ -9,26 +9,20 @@ correct its output in the workbench instead of labelling it). Users add their ow
 `calibrate task add`, change them with `calibrate task edit` (description, more labels, a
 scale that fits every stored value) and remove them with `calibrate task remove` while nothing
 uses them. Every label and every verdict is validated against its task by
-`canonical_value`, which returns the value in the one text form it is stored in (so
-"Supported", " supported" and "supported" are one label, and 4, "4" and 4.0 are one score).
+`task_values.canonical_value` (calibrate/task_values.py: a task's values and their one stored form).
 
 A *pairwise* task (`--kind pairwise --target sample --labels A,B[,tie]`) is labelled like a
 categorical one, but its labels are response ids (plus `tie`, if declared): a value must also
-name one of the sample's own responses (`pairwise_value`).
+name one of the sample's own responses (`task_values.pairwise_value`).
 
 Labels keep their stored values; how a person sees them is the task's *display names*, per
 locale (`calibrate task edit NAME --display es:supported=Respaldada`, the Tasks page):
 `label_name` is the one place that words a label for a reader. The built-in tasks come with
 English names (in this module, translated by the catalogs) and Spanish display names.
-
-Over 800 lines because the rewrite task (issue 32) landed before the house round (issue 31) that
-splits a task's values (canonical_value, pairwise_value, the predicates) into task_values.py;
-that split removes this exception.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -58,6 +52,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import scope_datasets, set_task_scope, uses_reason
+from calibrate.task_values import MAX_MAGNITUDE, format_number, short_text
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -91,10 +86,6 @@ MAX_LABEL_CHARS = 100
 MAX_LABELS = 50
 MAX_LEVEL_CHARS = 300  # one level's text (a rubric line beside a button), at most
 LEVELS = "levels"  # the key of task.descriptions that holds the level texts: {locale: {level: text}}, never a locale
-# A number value of a task without a scale: at most this magnitude, so that the statistics'
-# squares and sums over millions of values stay far from double precision's overflow (1.8e308).
-MAX_MAGNITUDE = 1e12
-
 BUILTIN_TASKS = (
     BuiltinTask(
         "claim_support",
@@ -206,18 +197,6 @@ EXTRACTION_TASKS = ("claim_extraction",)
 REWRITE_TASK = "instruction_rewrite"
 # Tasks no annotator labels item by item: judge-side only.
 JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS + (REWRITE_TASK,)
-MAX_CLAIMS = 200  # claims in one extraction, at most
-MAX_CLAIM_CHARS = 2000  # characters of one extracted claim, at most
-
-
-def is_extraction(task: Task) -> bool:
-    """Return whether a task is an extraction (its value a claim list, never calibrated)."""
-    return task.kind == EXTRACTION
-
-
-def is_rewrite(task: Task) -> bool:
-    """Return whether a task is the instruction rewrite (its value a judge's instructions; never run over a dataset)."""
-    return task.kind == REWRITE
 
 
 def ensure_builtin_tasks(session: Session) -> None:
@@ -247,12 +226,12 @@ def parse_scale(text: str) -> tuple[float, float]:
     """Parse a scale such as "1-5" or "0-1" or "-2-2" into (low, high)."""
     match = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*-\s*(-?[0-9]+(?:\.[0-9]+)?)\s*", text or "")
     if not match:
-        raise TaskError(Reason("scale_shape", given=_short(text or "")))
+        raise TaskError(Reason("scale_shape", given=short_text(text or "")))
     low, high = float(match.group(1)), float(match.group(2))
     if not low < high:
-        raise TaskError(Reason("scale_order", given=_short(text)))
+        raise TaskError(Reason("scale_order", given=short_text(text)))
     if max(abs(low), abs(high)) > MAX_MAGNITUDE:
-        raise TaskError(Reason("scale_magnitude", limit=MAX_MAGNITUDE, given=_short(text)))
+        raise TaskError(Reason("scale_magnitude", limit=MAX_MAGNITUDE, given=short_text(text)))
     return low, high
 
 
@@ -287,27 +266,11 @@ def add_task(
     scope = scope_datasets(session, datasets)
     check_description(description)
     check_labels(labels or [], "--labels")
-    if kind in LABEL_KINDS:
-        clean = [label.strip() for label in (labels or []) if label.strip()]
-        if kind == "pairwise":
-            clean = _pairwise_labels(clean, target)
-        if len(clean) < 2:
-            raise TaskError(Reason("categorical_needs_labels"))
-        if len(set(clean)) != len(clean):
-            raise TaskError(Reason("labels_duplicates", clean=', '.join(clean)))
-        if scale:
-            raise TaskError(Reason("scale_wrong_kind", kind_=kind))
-        labels = clean
-    else:
-        if labels:
-            raise TaskError(Reason("labels_wrong_kind"))
-        if kind == "ordinal" and scale is None:
-            raise TaskError(Reason("ordinal_needs_scale"))
     task = Task(
         name=name,
         target=target,
         kind=kind,
-        labels=labels if kind in LABEL_KINDS else None,
+        labels=_new_labels(kind, target, labels, scale),
         scale_min=scale[0] if scale else None,
         scale_max=scale[1] if scale else None,
         description=description,
@@ -325,6 +288,26 @@ def add_task(
     return task
 
 
+def _new_labels(kind: str, target: str, labels: list[str] | None, scale: tuple[float, float] | None) -> list[str] | None:
+    """Return a new task's labels, stripped (None for a score task); refuse labels or a scale its kind does not take."""
+    if kind not in LABEL_KINDS:
+        if labels:
+            raise TaskError(Reason("labels_wrong_kind"))
+        if kind == "ordinal" and scale is None:
+            raise TaskError(Reason("ordinal_needs_scale"))
+        return None
+    clean = [label.strip() for label in (labels or []) if label.strip()]
+    if kind == "pairwise":
+        clean = _pairwise_labels(clean, target)
+    if len(clean) < 2:
+        raise TaskError(Reason("categorical_needs_labels"))
+    if len(set(clean)) != len(clean):
+        raise TaskError(Reason("labels_duplicates", clean=', '.join(clean)))
+    if scale:
+        raise TaskError(Reason("scale_wrong_kind", kind_=kind))
+    return clean
+
+
 def check_description(description: str | None) -> None:
     """Refuse a description longer than MAX_DESCRIPTION_CHARS (it is shown on every item page)."""
     if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
@@ -335,7 +318,7 @@ def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
     """Refuse a label longer than MAX_LABEL_CHARS, or more than MAX_LABELS labels in all."""
     for label in labels:
         if len(label.strip()) > MAX_LABEL_CHARS:
-            raise TaskError(Reason("label_too_long", option=option, label=_short(label.strip()), count=len(label.strip()),
+            raise TaskError(Reason("label_too_long", option=option, label=short_text(label.strip()), count=len(label.strip()),
                                    limit=MAX_LABEL_CHARS))
     if existing + len(labels) > MAX_LABELS:
         raise TaskError(Reason("too_many_labels", option=option, limit=MAX_LABELS, count=existing + len(labels)))
@@ -350,32 +333,8 @@ def _pairwise_labels(labels: list[str], target: str) -> list[str]:
         raise TaskError(Reason("pairwise_needs_labels"))
     for label in ids:
         if len(label) > MAX_RESPONSE_ID_CHARS:
-            raise TaskError(Reason("response_id_too_long", label=_short(label), max_response_id_chars=MAX_RESPONSE_ID_CHARS))
+            raise TaskError(Reason("response_id_too_long", label=short_text(label), max_response_id_chars=MAX_RESPONSE_ID_CHARS))
     return ids + ([TIE] if len(ids) < len(labels) else [])
-
-
-def has_labels(task: Task) -> bool:
-    """Whether the task's values are labels (categorical and pairwise tasks), not numbers."""
-    return task.kind in LABEL_KINDS
-
-
-def pairwise_value(task: Task, value: object, response_ids: list[str] | tuple[str, ...] | None) -> str:
-    """Return a pairwise task's value in stored form: one of the sample's response ids, or tie if the task has it.
-
-    Raise TaskError naming the sample's responses when the value is neither (a sample with no
-    responses cannot take a pairwise value at all).
-    """
-    canonical = canonical_value(task, value)
-    ids = list(response_ids or [])
-    if not ids:
-        raise TaskError(Reason("pairwise_no_responses", task=task.name))
-    if canonical == TIE or canonical in ids:
-        return canonical
-    folded = [i for i in ids if i.casefold() == canonical.casefold()]
-    if len(folded) == 1:
-        return folded[0]
-    choices = ", ".join(ids) + (f"; or {TIE}" if TIE in (task.labels or []) else "")
-    raise TaskError(Reason("value_not_a_response", canonical=_short(canonical), choices=choices))
 
 
 @dataclass
@@ -390,15 +349,6 @@ class TaskChange:
         if not self.changes:
             return f"task {self.task.name}: nothing to change"
         return f"task {self.task.name}: {'; '.join(self.changes)}"
-
-
-def describe_values(task: Task) -> str:
-    """Return a task's values as `task list` shows them: its labels, its scale, or "any"."""
-    if task.labels:
-        return ",".join(task.labels)
-    if task.scale_min is not None:
-        return f"{task.scale_min:g}-{task.scale_max:g}"
-    return "any"
 
 
 def _value_range(session: Session, task: Task) -> tuple[float | None, float | None]:
@@ -440,30 +390,9 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     if (add_labels or scale) and task.builtin:
         raise TaskError(Reason("builtin_labels_fixed", task=task.name))
     if add_labels:
-        if task.kind not in LABEL_KINDS:
-            raise TaskError(Reason("add_labels_score_task", task=task.name, kind=task.kind))
-        clean = [label.strip() for label in add_labels if label.strip()]
-        check_labels(clean, "--add-labels", existing=len(task.labels or []))
-        if task.kind == "pairwise":
-            clean = [TIE if label.casefold() == TIE else label for label in clean]
-            if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
-                raise TaskError(Reason("add_labels_response_id_long", limit=MAX_RESPONSE_ID_CHARS))
-        existing = [label for label in clean if label in (task.labels or [])]
-        if existing:
-            raise TaskError(Reason("label_exists", task=task.name, label=existing[0], labels=", ".join(task.labels or [])))
-        if len(set(clean)) != len(clean):
-            raise TaskError(Reason("add_labels_duplicates", labels=", ".join(clean)))
-        task.labels = [*(task.labels or []), *clean]
-        changes.append(f"labels now {', '.join(task.labels)}")
+        changes.append(_add_labels(task, add_labels))
     if scale is not None:
-        if task.kind in LABEL_KINDS:
-            raise TaskError(Reason("scale_label_task", task=task.name, kind=task.kind))
-        low, high = _value_range(session, task)
-        if low is not None and (low < scale[0] or high > scale[1]):
-            raise TaskError(Reason("scale_leaves_out", low=scale[0], high=scale[1], task=task.name, stored_low=low,
-                                   stored_high=high))
-        task.scale_min, task.scale_max = scale
-        changes.append(f"scale now {scale[0]:g}-{scale[1]:g}")
+        changes.append(_set_scale(session, task, scale))
     check_description(description)
     if description is not None and description != task.description:
         task.description = description
@@ -481,6 +410,37 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
     session.add(task)
     session.flush()
     return TaskChange(task, changes)
+
+
+def _add_labels(task: Task, add_labels: list[str]) -> str:
+    """Add labels to a label task (never removed: values use them); return the change in words."""
+    if task.kind not in LABEL_KINDS:
+        raise TaskError(Reason("add_labels_score_task", task=task.name, kind=task.kind))
+    clean = [label.strip() for label in add_labels if label.strip()]
+    check_labels(clean, "--add-labels", existing=len(task.labels or []))
+    if task.kind == "pairwise":
+        clean = [TIE if label.casefold() == TIE else label for label in clean]
+        if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
+            raise TaskError(Reason("add_labels_response_id_long", limit=MAX_RESPONSE_ID_CHARS))
+    existing = [label for label in clean if label in (task.labels or [])]
+    if existing:
+        raise TaskError(Reason("label_exists", task=task.name, label=existing[0], labels=", ".join(task.labels or [])))
+    if len(set(clean)) != len(clean):
+        raise TaskError(Reason("add_labels_duplicates", labels=", ".join(clean)))
+    task.labels = [*(task.labels or []), *clean]
+    return f"labels now {', '.join(task.labels)}"
+
+
+def _set_scale(session: Session, task: Task, scale: tuple[float, float]) -> str:
+    """Set a score task's scale, refused when a stored value falls outside it; return the change in words."""
+    if task.kind in LABEL_KINDS:
+        raise TaskError(Reason("scale_label_task", task=task.name, kind=task.kind))
+    low, high = _value_range(session, task)
+    if low is not None and (low < scale[0] or high > scale[1]):
+        raise TaskError(Reason("scale_leaves_out", low=scale[0], high=scale[1], task=task.name, stored_low=low,
+                               stored_high=high))
+    task.scale_min, task.scale_max = scale
+    return f"scale now {scale[0]:g}-{scale[1]:g}"
 
 
 def parse_display(items: list[str] | tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -721,95 +681,6 @@ def remove_task(session: Session, name: str) -> Task:
     session.delete(task)
     session.flush()
     return task
-
-
-def format_number(x: float) -> str:
-    """Return the canonical text of a number: "4" for 4.0, "3.5" for 3.5."""
-    if float(x).is_integer():
-        return str(int(x))
-    return repr(float(x))
-
-
-def canonical_value(task: Task, value: object) -> str:
-    """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
-    if value is None:
-        raise TaskError(Reason("value_missing"))
-    if task.kind == EXTRACTION:
-        return canonical_claims(value)
-    if isinstance(value, bool):
-        raise TaskError(Reason("value_needs_label" if task.kind in LABEL_KINDS else "value_needs_number", value=value))
-    if task.kind in LABEL_KINDS:
-        if isinstance(value, (int, float)):
-            text = format_number(value) if math.isfinite(value) else str(value)
-        elif isinstance(value, str):
-            text = value.strip()
-        else:
-            raise TaskError(Reason("value_type_not_label", listed=', '.join(task.labels or []), name=type(value).__name__))
-        labels = task.labels or []
-        if text in labels:
-            return text
-        folded = [label for label in labels if label.casefold() == text.casefold()]
-        if len(folded) == 1:
-            return folded[0]
-        raise TaskError(Reason("value_not_a_label", value=_short(text), task=task.name, labels=", ".join(labels)))
-    number = _as_number(value)
-    if number is None:
-        raise TaskError(Reason("value_not_a_number", task=task.name, value=_short(str(value))))
-    low, high = task.scale_min, task.scale_max
-    if (low is not None and number < low) or (high is not None and number > high):
-        raise TaskError(Reason("value_outside_scale", value=_short(format_number(number), 24), task=task.name,
-                                   low=format_number(low), high=format_number(high)))
-    if abs(number) > MAX_MAGNITUDE:  # a task without a scale: squares and sums must stay finite (docs/security.md)
-        raise TaskError(Reason("value_beyond_magnitude", value=number, task=task.name, limit=MAX_MAGNITUDE))
-    return format_number(number)
-
-
-def canonical_claims(value: object) -> str:
-    """Return a claim list in its stored form (a JSON list of stripped, non-empty strings), or raise TaskError.
-
-    `value` is a list of strings or the JSON text of one; an empty list, a claim that is not a
-    string or is blank, more than MAX_CLAIMS claims or a claim longer than MAX_CLAIM_CHARS is refused.
-    """
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise TaskError(Reason("extraction_not_json")) from None
-    if not isinstance(value, list):
-        raise TaskError(Reason("extraction_not_list", name=type(value).__name__))
-    if not value:
-        raise TaskError(Reason("extraction_empty"))
-    if len(value) > MAX_CLAIMS:
-        raise TaskError(Reason("extraction_too_many", count=len(value), max_claims=MAX_CLAIMS))
-    claims = []
-    for index, claim in enumerate(value):
-        if not isinstance(claim, str) or not claim.strip():
-            raise TaskError(Reason("extraction_claim_empty", index=index, value=_short(json.dumps(claim, ensure_ascii=False))))
-        if len(claim) > MAX_CLAIM_CHARS:
-            raise TaskError(Reason("extraction_claim_too_long", index=index, count=len(claim), max_claim_chars=MAX_CLAIM_CHARS))
-        claims.append(claim.strip())
-    return json.dumps(claims, ensure_ascii=False)
-
-
-def _as_number(value: object) -> float | None:
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        # A lone decimal comma ("3,5") is a Spanish-style decimal, not a thousands separator.
-        if text.count(",") == 1 and "." not in text:
-            text = text.replace(",", ".")
-        try:
-            number = float(text)
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def current_guideline(session: Session, task: Task) -> Guideline | None:

@@ -1,5 +1,12 @@
-"""The layers hold: low floors load no web or database layer, quick commands load no heavy library,
-no import circles, no private helper imported across modules (docs/architecture.md, "Layers")."""
+"""The layers hold (docs/architecture.md, "Layers"): low floors load no web or database layer, quick commands load
+no heavy library, every import edge points down the floors or stays on its floor, no package reaches into another's
+private module, no import circles, no private helper imported across modules.
+
+An edge is every way a module can come to use another: an import at module level, inside a function, under
+`TYPE_CHECKING`, a lazy string (`lazy.module("calibrate.x")`, `importlib.import_module("calibrate.x")`) and a
+package's `_API` table (name → module, lazy.api_getattr). The floors are data (`FLOORS`); the last tests plant
+violations in a copy of the sources and show that each check fails on them.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -15,6 +23,22 @@ from calibrate import PROJECT_ROOT
 PACKAGE = PROJECT_ROOT / "calibrate"
 HEAVY = ("scipy", "sklearn", "pandas", "alembic")
 WEB_AND_DB = ("flask", "werkzeug", "sqlalchemy", "sqlmodel")
+
+# The floors of docs/architecture.md, from the bottom: a package (calibrate.X, a subpackage or a top module) may use
+# packages of its own floor or below, never above. `calibrate` itself (the thin face: __version__, PROJECT_ROOT and a
+# create_app that imports app.py on first call) stands outside the floors.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("stats", "errors", "reasons", "reason_templates", "bounds", "settings", "config", "lazy", "text", "i18n"),
+    ("db", "models", "lookup", "migrations", "targets"),
+    ("tasks", "task_values", "task_scopes", "datasets", "gold", "ingest", "claimsets", "accounts", "logins"),
+    ("annotation", "judges", "reports"),
+    ("calibration",),
+    ("loop",),
+    ("demo",),
+    ("views", "cli", "app", "server", "__main__"),
+)
+# Packages whose modules are private to them: every other package uses them through the package (its __init__'s API).
+SEALED = ("calibrate.calibration",)
 
 
 def _loaded_after(code: str, roots: tuple[str, ...]) -> list[str]:
@@ -56,6 +80,9 @@ def test_the_help_lines_of_the_command_registry_are_the_commands_own():
         assert click.Command(name, help=line).get_short_help_str(200) == command.get_short_help_str(200), name
 
 
+# --------------------------------------------------------------------------- the edges
+
+
 def _modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
@@ -66,28 +93,113 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _top_level_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
-    """Return the calibrate modules a module imports when it is imported (not inside functions or TYPE_CHECKING)."""
-    tree = ast.parse(path.read_text())
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+def _sources() -> dict[str, str]:
+    """Return every module's source by its dotted name (a package by its own name: its __init__)."""
+    return {name: path.read_text() for name, path in _modules().items()}
+
+
+class Edge(NamedTuple):
+    """One module using another: where, and how (module-level, function-level, TYPE_CHECKING, lazy string, _API table)."""
+
+    source: str
+    target: str
+    line: int
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line} -> {self.target} ({self.kind})"
+
+
+LAZY_CALLS = ("module", "import_module")  # lazy.module(...), importlib.import_module(...)
+
+
+def _edge_of(node: ast.AST, name: str, package: str, kind: str, known: set[str]) -> list[Edge]:
+    """Return the edges one AST node makes (none for most nodes)."""
+    if isinstance(node, ast.Import):
+        return [Edge(name, a.name, node.lineno, kind) for a in node.names if a.name.split(".")[0] == "calibrate"]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+        if base.split(".")[0] != "calibrate":
+            return []
+        return [Edge(name, f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, node.lineno, kind) for a in node.names]
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and node.args[0].value.split(".")[0] == "calibrate":
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if called in LAZY_CALLS:
+            return [Edge(name, node.args[0].value, node.lineno, "lazy string")]
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) \
+            and any(isinstance(t, ast.Name) and t.id == "_API" for t in node.targets):
+        return [Edge(name, v.value if "." in v.value else f"{name}.{v.value}", v.lineno, "_API table")
+                for v in node.value.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return []
+
+
+def edges(sources: dict[str, str]) -> list[Edge]:
+    """Return every edge between calibrate's modules that `sources` (dotted name → source text) draw."""
+    known = set(sources)
+    packages = {name.rpartition(".")[0] for name in known}
+    out: list[Edge] = []
+    for name, text in sources.items():
+        package = name if name in packages else name.rpartition(".")[0]
+
+        def visit(node: ast.AST, kind: str, name: str = name, package: str = package) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = kind
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    inner = "TYPE_CHECKING"
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and kind == "module-level":
+                    inner = "function-level"
+                out.extend(_edge_of(child, name, package, inner, known))
+                visit(child, inner)
+
+        visit(ast.parse(text), "module-level")
+    return out
+
+
+def _package(module: str) -> str:
+    """Return the package a module lives in: calibrate.X for a subpackage's modules or a top module."""
+    return ".".join(module.split(".")[:2])
+
+
+def _floor(package: str) -> int | None:
+    short = package.removeprefix("calibrate.")
+    return next((i for i, floor in enumerate(FLOORS) if short in floor), None)
+
+
+# --------------------------------------------------------------------------- the checks (each returns what breaks it)
+
+
+def upward(found: list[Edge]) -> list[str]:
+    """Return the edges that point up the floors, and the packages on no floor."""
+    out = []
+    for edge in found:
+        source, target = _package(edge.source), _package(edge.target)
+        if "calibrate" in (source, target) or source == target:
             continue
-        for child in ast.walk(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                break
-            if isinstance(child, ast.Import):
-                found |= {a.name for a in child.names if a.name.startswith("calibrate")}
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else []))
-                if not base.startswith("calibrate"):
-                    continue
-                for alias in child.names:
-                    found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
-    return found & set(modules)
+        low, high = _floor(target), _floor(source)
+        if low is None or high is None:
+            out.append(f"{edge}: {source if high is None else target} is on no floor (add it to FLOORS)")
+        elif low > high:
+            out.append(f"{edge}: points up, from floor {high + 1} to floor {low + 1}")
+    return out
+
+
+def private_reaches(found: list[Edge]) -> list[str]:
+    """Return the edges that reach across packages into a private module: a `_name` module, or one of a sealed package's."""
+    out = []
+    for edge in found:
+        if _package(edge.source) == _package(edge.target):
+            continue
+        sealed = next((p for p in SEALED if edge.target.startswith(p + ".") and not edge.source.startswith(p + ".")
+                       and edge.source != p), None)
+        if sealed is not None:
+            out.append(f"{edge}: {sealed}'s modules are its own: use `from {sealed} import …` (its API)")
+        elif any(part.startswith("_") and not part.startswith("__") for part in edge.target.split(".")):
+            out.append(f"{edge}: a private module of another package")
+    return out
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -99,7 +211,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
         counter[0] += 1
         stack.append(node)
         on_stack.add(node)
-        for nxt in graph[node]:
+        for nxt in graph.get(node, ()):
             if nxt not in index:
                 visit(nxt)
                 low[node] = min(low[node], low[nxt])
@@ -123,40 +235,117 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return circles
 
 
-def _module_graph() -> dict[str, set[str]]:
-    modules = _modules()
-    return {name: _top_level_imports(path, name, modules) - {name} for name, path in modules.items()}
+def module_circles(found: list[Edge]) -> list[list[str]]:
+    """Return the circles of module-level imports (what would fail or half-load at import time)."""
+    graph: dict[str, set[str]] = {}
+    for edge in found:
+        if edge.kind == "module-level" and edge.source != edge.target:
+            graph.setdefault(edge.source, set()).add(edge.target)
+    return _circles(graph)
+
+
+def package_graph(found: list[Edge]) -> dict[str, set[str]]:
+    """Return the graph of packages (calibrate.X) that every kind of edge draws; `calibrate` itself is no floor."""
+    graph: dict[str, set[str]] = {}
+    for edge in found:
+        source, target = _package(edge.source), _package(edge.target)
+        if "calibrate" not in (source, target) and source != target:
+            graph.setdefault(source, set()).add(target)
+    return graph
+
+
+# --------------------------------------------------------------------------- the rules, on the code as it is
+
+
+def test_every_edge_points_down_the_floors():
+    """No module uses, in any way, a package on a floor above its own (FLOORS, docs/architecture.md)."""
+    assert upward(edges(_sources())) == []
+
+
+def test_no_package_reaches_into_another_s_private_module():
+    """Across packages only public modules are used: never a `_name` module, never a module of calibration (its API)."""
+    assert private_reaches(edges(_sources())) == []
+    from calibrate import calibration
+
+    assert all(hasattr(calibration, n) for n in calibration.__all__)
 
 
 def test_there_are_no_import_circles():
-    """No module imports, directly or through others, a module that imports it back."""
-    assert _circles(_module_graph()) == []
-
-
-def _package(module: str) -> str:
-    """Return the floor a module lives on: calibrate.X for a subpackage's modules or a top module."""
-    return ".".join(module.split(".")[:2])
-
-
-def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Return the graph of packages (calibrate.X) that the module graph draws; `calibrate` itself is no floor."""
-    packages: dict[str, set[str]] = {_package(name): set() for name in graph if name != "calibrate"}
-    for name, imported in graph.items():
-        if name != "calibrate":
-            packages[_package(name)] |= {_package(other) for other in imported if other != "calibrate"} - {_package(name)}
-    return packages
+    """No module imports at module level, directly or through others, a module that imports it back."""
+    assert module_circles(edges(_sources())) == []
 
 
 def test_the_packages_form_no_circle():
-    """No package (calibration, judges, reports, …) imports, through any of its modules, one that imports it back."""
-    assert _circles(package_graph(_module_graph())) == []
+    """No package (calibration, judges, reports, …) uses, through any of its modules and any kind of edge, one that uses it back."""
+    assert _circles(package_graph(edges(_sources()))) == []
+
+
+def test_every_floor_names_a_package_that_exists():
+    """FLOORS is kept with the code: no package twice, none that is gone."""
+    named = [p for floor in FLOORS for p in floor]
+    assert len(named) == len(set(named))
+    assert sorted(named) == sorted({_package(m).removeprefix("calibrate.") for m in _modules()} - {"calibrate"})
+
+
+def test_the_edges_are_all_seen():
+    """The reader sees each kind of edge the code has (a reader that saw none would pass anything); the code has no
+    TYPE_CHECKING import today, so one is planted."""
+    assert {edge.kind for edge in edges(_sources())} == {"module-level", "function-level", "lazy string", "_API table"}
+    sources = _sources()
+    sources["calibrate.reports.summary"] += "\nif TYPE_CHECKING:\n    from calibrate.calibration import Report\n"
+    [planted] = upward(edges(sources))
+    assert planted.startswith("calibrate.reports.summary:") and "(TYPE_CHECKING): points up, from floor 4 to floor 5" in planted
+
+
+# --------------------------------------------------------------------------- the checks fail on planted violations
+
+PLANTED = {
+    "reports imports calibration": ("calibrate.reports.summary", "from calibrate.calibration import build_report\n"),
+    "a circle through a lazy string": ("calibrate.calibration.common",
+                                       "from calibrate import lazy\ndashboard = lazy.module(\"calibrate.loop.dashboard\")\n"),
+    "gold.py imports views in a function": ("calibrate.gold", "def _planted():\n    from calibrate.views import session\n"
+                                                              "    return session\n"),
+}
+
+
+def _planted(which: str) -> list[Edge]:
+    module, code = PLANTED[which]
+    sources = _sources()
+    sources[module] += "\n\n" + code
+    return edges(sources)
+
+
+@pytest.mark.parametrize("which", sorted(PLANTED))
+def test_each_planted_violation_points_up(which):
+    module, _ = PLANTED[which]
+    found = upward(_planted(which))
+    assert len(found) == 1 and found[0].startswith(f"{module}:") and "points up" in found[0]
+
+
+def test_the_planted_lazy_string_closes_a_circle_of_packages():
+    assert ["calibrate.calibration", "calibrate.loop"] in _circles(package_graph(_planted("a circle through a lazy string")))
+
+
+def test_the_checks_see_a_private_module_and_a_module_circle():
+    sources = _sources()
+    sources["calibrate.views.production"] += "\nfrom calibrate.calibration.production import monitor\n"
+    sources["calibrate.judges.parsing"] += "\nfrom calibrate.stats._common import to_list\n"
+    reached = private_reaches(edges(sources))
+    assert sorted(r.split(" ")[0] for r in reached) == [f"calibrate.judges.parsing:{sources['calibrate.judges.parsing'].count(chr(10))}",
+                                                         f"calibrate.views.production:{sources['calibrate.views.production'].count(chr(10))}"]
+    sources["calibrate.lazy"] += "\nimport calibrate.stats.result\n"
+    sources["calibrate.stats.result"] += "\nimport calibrate.lazy\n"
+    assert ["calibrate.lazy", "calibrate.stats.result"] in module_circles(edges(sources))
 
 
 def test_the_package_check_sees_a_circle_of_packages():
-    """The check above can fail: two packages whose modules import each other's other modules are a circle."""
-    graph = {"calibrate.a.x": {"calibrate.b.y"}, "calibrate.b.z": {"calibrate.a.w"}, "calibrate.a.w": set(), "calibrate.b.y": set()}
-    assert _circles(graph) == []
-    assert _circles(package_graph(graph)) == [["calibrate.a", "calibrate.b"]]
+    """Two packages whose modules import each other's other modules are a circle."""
+    found = [Edge("calibrate.a.x", "calibrate.b.y", 1, "module-level"), Edge("calibrate.b.z", "calibrate.a.w", 1, "function-level")]
+    assert module_circles(found) == []
+    assert _circles(package_graph(found)) == [["calibrate.a", "calibrate.b"]]
+
+
+# --------------------------------------------------------------------------- other rules of docs/architecture.md
 
 
 def test_no_private_helper_is_imported_across_modules():
@@ -177,22 +366,6 @@ def test_no_module_is_over_800_lines_without_a_reason_at_its_top():
         if len(lines) > 800 and "Over 800 lines because" not in "\n".join(lines[:40]):
             long.append(f"{name}: {len(lines)} lines")
     assert long == []
-
-
-def test_calibration_is_used_through_its_public_api():
-    """Outside calibration/, modules import `from calibrate.calibration import …`, never one of its modules."""
-    offenders = []
-    for name, path in _modules().items():
-        if name.startswith("calibrate.calibration"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] \
-                if isinstance(node, ast.Import) else []
-            offenders += [f"{name} imports {t}" for t in targets if t.startswith("calibrate.calibration.")]
-    assert offenders == []
-    from calibrate import calibration
-
-    assert all(hasattr(calibration, n) for n in calibration.__all__)
 
 
 def test_one_lazy_loading_mechanism():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calibrate.models import Task
-from calibrate.tasks import TaskError, pairwise_value
+from calibrate.task_values import pairwise_value
+from calibrate.tasks import TaskError
 
 
 def test_task_add_pairwise_stores_the_ids_then_tie(runner):

@@ -32,7 +32,8 @@ from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelR
 from calibrate.reasons import Reason
 from calibrate.targets import where
 from calibrate.task_scopes import check_task_on_dataset
-from calibrate.tasks import TaskError, canonical_value, pairwise_value
+from calibrate.task_values import canonical_value, pairwise_value
+from calibrate.tasks import TaskError
 
 SPREAD = 2
 MAX_NOTE_CHARS = 5000

@@ -39,7 +39,7 @@ from calibrate.annotation.labels import UI, Undone, last_label_change, undo_labe
 from calibrate.claimsets import active_claims, edited, flag_stale
 from calibrate.models import EXPERT, Claim, ClaimEdit, Label, LabelRevision, Sample, User, utcnow
 from calibrate.reasons import Reason
-from calibrate.tasks import MAX_CLAIM_CHARS
+from calibrate.task_values import MAX_CLAIM_CHARS
 
 ACTIONS = ("split", "merge", "edit")
 WORDS = {"split": "split", "merge": "merged", "edit": "edited"}

@@ -39,7 +39,7 @@ from sqlmodel import Session, col
 from calibrate import lookup
 from calibrate.annotation.auto_queue import STREAMS
 from calibrate.datasets import split_samples
-from calibrate.ingest.labels import LABEL_FIELDS
+from calibrate.ingest.label_records import LABEL_FIELDS
 from calibrate.models import EXTRACTION, Assignment, Claim, Context, Judge, Label, Sample, Task, User, Verdict
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")

@@ -49,7 +49,8 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason
-from calibrate.tasks import TaskError, canonical_value, pairwise_value
+from calibrate.task_values import canonical_value, pairwise_value
+from calibrate.tasks import TaskError
 from calibrate.text.sentences import segment
 
 _CONTEXTS = Context.__table__

@@ -5,7 +5,8 @@ The public API: every module outside this package imports these names from
 first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for the rest:
 
     build_report(session, dataset, judge, options=, tasks=) → Report     report.py
-    Options, Report, ItemRow, alignment_sections, alignment_frames        options.py, report.py
+    Options, Report, ItemRow, alignment_sections, alignment_frames,       options.py, report.py
+    AlignmentFrames
     human_agreement(session, dataset, task, split=)                       report.py (the human–human figures alone)
     gold_frame, categorical_gold, numeric_gold, human_gold, GOLD_RULE     calibrate/gold.py (the one gold rule)
     task_gold, DERIVED_GOLD                                               rag.py   (metric tasks' gold)
@@ -40,7 +41,7 @@ from calibrate.errors import ABError, CalibrationError
 _API = {
     "Options": "options",
     "Report": "report", "ItemRow": "report", "build_report": "report", "alignment_sections": "report",
-    "alignment_frames": "report", "human_agreement": "report",
+    "alignment_frames": "report", "AlignmentFrames": "report", "human_agreement": "report",
     "gold_frame": "calibrate.gold", "categorical_gold": "calibrate.gold", "numeric_gold": "calibrate.gold",
     "human_gold": "calibrate.gold", "GOLD_RULE": "calibrate.gold",
     "task_gold": "rag", "DERIVED_GOLD": "rag",

@@ -38,7 +38,7 @@ from calibrate.errors import CalibrationError
 from calibrate.models import Task
 from calibrate.reasons import Reason
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_EPSILON", "DEFAULT_MIN_ITEMS", "EPSILON_HELP", "MIN_ANNOTATORS", "alt_test_block",
            "alt_test_labels", "check_parameters", "default_scoring", "expert_count", "experts", "run_alt_test"]
@@ -66,9 +66,8 @@ def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_item
         raise CalibrationError(Reason("min_items_invalid", min_items=min_items))
 
 
-def _undefined(note: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:
-    return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, epsilon=epsilon, alpha=alpha, scoring=scoring,
-                         n_items=0, n_annotators=0, annotators=(), n_skipped=0, status="undefined", note=note).to_dict()
+def _undefined(reason: Reason, *, epsilon: float, alpha: float, scoring: str) -> dict:
+    return AltTestResult.undefined(reason, epsilon=epsilon, alpha=alpha, scoring=scoring).to_dict()
 
 
 def experts(labels: pd.DataFrame) -> pd.DataFrame:

@@ -42,7 +42,7 @@ from calibrate.calibration.report import AlignmentFrames, alignment_frames
 from calibrate.calibration.sections import ABSTAINED, align_section, estimate_dict, judge_codes, per_group, with_point_p
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 MISS = "(no usable verdict)"
 

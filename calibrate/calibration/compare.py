@@ -74,7 +74,7 @@ from calibrate.models import (
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 from calibrate.targets import target_names
-from calibrate.tasks import has_labels, is_extraction
+from calibrate.task_values import has_labels, is_extraction
 
 MAX_FLIPS_LISTED = 500
 

@@ -54,7 +54,7 @@ from calibrate.gold import gold_frame
 from calibrate.models import AuditDraw, Claim, Context, Dataset, Judge, Sample, Task
 from calibrate.reasons import Reason
 from calibrate.stats.design import design_estimate, snap
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
            "sample_info", "samples_with_targets", "share_interval", "window_bounds", "window_keys"]

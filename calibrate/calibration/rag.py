@@ -38,7 +38,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason, noted
 from calibrate.stats import Estimate
-from calibrate.tasks import format_number
+from calibrate.task_values import format_number
 
 
 def human_faithfulness(gold: pd.DataFrame, totals: pd.Series, *, excluded: set[str], skip: set[str] = frozenset()) -> tuple[pd.Series, int]:
@@ -144,7 +144,7 @@ def _human_vs_judge(human: pd.Series, judge: pd.Series | None, options: Options)
         out["judge_mean"] = float(judge.mean()) if len(judge) else None
         out["n_judge"] = len(judge)
         out["paired"] = paired_means(human[both].to_numpy(dtype=float), judge[both].to_numpy(dtype=float), options)
-        est = stats.spearman_rho(human[both].to_numpy(), judge[both].to_numpy()) if len(both) else Estimate.no_data("no sample has both")
+        est = stats.spearman_rho(human[both].to_numpy(), judge[both].to_numpy()) if len(both) else Estimate.no_data(Reason("no_pairs_both_values"))
         out["spearman_rho"] = estimate_dict(est, keep=("value", "p_value", "status", "note")) | {"n": est.n}
     return out
 

@@ -31,7 +31,7 @@ from calibrate.calibration.sections import estimate_dict
 from calibrate.models import Task
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
-from calibrate.tasks import has_labels
+from calibrate.task_values import has_labels
 
 __all__ = ["judge_as_rater", "level_of"]
 

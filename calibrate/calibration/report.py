@@ -88,12 +88,14 @@ from calibrate.judges.families import (
     self_preference_warnings,
 )
 from calibrate.models import (
+    Dataset,
+    Judge,
     Sample,
     Task,
     Verdict,
 )
 from calibrate.reasons import Reason, noted
-from calibrate.tasks import has_labels, is_extraction
+from calibrate.task_values import has_labels, is_extraction
 
 
 @dataclass
@@ -144,22 +146,87 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                  options: Options | None = None, tasks: list[str] | None = None) -> Report:
     """Build the calibration report of a judge (or, without one, the human-only parts) on a dataset."""
     options = options or Options()
-    light = options.decision_only  # the gate's report: what a decision needs, nothing else (Options)
     dataset = lookup.dataset(session, dataset_name)
     judge = lookup.judge(session, judge_name) if judge_name else None
-    # An extraction task (claim_extraction) makes the claims; it is never calibrated.
-    all_tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
-    if tasks:
-        known = {t.name: t for t in all_tasks}
-        unknown = [t for t in tasks if t not in known]
-        if unknown:
-            raise CalibrationError(lookup.not_found("task", unknown[0], list(known)).reason)
-        all_tasks = [known[t] for t in tasks]
-    groups = sample_field_values(session, dataset, options.group_by) if options.group_by else None
-    fewshot = fewshot_keys(session, judge)
-    external = external_ids(session, dataset)
-    in_split = options.restrict(split_samples(session, dataset, options.split) if options.split else None)
+    scope = _Scope(session, dataset, judge, options, asked=tasks or [],
+                   groups=sample_field_values(session, dataset, options.group_by) if options.group_by else None,
+                   fewshot=fewshot_keys(session, judge), external=external_ids(session, dataset),
+                   in_split=options.restrict(split_samples(session, dataset, options.split) if options.split else None))
+    report = Report(data=_header(scope))
+    data = report.data
+    relevance = None
+    for task in _report_tasks(session, tasks):
+        frames = _task_frames(scope, task)
+        if frames is None:
+            continue  # a task with no data in this dataset gets no section
+        section, merged, scored = _task_section(scope, task, frames)
+        if task.kind == "pairwise":
+            data["method"]["order_rule"] = options.order_rule
+        _judge_blocks(scope, task, frames, section, scored)
+        _counts(scope, task, frames, section)
+        data["tasks"][task.name] = section
+        report.row_builders[task.name] = functools.partial(_item_rows, task, frames.labels, frames.verdicts, merged,
+                                                           scope.external, scope.groups)
+        report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) \
+            if "gold_source" in merged else []
+        found = None if scope.light else _rag_blocks(scope, task, frames, merged, data["rag"])
+        relevance = found if found is not None else relevance
+    judged = [s for s in data["tasks"].values() if "alignment" in s]
+    if judge is not None:
+        data["passed"] = all(s.get("passed") is True for s in judged) if judged else False
+        data["decision"] = overall_decision(judged)
+    if scope.light:
+        data["method"]["decision_only"] = True
+        return report
+    _dataset_blocks(scope, data, relevance)
+    return report
 
+
+@dataclass
+class _Scope:
+    """What every section of one report is computed on: the dataset, the judge, the options and the samples."""
+
+    session: Session
+    dataset: Dataset
+    judge: Judge | None
+    options: Options
+    asked: list[str]  # the tasks asked for by name (none: every task with data)
+    groups: dict[int, str | None] | None  # sample id → its group (--group-by)
+    fewshot: set[str]
+    external: dict[int, str]
+    in_split: set[int] | None
+
+    @property
+    def light(self) -> bool:
+        """The gate's report: what a decision needs, nothing else (Options.decision_only)."""
+        return self.options.decision_only
+
+
+@dataclass
+class _Frames:
+    """A task's labels and verdicts within the report's samples."""
+
+    labels: pd.DataFrame  # the labels its statistics use (a metric task: the experts' metric values too)
+    direct: pd.DataFrame  # the task's own labels
+    verdicts: pd.DataFrame | None  # None: no judge, or the judge did not judge this task
+    unjudged: bool  # a judge that has no verdicts of this task
+
+
+def _report_tasks(session: Session, names: list[str] | None) -> list[Task]:
+    """Return the tasks to report on: those named, else every task (an extraction task makes claims: never calibrated)."""
+    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
+    if not names:
+        return tasks
+    known = {t.name: t for t in tasks}
+    unknown = [t for t in names if t not in known]
+    if unknown:
+        raise CalibrationError(lookup.not_found("task", unknown[0], list(known)).reason)
+    return [known[t] for t in names]
+
+
+def _header(scope: _Scope) -> dict[str, Any]:
+    """Return the report's top-level keys before its sections, in the order docs/report.md lists them."""
+    options, dataset, judge = scope.options, scope.dataset, scope.judge
     data: dict[str, Any] = {
         "dataset": dataset.name,
         "judge": judge.name if judge else None,
@@ -180,92 +247,115 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         "generated_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "calibrate_version": __version__,
         "provenance": {"source": dataset.source, "description": dataset.description, "is_demo": dataset.is_demo,
-                       "n_samples": len(external), "judge_kind": judge.kind if judge else None},
+                       "n_samples": len(scope.external), "judge_kind": judge.kind if judge else None},
     }
     if options.split:
         data["provenance"]["split"] = options.split  # the judge and human statistics cover this split only
     if options.golden is not None:
         data["golden"] = options.golden  # every decision below was made on this golden version's members
-    report = Report(data=data)
-    relevance = None
-    for task in all_tasks:
-        labels = labels_frame(session, dataset, task)
-        verdicts = verdicts_frame(session, dataset, task, judge) if judge else None
-        if in_split is not None:
-            labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
-            if verdicts is not None:
-                verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
-        direct_labels = labels
-        if task.name in DERIVED_GOLD and ((tasks and task.name in tasks) or (verdicts is not None and not verdicts.empty)):
-            # asked for, or judged: compare the experts on the metric too (each from their own labels)
-            labels = annotator_metric_labels(session, dataset, task, labels, in_split)
-        if labels.empty and (verdicts is None or verdicts.empty):
-            continue  # a task with no data in this dataset gets no section
-        no_verdicts = verdicts is not None and verdicts.empty
-        if no_verdicts:
-            verdicts = None  # the judge did not judge this task: human-only section, not a failure
-        scored_verdicts = verdicts  # one verdict per target (pairwise: the order rule's)
-        if task.kind == "pairwise":
-            section, merged, scored_verdicts = _pairwise_section(session, dataset, task, labels, verdicts, fewshot, groups, options)
-            data["method"]["order_rule"] = options.order_rule
-        elif task.kind == "categorical":
-            section, merged = categorical_section(task, labels, verdicts, fewshot, groups, options, light=light)
-        else:
-            gold = task_gold(session, dataset, task, direct_labels, in_split)
-            section, merged = numeric_section(task, labels, verdicts, fewshot, groups, options, gold=gold, light=light)
-            if gold.empty and verdicts is not None:
-                missing = missing_gold_note(task)
-                section["gold_note"], section["gold_reason"] = missing.text(), missing.to_dict()
-                section["spearman_rho"].update(noted(missing))
-        if no_verdicts:
-            unjudged = Reason("judge_no_verdicts", judge=judge.name)
-            section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
-        elif verdicts is not None and not light:  # could the judge replace one of the experts? (the test's defaults)
-            section["alt_test"] = alt_test_block(task, labels, scored_verdicts, fewshot)
-            section["human"].update(judge_as_rater(task, labels, scored_verdicts, fewshot))  # raters.py
-            consistency = self_consistency_block(session, dataset, task, judge, direct_labels, fewshot, in_split)
-            if consistency is not None:  # a run with --samples K (consistency.py)
-                section["self_consistency"] = consistency
-            # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
-            estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
-                                      order_rule=options.order_rule, frames=(verdicts, direct_labels)) if section.get("n_no_gold") else None
-            if estimate is not None:
-                section["estimate"] = estimate
-        # Labels whose claim or context changed under them (an --update, a re-extraction, an
-        # expert's claim edit): left out of every statistic, counted here.
-        section["n_stale"] = int(direct_labels["stale"].sum()) if not direct_labels.empty else 0
-        if not light and (task.target == "claim" or task.name == "faithfulness"):
-            section["claim_sources"] = source_counts(session, _samples_of(direct_labels, verdicts))
-        if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
-            cap_to_dataset(section, targets_in_dataset(session, dataset.id, task.target, in_split))
-        data["tasks"][task.name] = section
-        report.row_builders[task.name] = functools.partial(_item_rows, task, labels, verdicts, merged, external, groups)
-        report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) if "gold_source" in merged else []
-        if light:
-            continue
-        if task.name == "claim_support":
-            metric = metric_scores(session, dataset, judge, "faithfulness", in_split) if verdicts is None else None
-            data["rag"]["faithfulness"] = faithfulness_section(
-                gold_rows(merged), verdicts, claim_totals(session, dataset), set(task.excluded or []), fewshot, metric,
-                options=options)
-            used = _samples_of(direct_labels, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
-            data["rag"]["faithfulness"]["claim_sources"] = source_counts(session, used)
-        if task.name == "context_relevance":
-            relevance = gold_relevance(gold_rows(merged), target_positions(labels, verdicts))
-            metric = metric_scores(session, dataset, judge, "context_precision", in_split) if verdicts is None else None
-            data["rag"]["context_precision"] = context_precision_section(relevance, verdicts, metric, options=options)
-    judged = [s for s in data["tasks"].values() if "alignment" in s]
-    if judge is not None:
-        data["passed"] = all(s.get("passed") is True for s in judged) if judged else False
-        data["decision"] = overall_decision(judged)
-    if light:
-        data["method"]["decision_only"] = True
-        return report
-    data["warnings"] = self_preference_warnings(session, dataset, judge, in_split)
-    retrieval = retrieval_section(session, dataset, options.k, relevance, len(external))
+    return data
+
+
+def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
+    """Return a task's labels and verdicts on the report's samples; None when it has neither."""
+    session, dataset, in_split = scope.session, scope.dataset, scope.in_split
+    labels = labels_frame(session, dataset, task)
+    verdicts = verdicts_frame(session, dataset, task, scope.judge) if scope.judge else None
+    if in_split is not None:
+        labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
+        if verdicts is not None:
+            verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+    direct = labels
+    if task.name in DERIVED_GOLD and (task.name in scope.asked or (verdicts is not None and not verdicts.empty)):
+        # asked for, or judged: compare the experts on the metric too (each from their own labels)
+        labels = annotator_metric_labels(session, dataset, task, labels, in_split)
+    if labels.empty and (verdicts is None or verdicts.empty):
+        return None
+    unjudged = verdicts is not None and verdicts.empty
+    # the judge did not judge this task: a human-only section, not a failure
+    return _Frames(labels, direct, None if unjudged else verdicts, unjudged)
+
+
+def _task_section(scope: _Scope, task: Task, frames: _Frames) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
+    """Return a task's section by its kind, the merged per-target frame, and the verdicts scored (one per target)."""
+    options, labels, verdicts = scope.options, frames.labels, frames.verdicts
+    if task.kind == "pairwise":
+        return _pairwise_section(scope.session, scope.dataset, task, labels, verdicts, scope.fewshot, scope.groups, options)
+    if task.kind == "categorical":
+        section, merged = categorical_section(task, labels, verdicts, scope.fewshot, scope.groups, options, light=scope.light)
+        return section, merged, verdicts
+    gold = task_gold(scope.session, scope.dataset, task, frames.direct, scope.in_split)
+    section, merged = numeric_section(task, labels, verdicts, scope.fewshot, scope.groups, options, gold=gold,
+                                      light=scope.light)
+    if gold.empty and verdicts is not None:
+        missing = missing_gold_note(task)
+        section["gold_note"], section["gold_reason"] = missing.text(), missing.to_dict()
+        section["spearman_rho"].update(noted(missing))
+    return section, merged, verdicts
+
+
+def _judge_blocks(scope: _Scope, task: Task, frames: _Frames, section: dict[str, Any], scored: pd.DataFrame | None) -> None:
+    """Add what a judge's verdicts tell beyond the alignment: the alt-test, the judge as a rater, self-consistency, the
+    estimate; or why there is none (the judge has no verdicts of the task)."""
+    session, dataset, judge, options = scope.session, scope.dataset, scope.judge, scope.options
+    if frames.unjudged:
+        unjudged = Reason("judge_no_verdicts", judge=judge.name)
+        section["judge_note"], section["judge_reason"] = unjudged.text(), unjudged.to_dict()
+        return
+    if frames.verdicts is None or scope.light:
+        return
+    # could the judge replace one of the experts? (the test's defaults)
+    section["alt_test"] = alt_test_block(task, frames.labels, scored, scope.fewshot)
+    section["human"].update(judge_as_rater(task, frames.labels, scored, scope.fewshot))  # raters.py
+    consistency = self_consistency_block(session, dataset, task, judge, frames.direct, scope.fewshot, scope.in_split)
+    if consistency is not None:  # a run with --samples K (consistency.py)
+        section["self_consistency"] = consistency
+    # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
+    if section.get("n_no_gold"):
+        estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
+                                  order_rule=options.order_rule, frames=(frames.verdicts, frames.direct))
+        if estimate is not None:
+            section["estimate"] = estimate
+
+
+def _counts(scope: _Scope, task: Task, frames: _Frames, section: dict[str, Any]) -> None:
+    """Add a section's counts: stale labels, the claim sets used, the label budget capped to the dataset's targets."""
+    direct = frames.direct
+    # Labels whose claim or context changed under them (an --update, a re-extraction, an
+    # expert's claim edit): left out of every statistic, counted here.
+    section["n_stale"] = int(direct["stale"].sum()) if not direct.empty else 0
+    if not scope.light and (task.target == "claim" or task.name == "faithfulness"):
+        section["claim_sources"] = source_counts(scope.session, _samples_of(direct, frames.verdicts))
+    if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
+        cap_to_dataset(section, targets_in_dataset(scope.session, scope.dataset.id, task.target, scope.in_split))
+
+
+def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame, rag: dict[str, Any]) -> pd.DataFrame | None:
+    """Add the RAG metric a task's gold gives (claim_support: faithfulness; context_relevance: context precision);
+    return the gold relevance of the contexts, which the retrieval metrics may use."""
+    session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
+    if task.name == "claim_support":
+        metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
+        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, claim_totals(session, dataset),
+                                                   set(task.excluded or []), scope.fewshot, metric, options=options)
+        used = _samples_of(frames.direct, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
+        rag["faithfulness"]["claim_sources"] = source_counts(session, used)
+    if task.name == "context_relevance":
+        relevance = gold_relevance(gold_rows(merged), target_positions(frames.labels, verdicts))
+        metric = metric_scores(session, dataset, judge, "context_precision", scope.in_split) if verdicts is None else None
+        rag["context_precision"] = context_precision_section(relevance, verdicts, metric, options=options)
+        return relevance
+    return None
+
+
+def _dataset_blocks(scope: _Scope, data: dict[str, Any], relevance: pd.DataFrame | None) -> None:
+    """Add what covers the whole dataset: warnings, retrieval metrics and claim sets (`retrieval` and `claim_sets`
+    follow `rag` in the JSON: docs/report.md lists the keys in order)."""
+    session, dataset, in_split = scope.session, scope.dataset, scope.in_split
+    data["warnings"] = self_preference_warnings(session, dataset, scope.judge, in_split)
+    retrieval = retrieval_section(session, dataset, scope.options.k, relevance, len(scope.external))
     claim_sets = {"sources": source_counts(session, in_split) if in_split is not None else source_counts(session, dataset=dataset),
                   "expert_changes": expert_changes(session, dataset, sample_ids=in_split)}
-    # `retrieval` and `claim_sets` follow `rag` in the JSON (docs/report.md lists the keys in order).
     items = list(data.items())
     data.clear()
     for key, value in items:
@@ -274,7 +364,6 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
             if retrieval is not None:
                 data["retrieval"] = retrieval
             data["claim_sets"] = claim_sets
-    return report
 
 
 def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]:

@@ -433,7 +433,7 @@ def with_point_p(boot: Estimate, point: Estimate) -> Estimate:
     """Return the bootstrap estimate carrying the p-value of the point estimate's conventional test."""
     if boot.status != "ok" or point.p_value is None:
         return boot
-    return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, note=boot.note, reason=boot.reason,
+    return Estimate(value=boot.value, n=boot.n, ci=boot.ci, status=boot.status, reason=boot.reason,
                     p_value=point.p_value, extra=boot.extra)
 
 

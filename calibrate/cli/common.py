@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from calibrate.db import check_database, get_engine, lock_writes, sqlite_path
+from calibrate.db import check_database, get_engine, sqlite_path
 from calibrate.errors import CalibrateError
 from calibrate.migrations import current_revision, head_revision
 from calibrate.settings import load_settings
@@ -112,9 +112,6 @@ def ready_engine(settings: Settings) -> Engine:
         raise BadInput(f"the database {safe_url(settings)} is empty: run `calibrate init` first")
     if revision != head_revision():
         raise BadInput(f"the database schema is at {revision}, this calibrate needs {head_revision()}: run `calibrate init` to upgrade")
-    # A command's write transactions take the writer lock of a SQLite file as a person's writes do, so a server's
-    # label saves on the same file are handed it between them (db.lock_writes).
-    lock_writes(engine)
     return engine
 
 

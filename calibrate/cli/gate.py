@@ -14,7 +14,8 @@ from calibrate.calibration import (
     labels_to_decide,
     rule_of,
 )
-from calibrate.reports.summary import decision_reason, has_interval, interval
+from calibrate.reports.decisions import decision_reason
+from calibrate.reports.summary import has_interval, interval
 
 
 def gate_lines(report: Report, *, min_kappa: float, min_rho: float, ci_lower: bool,

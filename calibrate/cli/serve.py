@@ -63,7 +63,7 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
         # Behind the web writes' writer lock (this process's, and the flock of the servers on this SQLite file):
         # a label save waits for one settling transaction at most (a background writer: waiting people go first).
         engine = db.get_engine(app.config["DATABASE_URL"], busy_timeout=app.config["SQLITE_BUSY_TIMEOUT"])
-        staging.start_settler(engine, app.config, lock=db.writer_lock(app.config["DATABASE_URL"]).background)
+        staging.start_settler(engine, app.config)
 
     if workers <= 1:
         import waitress  # noqa: PLC0415 - one server or the other, whichever serves

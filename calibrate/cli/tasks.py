@@ -9,7 +9,8 @@ from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
 from calibrate.models import Task
 from calibrate.task_scopes import tasks_scopes
-from calibrate.tasks import add_task, describe_values, edit_task, parse_descriptions, parse_display, parse_levels, parse_scale, remove_task
+from calibrate.task_values import describe_values
+from calibrate.tasks import add_task, edit_task, parse_descriptions, parse_display, parse_levels, parse_scale, remove_task
 
 
 @click.group("task")

@@ -27,8 +27,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from calibrate.db import write_session
-from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
+from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.labels import import_labels, import_verdicts
 from calibrate.ingest.problems import ImportProblem, ImportRejected, ImportSummary, reject
 from calibrate.ingest.readers import FORMATS, detect_format
@@ -50,25 +49,9 @@ def import_file(session: Session, kind: str, path: str | Path, **options: Any) -
     and naming the file) if anything in the file is wrong; then nothing of it has been
     written. `progress`, if given, is called with numbers of rows processed (each row counts
     once per pass). `where` (`metadata.FIELD=VALUE`, run and qrels only) limits the samples a
-    TREC file applies to. Options: those of `_import_file`.
+    TREC file applies to. Options: those of `_import_file`, and `chunk_size`.
     """
-    chunk_size = options.pop("chunk_size", CHUNK_SIZE)
-    try:
-        _check(kind, path, **options)
-        savepoint = session.begin_nested()
-        try:
-            if kind in TREC_KINDS:
-                summary = _import_trec(session, kind, path, **options)
-            else:
-                summary = _import_file(InTransaction(session, chunk_size=chunk_size), kind, path, **options)
-        except BaseException:
-            savepoint.rollback()
-            raise
-        savepoint.commit()
-        return summary
-    except ImportRejected as exc:
-        exc.source = str(path)
-        raise
+    return _import(session, kind, path, **options)
 
 
 def import_in_chunks(engine: Engine, kind: str, path: str | Path, *, chunk_size: int = CHUNK_SIZE,
@@ -78,13 +61,18 @@ def import_in_chunks(engine: Engine, kind: str, path: str | Path, *, chunk_size:
     `chunk_size`: records per write transaction (IMPORT_CHUNK_SIZE); `stale_seconds`: how long
     an unfinished batch's heartbeat may be silent before it counts as abandoned (IMPORT_STALE_SECONDS).
     """
+    return _import(engine, kind, path, chunk_size=chunk_size, stale_seconds=stale_seconds, **options)
+
+
+def _import(target: Engine | Session, kind: str, path: str | Path, *, chunk_size: int = CHUNK_SIZE,
+            stale_seconds: int = STALE_SECONDS, **options: Any) -> ImportSummary | TrecSummary:
     try:
         _check(kind, path, **options)
-        cleanup(engine, stale_seconds=stale_seconds)
-        if kind in TREC_KINDS:
-            with write_session(engine) as session:
-                return _import_trec(session, kind, path, **options)
-        return _import_file(InChunks(engine, chunk_size=chunk_size), kind, path, **options)
+        with writes_to(target, chunk_size=chunk_size, stale_seconds=stale_seconds) as writes:
+            if kind in TREC_KINDS:  # a few id lists: one transaction
+                with writes.chunk() as session:
+                    return _import_trec(session, kind, path, **options)
+            return _import_file(writes, kind, path, **options)
     except ImportRejected as exc:
         exc.source = str(path)
         raise

@@ -23,6 +23,7 @@ lives: same host and its process still running, or a heartbeat (every chunk) you
 
 `InTransaction` runs the same code inside the caller's one transaction (the demo, the tests,
 `import_file(session, …)`): chunks are flushes and the publish happens before the caller commits.
+`writes_to(target)` chooses between the two, for every import (files, traces, settled spans).
 One batch per dataset at a time: a second import into a dataset that is being imported is refused.
 """
 
@@ -81,7 +82,7 @@ class Writes:
     def end_read(self, session: Session) -> None:
         """End a read session's transaction (its snapshot), so a long validation holds none."""
 
-    def begin(self, kind: str, dataset: str, source: str) -> ImportBatch:
+    def open_batch(self, kind: str, dataset: str, source: str) -> ImportBatch:
         """Start this import's batch (refused while another import writes into `dataset`)."""
         with self.chunk() as session:
             self.batch = start_batch(session, kind, dataset, source)
@@ -154,6 +155,23 @@ class InChunks(Writes):
     def finish(self) -> None:
         if self.batch is not None:
             remove_batch(self.engine, self.batch.id)
+
+
+@contextlib.contextmanager
+def writes_to(target: Engine | Session, *, chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS) -> Iterator[Writes]:
+    """Yield where an import into `target` writes: the one choice between a caller's transaction and short ones.
+
+    A Session: everything in its transaction (`InTransaction`), inside a savepoint that an error
+    rolls back, so nothing of a refused file is written even by a caller that commits anyway.
+    An Engine: short write transactions of the import's own (`InChunks`), after what dead imports
+    left is cleaned up.
+    """
+    if isinstance(target, Session):
+        with target.begin_nested():
+            yield InTransaction(target, chunk_size=chunk_size)
+        return
+    cleanup(target, stale_seconds=stale_seconds)
+    yield InChunks(target, chunk_size=chunk_size)
 
 
 # --------------------------------------------------------------------------- batches

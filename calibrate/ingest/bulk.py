@@ -5,7 +5,7 @@ in Python; at a million rows (a 100,000-sample import with its contexts and clai
 costs more than SQLite's own inserting. `BulkInsert` compiles the statement once for the
 session's dialect and sends plain tuples; the caller converts the few values that need it
 with `bind(column)`, the column type's own bind processor, so JSON and datetimes are stored
-exactly as SQLAlchemy would store them.
+exactly as SQLAlchemy would store them. `in_parts` splits the ids of a query into IN lists.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from calibrate.ingest.fields import kind_of
 from calibrate.ingest.problems import ImportProblem, reject
 from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, check_nesting, deep_field, load_json
 
@@ -194,17 +195,26 @@ def json_line_error(exc: json.JSONDecodeError, text: str) -> str:
     return f"not valid JSON: {exc.msg} (column {exc.colno})"
 
 
-def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
-    loads = load_json
+def utf8_lines(fh: IO[bytes]) -> Iterator[tuple[int, str | None, str | None]]:
+    """Yield (line number, text, problem) for every line but blank ones: the text (a first line without its byte order
+    mark), or None and why when the line is not UTF-8."""
     for number, raw in enumerate(fh, start=1):
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
             raw = raw[len(codecs.BOM_UTF8):]
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield Record(number, None, ImportProblem(number, None, _not_utf8(exc)))
+            yield number, None, _not_utf8(exc)
             continue
-        if not text or text.isspace():
+        if text and not text.isspace():
+            yield number, text, None
+
+
+def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
+    loads = load_json
+    for number, text, problem in utf8_lines(fh):
+        if text is None:
+            yield Record(number, None, ImportProblem(number, None, problem))
             continue
         # Without its line break: a cut-short line's error would be at "line 2, column 1" of the text.
         text = text.rstrip("\r\n")
@@ -217,23 +227,9 @@ def _read_jsonl(fh: IO[bytes]) -> Iterator[Record]:
             yield Record(number, None, ImportProblem(number, exc.field, str(exc)))
             continue
         if type(value) is not dict:
-            yield Record(number, None, ImportProblem(number, None, f"must be a JSON object ({{...}}), found {_json_kind(value)}"))
+            yield Record(number, None, ImportProblem(number, None, f"must be a JSON object ({{...}}), found {kind_of(value)}"))
             continue
         yield Record(number, value)
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "an object"
 
 
 class _JsonBuffer:
@@ -304,34 +300,8 @@ def _read_json_list(fh: IO[bytes]) -> Iterator[Record]:
         return
     while True:
         line = buf.line
-        size = CHUNK
-        while True:
-            try:
-                value, end = raw_decode(buf.text, buf.pos)
-            except RecursionError:
-                # The rest of the list cannot be parsed past this element: its last problem.
-                raise _Stop(line, str(NestingTooDeep(None)), field=deep_field(buf.text[buf.pos:], MAX_NESTING)) from None
-            except json.JSONDecodeError as exc:
-                # Only an error at the end of the buffer (or an open string) may be a cut element;
-                # one earlier is final, so a bad element never makes us read the rest of the file.
-                if buf.eof or not (exc.msg.startswith("Unterminated string") or exc.pos >= len(buf.text) - 64):
-                    at = buf.line + buf.text.count("\n", buf.pos, exc.pos)
-                    raise _Stop(at, f"not valid JSON: {exc.msg}") from None
-            else:
-                # An element that ends exactly at the end of the buffer may continue (a number).
-                if end < len(buf.text) or buf.eof:
-                    break
-            buf.fill(size)
-            size *= 2  # a large element is re-parsed a logarithmic number of times, not linear
-        if type(value) is dict:
-            try:
-                check_nesting(value)
-            except NestingTooDeep as exc:
-                yield Record(line, None, ImportProblem(line, exc.field, str(exc)))
-            else:
-                yield Record(line, value)
-        else:
-            yield Record(line, None, ImportProblem(line, None, f"each element of the list must be an object ({{...}}), found {_json_kind(value)}"))
+        value, end = _next_element(buf, raw_decode)
+        yield _element_record(line, value)
         buf.advance(end)
         sep = buf.peek()
         if sep == ",":
@@ -346,6 +316,41 @@ def _read_json_list(fh: IO[bytes]) -> Iterator[Record]:
         if sep == "":
             raise _Stop(buf.line, "not valid JSON: the list is not closed (']' is missing at the end of the file)")
         raise _Stop(buf.line, "not valid JSON: expected ',' or ']' after an element of the list")
+
+
+def _next_element(buf: _JsonBuffer, raw_decode: Callable[[str, int], tuple[Any, int]]) -> tuple[Any, int]:
+    """Parse the list's element at the buffer's position, reading more of the file while it may be cut short; return it
+    and where it ends."""
+    line, size = buf.line, CHUNK
+    while True:
+        try:
+            value, end = raw_decode(buf.text, buf.pos)
+        except RecursionError:
+            # The rest of the list cannot be parsed past this element: its last problem.
+            raise _Stop(line, str(NestingTooDeep(None)), field=deep_field(buf.text[buf.pos:], MAX_NESTING)) from None
+        except json.JSONDecodeError as exc:
+            # Only an error at the end of the buffer (or an open string) may be a cut element;
+            # one earlier is final, so a bad element never makes us read the rest of the file.
+            if buf.eof or not (exc.msg.startswith("Unterminated string") or exc.pos >= len(buf.text) - 64):
+                at = buf.line + buf.text.count("\n", buf.pos, exc.pos)
+                raise _Stop(at, f"not valid JSON: {exc.msg}") from None
+        else:
+            # An element that ends exactly at the end of the buffer may continue (a number).
+            if end < len(buf.text) or buf.eof:
+                return value, end
+        buf.fill(size)
+        size *= 2  # a large element is re-parsed a logarithmic number of times, not linear
+
+
+def _element_record(line: int, value: Any) -> Record:
+    """Return the record of one element of a JSON list: an object, or the problem it has."""
+    if type(value) is not dict:
+        return Record(line, None, ImportProblem(line, None, f"each element of the list must be an object ({{...}}), found {kind_of(value)}"))
+    try:
+        check_nesting(value)
+    except NestingTooDeep as exc:
+        return Record(line, None, ImportProblem(line, exc.field, str(exc)))
+    return Record(line, value)
 
 
 def _expect_end(buf: _JsonBuffer) -> None:
@@ -363,51 +368,79 @@ def _other_separator(columns: list[str]) -> str | None:
     return None
 
 
-def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Record]:
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)
-    bad_lines: list[tuple[int, str]] = []  # (line, message) of lines that are not UTF-8
-    physical = 0
+class _CsvRows:
+    """The rows of a CSV file, with the physical line they end on; lines that are not UTF-8 are read with
+    replacement characters and remembered, so the row holding one is refused with the line's problem."""
 
-    def lines() -> Iterator[str]:
-        nonlocal physical
-        for raw in fh:
-            physical += 1
-            if physical == 1 and raw.startswith(codecs.BOM_UTF8):
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.physical = 0
+        self.bad_lines: list[tuple[int, str]] = []  # (line, message) of lines that are not UTF-8
+        self.reader = csv.reader(self._lines(), strict=True)
+
+    def _lines(self) -> Iterator[str]:
+        for raw in self.fh:
+            self.physical += 1
+            if self.physical == 1 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8):]
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                bad_lines.append((physical, _not_utf8(exc)))
+                self.bad_lines.append((self.physical, _not_utf8(exc)))
                 yield raw.decode("utf-8", "replace")
 
-    reader = csv.reader(lines(), strict=True)
-
-    def next_row() -> list[str] | None:
+    def next(self) -> list[str] | None:
+        """Return the next row, None at the end of the file."""
         try:
-            return next(reader)
+            return next(self.reader)
         except StopIteration:
             return None
         except csv.Error as exc:
-            raise _Stop(physical, f"not valid CSV: {exc}") from None
+            raise _Stop(self.physical, f"not valid CSV: {exc}") from None
 
-    header = next_row()
+
+def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Record]:
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    rows = _CsvRows(fh)
+    header = rows.next()
     while header is not None and not any(cell.strip() for cell in header):
-        header = next_row()
+        header = rows.next()
     if header is None:
         return
-    header_line = reader.line_num
-    if bad_lines:
-        raise _Stop(*bad_lines[0], whole_file=True)
+    header_line = rows.reader.line_num
+    if rows.bad_lines:
+        raise _Stop(*rows.bad_lines[0], whole_file=True)
     columns = [cell.strip() for cell in header]
+    problems = _header_problems(columns, header_check)
+    if problems:
+        for field, message in problems:
+            yield Record(header_line, None, ImportProblem(header_line, field, message), whole_file=True)
+        return
+    escape = columns.index(ESCAPE_COLUMN) if ESCAPE_COLUMN in columns else None
+    last = rows.reader.line_num
+    while True:
+        row = rows.next()
+        if row is None:
+            return
+        start, last = last + 1, rows.reader.line_num
+        if rows.bad_lines:
+            line, message = rows.bad_lines[0]
+            rows.bad_lines.clear()
+            yield Record(line, None, ImportProblem(line, None, message))
+        elif any(cell.strip() for cell in row):  # blank lines and rows of empty cells, as spreadsheets leave at the end
+            yield _csv_record(start, row, columns, escape)
+
+
+def _header_problems(columns: list[str], header_check: HeaderCheck | None) -> list[tuple[str | None, str]]:
+    """Return the problems of a CSV header: another separator, a column without a name or named twice, then the
+    import's own check (its required and known columns)."""
     separator = _other_separator(columns)
     if separator:
         # One column named "id;question;…": every required column would be reported missing.
         names = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}[separator]
-        yield Record(header_line, None, ImportProblem(header_line, None, (
-            f"the header is one column, {columns[0]!r}: the file looks separated by {names}, and calibrate reads "
-            "comma-separated CSV; save it with commas (in a spreadsheet: CSV UTF-8, comma delimited)")), whole_file=True)
-        return
+        return [(None, f"the header is one column, {columns[0]!r}: the file looks separated by {names}, and calibrate reads "
+                       "comma-separated CSV; save it with commas (in a spreadsheet: CSV UTF-8, comma delimited)")]
     problems: list[tuple[str | None, str]] = []
     for position, name in enumerate(columns, start=1):
         if not name:
@@ -417,36 +450,20 @@ def _read_csv(fh: IO[bytes], header_check: HeaderCheck | None) -> Iterator[Recor
         if name and name in seen:
             problems.append((name, "the header names this column twice"))
         seen.add(name)
-    escape = columns.index(ESCAPE_COLUMN) if ESCAPE_COLUMN in columns else None
     if not problems and header_check is not None:
         problems = header_check([name for name in columns if name != ESCAPE_COLUMN])
-    if problems:
-        for field, message in problems:
-            yield Record(header_line, None, ImportProblem(header_line, field, message), whole_file=True)
-        return
-    last = reader.line_num
-    width = len(columns)
-    while True:
-        row = next_row()
-        if row is None:
-            return
-        start, last = last + 1, reader.line_num
-        if bad_lines:
-            line, message = bad_lines[0]
-            bad_lines.clear()
-            yield Record(line, None, ImportProblem(line, None, message))
-            continue
-        if not any(cell.strip() for cell in row):
-            continue  # blank lines and rows of empty cells, as spreadsheets leave at the end
-        if len(row) != width:
-            yield Record(start, None, ImportProblem(start, None, f"the row has {len(row)} cells, the header has {width} columns"))
-            continue
-        if escape is not None:
-            marker = row[escape]
-            if marker not in ("", ESCAPE_MARK):
-                yield Record(start, None, ImportProblem(start, ESCAPE_COLUMN, f"must be {ESCAPE_MARK} or empty, got {marker[:20]!r}"))
-                continue
-            if marker:
-                row = [unescape_cell(cell) if ESCAPE_MARK in cell else cell for cell in row]
-            row[escape] = ""
-        yield Record(start, {name: cell for name, cell in zip(columns, row, strict=False) if cell != ""})
+    return problems
+
+
+def _csv_record(start: int, row: list[str], columns: list[str], escape: int | None) -> Record:
+    """Return the record of one CSV row: its non-empty cells by column, unescaped, or the problem it has."""
+    if len(row) != len(columns):
+        return Record(start, None, ImportProblem(start, None, f"the row has {len(row)} cells, the header has {len(columns)} columns"))
+    if escape is not None:
+        marker = row[escape]
+        if marker not in ("", ESCAPE_MARK):
+            return Record(start, None, ImportProblem(start, ESCAPE_COLUMN, f"must be {ESCAPE_MARK} or empty, got {marker[:20]!r}"))
+        if marker:
+            row = [unescape_cell(cell) if ESCAPE_MARK in cell else cell for cell in row]
+        row[escape] = ""
+    return Record(start, {name: cell for name, cell in zip(columns, row, strict=False) if cell != ""})

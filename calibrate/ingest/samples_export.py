@@ -22,7 +22,7 @@ from sqlmodel import Session, col
 
 from calibrate import lookup
 from calibrate.datasets import split_samples
-from calibrate.ingest.samples import SAMPLE_FIELDS, response_record
+from calibrate.ingest.sample_records import SAMPLE_FIELDS, response_record
 from calibrate.models import Claim, Context, Response, Sample
 
 # JSON-valued fields: a CSV cell holds their JSON text (what the import decodes).

@@ -12,7 +12,6 @@ Rules and the reasons for them: docs/sampling.md.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from collections import Counter, defaultdict
@@ -26,23 +25,20 @@ from sqlmodel import Session, col, select
 
 from calibrate import lookup
 from calibrate.errors import SamplingError
-from calibrate.models import SPLITS, Assignment, Label, Sample, User, utcnow
+from calibrate.ingest.allocation import allocate_strata, assignee_groups, controlled_rounding, largest_remainder
+from calibrate.ingest.bulk import in_parts
+from calibrate.models import SPLITS, Assignment, Dataset, Label, Sample, User, utcnow
 from calibrate.reasons import Reason, join
 
 __all__ = [
     "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
-    "allocate_strata", "combination_cycle", "largest_remainder", "parse_split_spec", "sample_dataset",
+    "parse_split_spec", "sample_dataset",
 ]
 
 MISSING = "(missing)"  # the stratum of samples that lack the stratification field
 PRIORITY_NEGATIVE = 0  # --negative-first: feedback −1 is served first (lower priority first)
 PRIORITY_NORMAL = 1
 STRATIFY_TOP_LEVEL = ("feedback", "split")
-MAX_COMBINATIONS = 5000  # beyond this many annotator groups, balanced random groups instead
-_SEARCH_MAX_COMBINATIONS = 300
-_SEARCH_RESTARTS = 3
-_SEARCH_BUDGET = 500
-_CHUNK = 500  # ids per IN (...) clause
 
 
 # --------------------------------------------------------------------------- summary
@@ -178,285 +174,6 @@ def _split_fractions(split: dict[str, float], *, source: str | None = None) -> d
     return {name: value / total for name, value in exact.items()}
 
 
-# --------------------------------------------------------------------------- apportionment
-
-
-def largest_remainder(total: int, weights: Sequence[int | Fraction], tiebreak: Sequence[Any] | None = None) -> list[int]:
-    """Split `total` seats in proportion to `weights` by the largest-remainder (Hamilton) method.
-
-    Each gets the floor of its exact quota, then the seats left over go one each to the largest
-    remainders. Ties go to the larger weight, then to the smaller `tiebreak` key (default: the
-    position). Exact arithmetic: no float rounding decides a seat.
-    """
-    weights = [Fraction(w) for w in weights]
-    if total < 0 or any(w < 0 for w in weights):
-        raise ValueError("largest_remainder needs a non-negative total and weights")
-    whole = sum(weights)
-    if total == 0 or not weights:
-        return [0] * len(weights)
-    if whole == 0:
-        raise ValueError("largest_remainder needs a positive weight")
-    quotas = [total * w / whole for w in weights]
-    seats = [math.floor(q) for q in quotas]
-    keys = tiebreak if tiebreak is not None else range(len(weights))
-    order = sorted(range(len(weights)), key=lambda i: (-(quotas[i] - seats[i]), -weights[i], keys[i]))
-    for i in order[: total - sum(seats)]:
-        seats[i] += 1
-    return seats
-
-
-def allocate_strata(n: int, sizes: dict[str, int], tiebreak: dict[str, Any] | None = None) -> dict[str, int]:
-    """Allocate `n` draws over strata of the given sizes: proportional, every stratum at least one.
-
-    Largest remainder first; then each stratum left at 0 gets one draw, taken from the stratum
-    whose allocation most exceeds its exact quota (ties: larger allocation, then `tiebreak`).
-    `n` ≥ the total takes everything; `n` < the number of strata raises SamplingError.
-    """
-    names = list(sizes)
-    total = sum(sizes.values())
-    if n >= total:
-        return dict(sizes)
-    if n < len(names):
-        raise SamplingError(Reason("strata_too_many", count=len(names), n=n))
-    keys = [(tiebreak or {}).get(name, index) for index, name in enumerate(names)]
-    seats = largest_remainder(n, [sizes[name] for name in names], keys)
-    quotas = [Fraction(n * sizes[name], total) for name in names]
-    for i in sorted((i for i in range(len(names)) if seats[i] == 0), key=lambda i: (-sizes[names[i]], keys[i])):
-        donor = min((j for j in range(len(names)) if seats[j] > 1), key=lambda j: (-(seats[j] - quotas[j]), -seats[j], keys[j]))
-        seats[donor] -= 1
-        seats[i] = 1
-    return dict(zip(names, seats, strict=True))
-
-
-def _controlled_rounding(rows: Sequence[int], cols: Sequence[int]) -> list[list[int]]:
-    """Integer table with the given row and column sums, each cell the floor or ceiling of r·c/total.
-
-    Such a table always exists (the exact table is a feasible fractional flow); found by
-    greedy largest-remainder filling completed with augmenting paths.
-    """
-    total = sum(rows)
-    if total != sum(cols):
-        raise ValueError("row and column sums differ")
-    if total == 0:
-        return [[0] * len(cols) for _ in rows]
-    table = [[(r * c) // total for c in cols] for r in rows]
-    frac = [[Fraction(r * c, total) - table[h][s] for s, c in enumerate(cols)] for h, r in enumerate(rows)]
-    row_left = [r - sum(table[h]) for h, r in enumerate(rows)]
-    col_left = [c - sum(table[h][s] for h in range(len(rows))) for s, c in enumerate(cols)]
-    extra = [[0] * len(cols) for _ in rows]
-    cells = sorted(((h, s) for h in range(len(rows)) for s in range(len(cols)) if frac[h][s] > 0),
-                   key=lambda hs: (-frac[hs[0]][hs[1]], hs[0], hs[1]))
-    for h, s in cells:
-        if row_left[h] > 0 and col_left[s] > 0:
-            extra[h][s] = 1
-            row_left[h] -= 1
-            col_left[s] -= 1
-    while any(row_left):
-        start = next(h for h, left in enumerate(row_left) if left > 0)
-        # BFS over rows/columns: row → column by an unused cell, column → row by a used one.
-        parent_col: dict[int, int] = {}
-        parent_row: dict[int, int] = {}
-        queue, seen_rows, end = [start], {start}, None
-        while queue and end is None:
-            nxt = []
-            for h in queue:
-                for s in range(len(cols)):
-                    if frac[h][s] > 0 and not extra[h][s] and s not in parent_col:
-                        parent_col[s] = h
-                        if col_left[s] > 0:
-                            end = s
-                            break
-                        for h2 in range(len(rows)):
-                            if extra[h2][s] and h2 not in seen_rows:
-                                seen_rows.add(h2)
-                                parent_row[h2] = s
-                                nxt.append(h2)
-                if end is not None:
-                    break
-            queue = nxt
-        if end is None:  # pragma: no cover - impossible by the flow argument above
-            raise RuntimeError("controlled rounding found no augmenting path")
-        s = end
-        col_left[s] -= 1
-        while True:
-            h = parent_col[s]
-            extra[h][s] = 1
-            if h == start:
-                break
-            s_prev = parent_row[h]
-            extra[h][s_prev] = 0
-            s = s_prev
-        row_left[start] -= 1
-    return [[table[h][s] + extra[h][s] for s in range(len(cols))] for h in range(len(rows))]
-
-
-# --------------------------------------------------------------------------- annotator groups
-
-
-def _pair_cycle(n_users: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
-    """Every pair of range(n_users) once; after every prefix the loads differ by at most one.
-
-    Even n: the circle method's rounds of disjoint pairs (each round a perfect matching).
-    Odd n: Walecki's decomposition into Hamiltonian cycles, each cycle v0…v(n−1) taken as
-    its even edges, then the closing edge, then its odd edges.
-    """
-    label = [int(u) for u in rng.permutation(n_users)]
-    rounds: list[list[tuple[int, int]]] = []
-    if n_users % 2 == 0:
-        m = n_users - 1
-        for r in range(m):
-            pairs = [(r, n_users - 1)] + [((r + i) % m, (r - i) % m) for i in range(1, n_users // 2)]
-            rounds.append([pairs[int(i)] for i in rng.permutation(len(pairs))])
-    elif n_users >= 3:
-        m = (n_users - 1) // 2
-        for i in range(m):
-            path = [i]
-            for step in range(1, m + 1):
-                path.append((i + step) % (2 * m))
-                if step < m:
-                    path.append((i - step) % (2 * m))
-            cycle = [n_users - 1] + path
-            edges = [(cycle[j], cycle[(j + 1) % n_users]) for j in range(n_users)]
-            rounds.append(edges[0 : n_users - 1 : 2] + [edges[n_users - 1]] + edges[1 : n_users - 1 : 2])
-    ordered = [rounds[int(i)] for i in rng.permutation(len(rounds))]
-    return [tuple(sorted((label[a], label[b]))) for pairs in ordered for a, b in pairs]
-
-
-def _balanced_search(n_users: int, k: int, tie: np.ndarray, budget: int) -> list[tuple[int, ...]] | None:
-    """Depth-first search for an order of all k-subsets with loads within one after every prefix.
-
-    With loads at levels m and m+1 (L: the users at m), a set keeps the spread ≤ 1 iff it lies
-    inside L or contains all of L. Prefers sets that cover pairs not yet together. Gives up
-    (None) after `budget` nodes.
-    """
-    combos = list(itertools.combinations(range(n_users), k))
-    masks = [sum(1 << u for u in c) for c in combos]
-    pairs = [[a * n_users + b for a, b in itertools.combinations(c, 2)] for c in combos]
-    preference = sorted(range(len(combos)), key=lambda j: int(tie[j]))
-    loads = [0] * n_users
-    used = [False] * len(combos)
-    covered = [False] * (n_users * n_users)
-    sequence: list[int] = []
-    nodes = 0
-
-    def search() -> bool | None:
-        nonlocal nodes
-        if len(sequence) == len(combos):
-            return True
-        nodes += 1
-        if nodes > budget:
-            return None
-        low = min(loads)
-        low_mask = sum(1 << u for u in range(n_users) if loads[u] == low)
-        candidates = []
-        for j in preference:
-            if used[j]:
-                continue
-            if masks[j] & ~low_mask == 0:
-                inside = 0
-            elif masks[j] & low_mask == low_mask:
-                inside = 1
-            else:
-                continue
-            candidates.append((inside, -sum(1 for p in pairs[j] if not covered[p]), int(tie[j]), j))
-        candidates.sort()
-        for *_, j in candidates:
-            used[j] = True
-            sequence.append(j)
-            for u in combos[j]:
-                loads[u] += 1
-            added = [p for p in pairs[j] if not covered[p]]
-            for p in added:
-                covered[p] = True
-            found = search()
-            if found:
-                return True
-            for p in added:
-                covered[p] = False
-            for u in combos[j]:
-                loads[u] -= 1
-            used[j] = False
-            sequence.pop()
-            if found is None:
-                return None
-        return False
-
-    return [combos[j] for j in sequence] if search() else None
-
-
-def _greedy_cycle(n_users: int, k: int, tie: np.ndarray) -> list[tuple[int, ...]]:
-    """Every k-subset once, each step the unused set whose members are least loaded."""
-    combos = np.array(list(itertools.combinations(range(n_users), k)), dtype=np.int64)
-    count = len(combos)
-    loads = np.zeros(n_users, dtype=np.int64)
-    used = np.zeros(count, dtype=bool)
-    order = []
-    scale = k * count + 1
-    for _ in range(count):
-        member = loads[combos]
-        key = (member.max(axis=1) * scale + member.sum(axis=1)) * count + tie
-        key[used] = np.iinfo(np.int64).max
-        j = int(np.argmin(key))
-        used[j] = True
-        loads[combos[j]] += 1
-        order.append(tuple(int(u) for u in combos[j]))
-    return order
-
-
-def combination_cycle(n_users: int, k: int, seed: int) -> list[tuple[int, ...]]:
-    """Return every k-subset of range(n_users) once, in a seeded order that keeps loads even.
-
-    Used round-robin, sample i gets group i mod C(n_users, k): every pair of annotators shares
-    items once i reaches C(n_users, k), and the loads differ by at most one after every prefix
-    — guaranteed for k ∈ {1, 2, n−2, n−1, n} (constructions) and found by a bounded search for
-    the other k on small teams (all of them up to 8 annotators); otherwise a greedy order keeps
-    them close. (Whether such an order always exists is an open problem: Baranyai–Katona.)
-    """
-    if not 1 <= k <= n_users:
-        raise ValueError("need 1 <= k <= n_users")
-    rng = np.random.default_rng([seed, 2])
-    everyone = set(range(n_users))
-
-    def complement(groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-        return [tuple(sorted(everyone - set(g))) for g in groups]
-
-    if k == n_users:
-        return [tuple(range(n_users))]
-    if k == 1 or k == n_users - 1:
-        singles = [(int(u),) for u in rng.permutation(n_users)]
-        return singles if k == 1 else complement(singles)
-    if k == 2 or k == n_users - 2:
-        pairs = _pair_cycle(n_users, rng)
-        return pairs if k == 2 else complement(pairs)
-    if k > n_users - k:  # the complements of a balanced order are balanced
-        return complement(combination_cycle(n_users, n_users - k, seed))
-    count = math.comb(n_users, k)
-    if count <= _SEARCH_MAX_COMBINATIONS:
-        for _ in range(_SEARCH_RESTARTS):
-            found = _balanced_search(n_users, k, rng.permutation(count), _SEARCH_BUDGET)
-            if found is not None:
-                return found
-    return _greedy_cycle(n_users, k, rng.permutation(count))
-
-
-def _assignee_groups(n_users: int, k: int, count: int, seed: int) -> list[tuple[int, ...]]:
-    """Return `count` groups of k user indexes, round-robin over the combination cycle."""
-    if count == 0:
-        return []
-    if k in (1, 2, n_users - 2, n_users - 1, n_users) or math.comb(n_users, k) <= MAX_COMBINATIONS:
-        cycle = combination_cycle(n_users, k, seed)
-        return [cycle[i % len(cycle)] for i in range(count)]
-    # Too many groups to cycle through: the k least loaded users, ties broken at random.
-    rng = np.random.default_rng([seed, 3])
-    loads = np.zeros(n_users, dtype=np.int64)
-    groups = []
-    for _ in range(count):
-        chosen = np.lexsort((rng.random(n_users), loads))[:k]
-        loads[chosen] += 1
-        groups.append(tuple(sorted(int(u) for u in chosen)))
-    return groups
-
-
 # --------------------------------------------------------------------------- database helpers
 
 
@@ -481,11 +198,6 @@ def _assignees(session: Session, names: Sequence[str], overlap: int) -> list[Use
             Reason("overlap_too_few_annotators", overlap=overlap, count=len(wanted),
                    wanted=', '.join(wanted)))
     return [found[name] for name in wanted]
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK):
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 @dataclass
@@ -569,6 +281,54 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
 
     Nothing already there is added again. The caller commits; this only flushes.
     """
+    _check_request(n, fraction, seed, overlap)
+    seed = int(seed)
+    split_fractions = _split_fractions(split) if split is not None else None
+    session.flush()
+    ds = lookup.dataset(session, dataset, hint=Reason("hint_import_samples"))
+    users = _assignees(session, assign, overlap) if assign else []
+    candidates = _candidates(session, ds, seed, with_metadata=stratify_by is not None)
+    total = len(candidates)
+    requested = n if n is not None else max(1, math.floor(Fraction(repr(float(fraction))) * total + Fraction(1, 2)))
+    target = min(requested, total)
+    field_name = _stratify(candidates, stratify_by, dataset) if stratify_by is not None else None
+    members: dict[str, list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        members[candidate.stratum].append(candidate)
+    names = sorted(members, key=lambda s: (s == MISSING, s))
+    if target < total and len(names) > target:
+        asked = f"n = {target}" if n is not None else f"fraction {fraction:g} of {total} samples gives n = {target}"
+        raise SamplingError(Reason("stratify_too_few", field_name=field_name, asked=asked, count=len(names)))
+    first_draw = {name: min(c.draw for c in members[name]) for name in names}  # seeded tie-break
+    allocation = allocate_strata(target, {name: len(members[name]) for name in names}, first_draw)
+
+    def queue_key(c: _Candidate) -> tuple[int, int]:
+        return (0 if negative_first and c.feedback == -1 else 1, c.draw)
+
+    taken: list[_Candidate] = []
+    for name in names:
+        taken.extend(sorted(members[name], key=queue_key)[: allocation[name]])
+    taken.sort(key=queue_key)
+    splits_kept, split_counts = _assign_splits(session, taken, names, split_fractions) if split_fractions is not None else (0, {})
+    groups = assignee_groups(len(users), overlap, len(taken), seed) if users else []
+    added, existing, filled = _queue(session, taken, users, groups, overlap, negative_first)
+    session.flush()
+    unsplit_labelled = _unsplit_labelled(session, ds.id, taken) if split_fractions is not None and len(taken) < total else 0
+    return SamplingSummary(
+        dataset=ds.name, taken=len(taken), eligible=total, assignments_added=added, assignments_existing=existing,
+        strata={name: sum(1 for c in taken if c.stratum == name) for name in names} if field_name else {},
+        negatives=sum(1 for c in taken if c.feedback == -1), splits=split_counts, overlap=overlap,
+        assignees=[user.username for user in users], seed=seed, requested=requested, fraction=fraction,
+        stratify_by=field_name, negative_first=negative_first,
+        negatives_available=sum(1 for c in candidates if c.feedback == -1), splits_kept=splits_kept,
+        slots_filled=filled, external_ids=[c.external_id for c in taken],
+        split_spec=",".join(f"{name}={float(value):g}" for name, value in split_fractions.items()) if split_fractions else "",
+        unsplit_labelled=unsplit_labelled,
+    )
+
+
+def _check_request(n: int | None, fraction: float | None, seed: int, overlap: int) -> None:
+    """Refuse a request without exactly one of n and fraction, or with one of them, the seed or the overlap out of range."""
     if (n is None) == (fraction is None):
         raise SamplingError(Reason("sample_size_one"))
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
@@ -578,100 +338,48 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
         raise SamplingError(Reason("sample_fraction_invalid", fraction=fraction))
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise SamplingError(Reason("sample_seed_invalid", seed=seed))
-    seed = int(seed)
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
         raise SamplingError(Reason("overlap_invalid", overlap=overlap))
-    split_fractions = _split_fractions(split) if split is not None else None
 
-    session.flush()
-    ds = lookup.dataset(session, dataset, hint=Reason("hint_import_samples"))
-    users = _assignees(session, assign, overlap) if assign else []
 
+def _candidates(session: Session, ds: Dataset, seed: int, *, with_metadata: bool) -> list[_Candidate]:
+    """Return the dataset's samples sorted by external id, each with its place in the seeded draw and split orders."""
     columns = [Sample.id, Sample.external_id, Sample.feedback, Sample.split]
-    if stratify_by is not None:
+    if with_metadata:
         columns.append(Sample.meta)
     rows = session.exec(select(*columns).where(Sample.dataset_id == ds.id)).all()
     if not rows:
-        raise SamplingError(Reason("dataset_no_samples", dataset=dataset))
+        raise SamplingError(Reason("dataset_no_samples", dataset=ds.name))
     candidates = sorted((_Candidate(row[0], row[1], row[2], row[3], row[4] if len(row) > 4 else None) for row in rows),
                         key=lambda c: c.external_id)
-    total = len(candidates)
-
-    draw_order = np.random.default_rng(seed).permutation(total)
-    split_order = np.random.default_rng([seed, 1]).permutation(total)
-    for position, index in enumerate(draw_order):
+    for position, index in enumerate(np.random.default_rng(seed).permutation(len(candidates))):
         candidates[int(index)].draw = position
-    for position, index in enumerate(split_order):
+    for position, index in enumerate(np.random.default_rng([seed, 1]).permutation(len(candidates))):
         candidates[int(index)].split_draw = position
+    return candidates
 
-    if n is not None:
-        requested = n
-    else:
-        requested = max(1, math.floor(Fraction(repr(float(fraction))) * total + Fraction(1, 2)))
-    target = min(requested, total)
 
-    # Strata (one unnamed stratum when not stratified).
-    field_name = None
-    if stratify_by is not None:
-        field_name, stratum_of = _stratifier(stratify_by, candidates, dataset)
-        for candidate in candidates:
-            candidate.stratum = stratum_of(candidate)
-        if all(c.stratum == MISSING for c in candidates):
-            if field_name.startswith("metadata."):
-                fields = _metadata_fields(candidates)
-                raise SamplingError(Reason("stratify_field_missing", dataset=dataset, field_name=field_name,
-                                           fields=Reason("metadata_fields", fields=", ".join(fields)) if fields
-                                           else Reason("no_metadata", dataset=dataset)))
-            raise SamplingError(Reason("stratify_field_unset", dataset=dataset, field_name=field_name))
-    members: dict[str, list[_Candidate]] = defaultdict(list)
+def _stratify(candidates: list[_Candidate], stratify_by: str, dataset: str) -> str:
+    """Put each candidate in its stratum; return the field's name. Refuse a field no candidate has."""
+    field_name, stratum_of = _stratifier(stratify_by, candidates, dataset)
     for candidate in candidates:
-        members[candidate.stratum].append(candidate)
-    names = sorted(members, key=lambda s: (s == MISSING, s))
-    sizes = {name: len(members[name]) for name in names}
-    if target < total and len(names) > target:
-        asked = f"n = {target}" if n is not None else f"fraction {fraction:g} of {total} samples gives n = {target}"
-        raise SamplingError(
-            Reason("stratify_too_few", field_name=field_name, asked=asked, count=len(names)))
-    first_draw = {name: min(c.draw for c in members[name]) for name in names}  # seeded tie-break
-    allocation = allocate_strata(target, sizes, first_draw)
+        candidate.stratum = stratum_of(candidate)
+    if all(c.stratum == MISSING for c in candidates):
+        if field_name.startswith("metadata."):
+            fields = _metadata_fields(candidates)
+            raise SamplingError(Reason("stratify_field_missing", dataset=dataset, field_name=field_name,
+                                       fields=Reason("metadata_fields", fields=", ".join(fields)) if fields
+                                       else Reason("no_metadata", dataset=dataset)))
+        raise SamplingError(Reason("stratify_field_unset", dataset=dataset, field_name=field_name))
+    return field_name
 
-    def is_negative(c: _Candidate) -> bool:
-        return c.feedback == -1
 
-    def queue_key(c: _Candidate) -> tuple[int, int]:
-        return (0 if negative_first and is_negative(c) else 1, c.draw)
-
-    taken: list[_Candidate] = []
-    for name in names:
-        taken.extend(sorted(members[name], key=queue_key)[: allocation[name]])
-    taken.sort(key=queue_key)
-
-    splits_kept = 0
-    split_counts: dict[str, int] = {}
-    if split_fractions is not None:
-        splits_kept, split_counts = _assign_splits(session, taken, names, split_fractions)
-
-    groups = _assignee_groups(len(users), overlap, len(taken), seed) if users else []
-    added, existing, filled = _queue(session, taken, users, groups, overlap, negative_first)
-    session.flush()
-    unsplit_labelled = 0
-    if split_fractions is not None and len(taken) < total:
-        taken_ids = {c.id for c in taken}
-        labelled = session.exec(select(Label.sample_id).join(Sample, col(Sample.id) == col(Label.sample_id))
-                                .where(Sample.dataset_id == ds.id, col(Sample.split).is_(None)).distinct()).all()
-        unsplit_labelled = sum(1 for sample_id in labelled if sample_id not in taken_ids)
-
-    return SamplingSummary(
-        dataset=ds.name, taken=len(taken), eligible=total, assignments_added=added, assignments_existing=existing,
-        strata={name: sum(1 for c in taken if c.stratum == name) for name in names} if field_name else {},
-        negatives=sum(1 for c in taken if is_negative(c)), splits=split_counts, overlap=overlap,
-        assignees=[user.username for user in users], seed=seed, requested=requested, fraction=fraction,
-        stratify_by=field_name, negative_first=negative_first,
-        negatives_available=sum(1 for c in candidates if is_negative(c)), splits_kept=splits_kept,
-        slots_filled=filled, external_ids=[c.external_id for c in taken],
-        split_spec=",".join(f"{name}={float(value):g}" for name, value in split_fractions.items()) if split_fractions else "",
-        unsplit_labelled=unsplit_labelled,
-    )
+def _unsplit_labelled(session: Session, dataset_id: int, taken: list[_Candidate]) -> int:
+    """Return how many labelled samples without a split the draw did not take (they stay in no split's view)."""
+    taken_ids = {c.id for c in taken}
+    labelled = session.exec(select(Label.sample_id).join(Sample, col(Sample.id) == col(Label.sample_id))
+                            .where(Sample.dataset_id == dataset_id, col(Sample.split).is_(None)).distinct()).all()
+    return sum(1 for sample_id in labelled if sample_id not in taken_ids)
 
 
 def _assign_splits(session: Session, taken: list[_Candidate], strata: list[str],
@@ -689,7 +397,7 @@ def _assign_splits(session: Session, taken: list[_Candidate], strata: list[str],
             need = largest_remainder(len(open_), need, [SPLITS.index(s) for s in names])
         by_stratum = {name: sorted((c for c in open_ if c.stratum == name), key=lambda c: c.split_draw) for name in strata}
         rows = [name for name in strata if by_stratum[name]]
-        table = _controlled_rounding([len(by_stratum[name]) for name in rows], need)
+        table = controlled_rounding([len(by_stratum[name]) for name in rows], need)
         changes: dict[int, str] = {}
         for name, counts in zip(rows, table, strict=True):
             queue = iter(by_stratum[name])
@@ -699,7 +407,7 @@ def _assign_splits(session: Session, taken: list[_Candidate], strata: list[str],
                     candidate.split = split_name
                     changes[candidate.id] = split_name
         ids = sorted(changes)
-        for chunk in _chunks(ids):
+        for chunk in in_parts(ids):
             for sample in session.exec(select(Sample).where(col(Sample.id).in_(chunk))):
                 sample.split = changes[sample.id]
                 session.add(sample)
@@ -714,7 +422,7 @@ def _queue(session: Session, taken: list[_Candidate], users: list[User], groups:
     """Create the assignments; return (added, already there, open slots filled)."""
     existing: dict[int, list[Assignment]] = defaultdict(list)
     ids = [c.id for c in taken]
-    for chunk in _chunks(ids):
+    for chunk in in_parts(ids):
         for assignment in session.exec(select(Assignment).where(col(Assignment.sample_id).in_(chunk))
                                        .order_by(col(Assignment.id))):
             existing[assignment.sample_id].append(assignment)

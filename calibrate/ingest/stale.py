@@ -1,6 +1,6 @@
 """Verdicts on content that changed: set aside as history, so no figure reads them and the next pass judges again.
 
-`stale_verdicts` is called by the samples import's publish (ingest/samples.py), in the
+`stale_verdicts` is called by the samples import's publish (ingest/sample_updates.py), in the
 transaction that changes the samples, as the labels on them are flagged stale there.
 """
 

@@ -25,7 +25,6 @@ lists with the file's: import the run or qrels again after one).
 
 from __future__ import annotations
 
-import codecs
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from sqlmodel import Session
 from calibrate import lookup
 from calibrate.errors import NotFound
 from calibrate.ingest.problems import Problems, TooManyProblems, reject
-from calibrate.ingest.readers import EMPTY_FILE, Progress
+from calibrate.ingest.readers import EMPTY_FILE, Progress, utf8_lines
 from calibrate.models import Sample, utcnow
 from calibrate.reasons import Reason
 
@@ -92,17 +91,7 @@ class TrecSummary:
 def _lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
     """Yield (line number, text, problem) for every non-blank line; text is None when undecodable."""
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if number == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, None, (f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at byte {exc.start + 1} of the "
-                                     "line); save the file as UTF-8")
-                continue
-            if text.strip():
-                yield number, text, None
+        yield from utf8_lines(fh)
 
 
 def parse(path: Path, kind: str, problems: Problems, tick: Callable[[], None]) -> tuple[dict[str, list[str]], int, list[str]]:

@@ -37,7 +37,7 @@ from calibrate.judges.items import Scope, Target, fewshot_keys, select_targets
 from calibrate.judges.versions import judge_name, resolve_version
 from calibrate.models import EXTRACTION, Claim, Dataset, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
 from calibrate.reasons import Reason
-from calibrate.tasks import is_extraction
+from calibrate.task_values import is_extraction
 
 KEPT = "carry expert labels or corrections"  # why an answer was left out without --force
 

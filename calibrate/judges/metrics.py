@@ -56,7 +56,8 @@ from calibrate.judges.errors import RunSetupError
 from calibrate.judges.parsing import MAX_REASON, REASON_KEYS, json_object, parse_verdict
 from calibrate.models import Task
 from calibrate.reasons import Reason
-from calibrate.tasks import METRIC_TASKS, format_number
+from calibrate.task_values import format_number
+from calibrate.tasks import METRIC_TASKS
 from calibrate.text.sentences import segment
 
 # The verdicts a step may give and the one that counts for the score.
@@ -288,7 +289,7 @@ class Score:
 
     @property
     def text(self) -> str | None:
-        """Return the value as stored (tasks.format_number), None when undefined."""
+        """Return the value as stored (task_values.format_number), None when undefined."""
         return None if self.value is None else format_number(round(self.value, 6))
 
     def raw(self, metric: str) -> str:

@@ -10,7 +10,7 @@ is `unparsed`, with the raw text kept. Nothing in an answer makes parsing raise.
 
 An extraction task (claim_extraction) reads `{"claims": ["…", …]}` instead (`parse_claims`):
 the same JSON search, then a bare JSON list is accepted too; its value is the canonical claim
-list (`tasks.canonical_claims`), and an empty list is `unparsed` with the error "empty: …".
+list (`task_values.canonical_claims`), and an empty list is `unparsed` with the error "empty: …".
 
 Pairwise tasks (`order` given: the response ids as shown): the winner is read under "winner"
 (or the keys above) and is a *position* — "1", "2", "Response 2", "first", "second" — mapped
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate.models import TIE, Task
-from calibrate.tasks import TaskError, canonical_claims, canonical_value, is_extraction, is_rewrite
+from calibrate.task_values import canonical_claims, canonical_value, is_extraction, is_rewrite
+from calibrate.tasks import TaskError
 from calibrate.text.json_values import MAX_NESTING, NestingTooDeep, check_nesting, load_json
 
 VERDICT_KEYS = ("verdict", "label", "score", "rating")

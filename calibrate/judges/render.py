@@ -221,54 +221,65 @@ class _Checker:
                                  names=names))
 
     def visit(self, node: nodes.Node, scope: dict[str, Any]) -> None:
-        if isinstance(node, nodes.For):
-            self.visit(node.iter, scope)
-            inner = dict(scope, loop=ANY)
-            self.bind(node.target, self.element(self.spec(node.iter, scope)), inner)
-            if node.test is not None:
-                self.visit(node.test, inner)
-            for child in node.body:
-                self.visit(child, inner)
-            for child in node.else_:
-                self.visit(child, scope)
-            return
-        if isinstance(node, (nodes.Macro, nodes.CallBlock)):
-            inner = dict(scope, varargs=ANY, kwargs=ANY, caller=ANY)
-            for arg in node.args:
-                inner[arg.name] = ANY
-            for default in node.defaults:
-                self.visit(default, scope)
-            if isinstance(node, nodes.CallBlock):
-                self.visit(node.call, scope)
-            if isinstance(node, nodes.Macro):
-                scope[node.name] = ANY
-            for child in node.body:
-                self.visit(child, inner)
-            return
-        if isinstance(node, nodes.Assign):
-            self.visit(node.node, scope)
-            self.bind(node.target, ANY, scope)
-            return
-        if isinstance(node, nodes.AssignBlock):
-            for child in node.body:
-                self.visit(child, scope)
-            self.bind(node.target, ANY, scope)
-            return
-        if isinstance(node, nodes.With):
-            inner = dict(scope)
-            for target, value in zip(node.targets, node.values, strict=True):
-                self.visit(value, scope)
-                self.bind(target, ANY, inner)
-            for child in node.body:
-                self.visit(child, inner)
-            return
-        if isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)):
-            self.spec(node, scope)
-            if isinstance(node, nodes.Getitem):
-                self.visit(node.arg, scope)
-            return
+        """Check a node and its children: the nodes that bind names (loops, macros, assignments, with) have their
+        own step; a name, attribute or item is a field; any other node is walked through."""
+        for kinds, step in self._steps:
+            if isinstance(node, kinds):
+                step(self, node, scope)
+                return
         for child in node.iter_child_nodes():
             self.visit(child, scope)
+
+    def _for(self, node: nodes.For, scope: dict[str, Any]) -> None:
+        self.visit(node.iter, scope)
+        inner = dict(scope, loop=ANY)
+        self.bind(node.target, self.element(self.spec(node.iter, scope)), inner)
+        if node.test is not None:
+            self.visit(node.test, inner)
+        for child in node.body:
+            self.visit(child, inner)
+        for child in node.else_:
+            self.visit(child, scope)
+
+    def _macro(self, node: nodes.Macro | nodes.CallBlock, scope: dict[str, Any]) -> None:
+        inner = dict(scope, varargs=ANY, kwargs=ANY, caller=ANY)
+        for arg in node.args:
+            inner[arg.name] = ANY
+        for default in node.defaults:
+            self.visit(default, scope)
+        if isinstance(node, nodes.CallBlock):
+            self.visit(node.call, scope)
+        if isinstance(node, nodes.Macro):
+            scope[node.name] = ANY
+        for child in node.body:
+            self.visit(child, inner)
+
+    def _assign(self, node: nodes.Assign, scope: dict[str, Any]) -> None:
+        self.visit(node.node, scope)
+        self.bind(node.target, ANY, scope)
+
+    def _assign_block(self, node: nodes.AssignBlock, scope: dict[str, Any]) -> None:
+        for child in node.body:
+            self.visit(child, scope)
+        self.bind(node.target, ANY, scope)
+
+    def _with(self, node: nodes.With, scope: dict[str, Any]) -> None:
+        inner = dict(scope)
+        for target, value in zip(node.targets, node.values, strict=True):
+            self.visit(value, scope)
+            self.bind(target, ANY, inner)
+        for child in node.body:
+            self.visit(child, inner)
+
+    def _field(self, node: nodes.Name | nodes.Getattr | nodes.Getitem, scope: dict[str, Any]) -> None:
+        self.spec(node, scope)
+        if isinstance(node, nodes.Getitem):
+            self.visit(node.arg, scope)
+
+    _steps: tuple[tuple[type | tuple[type, ...], Any], ...] = (
+        (nodes.For, _for), ((nodes.Macro, nodes.CallBlock), _macro), (nodes.Assign, _assign),
+        (nodes.AssignBlock, _assign_block), (nodes.With, _with), ((nodes.Name, nodes.Getattr, nodes.Getitem), _field),
+    )
 
     def bind(self, target: nodes.Node, spec: Any, scope: dict[str, Any]) -> None:
         if isinstance(target, nodes.Name):

@@ -94,7 +94,7 @@ from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resol
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.task_scopes import check_task_on_dataset
-from calibrate.tasks import is_extraction, is_rewrite
+from calibrate.task_values import is_extraction, is_rewrite
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 MAX_SAMPLES = 20  # --samples K: at most this many calls per target
@@ -102,8 +102,9 @@ BACKENDS = ("openai", "anthropic", "baseline")
 
 
 @dataclass
-class RunSpec:
-    """What `calibrate judge run` and the Run button ask for (the key is only named, never held)."""
+class CallSpec:
+    """What a judge run and a watcher both ask for: the dataset, the prompt version (NAME@N) and where its calls go
+    (the key is only named, never held)."""
 
     dataset: str
     prompt: str
@@ -111,12 +112,18 @@ class RunSpec:
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    options: RunOptions = field(default_factory=RunOptions)
+
+
+@dataclass
+class RunSpec(CallSpec):
+    """What `calibrate judge run` and the Run button ask for."""
+
     split: str | None = None
     labelled_only: bool = False
     limit: int | None = None
     rerun: bool = False
     orders: str | None = None  # pairwise tasks: original | swapped | both (None: both); others: None
-    options: RunOptions = field(default_factory=RunOptions)
     # `calibrate claims extract`: the prompt must be a claim_extraction one (and only then may
     # it be); `force` re-extracts answers whose claims carry expert labels or corrections.
     extraction: bool = False
@@ -195,7 +202,7 @@ def skipped_text(skipped: dict[str, int]) -> str:
 # --------------------------------------------------------------------------- setup
 
 
-def endpoint_for(spec: RunSpec, version: PromptVersion) -> Endpoint:
+def endpoint_for(spec: CallSpec, version: PromptVersion) -> Endpoint:
     """Return where the run's calls go, checking the backend options."""
     if spec.backend not in BACKENDS:
         raise RunSetupError(Reason("backend_unknown", backends=', '.join(BACKENDS), backend=spec.backend))
@@ -281,100 +288,161 @@ def prepare_run(engine: Engine, spec: RunSpec) -> int:
     if spec.split not in (None, "train", "dev", "test"):
         raise RunSetupError(Reason("run_split_unknown", split=spec.split))
     with write_session(engine) as session:
-        dataset = lookup.dataset(session, spec.dataset)
-        prompt, version = resolve_version(session, spec.prompt)
-        task = session.get(Task, prompt.task_id)
-        check_prompt_on_dataset(session, prompt, dataset.name)  # a prompt (or its task) made for other datasets
-        check_task_on_dataset(session, task, dataset)
-        if is_rewrite(task):
-            raise RunSetupError(Reason("rewrite_not_run", prompt=spec.prompt, task=task.name))
-        extraction.check_task(task, spec.prompt, extraction=spec.extraction)
-        endpoint = endpoint_for(spec, version)
-        check_backend_params(endpoint.backend, version.params)  # never send a parameter the backend does not take
-        read_api_key(endpoint)  # fail now, not at the first call, when the variable is missing
-        if is_metric(task):
-            metric_runs.check_metric_setup(task, version, endpoint)
-        elif endpoint.backend == "baseline":
-            BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
-        if not isinstance(spec.samples, int) or not 1 <= spec.samples <= MAX_SAMPLES:
-            raise RunSetupError(Reason("samples_range", max_samples=MAX_SAMPLES, samples=spec.samples))
-        if spec.samples > 1 and (is_metric(task) or is_extraction(task)):
-            raise RunSetupError(Reason("samples_metric_task" if is_metric(task) else "samples_extraction_task", task=task.name))
-        if task.kind != "pairwise" and spec.orders is not None:
-            raise RunSetupError(Reason("orders_not_pairwise", task=task.name, kind_=task.kind))
-        orders = (spec.orders or "both") if task.kind == "pairwise" else None
-        if orders is not None and orders not in ORDERS:
-            raise RunSetupError(Reason("orders_unknown", orders=', '.join(ORDERS), orders2=orders))
-        scope = Scope(spec.split, spec.labelled_only, spec.limit)
-        targets, kept = _targets(session, dataset, task, version, scope, spec.force)
-        if not targets and kept:
-            raise NothingToDo(Reason("nothing_to_do_kept", kept=kept))
-        if not targets:
-            raise RunSetupError(Reason("nothing_to_judge", target=task.target, dataset=dataset.name, task=task.name))
-        skipped: dict[str, int] = {}
-        if orders is not None:
-            targets, without = expand_orders(session, targets, orders)
-            if without:
-                skipped["without two responses"] = without
-            if not targets:
-                raise RunSetupError(Reason("no_sample_two_responses", dataset=dataset.name, task=task.name))
-        if is_metric(task):
-            targets, skipped, _ = metric_runs.measurable(session, task, targets)
-            if not targets:
-                raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_reason(skipped)))
-        targets = expand_samples(targets, spec.samples)
-        name = judge_name(prompt, version)
-        judge = session.exec(select(Judge).where(Judge.name == name)).first()
-        if judge is None:
-            judge = Judge(name=name, kind="prompt", prompt_version_id=version.id,
-                          description=f"runs of prompt {prompt.name} version {version.number}")
-            session.add(judge)
-            session.flush()
-        elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
-            raise RunSetupError(Reason("judge_name_taken", name=name))
+        setup = _setup(session, spec)
+        targets, skipped, kept = _run_targets(session, setup, spec)
+        judge = judge_for(session, setup.prompt, setup.version)
         runs = session.exec(select(JudgeRun).where(JudgeRun.judge_id == judge.id).order_by(JudgeRun.id.desc())).all()
         for run in runs:
             if run.status in ("pending", "running") and run_is_live(run):
-                raise RunSetupError(Reason("run_in_progress", run_id=run.id, name=name))
+                raise RunSetupError(Reason("run_in_progress", run_id=run.id, name=judge.name))
         settle_dead_runs(session, runs)
-        if is_extraction(task):
-            done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}  # (target, order, sample) jobs
-        else:
-            done = done_keys(session, judge, task, {t.key for t in targets}) if not spec.rerun else set()
-        pending = [t for t in targets if t.job not in done]
-        if not pending and is_extraction(task):
-            raise NothingToDo(Reason("nothing_to_do_extracted_kept", count=len(targets), name=name, kept=kept) if kept
-                              else Reason("nothing_to_do_extracted", count=len(targets), name=name))
-        if not pending:
-            raise NothingToDo(Reason("nothing_to_do_judged", count=len(targets), name=name))
-        settings = {
-            "scope": scope.as_dict(), "rerun": spec.rerun, "options": asdict(spec.options), "skipped": skipped,
-            **({"orders": orders} if orders is not None else {}), **({"samples": spec.samples} if spec.samples > 1 else {}),
-            "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
-                         "api_key_env": endpoint.api_key_env},
-        }
-        if is_extraction(task):
-            settings.update(force=spec.force, kept_labelled=kept)
-        if uses_claims(task):
-            # Which claim sets the targets had when the run was set up (segmenter, import, NAME@V…).
-            settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
-        same = [r for r in runs if r.dataset_id == dataset.id and r.status in ("stopped", "failed")
-                and (r.params or {}).get("scope") == settings["scope"] and (r.params or {}).get("endpoint") == settings["endpoint"]
-                and (r.params or {}).get("orders") == settings.get("orders")
-                and (r.params or {}).get("samples") == settings.get("samples") and not spec.rerun]
-        if same and same[0].id == (runs[0].id if runs else None):
-            run = same[0]
+        pending = _pending(session, setup.task, judge, targets, rerun=spec.rerun, kept=kept)
+        settings = _settings(session, setup, spec, targets, skipped, kept)
+        run = _resumable(runs, setup.dataset, settings, spec.rerun)
+        if run is not None:
             params = dict(run.params or {})
             params.update(settings, **owner_fields())
             run.params, run.status, run.error, run.finished_at = params, "pending", "", None
         else:
-            run = JudgeRun(judge_id=judge.id, dataset_id=dataset.id, status="pending", backend=endpoint.backend,
+            endpoint = setup.endpoint
+            run = JudgeRun(judge_id=judge.id, dataset_id=setup.dataset.id, status="pending", backend=endpoint.backend,
                            model=endpoint.model, base_url=endpoint.base_url, params={**settings, **owner_fields()})
         run.n_total = len(targets)
         run.n_done = len(targets) - len(pending)
         session.add(run)
         session.flush()
         return run.id
+
+
+@dataclass
+class _Setup:
+    """A run's request, checked: what it runs, on what, and where its calls go."""
+
+    dataset: Dataset
+    prompt: Prompt
+    version: PromptVersion
+    task: Task
+    endpoint: Endpoint
+    orders: str | None  # pairwise tasks: original | swapped | both; others: None
+    scope: Scope
+
+
+def _setup(session: Session, spec: RunSpec) -> _Setup:
+    """Check the request against the database (dataset, prompt, task scope, endpoint, samples, orders); raise what is wrong."""
+    dataset = lookup.dataset(session, spec.dataset)
+    prompt, version = resolve_version(session, spec.prompt)
+    task = session.get(Task, prompt.task_id)
+    check_prompt_on_dataset(session, prompt, dataset.name)  # a prompt (or its task) made for other datasets
+    check_task_on_dataset(session, task, dataset)
+    if is_rewrite(task):
+        raise RunSetupError(Reason("rewrite_not_run", prompt=spec.prompt, task=task.name))
+    extraction.check_task(task, spec.prompt, extraction=spec.extraction)
+    endpoint = endpoint_for(spec, version)
+    check_endpoint(task, version, endpoint)
+    if not isinstance(spec.samples, int) or not 1 <= spec.samples <= MAX_SAMPLES:
+        raise RunSetupError(Reason("samples_range", max_samples=MAX_SAMPLES, samples=spec.samples))
+    if spec.samples > 1 and (is_metric(task) or is_extraction(task)):
+        raise RunSetupError(Reason("samples_metric_task" if is_metric(task) else "samples_extraction_task", task=task.name))
+    if task.kind != "pairwise" and spec.orders is not None:
+        raise RunSetupError(Reason("orders_not_pairwise", task=task.name, kind_=task.kind))
+    orders = (spec.orders or "both") if task.kind == "pairwise" else None
+    if orders is not None and orders not in ORDERS:
+        raise RunSetupError(Reason("orders_unknown", orders=', '.join(ORDERS), orders2=orders))
+    return _Setup(dataset, prompt, version, task, endpoint, orders, Scope(spec.split, spec.labelled_only, spec.limit))
+
+
+def check_endpoint(task: Task, version: PromptVersion, endpoint: Endpoint) -> None:
+    """Refuse now what would fail at the first call: a parameter the backend does not take, a missing key variable,
+    a metric judge's setup, a task the offline baseline cannot judge."""
+    check_backend_params(endpoint.backend, version.params)  # never send a parameter the backend does not take
+    read_api_key(endpoint)  # fail now, not at the first call, when the variable is missing
+    if is_metric(task):
+        metric_runs.check_metric_setup(task, version, endpoint)
+    elif endpoint.backend == "baseline":
+        BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
+
+
+def _run_targets(session: Session, setup: _Setup, spec: RunSpec) -> tuple[list[Target], dict[str, int], int]:
+    """Return the run's jobs (targets in their orders and samples), what was skipped and why, and the labelled answers an
+    extraction keeps; refuse a run with nothing to judge."""
+    task, dataset = setup.task, setup.dataset
+    targets, kept = _targets(session, dataset, task, setup.version, setup.scope, spec.force)
+    if not targets and kept:
+        raise NothingToDo(Reason("nothing_to_do_kept", kept=kept))
+    if not targets:
+        raise RunSetupError(Reason("nothing_to_judge", target=task.target, dataset=dataset.name, task=task.name))
+    skipped: dict[str, int] = {}
+    if setup.orders is not None:
+        targets, without = expand_orders(session, targets, setup.orders)
+        if without:
+            skipped["without two responses"] = without
+        if not targets:
+            raise RunSetupError(Reason("no_sample_two_responses", dataset=dataset.name, task=task.name))
+    if is_metric(task):
+        targets, skipped, _ = metric_runs.measurable(session, task, targets)
+        if not targets:
+            raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_reason(skipped)))
+    return expand_samples(targets, spec.samples), skipped, kept
+
+
+def judge_for(session: Session, prompt: Prompt, version: PromptVersion) -> Judge:
+    """Return the judge of a prompt version (PROMPT@N), made on its first run; refuse a judge of that name that is not."""
+    name = judge_name(prompt, version)
+    judge = session.exec(select(Judge).where(Judge.name == name)).first()
+    if judge is None:
+        judge = Judge(name=name, kind="prompt", prompt_version_id=version.id,
+                      description=f"runs of prompt {prompt.name} version {version.number}")
+        session.add(judge)
+        session.flush()
+    elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
+        raise RunSetupError(Reason("judge_name_taken", name=name))
+    return judge
+
+
+def _done_jobs(session: Session, task: Task, judge: Judge, targets: list[Target], *, rerun: bool) -> set[tuple[str, str, int]]:
+    """Return the (target, order, sample) jobs the run need not judge: an extraction's applied answers, else those with
+    a verdict (none for a rerun)."""
+    if is_extraction(task):
+        return {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}
+    return set() if rerun else done_keys(session, judge, task, {t.key for t in targets})
+
+
+def _pending(session: Session, task: Task, judge: Judge, targets: list[Target], *, rerun: bool, kept: int) -> list[Target]:
+    """Return the jobs left to judge; raise NothingToDo when there are none."""
+    done = _done_jobs(session, task, judge, targets, rerun=rerun)
+    pending = [t for t in targets if t.job not in done]
+    if not pending and is_extraction(task):
+        raise NothingToDo(Reason("nothing_to_do_extracted_kept", count=len(targets), name=judge.name, kept=kept) if kept
+                          else Reason("nothing_to_do_extracted", count=len(targets), name=judge.name))
+    if not pending:
+        raise NothingToDo(Reason("nothing_to_do_judged", count=len(targets), name=judge.name))
+    return pending
+
+
+def _settings(session: Session, setup: _Setup, spec: RunSpec, targets: list[Target], skipped: dict[str, int],
+              kept: int) -> dict[str, Any]:
+    """Return what a run records of its request in `JudgeRun.params` (never the key), so it can be taken up again."""
+    endpoint, orders = setup.endpoint, setup.orders
+    settings = {
+        "scope": setup.scope.as_dict(), "rerun": spec.rerun, "options": asdict(spec.options), "skipped": skipped,
+        **({"orders": orders} if orders is not None else {}), **({"samples": spec.samples} if spec.samples > 1 else {}),
+        "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
+                     "api_key_env": endpoint.api_key_env},
+    }
+    if is_extraction(setup.task):
+        settings.update(force=spec.force, kept_labelled=kept)
+    if uses_claims(setup.task):
+        # Which claim sets the targets had when the run was set up (segmenter, import, NAME@V…).
+        settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
+    return settings
+
+
+def _resumable(runs: list[JudgeRun], dataset: Dataset, settings: dict[str, Any], rerun: bool) -> JudgeRun | None:
+    """Return the judge's latest run when it stopped or failed on the same request (taken up again), else None."""
+    keys = ("scope", "endpoint", "orders", "samples")
+    same = [r for r in runs if r.dataset_id == dataset.id and r.status in ("stopped", "failed")
+            and all((r.params or {}).get(key) == settings.get(key) for key in keys) and not rerun]
+    return same[0] if same and same[0].id == (runs[0].id if runs else None) else None
 
 
 def done_keys(session: Session, judge: Judge, task: Task, keys: set[str]) -> set[tuple[str, str, int]]:
@@ -395,112 +463,142 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
     """
     started = time.perf_counter()
     with Session(engine, expire_on_commit=False) as session:
-        run = session.get(JudgeRun, run_id)
-        if run is None:
-            raise RunSetupError(Reason("no_such_run", run_id=run_id))
-        judge = session.get(Judge, run.judge_id)
-        version = session.get(PromptVersion, judge.prompt_version_id)
-        prompt = session.get(Prompt, version.prompt_id)
-        task = session.get(Task, prompt.task_id)
-        dataset = session.get(Dataset, run.dataset_id)
-        params = dict(run.params or {})
-        options = RunOptions(**params.get("options", {}))
-        scope = Scope(**params.get("scope", {}))
-        rerun = bool(params.get("rerun"))
-        ep = params.get("endpoint", {})
-        endpoint = Endpoint(ep.get("backend", "baseline"), ep.get("base_url", ""), ep.get("model", ""), ep.get("api_key_env"))
-        targets, _ = _targets(session, dataset, task, version, scope, bool(params.get("force")))
-        skipped: dict[str, int] = {}
-        loaded = None
-        if is_metric(task):
-            targets, skipped, loaded = metric_runs.measurable(session, task, targets)
-        if task.kind == "pairwise":  # the orders the run was asked for, so a resume judges the same jobs
-            targets, without = expand_orders(session, targets, params.get("orders") or "both")
-            if without:
-                skipped["without two responses"] = without
-        targets = expand_samples(targets, int(params.get("samples", 1)))
-        if is_extraction(task):
-            done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}  # (target, order, sample) jobs
-        else:
-            done = set() if rerun else done_keys(session, judge, task, {t.key for t in targets})
-        pending = [t for t in targets if t.job not in done]
-        samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
-                   else load_items(session, {t.sample_id for t in pending}))
-        context = version_context(session, version, task)
-        base = Totals(n_done=len(targets) - len(pending), n_errors=0, n_cached=run.n_cached, input_tokens=run.input_tokens,
-                      output_tokens=run.output_tokens, cost=run.cost, calls=int(params.get("calls", 0)),
-                      retries=int(params.get("retries", 0)),
-                      # an extraction takes its unparsed answers again: they are counted anew
-                      n_unparsed=0 if is_extraction(task) else int(params.get("n_unparsed", 0)))
-        base.n_errors = session.exec(select(func.count()).select_from(Verdict).where(
-            Verdict.judge_id == judge.id, Verdict.task_id == task.id, Verdict.status == "error",
-            Verdict.target_key.in_(sorted({t.key for t in targets})))).one() if not rerun else 0
-        run_name = judge.name
-    run.n_total = len(targets)
-    apply = extraction.Applier(judge.name, force=bool(params.get("force"))) if is_extraction(task) else None
-    writer = Writer(engine, run, task, rerun=rerun, base=base, progress=progress, apply=apply, replace=apply is not None)
-    writer.backend_name, writer.model = endpoint.backend, endpoint.model
-    _mark(engine, run_id, status="running", n_total=len(targets), n_done=base.n_done,
+        work = _work(session, run_id)
+    run, task, params = work.run, work.task, work.params
+    run.n_total = len(work.targets)
+    apply = extraction.Applier(work.judge.name, force=bool(params.get("force"))) if is_extraction(task) else None
+    writer = Writer(engine, run, task, rerun=work.rerun, base=work.base, progress=progress, apply=apply,
+                    replace=apply is not None)
+    writer.backend_name, writer.model = work.endpoint.backend, work.endpoint.model
+    _mark(engine, run_id, status="running", n_total=len(work.targets), n_done=work.base.n_done,
           attempts=int(params.get("attempts", 0)) + 1)
-    status, error = "done", ""
-    priced = True
-    call_seconds = 0.0
+    status, error, call_seconds = "done", "", 0.0
     try:
         if is_metric(task):
-            status, error, priced, call_seconds = metric_runs.run_metric(
-                engine, run, writer, task, version, context, endpoint, samples, pending, options,
-                transport=transport, prices=prices, sleep=sleep, seed=seed, limits=limits)
-        elif endpoint.backend == "baseline":
-            _run_baseline(writer, task, version, samples, pending, options)
+            status, error, work.priced, call_seconds = metric_runs.run_metric(
+                engine, run, writer, task, work.version, work.context, work.endpoint, work.samples, work.pending,
+                work.options, transport=transport, prices=prices, sleep=sleep, seed=seed, limits=limits)
+        elif work.endpoint.backend == "baseline":
+            _run_baseline(writer, task, work.version, work.samples, work.pending, work.options)
         else:
-            api_key = read_api_key(endpoint)
-            redact = Redactor(api_key)
-            backend = make_backend(endpoint, version.params, redact=redact, max_answer_bytes=limits.max_answer_bytes)
-            table = prices if prices is not None else load_prices()
-            price = price_for(table, endpoint.model)
-            priced = price is not None
-            renderer = Renderer(version.system, version.template, context, limits)
-            jobs, refused = [], []
-            rendered_once: dict[tuple[str, str], Any] = {}  # --samples K: a target's K calls send the same messages
-            for target in pending:
-                try:
-                    rendered = rendered_once.get((target.key, target.order_key))
-                    if rendered is None:
-                        rendered = rendered_once[(target.key, target.order_key)] = renderer.render(item_for(target, samples))
-                except RenderError as exc:
-                    refused.append(Outcome(target, "error", error=str(exc)))
-                    stop_if_the_template_fails(refused, len(jobs))
-                    continue
-                jobs.append(Job(target, rendered, cache_key(backend, rendered, target.sample_index)))
-            write_in_batches(writer, refused, 500)
-            jobs = _answer_from_cache(engine, writer, task, jobs, options)
-            execution = Execution(engine, run, task, options, writer, backend=backend, price=price,
-                                  sleep=sleep or asyncio.sleep, rng=random.Random(seed))
-            run_coroutine(run_calls(execution, endpoint, api_key, options, transport, deque(jobs)))
-            call_seconds = getattr(execution, "call_seconds", 0.0)
-            if execution.fatal:
-                status, error = "failed", redact(execution.fatal)
-            elif execution.stopped:
-                status, error = "stopped", execution.stopped
+            status, error, call_seconds = _run_http(engine, work, writer, transport=transport, prices=prices, sleep=sleep,
+                                                    seed=seed, limits=limits)
     except (JudgeError, PromptError) as exc:
         status, error = "failed", str(exc)
     except BaseException as exc:
         _finish(engine, run_id, "stopped" if isinstance(exc, KeyboardInterrupt) else "failed",
-                "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}", priced)
+                "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}", work.priced)
         raise
     if status == "done":
-        still = len(pending) - writer.totals.n_done
+        still = len(work.pending) - writer.totals.n_done
         if still > 0:
             status, error = "stopped", f"{still} targets not judged; run again to continue"
-    _finish(engine, run_id, status, error, priced)
+    _finish(engine, run_id, status, error, work.priced)
     with Session(engine) as session:
         final = session.get(JudgeRun, run_id)
         t = writer.totals
-        return RunSummary(run_id, run_name, final.status, final.n_total, final.n_done, t.n_ok, t.n_unparsed, t.n_errors,
-                          t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
-                          time.perf_counter() - started, final.error, priced, call_seconds, skipped,
+        return RunSummary(run_id, work.judge.name, final.status, final.n_total, final.n_done, t.n_ok, t.n_unparsed,
+                          t.n_errors, t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
+                          time.perf_counter() - started, final.error, work.priced, call_seconds, work.skipped,
                           params.get("orders") if task.kind == "pairwise" else None,
-                          earlier=base.n_done, retried_errors=t.n_retried_errors, samples=int(params.get("samples", 1)))
+                          earlier=work.base.n_done, retried_errors=t.n_retried_errors, samples=int(params.get("samples", 1)))
+
+
+@dataclass
+class _Work:
+    """What a run still has to do, read once from the database: its jobs, their items, and what earlier attempts counted."""
+
+    run: JudgeRun
+    judge: Judge
+    version: PromptVersion
+    task: Task
+    params: dict[str, Any]
+    options: RunOptions
+    rerun: bool
+    endpoint: Endpoint
+    targets: list[Target]
+    skipped: dict[str, int]
+    pending: list[Target]
+    samples: dict[int, dict[str, Any]]
+    context: Any
+    base: Totals
+    priced: bool = True  # whether the model has a price (set once the calls are set up)
+
+
+def _work(session: Session, run_id: int) -> _Work:
+    """Read a run's request back from its params and return what it still lacks (the same jobs a resume judges)."""
+    run = session.get(JudgeRun, run_id)
+    if run is None:
+        raise RunSetupError(Reason("no_such_run", run_id=run_id))
+    judge = session.get(Judge, run.judge_id)
+    version = session.get(PromptVersion, judge.prompt_version_id)
+    task = session.get(Task, session.get(Prompt, version.prompt_id).task_id)
+    params = dict(run.params or {})
+    rerun = bool(params.get("rerun"))
+    ep = params.get("endpoint", {})
+    endpoint = Endpoint(ep.get("backend", "baseline"), ep.get("base_url", ""), ep.get("model", ""), ep.get("api_key_env"))
+    targets, _ = _targets(session, session.get(Dataset, run.dataset_id), task, version, Scope(**params.get("scope", {})),
+                          bool(params.get("force")))
+    skipped: dict[str, int] = {}
+    loaded = None
+    if is_metric(task):
+        targets, skipped, loaded = metric_runs.measurable(session, task, targets)
+    if task.kind == "pairwise":  # the orders the run was asked for, so a resume judges the same jobs
+        targets, without = expand_orders(session, targets, params.get("orders") or "both")
+        if without:
+            skipped["without two responses"] = without
+    targets = expand_samples(targets, int(params.get("samples", 1)))
+    done = _done_jobs(session, task, judge, targets, rerun=rerun)
+    pending = [t for t in targets if t.job not in done]
+    samples = ({t.sample_id: loaded[t.sample_id] for t in pending} if loaded is not None
+               else load_items(session, {t.sample_id for t in pending}))
+    base = Totals(n_done=len(targets) - len(pending), n_errors=0, n_cached=run.n_cached, input_tokens=run.input_tokens,
+                  output_tokens=run.output_tokens, cost=run.cost, calls=int(params.get("calls", 0)),
+                  retries=int(params.get("retries", 0)),
+                  # an extraction takes its unparsed answers again: they are counted anew
+                  n_unparsed=0 if is_extraction(task) else int(params.get("n_unparsed", 0)))
+    base.n_errors = session.exec(select(func.count()).select_from(Verdict).where(
+        Verdict.judge_id == judge.id, Verdict.task_id == task.id, Verdict.status == "error",
+        Verdict.target_key.in_(sorted({t.key for t in targets})))).one() if not rerun else 0
+    return _Work(run, judge, version, task, params, RunOptions(**params.get("options", {})), rerun, endpoint, targets,
+                 skipped, pending, samples, version_context(session, version, task), base)
+
+
+def _run_http(engine: Engine, work: _Work, writer: Writer, *, transport: httpx.AsyncBaseTransport | None,
+              prices: dict[str, Price] | None, sleep: Callable[[float], Awaitable[Any]] | None, seed: int | None,
+              limits: Limits) -> tuple[str, str, float]:
+    """Render the pending jobs, answer what the cache holds, call the endpoint for the rest; return
+    (status, error, seconds in calls)."""
+    endpoint, version, options = work.endpoint, work.version, work.options
+    api_key = read_api_key(endpoint)
+    redact = Redactor(api_key)
+    backend = make_backend(endpoint, version.params, redact=redact, max_answer_bytes=limits.max_answer_bytes)
+    price = price_for(prices if prices is not None else load_prices(), endpoint.model)
+    work.priced = price is not None
+    renderer = Renderer(version.system, version.template, work.context, limits)
+    jobs, refused = [], []
+    rendered_once: dict[tuple[str, str], Any] = {}  # --samples K: a target's K calls send the same messages
+    for target in work.pending:
+        try:
+            rendered = rendered_once.get((target.key, target.order_key))
+            if rendered is None:
+                rendered = rendered_once[(target.key, target.order_key)] = renderer.render(item_for(target, work.samples))
+        except RenderError as exc:
+            refused.append(Outcome(target, "error", error=str(exc)))
+            stop_if_the_template_fails(refused, len(jobs))
+            continue
+        jobs.append(Job(target, rendered, cache_key(backend, rendered, target.sample_index)))
+    write_in_batches(writer, refused, 500)
+    jobs = _answer_from_cache(engine, writer, work.task, jobs, options)
+    execution = Execution(engine, work.run, work.task, options, writer, backend=backend, price=price,
+                          sleep=sleep or asyncio.sleep, rng=random.Random(seed))
+    run_coroutine(run_calls(execution, endpoint, api_key, options, transport, deque(jobs)))
+    call_seconds = getattr(execution, "call_seconds", 0.0)
+    if execution.fatal:
+        return "failed", redact(execution.fatal), call_seconds
+    if execution.stopped:
+        return "stopped", execution.stopped, call_seconds
+    return "done", "", call_seconds
 
 
 def split_cached(engine: Engine, task: Task, jobs: list[Job]) -> tuple[list[Job], list[Outcome]]:

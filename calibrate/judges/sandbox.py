@@ -35,7 +35,9 @@ huge allocation, so the two are closed differently:
 - **Shared context.** The environment is immutable (`ImmutableSandboxedEnvironment`): a template
   cannot `append` to `task.labels` or `update` the metadata another item will see.
 
-Data passed in (the sample's question, contexts…) is not built by the template and is bounded by
+How big a value would print, and how deeply it nests, is measured without printing or following
+it (calibrate/judges/value_sizes.py). Data passed in (the sample's question, contexts…) is not
+built by the template and is bounded by
 the importer's limits; only what the template makes of it is counted.
 And whatever these checks miss, the process pays for: renders of user templates run in worker
 processes (calibrate.judges.render_pool) unless `Limits.isolated` is False (inside a worker).
@@ -48,7 +50,7 @@ import inspect
 import re
 import time
 import types
-from collections import abc, deque
+from collections import abc
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -58,10 +60,11 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.filters import make_attrgetter
 from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
-from jinja2.utils import Namespace, generate_lorem_ipsum
+from jinja2.utils import generate_lorem_ipsum
 from markupsafe import Markup
 
 from calibrate.judges.errors import RenderError
+from calibrate.judges.value_sizes import list_depth, measure, nesting_depth, printed_size
 from calibrate.reasons import Reason
 
 DEFAULT_SECONDS = 2.0
@@ -197,111 +200,6 @@ def render(template: Template, context: dict[str, Any], limits: Limits, *, part:
         _ACTIVE.reset(token)
 
 
-# --------------------------------------------------------------------------- sizes
-
-
-def printed_size(value: Any, limit: int, known: dict[int, tuple[Any, int]] | None = None) -> int:
-    """Return about how many characters `str(value)` makes, stopping as soon as it exceeds `limit`.
-
-    Iterative (a deeply nested list is no RecursionError) and bounded: every element visited
-    adds at least one character, so a shared or cyclic structure costs at most `limit` steps.
-    `known` holds sizes already measured (id → (container, size)).
-    """
-    return _measure(value, limit, known)[0]
-
-
-def _measure(value: Any, limit: int, known: dict[int, tuple[Any, int]] | None) -> tuple[int, bool]:
-    """Return (printed size, whether a namespace was met: its size may change, so it is not to be remembered)."""
-    if type(value) is str:
-        return len(value), False
-    total = 0
-    mutable = False
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        hit = known.get(id(item)) if known else None
-        if hit is not None and hit[0] is item:
-            total += hit[1]
-        elif isinstance(item, str):
-            total += len(item) + 2
-        elif isinstance(item, (bytes, bytearray)):
-            total += 4 * len(item) + 3
-        elif item is None or isinstance(item, bool):
-            total += 5
-        elif isinstance(item, int):
-            total += item.bit_length() // 3 + 2
-        elif isinstance(item, float):
-            total += 24
-        elif isinstance(item, abc.Mapping):
-            total += 2 + 4 * len(item)
-            if total <= limit:
-                for key, inner in item.items():
-                    stack.append(key)
-                    stack.append(inner)
-        elif isinstance(item, (list, tuple, set, frozenset, deque, abc.MappingView)):
-            total += 2 + 2 * len(item)
-            if total <= limit:
-                stack.extend(item)
-        elif isinstance(item, Namespace):  # `{% set ns.x = … %}` changes it after it was measured
-            mutable = True
-            total += 12
-            stack.append(object.__getattribute__(item, "_Namespace__attrs"))
-        else:  # ranges, loops, macros, generators, cyclers: their text is short
-            total += 32
-        if total > limit:
-            return total, mutable
-    return total, mutable
-
-
-def nesting_depth(value: Any, limit: int, known: dict[int, tuple[Any, int]] | None = None, *, steps: int) -> int:
-    """Return how deeply lists, tuples, sets, dicts (keys too) and namespaces nest in `value`, stopping beyond
-    `limit` levels or `steps` elements visited (then the depth found so far, at least `limit` + 1 for a cycle).
-
-    Iterative, so a structure deeper than Python's own recursion limit is measured, never followed
-    by C code that would overflow the stack (hashing, printing, comparing a 160,000-level tuple
-    crashes the interpreter). `known`: depths already measured (id → (container, depth)).
-    """
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack and steps > 0:
-        item, depth = stack.pop()
-        steps -= 1
-        hit = known.get(id(item)) if known else None
-        if hit is not None and hit[0] is item:
-            deepest = max(deepest, depth - 1 + hit[1])
-        elif isinstance(item, abc.Mapping):
-            deepest = max(deepest, depth)
-            for key, inner in item.items():
-                stack.append((key, depth + 1))
-                stack.append((inner, depth + 1))
-        elif isinstance(item, (list, tuple, set, frozenset, deque)):
-            deepest = max(deepest, depth)
-            stack.extend((inner, depth + 1) for inner in item)
-        elif isinstance(item, Namespace):
-            deepest = max(deepest, depth)
-            stack.append((object.__getattribute__(item, "_Namespace__attrs"), depth + 1))
-        if deepest > limit:
-            return deepest
-    return deepest
-
-
-def _nesting(value: Any, limit: int) -> int:
-    """Return how deeply lists and dicts nest in `value` (for |pprint and |tojson, which indent by depth)."""
-    deepest = 0
-    stack = [(value, 1)]
-    steps = 0
-    while stack and steps <= limit:
-        item, depth = stack.pop()
-        steps += 1
-        if isinstance(item, abc.Mapping):
-            deepest = max(deepest, depth)
-            stack.extend((inner, depth + 1) for inner in item.values())
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            deepest = max(deepest, depth)
-            stack.extend((inner, depth + 1) for inner in item)
-    return deepest
-
-
 def _whole(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be a whole number, got {type(value).__name__}")
@@ -428,7 +326,7 @@ def _account(budget: _Budget, result: Any, what: Reason | str, inputs: tuple = (
         if not any(result is value for value in inputs):
             budget.spend(len(result), what)
     elif isinstance(result, (list, tuple, dict, set, frozenset)):
-        size, mutable = _measure(result, budget.limits.work_chars, budget.sizes)
+        size, mutable = measure(result, budget.limits.work_chars, budget.sizes)
         if size > budget.limits.work_chars:
             raise RenderError(Reason("render_prints", what=what, limit=budget.limits.work_chars, factor=WORK_FACTOR))
         depth = nesting_depth(result, budget.limits.max_depth, budget.depths, steps=max(size, 1) * 2)
@@ -517,11 +415,11 @@ def _filter_checks() -> dict[str, abc.Callable[[_Budget, dict[str, Any]], None]]
         step = len(indent) if isinstance(indent, str) else _whole(indent or 0, "|tojson's indent")
         size = budget.size(a["value"])
         # \uXXXX escapes make up to 6 characters of one; an indented line is indented by its depth.
-        budget.allow(6 * size + (size * max(0, step) * _nesting(a["value"], size) if step else 0), "|tojson")
+        budget.allow(6 * size + (size * max(0, step) * list_depth(a["value"], size) if step else 0), "|tojson")
 
     def pprint(budget: _Budget, a: dict[str, Any]) -> None:
         size = budget.size(a["value"])
-        budget.allow(2 * size + size * _nesting(a["value"], size), "|pprint")
+        budget.allow(2 * size + size * list_depth(a["value"], size), "|pprint")
 
     def urlize(budget: _Budget, a: dict[str, Any]) -> None:
         text = a["value"] if isinstance(a["value"], str) else ""

@@ -48,7 +48,8 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
-from calibrate.tasks import METRIC_TASKS, canonical_claims, is_extraction, is_rewrite
+from calibrate.task_values import canonical_claims, is_extraction, is_rewrite
+from calibrate.tasks import METRIC_TASKS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -182,15 +183,46 @@ def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *,
 
 
 def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str | None, within: list[str]) -> ExampleRow:
+    """Return the example one `SAMPLE[:N]` reference names, with the human gold value; refuse what cannot be one."""
+    external, position = _ref_parts(task, spec)
+    sample = _example_sample(session, spec, external, dataset, within)
+    claim_id = context_id = None
+    if task.target == "claim":
+        claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()
+        if claim is None:
+            raise PromptError(Reason("fewshot_no_claim", ref=spec.ref, sample=external, position=position))
+        claim_id, key = claim.id, f"claim:{claim.id}"
+    elif task.target == "context":
+        context = session.exec(select(Context).where(Context.sample_id == sample.id, Context.rank == int(position), Context.active)).first()
+        if context is None:
+            raise PromptError(Reason("fewshot_no_context", ref=spec.ref, sample=external, position=position))
+        context_id, key = context.id, f"context:{context.id}"
+    else:
+        key = f"sample:{sample.id}"
+    if is_extraction(task):
+        return _extraction_example(session, sample, key, spec)
+    value, rationale = human_gold(session, task, key)
+    if value is None:
+        raise PromptError(Reason("fewshot_no_gold", ref=spec.ref, rationale=rationale))
+    return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
+
+
+def _ref_parts(task: Task, spec: FewShotSpec) -> tuple[str, str]:
+    """Return a reference's sample id and claim index or context rank ("" for a sample task)."""
     external, sep, position = spec.ref.rpartition(":") if ":" in spec.ref else (spec.ref, "", "")
-    if task.target == "sample" and sep:
-        # Sample ids may contain ":"; only a trailing number is a claim or context position.
-        external, position, sep = spec.ref, "", ""
-    if task.target != "sample" and not sep:
+    if task.target == "sample":
+        return spec.ref, ""  # sample ids may contain ":"; only a trailing number of a claim or context task is a position
+    if not sep:
         what = Reason("claim_index") if task.target == "claim" else Reason("context_rank")
         raise PromptError(Reason("fewshot_needs_position", ref=spec.ref, task=task.name, target=task.target, what=what))
-    if sep and not (position.isascii() and position.isdigit()):
+    if not (position.isascii() and position.isdigit()):
         raise PromptError(Reason("fewshot_not_index", ref=spec.ref, position=position))
+    return external, position
+
+
+def _example_sample(session: Session, spec: FewShotSpec, external: str, dataset: str | None, within: list[str]) -> Sample:
+    """Return the one sample a reference names (in `dataset`, else among `within`); never one of the test split or a
+    golden set (an example would leak into the figures they give)."""
     query = select(Sample, Dataset.name).join(Dataset).where(Sample.external_id == external, visible_dataset())
     if dataset:
         query = query.where(Dataset.name == dataset)
@@ -211,25 +243,7 @@ def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str |
                           .where(GoldenMember.sample_id == sample.id, col(GoldenMember.retired_in).is_(None))).first()
     if golden is not None:
         raise PromptError(Reason("fewshot_golden", ref=spec.ref, golden=golden))
-    claim_id = context_id = None
-    if task.target == "claim":
-        claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()
-        if claim is None:
-            raise PromptError(Reason("fewshot_no_claim", ref=spec.ref, sample=external, position=position))
-        claim_id, key = claim.id, f"claim:{claim.id}"
-    elif task.target == "context":
-        context = session.exec(select(Context).where(Context.sample_id == sample.id, Context.rank == int(position), Context.active)).first()
-        if context is None:
-            raise PromptError(Reason("fewshot_no_context", ref=spec.ref, sample=external, position=position))
-        context_id, key = context.id, f"context:{context.id}"
-    else:
-        key = f"sample:{sample.id}"
-    if is_extraction(task):
-        return _extraction_example(session, sample, key, spec)
-    value, rationale = human_gold(session, task, key)
-    if value is None:
-        raise PromptError(Reason("fewshot_no_gold", ref=spec.ref, rationale=rationale))
-    return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
+    return sample
 
 
 def _extraction_example(session: Session, sample: Sample, key: str, spec: FewShotSpec) -> ExampleRow:

@@ -9,9 +9,10 @@
 A pass looks at the dataset as it is now: every target of the task (pairwise: every target and
 presentation order) with no verdict of the pinned version — an `error` verdict is taken again,
 as by `judge run` — gets a lease row (`enqueue`). Then the watcher claims rows in small batches
-(`claim`: as many as --concurrency; `FOR UPDATE SKIP LOCKED` on PostgreSQL, under the write lock
-on SQLite), judges them through the runner's own machinery (execution.py: the response cache,
-retries, budgets, adaptive concurrency, per-item errors) and deletes each row in the transaction
+(`claim`: as many as --concurrency, in a write session as every write: db.write_session, whose
+lock makes claims take turns; `FOR UPDATE SKIP LOCKED` stays for a row a writer holds), judges
+them through the runner's own machinery (execution.py: the response cache, retries, budgets,
+adaptive concurrency, per-item errors) and deletes each row in the transaction
 that stores its verdict (the Writer's `release` hook), claiming the next batch as the workers run
 out. A claimed row is held until `expires`; the watcher renews its rows every third of the lease
 while they are in flight, so only a dead watcher's rows expire, and any watcher takes those over.
@@ -47,7 +48,6 @@ carry the extraction's claims (an answer whose extraction failed is taken again 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import threading
 import time
@@ -82,16 +82,25 @@ from calibrate.judges.execution import (
 )
 from calibrate.judges.items import Scope, Target, expand_orders, fewshot_keys, item_for, load_items, select_targets, version_context
 from calibrate.judges.metrics import is_metric
-from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
-from calibrate.judges.runner import RunSpec, RunSummary, done_keys, endpoint_for, skipped_text, split_cached, uses_claims
+from calibrate.judges.runner import (
+    CallSpec,
+    RunSummary,
+    check_endpoint,
+    done_keys,
+    endpoint_for,
+    judge_for,
+    skipped_text,
+    split_cached,
+    uses_claims,
+)
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
-from calibrate.judges.versions import judge_name, resolve_version
+from calibrate.judges.versions import resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
 from calibrate.reasons import Reason
-from calibrate.tasks import is_extraction
+from calibrate.task_values import is_extraction
 
 DEFAULT_EVERY = 30.0
 DEFAULT_LEASE = 60.0
@@ -99,16 +108,10 @@ BACKOFF_MAX_PASSES = 32  # a job failing pass after pass is tried again at most 
 
 
 @dataclass
-class WatchSpec:
-    """What `calibrate watch` asks for (the key is only named, never held)."""
+class WatchSpec(CallSpec):
+    """What `calibrate watch` asks for: a run's call spec (its options' max_calls and max_tokens are the watcher's
+    whole life's), and the pace."""
 
-    dataset: str
-    prompt: str
-    backend: str = "baseline"
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    options: RunOptions = field(default_factory=RunOptions)  # max_calls / max_tokens: the watcher's whole life
     extract: str | None = None  # NAME@V of a claim_extraction version, run first on answers without claims
     every: float = DEFAULT_EVERY  # seconds between passes
     once: bool = False
@@ -160,23 +163,6 @@ def clock(session: Session) -> float:
     return float(session.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one())
 
 
-@contextlib.contextmanager
-def lease_session(engine: Engine) -> Iterator[Session]:
-    """Yield the session a claim runs in, committed at the end: SQLite's write lock (BEGIN IMMEDIATE);
-    on PostgreSQL a plain transaction, without the global write lock: SKIP LOCKED lets claims run side by side."""
-    if is_sqlite(engine):
-        with write_session(engine) as session:
-            yield session
-        return
-    with Session(engine, expire_on_commit=False) as session:
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-
-
 def _done_statuses(extracting: bool) -> tuple[str, ...]:
     # An extraction's unparsed answer is taken again (from the cache); an error verdict always is.
     return ("ok",) if extracting else ("ok", "unparsed")
@@ -196,7 +182,7 @@ def enqueue(engine: Engine, judge: Judge, task: Task, dataset: Dataset, jobs: li
     transaction (a row a live watcher holds is its own to delete).
     """
     done = _done_statuses(extracting)
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         have = set(session.execute(select(WatchLease.target_key, WatchLease.order_key).where(
             WatchLease.judge_id == judge.id, WatchLease.task_id == task.id)).all())
         rows = [{"judge_id": judge.id, "task_id": task.id, "dataset_id": dataset.id, "sample_id": t.sample_id,
@@ -217,7 +203,7 @@ def claim(engine: Engine, judge_id: int, task_id: int, owner: str, n: int, lease
           extracting: bool = False) -> list[tuple[int, str, str]]:
     """Claim up to n free or expired jobs that still have no verdict; return their (lease id, target key, order key)."""
     done = _done_statuses(extracting)
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         now = clock(session)
         picked = (select(WatchLease.id, WatchLease.target_key, WatchLease.order_key)
                   .where(WatchLease.judge_id == judge_id, WatchLease.task_id == task_id, WatchLease.expires < now,
@@ -234,14 +220,14 @@ def claim(engine: Engine, judge_id: int, task_id: int, owner: str, n: int, lease
 
 def renew(engine: Engine, owner: str, lease: float) -> None:
     """Extend every lease this watcher holds (its calls are still in flight)."""
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         session.execute(update(WatchLease).where(WatchLease.owner == owner, WatchLease.expires > 0)
                         .values(expires=clock(session) + lease))
 
 
 def free_leases(engine: Engine, owner: str) -> None:
     """Give back the jobs this watcher claimed but did not judge (a stop, a budget): others take them at once."""
-    with lease_session(engine) as session:
+    with write_session(engine) as session:
         session.execute(update(WatchLease).where(WatchLease.owner == owner).values(owner="", expires=0.0))
 
 
@@ -306,28 +292,13 @@ class Watcher:
             raise RunSetupError(f"--extract {ref} is a prompt of task {task.name}: it needs a prompt of task claim_extraction")
         if not extracting and is_extraction(task):
             raise RunSetupError(f"{ref} extracts claims: give it as --extract, with the prompt that judges the claims as --prompt")
-        run_spec = RunSpec(dataset=self.spec.dataset, prompt=ref, backend=self.spec.backend, model=self.spec.model,
-                           base_url=self.spec.base_url, api_key_env=self.spec.api_key_env)
-        endpoint = endpoint_for(run_spec, version)
-        check_backend_params(endpoint.backend, version.params)
-        read_api_key(endpoint)  # a missing variable is refused now, not at the first call
-        if is_metric(task):
-            metric_runs.check_metric_setup(task, version, endpoint)
-            part = metric_runs.fitted_part(task, version, endpoint)
-            if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
-                raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
-        elif endpoint.backend == "baseline":
-            BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
-        name = judge_name(prompt, version)
-        judge = session.exec(select(Judge).where(Judge.name == name)).first()
-        if judge is None:
-            judge = Judge(name=name, kind="prompt", prompt_version_id=version.id,
-                          description=f"runs of prompt {prompt.name} version {version.number}")
-            session.add(judge)
-            session.flush()
-        elif judge.kind != "prompt" or judge.prompt_version_id != version.id:
-            raise RunSetupError(f"a judge named {name} already exists and is not a run of this version (imported verdicts?)")
-        return _Version(ref, version, task, judge.id, name, endpoint, extracting)
+        endpoint = endpoint_for(self.spec, version)
+        check_endpoint(task, version, endpoint)
+        part = metric_runs.fitted_part(task, version, endpoint) if is_metric(task) else None
+        if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
+            raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
+        judge = judge_for(session, prompt, version)
+        return _Version(ref, version, task, judge.id, judge.name, endpoint, extracting)
 
     # ---- passes
     def passes(self, stop: threading.Event | None = None) -> Iterator[PassSummary]:
@@ -518,7 +489,7 @@ class _Pass:
                 self.known.update({lease_key(t): t for t in jobs})
                 gone = [row[0] for row in unknown if (row[1], row[2]) not in self.known]
                 if gone:
-                    with lease_session(w.engine) as session:
+                    with write_session(w.engine) as session:
                         release_held(session, gone)
             out = []
             for lease_id, key, order_key in rows:
@@ -528,7 +499,7 @@ class _Pass:
                     out.append(target)
             self.claimed += len(out)
             if out and self.run_id is not None:  # the run's n_total: the jobs its pass claimed so far
-                with lease_session(w.engine) as session:
+                with write_session(w.engine) as session:
                     session.execute(update(JudgeRun).where(JudgeRun.id == self.run_id).values(n_total=self.claimed))
             if out:
                 return out

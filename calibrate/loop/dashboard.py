@@ -16,6 +16,7 @@ dataset is a row with a note.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import Session, select
@@ -29,7 +30,9 @@ from calibrate.calibration import (
     DEFAULT_MIN_ITEMS,
     DERIVED_GOLD,
     MIN_ANNOTATORS,
+    AlignmentFrames,
     Options,
+    VersionScores,
     alignment_frames,
     alt_test_block,
     alt_test_labels,
@@ -87,8 +90,9 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason, join
+from calibrate.reports.decisions import decision_text
 from calibrate.reports.estimate_summary import section_estimate
-from calibrate.reports.summary import ceiling, decision_text, reason_text
+from calibrate.reports.summary import ceiling, reason_text
 from calibrate.targets import target_names
 from calibrate.task_scopes import offered_on, offered_task_names
 
@@ -112,7 +116,7 @@ class JudgeRow:
     decision: str | None = None  # pass, fail or undecided on the common targets (calibration/decision.py)
     rule: str = "point"
     labels_to_decide: dict | None = None  # for undecided: about how many more labelled targets would settle it
-    decision_text: str = ""  # the decision in one sentence (reports.summary.decision_text)
+    decision_text: str = ""  # the decision in one sentence (reports.decisions.decision_text)
     own: dict | None = None  # its figure on all its own targets (metric, value, n): secondary
     per_group: list[dict] = field(default_factory=list)  # with group_by: each group's value and CI (common targets)
     alt_test: dict | None = None  # the Alternative Annotator Test on the split (calibration/alttest.py)
@@ -240,55 +244,16 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     base = options or Options()
     dataset = lookup.dataset(session, dataset_name)
     task_row = calibrated_task(session, task)
-    input_errors = []
-    try:
-        check_parameters(epsilon, DEFAULT_ALPHA, None, DEFAULT_MIN_ITEMS)
-    except CalibrationError as exc:  # said on the page; the column uses the default
-        input_errors.append(f"{exc}; the default {DEFAULT_EPSILON} is used")
-        epsilon = DEFAULT_EPSILON
-    splits = dataset_splits(session, dataset)
-    if split is ...:
-        split = opening_split(splits)
-    board = Dashboard(dataset=dataset.name, task=task_row.name, split=split, threshold=base.threshold,
-                      budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower), group_by=group_by or None,
-                      epsilon=epsilon, splits=splits, tasks=offered_task_names(session, dataset.name, calibrated_task_names(session)))
-    board.group_fields = metadata_fields(session, dataset)
-    board.input_errors = input_errors
-    board.has_test = TEST_SPLIT in board.splits
-    board.pairwise, board.order_rule = task_row.kind == "pairwise", base.order_rule
-    board.golden = base.golden
-    board.queue_mode = queue_mode(session, dataset)
     looks = test_looks(session, dataset, task_row)
+    board = _board(session, dataset, task_row, base, split, group_by, epsilon)
     board.test_looks = sum(count for count, _ in looks.values())
-    board.split_looks = version_looks(session, dataset, task_row, split) if split and split != TEST_SPLIT else 0
+    board.split_looks = version_looks(session, dataset, task_row, board.split) if board.split and board.split != TEST_SPLIT else 0
     gold_tasks = [task_row]
     if task_row.name in DERIVED_GOLD:  # a metric task's gold also comes from the claim or context labels
         gold_tasks.append(lookup.task(session, DERIVED_GOLD[task_row.name]))
-    # `calibrate sample --split` splits only the samples it takes: labelled samples left without a split are in no
-    # split's view, and "all samples" is refused when a test split exists. Said on the page, with how to split the rest.
-    unsplit = None
-    if board.splits:
-        board.unsplit_labelled = unsplit_labelled(session, dataset, gold_tasks)
-        if board.unsplit_labelled:
-            unsplit = Reason("unsplit_labelled", count=board.unsplit_labelled, dataset=dataset.name)
-    frozen = frozen_test_reason(dataset.name, split, board.splits)
-    if frozen is not None:
-        board.say(join([frozen, unsplit]) if split is None else frozen)
+    if not _has_labels(session, board, dataset, task_row, gold_tasks, base):
         return board
-    if split and split not in board.splits:
-        board.say(Reason("dashboard_no_split", dataset=dataset.name, split=split, splits=", ".join(board.splits))
-                  if board.splits else Reason("dashboard_no_split_none", dataset=dataset.name, split=split))
-        return board
-    if unsplit is not None and split is not None:
-        board.notice, board.notice_reason = unsplit.text(), unsplit.to_dict()
-    board.n_labelled = sum(_n_labelled(session, dataset, t, split, base.sample_ids) for t in gold_tasks)
-    if board.n_labelled == 0:
-        board.say(Reason("dashboard_no_labels_split", task=task_row.name, split=split, dataset=dataset.name) if split
-                  else Reason("dashboard_no_labels", task=task_row.name, dataset=dataset.name))
-        return board
-    opts = Options(**{**base.__dict__, "split": split, "group_by": None})
-    costs = _costs(session, dataset)
-    triaged = triage_counts(session, dataset, task_row)
+    opts = Options(**{**base.__dict__, "split": board.split, "group_by": None})
     judges = _judges(session, dataset, task_row)
     names = [j.name for j, _, _ in judges if j is not None]
     groups = None
@@ -302,59 +267,9 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     scores = score_versions(session, dataset.name, task_row.name, names, options=opts, groups=groups, frames=frames)
     board.common_targets, board.n_fewshot_common = scores.common_targets, scores.n_fewshot
     board.common_note = reason_text({"note": scores.note, "reason": scores.reason.to_dict() if scores.reason else None})
-    in_split = split_samples(session, dataset, split) if split else None
-    expert_labels = alt_test_labels(session, dataset, task_row, in_split)
-    # fewer than 3 experts: the same undefined block for every row, said once (a judge's few-shots only remove labels)
-    too_few = alt_test_block(task_row, expert_labels, None, set(), epsilon=board.epsilon) \
-        if expert_count(expert_labels) < MIN_ANNOTATORS else None
-    for judge, prompt, version in judges:
-        row = JudgeRow(judge=judge.name if judge else f"{prompt.name}@{version.number}",
-                       kind="prompt" if version is not None else judge.kind,
-                       prompt=prompt.name if prompt else None, version=version.number if version else None)
-        board.rows.append(row)
-        section = scores.common.get(judge.name) if judge is not None else None
-        if judge is None:
-            row.note = f"no run of this version on {dataset.name}"
-            continue
-        row.test_looks, row.test = looks.get(judge.id, (0, None))
-        row.warnings = self_preference_warnings(session, dataset, judge)
-        if section is None:
-            row.note = f"no {task_row.name} verdicts of this judge on {dataset.name}" + (f" in split {split}" if split else "")
-            continue
-        row.ran = True
-        row.triage = triaged.get(judge.id, {})
-        alignment = section["alignment"]
-        row.metric = alignment.get("metric") or ""
-        row.value = alignment.get("value")
-        ci = alignment.get("ci")
-        row.ci = (ci[0], ci[1]) if ci and None not in ci else None
-        row.own = scores.own.get(judge.name)
-        row.n, row.n_fewshot = int(section.get("n") or 0), int((row.own or {}).get("n_fewshot") or 0)
-        row.n_unparsed, row.n_no_gold = int(section.get("n_unparsed") or 0), int((row.own or {}).get("n_no_gold") or 0)
-        row.passed, row.decision, row.rule = section.get("passed"), section.get("decision"), section.get("rule") or board.rule
-        row.labels_to_decide = section.get("labels_to_decide")
-        row.decision_text = decision_text(row.decision or "undefined", row.rule, row.metric, row.value, row.ci, board.threshold,
-                                          row.passed, row.labels_to_decide, note=reason_text(section.get(row.metric)))
-        row.budget = section.get("budget")
-        matrix = (section.get("confusion") or {}).get("matrix")
-        if matrix:
-            row.n_disagree = int(sum(map(sum, matrix)) - sum(matrix[i][i] for i in range(min(len(matrix), len(matrix[0])))))
-        row.per_group = section.get("per_group") or []
-        row.alt_test = too_few or alt_test_block(task_row, expert_labels, frames.verdicts.get(judge.name),
-                                                 frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)
-        row.position = frames.position.get(judge.name)
-        row.estimate = section_estimate(estimate_block(session, dataset.name, task_row, judge.name, split=split,
-                                                       confidence=opts.confidence, order_rule=opts.order_rule))
-        row.cost = costs.get(judge.id, 0.0) if row.kind == "prompt" else None
-        if row.value is None:
-            est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
-            row.note = reason_text(est) or "alignment undefined on these targets"
-    # The budget's candidates as people read them ("demo-004 · claim 1"), in one query per kind.
-    wanted = [key for r in board.rows if r.budget for key in r.budget.get("candidates") or []]
-    names = target_names(session, wanted) if wanted else {}
-    for r in board.rows:
-        if r.budget:
-            r.budget_names = [names.get(key, key) for key in r.budget.get("candidates") or []]
+    rows = _RowMaker(session, board, dataset, task_row, opts, frames, scores, looks)
+    board.rows = [rows.make(judge, prompt, version) for judge, prompt, version in judges]
+    _name_budget_candidates(session, board)
     # The human–human ceiling: the annotators' agreement among themselves (no report), the report's figure.
     human_section = human_agreement(session, dataset.name, task_row.name, split=opts.split, options=opts)
     top = ceiling(human_section) if human_section else None
@@ -363,6 +278,134 @@ def dashboard(session: Session, dataset_name: str, *, task: str = "claim_support
     if not board.rows:
         board.say(Reason("dashboard_no_judges", task=task_row.name, dataset=dataset.name))
     return board
+
+
+def _board(session: Session, dataset: Dataset, task_row: Task, base: Options, split: str | None, group_by: str | None,
+           epsilon: float) -> Dashboard:
+    """Return the dashboard's frame: the dataset's splits and tasks, the options, what the page says of its input."""
+    input_errors = []
+    try:
+        check_parameters(epsilon, DEFAULT_ALPHA, None, DEFAULT_MIN_ITEMS)
+    except CalibrationError as exc:  # said on the page; the column uses the default
+        input_errors.append(f"{exc}; the default {DEFAULT_EPSILON} is used")
+        epsilon = DEFAULT_EPSILON
+    splits = dataset_splits(session, dataset)
+    board = Dashboard(dataset=dataset.name, task=task_row.name, split=opening_split(splits) if split is ... else split,
+                      threshold=base.threshold, budget_half_width=base.budget_half_width, rule=rule_of(base.ci_lower),
+                      group_by=group_by or None, epsilon=epsilon, splits=splits,
+                      tasks=offered_task_names(session, dataset.name, calibrated_task_names(session)))
+    board.group_fields = metadata_fields(session, dataset)
+    board.input_errors = input_errors
+    board.has_test = TEST_SPLIT in board.splits
+    board.pairwise, board.order_rule = task_row.kind == "pairwise", base.order_rule
+    board.golden = base.golden
+    board.queue_mode = queue_mode(session, dataset)
+    return board
+
+
+def _has_labels(session: Session, board: Dashboard, dataset: Dataset, task_row: Task, gold_tasks: list[Task],
+                base: Options) -> bool:
+    """Return whether the split has labels to score judges on; if not, the board says why (the frozen test split, a
+    split that does not exist, no labels) and has no rows."""
+    split = board.split
+    # `calibrate sample --split` splits only the samples it takes: labelled samples left without a split are in no
+    # split's view, and "all samples" is refused when a test split exists. Said on the page, with how to split the rest.
+    unsplit = None
+    if board.splits:
+        board.unsplit_labelled = unsplit_labelled(session, dataset, gold_tasks)
+        if board.unsplit_labelled:
+            unsplit = Reason("unsplit_labelled", count=board.unsplit_labelled, dataset=dataset.name)
+    frozen = frozen_test_reason(dataset.name, split, board.splits)
+    if frozen is not None:
+        board.say(join([frozen, unsplit]) if split is None else frozen)
+        return False
+    if split and split not in board.splits:
+        board.say(Reason("dashboard_no_split", dataset=dataset.name, split=split, splits=", ".join(board.splits))
+                  if board.splits else Reason("dashboard_no_split_none", dataset=dataset.name, split=split))
+        return False
+    if unsplit is not None and split is not None:
+        board.notice, board.notice_reason = unsplit.text(), unsplit.to_dict()
+    board.n_labelled = sum(_n_labelled(session, dataset, t, split, base.sample_ids) for t in gold_tasks)
+    if board.n_labelled == 0:
+        board.say(Reason("dashboard_no_labels_split", task=task_row.name, split=split, dataset=dataset.name) if split
+                  else Reason("dashboard_no_labels", task=task_row.name, dataset=dataset.name))
+        return False
+    return True
+
+
+class _RowMaker:
+    """Makes the dashboard's row of each judge from what the board read once (scores, frames, costs, triage, experts)."""
+
+    def __init__(self, session: Session, board: Dashboard, dataset: Dataset, task_row: Task, opts: Options,
+                 frames: AlignmentFrames, scores: VersionScores, looks: dict[int, tuple[int, Any]]) -> None:
+        self.session, self.board, self.dataset, self.task_row, self.opts = session, board, dataset, task_row, opts
+        self.frames, self.scores, self.looks = frames, scores, looks
+        self.costs = _costs(session, dataset)
+        self.triaged = triage_counts(session, dataset, task_row)
+        in_split = split_samples(session, dataset, board.split) if board.split else None
+        self.expert_labels = alt_test_labels(session, dataset, task_row, in_split)
+        # fewer than 3 experts: the same undefined block for every row, said once (a judge's few-shots only remove labels)
+        self.too_few = alt_test_block(task_row, self.expert_labels, None, set(), epsilon=board.epsilon) \
+            if expert_count(self.expert_labels) < MIN_ANNOTATORS else None
+
+    def make(self, judge: Judge | None, prompt: Prompt | None, version: PromptVersion | None) -> JudgeRow:
+        """Return a judge's row: its alignment on the common targets and its own, decision, budget, alt-test, cost."""
+        board, dataset, task_row, split = self.board, self.dataset, self.task_row, self.board.split
+        row = JudgeRow(judge=judge.name if judge else f"{prompt.name}@{version.number}",
+                       kind="prompt" if version is not None else judge.kind,
+                       prompt=prompt.name if prompt else None, version=version.number if version else None)
+        if judge is None:
+            row.note = f"no run of this version on {dataset.name}"
+            return row
+        row.test_looks, row.test = self.looks.get(judge.id, (0, None))
+        row.warnings = self_preference_warnings(self.session, dataset, judge)
+        section = self.scores.common.get(judge.name)
+        if section is None:
+            row.note = f"no {task_row.name} verdicts of this judge on {dataset.name}" + (f" in split {split}" if split else "")
+            return row
+        row.ran = True
+        row.triage = self.triaged.get(judge.id, {})
+        self._alignment(row, section, self.scores.own.get(judge.name))
+        row.alt_test = self.too_few or alt_test_block(task_row, self.expert_labels, self.frames.verdicts.get(judge.name),
+                                                      self.frames.fewshot.get(judge.name, set()), epsilon=board.epsilon)
+        row.position = self.frames.position.get(judge.name)
+        row.estimate = section_estimate(estimate_block(self.session, dataset.name, task_row, judge.name, split=split,
+                                                       confidence=self.opts.confidence, order_rule=self.opts.order_rule))
+        row.cost = self.costs.get(judge.id, 0.0) if row.kind == "prompt" else None
+        if row.value is None:
+            est = section.get("cohen_kappa") or section.get("spearman_rho") or {}
+            row.note = reason_text(est) or "alignment undefined on these targets"
+        return row
+
+    def _alignment(self, row: JudgeRow, section: dict[str, Any], own: dict[str, Any] | None) -> None:
+        """Fill a row's alignment on the common targets: value, CI, counts, decision and its sentence, budget, disagreements."""
+        alignment = section["alignment"]
+        row.metric = alignment.get("metric") or ""
+        row.value = alignment.get("value")
+        ci = alignment.get("ci")
+        row.ci = (ci[0], ci[1]) if ci and None not in ci else None
+        row.own = own
+        row.n, row.n_fewshot = int(section.get("n") or 0), int((own or {}).get("n_fewshot") or 0)
+        row.n_unparsed, row.n_no_gold = int(section.get("n_unparsed") or 0), int((own or {}).get("n_no_gold") or 0)
+        row.passed, row.decision, row.rule = section.get("passed"), section.get("decision"), section.get("rule") or self.board.rule
+        row.labels_to_decide = section.get("labels_to_decide")
+        row.decision_text = decision_text(row.decision or "undefined", row.rule, row.metric, row.value, row.ci,
+                                          self.board.threshold, row.passed, row.labels_to_decide,
+                                          note=reason_text(section.get(row.metric)))
+        row.budget = section.get("budget")
+        matrix = (section.get("confusion") or {}).get("matrix")
+        if matrix:
+            row.n_disagree = int(sum(map(sum, matrix)) - sum(matrix[i][i] for i in range(min(len(matrix), len(matrix[0])))))
+        row.per_group = section.get("per_group") or []
+
+
+def _name_budget_candidates(session: Session, board: Dashboard) -> None:
+    """Give the budget's candidates as people read them ("demo-004 · claim 1"), in one query per kind."""
+    wanted = [key for r in board.rows if r.budget for key in r.budget.get("candidates") or []]
+    names = target_names(session, wanted) if wanted else {}
+    for r in board.rows:
+        if r.budget:
+            r.budget_names = [names.get(key, key) for key in r.budget.get("candidates") or []]
 
 
 def alt_test_on_split(session: Session, dataset_name: str, judge_name: str, *, task: str = "claim_support",

@@ -63,7 +63,7 @@ from calibrate.models import (
 from calibrate.reasons import Reason
 from calibrate.stats import drift as drift_stats
 from calibrate.stats import refresh as refresh_stats
-from calibrate.tasks import format_number
+from calibrate.task_values import format_number
 
 NAME_MAX = 100
 MAX_AGE_DAYS = 90

@@ -72,7 +72,8 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.stats import ADJUSTMENTS
-from calibrate.tasks import METRIC_TASKS, is_rewrite
+from calibrate.task_values import is_rewrite
+from calibrate.tasks import METRIC_TASKS
 
 STRATEGIES = ("fewshot", "rewrite")
 STOP_CODES = ("target_reached", "budget", "max_candidates", "no_improvement", "cannot_reach", "ceiling_below_target",

@@ -25,7 +25,7 @@ from calibrate.calibration import (
 from calibrate.errors import CalibrationError
 from calibrate.models import Dataset, Label, Sample, StaleVerdict, Task, TestEvaluation, Verdict
 from calibrate.reasons import Reason
-from calibrate.reports.summary import decision_text
+from calibrate.reports.decisions import decision_text
 
 
 def dataset_splits(session: Session, dataset: Dataset) -> list[str]:
@@ -117,7 +117,7 @@ def evaluate_on_test(session: Session, dataset_name: str, judge_name: str, *, ta
 
 
 def look_text(row: TestEvaluation) -> str:
-    """Return a recorded look at the test split in words, with its three-state decision (reports.summary.decision_text).
+    """Return a recorded look at the test split in words, with its three-state decision (reports.decisions.decision_text).
 
     Looks recorded before the decision was kept (revision 0004) say passed or not passed only.
     """

@@ -474,70 +474,107 @@ def windows_chart(points: Sequence[WindowPoint], *, minimum: float | None = None
 
     A share's axis runs from 0 to 1; a mean's from its data. Readable at 390 px: the SVG scales (viewBox), and only every
     k-th window is labelled when there are many."""
-    numbers = [v for p in points for v in (p.value, p.judge_only, *(p.ci or ())) if _finite(v)]
-    if _finite(minimum):
-        numbers.append(float(minimum))
-    if share or not numbers:
-        lo, hi = 0.0, 1.0
-    else:
-        span = max(max(numbers) - min(numbers), 0.1)
-        lo, hi = min(numbers) - span * 0.1, max(numbers) + span * 0.1
-    left, top, plot_h, bottom, right = 64.0, 16.0, 180.0, 50.0, 96.0
-    plot_w = 320.0  # about 480 wide in all: on a 390 px phone the text stays near 10 px
-    column = min(18.0, plot_w / max(len(points), 1) * 0.6)
-    width, height = left + plot_w + right, top + plot_h + bottom
-    sx, sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
+    lo, hi = _window_range(points, minimum, share)
+    frame = _WindowFrame(points, left=64.0, top=16.0, plot_w=320.0, plot_h=180.0, lo=lo, hi=hi)
+    left, top, plot_w, plot_h, sy = frame.left, frame.top, frame.plot_w, frame.plot_h, frame.sy
+    width, height = left + plot_w + 96.0, top + plot_h + 50.0  # about 480 wide in all: on a 390 px phone the text stays near 10 px
 
     body = []
     for tick in _ticks(lo, hi, integers=False):
         body.append(f'<line x1="{_f(left)}" y1="{_f(sy(tick))}" x2="{_f(left + plot_w)}" y2="{_f(sy(tick))}" stroke="{GRID}" stroke-width="0.6"/>')
         body.append(_text(left - 6, sy(tick) + 4, number(tick, 2 if share else 1), anchor="end", fill=MUTED))
-    for i, p in enumerate(points):
-        if not _finite(p.value):  # no estimate: a grey column says why, so a gap is never mistaken for a line's end
-            x = sx(i)
-            body.append(f'<rect class="no-estimate" x="{_f(x - column / 2)}" y="{_f(top)}" width="{_f(column)}" height="{_f(plot_h)}" fill="{GRID}" '
-                        f'fill-opacity="0.5"><title>{_e(f"{p.label}: {too_few_label}")}</title></rect>')
-            if column >= 8:
-                body.append(_text(x, top + plot_h - 6, "?", anchor="middle", fill=MUTED, weight="600"))
-    runs: list[list[int]] = [[]]
-    for i, p in enumerate(points):  # the band and the line break where a window has no estimate
-        if _finite(p.value) and p.ci and all(_finite(v) for v in p.ci):
-            runs[-1].append(i)
-        elif runs[-1]:
-            runs.append([])
-    for run in runs:
-        if len(run) > 1:
-            upper = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[1]))}" for i in run)
-            lower = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[0]))}" for i in reversed(run))
-            body.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" stroke="none">'
-                        f'<title>{_e(ci_label)}</title></polygon>')
-            path = " ".join(f"{_f(sx(i))},{_f(sy(points[i].value))}" for i in run)
-            body.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
+    body += frame.no_estimate(too_few_label)
+    body += frame.bands(ci_label)
     judged = [(i, p) for i, p in enumerate(points) if _finite(p.judge_only)]
-    if len(judged) > 1:
-        path = " ".join(f"{_f(sx(i))},{_f(sy(p.judge_only))}" for i, p in judged)
-        body.append(f'<polyline class="judge-only" points="{path}" fill="none" stroke="{JUDGE_COLOUR}" stroke-width="1.4" '
-                    f'stroke-dasharray="4 3"><title>{_e(judge_label)}</title></polyline>')
-    if judged:
-        last_i, last = judged[-1]
-        body.append(_text(left + plot_w + 8, sy(last.judge_only) + 4, judge_label, fill=JUDGE_COLOUR))
+    body += frame.judge_line(judged, judge_label)
     if _finite(minimum):
         my = sy(float(minimum))
         body.append(f'<line class="minimum" x1="{_f(left)}" y1="{_f(my)}" x2="{_f(left + plot_w)}" y2="{_f(my)}" '
                     f'stroke="{THRESHOLD_COLOUR}" stroke-width="1.6" stroke-dasharray="6 4"/>')
         body.append(_text(left + plot_w + 8, my + 4 + (14 if judged and abs(sy(judged[-1][1].judge_only) - my) < 14 else 0),
                           f"{minimum_label} {number(float(minimum), 2)}", fill=THRESHOLD_COLOUR, weight="600"))
-    every = max(1, math.ceil(len(points) / 6))  # at most six labels along the axis
-    for i, p in enumerate(points):
-        x = sx(i)
-        if i % every == 0 or i == len(points) - 1:
-            body.append(_text(x, top + plot_h + 16, _clip(p.label, 10), anchor="end", fill=MUTED, title=p.label, size=11,
-                              extra=f' transform="rotate(-25 {_f(x)} {_f(top + plot_h + 16)})"'))
-        if _finite(p.value):
-            ci_text = " " + interval(p.ci) if p.ci and all(_finite(v) for v in p.ci) else ""
-            colour = STATUS_COLOURS.get(p.status, MUTED)
-            body.append(f'<circle class="estimate status-{_e(p.status.replace(" ", "-"))}" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" '
-                        f'fill="{colour}" stroke="#ffffff" stroke-width="1.5">'
-                        f'<title>{_e(f"{p.label}: {number(p.value)}{ci_text} ({p.word or p.status})")}</title></circle>')
+    body += frame.estimates()
     label = i18n.gettext("%(metric)s per window with %(ci)s", metric=metric, ci=ci_label)
     return _svg(width, height, body, label=label, kind="windows")
+
+
+def _window_range(points: Sequence[WindowPoint], minimum: float | None, share: bool) -> tuple[float, float]:
+    """Return the windows chart's axis: 0 to 1 for a share (or without numbers), else the data's range and a margin."""
+    numbers = [v for p in points for v in (p.value, p.judge_only, *(p.ci or ())) if _finite(v)]
+    if _finite(minimum):
+        numbers.append(float(minimum))
+    if share or not numbers:
+        return 0.0, 1.0
+    span = max(max(numbers) - min(numbers), 0.1)
+    return min(numbers) - span * 0.1, max(numbers) + span * 0.1
+
+
+class _WindowFrame:
+    """The windows chart's plot area and its parts, each a list of SVG elements in drawing order."""
+
+    def __init__(self, points: Sequence[WindowPoint], *, left: float, top: float, plot_w: float, plot_h: float,
+                 lo: float, hi: float) -> None:
+        self.points, self.left, self.top, self.plot_w, self.plot_h = points, left, top, plot_w, plot_h
+        self.column = min(18.0, plot_w / max(len(points), 1) * 0.6)
+        self.sx, self.sy = _series_axes(len(points), left=left, top=top, plot_w=plot_w, plot_h=plot_h, lo=lo, hi=hi)
+
+    def no_estimate(self, too_few_label: str) -> list[str]:
+        """A grey column at each window without an estimate, so a gap is never mistaken for a line's end."""
+        out, column, top, plot_h = [], self.column, self.top, self.plot_h
+        for i, p in enumerate(self.points):
+            if _finite(p.value):
+                continue
+            x = self.sx(i)
+            out.append(f'<rect class="no-estimate" x="{_f(x - column / 2)}" y="{_f(top)}" width="{_f(column)}" height="{_f(plot_h)}" fill="{GRID}" '
+                       f'fill-opacity="0.5"><title>{_e(f"{p.label}: {too_few_label}")}</title></rect>')
+            if column >= 8:
+                out.append(_text(x, top + plot_h - 6, "?", anchor="middle", fill=MUTED, weight="600"))
+        return out
+
+    def bands(self, ci_label: str) -> list[str]:
+        """The CI band and the estimate's line, broken where a window has no estimate."""
+        points, sx, sy = self.points, self.sx, self.sy
+        runs: list[list[int]] = [[]]
+        for i, p in enumerate(points):
+            if _finite(p.value) and p.ci and all(_finite(v) for v in p.ci):
+                runs[-1].append(i)
+            elif runs[-1]:
+                runs.append([])
+        out = []
+        for run in (run for run in runs if len(run) > 1):
+            upper = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[1]))}" for i in run)
+            lower = " ".join(f"{_f(sx(i))},{_f(sy(points[i].ci[0]))}" for i in reversed(run))
+            out.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{POINT_COLOUR}" fill-opacity="0.15" stroke="none">'
+                       f'<title>{_e(ci_label)}</title></polygon>')
+            path = " ".join(f"{_f(sx(i))},{_f(sy(points[i].value))}" for i in run)
+            out.append(f'<polyline class="trend" points="{path}" fill="none" stroke="{POINT_COLOUR}" stroke-width="1.6"/>')
+        return out
+
+    def judge_line(self, judged: list[tuple[int, WindowPoint]], judge_label: str) -> list[str]:
+        """The judge-only number as a dashed grey line, named at its last window."""
+        out = []
+        if len(judged) > 1:
+            path = " ".join(f"{_f(self.sx(i))},{_f(self.sy(p.judge_only))}" for i, p in judged)
+            out.append(f'<polyline class="judge-only" points="{path}" fill="none" stroke="{JUDGE_COLOUR}" stroke-width="1.4" '
+                       f'stroke-dasharray="4 3"><title>{_e(judge_label)}</title></polyline>')
+        if judged:
+            out.append(_text(self.left + self.plot_w + 8, self.sy(judged[-1][1].judge_only) + 4, judge_label, fill=JUDGE_COLOUR))
+        return out
+
+    def estimates(self) -> list[str]:
+        """Every k-th window's label along the axis (six at most), and each estimate as a point coloured by its status."""
+        points, sx, sy, base = self.points, self.sx, self.sy, self.top + self.plot_h + 16
+        every = max(1, math.ceil(len(points) / 6))
+        out = []
+        for i, p in enumerate(points):
+            x = sx(i)
+            if i % every == 0 or i == len(points) - 1:
+                out.append(_text(x, base, _clip(p.label, 10), anchor="end", fill=MUTED, title=p.label, size=11,
+                                 extra=f' transform="rotate(-25 {_f(x)} {_f(base)})"'))
+            if _finite(p.value):
+                ci_text = " " + interval(p.ci) if p.ci and all(_finite(v) for v in p.ci) else ""
+                colour = STATUS_COLOURS.get(p.status, MUTED)
+                out.append(f'<circle class="estimate status-{_e(p.status.replace(" ", "-"))}" cx="{_f(x)}" cy="{_f(sy(p.value))}" r="5" '
+                           f'fill="{colour}" stroke="#ffffff" stroke-width="1.5">'
+                           f'<title>{_e(f"{p.label}: {number(p.value)}{ci_text} ({p.word or p.status})")}</title></circle>')
+        return out

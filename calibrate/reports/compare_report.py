@@ -12,8 +12,9 @@ from typing import Any
 
 from calibrate import __version__, i18n
 from calibrate.reports import summary
+from calibrate.reports.decisions import decision_text
 from calibrate.reports.html_report import environment
-from calibrate.reports.summary import decision_text, reason_text
+from calibrate.reports.summary import reason_text
 from calibrate.targets import target_name
 
 FORMATS = ("json", "html", "md")
@@ -49,7 +50,7 @@ def headline(section: dict) -> str:
 
 
 def judge_decision(section: dict, side: str, threshold: float | None) -> str:
-    """Return one judge's decision on the common targets in words (reports.summary.decision_text)."""
+    """Return one judge's decision on the common targets in words (reports.decisions.decision_text)."""
     est = section[side]
     if threshold is None:
         return "no threshold"

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from calibrate import PROJECT_ROOT, __version__, i18n
 from calibrate.reports import charts, rag_summary, summary
+from calibrate.reports import decisions as decided
 from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 from calibrate.targets import target_name
 
@@ -49,9 +50,9 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
     """Return the template context of a report: every number already worded by `summary`."""
     data = report.data
     when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
-    decisions = summary.decisions(data)
-    outcome, why = summary.overall(data)
-    state, state_why = summary.overall_decision(data)
+    decisions = decided.decisions(data)
+    outcome, why = decided.overall(data)
+    state, state_why = decided.overall_decision(data)
     ci_label = summary.confidence_text(data)
     judged = [d for d in decisions if d.outcome != "not judged"]
     chart = None
@@ -87,7 +88,7 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
 def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
     """Return what the template shows for one task."""
     data = report.data
-    decision = summary.decision(name, section, data)
+    decision = decided.decision(name, section, data)
     judged = "alignment" in section
     confusion = section.get("confusion")
     heatmap = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from calibrate import __version__
 from calibrate.i18n import gettext
+from calibrate.reports import decisions as decided
 from calibrate.reports import rag_summary, summary
 from calibrate.reports.estimate_summary import consistency_text, rater_rows, section_estimate
 
@@ -45,10 +46,22 @@ def table_row(cells: list[Any]) -> str:
 def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     """Return the report as GitHub-flavoured Markdown."""
     data = report.data
-    when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ci_label = summary.confidence_text(data)
+    lines = _head(data, generated) + _decisions(data, ci_label)
+    for name, section in (data.get("tasks") or {}).items():
+        lines += _task(name, section, data, ci_label)
+    lines += _rag(data) + _retrieval(data) + _versions(data, ci_label)
+    lines += ["## " + gettext("Methods"), "", escape(_methods_paragraph(data)), ""]
+    lines += [gettext("Provenance") + ":", ""]
+    lines += [f"- {escape(name)}: {escape(value)}" for name, value in summary.provenance(data)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _head(data: dict, generated: datetime | None) -> list[str]:
+    """Return the title, the judge, threshold and date, the decision and the warnings."""
+    when = data.get("generated_at") or (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     threshold = data.get("threshold")
-    outcome, why = summary.overall(data)
+    outcome, why = decided.overall(data)
     judge = data.get("judge")
     lines = ["# " + gettext("Calibration report: %(dataset)s", dataset=escape(data.get("dataset", ""))), ""]
     meta = [f"**{gettext('Judge')}:** {escape(judge) if judge is not None else gettext('none (human agreement only)')}",
@@ -58,16 +71,22 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
     lines += [" · ".join(meta), ""]
     heading = {"passed": "✅ " + gettext("PASSED"), "not passed": "❌ " + gettext("NOT PASSED")}.get(outcome, gettext("no decision"))
     if judge is not None:  # the three-state decision first, then what `passed` (the gate's exit code) is under the rule
-        state, state_why = summary.overall_decision(data)
-        heading = gettext("%(state)s — %(outcome)s under rule %(rule)s", state=gettext(summary.STATE_WORDS.get(state, state)),
+        state, state_why = decided.overall_decision(data)
+        heading = gettext("%(state)s — %(outcome)s under rule %(rule)s", state=gettext(decided.STATE_WORDS.get(state, state)),
                           outcome=heading, rule=escape(data.get("rule") or "point"))
         lines += ["## " + gettext("Decision: %(heading)s", heading=heading), "", escape(state_why), "", escape(why), ""]
     else:
         lines += ["## " + gettext("Decision: %(heading)s", heading=heading), "", escape(why), ""]
     for warning in data.get("warnings") or []:
         lines += [f"> ⚠️ **{gettext('Warning')} ({escape(warning.get('kind', ''))}):** {escape(warning.get('message', ''))}", ""]
+    return lines
 
-    decisions = summary.decisions(data)
+
+def _decisions(data: dict, ci_label: str) -> list[str]:
+    """Return one line per task: its outcome, why, its interval and n, and the decision's sentence."""
+    judge, threshold = data.get("judge"), data.get("threshold")
+    decisions = decided.decisions(data)
+    lines = []
     for d in decisions:
         if d.outcome == "not judged":
             if judge is not None:
@@ -79,68 +98,95 @@ def render_markdown(report: Any, *, generated: datetime | None = None) -> str:
                      f"Decision: {escape(d.text)}.")
     if judge is not None and decisions:
         lines.append("")
+    return lines
 
-    for name, section in (data.get("tasks") or {}).items():
-        lines += _task(name, section, data, ci_label)
 
+def _rag(data: dict) -> list[str]:
+    """Return the RAG metrics' table, their headlines and notes (none without them)."""
     rag = rag_summary.rag(data)
-    if rag:
-        lines += ["## " + gettext("RAG metrics"), "",
-                  table_row([gettext("metric"), gettext("human mean"), gettext("answers"), gettext("judge mean"), gettext("answers"),
-                             gettext("answers with both"), gettext("judge − human on them"), "Spearman's ρ"]),
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        lines += [table_row([escape(r["name"]), r["human"], str(r["n_human"]), r["judge"] or "—", str(r["n_judge"]) or "—",
-                             str(r["n_paired"]) or "—", r["difference"] or "—", r["rho"] or "—"]) for r in rag]
-        lines.append("")
-        lines += [*(f"- {escape(r['headline'])}" for r in rag if r["headline"]), ""] if any(r["headline"] for r in rag) else []
-        notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
-        if notes:
-            lines += [*notes, ""]
-    retrieval = rag_summary.retrieval(data)
-    if retrieval:
-        lines += ["## " + gettext("Retrieval at K = %(k)s", k=escape(retrieval.k)), "", escape(retrieval.summary), "",
-                  table_row([gettext("metric"), gettext("mean")]), "|---|---:|"]
-        lines += [table_row([escape(name), value]) for name, value, _ in retrieval.rows]
-        lines.append("")
+    if not rag:
+        return []
+    lines = ["## " + gettext("RAG metrics"), "",
+             table_row([gettext("metric"), gettext("human mean"), gettext("answers"), gettext("judge mean"), gettext("answers"),
+                        gettext("answers with both"), gettext("judge − human on them"), "Spearman's ρ"]),
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [table_row([escape(r["name"]), r["human"], str(r["n_human"]), r["judge"] or "—", str(r["n_judge"]) or "—",
+                         str(r["n_paired"]) or "—", r["difference"] or "—", r["rho"] or "—"]) for r in rag]
+    lines.append("")
+    lines += [*(f"- {escape(r['headline'])}" for r in rag if r["headline"]), ""] if any(r["headline"] for r in rag) else []
+    notes = [f"- {escape(r['name'])}: {escape(r['rho_note'])}." for r in rag if r["rho_note"]]
+    return lines + ([*notes, ""] if notes else [])
 
+
+def _retrieval(data: dict) -> list[str]:
+    """Return the retrieval metrics' table (none without them)."""
+    retrieval = rag_summary.retrieval(data)
+    if not retrieval:
+        return []
+    lines = ["## " + gettext("Retrieval at K = %(k)s", k=escape(retrieval.k)), "", escape(retrieval.summary), "",
+             table_row([gettext("metric"), gettext("mean")]), "|---|---:|"]
+    return lines + [table_row([escape(name), value]) for name, value, _ in retrieval.rows] + [""]
+
+
+def _versions(data: dict, ci_label: str) -> list[str]:
+    """Return the prompt's versions on their common targets, and the latest two compared (none without `versions`)."""
     versions = data.get("versions")
-    if versions:
-        lines += ["## " + gettext("Versions of %(prompt)s", prompt=escape(versions.get("prompt", ""))), "",
-                  escape(f"Scored on the {versions.get('common_targets', 0)} targets common to all versions "
-                         "(an unusable verdict counts as a miss); own: each version on all its own targets."
-                         + (f" {summary.reason_text(versions, 'common_note')}." if versions.get("common_note") else "")), "",
-                  table_row(["version", "alignment", ci_label, "n", "decision", "own", "changed", "note"]),
-                  "|---|---:|---|---:|---|---:|---|---|"]
-        for v in versions.get("versions") or []:
-            own = v.get("own") or {}
-            decided = (f"{v['decision']} (rule {v.get('rule')}; {'passes' if v.get('passed') else 'does not pass'})"
-                       if v.get("decision") else "—")
-            lines.append(table_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
-                               summary.interval(v.get("ci")), escape(v.get("n") if v.get("n") is not None else "—"),
-                               escape(decided), f"{summary.number(own.get('value'))}, n {own.get('n')}" if own else "—",
-                               escape(", ".join(v.get("changed") or []) or "—"), escape(v.get("note") or "")]))
+    if not versions:
+        return []
+    lines = ["## " + gettext("Versions of %(prompt)s", prompt=escape(versions.get("prompt", ""))), "",
+             escape(f"Scored on the {versions.get('common_targets', 0)} targets common to all versions "
+                    "(an unusable verdict counts as a miss); own: each version on all its own targets."
+                    + (f" {summary.reason_text(versions, 'common_note')}." if versions.get("common_note") else "")), "",
+             table_row(["version", "alignment", ci_label, "n", "decision", "own", "changed", "note"]),
+             "|---|---:|---|---:|---|---:|---|---|"]
+    for v in versions.get("versions") or []:
+        own = v.get("own") or {}
+        decided = (f"{v['decision']} (rule {v.get('rule')}; {'passes' if v.get('passed') else 'does not pass'})"
+                   if v.get("decision") else "—")
+        lines.append(table_row([escape(v["judge"]), summary.number(v.get("value")) if v.get("status") == "ok" else escape(v.get("status")),
+                           summary.interval(v.get("ci")), escape(v.get("n") if v.get("n") is not None else "—"),
+                           escape(decided), f"{summary.number(own.get('value'))}, n {own.get('n')}" if own else "—",
+                           escape(", ".join(v.get("changed") or []) or "—"), escape(v.get("note") or "")]))
+    lines.append("")
+    comparison = versions.get("comparison")
+    if comparison:
+        diff = comparison.get("difference") or {}
+        flips = comparison.get("flips") or {}
+        lines += [escape(f"{comparison.get('judge_b')} minus {comparison.get('judge_a')} on {comparison.get('common_n')} common "
+                         f"targets ({comparison.get('scope')}): {summary.number(diff.get('value'))} "
+                         f"{ci_label} {summary.interval(diff.get('ci'))}; McNemar p = "
+                         f"{summary.p_value((comparison.get('mcnemar') or {}).get('p_value'))}; "
+                         f"fixed {flips.get('fixed', 0)}, broken {flips.get('broken', 0)}."
+                         + (f" Changed: {', '.join(comparison['changed']) or 'nothing'}." if comparison.get("changed") is not None else "")
+                         + (f" {comparison['reconciliation']}" if comparison.get("reconciliation") else "")), ""]
+    elif versions.get("comparison_note"):
+        lines += [escape(versions["comparison_note"]), ""]
+    return lines
+
+
+def _grouped(section: dict, ci_label: str) -> list[str]:
+    """Return a section's statistics within groups (--group-by), and each group's own (none without groups)."""
+    grouped = summary.grouped(section)
+    if not grouped:
+        return []
+    info = section.get("grouped") or {}
+    lines = [f"Within groups of {escape(info.get('by'))} ({info.get('groups', 0)} groups, "
+             f"{info.get('groups_skipped', 0)} skipped), averaged over groups:"]
+    lines += [f"- {escape(s.name)} {s.value} (pooled {summary.pooled(section, s.key)}){'; ' + escape(s.note) if s.note else ''}"
+              for s in grouped]
+    lines.append("")
+    groups = summary.per_group(section)
+    if groups:
+        metric = "Cohen's κ" if section.get("kind") in summary.LABEL_KINDS else "Spearman's ρ"
+        lines += [f"Each group on its own ({metric}, {ci_label} by cluster bootstrap over samples):", "",
+                  table_row(["group", "n", metric, ci_label, "note"]), "|---|---:|---:|---|---|"]
+        lines += [table_row([escape(g["group"]), g["n"], g["value"], g["ci"], escape(g["note"])]) for g in groups]
         lines.append("")
-        comparison = versions.get("comparison")
-        if comparison:
-            diff = comparison.get("difference") or {}
-            flips = comparison.get("flips") or {}
-            lines += [escape(f"{comparison.get('judge_b')} minus {comparison.get('judge_a')} on {comparison.get('common_n')} common "
-                             f"targets ({comparison.get('scope')}): {summary.number(diff.get('value'))} "
-                             f"{ci_label} {summary.interval(diff.get('ci'))}; McNemar p = "
-                             f"{summary.p_value((comparison.get('mcnemar') or {}).get('p_value'))}; "
-                             f"fixed {flips.get('fixed', 0)}, broken {flips.get('broken', 0)}."
-                             + (f" Changed: {', '.join(comparison['changed']) or 'nothing'}." if comparison.get("changed") is not None else "")
-                             + (f" {comparison['reconciliation']}" if comparison.get("reconciliation") else "")), ""]
-        elif versions.get("comparison_note"):
-            lines += [escape(versions["comparison_note"]), ""]
-    lines += ["## " + gettext("Methods"), "", escape(_methods_paragraph(data)), ""]
-    lines += [gettext("Provenance") + ":", ""]
-    lines += [f"- {escape(name)}: {escape(value)}" for name, value in summary.provenance(data)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return lines
 
 
 def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
-    decision = summary.decision(name, section, data)
+    decision = decided.decision(name, section, data)
     target = section.get("target", "")
     lines = [f"### {escape(name)} ({escape(section.get('kind', ''))}, {gettext('one value per %(target)s', target=summary.noun(target, 1))})",
              ""]
@@ -156,21 +202,7 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
             value = f"**{s.value}**" if s.alignment else s.value
             lines.append(table_row([escape(s.name), value, s.ci or "—", escape(s.p) or "—", escape(s.note) or ""]))
         lines.append("")
-    grouped = summary.grouped(section)
-    if grouped:
-        info = section.get("grouped") or {}
-        lines.append(f"Within groups of {escape(info.get('by'))} ({info.get('groups', 0)} groups, "
-                     f"{info.get('groups_skipped', 0)} skipped), averaged over groups:")
-        lines += [f"- {escape(s.name)} {s.value} (pooled {summary.pooled(section, s.key)}){'; ' + escape(s.note) if s.note else ''}"
-                  for s in grouped]
-        lines.append("")
-        groups = summary.per_group(section)
-        if groups:
-            metric = "Cohen's κ" if section.get("kind") in summary.LABEL_KINDS else "Spearman's ρ"
-            lines += [f"Each group on its own ({metric}, {ci_label} by cluster bootstrap over samples):", "",
-                      table_row(["group", "n", metric, ci_label, "note"]), "|---|---:|---:|---|---|"]
-            lines += [table_row([escape(g["group"]), g["n"], g["value"], g["ci"], escape(g["note"])]) for g in groups]
-            lines.append("")
+    lines += _grouped(section, ci_label)
     block = summary.position(section)
     if block:
         lines += [gettext("Presentation order") + ":", "", table_row(["", gettext("value"), gettext("note")]), "|---|---:|---|"]

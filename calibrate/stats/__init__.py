@@ -1,15 +1,18 @@
 """Statistics engine of calibrate: agreement, correlation and cluster-bootstrap intervals.
 
 Pure functions: arrays (lists, numpy arrays, pandas Series) in, plain results out.  No I/O,
-no database, no Flask.  Every statistic returns an :class:`Estimate`; undefined statistics
-are results (``value=None`` plus ``status`` and ``note``), never NaN.  See
+no database, no Flask.  Every statistic returns an :class:`Estimate`, and every richer result
+extends :class:`Result` (value, ci, n, status, reason); undefined statistics are results
+(``value=None`` plus ``status`` and ``reason``), never NaN.  See
 ``docs/statistics.md`` for formulas, conventions and references.
 
 Modules
 -------
 agreement
     Cohen's kappa (weighted), percent agreement, confusion matrix, per-label P/R/F1,
-    Fleiss' kappa (unequal raters), Krippendorff's alpha, pairwise kappa.
+    pairwise kappa over many raters (every pair, or the pairs that co-occur).
+reliability
+    Agreement among many raters at once: Fleiss' kappa (unequal raters), Krippendorff's alpha.
 correlation
     Spearman, Kendall tau-b, Pearson, grouped (summary-level) correlation.
 intervals
@@ -60,11 +63,7 @@ from calibrate.stats.agreement import (
     confusion_matrix,
     crowd_pairwise_kappa,
     disagreement_weights,
-    fleiss_kappa,
-    fleiss_kappa_counts,
     kappa_from_tables,
-    krippendorff_alpha,
-    krippendorff_alpha_counts,
     pairwise_cohen_kappa,
     per_label_prf,
     percent_agreement,
@@ -117,7 +116,8 @@ from calibrate.stats.refresh import (
     retire_items,
     select_anchors,
 )
-from calibrate.stats.result import Estimate
+from calibrate.stats.reliability import fleiss_kappa, fleiss_kappa_counts, krippendorff_alpha, krippendorff_alpha_counts
+from calibrate.stats.result import Estimate, Result
 from calibrate.stats.retrieval import (
     RetrievalMetrics,
     mean_defined,
@@ -168,6 +168,7 @@ __all__ = [
     "consistent_verdicts",
     "position_bias",
     "Estimate",
+    "Result",
     "ADJUSTMENTS",
     "SelectionBounds",
     "resamples_needed",

@@ -49,7 +49,7 @@ from scipy import stats as sps
 
 from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
-from calibrate.stats.result import finite_or_none, json_safe
+from calibrate.stats.result import Result, finite_or_none, json_safe
 
 __all__ = ["SCORINGS", "AltTestResult", "AnnotatorTest", "alt_test", "benjamini_yekutieli"]
 
@@ -106,14 +106,24 @@ class AnnotatorTest:
         })
 
 
-@dataclass(frozen=True)
-class AltTestResult:
-    """Outcome of :func:`alt_test`.
+@dataclass(frozen=True, kw_only=True)
+class AltTestResult(Result):
+    """Outcome of :func:`alt_test`: a :class:`~calibrate.stats.result.Result` whose value is the winning rate ω.
 
     Attributes
     ----------
-    winning_rate : float or None
-        ω = rejected / tested annotators; ``None`` when the test is undefined.
+    value : float or None
+        ω = rejected / tested annotators (also ``winning_rate``); ``None`` when the test is undefined.
+    n : int
+        Kept items, ≥ 2 human labels and a judge verdict (also ``n_items``).
+    ci : None
+        The test has no interval.
+    status : {"ok", "undefined"}
+        ``"undefined"``: fewer than three annotators, no kept item, or no annotator with enough
+        kept items; ``reason`` says which.
+    reason : Reason, optional
+        Why the test is undefined, or caveats of an ``"ok"`` result (dropped items, skipped
+        annotators, degenerate t-tests).
     advantage_prob : float or None
         ρ = mean over tested annotators of the judge's win rate; ``None`` when undefined.
     passed : bool or None
@@ -123,8 +133,6 @@ class AltTestResult:
         The cost-benefit margin and the FDR level used.
     scoring : str
         ``"accuracy"`` or ``"neg_rmse"``.
-    n_items : int
-        Kept items (≥ 2 human labels and a judge verdict).
     n_annotators : int
         Tested annotators (≥ ``min_items`` kept items).
     annotators : tuple of AnnotatorTest
@@ -132,39 +140,33 @@ class AltTestResult:
     n_skipped : int
         Annotators with at least one label who were not tested (fewer than ``min_items`` kept
         items).
-    status : {"ok", "undefined"}
-        ``"undefined"``: fewer than three annotators, no kept item, or no annotator with enough
-        kept items; ``note`` says which.
-    note : str or Reason
-        Why the test is undefined, or caveats of an ``"ok"`` result (dropped items, skipped
-        annotators, degenerate t-tests); given as a Reason, its English sentence.
-    reason : Reason, optional
-        The note as data: a code and its figures (calibrate.reasons).
     """
 
-    winning_rate: float | None
     advantage_prob: float | None
     passed: bool | None
     epsilon: float
     alpha: float
     scoring: str
-    n_items: int
     n_annotators: int
     annotators: tuple[AnnotatorTest, ...]
     n_skipped: int
-    status: str = "ok"
-    note: str = ""
-    reason: Reason | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.note, Reason):  # given as a reason: the note is its English sentence
-            object.__setattr__(self, "reason", self.note)
-            object.__setattr__(self, "note", self.note.text())
 
     @property
-    def ok(self) -> bool:
-        """``True`` when the test has a result."""
-        return self.status == "ok"
+    def winning_rate(self) -> float | None:
+        """ω, the paper's name of the value."""
+        return self.value
+
+    @property
+    def n_items(self) -> int:
+        """The kept items, the paper's name of n."""
+        return self.n
+
+    @classmethod
+    def undefined(cls, reason: Reason, *, epsilon: float, alpha: float, scoring: str, n_items: int = 0,
+                  n_skipped: int = 0) -> AltTestResult:
+        """Return the result of a test that cannot be run (no annotator tested)."""
+        return cls(value=None, n=n_items, status="undefined", reason=reason, advantage_prob=None, passed=None,
+                   epsilon=epsilon, alpha=alpha, scoring=scoring, n_annotators=0, annotators=(), n_skipped=n_skipped)
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary (``None`` for undefined numbers, never NaN).
@@ -172,24 +174,23 @@ class AltTestResult:
         Returns
         -------
         dict
-            The twelve fields as keys; ``annotators`` is a list of dictionaries with keys
-            ``annotator``, ``n``, ``p_value``, ``rejected``, ``judge_win_rate``,
-            ``annotator_win_rate``.
+            ``winning_rate``, ``advantage_prob``, ``passed``, ``epsilon``, ``alpha``, ``scoring``,
+            ``n_items``, ``n_annotators``, ``annotators``, ``n_skipped``, ``status``, ``note`` and
+            ``reason`` when there is one; ``annotators`` is a list of dictionaries with keys
+            ``annotator``, ``n``, ``p_value``, ``rejected``, ``judge_win_rate``, ``annotator_win_rate``.
         """
         return {
-            "winning_rate": finite_or_none(self.winning_rate),
+            "winning_rate": self.value,
             "advantage_prob": finite_or_none(self.advantage_prob),
             "passed": self.passed,
             "epsilon": float(self.epsilon),
             "alpha": float(self.alpha),
             "scoring": self.scoring,
-            "n_items": int(self.n_items),
+            "n_items": self.n,
             "n_annotators": int(self.n_annotators),
             "annotators": [a.to_dict() for a in self.annotators],
             "n_skipped": int(self.n_skipped),
-            "status": self.status,
-            "note": self.note,
-            **({"reason": self.reason.to_dict()} if self.note and self.reason else {}),
+            **self.status_fields(),
         }
 
 
@@ -392,6 +393,17 @@ def _one_sided_p(n: np.ndarray, sum_d: np.ndarray, sum_d2: np.ndarray, epsilon: 
 # --------------------------------------------------------------------------- the test
 
 
+def _skipped_notes(skipped: list[tuple[str, int]], min_items: int) -> list[Reason]:
+    """Return the note on the annotators left untested (name, kept items), the first ten named."""
+    if not skipped:
+        return []
+    listed = ", ".join(f"{name} ({count})" for name, count in skipped[:10])
+    if len(skipped) > 10:
+        return [Reason("alt_test_annotators_skipped_more", count=len(skipped), min_items=min_items, listed=listed,
+                       more=len(skipped) - 10)]
+    return [Reason("alt_test_annotators_skipped", count=len(skipped), min_items=min_items, listed=listed)]
+
+
 def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_values: Any, *,
              epsilon: float = 0.2, alpha: float = 0.05, scoring: str = "accuracy",
              min_items: int = 30) -> AltTestResult:
@@ -477,9 +489,8 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
         items, annotators, values, judge_items, judge_values, scoring)
     common = {"epsilon": epsilon, "alpha": alpha, "scoring": scoring}
 
-    def undefined(note: Reason, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
-        return AltTestResult(winning_rate=None, advantage_prob=None, passed=None, n_items=n_items, n_annotators=0,
-                             annotators=(), n_skipped=n_skipped, status="undefined", note=note, **common)
+    def undefined(reason: Reason, *, n_items: int = 0, n_skipped: int = 0) -> AltTestResult:
+        return AltTestResult.undefined(reason, n_items=n_items, n_skipped=n_skipped, **common)
 
     n_ann = len(ann_ids)
     if n_ann < MIN_ANNOTATORS:
@@ -530,28 +541,16 @@ def alt_test(items: Any, annotators: Any, values: Any, judge_items: Any, judge_v
     )
     winning_rate = float(rejected.sum()) / n_tested
     advantage_prob = float(judge_rate.mean())
-
-    notes = []
-    if n_items < n_human_items:
-        notes.append(Reason("alt_test_items_dropped", count=n_human_items - n_items))
-    if skipped.size:
-        listed = ", ".join(f"{_label_note(ann_ids[a])} ({int(n_per_ann[a])})" for a in skipped[:10])
-        if skipped.size > 10:
-            notes.append(Reason("alt_test_annotators_skipped_more", count=int(skipped.size), min_items=min_items,
-                                listed=listed, more=int(skipped.size - 10)))
-        else:
-            notes.append(Reason("alt_test_annotators_skipped", count=int(skipped.size), min_items=min_items, listed=listed))
+    notes = [Reason("alt_test_items_dropped", count=n_human_items - n_items)] if n_items < n_human_items else []
+    notes += _skipped_notes([(_label_note(ann_ids[a]), int(n_per_ann[a])) for a in skipped], min_items)
     for k in np.flatnonzero(constant):
         d_value = int(sum_d[idx[k]] // n[k])
         notes.append(Reason("alt_test_constant", annotator=_label_note(ann_ids[idx[k]]), difference=d_value,
                             sign="-" if p[k] == 0 else "+", p_value=float(p[k])))
-    for k in np.flatnonzero(np.isnan(p)):
-        notes.append(Reason("alt_test_one_item", annotator=_label_note(ann_ids[idx[k]])))
+    notes += [Reason("alt_test_one_item", annotator=_label_note(ann_ids[idx[k]])) for k in np.flatnonzero(np.isnan(p))]
     if n_tested < MIN_ANNOTATORS:
         notes.append(Reason("alt_test_few_tested", count=n_tested, step=1 / n_tested))
-
-    return AltTestResult(winning_rate=winning_rate, advantage_prob=advantage_prob,
-                         passed=bool(winning_rate >= 0.5), n_items=n_items, n_annotators=n_tested,
-                         annotators=records, n_skipped=int(skipped.size), status="ok", note=join(notes) or "",
-                         **common)
+    return AltTestResult(value=winning_rate, n=n_items, reason=join(notes), advantage_prob=advantage_prob,
+                         passed=bool(winning_rate >= 0.5), n_annotators=n_tested, annotators=records,
+                         n_skipped=int(skipped.size), **common)
 

@@ -11,7 +11,7 @@ flip rate
     share of targets with ``K_t ≥ 2`` whose verdicts are not all equal, with a Wilson score
     interval.
 Fleiss' kappa among the runs
-    the ``K`` runs as ``K`` raters (:func:`calibrate.stats.agreement.fleiss_kappa`).
+    the ``K`` runs as ``K`` raters (:func:`calibrate.stats.reliability.fleiss_kappa`).
 majority
     the most frequent verdict; a tie goes to the tied verdict that came first (with ``K = 2``
     a disagreement keeps the first run's verdict).  ``n_ties`` counts the ties.
@@ -42,7 +42,8 @@ from scipy import stats as sps
 
 from calibrate.reasons import Reason
 from calibrate.stats._common import is_missing, to_list
-from calibrate.stats.agreement import cohen_kappa, fleiss_kappa
+from calibrate.stats.agreement import cohen_kappa
+from calibrate.stats.reliability import fleiss_kappa
 from calibrate.stats.result import Estimate, json_safe
 
 __all__ = ["SelfConsistency", "flip_rate", "majority_vote", "self_consistency"]
@@ -184,7 +185,7 @@ def self_consistency(verdicts: Any, *, gold: Any = None, labels: Any = None, alp
     runs = _runs(verdicts)
     majority, ties = majority_vote(runs)
     first = [row[0] if row else None for row in runs]
-    kappa = fleiss_kappa(runs, labels=labels) if any(runs) else Estimate.no_data("no verdicts")
+    kappa = fleiss_kappa(runs, labels=labels) if any(runs) else Estimate.no_data(Reason("no_verdicts"))
     ks = kappa_ms = None
     if gold is not None:
         gold_list = to_list(gold)

@@ -320,7 +320,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
         null.append(0.5 * np.abs(r_perm / n1 - c_perm / (n - n1)).sum(axis=1))
     p = _permutation_p(tv, np.concatenate(null)) if null else None
     note = Reason("permutation_tv", min_expected=min_expected)
-    return Estimate(value=tv, n=n, p_value=p, note=note,
+    return Estimate(value=tv, n=n, p_value=p, reason=note,
                     extra={"test": "permutation_tv", "statistic": tv, "n_permutations": n_permutations, "seed": seed, **extra})
 
 
@@ -597,8 +597,8 @@ def _difference(name: str, first: float, second: float, boots: np.ndarray, n: in
     p = min(1.0, 2.0 * min((np.count_nonzero(defined <= 0) + 1) / (defined.size + 1),
                            (np.count_nonzero(defined >= 0) + 1) / (defined.size + 1)))
     ci = percentile_interval(defined, confidence) if defined.size else None
-    note = Reason("interval_spans_zero") if ci is not None and ci[0] <= 0 <= ci[1] else ""
-    return Estimate(value=diff, n=n, ci=ci, p_value=p, note=note,
+    note = Reason("interval_spans_zero") if ci is not None and ci[0] <= 0 <= ci[1] else None
+    return Estimate(value=diff, n=n, ci=ci, p_value=p, reason=note,
                     extra={"statistic": f"{name} difference", "audit": first, "golden": second,
                            "n_undefined_resamples": int(boots.size - defined.size), **extra})
 

@@ -191,7 +191,7 @@ def judge_mean(yhat: Any, *, alpha: float = 0.05, weights: Any = None) -> Estima
     wy = w * yhat
     note = Reason("judge_only")
     est = _normal_estimate(float(wy.mean()), float(wy.std() / math.sqrt(n)), z, n, method="naive_judge")
-    return Estimate(value=est.value, n=n, ci=est.ci, note=note, extra=est.extra)
+    return Estimate(value=est.value, n=n, ci=est.ci, reason=note, extra=est.extra)
 
 
 def _label_refusal(y: np.ndarray) -> str | None:
@@ -312,7 +312,7 @@ def ppi_mean(
     refusal = _label_refusal(y) or (None if big_n else "no_unlabelled")
     if refusal:
         return _undefined(refusal, n + big_n, **meta)
-    note: Reason | str = ""
+    note: Reason | None = None
     if lam is None:
         tuned = ppi_lambda(y, yhat, yhat_unl, w, w_unl)
         if tuned is None:
@@ -325,7 +325,7 @@ def ppi_mean(
     rectifier_sd = float((w * (y - lam * yhat)).std()) / math.sqrt(n)
     se = math.sqrt(imputed_sd**2 + rectifier_sd**2)
     est = _normal_estimate(value, se, z, n + big_n, **meta, **{"lambda": lam})
-    return Estimate(value=est.value, n=est.n, ci=est.ci, note=note, extra=est.extra)
+    return Estimate(value=est.value, n=est.n, ci=est.ci, reason=note, extra=est.extra)
 
 
 def rogan_gladen_from_rates(p: float, q0: float, q1: float, *, n: int, m0: int, m1: int, alpha: float = 0.05) -> Estimate:

@@ -1091,7 +1091,7 @@ def paired_cluster_bootstrap_diff(
         le = (np.count_nonzero(valid <= 0) + 1) / (valid.size + 1)
         ge = (np.count_nonzero(valid >= 0) + 1) / (valid.size + 1)
         p = min(1.0, 2.0 * min(le, ge))
-        return Estimate(value=est.value, n=est.n, ci=est.ci, note=est.note, reason=est.reason, p_value=p,
+        return Estimate(value=est.value, n=est.n, ci=est.ci, reason=est.reason, p_value=p,
                         extra={**est.extra, "p_value_method": "bootstrap, two-sided"})
     return est
 
@@ -1173,7 +1173,7 @@ def cluster_bootstrap(
     theta = engine.point()
     if not np.isfinite(theta):
         res = stat(*columns)
-        note = (res.reason or res.note) if isinstance(res, Estimate) and res.note else Reason("custom_undefined")
+        note = res.reason if isinstance(res, Estimate) and res.reason is not None else Reason("custom_undefined")
         return Estimate.undefined(cl.size, note, n_clusters=len(uniques), statistic="custom")
     est, _ = _run(
         [engine],

@@ -208,7 +208,7 @@ def paired_bootstrap_diff(a: Any, b: Any, *, n_resamples: int = 2000, confidence
     d = y - x
     theta = float(d.mean())
     if n < 2:
-        return Estimate(value=theta, n=n, status="ok", note=Reason("one_pair_no_interval"), extra=extra)
+        return Estimate(value=theta, n=n, status="ok", reason=Reason("one_pair_no_interval"), extra=extra)
     values = np.empty(n_resamples)
     pos = 0
     for draw in bootstrap_draws(n, n_resamples, seed):

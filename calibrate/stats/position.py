@@ -47,7 +47,7 @@ from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
 from calibrate.stats.agreement import cohen_kappa
 from calibrate.stats.comparison import mcnemar_exact
-from calibrate.stats.result import Estimate, finite_or_none
+from calibrate.stats.result import Estimate, Result, finite_or_none
 
 __all__ = ["CONFLICT_RULES", "PositionResult", "consistent_verdicts", "position_bias"]
 
@@ -55,18 +55,26 @@ __all__ = ["CONFLICT_RULES", "PositionResult", "consistent_verdicts", "position_
 CONFLICT_RULES = ("tie", "miss")
 
 
-@dataclass(frozen=True)
-class PositionResult:
-    """Outcome of :func:`position_bias`.
+@dataclass(frozen=True, kw_only=True)
+class PositionResult(Result):
+    """Outcome of :func:`position_bias`: a :class:`~calibrate.stats.result.Result` whose value is the agreement
+    between the two orders (position consistency, Shi et al. 2024) over ``n`` complete pairs.
 
     Attributes
     ----------
+    value : float or None
+        Share of the pairs whose two verdicts are equal, a tie equalling a tie (also ``agreement``).
+    n : int
+        Targets with a usable verdict in both orders; every statistic below is computed on them
+        (also ``n_pairs``).
+    ci : None
+        No interval (the kappa below has its own status).
+    status : {"ok", "undefined"}
+        ``"undefined"`` when no target has a usable verdict in both orders.
+    reason : Reason, optional
+        Why the result is undefined, or caveats (unusable verdicts, every verdict a tie).
     n_targets : int
         Targets given.
-    n_pairs : int
-        Targets with a usable verdict in both orders; every statistic below is computed on them.
-    agreement : float or None
-        Share of the pairs whose two verdicts are equal (a tie equals a tie).
     kappa : Estimate
         Cohen's kappa between the original-order and swapped-order verdicts over the pairs
         (:func:`calibrate.stats.agreement.cohen_kappa`), with its own status and note (e.g.
@@ -86,17 +94,9 @@ class PositionResult:
         Missing verdicts, counted per order (a target missing both counts twice).
     n_unusable_original, n_unusable_swapped : int
         The same, per order.
-    status : {"ok", "undefined"}
-        ``"undefined"`` when no target has a usable verdict in both orders.
-    note : str or Reason
-        Why the result is undefined, or caveats (given as a Reason, its English sentence).
-    reason : Reason, optional
-        The note as data: a code and its figures (calibrate.reasons).
     """
 
     n_targets: int
-    n_pairs: int
-    agreement: float | None
     kappa: Estimate
     first_position_rate: float | None
     tie_rate: float | None
@@ -106,26 +106,23 @@ class PositionResult:
     n_unusable: int
     n_unusable_original: int
     n_unusable_swapped: int
-    status: str = "ok"
-    note: str = ""
-    reason: Reason | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.note, Reason):  # given as a reason: the note is its English sentence
-            object.__setattr__(self, "reason", self.note)
-            object.__setattr__(self, "note", self.note.text())
 
     @property
-    def ok(self) -> bool:
-        """``True`` when there is at least one complete pair."""
-        return self.status == "ok"
+    def agreement(self) -> float | None:
+        """The value: the share of pairs whose two verdicts agree."""
+        return self.value
+
+    @property
+    def n_pairs(self) -> int:
+        """n: the complete pairs."""
+        return self.n
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary; ``kappa`` is the nested ``Estimate.to_dict()``."""
         return {
             "n_targets": int(self.n_targets),
-            "n_pairs": int(self.n_pairs),
-            "agreement": finite_or_none(self.agreement),
+            "n_pairs": self.n,
+            "agreement": self.value,
             "kappa": self.kappa.to_dict(),
             "first_position_rate": finite_or_none(self.first_position_rate),
             "tie_rate": finite_or_none(self.tie_rate),
@@ -135,10 +132,9 @@ class PositionResult:
             "n_unusable": int(self.n_unusable),
             "n_unusable_original": int(self.n_unusable_original),
             "n_unusable_swapped": int(self.n_unusable_swapped),
-            "status": self.status,
-            "note": self.note,
-            **({"reason": self.reason.to_dict()} if self.note and self.reason else {}),
+            **self.status_fields(),
         }
+
 
 
 def _object_array(values: list) -> np.ndarray:
@@ -254,16 +250,16 @@ def position_bias(original: Any, swapped: Any, first_original: Any, first_swappe
 
     n_unusable_o, n_unusable_s = int((~uo).sum()), int((~us).sum())
     n_pairs = int(pair.sum())
-    counts = {"n_targets": n, "n_pairs": n_pairs, "n_unusable": n_unusable_o + n_unusable_s,
+    counts = {"n_targets": n, "n": n_pairs, "n_unusable": n_unusable_o + n_unusable_s,
               "n_unusable_original": n_unusable_o, "n_unusable_swapped": n_unusable_s}
     notes = []
     if n_unusable_o or n_unusable_s:
         notes.append(Reason("unusable_verdicts", original=n_unusable_o, swapped=n_unusable_s))
     if n_pairs == 0:
         note = Reason("no_usable_pair") if n else Reason("no_targets")
-        return PositionResult(agreement=None, kappa=Estimate.no_data(note), first_position_rate=None, tie_rate=None,
+        return PositionResult(value=None, kappa=Estimate.no_data(note), first_position_rate=None, tie_rate=None,
                               n_first_both=0, n_second_both=0, position_p_value=None, status="undefined",
-                              note=join([note, *notes]), **counts)
+                              reason=join([note, *notes]), **counts)
 
     po, ps, pfo, pfs = o[pair], s[pair], fo[pair], fs[pair]
     same = po == ps
@@ -282,9 +278,9 @@ def position_bias(original: Any, swapped: Any, first_original: Any, first_swappe
     if first_rate is None:
         notes.append(Reason("all_ties"))
     sign = mcnemar_exact(n_first_both, n_second_both)
-    return PositionResult(agreement=agreement, kappa=kappa, first_position_rate=first_rate,
+    return PositionResult(value=agreement, kappa=kappa, first_position_rate=first_rate,
                           tie_rate=n_ties / (2 * n_pairs), n_first_both=n_first_both, n_second_both=n_second_both,
-                          position_p_value=sign.p_value, status="ok", note=join(notes) or "", **counts)
+                          position_p_value=sign.p_value, reason=join(notes), **counts)
 
 
 def consistent_verdicts(original: Any, swapped: Any, *, tie: Any = "tie", on_conflict: str = "tie") -> list:

@@ -1,12 +1,16 @@
-"""The single result type returned by every statistic in :mod:`calibrate.stats`.
+"""The result types of :mod:`calibrate.stats`: :class:`Result`, the base every statistical result extends, and
+:class:`Estimate`, the one every statistic returns.
 
-A statistic that cannot be computed is a *result*, not an exception: it comes back as an
-:class:`Estimate` whose ``value`` is ``None``, whose ``status`` says why (``"undefined"``
-when there is data but the statistic has no value, ``"no_data"`` when there is nothing to
-compute it on) and whose ``note`` explains it in words a reviewer can read, worded from its
-``reason`` (:class:`calibrate.reasons.Reason`: a stable code plus figures, which renderers word
-again in the reader's language).  Estimates are
-immutable and :meth:`Estimate.to_dict` is always JSON-safe (no NaN, no infinities, no numpy
+A :class:`Result` says five things: its ``value``, its interval ``ci``, the ``n`` it was computed on,
+its ``status`` and the ``reason`` behind that status (:class:`calibrate.reasons.Reason`: a stable code
+plus figures, which renderers word again in the reader's language). A statistic that cannot be
+computed is a *result*, not an exception: its ``value`` is ``None``, its ``status`` says why
+(``"undefined"`` when there is data but the statistic has no value, ``"no_data"`` when there is
+nothing to compute it on) and its ``note`` (the reason's English sentence) explains it in words a
+reviewer can read. The results of richer tests extend it with their own fields
+(:class:`calibrate.stats.alttest.AltTestResult`, :class:`calibrate.stats.position.PositionResult`),
+so a renderer reads status, note and reason the same way from every one (``status_fields``).
+Results are immutable and their ``to_dict`` is always JSON-safe (no NaN, no infinities, no numpy
 scalars).
 
 Exceptions are reserved for programming errors (mismatched lengths, unknown option values,
@@ -23,9 +27,9 @@ import numpy as np
 
 from calibrate.reasons import Reason
 
-__all__ = ["Estimate", "STATUSES"]
+__all__ = ["Estimate", "Result", "STATUSES"]
 
-#: Allowed values of :attr:`Estimate.status`.
+#: Allowed values of :attr:`Result.status`.
 STATUSES = ("ok", "undefined", "no_data")
 
 
@@ -61,34 +65,85 @@ def finite_or_none(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its sample size, optional interval, status and caveats.
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """What every statistical result says: its value, interval, size, status and why.
+
+    Extend it (a frozen, keyword-only dataclass) for a result with more to say; the statistic's own
+    names of ``value`` and ``n`` may be read-only properties of the subclass.
 
     Parameters
     ----------
     value : float or None
-        The statistic; ``None`` when it is undefined or there is no data.  Non-finite values
-        passed in are stored as ``None`` (and the status becomes ``"undefined"``).
-    n : int
-        Number of units the statistic was computed on (items, pairs, units, groups: each
-        function documents what it counts).
+        The headline figure; ``None`` when it is undefined or there is no data. A non-finite value
+        is stored as ``None`` (and an ``"ok"`` status becomes ``"undefined"``, reason ``not_finite``).
     ci : tuple of float, optional
         Confidence interval ``(low, high)``; ``None`` when not computed or not available.
+    n : int
+        Units the result was computed on (items, pairs, units, groups: each function says which).
     status : {"ok", "undefined", "no_data"}
-        ``"undefined"``: there is data but the statistic has no value (e.g. expected
-        agreement is 1, a constant variable, fewer than two units).  ``"no_data"``: the
-        input was empty (after dropping missing values).
-    note : str or Reason
-        Why the value is undefined, or caveats about an ``"ok"`` value. Given a
-        :class:`~calibrate.reasons.Reason`, the note is its English sentence and the reason is kept.
+        ``"undefined"``: there is data but no value; ``"no_data"``: the input was empty.
+    reason : Reason, optional
+        Why the value is undefined, or a caveat of an ``"ok"`` value: a code and its figures.
+    """
+
+    value: float | None = None
+    ci: tuple[float, float] | None = None
+    n: int = 0
+    status: str = "ok"
+    reason: Reason | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.reason is not None and not isinstance(self.reason, Reason):
+            raise TypeError(f"reason must be a Reason, got {type(self.reason).__name__}")
+        value = finite_or_none(self.value)
+        if value is None and self.value is not None and self.status == "ok":
+            object.__setattr__(self, "status", "undefined")
+            if self.reason is None:
+                object.__setattr__(self, "reason", Reason("not_finite"))
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "n", int(self.n))
+        if self.ci is not None:
+            low, high = (finite_or_none(v) for v in self.ci)
+            object.__setattr__(self, "ci", None if low is None or high is None else (low, high))
+
+    @property
+    def ok(self) -> bool:
+        """``True`` when the result has a value (status ``"ok"``)."""
+        return self.status == "ok"
+
+    @property
+    def note(self) -> str:
+        """The reason in English ("" without one): what a reviewer reads in a JSON file."""
+        return self.reason.text() if self.reason is not None else ""
+
+    def note_fields(self) -> dict:
+        """Return ``{"note"}``, plus ``"reason"`` when there is one: what a JSON block copies of a result."""
+        out: dict[str, Any] = {"note": self.note}
+        if self.reason is not None:
+            out["reason"] = self.reason.to_dict()
+        return out
+
+    def status_fields(self) -> dict:
+        """Return ``{"status", "note"}``, plus ``"reason"`` when there is one: the last keys of every result's JSON."""
+        return {"status": self.status, **self.note_fields()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Estimate(Result):
+    """A point estimate with its sample size, optional interval, status and caveats.
+
+    Parameters
+    ----------
+    value, ci, n, status, reason
+        As :class:`Result`: ``n`` counts what each function documents.
     p_value : float, optional
         A p-value when the statistic has a conventional test attached.
     extra : dict
         Method details, e.g. ``{"method": "bca", "n_resamples": 2000, "n_clusters": 40}``.
         Flattened into :meth:`to_dict`.
-    reason : Reason, optional
-        The note as data (a code and its figures); set from ``note`` when that is a Reason.
 
     References
     ----------
@@ -97,41 +152,13 @@ class Estimate:
        Psychologist* 54(8), 594-604 (report effect sizes with intervals and sample sizes).
     """
 
-    value: float | None
-    n: int
-    ci: tuple[float, float] | None = None
-    status: str = "ok"
-    note: str = ""
     p_value: float | None = None
     extra: dict = field(default_factory=dict)
-    reason: Reason | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.note, Reason):
-            object.__setattr__(self, "reason", self.note)
-            object.__setattr__(self, "note", self.note.text())
-        elif self.reason is not None and not self.note:
-            object.__setattr__(self, "note", self.reason.text())
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-        value = finite_or_none(self.value)
-        if value is None and self.value is not None and self.status == "ok":
-            object.__setattr__(self, "status", "undefined")
-            if not self.note:
-                object.__setattr__(self, "reason", Reason("not_finite"))
-                object.__setattr__(self, "note", self.reason.text())
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "n", int(self.n))
+        super().__post_init__()
         object.__setattr__(self, "p_value", finite_or_none(self.p_value))
-        if self.ci is not None:
-            low, high = (finite_or_none(v) for v in self.ci)
-            object.__setattr__(self, "ci", None if low is None or high is None else (low, high))
         object.__setattr__(self, "extra", dict(self.extra))
-
-    @property
-    def ok(self) -> bool:
-        """``True`` when the statistic has a value."""
-        return self.status == "ok"
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dictionary.
@@ -140,19 +167,16 @@ class Estimate:
         -------
         dict
             ``{"value", "n", "ci", "status", "note"}`` plus ``"reason"`` (the note's code and
-            figures) when the note is not empty, plus ``"p_value"`` when set, plus the
-            entries of :attr:`extra` (which never override the core keys).  ``ci`` is a
-            two-element list or ``None``; non-finite numbers are ``None``.
+            figures) when there is a reason, plus ``"p_value"`` when set, plus the entries of
+            :attr:`extra` (which never override the core keys).  ``ci`` is a two-element list or
+            ``None``; non-finite numbers are ``None``.
         """
         out: dict[str, Any] = {
             "value": self.value,
             "n": self.n,
             "ci": list(self.ci) if self.ci is not None else None,
-            "status": self.status,
-            "note": self.note,
+            **self.status_fields(),
         }
-        if self.note and self.reason is not None:
-            out["reason"] = self.reason.to_dict()
         if self.p_value is not None:
             out["p_value"] = self.p_value
         for key, val in self.extra.items():
@@ -161,37 +185,30 @@ class Estimate:
                 out[key] = json_safe(val)
         return json_safe(out)
 
-    def note_fields(self) -> dict:
-        """Return ``{"note"}``, plus ``"reason"`` when the note is not empty: what a JSON block copies of an estimate."""
-        out: dict[str, Any] = {"note": self.note}
-        if self.note and self.reason is not None:
-            out["reason"] = self.reason.to_dict()
-        return out
-
     @classmethod
-    def undefined(cls, n: int, note: str | Reason, **extra: Any) -> Estimate:
+    def undefined(cls, n: int, reason: Reason, **extra: Any) -> Estimate:
         """Return an estimate for a statistic that has no value on this data.
 
         Parameters
         ----------
         n : int
             Units available.
-        note : str or Reason
+        reason : Reason
             Why the statistic is undefined.
         **extra
             Stored in :attr:`extra`.
         """
-        return cls(value=None, n=n, status="undefined", note=note, extra=extra)
+        return cls(value=None, n=n, status="undefined", reason=reason, extra=extra)
 
     @classmethod
-    def no_data(cls, note: str | Reason | None = None, **extra: Any) -> Estimate:
+    def no_data(cls, reason: Reason | None = None, **extra: Any) -> Estimate:
         """Return an estimate for empty input (``n = 0``).
 
         Parameters
         ----------
-        note : str or Reason, optional
-            What was missing (default: "no data").
+        reason : Reason, optional
+            What was missing (default: ``no_data``, "no data").
         **extra
             Stored in :attr:`extra`.
         """
-        return cls(value=None, n=0, status="no_data", note=Reason("no_data") if note is None else note, extra=extra)
+        return cls(value=None, n=0, status="no_data", reason=Reason("no_data") if reason is None else reason, extra=extra)

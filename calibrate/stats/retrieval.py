@@ -343,7 +343,7 @@ def summarize(per_query: dict[str, np.ndarray], n_relevant: Any) -> dict[str, Es
     out = {}
     for name, values in per_query.items():
         est = mean_defined(values, what=name, undefined_note=NO_RELEVANT_NOTE)
-        out[name] = Estimate(value=est.value, n=est.n, status=est.status, note=est.note, reason=est.reason,
+        out[name] = Estimate(value=est.value, n=est.n, status=est.status, reason=est.reason,
                              extra={"n_no_relevant": n_none, "n_queries": int(nr.size)})
     return out
 

@@ -10,7 +10,7 @@ from calibrate.i18n import _
 from calibrate.models import User
 from calibrate.views.auth import login_required
 from calibrate.views.errors import back_to
-from calibrate.views.session import get_write_session
+from calibrate.views.session import writing
 
 bp = Blueprint("account", __name__)
 
@@ -27,10 +27,9 @@ def show():
 def update():
     """Save my interface language ("" follows the browser's)."""
     back_to(url_for("account.show"))
-    db = get_write_session()
-    user = db.get(User, g.user.id)
-    set_locale(db, user, request.form.get("locale", ""))
-    db.commit()
+    with writing() as db:
+        user = db.get(User, g.user.id)
+        set_locale(db, user, request.form.get("locale", ""))
     # The message in the language just chosen: the next page is in it.
     with i18n.using(user.locale or i18n.supported(request.accept_languages.best_match(i18n.LOCALES))):
         flash(_("Language saved: %(language)s.", language=i18n.LANGUAGE_NAMES.get(user.locale or "", _("as your browser asks"))),

@@ -19,7 +19,7 @@ from calibrate.task_scopes import offered_on, tasks_scopes
 from calibrate.views.auth import is_script_request, role_required
 from calibrate.views.errors import refusal_text, refuse_back_to
 from calibrate.views.fields import MAX_PAGE, BadField, int_field, task_on_dataset
-from calibrate.views.session import close_session, get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("adjudicate", __name__, url_prefix="/adjudicate")
 
@@ -60,18 +60,16 @@ def index():
 @role_required(*REVIEWERS)
 def decide(task_name: str, target_key: str):
     """Set the adjudicated (gold) label of one target, with a note."""
-    db = get_write_session()
-    task = lookup.task(db, task_name)
-    try:
-        adjudicate(db, g.user, task, target_key, request.form.get("value", ""), request.form.get("note", ""))
-    except TaskNotOffered as exc:  # a target of a dataset the task is not scoped to
-        raise BadField("task", refusal_text(exc)) from None
-    db.commit()
+    with writing() as db:
+        task = lookup.task(db, task_name)
+        try:
+            adjudicate(db, g.user, task, target_key, request.form.get("value", ""), request.form.get("note", ""))
+        except TaskNotOffered as exc:  # a target of a dataset the task is not scoped to
+            raise BadField("task", refusal_text(exc)) from None
     if not is_script_request():
         flash(_("Gold set for %(target)s.", target=target_key), "done")
         return redirect(request.form.get("back") if (request.form.get("back") or "").startswith("/adjudicate")
                         else url_for("adjudicate.index"), code=303)
-    close_session()  # read the answer in an ordinary session, not a new write transaction
     db = get_session()
     task = lookup.task(db, task_name)
     found = dispute(db, task, target_key)

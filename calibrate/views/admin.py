@@ -19,7 +19,7 @@ from calibrate.reasons import Reason
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
 from calibrate.views.fields import int_field
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -46,10 +46,9 @@ def index():
 def add_user():
     """Add an account (there is no self-signup)."""
     form = request.form
-    db = get_write_session()
-    user = create_user(db, form.get("username", ""), role=form.get("role", "annotator"), password=form.get("password", ""),
-                       display_name=form.get("display_name", ""))
-    db.commit()
+    with writing() as db:
+        user = create_user(db, form.get("username", ""), role=form.get("role", "annotator"), password=form.get("password", ""),
+                           display_name=form.get("display_name", ""))
     flash(_("Added %(user)s (%(role)s).", user=user.username, role=_(user.role)), "done")
     return redirect(url_for("admin.index"), code=303)
 
@@ -58,10 +57,9 @@ def add_user():
 @role_required("admin")
 def password(user_id: int):
     """Reset a user's password (their other sessions end)."""
-    db = get_write_session()
-    user = get_user_by_id(db, user_id)
-    reset_password(db, user, request.form.get("password", ""))
-    db.commit()
+    with writing() as db:
+        user = get_user_by_id(db, user_id)
+        reset_password(db, user, request.form.get("password", ""))
     flash(_("New password set for %(user)s.", user=user.username), "done")
     return redirect(url_for("admin.index"), code=303)
 
@@ -70,10 +68,9 @@ def password(user_id: int):
 @role_required("admin")
 def locale(user_id: int):
     """Set a user's interface language (as she can on her Account page); empty: follow her browser."""
-    db = get_write_session()
-    user = get_user_by_id(db, user_id)
-    set_locale(db, user, request.form.get("locale", ""))
-    db.commit()
+    with writing() as db:
+        user = get_user_by_id(db, user_id)
+        set_locale(db, user, request.form.get("locale", ""))
     flash(_("Language of %(user)s: %(language)s.", user=user.username,
             language=i18n.LANGUAGE_NAMES.get(user.locale or "", _("as the browser asks"))), "done")
     return redirect(url_for("admin.index"), code=303)
@@ -83,11 +80,10 @@ def locale(user_id: int):
 @role_required("admin")
 def active(user_id: int):
     """Deactivate an account (returning its pending items to the open pool) or activate it again."""
-    db = get_write_session()
-    user = get_user_by_id(db, user_id)
-    turn_on = request.form.get("active") == "1"
-    released = set_active(db, user, turn_on, acting=g.user, release=request.form.get("release") == "1")
-    db.commit()
+    with writing() as db:
+        user = get_user_by_id(db, user_id)
+        turn_on = request.form.get("active") == "1"
+        released = set_active(db, user, turn_on, acting=g.user, release=request.form.get("release") == "1")
     if turn_on:
         flash(_("%(user)s can log in again.", user=user.username), "done")
     else:
@@ -110,10 +106,9 @@ def assign_work():
         fraction_value = float(fraction) if fraction else None
     except ValueError:
         raise AnnotationError(Reason("fraction_not_number")) from None
-    db = get_write_session()
-    summary = assign(db, form.get("dataset", ""), n=n_value, fraction=fraction_value, seed=seed, overlap=overlap,
-                     usernames=form.getlist("annotator"), negative_first=form.get("negative_first") == "1")
-    db.commit()
+    with writing() as db:
+        summary = assign(db, form.get("dataset", ""), n=n_value, fraction=fraction_value, seed=seed, overlap=overlap,
+                         usernames=form.getlist("annotator"), negative_first=form.get("negative_first") == "1")
     flash(summary.line(), "done")
     return redirect(url_for("admin.index"), code=303)
 
@@ -122,10 +117,9 @@ def assign_work():
 @role_required("admin", "engineer")
 def reopen(assignment_id: int):
     """Put a skipped or flagged item back in its annotator's queue."""
-    db = get_write_session()
-    assignment = db.get(Assignment, assignment_id) or abort(404)
-    set_status(db, assignment, "pending", "")
-    db.commit()
+    with writing() as db:
+        assignment = db.get(Assignment, assignment_id) or abort(404)
+        set_status(db, assignment, "pending", "")
     flash(_("Back in the queue."), "done")
     back = request.form.get("back", "")
     return redirect(back if back in (url_for("admin.index"), url_for("adjudicate.index")) else url_for("admin.index"), code=303)

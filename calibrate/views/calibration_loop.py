@@ -52,7 +52,7 @@ from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import task_on_dataset
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("loop", __name__)
 
@@ -170,11 +170,10 @@ def fewshot(name: str, judge: str, target: str):
     """Create the next version of the judge's prompt with this target as a few-shot example."""
     task = request.form.get("task") or "claim_support"
     back_to(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task))
-    session = get_write_session()
-    result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user,
-                         limits=Limits.from_settings(current_app.config))
-    prompt_name = session.get(Prompt, result.version.prompt_id).name
-    session.commit()
+    with writing() as session:
+        result = add_fewshot(session, name, judge, target, request.form.get("rationale", ""), task=task, author=g.user,
+                             limits=Limits.from_settings(current_app.config))
+        prompt_name = session.get(Prompt, result.version.prompt_id).name
     if result.created:
         flash(_("Created %(version)s with %(target)s as a few-shot example; run it to see its scores (the example is excluded "
                 "from them).", version=f"{prompt_name}@{result.version.number}", target=target), "info")
@@ -189,10 +188,9 @@ def triage_one(name: str, judge: str, target: str):
     """Record the triage of one disagreement (human_error also flags the sample for adjudication)."""
     task = request.form.get("task") or "claim_support"
     back_to(url_for("loop.disagreement", name=name, judge=judge, target=target, task=task))
-    session = get_write_session()
-    result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
-                    note=request.form.get("note", ""), user=g.user)
-    session.commit()
+    with writing() as session:
+        result = triage(session, name, judge, target, request.form.get("kind", ""), task=task,
+                        note=request.form.get("note", ""), user=g.user)
     message = _("Triaged %(target)s as %(kind)s.", target=target, kind=_(result.triage.kind.replace("_", " ")))
     if result.triage.kind == "human_error":
         message += " " + (_("The sample is flagged for review on the adjudication page.") if result.flagged
@@ -214,9 +212,8 @@ def evaluate_test(name: str, judge: str):
         preview = test_look_preview(get_session(), name, judge, task=task)
         return render_template("calibration/evaluate_test.html", preview=preview, back=back,
                                last=look_text(preview.last) if preview.last is not None else "")
-    session = get_write_session()
-    row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
-    session.commit()
+    with writing() as session:
+        row = evaluate_on_test(session, name, judge, task=task, options=_options(), user=g.user)
     flash(_("%(judge)s on test: %(look)s; n = %(n)s (this look is recorded).", judge=judge, look=look_text(row), n=row.n), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
 
@@ -275,9 +272,8 @@ def queue_order(name: str):
     task = request.form.get("task") or "claim_support"
     back = request.form.get("split") or None
     back_to(url_for("loop.show", name=name, task=task, split=back))
-    session = get_write_session()
-    result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
-    session.commit()
+    with writing() as session:
+        result = order_queue(session, name, mode=request.form.get("mode", ""), task=task)
     flash(result.line(), "info")
     return redirect(url_for("loop.show", name=name, task=task, split=back), code=303)
 

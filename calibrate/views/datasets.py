@@ -24,7 +24,7 @@ from calibrate.views.errors import back_to
 from calibrate.views.fields import MAX_PAGE, int_field
 from calibrate.views.production import queue_form
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 # Loaded on the first dataset page an engineer opens, not when the app starts (it brings pandas and SciPy).
 golden = lazy.module("calibrate.loop.golden")
@@ -118,12 +118,11 @@ def _share(name: str, default: float) -> float:
 def refresh_golden(name: str, golden_name: str):
     """Make the next version of a golden set (the dataset page's refresh form)."""
     back_to(url_for("datasets.show", name=name))
-    session = get_write_session()
-    made = golden.refresh_golden(session, name, golden_name, source=(request.form.get("source") or "").strip(),
-                                 renew=_share("renew", 0.2), anchor_share=_share("anchor_share", 0.5),
-                                 strata=(request.form.get("strata") or "").strip() or None,
-                                 seed=int_field(request.form, "seed", default=0, maximum=2**31 - 1), user=g.user)
-    session.commit()
+    with writing() as session:
+        made = golden.refresh_golden(session, name, golden_name, source=(request.form.get("source") or "").strip(),
+                                     renew=_share("renew", 0.2), anchor_share=_share("anchor_share", 0.5),
+                                     strata=(request.form.get("strata") or "").strip() or None,
+                                     seed=int_field(request.form, "seed", default=0, maximum=2**31 - 1), user=g.user)
     why = "; ".join(reason_text({"note": note, "reason": reason}) for note, reason in zip(made["queue_notes"],
                                                                                          made["queue_reasons"], strict=True))
     flash(_("%(golden)s@%(version)s made: %(retired)s retired, %(added)s added. %(why)s.",

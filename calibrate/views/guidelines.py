@@ -13,7 +13,7 @@ from calibrate.annotation.guidelines import guideline_overview, outdated_assignm
 from calibrate.i18n import _, ngettext
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refusal_text, refuse_back_to
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("guidelines", __name__, url_prefix="/guidelines")
 
@@ -45,14 +45,13 @@ def show(task_name: str):
 @role_required(*EDITORS)
 def update(task_name: str):
     """Save a new version of a task's guideline."""
-    db = get_write_session()
-    task = lookup.task(db, task_name)
     try:
-        guideline = save_guideline(db, task, request.form.get("text", ""), g.user)
+        with writing() as db:
+            task = lookup.task(db, task_name)
+            guideline = save_guideline(db, task, request.form.get("text", ""), g.user)
     except AnnotationError as exc:
         flash(refusal_text(exc), "error")
-        return redirect(url_for("guidelines.show", task_name=task.name), code=303)
-    db.commit()
+        return redirect(url_for("guidelines.show", task_name=task_name), code=303)
     flash(_("Saved %(task)s guideline v%(version)s. New labels record v%(version)s.", task=task.name, version=guideline.version), "done")
     return redirect(url_for("guidelines.show", task_name=task.name), code=303)
 
@@ -61,13 +60,12 @@ def update(task_name: str):
 @role_required(*EDITORS)
 def requeue(task_name: str):
     """Put items labelled under an older guideline back in their annotators' queues."""
-    db = get_write_session()
-    task = lookup.task(db, task_name)
-    dataset = None
-    if request.form.get("dataset"):
-        dataset = lookup.dataset(db, request.form["dataset"])
-    count = requeue_outdated(db, task, dataset)
-    db.commit()
+    with writing() as db:
+        task = lookup.task(db, task_name)
+        dataset = None
+        if request.form.get("dataset"):
+            dataset = lookup.dataset(db, request.form["dataset"])
+        count = requeue_outdated(db, task, dataset)
     flash(ngettext("Re-queued %(num)s item: its annotator will confirm each outdated %(task)s label.",
                    "Re-queued %(num)s items: their annotators will confirm each outdated %(task)s label.", count, task=task.name), "done")
     return redirect(url_for("guidelines.show", task_name=task.name), code=303)

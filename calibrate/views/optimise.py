@@ -31,7 +31,7 @@ from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import app_engine, get_session, get_write_session, write
+from calibrate.views.session import app_engine, get_session, write, writing
 
 bp = Blueprint("optimise", __name__)
 log = logging.getLogger(__name__)
@@ -116,10 +116,11 @@ def status(opt_id: int):
 @role_required(*ENGINEERS)
 def cancel(opt_id: int):
     """Ask a running optimisation to stop after its current step (its current run after that run's batch)."""
-    session = get_write_session()
-    opt = session.get(Optimisation, opt_id) or abort(404)
-    if opt.status == "running":
-        request_cancel(session, opt)
-        session.commit()
+    with writing() as session:
+        opt = session.get(Optimisation, opt_id) or abort(404)
+        running = opt.status == "running"
+        if running:
+            request_cancel(session, opt)
+    if running:
         flash(_("Cancelling after the current step; the same settings continue it later."), "info")
     return redirect(url_for("optimise.show", opt_id=opt_id), code=303)

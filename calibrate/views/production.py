@@ -17,7 +17,7 @@ from calibrate.reasons import Reason
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.prompts import ENGINEERS
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 # Loaded on the first Production page, not with the app (pandas and SciPy).
 production = lazy.module("calibrate.calibration")  # its public API (monitor), never one of its modules
@@ -122,12 +122,11 @@ def show(name: str):
 def queue(name: str):
     """Save the dataset's queue policy and apply it now (`calibrate queue auto`)."""
     back_to(request.form.get("back") == "dataset" and url_for("datasets.show", name=name) or url_for("production.show", name=name))
-    session = get_write_session()
-    form = request.form
-    summary = queue_auto(session, name, daily=_whole(form, "daily", 0), assign=form.getlist("assign"),
-                         overlap=_whole(form, "overlap", 1), overlap_share=_number(form, "overlap_share", 0.0),
-                         audit_share=_number(form, "audit_share", 0.5), seed=_whole(form, "seed", 0), user=g.user)
-    session.commit()
+    with writing() as session:
+        form = request.form
+        summary = queue_auto(session, name, daily=_whole(form, "daily", 0), assign=form.getlist("assign"),
+                             overlap=_whole(form, "overlap", 1), overlap_share=_number(form, "overlap_share", 0.0),
+                             audit_share=_number(form, "audit_share", 0.5), seed=_whole(form, "seed", 0), user=g.user)
     flash(_("Queue policy saved and applied for %(day)s: %(audit)s audit and %(triage)s triage assignments added "
             "(today %(used)s of %(daily)s).", day=summary["day"], audit=summary["audit"]["added"],
             triage=summary["triage"]["added"],

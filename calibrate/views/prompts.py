@@ -33,7 +33,7 @@ from calibrate.tasks import METRIC_TASKS
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import int_field
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("prompts", __name__)
 ENGINEERS = ("engineer", "admin")
@@ -89,10 +89,9 @@ def create():
     # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
     with trial():
         checked = check_version(get_session(), name, task=task, limits=limits, datasets=datasets)
-    session = get_write_session()
-    result = save_version(session, name, task=task, author=g.user, note="created from the built-in template",
-                          limits=limits, checked=checked, datasets=datasets)
-    session.commit()
+    with writing() as session:
+        result = save_version(session, name, task=task, author=g.user, note="created from the built-in template",
+                              limits=limits, checked=checked, datasets=datasets)
     return redirect(url_for("prompts.show", name=name, number=result.version.number), code=303)
 
 
@@ -146,11 +145,9 @@ def update(name: str, number: int):
         # Checked before the write lock is taken: the trial render may take PROMPT_RENDER_SECONDS.
         with trial():
             checked = check_version(session, prompt.name, **fields)
-        session = get_write_session()
-        result = save_version(session, prompt.name, note=form["note"], author=g.user, checked=checked, **fields)
-        session.commit()
+        with writing() as db:
+            result = save_version(db, prompt.name, note=form["note"], author=g.user, checked=checked, **fields)
     except CalibrateError as exc:  # the form again, with what was typed and why it was refused
-        session.rollback()
         page = render_template("prompts/edit.html", v=view, form=form, error=refusal_text(exc))
         if isinstance(exc, Busy):  # too many trial renders at once: nothing was checked, send it again later
             return page, exc.status, {"Retry-After": str(exc.retry_after)}

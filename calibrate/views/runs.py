@@ -22,7 +22,7 @@ from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
-from calibrate.views.session import app_engine, get_session, get_write_session, write
+from calibrate.views.session import app_engine, get_session, write, writing
 
 bp = Blueprint("runs", __name__)
 log = logging.getLogger(__name__)
@@ -169,10 +169,11 @@ def status(run_id: int):
 @role_required(*ENGINEERS)
 def stop(run_id: int):
     """Ask a running run to stop after its current batch."""
-    session = get_write_session()
-    run = session.get(JudgeRun, run_id) or abort(404)
-    if run.status in ("pending", "running"):
-        request_stop(session, run)
-        session.commit()
+    with writing() as session:
+        run = session.get(JudgeRun, run_id) or abort(404)
+        stopping = run.status in ("pending", "running")
+        if stopping:
+            request_stop(session, run)
+    if stopping:
         flash(_("Stopping after the current batch; run it again to continue."), "info")
     return redirect(url_for("runs.show", run_id=run_id), code=303)

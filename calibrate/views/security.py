@@ -17,11 +17,10 @@ from flask import Flask, abort, current_app, g, request, session
 from flask.sessions import SecureCookieSessionInterface
 from sqlalchemy.orm import make_transient_to_detached
 
-from calibrate.db import write_session
 from calibrate.logins import SessionPolicy, load_session, touch
 from calibrate.models import User
 from calibrate.views.auth import login_needed
-from calibrate.views.session import app_engine, get_session
+from calibrate.views.session import get_session, writing
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Blueprints that no browser session reaches: a bearer token authenticates each request (no cookie is
@@ -88,7 +87,7 @@ def _load_user() -> None:
     g.user = User(**active.user)
     make_transient_to_detached(g.user)
     if active.touch:
-        with write_session(app_engine()) as db:
+        with writing() as db:
             touch(db, active)
 
 

@@ -1,36 +1,33 @@
-"""The request's database session and the process's writer lock (Flask glue kept out of calibrate/db.py).
+"""The request's database sessions (Flask glue kept out of calibrate/db.py).
 
-    get_session()          the request's session (one per request on `g`, closed at teardown)
-    get_write_session()    a session whose transaction takes the write lock first (db.write_engine)
-    close_session()        close it now (later reads get an ordinary session)
-    write(action)          run `action(session)` in a write transaction behind the writer lock, commit
-    app_writer()           the app's writer lock (db.writer_lock of its database)
+    get_session()          the request's read session (one per request on `g`, closed at teardown)
+    close_session()        close it now (later reads get a new one)
+    writing()              the request's write transaction: db.write_session on the app's engine,
+                           the request's read session given back before it waits for the lock
+    write(action)          run `action(session)` in `writing()` and return its result; run it
+                           once more on a unique-key race
+    app_engine()           the app's engine
 
-SQLite has one writer at a time. Threads that wait for it inside SQLite's busy handler sleep
-in growing steps (up to 100 ms) and wake at random; waiting on the writer lock (a lock of
-this process, then a flock shared by the server processes on the same SQLite file) hands
-the database over as soon as it is free. On PostgreSQL, other processes wait on its
-advisory lock; other commands (imports) wait in SQLite's busy handler.
+Every write of a view goes through `writing()` (db.write_session: the writer lock of a SQLite
+file, BEGIN IMMEDIATE, one retry on a busy database, commit at the end of the block), so a
+label save, an admin's form and the traces receiver take turns with each other, with the
+commands and with the workers on the same file (docs/architecture.md, "Database").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from flask import Flask, current_app, g
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from calibrate.db import WriterLock, get_engine, note_write, write_engine, writer_lock
+from calibrate.db import get_engine, write_session
 
 T = TypeVar("T")
-
-
-def app_writer() -> WriterLock:
-    """Return the current app's writer lock (db.writer_lock: one per SQLite file in this process)."""
-    return writer_lock(current_app.config["DATABASE_URL"])
 
 
 def app_engine() -> Engine:
@@ -39,56 +36,42 @@ def app_engine() -> Engine:
 
 
 def get_session() -> Session:
-    """Return the request's session (one per request, closed at teardown)."""
+    """Return the request's read session (one per request, closed at teardown)."""
     if "db_session" not in g:
         g.db_session = Session(app_engine(), expire_on_commit=False)
     return g.db_session
 
 
-def get_write_session() -> Session:
-    """Return the request's session for a write that reads first (it takes the write lock: see `db.write_engine`)."""
-    if "db_session" in g:
-        g.db_session.close()
-    g.db_session = Session(write_engine(app_engine()), expire_on_commit=False)
-    return g.db_session
-
-
 def close_session(_exc: BaseException | None = None) -> None:
-    """Close the request's session, rolling back whatever was not committed."""
+    """Close the request's read session, giving its connection back (the next read opens a new one)."""
     session = g.pop("db_session", None)
     if session is not None:
         session.close()
 
 
-def write(action: Callable[[Session], T], *, background: bool = False) -> T:
-    """Run `action(session)` in a write transaction behind the writer lock and commit; retry once on a unique-key race.
+@contextlib.contextmanager
+def writing(*, background: bool = False) -> Iterator[Session]:
+    """Yield the request's write transaction (db.write_session), committed when the block ends.
 
-    `background`: a write no person waits for (staging traces), which lets other processes' waiting writes go first.
+    The request's read session is given back first: a thread that waited for the lock holding a
+    pooled connection could leave the lock's holder none (a burst of logins did, on a busy machine).
+    Its objects stay readable (loaded, detached); later reads open a new read session, never
+    this transaction again. `background`: a write no person waits for (staging traces), which
+    lets other processes' waiting writes go first.
     """
-    lock = app_writer()
-    # Give the request's read connection back before waiting for the lock: threads that wait holding one could
-    # take the whole pool while the lock's holder waits for a connection (a burst of logins did, on a busy machine).
-    close_session()
-    with lock.background if background else lock:
+    with write_session(app_engine(), background=background, give_back=g.pop("db_session", None)) as session:
+        yield session
+
+
+def write(action: Callable[[Session], T], *, background: bool = False) -> T:
+    """Run `action(session)` in `writing()` and return what it returns; on a unique-key race, run it once more."""
+    for attempt in (1, 2):
         try:
-            for attempt in (1, 2):
-                db = get_write_session()
-                try:
-                    result = action(db)
-                    db.commit()
-                    note_write(app_engine(), None)
-                    return result
-                except IntegrityError:
-                    db.rollback()
-                    if attempt == 2:
-                        raise
-                except DBAPIError as exc:  # a full disk, a damaged file: `/health` says the last write failed
-                    note_write(app_engine(), exc)
-                    raise
-        finally:
-            # Later reads of this request get an ordinary session: a read on the write session
-            # would BEGIN IMMEDIATE again, outside the lock, and hold SQLite's write lock to the end.
-            close_session()
+            with writing(background=background) as session:
+                return action(session)
+        except IntegrityError:
+            if attempt == 2:
+                raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

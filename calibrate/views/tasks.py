@@ -14,11 +14,12 @@ from calibrate import i18n, lookup
 from calibrate.i18n import _
 from calibrate.models import Task
 from calibrate.task_scopes import tasks_scopes
-from calibrate.tasks import MAX_DISPLAY_CHARS, describe_values, edit_task, parse_scale, remove_task, shipped_text
+from calibrate.task_values import describe_values
+from calibrate.tasks import MAX_DISPLAY_CHARS, edit_task, parse_scale, remove_task, shipped_text
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
 from calibrate.views.prompts import ENGINEERS
-from calibrate.views.session import get_session, get_write_session
+from calibrate.views.session import get_session, writing
 
 bp = Blueprint("tasks", __name__, url_prefix="/tasks")
 
@@ -66,15 +67,14 @@ def update(name: str):
     form = request.form
     labels = [label for label in form.get("add_labels", "").split(",") if label.strip()]
     scale = parse_scale(form["scale"]) if form.get("scale", "").strip() else None
-    session = get_write_session()
-    task = lookup.task(session, name)
-    display = display_fields(task, form)
-    description = form.get("description")
-    if description == "" and shipped_text(task.description or "") != task.description:
-        description = None  # a built-in's shipped description, shown translated as the placeholder: unchanged
-    change = edit_task(session, name, description=description, add_labels=labels or None, scale=scale,
-                       display=display or None, descriptions=description_fields(form) or None)
-    session.commit()
+    with writing() as session:
+        task = lookup.task(session, name)
+        display = display_fields(task, form)
+        description = form.get("description")
+        if description == "" and shipped_text(task.description or "") != task.description:
+            description = None  # a built-in's shipped description, shown translated as the placeholder: unchanged
+        change = edit_task(session, name, description=description, add_labels=labels or None, scale=scale,
+                           display=display or None, descriptions=description_fields(form) or None)
     flash(f"{change.line()}.", "info")
     return redirect(url_for("tasks.index"), code=303)
 
@@ -84,8 +84,7 @@ def update(name: str):
 def remove(name: str):
     """Remove a custom task nothing uses yet (`calibrate task remove`)."""
     back_to(url_for("tasks.index"))
-    session = get_write_session()
-    task = remove_task(session, name)
-    session.commit()
+    with writing() as session:
+        task = remove_task(session, name)
     flash(_("Removed task %(task)s.", task=task.name), "info")
     return redirect(url_for("tasks.index"), code=303)

@@ -158,17 +158,17 @@ def test_a_labels_import_racing_a_split_leaves_its_labels_on_the_retired_claim_s
     """The import validated against the claim; a split retired it before the publish: the label is flagged stale."""
     from sqlalchemy import update
 
-    import calibrate.ingest.labels as labels_import
+    import calibrate.ingest.label_upserts as label_upserts
 
     source = Path(__file__).resolve().parent.parent / "data" / "good"
     assert runner.invoke(["import", "samples", str(source / "samples.jsonl"), "--dataset", "d"]).exit_code == 0
-    real_publish = labels_import._LabelStager.publish
+    real_publish = label_upserts.LabelStager.publish
 
     def split_first(self, db):
         db.execute(update(Claim).where(Claim.index == 0).values(active=False))  # as a split committed meanwhile
         return real_publish(self, db)
 
-    monkeypatch.setattr(labels_import._LabelStager, "publish", split_first)
+    monkeypatch.setattr(label_upserts.LabelStager, "publish", split_first)
     out = runner.invoke(["import", "labels", str(source / "labels.jsonl"), "--dataset", "d"])
     assert out.exit_code == 0, out.output
     _no_current_label_on_a_retired_claim(session)

@@ -28,6 +28,15 @@ def test_the_production_page_fits_a_phone(browser, site, locale):
             assert page.locator("#production-windows article, #queue-auto-form").count() >= 1
             wide = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
             assert wide[0] <= wide[1], f"{url} scrolls sideways at 390 px ({locale}): {wide}"
+        # The windows' chart sits above the cards and fits the phone: drawn (an SVG with the CI band's points), as
+        # wide as the page at most, and tall enough to read.
+        page.goto(site.url + f"/datasets/{PROD_DATASET}/production")
+        chart = page.locator("#production-chart svg")
+        assert chart.count() == 1
+        box = chart.bounding_box()
+        assert box is not None and 0 < box["x"] and box["x"] + box["width"] <= 390 and box["height"] >= 120, box
+        assert page.locator("#production-chart").evaluate(
+            "el => el.compareDocumentPosition(document.querySelector('#production-windows article')) & 4") == 4
         heading = page.locator("h1").first.inner_text()
         assert PROD_DATASET in heading
     finally:

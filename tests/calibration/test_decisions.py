@@ -11,7 +11,7 @@ from calibrate.calibration import Options, build_report
 from calibrate.calibration.decision import decide, labels_to_decide, overall
 from calibrate.models import Sample
 from calibrate.reports import render
-from calibrate.reports.summary import decision_text
+from calibrate.reports.decisions import decision_text
 
 T = 0.75
 

@@ -1,4 +1,4 @@
-"""CLI writers take the writer lock of a SQLite file (db.lock_writes), as a server's label saves do."""
+"""CLI writers take the writer lock of a SQLite file (db.write_session), as a server's label saves do."""
 
 from __future__ import annotations
 
@@ -71,10 +71,9 @@ def test_a_cli_import_waits_for_the_servers_writer_lock_then_succeeds(engine, db
 
 
 def test_a_write_session_inside_the_lock_does_not_take_it_again(engine, db_url):
-    """A server's write (its writer lock held) that opens a write session on a CLI-locked engine does not deadlock."""
-    from calibrate.db import lock_writes, write_session, writer_lock
+    """A thread that holds the writer lock already (a server's write) and opens a write session does not deadlock."""
+    from calibrate.db import write_session, writer_lock
 
-    lock_writes(engine)
     with writer_lock(db_url), write_session(engine) as session:
         session.add(Dataset(name="inside", source="t"))
     with write_session(engine) as session:  # and alone it takes the lock and lets go

@@ -395,7 +395,7 @@ def test_only_a_web_server_runs_no_settler(monkeypatch, tmp_path):
 
     started = []
     monkeypatch.setattr(waitress, "serve", lambda *args, **kwargs: None)
-    monkeypatch.setattr(staging, "start_settler", lambda engine, settings, lock=None: started.append(settings["SERVE_ROLE"]))
+    monkeypatch.setattr(staging, "start_settler", lambda engine, settings: started.append(settings["SERVE_ROLE"]))
     for role in ("all", "web", "traces"):
         app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'roles.sqlite'}", "TESTING": True}, role=role)
         serve.serve_app(app, "127.0.0.1", 0)

@@ -13,15 +13,13 @@ import pytest
 from sqlmodel import select
 
 from calibrate.errors import NotFound
+from calibrate.ingest.allocation import allocate_strata, combination_cycle, largest_remainder
 from calibrate.ingest.sampling import (
     MISSING,
     PRIORITY_NEGATIVE,
     PRIORITY_NORMAL,
     SamplingError,
     SamplingSummary,
-    allocate_strata,
-    combination_cycle,
-    largest_remainder,
     parse_split_spec,
     sample_dataset,
 )

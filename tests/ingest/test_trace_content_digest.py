@@ -18,7 +18,8 @@ from test_traces import T1, T2, _otlp_file, _rag
 from calibrate.db import dispose_engine, get_engine
 from calibrate.ingest.batches import InChunks
 from calibrate.ingest.problems import ImportRejected
-from calibrate.ingest.samples import content_digest, import_samples
+from calibrate.ingest.sample_records import content_digest
+from calibrate.ingest.samples import import_samples
 from calibrate.ingest.traces import import_traces
 from calibrate.migrations import current_revision, head_revision, upgrade
 from calibrate.models import Sample

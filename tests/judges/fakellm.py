@@ -66,6 +66,8 @@ import threading
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -271,23 +273,47 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:
+        call = self._read_call()
+        if call is None or self._refused(call):
+            return
+        fake = self.fake
+        fault = fake.next_fault(embeddings=call.embeddings)
+        self._count(fault)
+        if fake.latency:
+            time.sleep(fake.latency)
+        if fault == "garbage" and call.embeddings:
+            answer = _embeddings(call.body)
+            self._send(200, {**answer, "data": answer["data"][1:]})
+        elif fault in _FAULTS:
+            _FAULTS[fault](self, call, fault)
+        else:
+            text = fake.answer_text(call.body, call.user)
+            if call.echo and text is None and not call.embeddings:
+                text = json.dumps({"verdict": fake.verdict_for(call.user), "reason": f"fake judge{call.said}"})
+            self._send(200, _embeddings(call.body) if call.embeddings
+                       else _answer(call.anthropic, call.body, fake.verdict_for(call.user), text=text),
+                       {"x-echo": call.echo} if call.echo else None)
+            self._count_answer(call.key)
+
+    def _read_call(self) -> _Call | None:
+        """Read a POST and count it; answer a reset, an unknown route or a body that is not JSON (then None)."""
         fake = self.fake
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.path == "/_reset":
             fake.reset()
             self._send(200, {"ok": True})
-            return
+            return None
         anthropic = self.path.rstrip("/").endswith("/v1/messages")
         embeddings = self.path.rstrip("/").endswith("/embeddings")
         if not (anthropic or embeddings) and not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
-            return
+            return None
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
             self._send(400, {"error": {"message": "request body is not JSON"}})
-            return
+            return None
         messages = body.get("messages") or []
         user = messages[-1].get("content", "") if messages else ""
         if embeddings:
@@ -304,81 +330,23 @@ class _Handler(BaseHTTPRequestHandler):
             fake.gate.wait(fake.gate_timeout)
         sent_key = self.headers.get("x-api-key") if anthropic else (self.headers.get("Authorization") or "").removeprefix("Bearer ")
         echo = (f"x-api-key: {sent_key}" if anthropic else f"authorization: {self.headers.get('Authorization')}") if fake.echo_key else ""
-        if fake.api_key is not None and sent_key != fake.api_key:
+        return _Call(body, user, key, anthropic, embeddings, sent_key, echo)
+
+    def _refused(self, call: _Call) -> bool:
+        """Answer a wrong key, an unknown model or a response_format the server does not take; return whether it did."""
+        fake = self.fake
+        if fake.api_key is not None and call.sent_key != fake.api_key:
             self._count("401")
-            self._send(401, _error(anthropic, "authentication_error", f"Incorrect API key provided: {sent_key}"))
-            return
-        if fake.models is not None and body.get("model") not in fake.models:
+            self._send(401, _error(call.anthropic, "authentication_error", f"Incorrect API key provided: {call.sent_key}"))
+        elif fake.models is not None and call.body.get("model") not in fake.models:
             self._count("404")
-            self._send(404, _error(anthropic, "not_found_error", f"The model `{body.get('model')}` does not exist"))
-            return
-        if not anthropic and not fake.json_mode and "response_format" in body:
+            self._send(404, _error(call.anthropic, "not_found_error", f"The model `{call.body.get('model')}` does not exist"))
+        elif not call.anthropic and not fake.json_mode and "response_format" in call.body:
             self._count("400")
             self._send(400, _error(False, "invalid_request_error", "response_format is not supported by this server"))
-            return
-        fault = fake.next_fault(embeddings=embeddings)
-        self._count(fault)
-        if fake.latency:
-            time.sleep(fake.latency)
-        said = f" (you sent {echo})" if echo else ""
-        if fault == "429":
-            headers = {"x-echo": echo} if echo else {}
-            if fake.retry_after is not None:
-                headers["Retry-After"] = fake.retry_after
-            if fake.retry_after_ms is not None:
-                headers["retry-after-ms"] = fake.retry_after_ms
-            self._send(429, _error(anthropic, "rate_limit_error", "Rate limit reached" + said), headers)
-        elif fault == "500":
-            self._send(500, _error(anthropic, "api_error", "Internal server error" + said))
-        elif fault == "timeout":
-            time.sleep(fake.hang)
-            self._send(200, _embeddings(body) if embeddings
-                       else _answer(anthropic, body, fake.verdict_for(user), text=fake.answer_text(body, user)))
-        elif fault == "drop":
-            self.close_connection = True
-        elif fault == "invalid_json":
-            self._send(200, b'{"id": "x", "choices": [{"message": {"content": "{\\"verdict')
-        elif fault == "wrong_schema":
-            self._send(200, {"id": "x", "result": {"text": "supported"}})
-        elif fault in ("usage_string", "content_number"):
-            answer = _answer(anthropic, body, fake.verdict_for(user))
-            if fault == "usage_string":
-                answer["usage"] = "12 tokens"
-            elif anthropic:
-                answer["content"] = 7
-            else:
-                answer["choices"][0]["message"]["content"] = 7
-            self._send(200, answer)
-        elif fault == "json_array":
-            self._send(200, [_answer(anthropic, body, fake.verdict_for(user))])
-        elif fault == "huge":  # a valid answer of fake.huge_bytes, delimited by closing the connection (no length)
-            answer = _answer(anthropic, body, fake.verdict_for(user), text="x" * fake.huge_bytes)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            try:
-                self.wfile.write(json.dumps(answer).encode("utf-8"))
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-        elif fault == "gzip_bomb":  # about 1 MB on the wire, 1 GiB once inflated
-            self._send(200, gzip_bomb(), {"Content-Encoding": "gzip"})
-        elif fault == "deep_json":
-            self._send(200, b"[" * 100_000 + b"]" * 100_000)
-        elif fault == "garbage" and embeddings:
-            answer = _embeddings(body)
-            self._send(200, {**answer, "data": answer["data"][1:]})
-        elif fault == "garbage":
-            self._send(200, _answer(anthropic, body, None, text="I would rather not say."))
-            self._count_answer(key)
         else:
-            text = fake.answer_text(body, user)
-            if echo and text is None and not embeddings:
-                text = json.dumps({"verdict": fake.verdict_for(user), "reason": f"fake judge{said}"})
-            self._send(200, _embeddings(body) if embeddings else _answer(anthropic, body, fake.verdict_for(user), text=text),
-                       {"x-echo": echo} if echo else None)
-            self._count_answer(key)
+            return False
+        return True
 
     def _count(self, name: str) -> None:
         with self.fake.lock:
@@ -387,6 +355,92 @@ class _Handler(BaseHTTPRequestHandler):
     def _count_answer(self, key: str) -> None:
         with self.fake.lock:
             self.fake.answers[key] += 1
+
+
+@dataclass
+class _Call:
+    """One POSTed call: its body, the user message (or embedding input) and its item key, which API, the key sent."""
+
+    body: dict
+    user: Any
+    key: str
+    anthropic: bool
+    embeddings: bool
+    sent_key: str | None
+    echo: str  # what the server says back of the key it got (echo_key), else ""
+
+    @property
+    def said(self) -> str:
+        return f" (you sent {self.echo})" if self.echo else ""
+
+
+def _rate_limited(handler: _Handler, call: _Call, fault: str) -> None:
+    fake = handler.fake
+    headers = {"x-echo": call.echo} if call.echo else {}
+    if fake.retry_after is not None:
+        headers["Retry-After"] = fake.retry_after
+    if fake.retry_after_ms is not None:
+        headers["retry-after-ms"] = fake.retry_after_ms
+    handler._send(429, _error(call.anthropic, "rate_limit_error", "Rate limit reached" + call.said), headers)
+
+
+def _hang(handler: _Handler, call: _Call, fault: str) -> None:
+    fake = handler.fake
+    time.sleep(fake.hang)
+    handler._send(200, _embeddings(call.body) if call.embeddings
+                  else _answer(call.anthropic, call.body, fake.verdict_for(call.user), text=fake.answer_text(call.body, call.user)))
+
+
+def _drop(handler: _Handler, call: _Call, fault: str) -> None:
+    handler.close_connection = True
+
+
+def _odd_types(handler: _Handler, call: _Call, fault: str) -> None:
+    answer = _answer(call.anthropic, call.body, handler.fake.verdict_for(call.user))
+    if fault == "usage_string":
+        answer["usage"] = "12 tokens"
+    elif call.anthropic:
+        answer["content"] = 7
+    else:
+        answer["choices"][0]["message"]["content"] = 7
+    handler._send(200, answer)
+
+
+def _huge(handler: _Handler, call: _Call, fault: str) -> None:
+    """A valid answer of fake.huge_bytes, delimited by closing the connection (no length)."""
+    answer = _answer(call.anthropic, call.body, handler.fake.verdict_for(call.user), text="x" * handler.fake.huge_bytes)
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.close_connection = True
+    try:
+        handler.wfile.write(json.dumps(answer).encode("utf-8"))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def _garbage(handler: _Handler, call: _Call, fault: str) -> None:
+    handler._send(200, _answer(call.anthropic, call.body, None, text="I would rather not say."))
+    handler._count_answer(call.key)
+
+
+# The scripted faults (FakeLLM.faults / script): what the server answers instead of a verdict.
+_FAULTS: dict[str, Callable[[_Handler, _Call, str], None]] = {
+    "429": _rate_limited,
+    "500": lambda h, c, f: h._send(500, _error(c.anthropic, "api_error", "Internal server error" + c.said)),
+    "timeout": _hang,
+    "drop": _drop,
+    "invalid_json": lambda h, c, f: h._send(200, b'{"id": "x", "choices": [{"message": {"content": "{\\"verdict'),
+    "wrong_schema": lambda h, c, f: h._send(200, {"id": "x", "result": {"text": "supported"}}),
+    "usage_string": _odd_types,
+    "content_number": _odd_types,
+    "json_array": lambda h, c, f: h._send(200, [_answer(c.anthropic, c.body, h.fake.verdict_for(c.user))]),
+    "huge": _huge,
+    "gzip_bomb": lambda h, c, f: h._send(200, gzip_bomb(), {"Content-Encoding": "gzip"}),  # ~1 MB sent, 1 GiB inflated
+    "deep_json": lambda h, c, f: h._send(200, b"[" * 100_000 + b"]" * 100_000),
+    "garbage": _garbage,
+}
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,10 +26,12 @@ from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
 from calibrate.bounds import MIN_INCLUSION_PROB, inclusion_prob_problem
-from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, InChunks, InTransaction, Writes, cleanup
+from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
+from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
-from calibrate.ingest.samples import content_digest, hash_checked, import_samples, normalise_sample
+from calibrate.ingest.sample_records import content_digest, hash_checked, normalise_sample
+from calibrate.ingest.samples import import_samples
 from calibrate.ingest.traces.decode import (
     FORMATS,
     MAX_FILE_BYTES,
@@ -55,7 +57,6 @@ from calibrate.ingest.traces.mapping import (
 from calibrate.ingest.traces.upstream import MIXED, UPSTREAM_WORDS
 from calibrate.models import Dataset, Label, Sample
 
-IN_CHUNK = 500  # values per IN (…) list when comparing with the stored samples
 # A trace id POST /v1/feedback takes: what an OTLP span's can be (32 hex digits; a UUID's form too).
 OTLP_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
@@ -348,18 +349,70 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
     summary.skipped = dict(skipped.most_common())
     summary.upstream = dict(sorted(upstream.items()))
 
-    if isinstance(target, Session):
-        savepoint = target.begin_nested()
-        try:
-            _store(InTransaction(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
-        except BaseException:
-            savepoint.rollback()
-            raise
-        savepoint.commit()
-    else:
-        cleanup(target, stale_seconds=stale_seconds)
-        _store(InChunks(target, chunk_size=chunk_size), records, summary, source, max_field_chars)
+    with writes_to(target, chunk_size=chunk_size, stale_seconds=stale_seconds) as writes:
+        _store(writes, records, summary, source, max_field_chars)
     return summary
+
+
+@dataclass
+class _Stored:
+    """The stored samples a batch of trace records can meet: their ids, and their contents under other ids (reading the
+    whole dataset cost as much as a settling batch's own work once the receiver had filled it)."""
+
+    by_id: dict[str, tuple[int, str | None, Any, int | None]]  # id → (pk, content hash, metadata, feedback)
+    labelled: set[int]  # pks of those with labels
+    others: dict[str, str]  # content hash → id, of stored samples with one of these contents
+
+    @classmethod
+    def read(cls, session: Session, dataset: str, records: list[dict[str, Any]]) -> _Stored:
+        out = cls({}, set(), {})
+        ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
+        if ds is None or ds.import_batch_id is not None:
+            return out
+        for part in in_parts([rec["id"] for rec in records]):
+            for pk, external_id, metadata, feedback in session.execute(
+                    select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback)
+                    .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(part))):
+                out.by_id[external_id] = (pk, content_digest(metadata), metadata, feedback)
+        # `content_sha256` is metadata.content_sha256's copy, indexed with the dataset (models.Sample).
+        for part in in_parts(sorted({rec["metadata"]["content_sha256"] for rec in records})):
+            for external_id, digest in session.execute(
+                    select(Sample.external_id, Sample.content_sha256)
+                    .where(Sample.dataset_id == ds.id, col(Sample.content_sha256).in_(part))):
+                out.others.setdefault(digest, external_id)
+        for part in in_parts(sorted(known[0] for known in out.by_id.values())):
+            out.labelled.update(session.scalars(select(Label.sample_id).where(col(Label.sample_id).in_(part)).distinct()))
+        return out
+
+    def decide(self, records: list[dict[str, Any]], summary: TracesSummary) -> list[dict[str, Any]]:
+        """Count each record as created, updated, unchanged, changed after labelling (kept) or duplicate content;
+        return those to write."""
+        contents = {**self.others, **{known[1]: external_id for external_id, known in self.by_id.items() if known[1]}}
+        out = []
+        for rec in records:
+            digest = rec["metadata"]["content_sha256"]
+            known = self.by_id.get(rec["id"])
+            if known is not None:
+                if known[1] == digest and rec["feedback"] is not None and rec["feedback"] != known[3]:
+                    # Feedback that arrived after the trace was imported: only the feedback changes (it is not
+                    # content; labels stay valid), the stored metadata is kept as it was.
+                    summary.updated += 1
+                    out.append({**rec, "metadata": known[2]})
+                elif known[1] == digest:
+                    summary.unchanged += 1
+                elif known[0] in self.labelled:
+                    summary.changed_after_labelling += 1
+                else:
+                    summary.updated += 1
+                    out.append(rec)
+                continue
+            if digest in contents:
+                summary.duplicate_content += 1
+                continue
+            contents[digest] = rec["id"]
+            summary.created += 1
+            out.append(rec)
+        return out
 
 
 def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary, source: str,
@@ -367,57 +420,10 @@ def _store(writes: Writes, records: list[dict[str, Any]], summary: TracesSummary
     """Decide created/updated/unchanged/duplicate/kept against the dataset, then write through the samples import."""
     if not records:
         return
-    ids = [rec["id"] for rec in records]
-    digests = sorted({rec["metadata"]["content_sha256"] for rec in records})
     with writes.read() as session:
-        # Only the rows these records can meet: their ids, and their contents under other ids. (Reading the whole
-        # dataset cost as much as a settling batch's own work once the receiver had filled it.)
-        stored: dict[str, tuple[int, str | None, Any, int | None]] = {}  # id → (pk, content hash, metadata, feedback)
-        labelled: set[int] = set()
-        others: dict[str, str] = {}  # content hash → id, of stored samples with one of these contents
-        ds = session.scalars(select(Dataset).where(Dataset.name == summary.dataset)).first()
-        if ds is not None and ds.import_batch_id is None:
-            for start in range(0, len(ids), IN_CHUNK):
-                for pk, external_id, metadata, feedback in session.execute(
-                        select(Sample.id, Sample.external_id, Sample.meta, Sample.feedback)
-                        .where(Sample.dataset_id == ds.id, col(Sample.external_id).in_(ids[start:start + IN_CHUNK]))):
-                    stored[external_id] = (pk, content_digest(metadata), metadata, feedback)
-            # `content_sha256` is metadata.content_sha256's copy, indexed with the dataset (models.Sample).
-            for start in range(0, len(digests), IN_CHUNK):
-                for external_id, digest in session.execute(
-                        select(Sample.external_id, Sample.content_sha256)
-                        .where(Sample.dataset_id == ds.id, col(Sample.content_sha256).in_(digests[start:start + IN_CHUNK]))):
-                    others.setdefault(digest, external_id)
-            pks = sorted(known[0] for known in stored.values())
-            for start in range(0, len(pks), IN_CHUNK):
-                labelled.update(session.scalars(select(Label.sample_id).where(col(Label.sample_id).in_(pks[start:start + IN_CHUNK]))
-                                                .distinct()))
+        known = _Stored.read(session, summary.dataset, records)
         writes.end_read(session)
-    contents = {**others, **{known[1]: external_id for external_id, known in stored.items() if known[1]}}
-    out = []
-    for rec in records:
-        digest = rec["metadata"]["content_sha256"]
-        known = stored.get(rec["id"])
-        if known is not None:
-            if known[1] == digest and rec["feedback"] is not None and rec["feedback"] != known[3]:
-                # Feedback that arrived after the trace was imported: only the feedback changes (it is not
-                # content; labels stay valid), the stored metadata is kept as it was.
-                summary.updated += 1
-                out.append({**rec, "metadata": known[2]})
-            elif known[1] == digest:
-                summary.unchanged += 1
-            elif known[0] in labelled:
-                summary.changed_after_labelling += 1
-            else:
-                summary.updated += 1
-                out.append(rec)
-            continue
-        if digest in contents:
-            summary.duplicate_content += 1
-            continue
-        contents[digest] = rec["id"]
-        summary.created += 1
-        out.append(rec)
+    out = known.decide(records, summary)
     if not out:
         return
     with tempfile.TemporaryDirectory(prefix="calibrate-traces-") as folder:

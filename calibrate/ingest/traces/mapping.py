@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calibrate.bounds import start_ns_problem, started_at_problem
-from calibrate.ingest.samples import canonical_json
+from calibrate.ingest.sample_records import canonical_json
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
 from calibrate.ingest.traces.upstream import WITH_THRESHOLD, trace_upstream
 from calibrate.reasons import Reason

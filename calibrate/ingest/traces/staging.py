@@ -40,7 +40,6 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -407,31 +406,29 @@ def stage_feedback_request(write: Callable[[Callable[[Session], FeedbackStaged]]
 
 
 def settle(engine: Engine, *, settle_s: float, dataset: str | None = None, now: float | None = None,
-           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH,
-           lock: AbstractContextManager | None = None) -> TracesSummary:
+           max_field_chars: int = 1_000_000, batch: int = SETTLE_BATCH, background: bool = False) -> TracesSummary:
     """Turn every staged trace whose root is there and whose newest span is `settle_s` seconds old into samples.
 
     `dataset`: only that dataset's traces (`calibrate traces flush --dataset D` passes settle_s=0).
-    Each transaction settles at most `batch` traces and takes the write lock first (module docstring);
-    `lock`: a lock of this process held around each transaction (the server's writer lock, so label
-    saves and settling take turns promptly instead of waiting in SQLite's busy handler). A trace that
-    cannot be mapped is quarantined, not settled, and never holds the others back (`_settle_some`).
+    Each transaction settles at most `batch` traces in a write session (db.write_session: the writer lock,
+    module docstring); `background`: the server's settler, whose transactions let waiting label saves go first.
+    A trace that cannot be mapped is quarantined, not settled, and never holds the others back (`_settle_some`).
     """
     now = time.time() if now is None else now
     total = TracesSummary(dataset or "")
-    _in_transactions(engine, lock, batch, lambda session: _settle_some(
+    _in_transactions(engine, background, batch, lambda session: _settle_some(
         session, settle_s=settle_s, dataset=dataset, now=now, max_field_chars=max_field_chars, batch=batch, into=total))
     return total
 
 
-def _in_transactions(engine: Engine, lock: AbstractContextManager | None, size: int, step: Callable[[Session], int]) -> None:
-    """Run `step(session)` in write transactions (each inside `lock`) until it does fewer than `size` things."""
+def _in_transactions(engine: Engine, background: bool, size: int, step: Callable[[Session], int]) -> None:
+    """Run `step(session)` in write sessions (background ones with `background`) until it does fewer than `size` things."""
     while True:
-        with lock or nullcontext(), write_session(engine) as session:
+        with write_session(engine, background=background) as session:
             done = step(session)
         if done < size:
             return
-        if lock is not None:
+        if background:
             # Let the threads waiting for the lock in first: a thread that releases a lock and takes it again
             # at once keeps it (Python's locks are not fair), and label saves waited through whole settling runs.
             time.sleep(BATCH_PAUSE)
@@ -582,20 +579,19 @@ def _import_isolated(session: Session, traces: dict[str, list[Span]], token: Ing
 
 
 def drop_rootless(engine: Engine, *, now: float | None = None, max_age: float = ROOTLESS_MAX_AGE,
-                  dataset: str | None = None, lock: AbstractContextManager | None = None,
-                  chunk: int | None = None) -> TracesSummary:
+                  dataset: str | None = None, background: bool = False, chunk: int | None = None) -> TracesSummary:
     """Delete what waited longer than `max_age` for nothing, and count it on the tokens: traces without a root (and
     quarantined ones) whose newest span is that old, and staged feedback received that long ago (its trace never
     settled, or settled and was not drawn).
 
-    In write transactions of at most `chunk` (DROP_CHUNK) traces (or feedback records) each, taking `lock` around
-    each: a day's worth of rootless traces never holds the writer lock in one long transaction.
+    In write transactions of at most `chunk` (DROP_CHUNK) traces (or feedback records) each (`background`: the
+    server's, as `settle`'s): a day's worth of rootless traces never holds the writer lock in one long transaction.
     """
     chunk = chunk or DROP_CHUNK
     before = (time.time() if now is None else now) - max_age
     out = TracesSummary(dataset or "")
     for drop in (_drop_some, _drop_feedback):
-        _in_transactions(engine, lock, chunk, lambda session, drop=drop: drop(session, before, dataset, chunk, out))
+        _in_transactions(engine, background, chunk, lambda session, drop=drop: drop(session, before, dataset, chunk, out))
     return out
 
 
@@ -685,10 +681,10 @@ class Settler(threading.Thread):
     """
 
     def __init__(self, engine: Engine, *, settle_s: float, every: float, max_field_chars: int,
-                 lock: AbstractContextManager | None = None, batch: int = SERVER_SETTLE_BATCH) -> None:
+                 batch: int = SERVER_SETTLE_BATCH) -> None:
         super().__init__(name="calibrate-traces-settler", daemon=True)
         self.engine, self.settle_s, self.every, self.max_field_chars = engine, settle_s, every, max_field_chars
-        self.lock, self.batch = lock, batch
+        self.batch = batch
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -698,9 +694,9 @@ class Settler(threading.Thread):
     def once(self) -> None:
         """Settle and drop once; log what happened (and any failure) and return."""
         try:
-            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, lock=self.lock,
-                          batch=self.batch)
-            dropped = drop_rootless(self.engine, lock=self.lock)
+            done = settle(self.engine, settle_s=self.settle_s, max_field_chars=self.max_field_chars, batch=self.batch,
+                          background=True)
+            dropped = drop_rootless(self.engine, background=True)
         except Exception:  # a background thread must live on; the next wake-up retries
             log.exception("settling staged traces failed")
             return
@@ -719,11 +715,11 @@ class Settler(threading.Thread):
         self.stopped.set()
 
 
-def start_settler(engine: Engine, settings: Any, *, lock: AbstractContextManager | None = None) -> Settler:
+def start_settler(engine: Engine, settings: Any) -> Settler:
     """Start the background settler with the settings' TRACES_SETTLE_S, TRACES_SETTLE_EVERY and TRACES_SETTLE_BATCH; return it."""
     settler = Settler(engine, settle_s=float(settings["TRACES_SETTLE_S"]), every=float(settings["TRACES_SETTLE_EVERY"]),
                       batch=max(1, int(settings.get("TRACES_SETTLE_BATCH", SERVER_SETTLE_BATCH))),
-                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]), lock=lock)
+                      max_field_chars=int(settings["IMPORT_MAX_FIELD_CHARS"]))
     settler.start()
     return settler
 

@@ -27,7 +27,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('content_sha256', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True))
         batch_op.create_index('ix_sample_dataset_content_sha256', ['dataset_id', 'content_sha256'], unique=False)
 
-    # The copy the samples import writes (calibrate.ingest.samples.content_digest): a string of 64 characters.
+    # The copy the samples import writes (calibrate.ingest.sample_records.content_digest): a string of 64 characters.
     if op.get_bind().dialect.name == 'postgresql':  # `metadata` is JSON (not JSONB) there
         op.execute("""
             UPDATE sample SET content_sha256 = metadata->>'content_sha256'
