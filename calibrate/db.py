@@ -147,6 +147,7 @@ def dispose_engine(url: str) -> None:
     if engine is not None:
         _immediate_engines.pop(engine, None)
         engine.dispose()
+    close_writer_lock(url)
 
 
 class WriterLock:
@@ -256,6 +257,14 @@ class WriterLock:
             raise
         self._owner = threading.get_ident()
 
+    def close(self) -> None:
+        """Close this process's lock files (the database is being let go: `dispose_engine`); a later use opens them again."""
+        with self.threads:
+            fds, self._fds, self._pid = self._fds, None, None
+            if fds is not None:
+                for fd in fds:
+                    os.close(fd)
+
     def release(self) -> None:
         """Let go of the lock (either way it was taken)."""
         self._owner = None
@@ -292,6 +301,16 @@ def writer_lock(url: str) -> WriterLock:
         if found is None:
             found = _writer_locks[key] = WriterLock(path.resolve() if path is not None else None)
         return found
+
+
+def close_writer_lock(url: str) -> None:
+    """Forget the writer lock of a URL's file and close its files (each held two descriptors for the process's life)."""
+    path = sqlite_path(url)
+    key: Path | str = path.resolve() if path is not None else url
+    with _lock:
+        found = _writer_locks.pop(key, None)
+    if found is not None:
+        found.close()
 
 
 def forget_connections_after_fork() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import threading
@@ -198,3 +199,17 @@ def test_a_background_writer_lets_a_waiting_foreground_writer_of_another_process
         waiter.stdout.close()
     thread.join()
     assert acquired.is_set()
+
+
+def test_letting_a_database_go_closes_its_writer_lock_files(tmp_path):
+    # Every write takes the file's writer lock, which opens two lock files once per process; dispose_engine closes
+    # them, so a process (a test worker, a long server) that opens many databases does not run out of descriptors.
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(5):
+        url = f"sqlite:///{tmp_path}/d{i}.sqlite"
+        engine = get_engine(url)
+        for _ in range(3):
+            with write_session(engine) as session:
+                session.execute(text("select 1"))
+        dispose_engine(url)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -41,6 +41,9 @@ def wait_for(condition, what: str, *processes: subprocess.Popen) -> None:
     """Poll until the condition holds; past the hang guard, kill the given processes (no watcher outlives its test) and fail."""
     deadline = time.monotonic() + GUARD
     while not condition():
+        failed = [p for p in processes if p.poll() not in (None, 0)]
+        if failed:  # a watcher that ended in an error cannot make the condition true: say why at once
+            raise AssertionError(f"{what}: a watcher ended with {failed[0].returncode}: {failed[0].communicate()[1]}")
         if time.monotonic() > deadline:
             for process in processes:
                 process.kill()

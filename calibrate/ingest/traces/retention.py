@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -140,7 +139,7 @@ def _delete_some(session: Session, ids: list[int]) -> Counter[str]:
 
 
 def purge(engine: Engine, dataset: str, *, older_than_days: int, dry_run: bool = False, now: datetime | None = None,
-          lock: AbstractContextManager | None = None, chunk: int = PURGE_CHUNK) -> dict[str, Any]:
+          background: bool = False, chunk: int = PURGE_CHUNK) -> dict[str, Any]:
     """Delete `dataset`'s samples older than `older_than_days` that no one's work keeps (module docstring); return the summary.
 
     `dry_run`: delete nothing, say what would go. The summary: {dataset, older_than_days, cutoff, dry_run, samples
@@ -165,7 +164,7 @@ def purge(engine: Engine, dataset: str, *, older_than_days: int, dry_run: bool =
         removed["samples"] = len(doomed)
     else:
         for part in in_parts(doomed, chunk):
-            with lock or nullcontext(), write_session(engine) as session:
+            with write_session(engine, background=background) as session:
                 if session.get(Dataset, dataset_id) is None:
                     break  # the dataset was removed meanwhile
                 done = _delete_some(session, part)
@@ -226,7 +225,7 @@ def retention_of(session: Session, dataset: Dataset) -> dict[str, Any] | None:
             "last_result": row.last_result}
 
 
-def apply_due(engine: Engine, *, now: datetime | None = None, lock: AbstractContextManager | None = None,
+def apply_due(engine: Engine, *, now: datetime | None = None, background: bool = False,
               after: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
     """Apply every retention setting not applied in the last day (the settler calls this at each wake-up); return the
     purges made.
@@ -244,19 +243,19 @@ def apply_due(engine: Engine, *, now: datetime | None = None, lock: AbstractCont
                               .order_by(RetentionPolicy.id)).all()
     done = []
     for policy_id, days, name in due:
-        with lock or nullcontext(), write_session(engine) as session:
+        with write_session(engine, background=background) as session:
             claimed = session.execute(update(RetentionPolicy).where(
                 RetentionPolicy.id == policy_id,
                 or_(col(RetentionPolicy.applied_at).is_(None), RetentionPolicy.applied_at < before)).values(applied_at=now))
             if claimed.rowcount != 1:
                 continue  # another server claimed it first
         try:
-            result = purge(engine, name, older_than_days=days, now=now, lock=lock)
+            result = purge(engine, name, older_than_days=days, now=now, background=background)
         except NotFound:
             continue  # the dataset went meanwhile
         if after is not None:
             after(name)
-        with lock or nullcontext(), write_session(engine) as session:
+        with write_session(engine, background=background) as session:
             session.execute(update(RetentionPolicy).where(RetentionPolicy.id == policy_id).values(last_result=result))
         done.append(result)
     return done

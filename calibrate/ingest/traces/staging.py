@@ -705,7 +705,7 @@ class Settler(threading.Thread):
                      done.created, dropped.dropped_traces)
         try:
             # The datasets' retention, once a day each (the first server to claim the day purges).
-            for purged in retention.apply_due(self.engine, lock=self.lock):
+            for purged in retention.apply_due(self.engine, background=True):
                 log.info("retention of %s: %d samples older than %d days removed, %d kept", purged["dataset"],
                          purged["removed"]["samples"], purged["older_than_days"], sum(purged["kept"].values()))
         except Exception:  # as above: the next wake-up retries (a claimed day waits for the next day)
