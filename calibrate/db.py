@@ -294,21 +294,24 @@ _writer_locks: dict[Path | str, WriterLock] = {}
 
 def writer_lock(url: str) -> WriterLock:
     """Return the writer lock of a SQLite database for this process (one per file; a file-less one per URL)."""
-    path = sqlite_path(url)
-    key: Path | str = path.resolve() if path is not None else url
+    key = _writer_lock_key(url)
     with _lock:
         found = _writer_locks.get(key)
         if found is None:
-            found = _writer_locks[key] = WriterLock(path.resolve() if path is not None else None)
+            found = _writer_locks[key] = WriterLock(key if isinstance(key, Path) else None)
         return found
+
+
+def _writer_lock_key(url: str) -> Path | str:
+    """Return what names a URL's writer lock: its file's resolved path, or the URL itself for a database without a file."""
+    path = sqlite_path(url)
+    return path.resolve() if path is not None else url
 
 
 def close_writer_lock(url: str) -> None:
     """Forget the writer lock of a URL's file and close its files (each held two descriptors for the process's life)."""
-    path = sqlite_path(url)
-    key: Path | str = path.resolve() if path is not None else url
     with _lock:
-        found = _writer_locks.pop(key, None)
+        found = _writer_locks.pop(_writer_lock_key(url), None)
     if found is not None:
         found.close()
 
