@@ -23,6 +23,7 @@ import click
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "ab": ("reports", "ab_command", "Compare two systems on one metric, paired by question (t-test, Wilcoxon, bootstrap CI)."),
     "alt-test": ("reports", "alt_test_command", "Could the judge replace one of the experts? The Alternative Annotator Test (Calderon et al., 2025)."),
+    "check": ("database", "check_command", "Check every page of the database now (the start-up check reads its header and schema only)."),
     "claims": ("claims", "claims_group", "Extract the answers' claims with an LLM (claim_extraction prompts)."),
     "cleanup": ("imports", "cleanup_command",
                 "Remove what unfinished imports left (killed or crashed: never visible); list imports still running."),

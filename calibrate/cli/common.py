@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from calibrate.db import check_database, get_engine, sqlite_path
+from calibrate.db import check_database, damaged_by, get_engine, sqlite_path
 from calibrate.errors import CalibrateError
 from calibrate.migrations import current_revision, head_revision
 from calibrate.settings import load_settings
@@ -65,6 +65,9 @@ def db_option(func: Callable[..., Any]) -> Callable[..., Any]:
         except ArgumentError as exc:  # a --db that is not a database URL
             raise BadInput(f"--db: {exc}") from exc
         except DBAPIError as exc:  # the database refused (read-only, damaged, unreachable): one line, no traceback
+            damaged = damaged_by(engine_of(settings), exc)  # a damaged page the start-up check does not read
+            if damaged is not None:
+                raise BadInput(damaged.message) from exc
             reason = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
             raise BadInput(f"the database {safe_url(settings)} refused: {reason}") from exc
 
@@ -86,10 +89,11 @@ def sqlite_file(settings: Settings) -> Path | None:
     return sqlite_path(settings["DATABASE_URL"])
 
 
-def checked_engine(settings: Settings) -> Engine:
-    """Return the engine after `check_database`: a damaged file is refused (one line naming it), a read-only one said on stderr."""
+def checked_engine(settings: Settings, *, full: bool = False) -> Engine:
+    """Return the engine after `check_database` (`full`: the scan of every page too, once per change of the file):
+    a damaged file is refused (one line naming it), a read-only one said on stderr."""
     engine = engine_of(settings)
-    state = check_database(engine)
+    state = check_database(engine, full=full)
     if state.status == "damaged":
         raise BadInput(state.message)
     if state.status == "read-only":
@@ -97,8 +101,8 @@ def checked_engine(settings: Settings) -> Engine:
     return engine
 
 
-def ready_engine(settings: Settings) -> Engine:
-    """Return the engine after checking the database exists and is at the current schema.
+def ready_engine(settings: Settings, *, full: bool = False) -> Engine:
+    """Return the engine after checking the database exists and is at the current schema (`full`: `checked_engine`'s).
 
     A SQLite file that does not exist is never created here (a mistyped `--db sqlite:///…`
     path would otherwise leave an empty database behind): only `calibrate init` creates one.
@@ -106,7 +110,7 @@ def ready_engine(settings: Settings) -> Engine:
     path = sqlite_file(settings)
     if path is not None and not path.exists():
         raise BadInput(f"no database at {path}: check --db, or run `calibrate init` to create it")
-    engine = checked_engine(settings)
+    engine = checked_engine(settings, full=full)
     revision = current_revision(engine)
     if revision is None:
         raise BadInput(f"the database {safe_url(settings)} is empty: run `calibrate init` first")

@@ -91,6 +91,6 @@ def serve_app(app: Flask, host: str, port: int, threads: int = DEFAULT_THREADS, 
 @db_option
 def serve_command(settings: Settings, host: str, port: int, threads: int, workers: int, role: str) -> None:
     """Serve the workbench with a production WSGI server (waitress; gunicorn for --workers N)."""
-    engine = ready_engine(settings)
+    engine = ready_engine(settings, full=True)  # every page scanned, unless the file is as the last scan left it
     batches.cleanup(engine, stale_seconds=settings["IMPORT_STALE_SECONDS"])  # what killed imports left (never visible)
     serve_app(web_app(settings, role), host, port, threads, workers)

@@ -178,7 +178,7 @@ def health():
     """Say whether the database can be read and written: 200 "ok", else 503 with "read-only" or "damaged" (no login),
     or "write-failed" when this process's last write failed (a full disk): the database checked out, the disk did not."""
     engine = app_engine()
-    state = check_database(engine)
+    state = check_database(engine, full=True)  # once per process (and per change of the file: db.check_database)
     body = {"status": state.status, "database": state.status, "message": state.message}
     failed = last_write_failure(engine) if state.status == "ok" else None
     if failed is not None:
