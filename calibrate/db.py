@@ -33,12 +33,14 @@ from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import JSON, Connection, Engine, bindparam, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
-from sqlmodel import Session
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 try:
     import fcntl
@@ -587,6 +589,8 @@ def write_session(engine: Engine, *, background: bool = False, give_back: Sessio
 
 def _begun(engine: Engine) -> Session:
     """Return a session whose write transaction has begun (the lock taken); retry once on a busy SQLite database."""
+    from sqlmodel import Session  # noqa: PLC0415 - SQLModel and the ORM load with the first write, not with every command
+
     for attempt in (1, 2):
         session = Session(write_engine(engine), expire_on_commit=False)
         try:

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING
 
+from calibrate import lazy
 from calibrate.errors import TaskError
-from calibrate.models import EXTRACTION, LABEL_KINDS, REWRITE, TIE, Task
 from calibrate.reasons import Reason
+
+if TYPE_CHECKING:
+    from calibrate.models import Task
+
+# Loaded on first use: `describe_values` needs none of it, and `calibrate task list` reads tasks without the ORM.
+models = lazy.module("calibrate.models")
 
 # A number value of a task without a scale: at most this magnitude, so that the statistics'
 # squares and sums over millions of values stay far from double precision's overflow (1.8e308).
@@ -26,17 +33,17 @@ MAX_CLAIM_CHARS = 2000  # characters of one extracted claim, at most
 
 def is_extraction(task: Task) -> bool:
     """Return whether a task is an extraction (its value a claim list, never calibrated)."""
-    return task.kind == EXTRACTION
+    return task.kind == models.EXTRACTION
 
 
 def is_rewrite(task: Task) -> bool:
     """Return whether a task is the instruction rewrite (its value a judge's instructions; never run over a dataset)."""
-    return task.kind == REWRITE
+    return task.kind == models.REWRITE
 
 
 def has_labels(task: Task) -> bool:
     """Whether the task's values are labels (categorical and pairwise tasks), not numbers."""
-    return task.kind in LABEL_KINDS
+    return task.kind in models.LABEL_KINDS
 
 
 def describe_values(task: Task) -> str:
@@ -59,11 +66,11 @@ def canonical_value(task: Task, value: object) -> str:
     """Return `value` in its stored form for `task`, or raise TaskError saying why it does not fit."""
     if value is None:
         raise TaskError(Reason("value_missing"))
-    if task.kind == EXTRACTION:
+    if task.kind == models.EXTRACTION:
         return canonical_claims(value)
     if isinstance(value, bool):
-        raise TaskError(Reason("value_needs_label" if task.kind in LABEL_KINDS else "value_needs_number", value=value))
-    if task.kind in LABEL_KINDS:
+        raise TaskError(Reason("value_needs_label" if task.kind in models.LABEL_KINDS else "value_needs_number", value=value))
+    if task.kind in models.LABEL_KINDS:
         if isinstance(value, (int, float)):
             text = format_number(value) if math.isfinite(value) else str(value)
         elif isinstance(value, str):
@@ -143,12 +150,12 @@ def pairwise_value(task: Task, value: object, response_ids: list[str] | tuple[st
     ids = list(response_ids or [])
     if not ids:
         raise TaskError(Reason("pairwise_no_responses", task=task.name))
-    if canonical == TIE or canonical in ids:
+    if canonical == models.TIE or canonical in ids:
         return canonical
     folded = [i for i in ids if i.casefold() == canonical.casefold()]
     if len(folded) == 1:
         return folded[0]
-    choices = ", ".join(ids) + (f"; or {TIE}" if TIE in (task.labels or []) else "")
+    choices = ", ".join(ids) + (f"; or {models.TIE}" if models.TIE in (task.labels or []) else "")
     raise TaskError(Reason("value_not_a_response", canonical=short_text(canonical), choices=choices))
 
 

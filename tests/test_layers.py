@@ -68,6 +68,15 @@ def test_task_list_loads_no_heavy_library_and_no_flask(db_url):
     assert _loaded_after(_cli(["task", "list", "--db", db_url]), (*HEAVY, "flask")) == []
 
 
+def test_task_list_maps_no_table_and_loads_no_orm(db_url):
+    """Issue 34: mapping the 40 SQLModel tables (calibrate.models, with SQLModel, pydantic and the ORM) was most of
+    `task list`'s start-up; it reads its two tables with SQLAlchemy Core (no SQLModel: no table was mapped)."""
+    probe = _cli(["task", "list", "--db", db_url]) + "\nprint('ORM', 'sqlalchemy.orm' in sys.modules)"
+    assert _loaded_after(probe, ("sqlmodel", "pydantic")) == []
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True)
+    assert done.stdout.splitlines()[-1] == "ORM False" and "claim_support\tclaim\tcategorical" in done.stdout
+
+
 def test_the_help_lines_of_the_command_registry_are_the_commands_own():
     """`calibrate --help` lists commands from the registry without importing them: the lines must not drift."""
     import click

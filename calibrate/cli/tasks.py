@@ -1,16 +1,25 @@
-"""`calibrate task add|list|edit|remove`: what is labelled, on which target, with which values."""
+"""`calibrate task add|list|edit|remove`: what is labelled, on which target, with which values.
+
+`task list` reads the two tables it shows with SQLAlchemy Core, never the ORM: mapping calibrate's
+tables (calibrate.models, with SQLModel and pydantic) was most of its start-up (bench/results/startup.md).
+The other commands load calibrate.tasks, and with it the models, when they run.
+"""
 
 from __future__ import annotations
 
 import click
-from sqlmodel import Session, select
+from sqlalchemy import JSON, text
 
+from calibrate import lazy
 from calibrate.cli.common import Settings, db_option, ready_engine
 from calibrate.db import write_session
-from calibrate.models import Task
-from calibrate.task_scopes import tasks_scopes
 from calibrate.task_values import describe_values
-from calibrate.tasks import add_task, edit_task, parse_descriptions, parse_display, parse_levels, parse_scale, remove_task
+
+tasks = lazy.module("calibrate.tasks")
+TASK_ROWS = text("SELECT id, name, target, kind, labels, scale_min, scale_max FROM task ORDER BY id").columns(labels=JSON)
+# Its datasets, for a task scoped to some (task_scopes.tasks_scopes, without the ORM).
+TASK_SCOPES = text("SELECT taskdataset.task_id, dataset.name FROM taskdataset JOIN dataset ON dataset.id = taskdataset.dataset_id "
+                   "ORDER BY dataset.name")
 
 
 @click.group("task")
@@ -39,11 +48,11 @@ def task_group() -> None:
 def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
                      description: tuple[str, ...], datasets: tuple[str, ...], level: tuple[str, ...]) -> None:
     """Add a custom task (global, or scoped to the datasets named with --dataset)."""
-    parsed_scale = parse_scale(scale) if scale else None
-    default, texts = parse_descriptions(description)
-    levels = parse_levels(level) if level else None
+    parsed_scale = tasks.parse_scale(scale) if scale else None
+    default, texts = tasks.parse_descriptions(description)
+    levels = tasks.parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
-        task = add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
+        task = tasks.add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
                         scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets, levels=levels)
         detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
         line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
@@ -56,9 +65,11 @@ def task_add_command(settings: Settings, name: str, target: str, kind: str, labe
 @db_option
 def task_list_command(settings: Settings) -> None:
     """List tasks: name, target, kind, labels or scale, and the datasets of a scoped task."""
-    with Session(ready_engine(settings)) as session:
-        scopes = tasks_scopes(session)
-        for task in session.exec(select(Task).order_by(Task.id)):
+    with ready_engine(settings).connect() as connection:
+        scopes: dict[int, list[str]] = {}
+        for task_id, name in connection.execute(TASK_SCOPES):
+            scopes.setdefault(task_id, []).append(name)
+        for task in connection.execute(TASK_ROWS):
             scope = f"\tdatasets {','.join(scopes[task.id])}" if task.id in scopes else ""
             click.echo(f"{task.name}\t{task.target}\t{task.kind}\t{describe_values(task)}{scope}")
 
@@ -92,12 +103,12 @@ def task_edit_command(settings: Settings, name: str, description: tuple[str, ...
         raise click.UsageError("--dataset and --all-datasets exclude each other")
     if not (description or add_labels or scale or display or level or datasets or all_datasets):
         raise click.UsageError("give --description, --add-labels, --scale, --display, --level, --dataset or --all-datasets")
-    parsed_scale = parse_scale(scale) if scale else None
-    names = parse_display(display) if display else None
-    default, texts = parse_descriptions(description)
-    levels = parse_levels(level) if level else None
+    parsed_scale = tasks.parse_scale(scale) if scale else None
+    names = tasks.parse_display(display) if display else None
+    default, texts = tasks.parse_descriptions(description)
+    levels = tasks.parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
-        change = edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
+        change = tasks.edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
                            scale=parsed_scale, display=names, descriptions=texts or None, levels=levels,
                            datasets=() if all_datasets else datasets or None)
         line = change.line()
@@ -110,6 +121,6 @@ def task_edit_command(settings: Settings, name: str, description: tuple[str, ...
 def task_remove_command(settings: Settings, name: str) -> None:
     """Remove a custom task that has no labels, verdicts or prompts."""
     with write_session(ready_engine(settings)) as session:
-        task = remove_task(session, name)
+        task = tasks.remove_task(session, name)
         line = f"removed task {task.name}"
     click.echo(line)
