@@ -96,10 +96,12 @@ TRACES_SETTLE_EVERY = 5
 # bench/results/receiver.md), and at 50 the settler fell behind a stream of 4,000 spans/s. (It does not grow
 # with the dataset: the comparison with the stored samples reads only the batch's ids and contents.)
 TRACES_SETTLE_BATCH = 250
-# At most this many export requests are decoded and stored at once per server process; one more is
-# answered 503 with Retry-After (OTLP exporters retry it), so the other request threads stay free for
-# the workbench (`calibrate serve --threads`, default 4).
-TRACES_MAX_CONCURRENT = 2
+# At most this many export requests per server process at once: being decoded, waiting for their write, or
+# being written (the chunks of concurrent requests are written together, one transaction: views/otlp.py,
+# GroupCommit). One more is answered 503 with Retry-After: 1 (the queue is full; OTLP exporters retry it).
+# Each holds a request thread while it waits (`calibrate serve --threads`, default 4): past the threads, requests
+# wait in the server's own queue. It was 2, with no queue: 4 exporters got 4.8–9.1 % 503 (bench/results/receiver.md).
+TRACES_MAX_CONCURRENT = 8
 # At most this many spans per `POST /v1/traces` request, and feedback records per `POST /v1/feedback` (413 past
 # them, counted before anything is decoded or stored). A request is staged in write transactions of 512 spans
 # that give the writer lock back between them; these bounds cap how long one request keeps a slot. The SDKs'

@@ -5,14 +5,19 @@ No login session and no CSRF token (security.py exempts this blueprint): a beare
 `calibrate traces token`, which may only stage spans and feedback for its dataset. A request is
 checked in this order, and nothing is written unless it passes every check: 401 without a live
 token, 415 for a body neither `application/x-protobuf` nor `application/json` (or an encoding
-other than gzip), 503 with Retry-After when TRACES_MAX_CONCURRENT requests of this process are
-being stored already (the exporter retries; the other request threads stay free for people), 413
+other than gzip), 503 with Retry-After when this process holds TRACES_MAX_CONCURRENT export
+requests already (decoding, waiting for their write, being written: the queue is full; the
+exporter retries), 413
 over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a gzip
 bomb is never inflated; every gzip member is read, and bytes after the last one refuse the
 body) or a JSON body over TRACES_MAX_JSON_BODY (parsed whole), 400 when it does not parse, 413 over TRACES_MAX_SPANS spans (TRACES_MAX_FEEDBACK feedback
 records), counted before any is decoded. Then its spans are decoded and staged chunk by chunk
-(ingest/traces/staging.py `stage_request`: STAGE_CHUNK spans per write transaction, the writer
-lock given back between two, one chunk of decoded spans in memory) and the answer is an
+(ingest/traces/staging.py `stage_request`: STAGE_CHUNK spans at a time, one chunk of decoded spans
+in memory). The chunks of concurrent requests are written together (`GroupCommit`): one thread
+takes the writer lock for every chunk waiting at that moment (up to COALESCE_CHUNKS), stages them
+in one transaction and commits, and each request goes on once its chunk is committed; the
+writer lock is given back between two such transactions. The answer, only once every chunk of
+the request is committed (a 200 means stored: nothing acknowledged is lost in a crash), is an
 ExportTraceServiceResponse in the request's content type, with `partialSuccess {rejectedSpans,
 errorMessage}` when spans were refused one by one (a bad id, too many attributes, a start time
 out of range, text that is not valid Unicode). Errors are a `google.rpc.Status` {code, message},
@@ -26,9 +31,12 @@ from __future__ import annotations
 import json
 import threading
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlmodel import Session
 
 from calibrate.ingest.problems import ImportRejected
 from calibrate.ingest.traces.decode import LazyRequest, Where, check_traces_data, iter_traces_data_spans, parse_json
@@ -44,6 +52,9 @@ READ_CHUNK = 1024 * 1024
 # google.rpc.Code values of the error answers (OTLP/HTTP puts a Status in the body of a failure).
 CODES = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13, 503: 14}
 DATABASE_RETRY_AFTER = 30  # seconds an exporter waits before it sends again a request the database refused
+# Chunks (of STAGE_CHUNK spans) of several requests written in one transaction at most (`GroupCommit`): a label save
+# waits for one such transaction at most. Four: four exporters' chunks at once (bench/results/receiver.md).
+COALESCE_CHUNKS = 4
 
 
 class TooLarge(Exception):
@@ -161,10 +172,9 @@ def _guarded(kinds: tuple[str, ...], handler) -> Response:
         return _answer(415, answer_kind, f"Content-Encoding must be gzip or none, not {encoding!r}")
     slots = _slots()
     if not slots.acquire(blocking=False):
-        # Back-pressure, never a queue: the exporter retries (OTLP: 503 is retryable, after Retry-After),
-        # and the server's other request threads stay free for the workbench.
+        # The queue is full: back-pressure, the exporter retries (OTLP: 503 is retryable, after Retry-After).
         response = _answer(503, answer_kind, f"{current_app.config['TRACES_MAX_CONCURRENT']} export requests are being "
-                                             "stored already; retry")
+                                             "stored or waiting to be already; retry")
         response.headers["Retry-After"] = "1"
         return response
     try:
@@ -209,6 +219,98 @@ def _slots() -> threading.BoundedSemaphore:
     return slots
 
 
+def _group_commit() -> GroupCommit:
+    """Return this app's GroupCommit (one per app: its requests' chunks are written together)."""
+    found = current_app.extensions.get("calibrate.otlp.commit")
+    if found is None:
+        found = current_app.extensions.setdefault("calibrate.otlp.commit", GroupCommit(COALESCE_CHUNKS))
+    return found
+
+
+class _Chunk:
+    """One request's chunk waiting in a GroupCommit: its action, then its result or its error."""
+
+    __slots__ = ("action", "done", "result", "error")
+
+    def __init__(self, action: Callable[[Session], Any]) -> None:
+        self.action = action
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """The chunks of concurrent requests, written in one transaction: a group commit.
+
+    `run(write, action)` queues the action and blocks until a transaction that ran it has
+    committed (its result), or failed (its exception). No thread of its own: the first waiting
+    request thread leads; it takes the chunks queued at that moment (in arrival order, at most
+    `max_chunks`), runs their actions one after the other in one `write` transaction and commits;
+    then the next waiting thread leads with what queued meanwhile. With four exporters sending at
+    once, four chunks cost one lock turn and one commit instead of four. A transaction that fails
+    with several chunks is run again one chunk a transaction, so one request's failure is its own.
+    Nothing is answered before its commit: a crash loses only requests not answered yet, which
+    their exporters send again.
+    """
+
+    def __init__(self, max_chunks: int) -> None:
+        self.max_chunks = max_chunks
+        self._queue: list[_Chunk] = []
+        self._leading = False
+        self._changed = threading.Condition()
+
+    def state(self) -> tuple[bool, int]:
+        """Return (whether a thread leads: a transaction is being written or waits for the lock, chunks queued)."""
+        with self._changed:
+            return self._leading, len(self._queue)
+
+    def run(self, write: Callable[[Callable[[Session], Any]], Any], action: Callable[[Session], Any]) -> Any:
+        """Run `action(session)` in a write transaction, possibly with other requests' actions; return its result."""
+        mine = _Chunk(action)
+        with self._changed:
+            self._queue.append(mine)
+            while not mine.done and self._leading:
+                self._changed.wait()
+            leads = not mine.done
+            if leads:
+                self._leading = True
+        if leads:
+            try:
+                while not mine.done:  # this thread leads until its own chunk is written
+                    with self._changed:
+                        group = self._queue[:self.max_chunks]
+                        del self._queue[:self.max_chunks]
+                    self._write(write, group)
+                    with self._changed:
+                        self._changed.notify_all()  # the group's threads go on
+            finally:
+                with self._changed:
+                    self._leading = False
+                    self._changed.notify_all()  # the next waiting thread leads
+        if mine.error is not None:
+            raise mine.error
+        return mine.result
+
+    @staticmethod
+    def _write(write: Callable[[Callable[[Session], Any]], Any], group: list[_Chunk]) -> None:
+        """Write a group's actions in one transaction; a failure goes to each chunk (alone: to it), never lost."""
+        try:
+            results = write(lambda session: [chunk.action(session) for chunk in group])
+        except Exception as exc:  # handed to the chunks' own threads, which raise it
+            if len(group) > 1:
+                for chunk in group:  # one a transaction: a chunk's failure is its own request's
+                    GroupCommit._write(write, [chunk])
+                return
+            group[0].error, group[0].done = exc, True
+            return
+        except BaseException as exc:  # the leader is stopping: every chunk it took fails with it rather than wait forever
+            for chunk in group:
+                chunk.error, chunk.done = exc, True
+            raise
+        for chunk, result in zip(group, results, strict=True):
+            chunk.result, chunk.done = result, True
+
+
 def _stage(kind: str, body: bytes, token) -> Response:
     """Count, decode and stage one request's spans (every check before this one passed)."""
     rejected: list[str] = []
@@ -222,9 +324,10 @@ def _stage(kind: str, body: bytes, token) -> Response:
     if count > limit:
         return _answer(413, kind, f"{count:,} spans, the limit is {limit:,} per request (TRACES_MAX_SPANS): export in "
                                   "smaller batches (a Collector: send_batch_max_size)")
-    # Write transactions of STAGE_CHUNK spans behind the writer lock, taking turns with label saves and the settler;
-    # background writes: a label save waiting in another process (a `--role web` server) goes first.
-    stage_request(lambda action: write(action, background=True), token, spans, rejected)
+    # Chunks of STAGE_CHUNK spans written with other requests' chunks (GroupCommit) behind the writer lock, taking
+    # turns with label saves and the settler; background writes: a label save waiting (in another process too) goes first.
+    commit = _group_commit()
+    stage_request(lambda action: commit.run(lambda group: write(group, background=True), action), token, spans, rejected)
     return _success(kind, rejected)
 
 
