@@ -9,9 +9,15 @@ group's `--help`, a real `report` and `gate` on the demo database (loaded once),
 `calibrate report` imports before it computes (`report --help`, `import calibrate.calibration.report`).
 
     .venv/bin/python bench/bench_startup.py [--repeat 7] [--tree DIR] [--only help,task-list,report-import]
+        [--large /tmp/large.sqlite [--large-samples 100000]]
 
 `--tree DIR`: measure another checkout (for example HEAD exported with `git archive`), put
-first on PYTHONPATH. The figures go to standard output as a Markdown table.
+first on PYTHONPATH. `--large FILE`: also `calibrate task list` on a large database (issue 34:
+every command's start grew with the file), built there first when it does not exist:
+bench_report's seeded data, `--large-samples` samples of 10 claims (default 10^5: 10^6 claims,
+2·10^6 labels, 10^6 verdicts, about 0.5 GB). Keep it outside the repository (/tmp). `--trees A,B`:
+measure several checkouts in one session, their runs interleaved (same load for all), one table
+each. The figures go to standard output as Markdown tables.
 """
 
 from __future__ import annotations
@@ -65,27 +71,45 @@ def timed(argv: list[str], env: dict[str, str], cwd: str, expect: tuple[int, ...
     return elapsed
 
 
+def build_large(path: Path, samples: int) -> None:
+    """Build the large database with bench_report's seeded bulk SQL (10 claims a sample, two annotators and a judge)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_report import build_db
+
+    print(f"building {path} ({samples * 10:,} claims)…", file=sys.stderr, flush=True)
+    build_db(path, samples, 10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--tree", type=Path, default=ROOT, help="checkout to measure (default: this one)")
+    parser.add_argument("--trees", help="comma-separated checkouts measured in one interleaved session (instead of --tree)")
     parser.add_argument("--only", help="comma-separated subset: help, task-list, commands, report, report-import")
+    parser.add_argument("--large", type=Path, help="also `task list` on this large SQLite file (built when missing)")
+    parser.add_argument("--large-samples", type=int, default=100_000, help="samples of the large database (10 claims each)")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else {"help", "task-list", "commands", "report", "report-import"}
-    env = env_for(args.tree.resolve())
+    if args.large is not None and not args.large.exists():
+        build_large(args.large, args.large_samples)
+    trees = [Path(tree).resolve() for tree in args.trees.split(",")] if args.trees else [args.tree.resolve()]
     python = [sys.executable, "-m", "calibrate"]
 
     # Every run starts in the temporary folder: `python -m` puts the working directory first on
     # sys.path, which would shadow --tree with a checkout in the current folder.
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'demo.sqlite'}"
-        env["CALIBRATE_INSTANCE"] = str(Path(tmp) / "instance")
-        subprocess.run([*python, "demo", "--no-serve", "--db", db], capture_output=True, env=env, cwd=tmp, check=True)
+        envs = {tree: {**env_for(tree), "CALIBRATE_INSTANCE": str(Path(tmp) / "instance")} for tree in trees}
+        subprocess.run([*python, "demo", "--no-serve", "--db", db], capture_output=True, env=envs[trees[0]], cwd=tmp, check=True)
         cases: list[tuple[str, list[str], tuple[int, ...]]] = []
         if "help" in only:
             cases.append(("`calibrate --help`", [*python, "--help"], (0,)))
         if "task-list" in only:
-            cases.append(("`calibrate task list`", [*python, "task", "list", "--db", db], (0,)))
+            cases.append(("`calibrate task list` (demo database)", [*python, "task", "list", "--db", db], (0,)))
+            if args.large is not None:
+                size = args.large.stat().st_size / 1e6
+                cases.append((f"`calibrate task list` (large database, {size:,.0f} MB)",
+                              [*python, "task", "list", "--db", f"sqlite:///{args.large.resolve()}"], (0,)))
         if "report" in only:
             cases.append(("`calibrate report --dataset demo-prenatal --judge demo-claims@1` (json)",
                           [*python, "report", "--dataset", "demo-prenatal", "--judge", "demo-claims@1", "--db", db], (0,)))
@@ -96,25 +120,28 @@ def main() -> None:
             cases.append(("`python -c \"import calibrate.calibration.report\"`",
                           [sys.executable, "-c", "import calibrate.calibration.report"], (0,)))
         if "commands" in only:
-            for path in command_paths(args.tree.resolve(), tmp):
+            for path in command_paths(trees[0], tmp):
                 cases.append((f"`calibrate {' '.join(path)} --help`", [*python, *path, "--help"], (0,)))
 
-        times: dict[str, list[float]] = {name: [] for name, _, _ in [(BASELINE[0], None, None), *cases]}
+        runs = [(BASELINE[0], BASELINE[1], (0,)), *cases]
+        times: dict[Path, dict[str, list[float]]] = {tree: {name: [] for name, _, _ in runs} for tree in trees}
         for _ in range(args.repeat):
-            for name, argv, expect in [(BASELINE[0], BASELINE[1], (0,)), *cases]:
-                times[name].append(timed(argv, env, tmp, expect))
+            for name, argv, expect in runs:
+                for tree in trees:
+                    times[tree][name].append(timed(argv, envs[tree], tmp, expect))
 
-    base = statistics.median(times[BASELINE[0]])
     load = os.getloadavg()
     print(f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}, "
-          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (at the end); {args.repeat} interleaved runs each; tree {args.tree}")
-    print()
-    print("| command | median | min | median / baseline |")
-    print("|---|---|---|---|")
-    for name, values in times.items():
-        label = '`python -c "import flask, sqlalchemy, click"` (baseline)' if name == BASELINE[0] else name
-        median = statistics.median(values)
-        print(f"| {label} | {median * 1000:.0f} ms | {min(values) * 1000:.0f} ms | {median / base:.2f}× |")
+          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (at the end); {args.repeat} interleaved runs each")
+    for tree in trees:
+        base = statistics.median(times[tree][BASELINE[0]])
+        print(f"\nTree {tree}:\n")
+        print("| command | median | min | median / baseline |")
+        print("|---|---|---|---|")
+        for name, values in times[tree].items():
+            label = '`python -c "import flask, sqlalchemy, click"` (baseline)' if name == BASELINE[0] else name
+            median = statistics.median(values)
+            print(f"| {label} | {median * 1000:.0f} ms | {min(values) * 1000:.0f} ms | {median / base:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def test_task_list_loads_no_heavy_library_and_no_flask(db_url):
 
 
 def test_task_list_maps_no_table_and_loads_no_orm(db_url):
-    """Issue 34: mapping the 40 SQLModel tables (calibrate.models, with SQLModel, pydantic and the ORM) was most of
+    """Issue 34: mapping every SQLModel table (calibrate.models, with SQLModel, pydantic and the ORM) was most of
     `task list`'s start-up; it reads its two tables with SQLAlchemy Core (no SQLModel: no table was mapped)."""
     probe = _cli(["task", "list", "--db", db_url]) + "\nprint('ORM', 'sqlalchemy.orm' in sys.modules)"
     assert _loaded_after(probe, ("sqlmodel", "pydantic")) == []
