@@ -369,13 +369,12 @@ def check_database(engine: Engine, *, full: bool = False) -> DatabaseState:
     if state is not None and (not full or key in _fully_checked or state.status == "damaged"):
         return state
     path = sqlite_path(key)
-    skip_scan = not full or (path is not None and recorded_check(path) == fingerprint(path))
-    state = _check(engine, scan=not skip_scan)
-    _checked[key] = state
-    if full:
+    before = fingerprint(path) if full and path is not None else None
+    if full and (before is None or recorded_check(path) != before):
+        return _scan(engine, before)
+    state = _checked[key] = _check(engine, scan=False)
+    if full:  # as the last scan that passed left it
         _fully_checked.add(key)
-        if not skip_scan and state.status != "damaged" and path is not None:
-            record_check(path)
     return state
 
 
@@ -387,14 +386,18 @@ def full_check(engine: Engine, *, thorough: bool = False) -> DatabaseState:
     """
     if engine.dialect.name != "sqlite":
         return DatabaseState("ok", "")
+    path = sqlite_path(str(engine.url))
+    return _scan(engine, fingerprint(path) if path is not None else None, "integrity_check" if thorough else "quick_check")
+
+
+def _scan(engine: Engine, before: dict[str, int] | None, pragma: str = "quick_check") -> DatabaseState:
+    """Check every page; remember the state, and record `before` (the file's state when the scan began) when it passed."""
     key = str(engine.url)
-    path = sqlite_path(key)
-    before = fingerprint(path) if path is not None else None
-    state = _check(engine, scan=True, pragma="integrity_check" if thorough else "quick_check")
-    _checked[key] = state
+    state = _checked[key] = _check(engine, scan=True, pragma=pragma)
     _fully_checked.add(key)
-    if state.status != "damaged" and path is not None:
-        record_check(path, before)
+    path = sqlite_path(key)
+    if state.status != "damaged" and before is not None and path is not None:
+        record_check(path, before)  # a write during the scan changed the file: the next start scans again
     return state
 
 
@@ -447,14 +450,11 @@ def recorded_check(path: Path) -> dict[str, int] | None:
         return None
 
 
-def record_check(path: Path, found: dict[str, int] | None = None) -> None:
-    """Record beside the database (`<database>-checked`, 0600) the file state a full check passed on (default: now).
+def record_check(path: Path, found: dict[str, int]) -> None:
+    """Record beside the database (`<database>-checked`, 0600) the file state a full check passed on.
 
     Not recorded where the folder takes no writes: the next `serve` scans again, as before.
     """
-    found = found if found is not None else fingerprint(path)
-    if found is None:
-        return
     record = Path(f"{path}{CHECKED_SUFFIX}")
     with contextlib.suppress(OSError):
         create_private_file(record)
