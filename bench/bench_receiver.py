@@ -40,6 +40,13 @@ the server answers.
    request, then the drop): the saves' and imports' p50, p95 and max, the request's time and size,
    and the server's RSS. Goal (issue 30): every label save and CLI label import under 1 s.
 
+7. `--trees before=DIR,after=this` (alone): the throughput test of 1. for each checkout (an
+   older commit exported with `git archive`; `this` is this one) and each number of senders in
+   `--senders-list` (default 2,4), `--rounds` times, interleaved so every tree sees the same load
+   (issue 34: four exporters were refused 4.8–9.1 % of their requests; the goal is none, at a
+   stored rate at least as high).
+
+    .venv/bin/python bench/bench_receiver.py --trees before=/tmp/before,after=this --spans 300000 [--rounds 2] [--record]
     .venv/bin/python bench/bench_receiver.py --settle-timing [--record]
     .venv/bin/python bench/bench_receiver.py --settle-dataset [--record]
     .venv/bin/python bench/bench_receiver.py --big-request 250000 [--annotators 2] [--record]
@@ -232,23 +239,27 @@ def free_port() -> int:
 
 
 def calibrate_server(folder: Path, db: Path, dataset: str | None, *, rate: float, settle_env: dict, role: str = "all",
-                     nice: int = 0) -> tuple[subprocess.Popen, int, str]:
-    """Start `calibrate serve --role ROLE` (under `nice -n NICE` when given) on `db`; with `dataset`, make a token first."""
+                     nice: int = 0, tree: Path = ROOT) -> tuple[subprocess.Popen, int, str]:
+    """Start `calibrate serve --role ROLE` (under `nice -n NICE` when given) on `db`; with `dataset`, make a token first.
+    `tree`: the checkout to run (another one, for example an older commit exported with `git archive`, goes first on
+    PYTHONPATH and is the working directory)."""
     env = {**os.environ, "CALIBRATE_INSTANCE": str(folder), **settle_env}
+    if tree != ROOT:
+        env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     url = f"sqlite:///{db}"
     if not db.exists():
-        subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, env=env, capture_output=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-m", "calibrate", "init", "--db", url], check=True, env=env, capture_output=True, cwd=tree)
     token = ""
     if dataset is not None:
         made = subprocess.run([sys.executable, "-m", "calibrate", "traces", "token", "--dataset", dataset, "--rate", str(rate),
-                               "--db", url], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
+                               "--db", url], check=True, env=env, capture_output=True, text=True, cwd=tree)
         token = made.stdout.strip()
     port = free_port()
     log = folder / f"calibrate-{port}.log"
     command = [sys.executable, "-m", "calibrate", "serve", "--port", str(port), "--role", role, "--db", url]
     if nice:
         command = ["nice", "-n", str(nice), *command]
-    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    process = subprocess.Popen(command, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     wait_http(port, "/health", process, 60, log)
     return process, port, token
 
@@ -262,9 +273,10 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def run_calibrate(folder: Path, base: bytes, n_requests: int, senders: int) -> dict:
-    db = folder / "throughput.sqlite"
-    server, port, token = calibrate_server(folder, db, "bench", rate=0.05, settle_env={"CALIBRATE_TRACES_SETTLE_S": "3600"})
+def run_calibrate(folder: Path, base: bytes, n_requests: int, senders: int, tree: Path = ROOT, name: str = "throughput") -> dict:
+    db = folder / f"{name}.sqlite"
+    server, port, token = calibrate_server(folder, db, "bench", rate=0.05, settle_env={"CALIBRATE_TRACES_SETTLE_S": "3600"},
+                                           tree=tree)
     try:
         send = Senders(port, "/v1/traces", {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"},
                        base, range(n_requests), senders)
@@ -705,6 +717,32 @@ def settle_dataset_timing(folder: Path, sizes: tuple[int, ...] = (1024, 102_400)
     return lines
 
 
+def compare_trees(folder: Path, trees: list[tuple[str, Path]], senders: list[int], n_requests: int, rounds: int) -> list[str]:
+    """Run the throughput test (`run_calibrate`: a fresh database each) for every (senders, tree), `rounds` times,
+    interleaved so that every tree sees the same machine load; one table row per run, then the medians."""
+    base = template()
+    rows, by_case = [], {}
+    for round_ in range(rounds):
+        for n in senders:
+            for label, tree in trees:
+                result = run_calibrate(folder, base, n_requests, n, tree, name=f"r{round_}-{n}-{label}")
+                print(label, n, result, file=sys.stderr, flush=True)
+                refused = sum(k for status, k in result["statuses"].items() if status != 200)
+                rate = result["stored"] / result["stored_s"]
+                by_case.setdefault((n, label), []).append((refused, rate))
+                rows.append(f"| {round_ + 1} | {label} | {n} | {n_requests:,} | {refused:,} ({refused / n_requests:.1%}; "
+                            f"{dict(sorted(result['statuses'].items()))}) | {result['p95_ms']:.0f} | {result['stored']:,} of "
+                            f"{result['expected']:,} | {result['stored_s']:.1f} | **{rate:,.0f}** |")
+    lines = ["| round | tree | senders | requests | refused (non-200) | client p95 ms | spans stored | seconds | stored spans/s |",
+             "|---:|---|---:|---:|---|---:|---:|---:|---:|", *rows, "",
+             "| senders | tree | refused, every round | stored spans/s, median (every round) |", "|---:|---|---|---|"]
+    for (n, label), values in by_case.items():
+        rates = sorted(rate for _, rate in values)
+        lines.append(f"| {n} | {label} | {', '.join(str(r) for r, _ in values)} | **{rates[len(rates) // 2]:,.0f}** "
+                     f"({', '.join(f'{rate:,.0f}' for _, rate in values)}) |")
+    return lines
+
+
 def one_run_section(title: str, options: str, body: list[str], uptime: str, *, record: bool) -> None:
     """Print one run's section (its title, the machine and its load before and after, the command, the figures) and,
     with --record, add it to RESULTS."""
@@ -739,9 +777,29 @@ def main() -> None:
                              "sample.content_sha256 and import_samples(ids=)")
     parser.add_argument("--big-request", type=int, default=0, metavar="N",
                         help="only: one request of N rootless spans, then their drop, with label saves and CLI label imports")
+    parser.add_argument("--trees", metavar="LABEL=DIR,…",
+                        help="only: the throughput test (--spans) for each checkout and each of --senders-list, interleaved "
+                             "(`this` names this one: before=/tmp/before,after=this)")
+    parser.add_argument("--senders-list", default="2,4", help="with --trees: the numbers of concurrent senders")
+    parser.add_argument("--rounds", type=int, default=1, help="with --trees: runs of each case")
     parser.add_argument("--record", action="store_true", help=f"add the section to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if args.trees:
+        trees = [(label, ROOT if where == "this" else Path(where).resolve())
+                 for label, _, where in (item.partition("=") for item in args.trees.split(","))]
+        counts = [int(n) for n in args.senders_list.split(",")]
+        n_requests = max(1, args.spans // BATCH)
+        with tempfile.TemporaryDirectory() as tmp:
+            body = compare_trees(Path(tmp), trees, counts, n_requests, args.rounds)
+        one_run_section(f"{n_requests * BATCH:,} spans from {' and '.join(map(str, counts))} concurrent senders, "
+                        f"{' against '.join(label for label, _ in trees)}",
+                        f"--spans {args.spans} --trees {args.trees} --senders-list {args.senders_list} --rounds {args.rounds}",
+                        ["One `calibrate serve` (waitress, 4 threads, `--role all`, settler idle) on a fresh SQLite file per run; "
+                         "each sender POSTs protobuf requests of 512 spans back to back on its own keep-alive connection. "
+                         "Stored = rows of `stagedspan` once the last request was answered (a 200 is committed).", "",
+                         *body], uptime, record=args.record)
+        return
     if args.big_request:
         with tempfile.TemporaryDirectory() as tmp:
             body = big_request_lines(args.big_request, args.annotators, args.baseline_seconds, Path(tmp))
