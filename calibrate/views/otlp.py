@@ -7,8 +7,7 @@ checked in this order, and nothing is written unless it passes every check: 401 
 token, 415 for a body neither `application/x-protobuf` nor `application/json` (or an encoding
 other than gzip), 503 with Retry-After when this process holds TRACES_MAX_CONCURRENT export
 requests already (decoding, waiting for their write, being written: the queue is full; the
-exporter retries), 413
-over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a gzip
+exporter retries), 413 over TRACES_MAX_BODY bytes on the wire or once gunzipped (read at most that much +1, so a gzip
 bomb is never inflated; every gzip member is read, and bytes after the last one refuse the
 body) or a JSON body over TRACES_MAX_JSON_BODY (parsed whole), 400 when it does not parse, 413 over TRACES_MAX_SPANS spans (TRACES_MAX_FEEDBACK feedback
 records), counted before any is decoded. Then its spans are decoded and staged chunk by chunk
