@@ -15,6 +15,8 @@
     ├── CalibrationError            a report request (a field to group by, a split, a metric)
     ├── ABError                     an A/B request (values of --by, no pairs)
     ├── GoldenError                 a golden-set request (loop/golden.py: a name, a WHERE, a refresh)
+    ├── WhereError                  a WHERE expression (where.py) that does not parse or matches nothing;
+    │                               a command may raise its own kind instead (golden: GoldenError)
     ├── Busy                        too much of this work at once (the prompt editor's trial renders):
     │                               HTTP 429 (the user's share) or 503 (everyone's), with Retry-After
     └── JudgeError                  judges/errors.py draws its own tree (PromptError,
@@ -92,6 +94,10 @@ class CalibrationError(CalibrateError, ValueError):
 
 class GoldenError(CalibrateError, ValueError):
     """A golden-set request that cannot be carried out: a name, a WHERE, a refresh the data cannot give."""
+
+
+class WhereError(CalibrateError, ValueError):
+    """A WHERE expression that does not parse, or that no sample matches where one must (where.py)."""
 
 
 class Busy(CalibrateError):

@@ -4,6 +4,9 @@ Data only, split from reasons.py so that the table can grow (docs/report.md list
 library only, like reasons.py: the statistics import it through reasons.py, and it imports nothing of
 calibrate. The templates are marked with `N_` so that `pybabel extract -k N_` puts them in the catalog
 (docs/i18n.md, "Reasons").
+
+Over 800 lines because it is one table of data, one entry a code: splitting it would only make a reader look in
+two places for a code's wording.
 """
 
 from __future__ import annotations
@@ -345,8 +348,6 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "option_target_width": N_("target-width must lie in [1e-06, 1], not {value!r}"),
     "option_alpha": N_("alpha must lie in [1e-06, 0.5], not {value!r}"),
     "option_finite": N_("--{name} must be a finite number, not {value!r}"),
-    "estimate_where_shape": N_("--where must be metadata.FIELD=VALUE, got {where!r}"),
-    "estimate_where_none": N_("no sample of {dataset} has {where}"),
     "prices_not_a_table": N_("{path}: not a price table ({error}); see docs/judges.md"),
     "feedback_too_many": N_("{count:,} feedback records, the limit is {limit:,} per request (TRACES_MAX_FEEDBACK): "
                             "send them in several requests"),
@@ -354,7 +355,24 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "traces_no_tokens": N_("unknown token id {token_id} (tokens: none yet)"),
     "golden_ref_shape": N_("golden set {ref!r}: write NAME or NAME@VERSION (a version is a positive integer)"),
     "golden_name_invalid": N_("golden set name {name!r}: one line of at most {limit} characters, without '@'"),
-    "golden_where_shape": N_("WHERE term {term!r}: use split=NAME, metadata.FIELD=VALUE or last=Nd, joined by &"),
+    # a WHERE expression (calibrate/where.py; docs/cli.md, "WHERE expressions")
+    "where_length": N_("{option}: a WHERE expression is 1 to {limit:,} characters, got {length:,}"),
+    "where_terms": N_("{option}: at most {limit} terms joined by &, got {count:,}"),
+    "where_empty_term": N_("{option}: an empty WHERE term (write a term on each side of every &)"),
+    "where_unknown": N_("WHERE term {term!r} in {option}: not a term; use split=NAME, metadata.FIELD=VALUE, last=Nd, "
+                        "started_at>=DATE, stream=audit|triage, labelled or unlabelled, joined by &"),
+    "where_field": N_("{option} must be metadata.FIELD=VALUE, got {term!r}: {name!r} is not a WHERE term (a metadata "
+                      "field is written metadata.{name})"),
+    "where_flag": N_("WHERE term {term!r} in {option}: {name} takes no value"),
+    "where_operator": N_("WHERE term {term!r} in {option}: {name} takes =; only started_at compares with <, <=, > or >="),
+    "where_split": N_("WHERE term {term!r} in {option}: split= needs a split's name"),
+    "where_last": N_("WHERE term {term!r} in {option}: write last=Nd, 1d to {limit:,}d"),
+    "where_stream": N_("WHERE term {term!r} in {option}: the stream is audit or triage"),
+    "where_metadata": N_("WHERE term {term!r} in {option}: write metadata.FIELD=VALUE with a value and a field of at "
+                         "most {limit} characters (a dotted path into nested objects; no \" and no empty part)"),
+    "where_started_at": N_("WHERE term {term!r} in {option}: write started_at>=DATE (or >, <=, <) with an ISO 8601 date "
+                           "or date-time from 1970 to 2199, e.g. started_at>=2026-12-01"),
+    "where_none": N_("no sample of {dataset} has {where}"),
     "golden_unknown": N_("dataset {dataset} has no golden set {name!r} (golden sets: {names})"),
     "golden_no_version": N_("golden set {name} has no version {version} (latest: {latest})"),
     "golden_exists": N_("dataset {dataset} already has a golden set {name!r}: refresh it to make a new version"),

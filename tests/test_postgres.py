@@ -683,6 +683,14 @@ def test_golden_sets_refresh_and_hash_as_on_sqlite(engine, template_db, tmp_path
     assert f"[golden g@1 sha256:{on_postgres[0]}]" in gate.output
 
 
+def test_where_selects_what_the_docs_say_as_on_sqlite(engine):
+    """The one WHERE grammar's SQL (json_typeof, #>>, the CASE that keeps a cast off strings) on PostgreSQL: every case
+    of tests/test_where.py against the same plain reading of docs/cli.md."""
+    from test_where import COMBINED, METADATA_CASES, check_semantics
+
+    assert check_semantics(engine) == len(METADATA_CASES) + 2 * len(COMBINED)
+
+
 def test_traces_posted_to_the_receiver_settle_into_the_samples_a_file_gives(runner, engine, client, tmp_path):
     """The receiver's staging, settling and the traces import's comparison queries (ids and content digests in IN lists) on PostgreSQL."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "ingest"))

@@ -41,6 +41,7 @@ from calibrate.annotation.auto_queue import STREAMS
 from calibrate.datasets import split_samples
 from calibrate.ingest.label_records import LABEL_FIELDS
 from calibrate.models import EXTRACTION, Assignment, Claim, Context, Judge, Label, Sample, Task, User, Verdict
+from calibrate.where import select_ids
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -63,17 +64,18 @@ class LabelExport:
 
 
 def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | None = None, split: str | None = None,
-                  full: bool = False) -> LabelExport:
-    """Return the labels of a dataset, in sample order, then task, target and annotator.
+                  full: bool = False, where: str | None = None) -> LabelExport:
+    """Return the labels of a dataset (of the samples matching `where`, a WHERE whose `labelled` is of `tasks` when
+    given), in sample order, then task, target and annotator.
 
-    Raises NotFound for an unknown dataset or task and CalibrationError for a split the dataset
-    does not have (each naming the ones that exist).
+    Raises NotFound for an unknown dataset or task, CalibrationError for a split the dataset
+    does not have (each naming the ones that exist) and WhereError for a WHERE that does not parse or matches nothing.
     """
     dataset = lookup.dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
                   Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
-                  Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active)
+                  Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active, Sample.id)
         .join(Sample, Sample.id == Label.sample_id)
         .join(User, User.id == Label.annotator_id)
         .join(Task, Task.id == Label.task_id)
@@ -82,14 +84,18 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         .where(Sample.dataset_id == dataset.id)
         .order_by(Sample.id, Task.id, Claim.index, Context.rank, User.username, Label.adjudicated)
     )
-    if tasks:
-        query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
+    task_ids = [lookup.task(session, name).id for name in tasks] if tasks else None
+    if task_ids:
+        query = query.where(Task.id.in_(task_ids))
     if split:
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
         query = query.where(Sample.split == split)
+    chosen = set(select_ids(session, dataset, where, task_ids=task_ids, required=True)) if where is not None else None
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
     for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,
-         created, updated, order, claim_active, context_active) in session.exec(query):
+         created, updated, order, claim_active, context_active, sample_id) in session.exec(query):
+        if chosen is not None and sample_id not in chosen:
+            continue
         stale = bool(stale) or claim_active is False or context_active is False  # a retired target: stale whatever the flag
         if not full and (stale or adjudicated):
             out.n_stale += bool(stale)
@@ -134,16 +140,17 @@ class VerdictExport:
 
 
 def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = None,
-                    tasks: list[str] | None = None) -> VerdictExport:
-    """Return the verdicts on a dataset's current targets, in sample order, then task, target, judge and order.
+                    tasks: list[str] | None = None, where: str | None = None) -> VerdictExport:
+    """Return the verdicts on a dataset's current targets (of the samples matching `where`, a WHERE), in sample order,
+    then task, target, judge and order.
 
-    Raises NotFound for an unknown dataset, judge or task.
+    Raises NotFound for an unknown dataset, judge or task and WhereError for a WHERE that does not parse or matches nothing.
     """
     dataset = lookup.dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, Judge.name, Task.name, Verdict.value, Claim.index, Context.rank, Verdict.reason,
                   Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
-                  Verdict.order, Claim.active, Context.active)
+                  Verdict.order, Claim.active, Context.active, Sample.id)
         .join(Sample, Sample.id == Verdict.sample_id)
         .join(Judge, Judge.id == Verdict.judge_id)
         .join(Task, Task.id == Verdict.task_id)
@@ -154,11 +161,15 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
     )
     if judge is not None:
         query = query.where(Verdict.judge_id == lookup.judge(session, judge).id)
-    if tasks:
-        query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
+    task_ids = [lookup.task(session, name).id for name in tasks] if tasks else None
+    if task_ids:
+        query = query.where(Task.id.in_(task_ids))
+    chosen = set(select_ids(session, dataset, where, task_ids=task_ids, required=True)) if where is not None else None
     out = VerdictExport(dataset.name)
     for (sample, judge_name, task, value, claim, context, reason, error, raw, latency, tokens_in, tokens_out, order,
-         claim_active, context_active) in session.exec(query):
+         claim_active, context_active, sample_id) in session.exec(query):
+        if chosen is not None and sample_id not in chosen:
+            continue
         if claim_active is False or context_active is False:
             out.n_retired += 1
             continue
@@ -187,6 +198,7 @@ class AssignmentExport:
     dataset_id: int
     dataset: str
     stream: str | None = None
+    chosen: set[int] | None = None  # the samples of a WHERE (None: every sample)
     fields: tuple[str, ...] = ASSIGNMENT_FIELDS
     per_stream: Counter = field(default_factory=Counter)  # rows written per stream ("none": no stream)
     n_labelled: int = 0
@@ -215,7 +227,9 @@ class AssignmentExport:
                  .order_by(Assignment.sample_id, Assignment.id).execution_options(yield_per=1000))
         chunk: list = []
         n_samples = 0
-        for _sample, assignments in groupby(self.session.execute(query), key=lambda a: a.sample_id):
+        for sample, assignments in groupby(self.session.execute(query), key=lambda a: a.sample_id):
+            if self.chosen is not None and sample not in self.chosen:
+                continue
             if n_samples == SAMPLES_PER_CHUNK:
                 yield from self._chunk(chunk)
                 chunk, n_samples = [], 0
@@ -236,15 +250,19 @@ class AssignmentExport:
                    "labelled": bool(labelled)}
 
 
-def export_assignments(session: Session, dataset_name: str, *, stream: str | None = None) -> AssignmentExport:
-    """Return a dataset's assignments (of one stream, `audit` or `triage`, if given) to read with `rows()`.
+def export_assignments(session: Session, dataset_name: str, *, stream: str | None = None,
+                       where: str | None = None) -> AssignmentExport:
+    """Return a dataset's assignments (of one stream, `audit` or `triage`, if given; of the samples matching `where`, a
+    WHERE) to read with `rows()`.
 
-    Raises NotFound for an unknown dataset or stream (naming the ones that exist).
+    Raises NotFound for an unknown dataset or stream (naming the ones that exist) and WhereError for a WHERE that does
+    not parse or matches nothing.
     """
     dataset = lookup.dataset(session, dataset_name)
     if stream is not None and stream not in STREAMS:
         raise lookup.not_found("stream", stream, sorted(STREAMS))
-    return AssignmentExport(session, dataset.id, dataset.name, stream)
+    chosen = set(select_ids(session, dataset, where, required=True)) if where is not None else None
+    return AssignmentExport(session, dataset.id, dataset.name, stream, chosen)
 
 
 def _labelled_tasks(session: Session, sample_ids: list[int]) -> dict[tuple[int, int], set[str]]:

@@ -2,9 +2,9 @@
 
 The targets, the estimand, the labels, the weights and the windows are calibration/live.py's (the one
 definition every production figure uses); `live.estimate_targets` computes every figure through
-`stats.design.design_estimate` (docs/statistics.md §18). Here: the options, the scope (`split`, `where`,
-`golden`), the alternatives beside the estimate (the labels alone, the judge alone, Rogan–Gladen), the
-labels needed for a width, and the windows.
+`stats.design.design_estimate` (docs/statistics.md §18). Here: the options, the scope (`split`, `where`:
+calibrate/where.py's grammar, its `labelled` a label of the estimated task; `golden`), the alternatives beside
+the estimate (the labels alone, the judge alone, Rogan–Gladen), the labels needed for a width, and the windows.
 
 Undefined results (no labels; too few audit labels where the traffic is; a score whose audit does not vary;
 Rogan–Gladen's refusals) come back as the result's `status` ("no_data" or "too_few"; "undefined" for
@@ -18,7 +18,6 @@ import math
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate import lookup
@@ -26,9 +25,10 @@ from calibrate.calibration.calibrated import calibrated_task
 from calibrate.calibration.live import WINDOWS, Estimand, LiveTargets, estimand_for, estimate_targets, live_targets
 from calibrate.datasets import split_samples
 from calibrate.errors import CalibrationError
-from calibrate.models import Sample, Task
+from calibrate.models import Task
 from calibrate.reasons import TEMPLATES, Reason, noted
 from calibrate.stats import labels_needed, rogan_gladen
+from calibrate.where import select_ids
 
 __all__ = ["BLOCK_KEYS", "METHODS", "REASONS", "WINDOWS", "estimate_block", "run_estimate"]
 
@@ -53,19 +53,6 @@ def check_alpha(alpha: float) -> None:
     """Refuse an error level outside [1e-6, 0.5] (an interval at 1 − 1e-320 has no finite quantile)."""
     if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 1e-6 <= alpha <= 0.5:
         raise CalibrationError(Reason("option_alpha", value=alpha))
-
-
-def where_samples(session: Session, dataset, where: str) -> set[int]:
-    """Return the ids of the samples whose `metadata.FIELD` equals VALUE (as text)."""
-    name, sep, value = where.partition("=")
-    if not sep or not name.startswith("metadata.") or len(name) <= len("metadata."):
-        raise CalibrationError(Reason("estimate_where_shape", where=where))
-    key = name.removeprefix("metadata.")
-    rows = session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all()
-    ids = {sid for sid, meta in rows if isinstance(meta, dict) and meta.get(key) is not None and str(meta[key]) == value}
-    if not ids:
-        raise CalibrationError(Reason("estimate_where_none", dataset=dataset.name, where=where))
-    return ids
 
 
 def _pair(est: dict) -> dict:
@@ -119,7 +106,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     estimand = estimand_for(task, level=level, positive=positive)
     scope = split_samples(session, dataset, split) if split else None
     if where:
-        chosen = where_samples(session, dataset, where)
+        chosen = set(select_ids(session, dataset, where, task_ids=(task.id,), error=CalibrationError, required=True))
         scope = chosen if scope is None else scope & chosen
     if samples is not None:
         scope = set(samples) if scope is None else scope & samples

@@ -25,7 +25,8 @@ One definition of each thing an estimate depends on:
   gold.py's; a gold that is an excluded label is not counted; a tie has no gold.
 - **The weights**: a target weighs 1/π_t (`metadata.inclusion_prob`, 1 when absent), a labelled one
   1/(π_t·π_a); its cluster is its sample.
-- **Windows**: `metadata.started_at` (ISO 8601, within calibrate.bounds) else the creation time, in UTC;
+- **Windows**: the sample's time (calibrate/sample_time.py: `metadata.started_at`, ISO 8601 within calibrate.bounds,
+  else the creation time, in UTC);
   day `2026-12-02`, ISO week `2026-W49`, month `2026-12`.
 
 `stats.design.design_estimate` computes every figure from these arrays.
@@ -44,7 +45,7 @@ from sqlalchemy import func, literal_column
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
-from calibrate.bounds import EARLIEST, LATEST, MIN_INCLUSION_PROB
+from calibrate.bounds import MIN_INCLUSION_PROB
 from calibrate.calibration.frames import claim_totals, fewshot_keys, labels_frame, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
@@ -53,6 +54,7 @@ from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
 from calibrate.models import AuditDraw, Claim, Context, Dataset, Judge, Sample, Task
 from calibrate.reasons import Reason
+from calibrate.sample_time import time_of
 from calibrate.stats.design import design_estimate, snap
 from calibrate.task_values import has_labels
 
@@ -178,11 +180,8 @@ def sample_info(session: Session, dataset: Dataset, *, with_time: bool = True) -
     index = frame["sample_id"].astype(np.int64).to_numpy()
     if not with_time:
         return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float)}, index=index)
-    started = pd.to_datetime(frame["started_at"].astype(object).astype("string"), errors="coerce", utc=True,
-                             format="ISO8601").dt.as_unit("us")
-    started = started.where((started >= pd.Timestamp(EARLIEST)) & (started < pd.Timestamp(LATEST)))
-    created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
-    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float), "time": started.fillna(created).to_numpy()}, index=index)
+    return pd.DataFrame({"inclusion_prob": prob.to_numpy(dtype=float),
+                         "time": time_of(frame["started_at"], frame["created_at"])}, index=index)
 
 
 def _numbers(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.ndarray:

@@ -26,6 +26,10 @@ from calibrate.settings import load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 Settings = dict[str, Any]
+# Every option that takes a WHERE (calibrate/where.py) says so with these words and points at the one description.
+WHERE_TERMS = ("terms joined by &, e.g. metadata.topic=iron&labelled or stream=audit&started_at>=2026-12-01 "
+               "(docs/cli.md, \"WHERE expressions\")")
+WHERE_HELP = f"Only the samples matching WHERE: {WHERE_TERMS}."
 
 
 class BadInput(click.ClickException):

@@ -8,7 +8,7 @@ import click
 from sqlmodel import Session
 
 from calibrate import lazy
-from calibrate.cli.common import BadInput, Settings, db_option, ready_engine, write_output
+from calibrate.cli.common import WHERE_HELP, BadInput, Settings, db_option, ready_engine, write_output
 from calibrate.cli.reports import GOLDEN, LEVEL, LOCALE, ORDER_RULE, golden_scope
 from calibrate.errors import CalibrationError
 from calibrate.reasons import Reason
@@ -37,7 +37,7 @@ def _fraction(name: str, raw: str, *, upper_inclusive: bool = False) -> float:
                    "(binary tasks: the verdicts' share corrected by sensitivity and specificity).")
 @click.option("--alpha", default="0.05", show_default=True, metavar="A", help="Error level: the interval covers 1 - A.")
 @click.option("--split", help="Only the samples of this split (e.g. test); default every sample.")
-@click.option("--where", metavar="metadata.FIELD=VALUE", help="Only the samples with this metadata value (e.g. one system's).")
+@click.option("--where", metavar="WHERE", help=WHERE_HELP + " Its labelled: a label of --task.")
 @click.option("--positive", metavar="LABEL", help="Tasks with labels: the label whose share is estimated (default the first declared).")
 @LEVEL
 @click.option("--by-window", "by_window", type=click.Choice(["day", "week", "month"]),

@@ -17,7 +17,7 @@ import click
 from sqlmodel import Session
 
 from calibrate import lazy
-from calibrate.cli.common import Settings, db_option, ready_engine, write_output, write_stream
+from calibrate.cli.common import WHERE_HELP, Settings, db_option, ready_engine, write_output, write_stream
 
 # Loaded when the command runs, not for its --help (the split check brings pandas).
 export = lazy.module("calibrate.annotation.export")
@@ -73,6 +73,7 @@ def _cell(value) -> str:
 
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]),
                              help="jsonl or csv; default: from the extension of -o, else jsonl.")
+WHERE_OPTION = click.option("--where", metavar="WHERE", help=WHERE_HELP)
 
 
 @export_group.command("labels")
@@ -82,15 +83,16 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["jsonl", "csv
 @click.option("--full", is_flag=True,
               help="Add evidence, guideline version, flags, source and timestamps, and include adjudicated and stale "
                    "labels (an archive: the labels import does not read these fields).")
+@WHERE_OPTION
 @FORMAT_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
 def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ...], split: str | None, full: bool,
-                          fmt: str | None, output: Path | None) -> None:
+                          where: str | None, fmt: str | None, output: Path | None) -> None:
     """Write a dataset's labels in the format `calibrate import labels` reads."""
     fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
-        result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full)
+        result = export.export_labels(session, dataset, tasks=list(tasks) or None, split=split, full=full, where=where)
     text = _text(fmt, result.fields, result.rows, lambda row, name: _cell(row.get(name)))
     write_output(text, output, f"{len(result.rows)} labels")
     click.echo(result.summary(), err=True)
@@ -100,15 +102,16 @@ def export_labels_command(settings: Settings, dataset: str, tasks: tuple[str, ..
 @click.option("--dataset", required=True, help="Dataset whose verdicts to write.")
 @click.option("--judge", help="Only this judge's verdicts; default every judge's.")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable); default every task.")
+@WHERE_OPTION
 @FORMAT_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
-def export_verdicts_command(settings: Settings, dataset: str, judge: str | None, tasks: tuple[str, ...],
+def export_verdicts_command(settings: Settings, dataset: str, judge: str | None, tasks: tuple[str, ...], where: str | None,
                             fmt: str | None, output: Path | None) -> None:
     """Write judges' verdicts on a dataset in the format `calibrate import verdicts` reads."""
     fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
-        result = export.export_verdicts(session, dataset, judge=judge, tasks=list(tasks) or None)
+        result = export.export_verdicts(session, dataset, judge=judge, tasks=list(tasks) or None, where=where)
     text = _text(fmt, result.fields, result.rows, lambda row, name: _cell(row.get(name)))
     write_output(text, output, f"{len(result.rows)} verdicts")
     click.echo(result.summary(), err=True)
@@ -117,14 +120,16 @@ def export_verdicts_command(settings: Settings, dataset: str, judge: str | None,
 @export_group.command("samples")
 @click.option("--dataset", required=True, help="Dataset whose samples to write.")
 @click.option("--split", help="Only the samples of this split.")
+@WHERE_OPTION
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
 @FORMAT_OPTION
 @db_option
-def export_samples_command(settings: Settings, dataset: str, split: str | None, output: Path, fmt: str | None) -> None:
+def export_samples_command(settings: Settings, dataset: str, split: str | None, where: str | None, output: Path,
+                           fmt: str | None) -> None:
     """Write a dataset's samples with their current claims and claim source, in the format `calibrate import samples` reads."""
     fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
-        result = samples_export.export_samples(session, dataset, split=split)
+        result = samples_export.export_samples(session, dataset, split=split, where=where)
     # JSON-valued fields are JSON text; `calibrate import samples` reads back exactly what was written.
     text = _text(fmt, result.fields, result.rows, lambda row, name: "" if name not in row else json.dumps(
         row[name], ensure_ascii=False) if name in samples_export.STRUCTURED else str(row[name]))
@@ -135,15 +140,16 @@ def export_samples_command(settings: Settings, dataset: str, split: str | None, 
 @export_group.command("assignments")
 @click.option("--dataset", required=True, help="Dataset whose assignments to write.")
 @click.option("--stream", metavar="audit|triage", help="Only this production stream's assignments; default every assignment.")
+@WHERE_OPTION
 @FORMAT_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of standard output.")
 @db_option
-def export_assignments_command(settings: Settings, dataset: str, stream: str | None, fmt: str | None,
+def export_assignments_command(settings: Settings, dataset: str, stream: str | None, where: str | None, fmt: str | None,
                                output: Path | None) -> None:
     """Write who was given which sample in which stream (audit, triage, none), with audit_prob and whether it is labelled."""
     fmt = output_format(fmt, output)
     with Session(ready_engine(settings)) as session:
-        result = export.export_assignments(session, dataset, stream=stream)
+        result = export.export_assignments(session, dataset, stream=stream, where=where)
         write_stream(_lines(fmt, result.fields, result.rows(), lambda row, name: _cell(row[name])), output)
     if output is not None:
         click.echo(f"wrote {result.n_rows} assignments to {output}", err=True)

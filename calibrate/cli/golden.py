@@ -8,7 +8,7 @@ import click
 from sqlmodel import Session
 
 from calibrate import lazy
-from calibrate.cli.common import BadInput, Settings, db_option, ready_engine
+from calibrate.cli.common import WHERE_HELP, WHERE_TERMS, BadInput, Settings, db_option, ready_engine
 from calibrate.db import write_session
 
 # Loaded when a command runs, not for its --help (it brings pandas, SciPy and scikit-learn).
@@ -31,7 +31,7 @@ def golden_group() -> None:
 @click.argument("name")
 @DATASET
 @click.option("--split", help="The samples of this split (e.g. test).")
-@click.option("--where", metavar="WHERE", help="The samples matching WHERE: split=S, metadata.FIELD=VALUE, last=Nd, joined by &.")
+@click.option("--where", metavar="WHERE", help=WHERE_HELP)
 @JSON
 @db_option
 def create_command(settings: Settings, name: str, dataset: str, split: str | None, where: str | None, as_json: bool) -> None:
@@ -94,7 +94,7 @@ def status_command(settings: Settings, name: str, dataset: str, max_age: int, mi
 @golden_group.command("drift")
 @click.argument("ref", metavar="NAME[@V]")
 @DATASET
-@click.option("--against", required=True, metavar="WHERE", help="Production's samples, e.g. last=30d or metadata.source=live.")
+@click.option("--against", required=True, metavar="WHERE", help=f"Production's samples, a WHERE: {WHERE_TERMS}.")
 @click.option("--fields", metavar="metadata.F,…", default="", help="Categorical fields to compare, comma-separated.")
 @click.option("--judge", help="Also the judge's drift: kappa on production's labelled samples minus on the golden set.")
 @click.option("--task", help="The categorical task of the judge's drift (default claim_support).")
@@ -139,7 +139,7 @@ def judge_line(judge: dict) -> str:
 @golden_group.command("refresh")
 @click.argument("name")
 @DATASET
-@click.option("--from", "source", required=True, metavar="WHERE", help="Production's samples to draw from (WHERE).")
+@click.option("--from", "source", required=True, metavar="WHERE", help=f"Production's samples to draw from, a WHERE: {WHERE_TERMS}.")
 @click.option("--renew", type=click.FloatRange(0, 1, min_open=True), default=0.2, show_default=True,
               help="Share of the members to retire and replace.")
 @click.option("--anchor-share", "anchor_share", type=click.FloatRange(0, 1, max_open=True), default=0.5, show_default=True,

@@ -8,7 +8,7 @@ import click
 from sqlmodel import Session
 
 from calibrate import lazy
-from calibrate.cli.common import BadInput, Settings, db_option, progress_bar, ready_engine
+from calibrate.cli.common import WHERE_HELP, BadInput, Settings, db_option, progress_bar, ready_engine
 
 # Loaded when the command runs, not for its --help.
 ingest = lazy.module("calibrate.ingest")
@@ -23,7 +23,7 @@ batches = lazy.module("calibrate.ingest.batches")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "json", "csv"]), help="File format (default: from the extension).")
 @click.option("--update", is_flag=True, help="Samples: replace changed samples with the same id (labels kept, flagged).")
 @click.option("--description", default="", help="Samples: description of a new dataset.")
-@click.option("--where", metavar="metadata.FIELD=VALUE", help="Run, qrels: only the samples with this metadata value (e.g. one system's).")
+@click.option("--where", metavar="WHERE", help="Run, qrels: " + WHERE_HELP)
 @db_option
 def import_command(settings: Settings, kind: str, file: Path, dataset: str, judge: str | None, fmt: str | None, update: bool,
                    description: str, where: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from calibrate import lazy
-from calibrate.cli.common import Settings, db_option, ready_engine
+from calibrate.cli.common import WHERE_HELP, Settings, db_option, ready_engine
 from calibrate.db import write_session
 
 # Loaded when a command runs, not for its --help (numpy; the queue order brings pandas).
@@ -24,9 +24,10 @@ auto_queue = lazy.module("calibrate.annotation.auto_queue")
 @click.option("--overlap", type=click.IntRange(min=1), default=1, show_default=True, help="How many annotators label each sample.")
 @click.option("--assign", "assign", multiple=True, metavar="USER", help="Annotators to assign round-robin (repeatable).")
 @click.option("--split", "split", metavar="SPEC", help="Assign splits to the taken samples, e.g. train=0.2,dev=0.4,test=0.4.")
+@click.option("--where", metavar="WHERE", help=WHERE_HELP)
 @db_option
 def sample_command(settings: Settings, dataset: str, n: int | None, fraction: float | None, seed: int, stratify_by: str | None,
-                   negative_first: bool, overlap: int, assign: tuple[str, ...], split: str | None) -> None:
+                   negative_first: bool, overlap: int, assign: tuple[str, ...], split: str | None, where: str | None) -> None:
     """Choose the samples experts should label and queue them (seeded, reproducible)."""
     if (n is None) == (fraction is None):
         raise click.UsageError("give exactly one of --n or --fraction")
@@ -34,7 +35,7 @@ def sample_command(settings: Settings, dataset: str, n: int | None, fraction: fl
     with write_session(ready_engine(settings)) as session:
         summary = sampling.sample_dataset(
             session, dataset, n=n, fraction=fraction, seed=seed, stratify_by=stratify_by,
-            negative_first=negative_first, overlap=overlap, assign=list(assign), split=split_spec,
+            negative_first=negative_first, overlap=overlap, assign=list(assign), split=split_spec, where=where,
         )
     click.echo(summary.line())
     if summary.warning():

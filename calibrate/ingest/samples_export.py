@@ -24,6 +24,7 @@ from calibrate import lookup
 from calibrate.datasets import split_samples
 from calibrate.ingest.sample_records import SAMPLE_FIELDS, response_record
 from calibrate.models import Claim, Context, Response, Sample
+from calibrate.where import select_ids
 
 # JSON-valued fields: a CSV cell holds their JSON text (what the import decodes).
 STRUCTURED = ("contexts", "claims", "metadata", "retrieved_ids", "relevant_ids", "responses")
@@ -54,17 +55,23 @@ def _span(answer: str, claim: Any) -> tuple[int, int]:
     return -1, -1
 
 
-def export_samples(session: Session, dataset_name: str, *, split: str | None = None) -> SampleExport:
-    """Return the dataset's samples (of `split`) in import order (by id), with their active contexts and claims.
+def export_samples(session: Session, dataset_name: str, *, split: str | None = None,
+                   where: str | None = None) -> SampleExport:
+    """Return the dataset's samples (of `split`; matching `where`, a WHERE of calibrate/where.py) in import order (by id),
+    with their active contexts and claims.
 
-    Raises NotFound for an unknown dataset and CalibrationError for a split it does not have.
+    Raises NotFound for an unknown dataset, CalibrationError for a split it does not have and WhereError for a WHERE
+    that does not parse or matches nothing.
     """
     dataset = lookup.dataset(session, dataset_name)
-    where = [Sample.dataset_id == dataset.id]
+    conditions = [Sample.dataset_id == dataset.id]
     if split:
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
-        where.append(Sample.split == split)
-    ids = list(session.execute(sa_select(Sample.id).where(*where).order_by(Sample.id)).scalars())
+        conditions.append(Sample.split == split)
+    ids = list(session.execute(sa_select(Sample.id).where(*conditions).order_by(Sample.id)).scalars())
+    if where is not None:
+        chosen = set(select_ids(session, dataset, where, required=True))
+        ids = [sid for sid in ids if sid in chosen]
     out = SampleExport(dataset.name)
     for start in range(0, len(ids), BATCH):
         chunk = ids[start:start + BATCH]

@@ -29,6 +29,7 @@ from calibrate.ingest.allocation import allocate_strata, assignee_groups, contro
 from calibrate.ingest.bulk import in_parts
 from calibrate.models import SPLITS, Assignment, Dataset, Label, Sample, User, utcnow
 from calibrate.reasons import Reason, join
+from calibrate.where import metadata_value, select_ids
 
 __all__ = [
     "MISSING", "PRIORITY_NEGATIVE", "PRIORITY_NORMAL", "SamplingError", "SamplingSummary",
@@ -73,6 +74,7 @@ class SamplingSummary:
     external_ids: list[str] = field(default_factory=list)  # taken samples, in queue order
     split_spec: str = ""  # the split asked for, as NAME=FRACTION,… (empty when none was)
     unsplit_labelled: int = 0  # with a split: labelled samples left out of the sample that still have no split
+    where: str | None = None  # the WHERE the draw was among (None: the whole dataset)
 
     def warning(self) -> str:
         """Return the warning the CLI prints when `--split` left labelled samples without a split, else ""."""
@@ -95,6 +97,8 @@ class SamplingSummary:
                 head += f"fraction {self.fraction:g}, "
             head += f"seed {self.seed}"
         details = [head]
+        if self.where:
+            details.append(f"among those matching {self.where}")
         if self.stratify_by:
             details.append(f"stratified by {self.stratify_by}: {_plural(len(self.strata), 'stratum', 'strata')}")
         if self.negative_first:
@@ -212,28 +216,12 @@ class _Candidate:
     split_draw: int = 0  # position in the seeded split order
 
 
-_ABSENT = object()
-
-
 def _stratum_name(value: Any) -> str:
-    if value is _ABSENT or value is None:
+    if value is None:
         return MISSING
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def _metadata_value(meta: Any, path: str) -> Any:
-    if not isinstance(meta, dict):
-        return _ABSENT
-    if path in meta:
-        return meta[path]
-    current: Any = meta
-    for part in path.split("."):
-        if not isinstance(current, dict) or part not in current:
-            return _ABSENT
-        current = current[part]
-    return current
 
 
 def _metadata_fields(candidates: Sequence[_Candidate]) -> list[str]:
@@ -252,7 +240,7 @@ def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tu
     for prefix in ("metadata.", "meta."):
         if text.startswith(prefix) and text[len(prefix):]:
             path = text[len(prefix):]
-            return f"metadata.{path}", lambda c, path=path: _stratum_name(_metadata_value(c.meta, path))
+            return f"metadata.{path}", lambda c, path=path: _stratum_name(metadata_value(c.meta, path))
     fields = _metadata_fields(candidates)
     hint = Reason("stratify_did_you_mean", text=text) if text in fields else ""
     raise SamplingError(Reason("stratify_field_invalid", spec=spec, hint=hint,
@@ -265,7 +253,8 @@ def _stratifier(spec: str, candidates: Sequence[_Candidate], dataset: str) -> tu
 
 def sample_dataset(session: Session, dataset: str, *, n: int | None = None, fraction: float | None = None, seed: int = 0,
                    stratify_by: str | None = None, negative_first: bool = False, overlap: int = 1,
-                   assign: list[str] | None = None, split: dict[str, float] | None = None) -> SamplingSummary:
+                   assign: list[str] | None = None, split: dict[str, float] | None = None,
+                   where: str | None = None) -> SamplingSummary:
     """Take a seeded sample of `dataset`, queue it for `overlap` annotators each, optionally split it.
 
     - exactly one of `n` (n larger than the dataset takes all of it, and the summary says so)
@@ -277,7 +266,9 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     - `assign`: usernames, each group of `overlap` of them in turn (every pair shares items,
       loads within one); without it, `overlap` open slots per sample (user None);
     - `split`: {split: fraction} for the taken samples that have none yet (existing splits
-      are kept), by largest remainder over all taken samples, stratified like the draw.
+      are kept), by largest remainder over all taken samples, stratified like the draw;
+    - `where`: draw only among the samples matching this WHERE (calibrate/where.py; `labelled`: a label of any
+      task), refused when none does; `n`, `fraction` and the strata are of those.
 
     Nothing already there is added again. The caller commits; this only flushes.
     """
@@ -287,7 +278,8 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
     session.flush()
     ds = lookup.dataset(session, dataset, hint=Reason("hint_import_samples"))
     users = _assignees(session, assign, overlap) if assign else []
-    candidates = _candidates(session, ds, seed, with_metadata=stratify_by is not None)
+    chosen = set(select_ids(session, ds, where, error=SamplingError, required=True)) if where is not None else None
+    candidates = _candidates(session, ds, seed, with_metadata=stratify_by is not None, chosen=chosen)
     total = len(candidates)
     requested = n if n is not None else max(1, math.floor(Fraction(repr(float(fraction))) * total + Fraction(1, 2)))
     target = min(requested, total)
@@ -323,7 +315,7 @@ def sample_dataset(session: Session, dataset: str, *, n: int | None = None, frac
         negatives_available=sum(1 for c in candidates if c.feedback == -1), splits_kept=splits_kept,
         slots_filled=filled, external_ids=[c.external_id for c in taken],
         split_spec=",".join(f"{name}={float(value):g}" for name, value in split_fractions.items()) if split_fractions else "",
-        unsplit_labelled=unsplit_labelled,
+        unsplit_labelled=unsplit_labelled, where=where,
     )
 
 
@@ -342,12 +334,15 @@ def _check_request(n: int | None, fraction: float | None, seed: int, overlap: in
         raise SamplingError(Reason("overlap_invalid", overlap=overlap))
 
 
-def _candidates(session: Session, ds: Dataset, seed: int, *, with_metadata: bool) -> list[_Candidate]:
-    """Return the dataset's samples sorted by external id, each with its place in the seeded draw and split orders."""
+def _candidates(session: Session, ds: Dataset, seed: int, *, with_metadata: bool,
+                chosen: set[int] | None = None) -> list[_Candidate]:
+    """Return the dataset's samples (of `chosen`, a WHERE's, when given) sorted by external id, each with its place in
+    the seeded draw and split orders."""
     columns = [Sample.id, Sample.external_id, Sample.feedback, Sample.split]
     if with_metadata:
         columns.append(Sample.meta)
-    rows = session.exec(select(*columns).where(Sample.dataset_id == ds.id)).all()
+    rows = [row for row in session.exec(select(*columns).where(Sample.dataset_id == ds.id)).all()
+            if chosen is None or row[0] in chosen]
     if not rows:
         raise SamplingError(Reason("dataset_no_samples", dataset=ds.name))
     candidates = sorted((_Candidate(row[0], row[1], row[2], row[3], row[4] if len(row) > 4 else None) for row in rows),

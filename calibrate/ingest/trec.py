@@ -10,7 +10,7 @@ Formats (whitespace-separated columns, one line per document, as trec_eval reads
 A query id names the samples whose `metadata.query_id` equals it (compared as text); a
 sample without `metadata.query_id` is named by its own id. Several samples can share a query
 id (two systems answering the same question): the run or qrels line then applies to each of
-them, unless `where` (`metadata.FIELD=VALUE`) keeps only some, such as one system's samples
+them, unless `where` (a WHERE of calibrate/where.py, e.g. `metadata.system=a`) keeps only some, such as one system's samples
 for that system's run.
 
 All or nothing: every line is checked first (column count, integer rank and relevance,
@@ -34,11 +34,13 @@ from sqlalchemy import bindparam, select, update
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.errors import NotFound
+from calibrate.errors import NotFound, WhereError
 from calibrate.ingest.problems import Problems, TooManyProblems, reject
 from calibrate.ingest.readers import EMPTY_FILE, Progress, utf8_lines
 from calibrate.models import Sample, utcnow
 from calibrate.reasons import Reason
+from calibrate.where import Where, select_ids
+from calibrate.where import parse as parse_where
 
 KINDS = ("run", "qrels")
 COLUMNS = {"run": ("qid", "Q0", "docid", "rank", "score", "tag"), "qrels": ("qid", "iteration", "docid", "relevance")}
@@ -153,13 +155,12 @@ def parse(path: Path, kind: str, problems: Problems, tick: Callable[[], None]) -
     return {qid: [docid for _, docid, rel in rows if rel > 0] for qid, rows in entries.items()}, n_lines, []
 
 
-def _parse_where(where: str | None) -> tuple[str, str] | None:
-    if where is None:
-        return None
-    name, sep, value = where.partition("=")
-    if not sep or not name.startswith("metadata.") or name == "metadata.":
-        raise reject(f"--where must be metadata.FIELD=VALUE, got {where!r}")
-    return name.removeprefix("metadata."), value
+def _where(where: str | None) -> Where | None:
+    """Return the parsed --where (calibrate/where.py's grammar), or None; a WHERE that does not parse rejects the file."""
+    try:
+        return parse_where(where) if where is not None else None
+    except WhereError as exc:
+        raise reject(str(exc), field="where") from None
 
 
 def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, where: str | None = None,
@@ -171,7 +172,7 @@ def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, 
         ds = lookup.dataset(session, dataset, hint=Reason("hint_import_its_samples"))
     except NotFound as exc:
         raise reject(str(exc)) from exc
-    condition = _parse_where(where)
+    condition = _where(where)
     problems = Problems(max_errors)
     tick = Progress(progress)
     try:
@@ -185,17 +186,18 @@ def import_trec(session: Session, path: str | Path, kind: str, *, dataset: str, 
     column = "retrieved_ids" if kind == "run" else "relevant_ids"
     by_key: dict[str, list[tuple[int, list[str] | None]]] = {}
     in_scope = 0
+    chosen = set(select_ids(session, ds, condition)) if condition is not None else None
     rows = session.execute(select(_SAMPLES.c.id, _SAMPLES.c.external_id, _SAMPLES.c.metadata, _SAMPLES.c[column])
                            .where(_SAMPLES.c.dataset_id == ds.id))
     for sid, external_id, meta, current in rows:
         meta = meta if isinstance(meta, dict) else {}
-        if condition is not None and str(meta.get(condition[0])) != condition[1]:
+        if chosen is not None and sid not in chosen:
             continue
         in_scope += 1
         query_id = meta.get("query_id")
         key = external_id if query_id is None or str(query_id) == "" else str(query_id)
         by_key.setdefault(key, []).append((sid, current))
-    if condition is not None and in_scope == 0:
+    if chosen is not None and in_scope == 0:
         raise reject(f"no sample of {ds.name} has {where} (nothing to import the {kind} onto)")
 
     summary = TrecSummary(kind, ds.name, n_queries=len(lists), n_lines=n_lines, where=where, tags=tags)

@@ -64,12 +64,13 @@ from calibrate.reasons import Reason
 from calibrate.stats import drift as drift_stats
 from calibrate.stats import refresh as refresh_stats
 from calibrate.task_values import format_number
+from calibrate.where import WHERE_MAX, Where, metadata_value, parse, select_ids
 
 NAME_MAX = 100
 MAX_AGE_DAYS = 90
 MIN_RENEWAL = 0.2
 EXPERTS_PER_ITEM = 2
-WHERE_MAX = 500
+FIELDS_MAX = WHERE_MAX  # the dataset page's drift fields: as long as a WHERE
 CHUNK = 500  # ids per IN list (SQLite's parameter limit)
 ALPHA = 0.05  # the family-wise level of `golden drift`'s Holm decision
 
@@ -94,20 +95,6 @@ def check_name(name: str) -> str:
     return name
 
 
-def metadata_value(meta: Any, path: str) -> Any:
-    """Return the value at a dotted path of a sample's metadata (a literal key first), None when absent."""
-    if not isinstance(meta, dict):
-        return None
-    if path in meta:
-        return meta[path]
-    current: Any = meta
-    for part in path.split("."):
-        if not isinstance(current, dict) or part not in current:
-            return None
-        current = current[part]
-    return current
-
-
 def stratum_of(meta: Any, field: str | None) -> str:
     """Return a sample's stratum under `metadata.PATH` as text ("" when absent or no field)."""
     if not field:
@@ -118,42 +105,18 @@ def stratum_of(meta: Any, field: str | None) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _condition(term: str, now: datetime):
-    """Return a predicate on (split, meta, created_at) for one WHERE term."""
-    name, sep, value = term.partition("=")
-    name, value = name.strip(), value.strip()
-    if not sep or not value:
-        raise GoldenError(Reason("golden_where_shape", term=term))
-    if name == "split":
-        return lambda split, meta, created: split == value
-    if name == "last":
-        if not (value.endswith("d") and value[:-1].isascii() and value[:-1].isdigit() and 0 < int(value[:-1]) <= 36500):
-            raise GoldenError(Reason("golden_where_shape", term=term))
-        since = now - timedelta(days=int(value[:-1]))
-        return lambda split, meta, created: _aware(created) >= since
-    if name.startswith("metadata.") and len(name) > len("metadata."):
-        path = name.removeprefix("metadata.")
-        return lambda split, meta, created: (found := metadata_value(meta, path)) is not None and str(found) == value
-    raise GoldenError(Reason("golden_where_shape", term=term))
-
-
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def where_samples(session: Session, dataset: Dataset, where: str, *, now: datetime | None = None) -> list[int]:
-    """Return the ids of the dataset's samples matching WHERE, in id order.
+def parse_where(where: str, option: str = "--where") -> Where:
+    """Return a parsed WHERE (calibrate/where.py's grammar); GoldenError naming the term and `option` when it does not parse."""
+    return parse(where, option=option, error=GoldenError)
 
-    WHERE is one or more terms joined by `&`: `split=NAME`, `metadata.PATH=VALUE` (compared as
-    text) and `last=Nd` (created in the last N days).
-    """
-    if not where or len(where) > WHERE_MAX:
-        raise GoldenError(Reason("golden_where_shape", term=(where or "")[:80]))
-    now = now or utcnow()
-    tests = [_condition(term, now) for term in where.split("&")]
-    rows = session.execute(sa_select(Sample.id, Sample.split, Sample.meta, Sample.created_at)
-                           .where(Sample.dataset_id == dataset.id).order_by(Sample.id)).all()
-    return [sid for sid, split, meta, created in rows if all(t(split, meta, created) for t in tests)]
+
+def where_samples(session: Session, dataset: Dataset, where: str | Where, *, now: datetime | None = None) -> list[int]:
+    """Return the ids of the dataset's samples matching WHERE (calibrate/where.py's grammar), in id order."""
+    return select_ids(session, dataset, where, now=now, error=GoldenError)
 
 
 # --------------------------------------------------------------------------- gold and hash
@@ -500,6 +463,7 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
         raise GoldenError(Reason("golden_refresh_options", renew=renew, anchor_share=anchor_share))
     if strata is not None and not (strata.startswith("metadata.") and len(strata) > len("metadata.")):
         raise GoldenError(Reason("golden_strata_field", field=strata))
+    production_where = parse_where(source, "--from")
     dataset = lookup.dataset(session, dataset_name)
     golden = find_golden(session, dataset, check_name(name))
     latest = find_version(session, golden, None)
@@ -507,7 +471,7 @@ def refresh_golden(session: Session, dataset_name: str, name: str, *, source: st
     members = members_of(session, golden, latest.number)
     ever = {m.sample_id for m in session.exec(select(GoldenMember).where(GoldenMember.golden_set_id == golden.id))}
     metas = dict(session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all())
-    production = where_samples(session, dataset, source, now=now)
+    production = where_samples(session, dataset, production_where, now=now)
     excluded = ever | _fewshot_samples(session, dataset)
     try:
         plan = refresh_stats.refresh_plan(
@@ -591,10 +555,11 @@ def golden_drift(session: Session, dataset_name: str, ref: str, *, against: str,
     categorical one): the judge's kappa on production's labelled samples (the audit) minus on the
     golden set, with its CI (`stats.drift.judge_drift`).
     """
+    against_where = parse_where(against, "--against")
     dataset, golden, version = _resolve(session, dataset_name, ref)
     golden_ids = [m.sample_id for m in members_of(session, golden, version.number)]
     inside = set(golden_ids)
-    production = [sid for sid in where_samples(session, dataset, against, now=now) if sid not in inside]
+    production = [sid for sid in where_samples(session, dataset, against_where, now=now) if sid not in inside]
     if not production:
         raise GoldenError(Reason("golden_nothing_chosen", dataset=dataset.name, selection=against))
     metas = dict(session.execute(sa_select(Sample.id, Sample.meta).where(Sample.dataset_id == dataset.id)).all())

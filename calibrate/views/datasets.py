@@ -96,7 +96,7 @@ def _drift_check(session, dataset, goldens: list[dict]) -> dict | None:
     if not name or not any(row["name"] == name for row in goldens):
         return None
     raw = (request.args.get("fields") or "").strip()
-    if len(raw) > golden.WHERE_MAX:
+    if len(raw) > golden.FIELDS_MAX:
         raise GoldenError(Reason("golden_strata_field", field=raw[:80]))
     fields = [f.strip() for f in raw.split(",") if f.strip()]
     found = golden.golden_drift(session, dataset.name, name, against=(request.args.get("against") or "").strip(), fields=fields)

@@ -1,8 +1,8 @@
 """Retention of production samples: `calibrate traces purge` and the per-dataset setting the traces server applies daily.
 
 A sample is *old* when its time — `metadata.started_at` when that is an ISO 8601 time within
-calibrate.bounds, else its creation time: the time `calibrate monitor` puts it in a window by — is
-before now minus the window. An old sample is deleted with what hangs on it and is nobody's work:
+calibrate.bounds, else its creation time: calibrate/sample_time.py, the time `calibrate monitor` puts it
+in a window by — is before now minus the window. An old sample is deleted with what hangs on it and is nobody's work:
 its verdicts and stale verdicts, its assignments (none of them labelled, or it would be kept), its
 audit draws, claims, contexts and responses. It is **kept** when people put work in it, counted
 under the first reason that holds: a member of a golden set (any version, retired ones included:
@@ -34,7 +34,6 @@ from sqlalchemy import Engine, delete, func, or_, select, update
 from sqlmodel import Session, col
 
 from calibrate import lookup
-from calibrate.bounds import EARLIEST, LATEST
 from calibrate.db import write_session
 from calibrate.errors import NotFound
 from calibrate.ingest.bulk import in_parts
@@ -58,6 +57,7 @@ from calibrate.models import (
     WatchLease,
     utcnow,
 )
+from calibrate.sample_time import sample_times
 
 PURGE_CHUNK = 250  # samples deleted per write transaction (as staging.DROP_CHUNK's traces)
 QUERY_CHUNK = 500  # ids per IN (…) list
@@ -80,19 +80,6 @@ def parse_older_than(text: str) -> int:
     if not found or not 1 <= int(found.group(1)) <= MAX_DAYS:
         raise reject(f"write the window as days, such as 90d (1d to {MAX_DAYS}d), got {text!r}", field="older-than")
     return int(found.group(1))
-
-
-def sample_times(session: Session, dataset_id: int) -> pd.DataFrame:
-    """Return the dataset's samples with their time (index: sample id; column `time`, UTC): `metadata.started_at` when it
-    is an ISO 8601 time within calibrate.bounds, else the creation time (the rule of the monitor's windows)."""
-    rows = session.execute(select(Sample.id, Sample.meta["started_at"].as_string(), Sample.created_at)
-                           .where(Sample.dataset_id == dataset_id)).all()
-    frame = pd.DataFrame(rows, columns=["sample_id", "started_at", "created_at"])
-    started = pd.to_datetime(frame["started_at"].astype(object).astype("string"), errors="coerce", utc=True,
-                             format="ISO8601").dt.as_unit("us")
-    started = started.where((started >= pd.Timestamp(EARLIEST)) & (started < pd.Timestamp(LATEST)))
-    created = pd.to_datetime(frame["created_at"], errors="coerce", utc=True).dt.as_unit("us")
-    return pd.DataFrame({"time": started.fillna(created).to_numpy()}, index=frame["sample_id"].astype("int64").to_numpy())
 
 
 def kept_for(session: Session, ids: list[int]) -> dict[int, str]:
