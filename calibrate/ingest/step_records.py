@@ -227,3 +227,40 @@ def _encodable(text: str, field: str) -> None:
     except UnicodeEncodeError:
         raise StepsInvalid(field, "contains an unpaired surrogate escape (\\ud800–\\udfff), which is not text") from None
 
+
+
+# The columns of models.Step a stored step fills, after (id, sample_id): what `step_rows` gives and `stored_step` reads.
+STEP_COLUMNS = ("index", "parent", "external_id", "kind", "name", "input", "output", "status", "started_at", "duration_ms",
+                "tool_name", "tool_arguments", "tool_result", "turn")
+
+
+def step_rows(steps: list[dict[str, Any]]) -> list[tuple]:
+    """Return canonical steps as rows in STEP_COLUMNS order: the parent as its index, the start as a datetime in UTC."""
+    index = {step["id"]: n for n, step in enumerate(steps)}
+    out = []
+    for n, step in enumerate(steps):
+        tool = step.get("tool") or {}
+        started = step.get("started_at")
+        out.append((n, index.get(step.get("parent")), step["id"], step["kind"], step.get("name") or "", step.get("input"),
+                    step.get("output"), step.get("status") or "ok",
+                    None if started is None else datetime.fromisoformat(started).astimezone(UTC), step.get("duration_ms"),
+                    tool.get("name"), tool.get("arguments"), tool.get("result"), step.get("turn")))
+    return out
+
+
+def stored_steps(rows: list[Any]) -> list[dict[str, Any]]:
+    """Return a sample's stored steps (rows with STEP_COLUMNS' attributes, in index order) in canonical form: what the
+    export writes and an --update compares (`check_steps(stored_steps(rows)).steps == stored_steps(rows)`)."""
+    ids = {row.index: row.external_id for row in rows}
+    out = []
+    for row in rows:
+        started = row.started_at
+        if started is not None and started.tzinfo is None:
+            started = started.replace(tzinfo=UTC)  # SQLite gives naive datetimes back: they were stored in UTC
+        out.append({"id": row.external_id, "parent": ids.get(row.parent), "kind": row.kind, "name": row.name,
+                    "input": row.input, "output": row.output, "status": row.status,
+                    "started_at": None if started is None else step_time(started), "duration_ms": row.duration_ms,
+                    "tool": None if row.tool_name is None else {"name": row.tool_name, "arguments": row.tool_arguments,
+                                                                "result": row.tool_result},
+                    "turn": row.turn})
+    return out

@@ -160,6 +160,10 @@ def span_json(span: Span) -> str:
             "resource": span.resource}
     if span.trace_state:  # most spans carry none: the key is left out then (rows staged before it had none either)
         data["tracestate"] = span.trace_state
+    if span.end_ns:  # the same for the end time and an error status (rows staged before steps had neither)
+        data["end"] = span.end_ns
+    if span.status:
+        data["status"] = span.status
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -167,7 +171,7 @@ def span_of(trace_id: str, span_id: str, text: str) -> Span:
     """Return the Span a staged row holds (the inverse of span_json)."""
     data = json.loads(text)
     return Span(trace_id, span_id, data["parent"], data["name"], data["start"], data["attributes"], data["resource"],
-                str(data.get("tracestate", "")))
+                str(data.get("tracestate", "")), int(data.get("end", 0)), str(data.get("status", "")))
 
 
 @dataclass
