@@ -46,7 +46,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint, false
 from sqlmodel import Field, SQLModel, col
 
 ROLES = ("annotator", "engineer", "admin")
@@ -810,6 +810,8 @@ class IngestToken(SQLModel, table=True):
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
     rate: float = Field(default=1.0)
     salt: str = Field(max_length=200)
+    # Conversations (`calibrate traces token --sessions`): the traces sharing a session id settle as one sample.
+    sessions: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=false()))
     created_at: datetime = Field(default_factory=utcnow)
     last_used_at: datetime | None = Field(default=None)
     revoked_at: datetime | None = Field(default=None)

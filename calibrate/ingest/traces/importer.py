@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from calibrate.bounds import MIN_INCLUSION_PROB, inclusion_prob_problem
+from calibrate.bounds import MAX_STEP_TEXT, MAX_STEPS, MIN_INCLUSION_PROB, inclusion_prob_problem
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import RecordCheck
@@ -155,6 +155,12 @@ class TracesSummary:
         if self.upstream:
             out.append("upstream sampling (tracestate ot=th): " + ", ".join(
                 f"{n:,} {UPSTREAM_WORDS.get(kind, kind)}" for kind, n in self.upstream.items()))
+        if self.conversations:
+            out.append(f"{self.conversations:,} conversations (session ids); {self.late_turns:,} late turns (their "
+                       "conversation was a sample already) kept as samples of their own")
+        if self.steps_cut or self.step_texts_cut:
+            out.append(f"trajectories cut: {self.steps_cut:,} steps past {MAX_STEPS:,} a sample left out, "
+                       f"{self.step_texts_cut:,} step texts cut to {MAX_STEP_TEXT:,} characters")
         if self.metadata_dropped:
             out.append(f"{self.metadata_dropped:,} keys of the application's metadata left out (past {APP_MAX_KEYS} keys, "
                        f"a key calibrate writes, a name other than letters, digits and _, or a value not a number, true/false "
@@ -279,8 +285,9 @@ def acceptable(record: dict[str, Any], max_field_chars: int) -> bool:
 def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, dataset: str, fmt: str = "auto",
                   feedback: str | Path | None = None, rate: float = 1.0, salt: str | None = None,
                   max_samples: int | None = None, max_field_chars: int = 1_000_000, max_bytes: int = MAX_FILE_BYTES,
-                  chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS) -> TracesSummary:
-    """Import trace files into `dataset` (module docstring); return the summary.
+                  chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS, sessions: bool = False) -> TracesSummary:
+    """Import trace files into `dataset` (module docstring); return the summary. `sessions`: conversations as one
+    sample each (`import_decoded`).
 
     `target`: an Engine (short transactions of its own, as `calibrate import`) or a Session
     (everything in the caller's transaction, inside a savepoint; the caller commits).
@@ -295,7 +302,7 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     given = read_feedback(feedback, max_bytes=max_bytes) if feedback is not None else {}
     return import_decoded(target, decoded, dataset=dataset, source=paths[0].name, feedback=given, rate=rate, salt=salt,
                           max_samples=max_samples, max_field_chars=max_field_chars, chunk_size=chunk_size,
-                          stale_seconds=stale_seconds)
+                          stale_seconds=stale_seconds, sessions=sessions)
 
 
 def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, source: str,

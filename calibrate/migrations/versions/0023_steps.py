@@ -9,7 +9,8 @@ input, output, status, start, duration, tool name/arguments/result, conversation
 never deleted, by an --update, as claims and contexts are), indexed by (sample_id, index). A label,
 verdict or few-shot on a step names it by `step_id` beside its target key "step:ID"; so do the
 staged lines of an import batch. `step_id` has no foreign key: on SQLite adding one would copy
-the label and verdict tables. Nothing is rewritten: existing rows get NULL.
+the label and verdict tables. Nothing is rewritten: existing rows get NULL. An ingest token gains
+`sessions` (its traces sharing a session id settle as one sample, a conversation); existing tokens: false.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -51,9 +52,13 @@ def upgrade() -> None:
     for table in _STEP_TARGETS:  # ADD COLUMN, nullable, no foreign key: no table copy on SQLite
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.add_column(sa.Column('step_id', sa.Integer(), nullable=True))
+    with op.batch_alter_table('ingesttoken', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('sessions', sa.Boolean(), nullable=False, server_default=sa.false()))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('ingesttoken', schema=None) as batch_op:
+        batch_op.drop_column('sessions')
     for table in _STEP_TARGETS:
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.drop_column('step_id')
