@@ -72,7 +72,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
     dataset = lookup.dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Step.index,
-                  Label.rationale, Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
+                  Label.error_type, Label.rationale, Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
                   Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active, Step.active)
         .join(Sample, Sample.id == Label.sample_id)
         .join(User, User.id == Label.annotator_id)
@@ -89,7 +89,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
-    for (sample, annotator, task, value, claim, context, step, rationale, evidence, guideline, adjudicated, stale, source,
+    for (sample, annotator, task, value, claim, context, step, error_type, rationale, evidence, guideline, adjudicated, stale, source,
          created, updated, order, claim_active, context_active, step_active) in session.exec(query):
         # a retired target: stale whatever the flag
         stale = bool(stale) or claim_active is False or context_active is False or step_active is False
@@ -104,6 +104,8 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
             row["context"] = context
         if step is not None:
             row["step"] = step
+        if error_type is not None:
+            row["error_type"] = error_type
         if rationale:
             row["rationale"] = rationale
         if order:
@@ -112,12 +114,16 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
             row.update(evidence=evidence or [], guideline_version=guideline, adjudicated=bool(adjudicated),
                        stale=bool(stale), source=source, created_at=_iso(created), updated_at=_iso(updated))
         out.rows.append(row)
-    # Only pairwise labels have an order, only step tasks' a step: other files keep their columns.
-    out.fields = tuple(name for name in out.fields if name not in ("order", "step") or any(name in row for row in out.rows))
+    # Only pairwise labels have an order, only step tasks' a step, only a task with error types an error type: other
+    # files keep their columns.
+    out.fields = tuple(name for name in out.fields
+                       if name not in _OPTIONAL_COLUMNS or any(name in row for row in out.rows))
     return out
 
 
-VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "reason", "error", "raw",
+_OPTIONAL_COLUMNS = ("order", "step", "error_type")  # a file has these columns only when a row has a value
+VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "error_type", "reason", "error",
+                         "raw",
                          "latency_ms", "input_tokens", "output_tokens", "order")
 
 
@@ -146,7 +152,7 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
     dataset = lookup.dataset(session, dataset_name)
     query = (
         sa_select(Sample.external_id, Judge.name, Task.name, Verdict.value, Claim.index, Context.rank, Step.index,
-                  Verdict.reason, Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
+                  Verdict.error_type, Verdict.reason, Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
                   Verdict.order, Claim.active, Context.active, Step.active)
         .join(Sample, Sample.id == Verdict.sample_id)
         .join(Judge, Judge.id == Verdict.judge_id)
@@ -162,19 +168,20 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
     if tasks:
         query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
     out = VerdictExport(dataset.name)
-    for (sample, judge_name, task, value, claim, context, step, reason, error, raw, latency, tokens_in, tokens_out, order,
+    for (sample, judge_name, task, value, claim, context, step, error_type, reason, error, raw, latency, tokens_in, tokens_out, order,
          claim_active, context_active, step_active) in session.exec(query):
         if claim_active is False or context_active is False or step_active is False:
             out.n_retired += 1
             continue
         record = {"sample_id": sample, "judge": judge_name, "task": task, "value": value, "claim": claim,
-                  "context": context, "step": step, "reason": reason or None, "error": (error or None) if value is None else None,
+                  "context": context, "step": step, "error_type": error_type, "reason": reason or None, "error": (error or None) if value is None else None,
                   "raw": raw or None, "latency_ms": latency, "input_tokens": tokens_in, "output_tokens": tokens_out,
                   "order": order or None}
         # `value` is always written: null is an unusable verdict, and the import needs the key.
         out.rows.append({name: record[name] for name in VERDICT_EXPORT_FIELDS if name == "value" or record[name] is not None})
-    if not any("step" in row for row in out.rows):  # only step tasks' verdicts have one: other files keep their columns
-        out.fields = tuple(name for name in out.fields if name != "step")
+    # Only step tasks' verdicts have a step, only a task with error types an error type: other files keep their columns.
+    out.fields = tuple(name for name in out.fields
+                       if name not in ("step", "error_type") or any(name in row for row in out.rows))
     return out
 
 

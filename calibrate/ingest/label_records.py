@@ -23,13 +23,14 @@ from calibrate.errors import NotFound, TaskError
 from calibrate.ingest.fields import RecordCheck, invalid, kind_of
 from calibrate.ingest.problems import reject
 from calibrate.ingest.readers import Record
+from calibrate.ingest.sample_records import short_id
 from calibrate.models import Judge, Response, Sample, Task, User, order_key
 from calibrate.reasons import Reason
 from calibrate.task_scopes import tasks_scopes
 from calibrate.task_values import canonical_value, is_extraction, is_rewrite, pairwise_value
 
-LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "step", "rationale", "order")
-VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "reason", "error", "raw",
+LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "step", "error_type", "rationale", "order")
+VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "error_type", "reason", "error", "raw",
                   "latency_ms", "input_tokens", "output_tokens", "order", "value_original", "value_swapped")
 TWO_ORDERS = ("value_original", "value_swapped")  # a pairwise verdicts line with both orders
 _LABEL_KNOWN, _VERDICT_KNOWN = frozenset(LABEL_FIELDS), frozenset(VERDICT_FIELDS)
@@ -56,6 +57,7 @@ class Line:
     extra: dict[str, Any] = field(default_factory=dict)  # verdicts: status, error, raw, latency, tokens
     order: list[str] | None = None  # pairwise: the response ids as shown
     order_key: str = ""  # … as import positions ("1,0"): verdicts are one per order
+    error_type: str | None = None  # one of the task's error types (Task.error_types)
 
     def key(self) -> tuple:
         return (self.task.id, self.sample_id, self.claim, self.context, self.step, self.who, self.order_key)
@@ -167,6 +169,7 @@ def normalise_line(record: Record, check: RecordCheck, ctx: LineContext) -> list
             value = _label_value(task, data["value"], check, ids, "value")
         values = [(value, {}, order)]
     text = check.text(data, "reason" if verdicts else "rationale", required=False, empty_ok=True) or ""
+    error_type = _error_type(data, check, task)
     if not check.ok:
         return None
     out = []
@@ -176,8 +179,24 @@ def normalise_line(record: Record, check: RecordCheck, ctx: LineContext) -> list
         key = order_key(positions) if positions is not None and verdicts else ""
         out.append(Line(record.line, sample_id, external_id, task, claim if task.target == "claim" else None,
                         context if task.target == "context" else None, step if task.target == "step" else None, who,
-                        value, text, extra, shown, key))
+                        value, text, extra, shown, key, error_type))
     return out
+
+
+def _error_type(data: dict[str, Any], check: RecordCheck, task: Task | None) -> str | None:
+    """Return the line's `error_type`: one of its task's error types (task add/edit --error-types), or None."""
+    given = check.text(data, "error_type", required=False, max_chars=100)
+    if given is None or task is None:
+        return None
+    if not task.error_types:
+        check.bad("error_type", f"is not allowed: task {task.name} has no error types (task edit {task.name} "
+                                "--error-types X,Y sets them)")
+        return None
+    if given.strip() not in task.error_types:
+        check.bad("error_type", f"must be one of task {task.name}'s error types ({', '.join(task.error_types)}), "
+                                f"found {short_id(given)}")
+        return None
+    return given.strip()
 
 
 def _task(data: dict[str, Any], check: RecordCheck, ctx: LineContext) -> Task | None:

@@ -37,6 +37,7 @@ from calibrate.models import (
     Step,
     utcnow,
 )
+from calibrate.tasks import ensure_trajectory_tasks
 from calibrate.text.sentences import ClaimSpan
 
 # A sample label judged the whole sample: it is stale when one of these changed.
@@ -191,10 +192,12 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
     copies = {step.row_id: step for step in steps if step.action == "sample"}
     copy_ids = [step.other_id for step in copies.values()]
     staging = session.get(Dataset, staging_id)
+    published_id = staging_id
     if staging.name == dataset:
         session.execute(update(Dataset).where(Dataset.id == staging_id).values(import_batch_id=None))
     else:
         real = session.scalars(select(Dataset).where(Dataset.name == dataset, Dataset.import_batch_id.is_(None))).one()
+        published_id = real.id
         moving = update(_SAMPLES).where(_SAMPLES.c.dataset_id == staging_id).values(dataset_id=real.id)
         session.execute(moving.where(_SAMPLES.c.id.not_in(copy_ids)) if copy_ids else moving)
     flagged = stale = 0
@@ -237,6 +240,9 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
             session.execute(delete(_SAMPLES).where(_SAMPLES.c.id.in_(part)))
     if staging.name != dataset:
         session.execute(delete(Dataset).where(Dataset.id == staging_id))
+    if session.execute(select(_TRAJECTORY.c.id).join(_SAMPLES, _SAMPLES.c.id == _TRAJECTORY.c.sample_id)
+                       .where(_SAMPLES.c.dataset_id == published_id).limit(1)).first() is not None:
+        ensure_trajectory_tasks(session, published_id)  # a dataset of trajectories offers the trajectory tasks
     session.execute(update(ImportBatch).where(ImportBatch.id == batch_id).values(state="published"))
     return flagged, stale
 

@@ -119,3 +119,69 @@ def test_an_update_retires_changed_steps_and_flags_their_labels(engine, tmp_path
         labels = {label.step_id: label for label in session.exec(select(Label))}
     assert not labels[rows[1].id].stale
     assert labels[rows[2].id].stale and "step 2 of sample 's1' changed" in labels[rows[2].id].stale_reason
+
+
+def test_step_labels_and_verdicts_name_a_step_by_index_with_an_error_type(engine, tmp_path, runner):
+    from calibrate.annotation.export import export_labels, export_verdicts
+    from calibrate.models import TaskDataset, Verdict
+
+    run_import(engine, "samples", write_jsonl(tmp_path / "s.jsonl", [RECORD, {"id": "rag", "question": "Q?",
+                                                                              "answer": "A.", "contexts": []}]))
+    with Session(engine) as session:  # the trajectory tasks came with the first dataset of trajectories, scoped to it
+        task = session.exec(select(Task).where(Task.name == "step_correctness")).one()
+        assert (task.target, task.labels, "wrong_tool" in task.error_types) == ("step", ["correct", "incorrect",
+                                                                                        "not_applicable"], True)
+        assert {row.task_id for row in session.exec(select(TaskDataset))} == {
+            task.id, session.exec(select(Task.id).where(Task.name == "trajectory_success")).one()}
+    labels = [{"sample_id": "s1", "annotator": "ana", "task": "step_correctness", "step": 2, "value": "incorrect",
+               "error_type": "wrong_arguments"},
+              {"sample_id": "s1", "annotator": "ana", "task": "step_correctness", "step": 0, "value": "correct"},
+              {"sample_id": "s1", "annotator": "ana", "task": "trajectory_success", "value": "failure"}]
+    summary = run_import(engine, "labels", write_jsonl(tmp_path / "l.jsonl", labels))
+    assert summary.added == 3
+    steps = _steps(engine)
+    with Session(engine) as session:
+        stored = {label.target_key: label for label in session.exec(select(Label))}
+        assert stored[target_key("step", steps[2].id)].error_type == "wrong_arguments"
+        assert stored[target_key("step", steps[2].id)].step_id == steps[2].id
+        exported = export_labels(session, "d").rows
+    assert {(row.get("step"), row.get("error_type")) for row in exported} == {(2, "wrong_arguments"), (0, None),
+                                                                              (None, None)}
+    # Imported again: unchanged. A verdicts file the same way.
+    assert run_import(engine, "labels", write_jsonl(tmp_path / "l2.jsonl", exported)).unchanged == 3
+    verdicts = [{"sample_id": "s1", "task": "step_correctness", "step": 3, "value": "incorrect", "error_type": "other"}]
+    assert run_import(engine, "verdicts", write_jsonl(tmp_path / "v.jsonl", verdicts), judge="j").added == 1
+    with Session(engine) as session:
+        assert session.exec(select(Verdict)).one().target_key == target_key("step", steps[3].id)
+        assert export_verdicts(session, "d").rows[0]["step"] == 3
+
+
+@pytest.mark.parametrize(("line", "field", "words"), [
+    ({"step": 4}, "step", "step index 4 is out of range: sample 's1' has 4 steps (0–3)"),
+    ({"step": None}, "step", "is missing"),
+    ({"step": 0, "claim": 0}, "claim", "is not allowed"),
+    ({"step": 0, "error_type": "typo"}, "error_type", "must be one of task step_correctness's error types"),
+])
+def test_a_bad_step_label_is_refused_naming_line_and_field(engine, tmp_path, line, field, words):
+    run_import(engine, "samples", write_jsonl(tmp_path / "s.jsonl", [RECORD]))
+    base = {"sample_id": "s1", "annotator": "ana", "task": "step_correctness", "value": "correct"}
+    good = {**base, "step": 1}
+    with pytest.raises(ImportRejected) as caught:
+        run_import(engine, "labels", write_jsonl(tmp_path / "l.jsonl", [good, {**base, **line}]))
+    problem = caught.value.problems[0]
+    assert (problem.line, problem.field) == (2, field) and words in problem.message
+    with Session(engine) as session:
+        assert session.exec(select(Label)).first() is None
+
+
+def test_task_add_target_step_and_error_types(runner, engine):
+    result = runner.invoke(["task", "add", "tool_choice", "--target", "step", "--kind", "categorical",
+                            "--labels", "good,bad", "--error-types", "wrong_tool,late"])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(["task", "edit", "tool_choice", "--error-types", "wrong_tool"]).exit_code == 0
+    refused = runner.invoke(["task", "add", "dose", "--target", "step", "--kind", "ordinal", "--scale", "1-5",
+                             "--error-types", "x"])
+    assert refused.exit_code == 2 and "--error-types is for categorical tasks" in refused.output
+    with Session(engine) as session:
+        task = session.exec(select(Task).where(Task.name == "tool_choice")).one()
+    assert (task.target, task.error_types) == ("step", ["wrong_tool"])
