@@ -122,8 +122,8 @@ def load_demo(engine: Engine) -> DemoResult:
         result.imports.append(sampling.line())
         _mark_labelled_done(session, dataset, TO_LABEL)
         result.imports.extend(_load_pairwise(session, experts))
-        result.imports.extend(_load_agent(session))
         result.imports.extend(load_production_demo(session, experts))
+        result.imports.extend(_load_agent(session))  # last: the production source's draws depend on its samples' ids
 
     result.imports.extend(load_demo_judges(engine))
     return result
