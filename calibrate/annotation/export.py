@@ -123,8 +123,7 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
 
 _OPTIONAL_COLUMNS = ("order", "step", "error_type")  # a file has these columns only when a row has a value
 VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "error_type", "reason", "error",
-                         "raw",
-                         "latency_ms", "input_tokens", "output_tokens", "order")
+                         "raw", "latency_ms", "input_tokens", "output_tokens", "order")
 
 
 @dataclass
