@@ -168,3 +168,35 @@ def test_demo_has_pairwise_items_preferences_with_orders_and_a_two_order_judge(e
     # the baseline judged every item in both orders: two verdicts per item, one per order
     verdicts = session.exec(select(Verdict).join(Sample).where(Sample.dataset_id == ab.id)).all()
     assert sorted(v.order_key for v in verdicts) == ["0,1"] * 8 + ["1,0"] * 8
+
+
+def test_demo_has_agent_trajectories_with_two_experts_step_labels_and_a_baseline_judge(engine, session):
+    from sklearn.metrics import cohen_kappa_score
+
+    from calibrate.demo import AGENT_DATASET, AGENT_JUDGE
+    from calibrate.models import Judge, Step, Task, TaskDataset
+
+    load_demo(engine)
+    dataset = session.exec(select(Dataset).where(Dataset.name == AGENT_DATASET)).one()
+    in_agent = Sample.dataset_id == dataset.id
+    assert dataset.is_demo and session.exec(select(func.count()).select_from(Sample).where(in_agent)).one() == 30
+    kinds = session.exec(select(Step.kind, func.count()).join(Sample).where(in_agent).group_by(Step.kind)).all()
+    assert {kind for kind, _ in kinds} == {"agent", "llm", "tool", "retriever"}
+    tools = set(session.exec(select(Step.tool_name).join(Sample).where(in_agent, Step.tool_name.is_not(None))).all())
+    assert tools == {"gestational_age", "dose_check"}
+    task = session.exec(select(Task).where(Task.name == "step_correctness")).one()
+    assert session.get(TaskDataset, (task.id, dataset.id)) is not None  # offered on the agent dataset only
+    assert session.exec(select(func.count()).select_from(TaskDataset).where(TaskDataset.task_id == task.id)).one() == 1
+    rows = session.exec(select(Label.target_key, User.username, Label.value, Label.error_type)
+                        .join(User, User.id == Label.annotator_id).join(Sample).where(in_agent, Label.task_id == task.id)).all()
+    by_expert = {name: {key: value for key, who, value, _ in rows if who == name} for name in ("dra.garcia", "matrona.ruiz")}
+    keys = sorted(by_expert["dra.garcia"])
+    assert keys == sorted(by_expert["matrona.ruiz"]) and len(keys) == 163
+    pairs = [(by_expert["dra.garcia"][k], by_expert["matrona.ruiz"][k]) for k in keys]
+    assert 0 < sum(a != b for a, b in pairs) < 10  # the experts disagree, a little
+    kappa = cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs])
+    assert 0.3 < kappa < 0.95
+    assert {error for *_, error in rows if error} >= {"wrong_arguments", "unsafe_advice", "unsupported_claim"}
+    judged = session.exec(select(func.count()).select_from(Verdict).join(Sample)
+                          .where(in_agent, Verdict.task_id == task.id)).one()
+    assert judged == 163 and session.exec(select(Judge.kind).where(Judge.name == AGENT_JUDGE)).one() == "imported"

@@ -222,8 +222,10 @@ def test_the_demo_loads_once_and_ids_keep_counting_after_it(engine, session, dem
     counts = {table: len(rows) for table, rows in _dump(engine).items()}
     assert counts == {table: len(rows) for table, rows in _dump(sqlite_demo.engine).items()}
     # 40 RAG samples and 8 pairwise items (16 responses), 500 + 14 labels, 80 + 16 assignments; the production
-    # source (calibrate/demo/production.py): 210 samples (969 segmented claims), 158 labels and assignments
-    assert (counts["sample"], counts["claim"], counts["label"], counts["assignment"]) == (258, 1153, 672, 254)
+    # source (calibrate/demo/production.py): 210 samples (969 segmented claims), 158 labels and assignments; the agent
+    # demo: 30 samples (90 segmented claims, 163 steps), 386 labels
+    assert (counts["sample"], counts["claim"], counts["label"], counts["assignment"]) == (288, 1243, 1058, 254)
+    assert counts["step"] == 163
     in_orders = session.exec(select(func.count()).select_from(Verdict).where(Verdict.order_key != "")).one()
     assert (counts["response"], in_orders) == (16, 16)  # the pairwise judge: 8 items × 2 orders
     before = _dump(engine)

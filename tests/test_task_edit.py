@@ -136,7 +136,9 @@ def test_the_tasks_page_sets_the_description_per_language_and_the_workbench_show
 
 def test_edit_without_a_change_is_a_usage_error(runner, custom):
     result = runner.invoke(["task", "edit", "pref"])
-    assert result.exit_code == 2 and "give --description, --add-labels, --scale, --display, --level, --dataset or --all-datasets" in result.output
+    assert result.exit_code == 2
+    assert "give --description, --add-labels, --scale, --display, --level, --dataset, --all-datasets or --error-types" in \
+        result.output
 
 
 def test_remove_only_what_nothing_uses(runner, session, custom, make_sample):

@@ -11,6 +11,12 @@ answering the same eight questions (blind: which system is response A varies), t
 task `preference` (A, B, tie), both experts' preferences (each recorded with the order that
 expert is shown the responses in, `annotation.items.presentation_order`) except on
 `AB_TO_LABEL`, left in their queues, and a baseline pairwise judge run in both orders.
+
+A third, `AGENT_DATASET`, holds 30 trajectories of a prenatal-care agent with tools (a
+gestational-age calculator, a guideline search, a dose check: `steps`), both experts' labels of
+every step (`step_correctness`, with error types, and with disagreements) and of every trajectory
+(`trajectory_success`), and a baseline judge's verdicts on the same targets (`AGENT_JUDGE`, imported).
+The files are written by make_agent_demo.py.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ DESCRIPTION = "Demo: answers of a prenatal-care RAG assistant (synthetic, not me
 # demo-023 carries hostile markup copied from a web page: it must show as plain text.
 TO_LABEL = ("demo-023", "demo-036", "demo-037", "demo-038", "demo-039", "demo-040")
 
+AGENT_DATASET = "demo-prenatal-agent"
+AGENT_DESCRIPTION = ("Demo: trajectories of a prenatal-care agent with tools (gestational age, guideline search, dose "
+                     "check; synthetic, not medical advice), each step labelled by two experts.")
+AGENT_JUDGE = "demo-agent-baseline"
 AB_DATASET = "demo-prenatal-ab"
 AB_DESCRIPTION = ("Demo: the two versions of the prenatal-care RAG assistant (rag-v1, rag-v2) answering the same eight "
                   "questions side by side (synthetic, not medical advice), with two experts' preferences.")
@@ -113,6 +123,7 @@ def load_demo(engine: Engine) -> DemoResult:
         _mark_labelled_done(session, dataset, TO_LABEL)
         result.imports.extend(_load_pairwise(session, experts))
         result.imports.extend(load_production_demo(session, experts))
+        result.imports.extend(_load_agent(session))  # last: the production source's draws depend on its samples' ids
 
     result.imports.extend(load_demo_judges(engine))
     return result
@@ -142,6 +153,21 @@ def _load_pairwise(session, experts: list[str]) -> list[str]:
                               split={"dev": 1.0})
     lines.append(sampling.line())
     _mark_labelled_done(session, dataset, AB_TO_LABEL)
+    return lines
+
+
+def _load_agent(session) -> list[str]:
+    """Load the agent demo: its trajectories (the trajectory tasks come with them), the experts' labels, the baseline
+    judge's verdicts."""
+    lines = [import_file(session, "samples", HERE / "agent.jsonl", dataset=AGENT_DATASET, description=AGENT_DESCRIPTION).line()]
+    dataset = session.exec(select(Dataset).where(Dataset.name == AGENT_DATASET)).one()
+    dataset.is_demo = True
+    dataset.source = "calibrate demo (synthetic)"
+    session.add(dataset)
+    session.flush()
+    lines.append(import_file(session, "labels", HERE / "agent_labels.jsonl", dataset=AGENT_DATASET).line())
+    lines.append(import_file(session, "verdicts", HERE / "agent_verdicts.jsonl", dataset=AGENT_DATASET,
+                             judge=AGENT_JUDGE).line())
     return lines
 
 

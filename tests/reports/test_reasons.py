@@ -48,7 +48,7 @@ def demo_reports(tmp_path_factory, demo_template):
 
     from calibrate.calibration import Options, build_report
     from calibrate.db import dispose_engine, get_engine
-    from calibrate.demo import AB_DATASET, DATASET
+    from calibrate.demo import AB_DATASET, AGENT_JUDGE, DATASET
     from calibrate.demo.production import PROD_JUDGE
     from calibrate.models import Judge
 
@@ -58,8 +58,9 @@ def demo_reports(tmp_path_factory, demo_template):
     engine = get_engine(url)
     out = {}
     with Session(engine) as session:
-        # the production source's judge (calibrate/demo/production.py) is not one of the pinned calibration judges
-        judges = [None, *sorted(j.name for j in session.exec(select(Judge)).all() if j.name != PROD_JUDGE)]
+        # the production source's judge (calibrate/demo/production.py) and the agent demo's (its step tasks' sections are
+        # another issue's) are not among the pinned calibration judges
+        judges = [None, *sorted(j.name for j in session.exec(select(Judge)).all() if j.name not in (PROD_JUDGE, AGENT_JUDGE))]
         for dataset in (DATASET, AB_DATASET):
             for judge in judges:
                 report = build_report(session, dataset, judge, options=Options(bootstrap=200))
