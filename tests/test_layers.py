@@ -30,7 +30,8 @@ WEB_AND_DB = ("flask", "werkzeug", "sqlalchemy", "sqlmodel")
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("stats", "errors", "reasons", "reason_templates", "bounds", "settings", "config", "lazy", "text", "i18n"),
     ("db", "models", "lookup", "migrations", "targets"),
-    ("tasks", "task_values", "task_scopes", "datasets", "gold", "ingest", "claimsets", "accounts", "logins"),
+    ("tasks", "task_values", "task_scopes", "datasets", "gold", "ingest", "claimsets", "accounts", "logins", "judged",
+     "trajectories"),
     ("annotation", "judges", "reports"),
     ("calibration",),
     ("loop",),

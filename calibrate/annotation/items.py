@@ -35,8 +35,8 @@ from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.i18n import N_, _, current
+from calibrate.judged import TargetKind, judging, ordered_targets, target_kind
 from calibrate.models import (
-    LABEL_KINDS,
     TIE,
     Assignment,
     Claim,
@@ -51,7 +51,6 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.reasons import Reason
-from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
 
@@ -140,8 +139,9 @@ def chosen_response(order: list[str], posted: str | None) -> str | None:
 
 
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
-    """Return the widget of a task: its buttons and keys, or a number field."""
-    if task.kind in LABEL_KINDS:  # a pairwise cell's buttons are per item: pairwise_widget
+    """Return the widget of a task: its buttons and keys, or a number field (by its registered kind: calibrate/judged.py)."""
+    kind = judging(task).kind
+    if kind.labels:  # a per-order (pairwise) cell's buttons are per item: pairwise_widget
         spec = BUILTIN_CHOICES.get(task.name) if task.builtin else None
         if spec and [value for value, _, _ in spec] == list(task.labels or []):
             return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
@@ -150,13 +150,13 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
             Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), level_text(task, label))
             for i, label in enumerate(labels)))
     low, high = task.scale_min, task.scale_max
-    if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
+    if (kind.step == "1" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
         rubric = rubric_levels(guideline_text(task, guideline.text)) if guideline else {}
         values = [str(v) for v in range(int(low), int(high) + 1)]
         return Widget("choices", tuple(Choice(v, v, (v,), level_text(task, v) or rubric.get(v, "")) for v in values), low, high,
                       "1")
-    return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
+    return Widget("number", (), low, high, kind.step)
 
 
 @dataclass
@@ -202,9 +202,12 @@ class Cell:
     @property
     def where(self) -> str:
         """Return how the annotator names the target ("claim 3", "context #2", "the answer"; calibrate/targets.py)."""
-        if self.target in ("claim", "context"):
-            return where(self.target, self.position)
-        return where("responses" if self.order is not None else "sample", None)
+        return judging(self.task).where(self.position, shown=self.order is not None)
+
+    @property
+    def part(self) -> bool:
+        """Whether the target is a part of the sample (a claim, a context…), not the sample itself."""
+        return target_kind(self.target).within
 
 
 @dataclass
@@ -281,7 +284,7 @@ class ItemView:
 
     @property
     def sample_cells(self) -> list[Cell]:
-        return [c for c in self.cells if c.target == "sample" and c.order is None]
+        return [c for c in self.cells if not c.part and c.order is None]
 
     @property
     def pairwise_cells(self) -> list[Cell]:
@@ -540,7 +543,7 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id), all_tasks=every)
     if len(tasks) < len(every):  # a label posted on a task of another dataset is refused naming its datasets
         data.scope_names = lambda: _scope_names(session, scopes, assignment.dataset_id)
-    if any(task.kind == "pairwise" for task in tasks):
+    if any(judging(task).kind.orders for task in tasks):
         data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
     if page:
         data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
@@ -585,26 +588,30 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
     order = data.shown_order()
     has_answer = bool(data.assignment.has_answer)
 
-    def cells_for(target: str, ids_positions: list[tuple[int, int]], *, pairwise: bool = False) -> list[Cell]:
+    def cells_for(kind: TargetKind, ids_positions: list[tuple[int, int]], *, pairwise: bool = False) -> list[Cell]:
         out = []
         for target_id, position in ids_positions:
             for task in tasks:
-                if task.target != target or (target == "sample" and (task.kind == "pairwise") != pairwise):
+                judged = judging(task)
+                if judged.target is not kind or judged.kind.orders != pairwise:
+                    continue
+                if (judged.needs_answer and not has_answer) or (pairwise and not order):
                     continue
                 version = guidelines[task.id].version if task.id in guidelines else None
-                label = mine.get((task.id, target_key(target, target_id)))
+                label = mine.get((task.id, kind.key(target_id)))
                 if pairwise:
-                    out.append(Cell(task, pairwise_widget(task, order), target, target_id, position, label, version, True,
+                    out.append(Cell(task, pairwise_widget(task, order), kind.name, target_id, position, label, version, True,
                                     order))
                 else:
-                    out.append(Cell(task, widgets[task.id], target, target_id, position, label, version, task.name in required))
+                    out.append(Cell(task, widgets[task.id], kind.name, target_id, position, label, version,
+                                    task.name in required))
         return out
 
     sample_id = data.assignment.sample_id
-    cells = (cells_for("claim", [(c.id, c.index) for c in data.claims])
-             + (cells_for("sample", [(sample_id, 0)]) if has_answer else [])
-             + (cells_for("sample", [(sample_id, 0)], pairwise=True) if order else [])
-             + cells_for("context", [(c.id, c.rank) for c in data.contexts]))
+    # In keyboard order: the target kinds' (claims, the sample, contexts…), the sample's per-order (pairwise) cells
+    # after its own.
+    cells = [cell for kind in ordered_targets() for pairwise in (False, True)
+             for cell in cells_for(kind, kind.parts(data, sample_id), pairwise=pairwise)]
     pieces, unplaced = answer_pieces(data.sample.answer, data.claims) if data.sample is not None else ([], [])
     by_target: dict[str, list[Cell]] = {}
     for cell in cells:

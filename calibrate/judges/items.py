@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from calibrate.judged import TARGET_KINDS, judging, target_kind
 from calibrate.judges.render import Metadata
 from calibrate.judges.versions import stored_examples
 from calibrate.models import TIE, Claim, Context, Dataset, FewShot, Label, PromptVersion, Response, Sample, Task, order_key
@@ -23,13 +24,23 @@ ORDERS = ("original", "swapped", "both")
 
 @dataclass(frozen=True)
 class Target:
-    key: str
+    key: str  # its target key ("claim:42"): its kind is the registered target kind of the prefix (calibrate/judged.py)
     sample_id: int
-    claim_id: int | None = None
-    context_id: int | None = None
     order: tuple[str, ...] | None = None  # pairwise: the response ids in the order shown
     order_key: str = ""  # … as import positions ("1,0"): verdicts are one per (key, order_key)
     sample_index: int = 0  # self-consistency (`--samples K`): the call's index 0..K-1; 0 is the target's verdict
+
+    @property
+    def part_id(self) -> int | None:
+        """Return the id of the part of the sample this target is (its claim, context…; None: the sample itself)."""
+        kind, _, raw = self.key.partition(":")
+        return int(raw) if kind in TARGET_KINDS and TARGET_KINDS[kind].within else None
+
+    @property
+    def attach(self) -> dict[str, int | None]:
+        """Return the id columns its verdict sets (claim_id, context_id…: TargetKind.attach; none for a rewrite's job)."""
+        kind = TARGET_KINDS.get(self.key.partition(":")[0])
+        return kind.attach(self.part_id) if kind is not None else {}
 
     @property
     def job(self) -> tuple[str, str, int]:
@@ -93,19 +104,8 @@ def select_targets(session: Session, dataset: Dataset, task: Task, scope: Scope,
     where = [Sample.dataset_id == dataset.id]
     if scope.split:
         where.append(Sample.split == scope.split)
-    if task.target == "claim":
-        rows = session.exec(select(Claim.id, Claim.sample_id).join(Sample).where(*where, Claim.active)
-                            .order_by(Claim.sample_id, Claim.index)).all()
-        targets = [Target(f"claim:{cid}", sid, claim_id=cid) for cid, sid in rows]
-    elif task.target == "context":
-        rows = session.exec(select(Context.id, Context.sample_id).join(Sample).where(*where, Context.active)
-                            .order_by(Context.sample_id, Context.rank)).all()
-        targets = [Target(f"context:{cid}", sid, context_id=cid) for cid, sid in rows]
-    else:
-        if task.kind != "pairwise":  # a pairwise-only sample has no answer to judge (its responses are a pairwise task's)
-            where.append(Sample.answer != "")
-        rows = session.exec(select(Sample.id).where(*where).order_by(Sample.id)).all()
-        targets = [Target(f"sample:{sid}", sid) for sid in rows]
+    judged = judging(task)
+    targets = [Target(judged.target.key(target_id), sample_id) for target_id, sample_id in judged.select(session, where)]
     if scope.labelled_only:
         labelled = set(session.exec(
             select(Label.target_key).join(Sample).where(Sample.dataset_id == dataset.id, Label.task_id == task.id,
@@ -151,10 +151,7 @@ def item_for(target: Target, samples: dict[int, dict[str, Any]]) -> dict[str, An
     """Return the template fields of one target."""
     base = samples[target.sample_id]
     item = {k: v for k, v in base.items() if not k.startswith("_")}
-    if target.claim_id is not None:
-        item["claim"] = base["_claims"][target.claim_id]
-    if target.context_id is not None:
-        item["context"] = base["_contexts"][target.context_id]
+    item.update(target_kind(target.key).fields(target.part_id, base))
     if target.order is not None:
         by_id = {r["id"]: r for r in base["responses"]}
         item["responses"] = [dict(by_id[key], position=i + 1) for i, key in enumerate(target.order)]
@@ -182,7 +179,7 @@ def version_context(session: Session, version: PromptVersion, task: Task) -> dic
     samples = load_items(session, {row.sample_id for row in rows})
     examples = []
     for row in rows:
-        example = item_for(Target(row.target_key, row.sample_id, row.claim_id, row.context_id), samples)
+        example = item_for(Target(row.target_key, row.sample_id), samples)
         example.update(verdict=row.value, rationale=row.rationale, winner=winner_position(example["responses"], row.value))
         examples.append(example)
     return {"task": task_fields(session, task), "examples": examples}
