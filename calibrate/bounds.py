@@ -13,6 +13,11 @@ that read it (calibration/) share one rule without importing each other:
     start_ns_problem        why an OTLP start time (Unix nanoseconds; 0 is "unset") is out of range
     started_at_problem      why a `metadata.started_at` is not an ISO 8601 time in range
     metadata_problems       both, for a sample's metadata (the samples import files each under its field)
+    MAX_STEPS               steps kept of one sample's trajectory: 500 (the rest are left out, counted)
+    MAX_STEP_TEXT           characters kept of each text of a step (its input, output, tool arguments and
+                            result as JSON text): 10,000 (the rest is cut, counted); a trajectory of 500
+                            steps then holds at most 20 million characters
+    MAX_STEP_NAME           characters kept of a step's name: 500 (cut, counted with the texts)
 
 docs/formats.md ("Samples" metadata, "Traces") and docs/security.md list them.
 """
@@ -28,6 +33,9 @@ MIN_INCLUSION_PROB = 1e-6
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)  # excluded
 LATEST_NS = int((LATEST - EARLIEST).total_seconds()) * 1_000_000_000  # OTLP start times are nanoseconds since EARLIEST
+MAX_STEPS = 500
+MAX_STEP_TEXT = 10_000
+MAX_STEP_NAME = 500
 ISO_DATE = re.compile(r"\s*([+-]?\d{4,6})-\d{1,2}-\d{1,2}(?:[T ]|\s*$)")  # a date's year, however the time is written
 
 

@@ -24,9 +24,10 @@ Relations (see docs/architecture.md):
     Dataset ─< IngestToken ─< StagedSpan, StagedTrace (keyed by dataset and trace id), StagedFeedback
     Sample ─< StaleVerdict (sample-level verdicts on content since changed: history, read by no figure)
     Dataset ─< Optimisation (`calibrate optimise`) ─< PromptVersion (its candidates: optimisation_id, their origin)
+    Sample ─< Step (an agent's trajectory: its spans in start order, `parent` an earlier step's index)
 
-A label or a verdict points at one *target*: a sample, a claim or a context, named by the
-task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID") is stored beside
+A label or a verdict points at one *target*: a sample, a claim, a context or a step, named by the
+task's target kind.  ``target_key`` ("sample:ID", "claim:ID", "context:ID", "step:ID") is stored beside
 the foreign keys so that "one current label per (task, target, annotator)" and "one verdict
 per (judge, task, target)" are plain unique constraints (SQL treats NULLs as distinct, so a
 constraint over the three nullable foreign keys would not hold).
@@ -45,11 +46,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint, false
 from sqlmodel import Field, SQLModel, col
 
 ROLES = ("annotator", "engineer", "admin")
-TARGETS = ("sample", "claim", "context")
+TARGETS = ("sample", "claim", "context", "step")
+# What a step of a trajectory is (docs/formats.md, "Steps"): OpenInference's span kinds, lower case, and `other`.
+STEP_KINDS = ("agent", "chain", "llm", "tool", "retriever", "embedding", "reranker", "guardrail", "evaluator", "other")
+STEP_STATUSES = ("ok", "error")
 KINDS = ("categorical", "ordinal", "continuous", "pairwise")
 # Kinds whose values are labels (agreement statistics: kappa, confusion); pairwise labels are response ids and tie.
 LABEL_KINDS = ("categorical", "pairwise")
@@ -182,6 +186,39 @@ class Claim(SQLModel, table=True):
     active: bool = Field(default=True)
     # Who made this claim: "segmenter", "import", "NAME@V" (an extraction) or "expert" (an edit).
     origin: str = Field(default="segmenter", max_length=250)
+
+
+class Step(SQLModel, table=True):
+    """One step of a sample's trajectory: a span of an agent's trace (an LLM call, a tool call, a retrieval …).
+
+    `index` is the step's 0-based place in start order (depth first among siblings started
+    together), `parent` the index of the step it ran under (None: a root). `external_id` is the
+    step's id in the samples file (a span id for a trace). `turn` numbers the traces of a
+    conversation (0-based by their start; None outside conversations). Tool steps carry
+    `tool_name`, `tool_arguments` and `tool_result` (any JSON value: an object, or the text an
+    application sent). Like claims and contexts, an --update that changes a sample's steps retires
+    the old ones (`active` False) instead of deleting them, so the labels on them survive (stale).
+    Formats and bounds: docs/formats.md, "Steps"; calibrate/ingest/step_records.py.
+    """
+
+    __table_args__ = (Index("ix_step_sample_index", "sample_id", "index"),)
+    id: int | None = Field(default=None, primary_key=True)
+    sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
+    index: int
+    parent: int | None = Field(default=None)
+    external_id: str = Field(default="", max_length=200)
+    kind: str = Field(max_length=20)  # STEP_KINDS
+    name: str = Field(default="", max_length=500)
+    input: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    output: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    status: str = Field(default="ok", max_length=10)  # STEP_STATUSES
+    started_at: datetime | None = Field(default=None)
+    duration_ms: float | None = Field(default=None)
+    tool_name: str | None = Field(default=None, max_length=200)
+    tool_arguments: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    tool_result: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    turn: int | None = Field(default=None)
+    active: bool = Field(default=True)
 
 
 class ClaimEdit(SQLModel, table=True):
@@ -339,6 +376,9 @@ class Label(SQLModel, table=True):
     sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
     claim_id: int | None = Field(default=None, foreign_key="claim.id")
     context_id: int | None = Field(default=None, foreign_key="context.id")
+    # A step target's Step.id. No foreign key: adding one on SQLite would copy the table (the step
+    # is retired, never deleted, while its sample lives; the sample's cascade removes both).
+    step_id: int | None = Field(default=None)
     target_key: str = Field(max_length=40)
     annotator_id: int = Field(foreign_key="user.id")
     value: str = Field(max_length=200)
@@ -441,6 +481,9 @@ class FewShot(SQLModel, table=True):
     sample_id: int = Field(foreign_key="sample.id")
     claim_id: int | None = Field(default=None, foreign_key="claim.id")
     context_id: int | None = Field(default=None, foreign_key="context.id")
+    # A step target's Step.id. No foreign key: adding one on SQLite would copy the table (the step
+    # is retired, never deleted, while its sample lives; the sample's cascade removes both).
+    step_id: int | None = Field(default=None)
     target_key: str = Field(max_length=40)
     # Text: an extraction example's value is a claim list (JSON).
     value: str = Field(sa_column=Column(Text, nullable=False))
@@ -490,6 +533,9 @@ class Verdict(SQLModel, table=True):
     sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
     claim_id: int | None = Field(default=None, foreign_key="claim.id")
     context_id: int | None = Field(default=None, foreign_key="context.id")
+    # A step target's Step.id. No foreign key: adding one on SQLite would copy the table (the step
+    # is retired, never deleted, while its sample lives; the sample's cascade removes both).
+    step_id: int | None = Field(default=None)
     target_key: str = Field(max_length=40)
     # Pairwise tasks: the response ids in the order the judge saw them, and that order as import
     # positions ("1,0"; "" when no order applies), part of the unique key: one verdict per order.
@@ -631,6 +677,7 @@ class StagedLabel(SQLModel, table=True):
     sample_id: int
     claim_id: int | None = Field(default=None)
     context_id: int | None = Field(default=None)
+    step_id: int | None = Field(default=None)
     target_key: str = Field(max_length=40)
     annotator: str = Field(max_length=100)
     value: str = Field(max_length=200)
@@ -651,6 +698,7 @@ class StagedVerdict(SQLModel, table=True):
     sample_id: int
     claim_id: int | None = Field(default=None)
     context_id: int | None = Field(default=None)
+    step_id: int | None = Field(default=None)
     target_key: str = Field(max_length=40)
     order_key: str = Field(default="", max_length=40)
     order: str | None = Field(default=None, sa_column=Column("order", Text, nullable=True))  # JSON text, as above
@@ -762,6 +810,8 @@ class IngestToken(SQLModel, table=True):
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE")
     rate: float = Field(default=1.0)
     salt: str = Field(max_length=200)
+    # Conversations (`calibrate traces token --sessions`): the traces sharing a session id settle as one sample.
+    sessions: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=false()))
     created_at: datetime = Field(default_factory=utcnow)
     last_used_at: datetime | None = Field(default=None)
     revoked_at: datetime | None = Field(default=None)

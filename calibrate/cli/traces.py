@@ -38,10 +38,12 @@ def traces_group() -> None:
               help="Share of traces without thumbs-down to take, 1e-06 to 1 (thumbs-down are always taken).")
 @click.option("--salt", help="Salt of the deterministic sampling (default: the dataset's name).")
 @click.option("--max", "max_samples", type=click.IntRange(min=0), help="Take at most N traces (thumbs-down first, then by draw).")
+@click.option("--sessions", is_flag=True,
+              help="Traces sharing session.id / gen_ai.conversation.id become one sample, session:<id>, each trace a turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @db_option
 def import_command(settings: Settings, files: tuple[Path, ...], dataset: str, fmt: str, feedback: Path | None, rate: float,
-                   salt: str | None, max_samples: int | None, as_json: bool) -> None:
+                   salt: str | None, max_samples: int | None, sessions: bool, as_json: bool) -> None:
     """Import trace files: sample them (thumbs-down first) and store them as samples (all or nothing)."""
     for file in (*files, *([feedback] if feedback else [])):
         if not file.exists():
@@ -50,7 +52,7 @@ def import_command(settings: Settings, files: tuple[Path, ...], dataset: str, fm
     summary = traces.import_traces(
         engine, files, dataset=dataset, fmt=fmt, feedback=feedback, rate=rate, salt=salt, max_samples=max_samples,
         max_field_chars=settings["IMPORT_MAX_FIELD_CHARS"], chunk_size=settings["IMPORT_CHUNK_SIZE"],
-        stale_seconds=settings["IMPORT_STALE_SECONDS"],
+        stale_seconds=settings["IMPORT_STALE_SECONDS"], sessions=sessions,
     )
     if as_json:
         click.echo(json.dumps(summary.as_dict(), sort_keys=False))
@@ -64,31 +66,34 @@ def import_command(settings: Settings, files: tuple[Path, ...], dataset: str, fm
 @click.option("--rate", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True,
               help="Share of traces without thumbs-down to take, 1e-06 to 1 (thumbs-down are always taken).")
 @click.option("--salt", help="Salt of the deterministic sampling (default: a random one, stored with the token).")
+@click.option("--sessions", is_flag=True,
+              help="The token's traces sharing a session id settle as one sample (a conversation) once all are quiet.")
 @db_option
-def token_command(settings: Settings, dataset: str, rate: float, salt: str | None) -> None:
+def token_command(settings: Settings, dataset: str, rate: float, salt: str | None, sessions: bool) -> None:
     """Create a bearer token for POST /v1/traces, bound to DATASET and its sampling; print it once."""
     with write_session(ready_engine(settings)) as session:
-        row, token = staging.new_token(session, dataset, rate=rate, salt=salt)
+        row, token = staging.new_token(session, dataset, rate=rate, salt=salt, sessions=sessions)
         token_id, bound = row.id, row.salt
     click.echo(token)
-    click.echo(f"token {token_id} → dataset {dataset.strip()} (rate {rate:g}, salt {bound!r}); it is shown only now, "
-               "keep it secret", err=True)
+    conversations = ", conversations as one sample each" if sessions else ""
+    click.echo(f"token {token_id} → dataset {dataset.strip()} (rate {rate:g}, salt {bound!r}{conversations}); it is shown "
+               "only now, keep it secret", err=True)
 
 
 @traces_group.command("tokens")
 @click.option("--json", "as_json", is_flag=True, help="Print the tokens as a JSON list.")
 @db_option
 def tokens_command(settings: Settings, as_json: bool) -> None:
-    """List the ingest tokens: id, dataset, rate, salt, created, last used, revoked (never the token)."""
+    """List the ingest tokens: id, dataset, rate, salt, sessions, created, last used, revoked (never the token)."""
     with write_session(ready_engine(settings)) as session:
         rows = staging.list_tokens(session)
     if as_json:
         click.echo(json.dumps(rows))
         return
-    click.echo("id\tdataset\trate\tsalt\tcreated\tlast_used\trevoked")
+    click.echo("id\tdataset\trate\tsalt\tsessions\tcreated\tlast_used\trevoked")
     for row in rows:
         click.echo("\t".join(str(row[key] if row[key] is not None else "-") for key in
-                             ("id", "dataset", "rate", "salt", "created", "last_used", "revoked")))
+                             ("id", "dataset", "rate", "salt", "sessions", "created", "last_used", "revoked")))
 
 
 @traces_group.command("revoke")

@@ -83,7 +83,7 @@ def as_int(value: object, *, cells: bool) -> int | None:
 class RecordCheck:
     """Validate the fields of one record; `ok` turns False at the first problem."""
 
-    __slots__ = ("line", "cells", "problems", "limit", "names", "ok")
+    __slots__ = ("line", "cells", "problems", "limit", "names", "ok", "cuts")
 
     def __init__(self, line: int | None, *, cells: bool, problems: Problems, limit: int) -> None:
         self.line = line
@@ -92,6 +92,7 @@ class RecordCheck:
         self.limit = limit
         self.names: dict[str, str] = {}  # canonical field -> name used in the file
         self.ok = True
+        self.cuts: dict[str, int] = {}  # what a bound cut rather than refused (a trajectory's steps, docs/formats.md)
 
     def bad(self, field: str | None, message: str) -> None:
         """File a problem for `field` (named as in the file)."""

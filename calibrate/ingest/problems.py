@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from calibrate.bounds import MAX_STEP_TEXT, MAX_STEPS
 from calibrate.errors import CalibrateError
 
 
@@ -76,6 +77,8 @@ class ImportSummary:
     # labels, on a dataset with production queues: the file's labels whose annotator has no audit assignment for
     # their sample (they never feed an estimate); None on a dataset without production queues
     outside_audit: int | None = None
+    # samples: what the bounds on a trajectory cut rather than refused ({"steps_cut": n, "step_texts_cut": n}, docs/formats.md)
+    cuts: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         """Return the one line the CLI prints."""
@@ -90,7 +93,14 @@ class ImportSummary:
         if self.stale_verdicts:
             text += (f", {self.stale_verdicts:,} verdict{'' if self.stale_verdicts == 1 else 's'} set aside as stale "
                      "(the next run judges the new content)")
-        return head + text + self.no_value_text() + self.audit_text()
+        return head + text + self.no_value_text() + self.cut_text() + self.audit_text()
+
+    def cut_text(self) -> str:
+        """Return what the bounds on trajectories cut (a samples import), or ""."""
+        steps, texts = self.cuts.get("steps_cut", 0), self.cuts.get("step_texts_cut", 0)
+        parts = ([f"{steps:,} step{'' if steps == 1 else 's'} past {MAX_STEPS:,} a sample left out"] if steps else []) + (
+            [f"{texts:,} step text{'' if texts == 1 else 's'} cut to {MAX_STEP_TEXT:,} characters"] if texts else [])
+        return "; " + ", ".join(parts) if parts else ""
 
     def audit_text(self) -> str:
         """Return how many of the file's labels fall outside the audit stream (a dataset with production queues), or ""."""

@@ -16,11 +16,13 @@ from typing import Any
 from calibrate.bounds import metadata_problems
 from calibrate.ingest.fields import MAX_ID_CHARS, RecordCheck, invalid, kind_of, plain_text
 from calibrate.ingest.responses import check_response_columns, has_response_fields, response_column, responses_of
+from calibrate.ingest.step_records import FIELD as STEPS
+from calibrate.ingest.step_records import StepsInvalid, check_steps
 from calibrate.models import EDITED, IMPORT, SEGMENTER
 from calibrate.text.sentences import ClaimSpan, SentenceSegmenter, locate_claims, segment
 
 SAMPLE_FIELDS = ("id", "question", "answer", "contexts", "ground_truth", "claims", "claim_source", "metadata", "feedback",
-                 "retrieved_ids", "relevant_ids", "responses")
+                 "retrieved_ids", "relevant_ids", "responses", "steps")
 MAX_SOURCE_CHARS = 250
 RAGAS_ALIASES = {"user_input": "question", "response": "answer", "retrieved_contexts": "contexts", "reference": "ground_truth"}
 REQUIRED = ("id", "question", "answer", "contexts")
@@ -67,6 +69,7 @@ def normalise_sample(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]
     feedback = check.integer(data, "feedback", choices=(-1, 0, 1), what="-1, 0 or 1")
     retrieved_ids = check.id_list(data, "retrieved_ids")
     relevant_ids = check.id_list(data, "relevant_ids")
+    steps = _steps(data, check)
     if not check.ok:
         return None
     record = {
@@ -79,8 +82,24 @@ def normalise_sample(data: dict[str, Any], check: RecordCheck) -> dict[str, Any]
         record["claim_source"] = claim_source.strip()
     if responses is not None:  # the same: a record without responses hashes as it always did
         record["responses"] = responses
+    if steps:  # and without steps (or with none: [] is no trajectory)
+        record["steps"] = steps
     return record
 
+
+def _steps(data: dict[str, Any], check: RecordCheck) -> list[dict[str, Any]] | None:
+    """Return an agent's trajectory in canonical form (ingest/step_records.py), counting what its bounds cut on `check`."""
+    value = check.structured(data, STEPS, "a list of step objects")
+    if value is None or invalid(value):
+        return None
+    try:
+        checked = check_steps(value)
+    except StepsInvalid as exc:
+        check.bad(exc.field, exc.message)
+        return None
+    check.cuts["steps_cut"] = check.cuts.get("steps_cut", 0) + checked.steps_cut
+    check.cuts["step_texts_cut"] = check.cuts.get("step_texts_cut", 0) + checked.texts_cut
+    return checked.steps
 
 _CONTEXTS_SHAPE = "a list of strings or of {text, doc_id} objects"
 

@@ -21,6 +21,7 @@ from sqlmodel import Session
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.sample_records import GIVEN, SAMPLE_FIELDS, claim_origin, claim_spans, response_record, short_id
 from calibrate.ingest.stale import stale_verdicts
+from calibrate.ingest.step_records import STEP_COLUMNS, step_rows, stored_steps
 from calibrate.models import (
     IMPORT,
     SEGMENTER,
@@ -33,15 +34,17 @@ from calibrate.models import (
     LabelRevision,
     Response,
     Sample,
+    Step,
     utcnow,
 )
 from calibrate.text.sentences import ClaimSpan
 
 # A sample label judged the whole sample: it is stale when one of these changed.
-SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts", "responses")
+SAMPLE_LABEL_FIELDS = ("question", "answer", "ground_truth", "contexts", "responses", "steps")
 
 _SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__
 _LABELS, _REVISIONS = Label.__table__, LabelRevision.__table__
+_TRAJECTORY = Step.__table__
 
 
 def stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any]]:
@@ -68,6 +71,14 @@ def stored_records(session: Session, pks: list[int]) -> dict[int, dict[str, Any]
                                       _RESPONSES.c.metadata)
                                .where(_RESPONSES.c.sample_id.in_(pks)).order_by(_RESPONSES.c.sample_id, _RESPONSES.c.position)):
         out[row.sample_id].setdefault("responses", []).append(response_record(row.key, row.text, row.model, row.metadata))
+    step_rows_: dict[int, list[Any]] = {}
+    for row in session.execute(select(_TRAJECTORY.c.id, _TRAJECTORY.c.sample_id, *(_TRAJECTORY.c[name] for name in STEP_COLUMNS))
+                               .where(_TRAJECTORY.c.sample_id.in_(pks), _TRAJECTORY.c.active.is_(True))
+                               .order_by(_TRAJECTORY.c.sample_id, _TRAJECTORY.c.index)):
+        step_rows_.setdefault(row.sample_id, []).append(row)
+    for pk, rows in step_rows_.items():
+        out[pk]["step_ids"] = [row.id for row in rows]
+        out[pk]["steps"] = stored_steps(rows)
     for stored in out.values():
         stored["contexts"] = [[row.text, row.doc_id] for row in stored["context_rows"]]
         stored["claims"] = [row.text for row in stored["claim_rows"]] if stored["segmenter"] == GIVEN else None
@@ -101,6 +112,7 @@ class Plan:
     stale_reason: str  # for the sample's own labels ("" when they stay valid)
     new_contexts: list[tuple[int, str, str | None]] = field(default_factory=list)
     new_claims: list[tuple[int, str, int, int]] = field(default_factory=list)
+    new_steps: list[tuple] = field(default_factory=list)  # rows of step_records.step_rows, written inactive
     retired: list[tuple[str, int, str]] = field(default_factory=list)  # (context|claim, row id, why its labels go stale)
     kept: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # (context|claim, row id, new doc_id or span)
     responses: tuple | None = None  # the new responses when they changed (they replace the stored ones whole)
@@ -145,7 +157,25 @@ def plan_replacement(pk: int, norm: dict[str, Any], digest: str, stored: dict[st
         plan.new_claims.append((index, span.text, span.start, span.end))
     for index, old in old_claims.items():
         plan.retired.append(("claim", old.id, f"claim {index} of sample {name} was removed by an --update import"))
+    _plan_steps(plan, stored, name)
     return plan
+
+
+def _plan_steps(plan: Plan, stored: dict[str, Any], name: str) -> None:
+    """Steps by index: an equal step stays (labels on it stay valid), a changed or removed one is retired, new ones added."""
+    old_steps, old_ids = stored.get("steps") or [], stored.get("step_ids") or []
+    new_steps = plan.norm.get("steps") or []
+    if old_steps == new_steps:
+        return
+    rows = step_rows(new_steps)
+    for index, step in enumerate(new_steps):
+        if index < len(old_steps) and old_steps[index] == step:
+            continue
+        if index < len(old_steps):
+            plan.retired.append(("step", old_ids[index], f"step {index} of sample {name} changed in an --update import"))
+        plan.new_steps.append(rows[index])
+    for index in range(len(new_steps), len(old_steps)):
+        plan.retired.append(("step", old_ids[index], f"step {index} of sample {name} was removed by an --update import"))
 
 
 def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: str) -> tuple[int, int]:
@@ -187,7 +217,7 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
         if replaced:
             session.execute(update(_RESPONSES).where(_RESPONSES.c.sample_id == bindparam("b_copy")).values(sample_id=bindparam("b_pk")),
                             [{"b_copy": copy, "b_pk": pk} for pk, copy in replaced])
-        for target, table in (("context", _CONTEXTS), ("claim", _CLAIMS)):
+        for target, table in (("context", _CONTEXTS), ("claim", _CLAIMS), ("step", _TRAJECTORY)):
             retired = [step.row_id for step in steps if step.action == "retire" and step.target == target]
             activated = [step.row_id for step in steps if step.action == "activate" and step.target == target]
             for part in in_parts(retired):
@@ -199,10 +229,9 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
                 rows = [row for row in kept if tuple(sorted(row)) == columns]
                 session.execute(update(table).where(table.c.id == bindparam("b_id")), rows)
         changed = {step.key: step.note for step in copies.values() if step.note}
-        flagged = _flag(session, now,
-                        {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "context"},
-                        {step.row_id: step.note for step in steps if step.action == "retire" and step.target == "claim"},
-                        changed)
+        retired = {target: {step.row_id: step.note for step in steps if step.action == "retire" and step.target == target}
+                   for target in ("context", "claim", "step")}
+        flagged = _flag(session, now, retired, changed)
         stale = stale_verdicts(session, now, changed)
         for part in in_parts(copy_ids):
             session.execute(delete(_SAMPLES).where(_SAMPLES.c.id.in_(part)))
@@ -212,20 +241,24 @@ def publish_samples(session: Session, batch_id: int, staging_id: int, dataset: s
     return flagged, stale
 
 
-def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int, str], samples: dict[str, str]) -> int:
-    """Mark the labels on retired targets (and on changed samples) stale, with a revision each; return how many."""
+def _flag(session: Session, now: Any, retired: dict[str, dict[int, str]], samples: dict[str, str]) -> int:
+    """Mark the labels on retired targets ({context|claim|step: {row id: why}}) and on changed samples stale, with a
+    revision each; return how many."""
+    contexts, claims, steps = retired["context"], retired["claim"], retired["step"]
     conditions = []
     if contexts:
         conditions.append(_LABELS.c.context_id.in_(list(contexts)))
     if claims:
         conditions.append(_LABELS.c.claim_id.in_(list(claims)))
+    if steps:
+        conditions.append(_LABELS.c.step_id.in_(list(steps)))
     if samples:
         conditions.append(_LABELS.c.target_key.in_(list(samples)))
     if not conditions:
         return 0
     rows = session.execute(
         select(_LABELS.c.id, _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.claim_id, _LABELS.c.context_id,
-               _LABELS.c.target_key)
+               _LABELS.c.step_id, _LABELS.c.target_key)
         .where(_LABELS.c.stale.is_(False), or_(*conditions))
     ).all()
     flags, revisions = [], []
@@ -234,6 +267,8 @@ def _flag(session: Session, now: Any, contexts: dict[int, str], claims: dict[int
             reason = claims.get(row.claim_id)
         elif row.context_id is not None:
             reason = contexts.get(row.context_id)
+        elif row.step_id is not None:
+            reason = steps.get(row.step_id)
         else:
             reason = samples.get(row.target_key)
         if reason is None:

@@ -37,6 +37,7 @@ so re-importing an older file changes nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +61,12 @@ from calibrate.ingest.sample_records import (
     short_id,
 )
 from calibrate.ingest.sample_updates import Plan, changed_fields, plan_replacement, publish_samples, stored_records
-from calibrate.models import Claim, Context, Dataset, ImportStep, Response, Sample, target_key, utcnow
+from calibrate.ingest.step_records import STEP_COLUMNS, step_rows
+from calibrate.models import Claim, Context, Dataset, ImportStep, Response, Sample, Step, target_key, utcnow
 
 _SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES = Sample.__table__, Context.__table__, Claim.__table__, Response.__table__
 _STEPS = ImportStep.__table__
+_TRAJECTORY = Step.__table__  # a sample's steps (models.Step); _STEPS are the import's own (ImportStep)
 _SAMPLE_COLUMNS = ("id", "dataset_id", "external_id", "question", "answer", "ground_truth", "metadata", "feedback",
                    "retrieved_ids", "relevant_ids", "content_hash", "segmenter", "claim_source", "content_sha256", "split",
                    "created_at", "updated_at")
@@ -87,6 +90,7 @@ class _Source:
     existing: dict[str, tuple[int, str]] = field(default_factory=dict)  # stored id → (pk, content hash)
     added: int = 0
     changed: int = 0
+    cuts: Counter[str] = field(default_factory=Counter)  # what the trajectories' bounds cut (step_records.py)
 
     @property
     def cells(self) -> bool:
@@ -116,11 +120,13 @@ def import_samples(writes: Writes, source: str | Path, fmt: str, *, dataset: str
     file = _Source(source, fmt, max_field_chars, Progress(progress), _fingerprint(source))
     _validate(writes, file, dataset, update=update, max_errors=max_errors, wanted=None if ids is None else frozenset(ids))
     unchanged = len(file.seen) - file.added - file.changed
+    cuts = {name: n for name, n in file.cuts.items() if n}
     if not file.added and not file.changed:
-        return ImportSummary("samples", dataset, 0, 0, unchanged)
+        return ImportSummary("samples", dataset, 0, 0, unchanged, cuts=cuts)
     flagged, stale = _write(writes, file, dataset, description)
     file.tick.flush()
-    return ImportSummary("samples", dataset, file.added, file.changed, unchanged, flagged=flagged, stale_verdicts=stale)
+    return ImportSummary("samples", dataset, file.added, file.changed, unchanged, flagged=flagged, stale_verdicts=stale,
+                         cuts=cuts)
 
 
 def _validate(writes: Writes, file: _Source, dataset: str, *, update: bool, max_errors: int,
@@ -171,6 +177,7 @@ def _validate_one(writes: Writes, session: Session, file: _Source, record: Recor
     digest = hash_checked(norm, check) if norm is not None else None
     if digest is None:
         return
+    file.cuts.update(check.cuts)
     external_id = norm["id"]
     if wanted is not None and external_id not in wanted:
         check.bad("id", f"{short_id(external_id)} is not one of the ids the import was given")
@@ -262,7 +269,7 @@ class _SampleStager:
         self.new.append((self._fields(norm, digest, segmenter, source),
                          tuple((text, doc_id) for text, doc_id in norm["contexts"]),
                          tuple((span.text, span.start, span.end, origin) for span in spans),
-                         self._responses(norm)))
+                         self._responses(norm), tuple(step_rows(norm.get("steps") or []))))
         self._maybe_write()
 
     def _responses(self, norm: dict[str, Any]) -> tuple:
@@ -311,12 +318,13 @@ class _SampleStager:
         contexts = BulkInsert(session, _CONTEXTS, ("id", "sample_id", "rank", "text", "doc_id", "active"))
         claims = BulkInsert(session, _CLAIMS, ("id", "sample_id", "index", "text", "start", "end", "active", "origin"))
         responses = BulkInsert(session, _RESPONSES, ("sample_id", "position", "key", "text", "model", "metadata"))
+        trajectory = _StepRows(session)
         stamp = samples.bind("created_at")(self.now)
         active, inactive = contexts.bind("active")(True), contexts.bind("active")(False)
         next_sample = first_free_id(session, _SAMPLES)
         next_context, next_claim = first_free_id(session, _CONTEXTS), first_free_id(session, _CLAIMS)
         staging = self.staging_id
-        for fields, context_rows, claim_rows, response_rows in new:
+        for fields, context_rows, claim_rows, response_rows, step_rows_ in new:
             sample_id, next_sample = next_sample, next_sample + 1
             responses.extend([(sample_id, *row) for row in response_rows])
             samples.add((sample_id, staging, *fields, None, stamp, stamp))
@@ -326,6 +334,7 @@ class _SampleStager:
             claims.extend([(next_claim + index, sample_id, index, text, start, end, active, origin)
                            for index, (text, start, end, origin) in enumerate(claim_rows)])
             next_claim += len(claim_rows)
+            trajectory.add(sample_id, step_rows_, active=True)
         steps: list[dict[str, Any]] = []
         for plan in plans:
             # The new fields wait in a hidden copy; new rows are written inactive; the rest are steps.
@@ -344,6 +353,8 @@ class _SampleStager:
                 claims.add((next_claim, plan.pk, index, text, start, end, inactive, claim_origin(plan.source)))
                 steps.append(self._step("activate", next_claim, target="claim"))
                 next_claim += 1
+            for row in plan.new_steps:
+                steps.append(self._step("activate", trajectory.add(plan.pk, [row], active=False)[0], target="step"))
             steps += [self._step("retire", row_id, target=target, note=reason) for target, row_id, reason in plan.retired]
             steps += [self._step("keep", row_id, target=target, data=data) for target, row_id, data in plan.kept]
         # Parents first: the foreign keys are checked row by row.
@@ -351,7 +362,8 @@ class _SampleStager:
         contexts.flush()
         claims.flush()
         responses.flush()
-        for table in (_SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES):
+        trajectory.flush()
+        for table in (_SAMPLES, _CONTEXTS, _CLAIMS, _RESPONSES, _TRAJECTORY):
             sync_id_sequence(session, table)
         if steps:
             session.execute(insert(_STEPS), steps)
@@ -360,3 +372,33 @@ class _SampleStager:
               note: str = "", data: dict[str, Any] | None = None) -> dict[str, Any]:
         return {"batch_id": self.batch_id, "action": action, "target": target, "row_id": row_id, "other_id": other_id,
                 "key": key, "note": note[:500], "data": data}
+
+
+class _StepRows:
+    """The Step rows of one chunk: numbered from the table's first free id (the chunk holds the write lock)."""
+
+    def __init__(self, session: Session) -> None:
+        self.rows = BulkInsert(session, _TRAJECTORY, ("id", "sample_id", *STEP_COLUMNS, "active"))
+        self.started_at, self.json = self.rows.bind("started_at"), self.rows.bind("tool_arguments")
+        self.active = self.rows.bind("active")
+        self.next_id: int | None = None
+        self.session = session
+
+    def add(self, sample_id: int, rows: Collection[tuple], *, active: bool) -> list[int]:
+        """Queue a sample's steps (rows of step_records.step_rows); return their ids."""
+        if not rows:
+            return []
+        if self.next_id is None:
+            self.next_id = first_free_id(self.session, _TRAJECTORY)
+        ids = list(range(self.next_id, self.next_id + len(rows)))
+        self.next_id += len(rows)
+        flag, started_at, json_value = self.active(active), self.started_at, self.json
+        for step_id, row in zip(ids, rows, strict=True):
+            *head, started, duration, tool_name, arguments, result, turn = row
+            self.rows.add((step_id, sample_id, *head, started_at(started), duration, tool_name,
+                           None if tool_name is None else json_value(arguments),
+                           None if tool_name is None else json_value(result), turn, flag))
+        return ids
+
+    def flush(self) -> None:
+        self.rows.flush()

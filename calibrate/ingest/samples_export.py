@@ -9,7 +9,8 @@ test checks the round trip, in both formats). Optional fields without a value ar
 A stored span that does not match the answer (only possible in data written by hand into the
 database) is exported as -1/-1, so the file always imports. A pairwise sample carries its
 `responses` ({id, text, model, metadata}, in import order), and its `answer` (with claims) only
-when it has one.
+when it has one. A sample with a trajectory carries its active `steps` in canonical form
+(ingest/step_records.py), which import to the same steps.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from sqlmodel import Session, col
 from calibrate import lookup
 from calibrate.datasets import split_samples
 from calibrate.ingest.sample_records import SAMPLE_FIELDS, response_record
-from calibrate.models import Claim, Context, Response, Sample
+from calibrate.ingest.step_records import STEP_COLUMNS, stored_steps
+from calibrate.models import Claim, Context, Response, Sample, Step
 
 # JSON-valued fields: a CSV cell holds their JSON text (what the import decodes).
-STRUCTURED = ("contexts", "claims", "metadata", "retrieved_ids", "relevant_ids", "responses")
+STRUCTURED = ("contexts", "claims", "metadata", "retrieved_ids", "relevant_ids", "responses", "steps")
 BATCH = 500
 
 
@@ -83,6 +85,11 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
                                    .where(col(Response.sample_id).in_(chunk)).order_by(Response.sample_id, Response.position)):
             record = response_record(row.key, row.text, row.model, row.meta)
             responses.setdefault(row.sample_id, []).append({k: v for k, v in record.items() if v is not None})
+        step_rows: dict[int, list] = {}
+        for row in session.execute(sa_select(Step.sample_id, *(getattr(Step, name) for name in STEP_COLUMNS))
+                                   .where(col(Step.sample_id).in_(chunk), col(Step.active).is_(True))
+                                   .order_by(Step.sample_id, Step.index)):
+            step_rows.setdefault(row.sample_id, []).append(row)
         for sample in session.execute(sa_select(Sample).where(col(Sample.id).in_(chunk)).order_by(Sample.id)).scalars():
             placed = []
             for claim in claims.get(sample.id, []):
@@ -95,6 +102,7 @@ def export_samples(session: Session, dataset_name: str, *, split: str | None = N
                 "claim_source": sample.claim_source, "metadata": sample.meta or None, "feedback": sample.feedback,
                 "retrieved_ids": sample.retrieved_ids, "relevant_ids": sample.relevant_ids,
                 "responses": responses.get(sample.id),
+                "steps": stored_steps(step_rows[sample.id]) if sample.id in step_rows else None,
             }
             if record["responses"] and not sample.answer:  # a pairwise sample without an answer: none, nor claims
                 record["answer"] = record["claims"] = record["claim_source"] = None

@@ -52,7 +52,7 @@ CASES = [
       "and calibrate reads comma-separated CSV; save it with commas", "(1 problem)"]),
     ("unknown_field.jsonl", "samples", [], ["line 1, field 'faithfulness': unknown field (fields: answer, claim_source, "
       "claims, contexts, feedback, ground_truth, id, "
-      "metadata, question, relevant_ids, responses, retrieved_ids); put other data under 'metadata'"]),
+      "metadata, question, relevant_ids, responses, retrieved_ids, steps); put other data under 'metadata'"]),
     ("changed_sample.jsonl", "samples", [],
      ["line 2, field 'id': sample 's1' changed since it was imported (question, contexts); use --update to replace it"]),
     ("wrong_target.jsonl", "labels", [],

@@ -222,7 +222,7 @@ OK = {"id": "a", "question": "Q?", "answer": "A.", "contexts": []}
     ({"ground_truth": ["x"]}, "field 'ground_truth': must be a string, found a list"),
     ({"answer": "A \ud800"}, "field 'answer': contains an unpaired surrogate escape"),
     ({"score": 0.9}, "field 'score': unknown field (fields: answer, claim_source, claims, contexts, feedback, ground_truth, id, "
-                     "metadata, question, relevant_ids, responses, retrieved_ids); put other data under 'metadata'"),
+                     "metadata, question, relevant_ids, responses, retrieved_ids, steps); put other data under 'metadata'"),
 ])
 def test_each_wrong_field_is_named_with_its_line(engine, tmp_path, change, expected):
     path = write_jsonl(tmp_path / "s.jsonl", [OK | {"id": "first"}, OK | change])

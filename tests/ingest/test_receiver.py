@@ -67,7 +67,8 @@ def test_tokens_are_shown_once_stored_hashed_listed_and_revoked(runner, engine, 
     with Session(engine) as session:  # the dataset was created, empty
         assert session.exec(select(Dataset).where(Dataset.name == "prod")).one().source == "otlp-http"
     listed = json.loads(runner.invoke(["traces", "tokens", "--json"]).stdout)
-    assert listed == [{"id": row.id, "dataset": "prod", "rate": 0.25, "salt": "pepper", "created": listed[0]["created"],
+    assert listed == [{"id": row.id, "dataset": "prod", "rate": 0.25, "salt": "pepper", "sessions": False,
+                       "created": listed[0]["created"],
                        "last_used": None, "revoked": None}]
     body = synthetic_request(2, repeat_every=0).SerializeToString()
     assert post(client, token, body).status_code == 200

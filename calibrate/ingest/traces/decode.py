@@ -38,6 +38,8 @@ HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # Characters of a span's tracestate kept (a W3C tracestate is at most 512: a longer one reads as malformed, upstream.py).
 TRACESTATE_KEPT = 513
+STATUS_CODE_ERROR = 2  # OTLP's Status.code ERROR
+ERROR = "error"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class Span:
     resource: dict[str, Any]
     # The span's W3C tracestate as sent (upstream.py reads the sampling threshold `ot=th:…` from it); "" when none.
     trace_state: str = ""
+    # When it ended (Unix nanoseconds; 0 unset) and whether it failed ("error": status code ERROR; "" otherwise): a
+    # step's duration and status (mapping.py).
+    end_ns: int = 0
+    status: str = ""
 
 
 @dataclass
@@ -356,7 +362,8 @@ def _pb_span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Sp
     span_id = _pb_id(span.span_id, 8, f"{path}.spanId", where)
     parent_id = _pb_id(span.parent_span_id, 8, f"{path}.parentSpanId", where) if span.parent_span_id else ""
     return Span(trace_id, span_id, parent_id, span.name, span.start_time_unix_nano,
-                _pb_attributes(span.attributes, f"{path}.attributes", where), resource, span.trace_state[:TRACESTATE_KEPT])
+                _pb_attributes(span.attributes, f"{path}.attributes", where), resource, span.trace_state[:TRACESTATE_KEPT],
+                span.end_time_unix_nano, ERROR if span.status.code == STATUS_CODE_ERROR else "")
 
 
 def _pb_attributes(items: Any, path: str, where: Where) -> dict[str, Any]:
@@ -475,8 +482,16 @@ def _span(span: Any, path: str, resource: dict[str, Any], where: Where) -> Span:
     state = span.get("traceState", span.get("trace_state")) or ""
     if not isinstance(state, str):
         raise where.fail(f"{path}.traceState", f"must be a string, found {_kind(state)}")
+    end = span.get("endTimeUnixNano", span.get("end_time_unix_nano", 0))
+    end = _integer(end, f"{path}.endTimeUnixNano", where) if end is not None else 0
     return Span(trace_id, span_id, parent_id, name, start, attributes(span.get("attributes"), f"{path}.attributes", where),
-                resource, state[:TRACESTATE_KEPT])
+                resource, state[:TRACESTATE_KEPT], end, _status(span.get("status")))
+
+
+def _status(value: Any) -> str:
+    """Return "error" for a span status whose code is ERROR (2, or "STATUS_CODE_ERROR" in OTLP/JSON), else ""."""
+    code = value.get("code") if isinstance(value, dict) else None
+    return ERROR if code in (STATUS_CODE_ERROR, "STATUS_CODE_ERROR") else ""
 
 
 def otlp_id(value: Any, size: int, path: str, where: Where) -> str:

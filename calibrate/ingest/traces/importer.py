@@ -25,13 +25,14 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlmodel import Session, col
 
-from calibrate.bounds import MIN_INCLUSION_PROB, inclusion_prob_problem
+from calibrate.bounds import MAX_STEP_TEXT, MAX_STEPS, MIN_INCLUSION_PROB, inclusion_prob_problem
 from calibrate.ingest.batches import CHUNK_SIZE, STALE_SECONDS, Writes, writes_to
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import RecordCheck
 from calibrate.ingest.problems import ImportRejected, Problems, TooManyProblems, reject
 from calibrate.ingest.sample_records import content_digest, hash_checked, normalise_sample
 from calibrate.ingest.samples import import_samples
+from calibrate.ingest.step_records import StepsInvalid, check_steps
 from calibrate.ingest.traces.decode import (
     FORMATS,
     MAX_FILE_BYTES,
@@ -50,24 +51,30 @@ from calibrate.ingest.traces.mapping import (
     Skip,
     Unmappable,
     feedback_value,
+    is_trajectory,
     langfuse_feedback,
     map_langfuse,
     map_spans,
+    record,
+    root_of,
 )
+from calibrate.ingest.traces.trajectory import SESSION_PREFIX, merge_turns, session_of
 from calibrate.ingest.traces.upstream import MIXED, UPSTREAM_WORDS
 from calibrate.models import Dataset, Label, Sample
 
 # A trace id POST /v1/feedback takes: what an OTLP span's can be (32 hex digits; a UUID's form too).
 OTLP_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 SUMMARY_KEYS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
-                "duplicate_content", "changed_after_labelling", "skipped", "unmappable", "upstream", "metadata_dropped")
+                "duplicate_content", "changed_after_labelling", "skipped", "unmappable", "upstream", "metadata_dropped",
+                "conversations", "late_turns", "steps_cut", "step_texts_cut")
 # What `calibrate traces flush --json` prints: settling's figures and what the drop of stale staged rows removed.
 SETTLED_KEYS = ("traces", "sampled", "sampled_down", "created", "updated", "unchanged", "duplicate_content",
                 "changed_after_labelling", "skipped", "quarantined", "unmappable", "upstream", "metadata_dropped",
-                "dropped_traces", "dropped_spans", "dropped_feedback")
+                "dropped_traces", "dropped_spans", "dropped_feedback", "conversations", "late_turns", "steps_cut",
+                "step_texts_cut")
 _COUNTS = ("traces", "spans", "duplicate_spans", "sampled", "sampled_down", "created", "updated", "unchanged",
            "duplicate_content", "changed_after_labelling", "dropped_traces", "dropped_spans", "dropped_feedback",
-           "quarantined", "metadata_dropped")
+           "quarantined", "metadata_dropped", "conversations", "late_turns", "steps_cut", "step_texts_cut")
 DICTS = ("skipped", "unmappable", "upstream")
 
 
@@ -117,6 +124,10 @@ class TracesSummary:
     # `mixed_thresholds`: spans of one trace disagreeing with the root), {kind: n}.
     upstream: dict[str, int] = field(default_factory=dict)
     metadata_dropped: int = 0  # keys of the application's metadata left out (mapping.app_metadata)
+    conversations: int = 0  # --sessions: the conversations (session ids) the traces belong to
+    late_turns: int = 0  # --sessions: traces of a conversation that was a sample already, imported as samples of their own
+    steps_cut: int = 0  # steps past calibrate.bounds.MAX_STEPS, left out
+    step_texts_cut: int = 0  # a step's name, input, output, tool arguments or result cut to its bound
 
     def as_dict(self, keys: tuple[str, ...] = SUMMARY_KEYS) -> dict[str, Any]:
         """Return the summary's `keys` (SUMMARY_KEYS: the import's) and values, `skipped` as {reason: n}."""
@@ -144,6 +155,12 @@ class TracesSummary:
         if self.upstream:
             out.append("upstream sampling (tracestate ot=th): " + ", ".join(
                 f"{n:,} {UPSTREAM_WORDS.get(kind, kind)}" for kind, n in self.upstream.items()))
+        if self.conversations:
+            out.append(f"{self.conversations:,} conversations (session ids); {self.late_turns:,} late turns (their "
+                       "conversation was a sample already) kept as samples of their own")
+        if self.steps_cut or self.step_texts_cut:
+            out.append(f"trajectories cut: {self.steps_cut:,} steps past {MAX_STEPS:,} a sample left out, "
+                       f"{self.step_texts_cut:,} step texts cut to {MAX_STEP_TEXT:,} characters")
         if self.metadata_dropped:
             out.append(f"{self.metadata_dropped:,} keys of the application's metadata left out (past {APP_MAX_KEYS} keys, "
                        f"a key calibrate writes, a name other than letters, digits and _, or a value not a number, true/false "
@@ -168,12 +185,15 @@ class TracesSummary:
 
 @dataclass
 class Trace:
-    """One trace to sample: its spans (or its Langfuse export) and the feedback found in it."""
+    """One trace to sample: its spans (or its Langfuse export) and the feedback found in it; with --sessions, its
+    conversation and whether it is a late turn of one that is a sample already."""
 
     trace_id: str
     spans: list[Span] = field(default_factory=list)
     langfuse: Any = None
     feedback: int | None = None
+    session: str | None = None
+    late_turn: bool = False
 
 
 def read_files(paths: Iterable[str | Path], fmt: str = "auto", *, max_bytes: int = MAX_FILE_BYTES) -> Decoded:
@@ -265,8 +285,9 @@ def acceptable(record: dict[str, Any], max_field_chars: int) -> bool:
 def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, dataset: str, fmt: str = "auto",
                   feedback: str | Path | None = None, rate: float = 1.0, salt: str | None = None,
                   max_samples: int | None = None, max_field_chars: int = 1_000_000, max_bytes: int = MAX_FILE_BYTES,
-                  chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS) -> TracesSummary:
-    """Import trace files into `dataset` (module docstring); return the summary.
+                  chunk_size: int = CHUNK_SIZE, stale_seconds: int = STALE_SECONDS, sessions: bool = False) -> TracesSummary:
+    """Import trace files into `dataset` (module docstring); return the summary. `sessions`: conversations as one
+    sample each (`import_decoded`).
 
     `target`: an Engine (short transactions of its own, as `calibrate import`) or a Session
     (everything in the caller's transaction, inside a savepoint; the caller commits).
@@ -281,58 +302,76 @@ def import_traces(target: Engine | Session, paths: Iterable[str | Path], *, data
     given = read_feedback(feedback, max_bytes=max_bytes) if feedback is not None else {}
     return import_decoded(target, decoded, dataset=dataset, source=paths[0].name, feedback=given, rate=rate, salt=salt,
                           max_samples=max_samples, max_field_chars=max_field_chars, chunk_size=chunk_size,
-                          stale_seconds=stale_seconds)
+                          stale_seconds=stale_seconds, sessions=sessions)
 
 
 def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, source: str,
                    feedback: dict[str, int] | None = None, rate: float = 1.0, salt: str | None = None,
                    max_samples: int | None = None, max_field_chars: int = 1_000_000, chunk_size: int = CHUNK_SIZE,
-                   stale_seconds: int = STALE_SECONDS) -> TracesSummary:
+                   stale_seconds: int = STALE_SECONDS, sessions: bool = False) -> TracesSummary:
     """Sample, map and store decoded spans: what `import_traces` does after reading, and what settling staged spans does.
 
     The one path from spans to samples, for trace files and for the OTLP/HTTP receiver's
     settled traces (staging.py), so the same spans give the same samples either way.
-    `source`: a name for the import batch (a file's name, or "otlp-http").
+    `source`: a name for the import batch (a file's name, or "otlp-http"). `sessions`: the traces
+    of one conversation (`session.id`, `gen_ai.conversation.id`) make one sample, `session:<id>`
+    (sampled as one: a thumbs-down on any turn takes it); a trace of a conversation that is a
+    sample already, and is not one of its turns, is a late turn (`late_turns`): imported as a sample
+    of its own under its trace id, with `metadata.session_id` and `metadata.late_turn` (docs/production.md).
     """
     given = feedback or {}
     salt = dataset if salt is None else salt
     traces, spans, repeated = group_traces(decoded)
     summary = TracesSummary(dataset, traces=len(traces), spans=spans, duplicate_spans=repeated)
-    skipped: Counter[str] = Counter()
-    upstream: Counter[str] = Counter()
+    for trace_id, value in given.items():
+        if trace_id in traces:
+            traces[trace_id].feedback = value
+    with writes_to(target, chunk_size=chunk_size, stale_seconds=stale_seconds) as writes:
+        units = _units(traces, writes, dataset, summary) if sessions else [(t, [traces[t]]) for t in sorted(traces)]
+        records = _map_units(_sampled(units, summary, salt=salt, rate=rate, max_samples=max_samples), summary,
+                             rate=rate, max_field_chars=max_field_chars)
+        _store(writes, records, summary, source, max_field_chars)
+    return summary
 
-    # Sample: thumbs-down always; any other trace when u < rate. --max keeps thumbs-down first, then the smallest u.
-    taken: list[tuple[bool, float, Trace]] = []
-    for trace_id in sorted(traces):
-        trace = traces[trace_id]
-        if trace_id in given:
-            trace.feedback = given[trace_id]
-        down = trace.feedback == -1
-        u = inclusion_u(salt, trace_id)
+
+def _sampled(units: list[tuple[str, list[Trace]]], summary: TracesSummary, *, salt: str, rate: float,
+             max_samples: int | None) -> list[tuple[bool, list[Trace]]]:
+    """Sample the units (a trace, or a conversation's traces): thumbs-down always; any other when u(unit id) < rate.
+    --max keeps thumbs-down first, then the smallest u. Return (thumbs-down, traces) of those taken, by unit id."""
+    taken: list[tuple[bool, float, str, list[Trace]]] = []
+    for unit_id, members in units:
+        down = any(trace.feedback == -1 for trace in members)
+        u = inclusion_u(salt, unit_id)
         if down or u < rate:
-            taken.append((down, u, trace))
+            taken.append((down, u, unit_id, members))
     summary.sampled = len(taken)
-    summary.sampled_down = sum(down for down, _, _ in taken)
+    summary.sampled_down = sum(item[0] for item in taken)
     if max_samples is not None and len(taken) > max_samples:
         kept = sorted(taken, key=lambda item: (not item[0], item[1]))[:max_samples]
-        skipped["over_max"] = len(taken) - max_samples
-        taken = sorted(kept, key=lambda item: item[2].trace_id)
+        summary.skipped["over_max"] = len(taken) - max_samples
+        taken = sorted(kept, key=lambda item: item[2])
+    return [(down, members) for down, _, _, members in taken]
 
+
+def _map_units(taken: list[tuple[bool, list[Trace]]], summary: TracesSummary, *, rate: float,
+               max_field_chars: int) -> list[dict[str, Any]]:
+    """Map each taken unit to a sample record (a conversation's turns merged), counting why the others make none."""
+    skipped: Counter[str] = Counter(summary.skipped)
+    upstream: Counter[str] = Counter()
     records = []
-    for down, _, trace in taken:
-        try:
-            mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
-                      else map_spans(trace.spans, max_chars=max_field_chars))
-        except Exception as exc:  # the mapping is pure: whatever fails in it is this trace's, never the others'
-            summary.unmappable[trace.trace_id] = (str(exc) if isinstance(exc, Unmappable)
-                                                  else f"{type(exc).__name__}: {exc}")[:300]
-            skipped["unmappable"] += 1
+    for down, members in taken:
+        turn = members[0].session is not None and not members[0].late_turn  # a conversation's turns
+        mapped_turns = []
+        for trace in members:
+            mapped = _map_trace(trace, summary, skipped, max_field_chars=max_field_chars, turn=turn)
+            if mapped is not None:
+                mapped_turns.append(mapped)
+        if not mapped_turns:
             continue
-        if isinstance(mapped, Skip):
-            skipped[mapped.reason] += 1
+        mapped = _conversation(members[0].session, mapped_turns, skipped, max_field_chars) if turn else mapped_turns[0]
+        if mapped is None:
             continue
         kind, mixed = mapped.pop("upstream", (None, False))
-        summary.metadata_dropped += mapped.pop("metadata_dropped", 0)
         if kind is not None:
             upstream.update([kind, *([MIXED] if mixed else [])])
         # The chance the trace is here: upstream's (the Collector's threshold) times ours (1 for a thumbs-down).
@@ -341,17 +380,105 @@ def import_decoded(target: Engine | Session, decoded: Decoded, *, dataset: str, 
             skipped["inclusion_prob_below_min"] += 1
             continue
         mapped["metadata"]["inclusion_prob"] = prob
-        mapped["feedback"] = trace.feedback
         if not acceptable(mapped, max_field_chars):
             skipped["invalid"] += 1
             continue
         records.append(mapped)
     summary.skipped = dict(skipped.most_common())
     summary.upstream = dict(sorted(upstream.items()))
+    return records
 
-    with writes_to(target, chunk_size=chunk_size, stale_seconds=stale_seconds) as writes:
-        _store(writes, records, summary, source, max_field_chars)
-    return summary
+
+def _map_trace(trace: Trace, summary: TracesSummary, skipped: Counter[str], *, max_field_chars: int,
+               turn: bool) -> dict[str, Any] | None:
+    """Map one trace (a Skip or a failure counted, None returned); its bounds' cuts and dropped metadata counted."""
+    try:
+        mapped = (map_langfuse(trace.langfuse, max_chars=max_field_chars) if trace.langfuse is not None
+                  else map_spans(trace.spans, max_chars=max_field_chars, turn=turn))
+    except Exception as exc:  # the mapping is pure: whatever fails in it is this trace's, never the others'
+        summary.unmappable[trace.trace_id] = (str(exc) if isinstance(exc, Unmappable)
+                                              else f"{type(exc).__name__}: {exc}")[:300]
+        skipped["unmappable"] += 1
+        return None
+    if isinstance(mapped, Skip):
+        skipped[mapped.reason] += 1
+        return None
+    summary.metadata_dropped += mapped.pop("metadata_dropped", 0)
+    summary.steps_cut += mapped.pop("steps_cut", 0)
+    summary.step_texts_cut += mapped.pop("step_texts_cut", 0)
+    mapped["feedback"] = trace.feedback
+    if trace.late_turn:
+        mapped["metadata"]["late_turn"] = True
+        summary.late_turns += 1
+    return mapped
+
+
+def _conversation(session_id: str, turns: list[dict[str, Any]], skipped: Counter[str],
+                  max_field_chars: int) -> dict[str, Any] | None:
+    """Merge a conversation's mapped turns (in start order) into one record; None (counted) when it makes no sample."""
+    turns.sort(key=lambda rec: (rec["metadata"].get("started_at") or "", rec["metadata"]["trace_id"]))
+    merged = merge_turns(session_id, turns)
+    try:
+        checked = check_steps(merged["steps"])
+    except StepsInvalid:  # two turns with one span id, or turns that overlap in time: not one conversation's
+        skipped["invalid"] += len(turns)
+        return None
+    made = record(merged["id"], merged["question"], merged["answer"], merged["contexts"], merged["metadata"],
+                  max_chars=max_field_chars, needs_contexts=not is_trajectory(checked.steps), steps=checked.steps)
+    if isinstance(made, Skip):
+        skipped[made.reason] += len(turns)
+        return None
+    down = [rec["feedback"] for rec in turns if rec["feedback"] is not None]
+    made.update(steps=checked.steps, feedback=-1 if -1 in down else (down[-1] if down else None),
+                upstream=turns[0].get("upstream", (None, False)))
+    return made
+
+
+def _units(traces: dict[str, Trace], writes: Writes, dataset: str, summary: TracesSummary) -> list[tuple[str, list[Trace]]]:
+    """Group traces into conversations by their session id ("session:<id>"); a trace without one is its own unit.
+
+    A trace of a conversation that is a sample already (`session:<id>` stored) and is not one of its
+    turns (`metadata.trace_ids`) is a late turn: its own unit, under its trace id.
+    """
+    sessions: dict[str, list[Trace]] = {}
+    units: list[tuple[str, list[Trace]]] = []
+    for trace_id in sorted(traces):
+        trace = traces[trace_id]
+        trace.session = None if trace.langfuse is not None else session_of(trace.spans, root_of(trace.spans))
+        if trace.session is None:
+            units.append((trace_id, [trace]))
+        else:
+            sessions.setdefault(SESSION_PREFIX + trace.session, []).append(trace)
+    stored = _stored_turns(writes, dataset, sorted(sessions))
+    for unit_id, members in sessions.items():
+        known = stored.get(unit_id)
+        if known is not None:
+            for trace in members:
+                if trace.trace_id not in known:
+                    trace.late_turn = True
+                    units.append((trace.trace_id, [trace]))
+            members = [trace for trace in members if trace.trace_id in known]
+        if members:
+            units.append((unit_id, members))
+    summary.conversations = len(sessions)
+    return sorted(units, key=lambda unit: unit[0])
+
+
+def _stored_turns(writes: Writes, dataset: str, ids: list[str]) -> dict[str, set[str]]:
+    """Return the conversations among `ids` that are samples of the dataset already: id → the trace ids of their turns."""
+    out: dict[str, set[str]] = {}
+    if not ids:
+        return out
+    with writes.read() as session:
+        ds = session.scalars(select(Dataset).where(Dataset.name == dataset)).first()
+        if ds is not None and ds.import_batch_id is None:
+            for part in in_parts(ids):
+                for external_id, metadata in session.execute(select(Sample.external_id, Sample.meta).where(
+                        Sample.dataset_id == ds.id, col(Sample.external_id).in_(part))):
+                    trace_ids = (metadata or {}).get("trace_ids")
+                    out[external_id] = {str(t) for t in trace_ids} if isinstance(trace_ids, list) else set()
+        writes.end_read(session)
+    return out
 
 
 @dataclass

@@ -17,12 +17,13 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from calibrate.bounds import start_ns_problem, started_at_problem
 from calibrate.ingest.sample_records import canonical_json
+from calibrate.ingest.step_records import StepsInvalid, check_steps
 from calibrate.ingest.traces.decode import LangfuseTrace, Span
+from calibrate.ingest.traces.trajectory import ns_iso, session_of, step_content, trace_steps
 from calibrate.ingest.traces.upstream import WITH_THRESHOLD, trace_upstream
 from calibrate.reasons import Reason
 
@@ -38,7 +39,7 @@ APP_TEXT_MAX = 200
 # Keys calibrate writes itself: the application's metadata never overwrites them (docs/formats.md, "Traces").
 RESERVED = frozenset({"trace_id", "root_span_id", "convention", "content_sha256", "inclusion_prob", "upstream_prob",
                       "service_name", "started_at", "session_id", "prompt_version", "model", "retrieval_scores",
-                      "langfuse_trace_id", "release"})
+                      "langfuse_trace_id", "release", "turns", "trace_ids", "late_turn"})
 # What to add or enable when traces are skipped for a reason: the reason code `trace_skip_<reason>` (worded in the
 # reader's language on the dataset page; `traces import` and `traces flush` print the commonest in English).
 SKIP_REASONS = ("no_root_span", "unknown_convention", "content_not_captured", "no_question", "no_answer", "no_contexts",
@@ -68,13 +69,21 @@ def started_at(start_ns: int) -> str | None:
     problem = start_ns_problem(start_ns)
     if problem is not None:
         raise Unmappable(f"the root span's startTimeUnixNano {problem}")
-    seconds, nanos = divmod(start_ns, 1_000_000_000)
-    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ns_iso(start_ns)
 
 
-def content_sha256(question: str, answer: str, contexts: list[dict[str, Any]]) -> str:
-    """Return the hash of what a sample says (question, answer, contexts): the same content under two trace ids is one."""
-    return hashlib.sha256(canonical_json({"question": question, "answer": answer, "contexts": contexts}).encode()).hexdigest()
+def content_sha256(question: str, answer: str, contexts: list[dict[str, Any]], steps: list[dict[str, Any]] | None = None) -> str:
+    """Return the hash of what a sample says (question, answer, contexts; an agent's steps, `trajectory.step_content`):
+    the same content under two trace ids is one. Without steps (a RAG trace) it is what it was before steps were kept."""
+    content: dict[str, Any] = {"question": question, "answer": answer, "contexts": contexts}
+    if steps:
+        content["steps"] = step_content(steps)
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+def is_trajectory(steps: list[dict[str, Any]]) -> bool:
+    """Whether a trace is an agent's trajectory (an agent or a tool step): it needs no contexts, its steps are content."""
+    return any(step["kind"] in ("agent", "tool") for step in steps)
 
 
 def root_of(spans: list[Span]) -> Span | None:
@@ -85,8 +94,13 @@ def root_of(spans: list[Span]) -> Span | None:
     return min(roots, key=lambda s: (s.start_ns, s.span_id)) if roots else None
 
 
-def map_spans(spans: list[Span], *, max_chars: int) -> dict[str, Any] | Skip:
-    """Return the sample record of one trace's spans (unique by span id), or why it makes none."""
+def map_spans(spans: list[Span], *, max_chars: int, turn: bool = False) -> dict[str, Any] | Skip:
+    """Return the sample record of one trace's spans (unique by span id), or why it makes none.
+
+    The record carries the trace's `steps` (trajectory.py), bounded, with what the bounds cut as
+    `steps_cut` and `step_texts_cut` (the importer counts and removes them). `turn`: the trace is a
+    turn of a conversation (merged with the others by the importer), so it needs no contexts of its own.
+    """
     root = root_of(spans)
     if root is None or root.parent_id:
         return Skip("no_root_span")
@@ -102,6 +116,11 @@ def map_spans(spans: list[Span], *, max_chars: int) -> dict[str, Any] | Skip:
     if isinstance(mapped, Skip):
         return mapped
     question, answer, contexts, extra = mapped
+    try:
+        steps = check_steps(trace_steps(spans, convention))
+    except StepsInvalid as exc:  # spans no real exporter sends (a cycle of parents)
+        raise Unmappable(f"its spans make no trajectory: {exc.field} {exc.message}") from None
+    trajectory = is_trajectory(steps.steps)
     metadata = {"trace_id": root.trace_id, "root_span_id": root.span_id, "convention": convention}
     service = root.resource.get("service.name")
     if isinstance(service, str):
@@ -109,9 +128,9 @@ def map_spans(spans: list[Span], *, max_chars: int) -> dict[str, Any] | Skip:
     when = started_at(root.start_ns)
     if when:
         metadata["started_at"] = when
-    session = _first(ordered, root, ("session.id", "gen_ai.conversation.id"))
+    session = session_of(ordered, root)
     if session is not None:
-        metadata["session_id"] = str(session)
+        metadata["session_id"] = session
     version = _first(ordered, root, ("llm.prompt_template.version", "gen_ai.prompt.version", "prompt.version"))
     if version is not None:
         metadata["prompt_version"] = str(version)
@@ -120,9 +139,11 @@ def map_spans(spans: list[Span], *, max_chars: int) -> dict[str, Any] | Skip:
     upstream, mixed = trace_upstream(root.trace_state, root.trace_id, [span.trace_state for span in spans if span is not root])
     if upstream.kind == WITH_THRESHOLD:
         metadata["upstream_prob"] = upstream.probability
-    made = record(root.trace_id, question, answer, contexts, {**app, **metadata}, max_chars=max_chars)
+    made = record(root.trace_id, question, answer, contexts, {**app, **metadata}, max_chars=max_chars,
+                  needs_contexts=not (trajectory or turn), steps=steps.steps if trajectory else None)
     if not isinstance(made, Skip):
-        made.update(upstream=(upstream.kind, mixed), metadata_dropped=dropped)
+        made.update(upstream=(upstream.kind, mixed), metadata_dropped=dropped, steps=steps.steps,
+                    steps_cut=steps.steps_cut, step_texts_cut=steps.texts_cut)
     return made
 
 
@@ -168,17 +189,21 @@ def app_metadata(sources: list[Any]) -> tuple[dict[str, Any], int]:
 
 
 def record(trace_id: str, question: Any, answer: Any, contexts: list[dict[str, Any]], metadata: dict[str, Any], *,
-           max_chars: int) -> dict[str, Any] | Skip:
-    """Return a samples-import record, or a Skip when a field is missing or too long."""
+           max_chars: int, needs_contexts: bool = True, steps: list[dict[str, Any]] | None = None) -> dict[str, Any] | Skip:
+    """Return a samples-import record, or a Skip when a field is missing or too long.
+
+    `needs_contexts`: False for an agent's trajectory (or a conversation's turn), which may have retrieved nothing;
+    `steps`: a trajectory's steps, part of its content digest.
+    """
     if not isinstance(question, str) or not question.strip():
         return Skip("no_question")
     if not isinstance(answer, str) or not answer.strip():
         return Skip("no_answer")
-    if not contexts:
+    if not contexts and needs_contexts:
         return Skip("no_contexts")
     if max(len(question), len(answer), *(len(c["text"]) for c in contexts)) > max_chars:
         return Skip("too_long")
-    metadata = {**metadata, "content_sha256": content_sha256(question, answer, contexts)}
+    metadata = {**metadata, "content_sha256": content_sha256(question, answer, contexts, steps)}
     return {"id": trace_id, "question": question, "answer": answer, "contexts": contexts, "metadata": metadata}
 
 

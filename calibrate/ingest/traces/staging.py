@@ -55,6 +55,7 @@ from calibrate.errors import CalibrateError, NotFound
 from calibrate.ingest.bulk import BulkInsert, in_parts
 from calibrate.ingest.fields import check_dataset_name
 from calibrate.ingest.problems import ImportRejected, reject
+from calibrate.ingest.traces.conversations import whole_conversations
 from calibrate.ingest.traces.decode import Decoded, Span, json_lines, parse_json
 from calibrate.ingest.traces.importer import TracesSummary, check_rate, feedback_items, import_decoded, inclusion_u
 from calibrate.models import Dataset, IngestToken, Sample, StagedFeedback, StagedSpan, StagedTrace
@@ -96,8 +97,12 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def new_token(session: Session, dataset: str, *, rate: float = 1.0, salt: str | None = None) -> tuple[IngestToken, str]:
+def new_token(session: Session, dataset: str, *, rate: float = 1.0, salt: str | None = None,
+              sessions: bool = False) -> tuple[IngestToken, str]:
     """Create a token bound to `dataset` (created empty if missing) and its sampling; return the row and the token.
+
+    `sessions`: the token's traces that share a session id (`session.id`, `gen_ai.conversation.id`)
+    settle as one sample, a conversation (`settle`; docs/production.md, "Conversations").
 
     The token (`calt_` and 32 random bytes, URL-safe base64) is returned once; only its hash is stored.
     """
@@ -116,17 +121,18 @@ def new_token(session: Session, dataset: str, *, rate: float = 1.0, salt: str | 
     # The default salt is random, stored with the token: a salt anyone can guess (the dataset's name, which is in
     # the workbench's URLs) would let a sender choose trace ids that the sampling takes, or leaves out.
     entry = IngestToken(token_hash=hash_token(token), dataset_id=row.id, rate=rate,
-                        salt=secrets.token_hex(16) if salt is None else salt)
+                        salt=secrets.token_hex(16) if salt is None else salt, sessions=sessions)
     session.add(entry)
     session.flush()
     return entry, token
 
 
 def list_tokens(session: Session) -> list[dict[str, Any]]:
-    """Return every token as {id, dataset, rate, salt, created, last_used, revoked}, oldest first (never the token)."""
+    """Return every token as {id, dataset, rate, salt, sessions, created, last_used, revoked}, oldest first (never the token)."""
     rows = session.execute(select(IngestToken, Dataset.name).join(Dataset, Dataset.id == IngestToken.dataset_id)
                            .order_by(IngestToken.id))
-    return [{"id": token.id, "dataset": name, "rate": token.rate, "salt": token.salt, "created": _iso(token.created_at),
+    return [{"id": token.id, "dataset": name, "rate": token.rate, "salt": token.salt, "sessions": token.sessions,
+             "created": _iso(token.created_at),
              "last_used": _iso(token.last_used_at), "revoked": _iso(token.revoked_at)} for token, name in rows]
 
 
@@ -160,6 +166,10 @@ def span_json(span: Span) -> str:
             "resource": span.resource}
     if span.trace_state:  # most spans carry none: the key is left out then (rows staged before it had none either)
         data["tracestate"] = span.trace_state
+    if span.end_ns:  # the same for the end time and an error status (rows staged before steps had neither)
+        data["end"] = span.end_ns
+    if span.status:
+        data["status"] = span.status
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -167,7 +177,7 @@ def span_of(trace_id: str, span_id: str, text: str) -> Span:
     """Return the Span a staged row holds (the inverse of span_json)."""
     data = json.loads(text)
     return Span(trace_id, span_id, data["parent"], data["name"], data["start"], data["attributes"], data["resource"],
-                str(data.get("tracestate", "")))
+                str(data.get("tracestate", "")), int(data.get("end", 0)), str(data.get("status", "")))
 
 
 @dataclass
@@ -459,7 +469,11 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
     owners: dict[tuple[int, str], int] = {(ds, trace_id): token_id for ds, trace_id, token_id in session.execute(ready)}
     if not owners:
         return 0
+    taken = len(owners)
     tokens = {token_id: session.get(IngestToken, token_id) for token_id in set(owners.values())}
+    if any(token.sessions for token in tokens.values()):
+        owners = whole_conversations(session, owners, tokens, now=now, settle_s=settle_s, read_span=span_of)
+        tokens.update({token_id: session.get(IngestToken, token_id) for token_id in set(owners.values()) - set(tokens)})
     by_dataset: dict[int, list[str]] = defaultdict(list)
     for ds, trace_id in sorted(owners):
         by_dataset[ds].append(trace_id)
@@ -473,7 +487,7 @@ def _settle_some(session: Session, *, settle_s: float, dataset: str | None, now:
         for chunk in in_parts([trace_id for trace_id in trace_ids if trace_id not in quarantine], QUERY_CHUNK):
             session.execute(delete(StagedSpan).where(StagedSpan.dataset_id == ds, col(StagedSpan.trace_id).in_(chunk)))
             session.execute(delete(StagedTrace).where(StagedTrace.dataset_id == ds, col(StagedTrace.trace_id).in_(chunk)))
-    return len(owners)
+    return taken
 
 
 def _settle_dataset(session: Session, ds: int, trace_ids: list[str], owner: dict[str, IngestToken], *, max_field_chars: int,
@@ -492,8 +506,10 @@ def _settle_dataset(session: Session, ds: int, trace_ids: list[str], owner: dict
         session.execute(delete(StagedFeedback).where(col(StagedFeedback.id).in_(chunk)))
     # Only the traces the sampling takes need their spans read: OTLP spans carry no feedback (the mapping reads none),
     # so a trace is taken when its staged feedback is down or by its draw, the rule import_decoded applies again.
+    # A sessions token's traces are sampled by conversation (import_decoded): all of them are read.
     taken = [trace_id for trace_id in trace_ids
-             if feedback.get(trace_id) == -1 or inclusion_u(owner[trace_id].salt, trace_id) < owner[trace_id].rate]
+             if owner[trace_id].sessions or feedback.get(trace_id) == -1
+             or inclusion_u(owner[trace_id].salt, trace_id) < owner[trace_id].rate]
     passed = Counter(owner[trace_id].id for trace_id in set(trace_ids) - set(taken))
     spans, unreadable = _read_spans(session, ds, taken)
     name = session.scalar(select(Dataset.name).where(Dataset.id == ds))
@@ -556,7 +572,7 @@ def _import_isolated(session: Session, traces: dict[str, list[Span]], token: Ing
         decoded = Decoded(spans=[span for trace_id in ids for span in traces[trace_id]])
         return import_decoded(session, decoded, dataset=dataset, source=SOURCE,
                               feedback={trace_id: feedback[trace_id] for trace_id in ids if trace_id in feedback},
-                              rate=token.rate, salt=token.salt, max_field_chars=max_field_chars)
+                              rate=token.rate, salt=token.salt, max_field_chars=max_field_chars, sessions=token.sessions)
 
     ids = sorted(traces)
     try:
