@@ -27,15 +27,16 @@ plus what is truly new (its rows, its template, its widget): see docs/architectu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import Session, select
 
-from calibrate.models import EXTRACTION, KINDS, REWRITE, TARGETS, Claim, Context, Sample, Task, target_key
+from calibrate.models import EXTRACTION, KINDS, REWRITE, TARGETS, Claim, Context, Sample, Step, Task, target_key
 from calibrate.targets import where as in_words
 from calibrate.tasks import METRIC_TASKS
+from calibrate.trajectories import step_fields
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,12 @@ class TargetKind:
     items: str = ""  # the workbench's loaded rows (annotation/items.ItemData attribute) of the sample's parts
     needs_answer: bool = False  # a sample target: judged and labelled only on samples with an answer (labels kinds)
     cluster: str = "sample_id"  # the bootstrap's cluster: a sample's targets are resampled together
+    # The built-in judge templates of a custom task on this target (system, user file in judges/templates; None: the
+    # generic pair, which judges/render.default_templates fits to a claim or a context).
+    templates: tuple[str, str] | None = None
+    # Template fields built from the target's whole sample beside its own (a step: the trajectory up to it).
+    more: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    sequence: bool = False  # its parts are a sample's ordered trajectory: a section adds `localisation`
 
     @property
     def within(self) -> bool:
@@ -87,7 +94,8 @@ class TargetKind:
         """Return the template field of one target from its sample's loaded entries (judges/items.load_items)."""
         if self.field is None or target_id is None:
             return {}
-        return {self.field: entries[f"_{self.field}s"][target_id]}
+        entry = entries[f"_{self.field}s"][target_id]
+        return self.more(entry, entries) if self.more is not None else {self.field: entry}
 
     def parts(self, data: Any, sample_id: int) -> list[tuple[int, int]]:
         """Return (target id, position) of the workbench item's targets of this kind (the sample: itself, 0)."""
@@ -144,6 +152,9 @@ def register_task_kind(kind: TaskKind) -> TaskKind:
 register_target(TargetKind("claim", 10, Claim, "index", "claims"))
 register_target(TargetKind("sample", 20, needs_answer=True))
 register_target(TargetKind("context", 30, Context, "rank", "contexts"))
+# A step of the sample's trajectory (issue 33): its judge sees the trajectory up to it (trajectories.step_fields).
+register_target(TargetKind("step", 40, Step, "index", "steps", templates=("step.system.j2", "step.user.j2"),
+                           more=lambda entry, entries: step_fields(entry, entries["steps"]), sequence=True))
 
 register_task_kind(TaskKind("categorical", labels=True, section=CATEGORICAL_SECTION))
 register_task_kind(TaskKind("ordinal", level="ordinal", step="1", tolerance=0.5, section=NUMERIC_SECTION))

@@ -48,6 +48,7 @@ from calibrate.calibration.frames import (
     verdict_columns,
     verdicts_frame,
 )
+from calibrate.calibration.localisation import localisation_block
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import (
     apply_order_rule,
@@ -164,6 +165,11 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if judging(task).kind.orders:
             data["method"]["order_rule"] = options.order_rule
         _judge_blocks(scope, task, frames, section, scored)
+        if judging(task).target.sequence and frames.verdicts is not None and not scope.light:
+            # a step task: does the judge find where each trajectory first goes wrong? (localisation.py)
+            block = localisation_block(task, merged, target_positions(frames.labels, frames.verdicts), options)
+            if block is not None:
+                section["localisation"] = block
         _counts(scope, task, frames, section)
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, frames.labels, frames.verdicts, merged,

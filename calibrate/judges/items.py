@@ -16,8 +16,22 @@ from sqlmodel import Session, select
 from calibrate.judged import TARGET_KINDS, judging, target_kind
 from calibrate.judges.render import Metadata
 from calibrate.judges.versions import stored_examples
-from calibrate.models import TIE, Claim, Context, Dataset, FewShot, Label, PromptVersion, Response, Sample, Task, order_key
+from calibrate.models import (
+    TIE,
+    Claim,
+    Context,
+    Dataset,
+    FewShot,
+    Label,
+    PromptVersion,
+    Response,
+    Sample,
+    Step,
+    Task,
+    order_key,
+)
 from calibrate.tasks import current_guideline
+from calibrate.trajectories import step_entry, trajectory_fields
 
 ORDERS = ("original", "swapped", "both")
 
@@ -132,7 +146,7 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
         for s in session.exec(select(Sample).where(Sample.id.in_(chunk))).all():
             items[s.id] = {"question": s.question, "answer": s.answer, "ground_truth": s.ground_truth or "",
                            "sample_id": s.external_id, "metadata": Metadata(s.meta or {}), "contexts": [], "claims": [],
-                           "responses": [], "_contexts": {}, "_claims": {}}
+                           "responses": [], "steps": [], "_contexts": {}, "_claims": {}, "_steps": {}}
         for c in session.exec(select(Context).where(Context.sample_id.in_(chunk), Context.active).order_by(Context.sample_id, Context.rank)).all():
             entry = {"rank": c.rank, "text": c.text, "doc_id": c.doc_id or ""}
             items[c.sample_id]["contexts"].append(entry)
@@ -144,6 +158,13 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
         for r in session.exec(select(Response).where(Response.sample_id.in_(chunk)).order_by(Response.sample_id, Response.position)).all():
             entry = {"position": r.position + 1, "id": r.key, "text": r.text, "model": r.model or ""}
             items[r.sample_id]["responses"].append(entry)
+        for st in session.exec(select(Step).where(Step.sample_id.in_(chunk), Step.active).order_by(Step.sample_id, Step.index)).all():
+            entry = step_entry(st.index, st.kind, st.name, st.status, st.input, st.output, tool_name=st.tool_name,
+                               tool_arguments=st.tool_arguments, tool_result=st.tool_result, turn=st.turn, parent=st.parent)
+            items[st.sample_id]["steps"].append(entry)
+            items[st.sample_id]["_steps"][st.id] = entry
+    for item in items.values():  # a trajectory judge's view of every step (trajectories.fit)
+        item.update(trajectory_fields(item["steps"]))
     return items
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
 
+from calibrate.judged import TARGET_KINDS
 from calibrate.judges import render_pool
 from calibrate.judges.errors import PromptError, RenderError
 from calibrate.judges.sandbox import DEFAULT_LIMITS, BoundedEnvironment, Limits, render
@@ -54,6 +55,9 @@ BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
                     "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction",
                     "instruction_rewrite")
 PAIRWISE_TEMPLATES = ("pairwise.system.j2", "pairwise.user.j2")  # the default of every pairwise task
+# The built-in sample-level trajectory task(s) (issue 33): judged on every step, then the answer (trajectories.fit).
+TRAJECTORY_TASKS = ("success",)
+TRAJECTORY_TEMPLATES = ("trajectory.system.j2", "trajectory.user.j2")
 MAX_TEMPLATE_CHARS = 100_000
 
 
@@ -383,6 +387,11 @@ def default_templates(task_name: str, target: str, kind: str = "") -> tuple[str,
         return _read(PAIRWISE_TEMPLATES[0]), _read(PAIRWISE_TEMPLATES[1])
     if task_name in BUILTIN_DEFAULTS:
         return _read(f"{task_name}.system.j2"), _read(f"{task_name}.user.j2")
+    if task_name in TRAJECTORY_TASKS:  # a whole trajectory's judge: every step, then the answer
+        return _read(TRAJECTORY_TEMPLATES[0]), _read(TRAJECTORY_TEMPLATES[1])
+    own = TARGET_KINDS[target].templates if target in TARGET_KINDS else None
+    if own is not None:  # the target kind's own pair (a step: the trajectory up to it, then the step)
+        return _read(own[0]), _read(own[1])
     user, system = _read("generic.user.j2"), _read("generic.system.j2")
     # An example shows what the judge is asked about: the claim, or the passage (the experts' label is on it).
     example = "Answer: {{ ex.answer }}\n"
