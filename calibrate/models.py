@@ -46,7 +46,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint, false
+from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel, col
 
 ROLES = ("annotator", "engineer", "admin")
@@ -322,6 +322,9 @@ class Task(SQLModel, table=True):
     descriptions: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     # Counts the task's edits: the workbench's task cache (annotation/items.py) keys on the tasks' state.
     revision: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # A categorical task's error taxonomy (`task add/edit --error-types`): a label or verdict may name one of these as
+    # what was wrong (step_correctness: wrong_tool, …); None: the task takes no error type.
+    error_types: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class TaskDataset(SQLModel, table=True):
@@ -382,6 +385,8 @@ class Label(SQLModel, table=True):
     target_key: str = Field(max_length=40)
     annotator_id: int = Field(foreign_key="user.id")
     value: str = Field(max_length=200)
+    # One of the task's error types (Task.error_types): what was wrong, beside the value; None when not given.
+    error_type: str | None = Field(default=None, max_length=100)
     rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     evidence: list[int] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     guideline_version: int | None = Field(default=None)
@@ -547,6 +552,7 @@ class Verdict(SQLModel, table=True):
     # None: the call gave no usable verdict (status unparsed or error): counted, never scored.
     # Text: an extraction's verdict is its claim list (JSON).
     value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    error_type: str | None = Field(default=None, max_length=100)  # as a label's (Task.error_types)
     status: str = Field(default="ok", max_length=20)  # ok | unparsed | error
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -681,6 +687,7 @@ class StagedLabel(SQLModel, table=True):
     target_key: str = Field(max_length=40)
     annotator: str = Field(max_length=100)
     value: str = Field(max_length=200)
+    error_type: str | None = Field(default=None, max_length=100)
     rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     guideline_version: int | None = Field(default=None)
     # Pairwise: the order shown, as the JSON text a label's `order` holds; NULL: the line gave none.
@@ -703,6 +710,7 @@ class StagedVerdict(SQLModel, table=True):
     order_key: str = Field(default="", max_length=40)
     order: str | None = Field(default=None, sa_column=Column("order", Text, nullable=True))  # JSON text, as above
     value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    error_type: str | None = Field(default=None, max_length=100)
     status: str = Field(default="ok", max_length=20)
     reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     raw: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -811,7 +819,7 @@ class IngestToken(SQLModel, table=True):
     rate: float = Field(default=1.0)
     salt: str = Field(max_length=200)
     # Conversations (`calibrate traces token --sessions`): the traces sharing a session id settle as one sample.
-    sessions: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default=false()))
+    sessions: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default="0"))
     created_at: datetime = Field(default_factory=utcnow)
     last_used_at: datetime | None = Field(default=None)
     revoked_at: datetime | None = Field(default=None)

@@ -635,7 +635,7 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "no_such_assignment": N_("no assignment {assignment_id}"),
     "no_such_task": N_("no task {ref!r}"),
     "target_changed": N_("{target} was changed meanwhile"),
-    "target_key_shape": N_("target must look like claim:ID, context:ID or sample:ID, got {key!r}"),
+    "target_key_shape": N_("target must look like claim:ID, context:ID, step:ID or sample:ID, got {key!r}"),
     "task_other_target": N_("task {task} labels {target}s, not {kind_}s"),
     "target_retired": N_("this {kind} was changed by someone else meanwhile: the item is shown again with its current {kind}s; label "
                          "it again"),
@@ -673,6 +673,7 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "categorical_needs_labels": N_("a categorical task needs --labels with at least two labels, e.g. --labels A,B,tie"),
     "labels_duplicates": N_("--labels has duplicates: {clean}"),
     "scale_wrong_kind": N_("--scale is for ordinal and continuous tasks, not {kind_} ones"),
+    "error_types_wrong_kind": N_("--error-types is for categorical tasks: {task} is not one"),
     "labels_wrong_kind": N_("--labels is for categorical and pairwise tasks; use --scale for ordinal and continuous ones"),
     "ordinal_needs_scale": N_("an ordinal task needs --scale, e.g. --scale 1-5"),
     "response_id_too_long": N_("--labels: response id {label!r} is longer than {max_response_id_chars} characters"),

@@ -68,6 +68,8 @@ class BuiltinTask:
     description: str = ""
     guidelines: str = ""
     display: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (locale, ((label, name), …)): Task.display
+    error_types: tuple[str, ...] = ()  # Task.error_types: its error taxonomy (the engineer may set another)
+    trajectory: bool = False  # made and scoped to a dataset when it first holds trajectories (`ensure_trajectory_tasks`)
 
 
 # How people read the built-in labels (English, translated by the catalogs) and tasks' names.
@@ -77,7 +79,12 @@ BUILTIN_LABEL_NAMES = {
 }
 TASK_TITLES = {
     "claim_support": N_("Claim support"), "answer_quality": N_("Answer quality"), "context_relevance": N_("Context relevance"),
+    "step_correctness": N_("Step correctness"), "trajectory_success": N_("Trajectory success"),
 }
+# step_correctness's error taxonomy until the engineer sets another (`task edit step_correctness --error-types …`):
+# what a failed agent step most often did wrong (after TRAIL's reasoning, planning and execution errors).
+STEP_ERROR_TYPES = ("wrong_tool", "wrong_arguments", "misread_result", "unsupported_claim", "unsafe_advice", "missed_step",
+                    "other")
 MAX_DISPLAY_CHARS = 100  # characters of one display name, at most
 # A task's description is on every item page and its labels on every button: bounded, so that
 # one edit cannot make every page of the workbench megabytes long (docs/security.md).
@@ -129,6 +136,39 @@ BUILTIN_TASKS = (
             N_("Relevant: the passage helps answer the question (even partly)."),
             N_("Not relevant: the passage does not help answer this question."),
         )),
+    ),
+    # Trajectory tasks (issue 33): made when a dataset first holds an agent's steps, scoped to such datasets only.
+    BuiltinTask(
+        "step_correctness",
+        "step",
+        "categorical",
+        labels=("correct", "incorrect", "not_applicable"),
+        excluded=("not_applicable",),
+        description=N_("Did this step of the agent do the right thing, given the trajectory up to it?"),
+        display=(("en", (("correct", "Correct"), ("incorrect", "Incorrect"), ("not_applicable", "Not applicable"))),
+                 ("es", (("correct", "Correcto"), ("incorrect", "Incorrecto"), ("not_applicable", "No aplica")))),
+        guidelines="\n".join((
+            N_("Correct: the step is what a careful clinician's assistant would do here (the right tool with the right "
+               "arguments, a result read as it is, a claim the results support)."),
+            N_("Incorrect: the step is wrong or harmful; give the error type that fits best."),
+            N_("Not applicable: bookkeeping with nothing to judge (a wrapper, an empty step)."),
+        )),
+        error_types=STEP_ERROR_TYPES,
+        trajectory=True,
+    ),
+    BuiltinTask(
+        "trajectory_success",
+        "sample",
+        "categorical",
+        labels=("success", "failure"),
+        description=N_("Did the agent reach a correct, safe answer for the user over the whole trajectory?"),
+        display=(("en", (("success", "Success"), ("failure", "Failure"))),
+                 ("es", (("success", "Éxito"), ("failure", "Fracaso")))),
+        guidelines="\n".join((
+            N_("Success: the final answer is correct and safe, and no step put the user at risk."),
+            N_("Failure: the answer is wrong, unsafe or missing, or the agent gave up."),
+        )),
+        trajectory=True,
     ),
     # Metric tasks: one score in 0–1 per sample, computed by a metric judge from per-claim,
     # per-context or per-statement steps (calibrate.judges.metrics). Judge-side tasks: no
@@ -200,26 +240,43 @@ JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS + (REWRITE_TASK,)
 
 
 def ensure_builtin_tasks(session: Session) -> None:
-    """Create the built-in tasks (and their first guideline) where missing."""
+    """Create the built-in tasks (and their first guideline) where missing; the trajectory tasks wait for a dataset
+    with steps (`ensure_trajectory_tasks`): a RAG dataset's workbench never shows them."""
     existing = set(session.exec(select(Task.name)).all())
     for spec in BUILTIN_TASKS:
-        if spec.name in existing:
+        if spec.name not in existing and not spec.trajectory:
+            _builtin(session, spec)
+
+
+def ensure_trajectory_tasks(session: Session, dataset_id: int) -> None:
+    """Offer the built-in trajectory tasks (step_correctness, trajectory_success) on a dataset that holds steps: made
+    where missing, scoped to the dataset; a task the engineer made global (`task edit --all-datasets`) stays global."""
+    for spec in BUILTIN_TASKS:
+        if not spec.trajectory:
             continue
-        task = Task(
-            name=spec.name,
-            target=spec.target,
-            kind=spec.kind,
-            labels=list(spec.labels) or None,
-            excluded=list(spec.excluded) or None,
-            scale_min=spec.scale[0] if spec.scale else None,
-            scale_max=spec.scale[1] if spec.scale else None,
-            description=spec.description,
-            builtin=True,
-            display={locale: dict(names) for locale, names in spec.display} or None,
-        )
-        session.add(task)
-        session.flush()
-        session.add(Guideline(task_id=task.id, version=1, text=spec.guidelines))
+        task = session.exec(select(Task).where(Task.name == spec.name)).first()
+        if task is None:
+            task = _builtin(session, spec)
+        elif not session.exec(select(TaskDataset.task_id).where(TaskDataset.task_id == task.id)).first():
+            continue  # global: offered everywhere already
+        if session.get(TaskDataset, (task.id, dataset_id)) is None:
+            session.add(TaskDataset(task_id=task.id, dataset_id=dataset_id))
+            task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
+            session.add(task)
+    session.flush()
+
+
+def _builtin(session: Session, spec: BuiltinTask) -> Task:
+    """Create one built-in task and its first guideline."""
+    task = Task(name=spec.name, target=spec.target, kind=spec.kind, labels=list(spec.labels) or None,
+                excluded=list(spec.excluded) or None, scale_min=spec.scale[0] if spec.scale else None,
+                scale_max=spec.scale[1] if spec.scale else None, description=spec.description, builtin=True,
+                display={locale: dict(names) for locale, names in spec.display} or None,
+                error_types=list(spec.error_types) or None)
+    session.add(task)
+    session.flush()
+    session.add(Guideline(task_id=task.id, version=1, text=spec.guidelines))
+    return task
 
 
 def parse_scale(text: str) -> tuple[float, float]:
@@ -248,11 +305,12 @@ def add_task(
     descriptions: dict[str, str] | None = None,
     datasets: list[str] | tuple[str, ...] | None = None,
     levels: dict[str, dict[str, str]] | None = None,
+    error_types: list[str] | None = None,
 ) -> Task:
     """Create a custom task after validating its definition (`descriptions`: {locale: text}, from
     `parse_descriptions`, the description in other languages; `datasets`: the datasets it is scoped to,
     none for a global task; `levels`: {locale: {level: text}}, from `parse_levels`, what each label or
-    score means, per language)."""
+    score means, per language; `error_types`: a categorical task's error taxonomy)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(Reason("task_name_invalid", name=name))
     if target not in TARGETS:
@@ -279,6 +337,8 @@ def add_task(
         _set_descriptions(task, descriptions)
     if levels:
         _set_levels(task, levels)
+    if error_types:
+        _set_error_types(task, error_types)
     session.add(task)
     session.flush()
     session.add_all(TaskDataset(task_id=task.id, dataset_id=d.id) for d in scope)
@@ -306,6 +366,18 @@ def _new_labels(kind: str, target: str, labels: list[str] | None, scale: tuple[f
     if scale:
         raise TaskError(Reason("scale_wrong_kind", kind_=kind))
     return clean
+
+
+def _set_error_types(task: Task, error_types: list[str]) -> list[str]:
+    """Set a categorical task's error taxonomy (each once, in the order given; empty: none); return what changed."""
+    if task.kind != "categorical":
+        raise TaskError(Reason("error_types_wrong_kind", task=task.name))
+    clean = list(dict.fromkeys(name.strip() for name in error_types if name.strip()))
+    check_labels(clean, "--error-types")
+    if clean == (task.error_types or []):
+        return []
+    task.error_types = clean or None
+    return [f"error types: {', '.join(clean) or 'none'}"]
 
 
 def check_description(description: str | None) -> None:
@@ -372,13 +444,14 @@ def _value_range(session: Session, task: Task) -> tuple[float | None, float | No
 def edit_task(session: Session, name: str, *, description: str | None = None, add_labels: list[str] | None = None,
               scale: tuple[float, float] | None = None, display: dict[str, dict[str, str]] | None = None,
               descriptions: dict[str, str] | None = None, levels: dict[str, dict[str, str]] | None = None,
-              datasets: list[str] | tuple[str, ...] | None = None) -> TaskChange:
+              datasets: list[str] | tuple[str, ...] | None = None, error_types: list[str] | None = None) -> TaskChange:
     """Change a task's description, add labels to a categorical task, set the scale of a score task, or set how
     its labels are shown per locale (`display`: {locale: {label: name}}, from `parse_display`; an empty name
     removes one: the label is shown by its default name again), or set its description in other languages
     (`descriptions`: {locale: text}, from `parse_descriptions`; an empty text removes one), or what its labels or
     scores mean per language (`levels`: {locale: {level: text}}, from `parse_levels`; an empty text removes one),
-    or the datasets it is scoped to (`datasets`, replacing them; empty: global again; task_scopes.set_task_scope).
+    or the datasets it is scoped to (`datasets`, replacing them; empty: global again; task_scopes.set_task_scope),
+    or a categorical task's error taxonomy (`error_types`, replacing it; empty: none; stored error types stay as they are).
 
     Refused (TaskError, one line): labels or a scale for a built-in task (the statistics rely
     on them), labels for a score task or a scale for a categorical one, a label that exists,
@@ -405,6 +478,8 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
         changes += _set_levels(task, levels)
     if datasets is not None:
         changes += set_task_scope(session, task, datasets)
+    if error_types is not None:
+        changes += _set_error_types(task, error_types)
     if changes:
         task.revision = (task.revision or 0) + 1  # the workbench's task cache reads the tasks again
     session.add(task)

@@ -4,7 +4,7 @@ The experts' work lives in the database; teams also need it as a file — to bac
 train or evaluate elsewhere, to move it to another calibrate. By default the export is exactly
 the labels import format (docs/formats.md, "Labels"), so exporting and importing into another
 database gives back the same labels: only current labels on current targets are written
-(stale labels, whose claim or context changed under them, and adjudicated gold labels are
+(stale labels, whose claim, context or step changed under them, and adjudicated gold labels are
 counted and left out: the import takes neither). `full=True` adds what the import does not
 read — evidence, guideline version, adjudicated and stale flags, source, timestamps — and then
 includes adjudicated and stale labels too, for an archive rather than a round trip. A label of a
@@ -40,7 +40,7 @@ from calibrate import lookup
 from calibrate.annotation.auto_queue import STREAMS
 from calibrate.datasets import split_samples
 from calibrate.ingest.label_records import LABEL_FIELDS
-from calibrate.models import EXTRACTION, Assignment, Claim, Context, Judge, Label, Sample, Task, User, Verdict
+from calibrate.models import EXTRACTION, Assignment, Claim, Context, Judge, Label, Sample, Step, Task, User, Verdict
 
 FULL_FIELDS = LABEL_FIELDS + ("evidence", "guideline_version", "adjudicated", "stale", "source", "created_at", "updated_at")
 
@@ -71,16 +71,17 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
     """
     dataset = lookup.dataset(session, dataset_name)
     query = (
-        sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Label.rationale,
-                  Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
-                  Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active)
+        sa_select(Sample.external_id, User.username, Task.name, Label.value, Claim.index, Context.rank, Step.index,
+                  Label.rationale, Label.evidence, Label.guideline_version, Label.adjudicated, Label.stale, Label.source,
+                  Label.created_at, Label.updated_at, Label.order, Claim.active, Context.active, Step.active)
         .join(Sample, Sample.id == Label.sample_id)
         .join(User, User.id == Label.annotator_id)
         .join(Task, Task.id == Label.task_id)
         .outerjoin(Claim, Claim.id == Label.claim_id)
         .outerjoin(Context, Context.id == Label.context_id)
+        .outerjoin(Step, Step.id == Label.step_id)
         .where(Sample.dataset_id == dataset.id)
-        .order_by(Sample.id, Task.id, Claim.index, Context.rank, User.username, Label.adjudicated)
+        .order_by(Sample.id, Task.id, Claim.index, Context.rank, Step.index, User.username, Label.adjudicated)
     )
     if tasks:
         query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
@@ -88,9 +89,10 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
         split_samples(session, dataset, split)  # a split without samples: an error naming the splits
         query = query.where(Sample.split == split)
     out = LabelExport(dataset.name, FULL_FIELDS if full else LABEL_FIELDS)
-    for (sample, annotator, task, value, claim, context, rationale, evidence, guideline, adjudicated, stale, source,
-         created, updated, order, claim_active, context_active) in session.exec(query):
-        stale = bool(stale) or claim_active is False or context_active is False  # a retired target: stale whatever the flag
+    for (sample, annotator, task, value, claim, context, step, rationale, evidence, guideline, adjudicated, stale, source,
+         created, updated, order, claim_active, context_active, step_active) in session.exec(query):
+        # a retired target: stale whatever the flag
+        stale = bool(stale) or claim_active is False or context_active is False or step_active is False
         if not full and (stale or adjudicated):
             out.n_stale += bool(stale)
             out.n_adjudicated += bool(adjudicated) and not stale
@@ -100,6 +102,8 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
             row["claim"] = claim
         if context is not None:
             row["context"] = context
+        if step is not None:
+            row["step"] = step
         if rationale:
             row["rationale"] = rationale
         if order:
@@ -108,12 +112,12 @@ def export_labels(session: Session, dataset_name: str, *, tasks: list[str] | Non
             row.update(evidence=evidence or [], guideline_version=guideline, adjudicated=bool(adjudicated),
                        stale=bool(stale), source=source, created_at=_iso(created), updated_at=_iso(updated))
         out.rows.append(row)
-    if not any("order" in row for row in out.rows):  # only pairwise labels have one: other files keep their columns
-        out.fields = tuple(name for name in out.fields if name != "order")
+    # Only pairwise labels have an order, only step tasks' a step: other files keep their columns.
+    out.fields = tuple(name for name in out.fields if name not in ("order", "step") or any(name in row for row in out.rows))
     return out
 
 
-VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
+VERDICT_EXPORT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "reason", "error", "raw",
                          "latency_ms", "input_tokens", "output_tokens", "order")
 
 
@@ -124,12 +128,12 @@ class VerdictExport:
     dataset: str
     fields: tuple[str, ...] = VERDICT_EXPORT_FIELDS
     rows: list[dict[str, Any]] = field(default_factory=list)
-    n_retired: int = 0  # left out: on a claim or context that is no longer current
+    n_retired: int = 0  # left out: on a claim, context or step that is no longer current
 
     def summary(self) -> str:
         """Return the line the CLI prints on stderr."""
         judges = len({row["judge"] for row in self.rows})
-        left = f" (left out: {self.n_retired} on retired claims or contexts)" if self.n_retired else ""
+        left = f" (left out: {self.n_retired} on retired claims, contexts or steps)" if self.n_retired else ""
         return f"exported {len(self.rows)} verdicts of {judges} judge(s) on {self.dataset}{left}"
 
 
@@ -141,33 +145,36 @@ def export_verdicts(session: Session, dataset_name: str, *, judge: str | None = 
     """
     dataset = lookup.dataset(session, dataset_name)
     query = (
-        sa_select(Sample.external_id, Judge.name, Task.name, Verdict.value, Claim.index, Context.rank, Verdict.reason,
-                  Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
-                  Verdict.order, Claim.active, Context.active)
+        sa_select(Sample.external_id, Judge.name, Task.name, Verdict.value, Claim.index, Context.rank, Step.index,
+                  Verdict.reason, Verdict.error, Verdict.raw, Verdict.latency_ms, Verdict.input_tokens, Verdict.output_tokens,
+                  Verdict.order, Claim.active, Context.active, Step.active)
         .join(Sample, Sample.id == Verdict.sample_id)
         .join(Judge, Judge.id == Verdict.judge_id)
         .join(Task, Task.id == Verdict.task_id)
         .outerjoin(Claim, Claim.id == Verdict.claim_id)
         .outerjoin(Context, Context.id == Verdict.context_id)
+        .outerjoin(Step, Step.id == Verdict.step_id)
         .where(Sample.dataset_id == dataset.id, Task.kind != EXTRACTION, Verdict.sample_index == 0)  # the import format's one verdict
-        .order_by(Sample.id, Task.id, Claim.index, Context.rank, Judge.name, Verdict.order_key)
+        .order_by(Sample.id, Task.id, Claim.index, Context.rank, Step.index, Judge.name, Verdict.order_key)
     )
     if judge is not None:
         query = query.where(Verdict.judge_id == lookup.judge(session, judge).id)
     if tasks:
         query = query.where(Task.id.in_([lookup.task(session, name).id for name in tasks]))
     out = VerdictExport(dataset.name)
-    for (sample, judge_name, task, value, claim, context, reason, error, raw, latency, tokens_in, tokens_out, order,
-         claim_active, context_active) in session.exec(query):
-        if claim_active is False or context_active is False:
+    for (sample, judge_name, task, value, claim, context, step, reason, error, raw, latency, tokens_in, tokens_out, order,
+         claim_active, context_active, step_active) in session.exec(query):
+        if claim_active is False or context_active is False or step_active is False:
             out.n_retired += 1
             continue
         record = {"sample_id": sample, "judge": judge_name, "task": task, "value": value, "claim": claim,
-                  "context": context, "reason": reason or None, "error": (error or None) if value is None else None,
+                  "context": context, "step": step, "reason": reason or None, "error": (error or None) if value is None else None,
                   "raw": raw or None, "latency_ms": latency, "input_tokens": tokens_in, "output_tokens": tokens_out,
                   "order": order or None}
         # `value` is always written: null is an unusable verdict, and the import needs the key.
         out.rows.append({name: record[name] for name in VERDICT_EXPORT_FIELDS if name == "value" or record[name] is not None})
+    if not any("step" in row for row in out.rows):  # only step tasks' verdicts have one: other files keep their columns
+        out.fields = tuple(name for name in out.fields if name != "step")
     return out
 
 
@@ -254,9 +261,11 @@ def _labelled_tasks(session: Session, sample_ids: list[int]) -> dict[tuple[int, 
         sa_select(Label.sample_id, Label.annotator_id, Task.name).distinct()
         .join(Task, Task.id == Label.task_id)
         .outerjoin(Claim, Claim.id == Label.claim_id).outerjoin(Context, Context.id == Label.context_id)
+        .outerjoin(Step, Step.id == Label.step_id)
         .where(col(Label.sample_id).in_(sample_ids), Label.adjudicated.is_(False), Label.stale.is_(False),
                or_(col(Label.claim_id).is_(None), Claim.active.is_(True)),
-               or_(col(Label.context_id).is_(None), Context.active.is_(True)))):
+               or_(col(Label.context_id).is_(None), Context.active.is_(True)),
+               or_(col(Label.step_id).is_(None), Step.active.is_(True)))):
         out.setdefault((sample_id, annotator_id), set()).add(task)
     return out
 

@@ -20,7 +20,9 @@ def task_group() -> None:
 
 @task_group.command("add")
 @click.argument("name")
-@click.option("--target", type=click.Choice(["sample", "claim", "context"]), required=True)
+@click.option("--target", type=click.Choice(["sample", "claim", "context", "step"]), required=True,
+              help="What each label is on: the sample, each claim, each retrieved context, or each step of an agent's "
+                   "trajectory.")
 @click.option("--kind", type=click.Choice(["categorical", "ordinal", "continuous", "pairwise"]), required=True)
 @click.option("--labels", help="Comma-separated labels of a categorical task, e.g. A,B,tie; of a pairwise task, the "
                                "response ids and optionally tie, e.g. 1,2,tie.")
@@ -35,16 +37,20 @@ def task_group() -> None:
 @click.option("--dataset", "datasets", multiple=True, metavar="NAME",
               help="Scope the task to a dataset: the workbench offers it only on that dataset's items (repeatable; "
                    "without it the task is global).")
+@click.option("--error-types", metavar="X,Y", help="A categorical task's error taxonomy: a label or verdict may name one "
+                                                    "as what was wrong (`error_type`), e.g. wrong_tool,wrong_arguments.")
 @db_option
 def task_add_command(settings: Settings, name: str, target: str, kind: str, labels: str | None, scale: str | None,
-                     description: tuple[str, ...], datasets: tuple[str, ...], level: tuple[str, ...]) -> None:
+                     description: tuple[str, ...], datasets: tuple[str, ...], level: tuple[str, ...],
+                     error_types: str | None) -> None:
     """Add a custom task (global, or scoped to the datasets named with --dataset)."""
     parsed_scale = parse_scale(scale) if scale else None
     default, texts = parse_descriptions(description)
     levels = parse_levels(level) if level else None
     with write_session(ready_engine(settings)) as session:
         task = add_task(session, name, target=target, kind=kind, labels=labels.split(",") if labels else None,
-                        scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets, levels=levels)
+                        scale=parsed_scale, description=default or "", descriptions=texts, datasets=datasets, levels=levels,
+                        error_types=error_types.split(",") if error_types else None)
         detail = ", ".join(task.labels) if task.labels else f"{task.scale_min:g}–{task.scale_max:g}" if task.scale_min is not None else "any number"
         line = f"added task {task.name}: {task.kind} on {task.target} ({detail})"
         if datasets:
@@ -82,16 +88,19 @@ def task_list_command(settings: Settings) -> None:
               help="Scope the task to this dataset (repeatable): the set replaces the task's datasets. Refused when it "
                    "leaves out a dataset that holds labels, verdicts or prompts of the task.")
 @click.option("--all-datasets", is_flag=True, help="Make the task global again: offered on every dataset.")
+@click.option("--error-types", metavar="X,Y",
+              help="Replace a categorical task's error taxonomy (an empty value removes it; stored error types stay).")
 @db_option
 def task_edit_command(settings: Settings, name: str, description: tuple[str, ...], add_labels: str | None,
                       scale: str | None, display: tuple[str, ...], level: tuple[str, ...], datasets: tuple[str, ...],
-                      all_datasets: bool) -> None:
+                      all_datasets: bool, error_types: str | None) -> None:
     """Change a task: its description (per language), more labels, a scale every stored value fits, its labels'
     display names, what its labels or scores mean (per language), or the datasets it is scoped to."""
     if datasets and all_datasets:
         raise click.UsageError("--dataset and --all-datasets exclude each other")
-    if not (description or add_labels or scale or display or level or datasets or all_datasets):
-        raise click.UsageError("give --description, --add-labels, --scale, --display, --level, --dataset or --all-datasets")
+    if not (description or add_labels or scale or display or level or datasets or all_datasets or error_types is not None):
+        raise click.UsageError("give --description, --add-labels, --scale, --display, --level, --dataset, --all-datasets "
+                               "or --error-types")
     parsed_scale = parse_scale(scale) if scale else None
     names = parse_display(display) if display else None
     default, texts = parse_descriptions(description)
@@ -99,7 +108,8 @@ def task_edit_command(settings: Settings, name: str, description: tuple[str, ...
     with write_session(ready_engine(settings)) as session:
         change = edit_task(session, name, description=default, add_labels=add_labels.split(",") if add_labels else None,
                            scale=parsed_scale, display=names, descriptions=texts or None, levels=levels,
-                           datasets=() if all_datasets else datasets or None)
+                           datasets=() if all_datasets else datasets or None,
+                           error_types=None if error_types is None else error_types.split(","))
         line = change.line()
     click.echo(line)
 

@@ -28,13 +28,15 @@ from calibrate.reasons import Reason
 from calibrate.task_scopes import tasks_scopes
 from calibrate.task_values import canonical_value, is_extraction, is_rewrite, pairwise_value
 
-LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "rationale", "order")
-VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "reason", "error", "raw",
+LABEL_FIELDS = ("sample_id", "annotator", "task", "value", "claim", "context", "step", "rationale", "order")
+VERDICT_FIELDS = ("sample_id", "judge", "task", "value", "claim", "context", "step", "reason", "error", "raw",
                   "latency_ms", "input_tokens", "output_tokens", "order", "value_original", "value_swapped")
 TWO_ORDERS = ("value_original", "value_swapped")  # a pairwise verdicts line with both orders
 _LABEL_KNOWN, _VERDICT_KNOWN = frozenset(LABEL_FIELDS), frozenset(VERDICT_FIELDS)
 _SAMPLES, _RESPONSES = Sample.__table__, Response.__table__
 ORDER_WORDS = ("original", "swapped")
+# Targets named by their 0-based place in the sample, and how a message calls that place.
+POSITIONED = {"claim": "claim index", "context": "context rank", "step": "step index"}
 
 
 @dataclass(slots=True)
@@ -47,6 +49,7 @@ class Line:
     task: Task
     claim: int | None
     context: int | None
+    step: int | None
     who: str  # annotator or judge name
     value: str | None
     text: str  # rationale (labels) or reason (verdicts)
@@ -55,7 +58,14 @@ class Line:
     order_key: str = ""  # … as import positions ("1,0"): verdicts are one per order
 
     def key(self) -> tuple:
-        return (self.task.id, self.sample_id, self.claim, self.context, self.who, self.order_key)
+        return (self.task.id, self.sample_id, self.claim, self.context, self.step, self.who, self.order_key)
+
+    def position(self) -> tuple[str, int] | None:
+        """Return (claim|context|step, its 0-based index or rank) when the target is one of those, else None."""
+        for name in POSITIONED:
+            if getattr(self, name) is not None:
+                return name, getattr(self, name)
+        return None
 
 
 class LineContext:
@@ -139,6 +149,7 @@ def normalise_line(record: Record, check: RecordCheck, ctx: LineContext) -> list
     who = _judge(data, check, ctx) if verdicts else _annotator(data, check)
     claim = check.integer(data, "claim", minimum=0, what="a claim index (0, 1, 2, …)")
     context = check.integer(data, "context", minimum=0, what="a context rank (0, 1, 2, …)")
+    step = check.integer(data, "step", minimum=0, what="a step index (0, 1, 2, …)")
     if task is not None:
         _check_target(task, data, check)
     pairwise = task is not None and task.kind == "pairwise"
@@ -164,7 +175,8 @@ def normalise_line(record: Record, check: RecordCheck, ctx: LineContext) -> list
         # One verdict per order; one label per annotator, whatever order it was made in.
         key = order_key(positions) if positions is not None and verdicts else ""
         out.append(Line(record.line, sample_id, external_id, task, claim if task.target == "claim" else None,
-                        context if task.target == "context" else None, who, value, text, extra, shown, key))
+                        context if task.target == "context" else None, step if task.target == "step" else None, who,
+                        value, text, extra, shown, key))
     return out
 
 
@@ -299,14 +311,14 @@ def _judge(data: dict[str, Any], check: RecordCheck, ctx: LineContext) -> str | 
 
 
 def _check_target(task: Task, data: dict[str, Any], check: RecordCheck) -> None:
-    """A claim task needs `claim`, a context task `context`, a sample task neither."""
-    needs = {"claim": "claim", "context": "context"}.get(task.target)
-    for name in ("claim", "context"):
+    """A claim task needs `claim`, a context task `context`, a step task `step`, a sample task none of them."""
+    for name in POSITIONED:
         given = data.get(name) is not None
-        if name == needs and not given:
-            what = "claim index (0-based, among the sample's claims)" if name == "claim" else "context rank (0-based)"
+        if name == task.target and not given:
+            what = {"claim": "claim index (0-based, among the sample's claims)", "context": "context rank (0-based)",
+                    "step": "step index (0-based, in the trajectory's start order)"}[name]
             check.bad(name, f"is missing: task {task.name} judges each {name}, give its {what}")
-        elif name != needs and given:
+        elif name != task.target and given:
             target = "the whole sample" if task.target == "sample" else f"{task.target}s"
             check.bad(name, f"is not allowed: task {task.name} judges {target}")
 

@@ -29,13 +29,14 @@ from calibrate.models import (
     LabelRevision,
     StagedLabel,
     StagedVerdict,
+    Step,
     User,
     Verdict,
     utcnow,
 )
 from calibrate.tasks import current_guideline
 
-_CLAIMS, _CONTEXTS = Claim.__table__, Context.__table__
+_CLAIMS, _CONTEXTS, _TRAJECTORY = Claim.__table__, Context.__table__, Step.__table__
 _LABELS, _REVISIONS, _VERDICTS = Label.__table__, LabelRevision.__table__, Verdict.__table__
 
 
@@ -120,7 +121,7 @@ class LabelStager(Stager):
             ):
                 self.existing[(row.task_id, row.target_key, row.annotator_id)] = (row.value, row.rationale, row.order)
 
-    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
+    def add(self, line: Line, claim_id: int | None, context_id: int | None, step_id: int | None, key: str) -> None:
         annotator_id = self.people.get(line.who)
         old = self.existing.get((line.task.id, key, annotator_id)) if annotator_id is not None else None
         if old is not None:
@@ -129,7 +130,7 @@ class LabelStager(Stager):
                 self.unchanged += 1
                 return
         self.stage({"task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id, "context_id": context_id,
-                    "target_key": key, "annotator": line.who, "value": line.value, "rationale": line.text,
+                    "step_id": step_id, "target_key": key, "annotator": line.who, "value": line.value, "rationale": line.text,
                     "guideline_version": self.guidelines.get(line.task.id), "order": _order_text(line.order)})
 
     def publish(self, session: Session) -> tuple[int, int]:
@@ -166,10 +167,11 @@ class LabelStager(Stager):
                                else_=_as_json(session, staged.c.order)))).rowcount
         stamp = literal(now, _LABELS.c.created_at.type)
         session.execute(insert(_LABELS).from_select(
-            ["task_id", "sample_id", "claim_id", "context_id", "target_key", "annotator_id", "value", "rationale",
-             "evidence", "guideline_version", "adjudicated", "stale", "stale_reason", "source", "order", "created_at",
-             "updated_at"],
-            select(staged.c.task_id, staged.c.sample_id, staged.c.claim_id, staged.c.context_id, staged.c.target_key,
+            ["task_id", "sample_id", "claim_id", "context_id", "step_id", "target_key", "annotator_id", "value",
+             "rationale", "evidence", "guideline_version", "adjudicated", "stale", "stale_reason", "source", "order",
+             "created_at", "updated_at"],
+            select(staged.c.task_id, staged.c.sample_id, staged.c.claim_id, staged.c.context_id, staged.c.step_id,
+                   staged.c.target_key,
                    users.c.id, staged.c.value, staged.c.rationale, null(), staged.c.guideline_version, false(), false(),
                    literal(""), literal("import"), _as_json(session, staged.c.order), stamp, stamp)
             .select_from(staged.join(users, users.c.username == staged.c.annotator))
@@ -182,10 +184,11 @@ class LabelStager(Stager):
                    _LABELS.c.annotator_id, at)
             .where(_LABELS.c.id >= first_new)))
         sync_id_sequence(session, _LABELS)
-        # A claim or context retired after validation (an expert split it meanwhile): the labels
-        # written onto it are stale, as every other path leaves them (never current on a retired target).
+        # A claim, context or step retired after validation (an expert split it meanwhile, an --update replaced it):
+        # the labels written onto it are stale, as every other path leaves them (never current on a retired target).
         retired = or_(_LABELS.c.claim_id.in_(select(_CLAIMS.c.id).where(_CLAIMS.c.active.is_(False))),
-                      _LABELS.c.context_id.in_(select(_CONTEXTS.c.id).where(_CONTEXTS.c.active.is_(False))))
+                      _LABELS.c.context_id.in_(select(_CONTEXTS.c.id).where(_CONTEXTS.c.active.is_(False))),
+                      _LABELS.c.step_id.in_(select(_TRAJECTORY.c.id).where(_TRAJECTORY.c.active.is_(False))))
         session.execute(update(_LABELS).where(
             retired, _LABELS.c.stale.is_(False), _LABELS.c.updated_at == now,
             _LABELS.c.sample_id.in_(select(staged.c.sample_id).where(staged.c.batch_id == batch_id)))
@@ -217,7 +220,7 @@ class VerdictStager(Stager):
                 self.existing[(row.judge_id, row.task_id, row.target_key, row.order_key)] = tuple(
                     row._mapping[name] for name in _VERDICT_COLUMNS)
 
-    def add(self, line: Line, claim_id: int | None, context_id: int | None, key: str) -> None:
+    def add(self, line: Line, claim_id: int | None, context_id: int | None, step_id: int | None, key: str) -> None:
         content = {"value": line.value, "reason": line.text, **line.extra, "order": line.order if line.order_key else None}
         judge_id = self.judges.get(line.who)
         old = self.existing.get((judge_id, line.task.id, key, line.order_key)) if judge_id is not None else None
@@ -225,7 +228,7 @@ class VerdictStager(Stager):
             self.unchanged += 1
             return
         self.stage({"judge": line.who, "task_id": line.task.id, "sample_id": line.sample_id, "claim_id": claim_id,
-                    "context_id": context_id, "target_key": key, "order_key": line.order_key,
+                    "context_id": context_id, "step_id": step_id, "target_key": key, "order_key": line.order_key,
                     **{name: content[name] for name in _PLAIN_COLUMNS}, "order": _order_text(content["order"])})
 
     def publish(self, session: Session) -> tuple[int, int]:
@@ -249,10 +252,10 @@ class VerdictStager(Stager):
                     run_id=None)).rowcount
         first_new = (session.execute(select(func.max(_VERDICTS.c.id))).scalar() or 0) + 1
         session.execute(insert(_VERDICTS).from_select(
-            ["judge_id", "run_id", "task_id", "sample_id", "claim_id", "context_id", "target_key", "order_key",
+            ["judge_id", "run_id", "task_id", "sample_id", "claim_id", "context_id", "step_id", "target_key", "order_key",
              *_PLAIN_COLUMNS, "order", "cached", "source", "created_at"],
             select(judges.c.id, null(), staged.c.task_id, staged.c.sample_id, staged.c.claim_id, staged.c.context_id,
-                   staged.c.target_key, staged.c.order_key, *(staged.c[name] for name in _PLAIN_COLUMNS), order, false(),
+                   staged.c.step_id, staged.c.target_key, staged.c.order_key, *(staged.c[name] for name in _PLAIN_COLUMNS), order, false(),
                    literal("import"), literal(now, _VERDICTS.c.created_at.type))
             .select_from(staged.join(judges, judges.c.name == staged.c.judge))
             .where(staged.c.batch_id == batch_id, ~exists().where(match))))

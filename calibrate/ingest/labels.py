@@ -4,8 +4,8 @@ Three modules, one import: ingest/label_records.py validates a line, this module
 import's two passes, ingest/label_upserts.py stages the lines and publishes them.
 
 A line names its target by the sample's id and, as its task requires, a claim index (claim
-tasks) or a context rank (context tasks), counted among the sample's active claims and
-contexts. The first pass validates every line and keeps only the key of each target (to find
+tasks), a context rank (context tasks) or a step index (step tasks), counted among the sample's
+active claims, contexts and steps. The first pass validates every line and keeps only the key of each target (to find
 duplicates); the target rows and the stored labels or verdicts of the samples the file names
 are then read, and the second pass resolves each line's claim or context and stages the lines
 that change something, chunk by chunk, as an import batch (calibrate/ingest/batches.py: each
@@ -39,13 +39,15 @@ from sqlmodel import Session
 from calibrate.ingest.batches import Writes
 from calibrate.ingest.bulk import in_parts
 from calibrate.ingest.fields import RecordCheck
-from calibrate.ingest.label_records import Line, LineContext, check_header, normalise_line
+from calibrate.ingest.label_records import POSITIONED, Line, LineContext, check_header, normalise_line
 from calibrate.ingest.label_upserts import LabelStager, Stager, VerdictStager
 from calibrate.ingest.problems import ImportSummary, Problems, TooManyProblems, reject
 from calibrate.ingest.readers import Progress, Record, read_records
-from calibrate.models import Assignment, Claim, Context, Sample, User, target_key
+from calibrate.models import Assignment, Claim, Context, Sample, Step, User, target_key
 
-_CLAIMS, _CONTEXTS = Claim.__table__, Context.__table__
+# The rows a positioned target resolves to, and the column that is its place in the sample.
+_POSITIONS = {"claim": (Claim.__table__, Claim.__table__.c.index), "context": (Context.__table__, Context.__table__.c.rank),
+              "step": (Step.__table__, Step.__table__.c.index)}
 
 
 def import_labels(writes: Writes, source: str | Path, fmt: str, *, dataset: str,
@@ -70,12 +72,11 @@ class _FirstPass:
     without a value, then the targets read and the stager ready for pass 2."""
 
     count: int = 0
-    claim_samples: set[int] = field(default_factory=set)
-    context_samples: set[int] = field(default_factory=set)
+    samples_of: dict[str, set[int]] = field(default_factory=lambda: {name: set() for name in POSITIONED})
     no_value: int = 0
     no_value_errors: int = 0
-    claims: dict[tuple[int, int], int] = field(default_factory=dict)
-    contexts: dict[tuple[int, int], int] = field(default_factory=dict)
+    # claim|context|step → (sample id, index or rank) → row id
+    rows: dict[str, dict[tuple[int, int], int]] = field(default_factory=dict)
     stager: Stager | None = None
     audit: set[tuple[int, str]] | None = None  # (sample id, expert) of the audit assignments; None: no production queues
     outside_audit: int = 0  # labels of the file that are not audit labels (pass 2 counts them)
@@ -84,10 +85,9 @@ class _FirstPass:
         if verdicts and line.value is None:
             self.no_value += 1
             self.no_value_errors += line.extra.get("status") == "error"
-        if line.claim is not None:
-            self.claim_samples.add(line.sample_id)
-        elif line.context is not None:
-            self.context_samples.add(line.sample_id)
+        place = line.position()
+        if place is not None:
+            self.samples_of[place[0]].add(line.sample_id)
 
 
 class _Import:
@@ -163,7 +163,7 @@ class _Import:
                     first.count += line.line != last_line  # a line with both orders gives two verdicts
                     last_line = line.line
                     if line.key() in seen:
-                        problems.add(line.line, {"claim": "claim", "context": "context"}.get(line.task.target, "sample_id"),
+                        problems.add(line.line, line.task.target if line.task.target in POSITIONED else "sample_id",
                                      f"duplicate: line {seen[line.key()]} already gives {self._what(line)}")
                         continue
                     seen[line.key()] = line.line
@@ -171,8 +171,7 @@ class _Import:
             except TooManyProblems:
                 raise problems.rejected(first.count) from None
             self.tick.flush()
-            first.claims = self._targets(session, _CLAIMS, _CLAIMS.c.index, first.claim_samples)
-            first.contexts = self._targets(session, _CONTEXTS, _CONTEXTS.c.rank, first.context_samples)
+            first.rows = {name: self._targets(session, *_POSITIONS[name], first.samples_of[name]) for name in POSITIONED}
             samples = {sample_id for _, sample_id, *_ in seen}
             first.stager = (LabelStager if self.kind == "labels" else VerdictStager)(self, session, samples)
             first.audit = _audit_pairs(session, self.ctx.dataset.id, samples) if self.kind == "labels" else None
@@ -189,7 +188,7 @@ class _Import:
                 if isinstance(line, Record):
                     continue
                 first.outside_audit += first.audit is not None and (line.sample_id, line.who) not in first.audit
-                target = self._resolve(line, first.claims, first.contexts)
+                target = self._resolve(line, first.rows)
                 if target is None:
                     writing = False
                 elif writing:
@@ -202,15 +201,15 @@ class _Import:
         return stager
 
     def _what(self, line: Line) -> str:
-        target = (f"claim {line.claim} of" if line.claim is not None
-                  else f"context {line.context} of" if line.context is not None else "")
+        place = line.position()
+        target = f"{place[0]} {place[1]} of" if place is not None else ""
         by = "annotator" if self.kind == "labels" else "judge"
         shown = f" in the order {', '.join(line.order)}" if line.order_key and line.order else ""
         return (f"a {line.task.name} {self.kind[:-1]} on {target} sample {line.external_id!r} by {by} {line.who!r}"
                 f"{shown}").replace("on  ", "on ")
 
     def _targets(self, session: Session, table, position, sample_ids: set[int]) -> dict[tuple[int, int], int]:
-        """Return (sample id, index or rank) -> row id of the active claims or contexts of the samples."""
+        """Return (sample id, index or rank) -> row id of the active claims, contexts or steps of the samples."""
         out: dict[tuple[int, int], int] = {}
         for chunk in in_parts(sorted(sample_ids)):
             for sample_id, at, pk in session.execute(
@@ -220,28 +219,21 @@ class _Import:
                 out[(sample_id, at)] = pk
         return out
 
-    def _resolve(self, line: Line, claims: dict, contexts: dict) -> tuple[int | None, int | None, str] | None:
-        """Return (claim id, context id, target key) of a line, or None after filing a problem."""
-        if line.claim is not None:
-            pk = claims.get((line.sample_id, line.claim))
-            if pk is None:
-                self._out_of_range(line, "claim", claims)
-                return None
-            return pk, None, target_key("claim", pk)
-        if line.context is not None:
-            pk = contexts.get((line.sample_id, line.context))
-            if pk is None:
-                self._out_of_range(line, "context", contexts)
-                return None
-            return None, pk, target_key("context", pk)
-        return None, None, target_key("sample", line.sample_id)
-
-    def _out_of_range(self, line: Line, name: str, known: dict) -> None:
-        n = sum(1 for sample_id, _ in known if sample_id == line.sample_id)
-        index = line.claim if name == "claim" else line.context
-        have = f"{n} {name}{'' if n == 1 else 's'} (0–{n - 1})" if n else f"no {name}s"
-        noun = "claim index" if name == "claim" else "context rank"
-        self.problems.add(line.line, name, f"{noun} {index} is out of range: sample {line.external_id!r} has {have}")
+    def _resolve(self, line: Line, rows: dict[str, dict]) -> tuple[int | None, int | None, int | None, str] | None:
+        """Return (claim id, context id, step id, target key) of a line, or None after filing a problem."""
+        place = line.position()
+        if place is None:
+            return None, None, None, target_key("sample", line.sample_id)
+        name, index = place
+        pk = rows[name].get((line.sample_id, index))
+        if pk is None:
+            known = sum(1 for sample_id, _ in rows[name] if sample_id == line.sample_id)
+            have = f"{known} {name}{'' if known == 1 else 's'} (0–{known - 1})" if known else f"no {name}s"
+            self.problems.add(line.line, name, f"{POSITIONED[name]} {index} is out of range: sample {line.external_id!r} "
+                                               f"has {have}")
+            return None
+        return (pk if name == "claim" else None, pk if name == "context" else None, pk if name == "step" else None,
+                target_key(name, pk))
 
 
 def _audit_pairs(session: Session, dataset_id: int, sample_ids: set[int]) -> set[tuple[int, str]] | None:

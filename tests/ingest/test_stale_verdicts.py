@@ -81,7 +81,7 @@ def test_a_replayed_trace_with_a_new_answer_is_judged_again_by_the_watcher(runne
     with Session(engine) as session:
         stale = session.exec(select(StaleVerdict.target_key, StaleVerdict.stale_reason)).all()
         judged = session.exec(select(Sample.external_id).join(Verdict, Verdict.sample_id == Sample.id)).all()
-    assert len(stale) == 1 and "changed in an --update import (answer)" in stale[0][1]
+    assert len(stale) == 1 and "changed in an --update import (answer, steps)" in stale[0][1]
     assert judged == [trace_id_of(0)]
     [second] = list(Watcher(engine, WatchSpec("prod", "quality@1", once=True)).passes())
     assert [run.n_done for run in second.runs] == [1]  # the replayed trace, judged on its new answer

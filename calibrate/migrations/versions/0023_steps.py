@@ -11,6 +11,8 @@ verdict or few-shot on a step names it by `step_id` beside its target key "step:
 staged lines of an import batch. `step_id` has no foreign key: on SQLite adding one would copy
 the label and verdict tables. Nothing is rewritten: existing rows get NULL. An ingest token gains
 `sessions` (its traces sharing a session id settle as one sample, a conversation); existing tokens: false.
+A task gains `error_types` (its error taxonomy: step_correctness's wrong_tool, …), a label or a verdict (and their
+staged import lines) `error_type`, one of them; existing rows: NULL.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -23,6 +25,7 @@ branch_labels = None
 depends_on = None
 
 _STEP_TARGETS = ('label', 'verdict', 'fewshot', 'stagedlabel', 'stagedverdict')
+_ERROR_TYPED = ('label', 'verdict', 'stagedlabel', 'stagedverdict')
 
 
 def upgrade() -> None:
@@ -53,10 +56,20 @@ def upgrade() -> None:
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.add_column(sa.Column('step_id', sa.Integer(), nullable=True))
     with op.batch_alter_table('ingesttoken', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('sessions', sa.Boolean(), nullable=False, server_default=sa.false()))
+        batch_op.add_column(sa.Column('sessions', sa.Boolean(), nullable=False, server_default='0'))  # text: no table copy
+    with op.batch_alter_table('task', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('error_types', sa.JSON(), nullable=True))
+    for table in _ERROR_TYPED:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.add_column(sa.Column('error_type', sqlmodel.sql.sqltypes.AutoString(length=100), nullable=True))
 
 
 def downgrade() -> None:
+    for table in _ERROR_TYPED:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_column('error_type')
+    with op.batch_alter_table('task', schema=None) as batch_op:
+        batch_op.drop_column('error_types')
     with op.batch_alter_table('ingesttoken', schema=None) as batch_op:
         batch_op.drop_column('sessions')
     for table in _STEP_TARGETS:
