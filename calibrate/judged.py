@@ -50,9 +50,6 @@ class TargetKind:
     items: str = ""  # the workbench's loaded rows (annotation/items.ItemData attribute) of the sample's parts
     needs_answer: bool = False  # a sample target: judged and labelled only on samples with an answer (labels kinds)
     cluster: str = "sample_id"  # the bootstrap's cluster: a sample's targets are resampled together
-    # The built-in judge templates of a custom task on this target (system, user file in judges/templates; None: the
-    # generic pair, which judges/render.default_templates fits to a claim or a context).
-    templates: tuple[str, str] | None = None
     # Template fields built from the target's whole sample beside its own (a step: the trajectory up to it).
     more: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     sequence: bool = False  # its parts are a sample's ordered trajectory: a section adds `localisation`
@@ -152,8 +149,9 @@ def register_task_kind(kind: TaskKind) -> TaskKind:
 register_target(TargetKind("claim", 10, Claim, "index", "claims"))
 register_target(TargetKind("sample", 20, needs_answer=True))
 register_target(TargetKind("context", 30, Context, "rank", "contexts"))
-# A step of the sample's trajectory (issue 33): its judge sees the trajectory up to it (trajectories.step_fields).
-register_target(TargetKind("step", 40, Step, "index", "steps", templates=("step.system.j2", "step.user.j2"),
+# A step of the sample's trajectory (issue 33): its judge sees the trajectory up to it (trajectories.step_fields); its
+# template fields and built-in templates are judges/render.py's TARGET_FIELDS and TARGET_TEMPLATES.
+register_target(TargetKind("step", 40, Step, "index", "steps",
                            more=lambda entry, entries: step_fields(entry, entries["steps"]), sequence=True))
 
 register_task_kind(TaskKind("categorical", labels=True, section=CATEGORICAL_SECTION))
