@@ -53,8 +53,25 @@ from calibrate.models import (
 from calibrate.reasons import Reason
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
+from calibrate.trajectories import timeline
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
+
+# A step's kind and its parts as the timeline names them (models.STEP_KINDS; trajectories.timeline's parts).
+STEP_KIND_NAMES = {"agent": N_("agent"), "chain": N_("chain"), "llm": N_("model call"), "tool": N_("tool"),
+                   "retriever": N_("retrieval"), "embedding": N_("embedding"), "reranker": N_("reranking"),
+                   "guardrail": N_("guardrail"), "evaluator": N_("evaluator"), "other": N_("other")}
+STEP_PART_NAMES = {"input": N_("input"), "arguments": N_("arguments"), "result": N_("result"), "output": N_("output")}
+
+
+def step_kind_name(kind: str) -> str:
+    """Return a step's kind in the reader's language (an unknown kind as stored)."""
+    return _(STEP_KIND_NAMES[kind]) if kind in STEP_KIND_NAMES else kind
+
+
+def step_part_name(part: str) -> str:
+    """Return the name of a step's unfolded part (input, arguments, result, output) in the reader's language."""
+    return _(STEP_PART_NAMES[part]) if part in STEP_PART_NAMES else part
 
 
 class TaskNotOffered(AnnotationError):
@@ -277,6 +294,7 @@ class ItemView:
     status: ItemStatus
     by_target: dict[str, list[Cell]] = field(default_factory=dict)
     responses: list = field(default_factory=list)  # pairwise: (position 1…, response row) in the order shown to me
+    steps: list = field(default_factory=list)  # the trajectory's timeline (trajectories.timeline), when a task labels steps
 
     def cells_of(self, target: str, target_id: int) -> list[Cell]:
         """Return the cells of one target, in task order."""
@@ -411,6 +429,10 @@ _CONTEXTS_SQL = Statement("SELECT id, sample_id, rank, text, doc_id FROM context
                           "ORDER BY rank")
 _RESPONSES_SQL = Statement("SELECT id, sample_id, position, key, text, model FROM response WHERE sample_id = :sample_id "
                            "ORDER BY position")
+# The parts of a sample read only when one of the item's tasks labels them (claims and contexts are always shown).
+_PART_SQL = {"steps": Statement("SELECT id, sample_id, \"index\", parent, kind, name, input, output, status, tool_name, "
+                                "tool_arguments, tool_result, turn FROM step WHERE sample_id = :sample_id AND active "
+                                'ORDER BY "index"')}
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
                 'guideline_version, stale, stale_reason, source, "order"'
 # What the item page shows of the sample and its dataset.
@@ -502,6 +524,7 @@ class ItemData:
     sample: object = None
     dataset: object = None
     responses: list = field(default_factory=list)  # rows in import order (read when a pairwise task exists)
+    steps: list = field(default_factory=list)  # the trajectory's active steps in order (read when a task judges them)
     all_tasks: list | None = None  # every task (the widgets' cache); `tasks` are those of the item's dataset
     # When a task is left out: reads (task id → its datasets' names, this dataset's name) for the refusal, only then.
     scope_names: Callable[[], tuple[dict[int, list[str]], str]] | None = None
@@ -545,6 +568,9 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
         data.scope_names = lambda: _scope_names(session, scopes, assignment.dataset_id)
     if any(judging(task).kind.orders for task in tasks):
         data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
+    for kind in {judging(task).target for task in tasks}:  # the parts read only when a task labels them
+        if kind.items in _PART_SQL:
+            setattr(data, kind.items, _PART_SQL[kind.items].all(session, {"sample_id": sample_id}))
     if page:
         data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
         data.dataset = _DATASET_SQL.first(session, {"id": data.sample.dataset_id})
@@ -621,7 +647,7 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
     by_key = {r.key: r for r in data.responses}
     shown = [(i + 1, by_key[key]) for i, key in enumerate(order)]
     return ItemView(data.assignment, data.sample, data.dataset, data.contexts, data.claims, pieces, unplaced, cells,
-                    shown_guidelines, status_of(cells, data.assignment), by_target, shown)
+                    shown_guidelines, status_of(cells, data.assignment), by_target, shown, timeline(data.steps))
 
 
 def build_item(session: Session, assignment, user: User, *,
