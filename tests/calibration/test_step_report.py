@@ -9,15 +9,15 @@ from sklearn.metrics import cohen_kappa_score
 from calibrate.calibration import Options, build_report
 from calibrate.tasks import ensure_trajectory_tasks
 
-C, I = "correct", "incorrect"
+OK, BAD = "correct", "incorrect"
 # trajectory → (gold per step, judge per step)
 TRAJECTORIES = {
-    "t0": ([C, C, I, C], [C, C, I, C]),  # both first at step 2: exact
-    "t1": ([C, I, C, C], [C, C, I, C]),  # 1 and 2: within one step
-    "t2": ([I, C, C, C], [C, C, C, I]),  # 0 and 3: neither
-    "t3": ([C, C, C, C], [C, I, C, C]),  # only the judge found an error
-    "t4": ([C, C, I, I], [C, C, C, C]),  # only the gold did
-    "t5": ([C, C, C, C], [C, C, C, C]),  # neither found one
+    "t0": ([OK, OK, BAD, OK], [OK, OK, BAD, OK]),  # both first at step 2: exact
+    "t1": ([OK, BAD, OK, OK], [OK, OK, BAD, OK]),  # 1 and 2: within one step
+    "t2": ([BAD, OK, OK, OK], [OK, OK, OK, BAD]),  # 0 and 3: neither
+    "t3": ([OK, OK, OK, OK], [OK, BAD, OK, OK]),  # only the judge found an error
+    "t4": ([OK, OK, BAD, BAD], [OK, OK, OK, OK]),  # only the gold did
+    "t5": ([OK, OK, OK, OK], [OK, OK, OK, OK]),  # neither found one
 }
 
 
@@ -43,7 +43,7 @@ def test_step_kappa_equals_scikit_learns_on_the_same_step_pairs(step_report):
     assert low <= step_report["cohen_kappa"]["value"] <= high
     agree = sum(g == j for g, j in zip(gold, judge, strict=True)) / len(gold)
     assert step_report["percent_agreement"] == pytest.approx(agree)
-    assert step_report["confusion"]["labels"] == [C, I]
+    assert step_report["confusion"]["labels"] == [OK, BAD]
     assert {entry["annotator"] for entry in step_report["per_annotator"]} == {"ana", "ben"}
     assert step_report["human"]["ceiling"]["value"] == pytest.approx(1.0)  # the two annotators agree everywhere
     assert "alt_test" in step_report
@@ -51,7 +51,7 @@ def test_step_kappa_equals_scikit_learns_on_the_same_step_pairs(step_report):
 
 def test_localisation_equals_a_hand_count(step_report):
     block = step_report["localisation"]
-    assert block["negative"] == I
+    assert block["negative"] == BAD
     assert (block["n_trajectories"], block["n_both"], block["n_only_gold"], block["n_only_judge"], block["n_neither"]) == \
         (6, 3, 1, 1, 1)
     assert (block["exact"]["value"], block["exact"]["n"]) == (pytest.approx(1 / 3), 3)
