@@ -88,7 +88,7 @@ def test_no_branch_on_a_kind_or_target_name(path):
 def test_every_kind_of_the_schema_is_registered():
     assert set(TARGET_KINDS) == set(TARGETS)
     assert set(KINDS) <= set(TASK_KINDS)
-    assert [k.name for k in ordered_targets()] == ["claim", "sample", "context"]  # the workbench's keyboard order
+    assert [k.name for k in ordered_targets()] == ["claim", "sample", "context", "step"]  # the workbench's keyboard order
 
 
 def test_an_unknown_kind_is_refused_at_registration():
@@ -99,10 +99,12 @@ def test_an_unknown_kind_is_refused_at_registration():
 
 
 def test_what_each_kind_says():
-    claim, sample, context = (TARGET_KINDS[n] for n in ("claim", "sample", "context"))
-    assert claim.attach(7) == {"claim_id": 7, "context_id": None}
-    assert context.attach(3) == {"claim_id": None, "context_id": 3}
-    assert sample.attach(None) == {"claim_id": None, "context_id": None}
+    claim, sample, context, step = (TARGET_KINDS[n] for n in ("claim", "sample", "context", "step"))
+    assert claim.attach(7) == {"claim_id": 7, "context_id": None, "step_id": None}
+    assert context.attach(3) == {"claim_id": None, "context_id": 3, "step_id": None}
+    assert step.attach(5) == {"claim_id": None, "context_id": None, "step_id": 5}
+    assert sample.attach(None) == {"claim_id": None, "context_id": None, "step_id": None}
+    assert (step.where(2), step.sequence, claim.sequence) == ("step 3", True, False)
     assert (claim.key(42), target_kind("context:9") is context, claim.within, sample.within) == ("claim:42", True, True, False)
     assert (claim.where(0), context.where(1), sample.where(None)) == ("claim 1", "context #2", "the answer")
     assert claim.fields(5, {"_claims": {5: {"index": 0, "text": "x"}}}) == {"claim": {"index": 0, "text": "x"}}
@@ -122,3 +124,5 @@ def test_judging_joins_the_kinds_with_what_the_name_adds():
     pairwise = judging(Task(name="preference", target="sample", kind="pairwise", labels=["a", "b"]))
     assert not pairwise.needs_answer and pairwise.where(None, shown=True) == "the responses"
     assert judging(Task(name="claim_extraction", target="sample", kind="extraction")).reads_claims
+    steps = judging(Task(name="step_correctness", target="step", kind="categorical", labels=["correct", "incorrect"]))
+    assert steps.target.within and not steps.needs_answer and steps.kind.section == "categorical"
