@@ -56,7 +56,7 @@ def score_tolerance(task: Task, gold: np.ndarray | None = None) -> float:
     the metric tasks). A continuous task without a scale: a tenth of the range of the `gold`
     values compared (0 when they are all equal: then only the exact value is right).
     """
-    kind = judging(task).kind
+    kind = task_kind(task.kind)
     if kind.tolerance is not None:
         return kind.tolerance
     if task.scale_min is not None and task.scale_max is not None:
@@ -156,7 +156,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     gold = categorical_gold(labels) if gold is None else gold
     merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels, stat_labels=stat_labels)
     scored = merged[merged["scored"]]
-    per_order = judging(task).kind.orders  # one verdict per target by the order rule, one target per sample
+    per_order = task_kind(task.kind).orders  # one verdict per target by the order rule, one target per sample
     reasons = ("unparsed", ORDER_MISS) if per_order else ("unparsed",)
     section = _counted(task, merged, scored, *reasons, "no_gold", "excluded_label", "fewshot")
     section["n_abstained"] = int(merged["abstained"].sum())
@@ -207,7 +207,7 @@ def human_block(task: Task, labels: pd.DataFrame, *, options: Options | None = N
     Alt-Test set the judge beside (`human_ceiling`).
     """
     options = options or Options()
-    kind = judging(task).kind
+    kind = task_kind(task.kind)
     if kind.labels:
         return _human_categorical(labels, [lab for lab in (task.labels or []) if lab not in (task.excluded or [])],
                                   set(task.excluded or []), options)
