@@ -1,6 +1,6 @@
 """How a person names a target: one numbering on every screen and in every report a person reads.
 
-Claims and contexts are numbered from 1 (claim 1 is the first claim of its answer; context #1
+Claims, contexts and steps are numbered from 1 (claim 1 is the first claim of its answer; context #1
 the first retrieved), always with the sample's own id: "demo-004 · claim 1". Files and JSON
 keep their 0-based positions (`claim`, `context` in the report JSON and CSV, the import and
 export formats): those are for programs, this is for people.
@@ -11,15 +11,17 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from calibrate import i18n
-from calibrate.models import Claim, Context, Sample
+from calibrate.models import Claim, Context, Sample, Step
 
 
 def where(kind: str, position: int | None) -> str:
-    """Return a target's place within its sample in words: "claim 1", "context #2", "the answer", "the responses"."""
+    """Return a target's place within its sample in words: "claim 1", "context #2", "step 3", "the answer", "the responses"."""
     if kind == "claim" and position is not None:
         return i18n.gettext("claim %(n)s", n=position + 1)
     if kind == "context" and position is not None:
         return i18n.gettext("context #%(n)s", n=position + 1)
+    if kind == "step" and position is not None:
+        return i18n.gettext("step %(n)s", n=position + 1)
     if kind == "responses":
         return i18n.gettext("the responses")
     return i18n.gettext("the answer")
@@ -38,7 +40,7 @@ def target_names(session: Session, keys: list[str]) -> dict[str, str]:
         if raw.isascii() and raw.isdigit():
             ids.setdefault(kind, []).append(int(raw))
     out: dict[str, str] = {}
-    for kind, model, position in (("claim", Claim, Claim.index), ("context", Context, Context.rank)):
+    for kind, model, position in (("claim", Claim, Claim.index), ("context", Context, Context.rank), ("step", Step, Step.index)):
         if ids.get(kind):
             rows = session.exec(select(model.id, Sample.external_id, position).join(Sample, Sample.id == model.sample_id)
                                 .where(model.id.in_(ids[kind]))).all()

@@ -225,6 +225,7 @@
       ...root.querySelectorAll(".pairwise .cell"),
       ...root.querySelectorAll(".whole .cell"),
       ...root.querySelectorAll("#contexts .cell"),
+      ...root.querySelectorAll("#steps .cell"),
     ];
   }
 
@@ -585,7 +586,12 @@
     else if (key === "Enter") { if (onControl) return; submitItem(); }
     else if (key === "?") openDialog("help");
     else if (key === "g") { const gt = document.getElementById("ground-truth"); if (gt) gt.open = !gt.open; }
-    else if (key === "o") { const long = root.querySelectorAll("details.long"); const open = !Array.from(long).some((d) => d.open); long.forEach((d) => { d.open = open; }); }
+    else if (key === "o") {
+      // On a step's cell: unfold (or fold) that step; elsewhere every long context.
+      const step = currentCell() && currentCell().closest(".step");
+      const long = step ? step.querySelectorAll("details") : root.querySelectorAll("details.long");
+      const open = !Array.from(long).some((d) => d.open); long.forEach((d) => { d.open = open; });
+    }
     else if (key === "S" && event.shiftKey) openDialog("skip-dialog");
     else if (key === "F" && event.shiftKey) openDialog("flag-dialog");
     else if (key === "D" && event.shiftKey) openClaimEditor(cell, "split");

@@ -31,7 +31,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("stats", "errors", "reasons", "reason_templates", "bounds", "settings", "config", "lazy", "text", "i18n"),
     ("db", "models", "lookup", "migrations", "targets"),
     ("tasks", "task_values", "task_scopes", "datasets", "gold", "sample_time", "where", "ingest", "claimsets", "accounts",
-     "logins"),
+     "logins", "judged", "trajectories"),
     ("annotation", "judges", "reports"),
     ("calibration",),
     ("loop",),

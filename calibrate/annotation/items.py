@@ -35,8 +35,8 @@ from calibrate.annotation.guidelines import rubric_levels
 from calibrate.datasets import AnswerPiece, answer_pieces
 from calibrate.db import Statement
 from calibrate.i18n import N_, _, current
+from calibrate.judged import TargetKind, judging, ordered_targets, target_kind
 from calibrate.models import (
-    LABEL_KINDS,
     TIE,
     Assignment,
     Claim,
@@ -51,11 +51,27 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.reasons import Reason
-from calibrate.targets import where
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
+from calibrate.trajectories import timeline
 
 REQUIRED_TASKS = ("claim_support", "answer_quality")
+
+# A step's kind and its parts as the timeline names them (models.STEP_KINDS; trajectories.timeline's parts).
+STEP_KIND_NAMES = {"agent": N_("agent"), "chain": N_("chain"), "llm": N_("model call"), "tool": N_("tool"),
+                   "retriever": N_("retrieval"), "embedding": N_("embedding"), "reranker": N_("reranking"),
+                   "guardrail": N_("guardrail"), "evaluator": N_("evaluator"), "other": N_("other")}
+STEP_PART_NAMES = {"input": N_("input"), "arguments": N_("arguments"), "result": N_("result"), "output": N_("output")}
+
+
+def step_kind_name(kind: str) -> str:
+    """Return a step's kind in the reader's language (an unknown kind as stored)."""
+    return _(STEP_KIND_NAMES[kind]) if kind in STEP_KIND_NAMES else kind
+
+
+def step_part_name(part: str) -> str:
+    """Return the name of a step's unfolded part (input, arguments, result, output) in the reader's language."""
+    return _(STEP_PART_NAMES[part]) if part in STEP_PART_NAMES else part
 
 
 class TaskNotOffered(AnnotationError):
@@ -140,8 +156,9 @@ def chosen_response(order: list[str], posted: str | None) -> str | None:
 
 
 def widget_for(task: Task, guideline: Guideline | None) -> Widget:
-    """Return the widget of a task: its buttons and keys, or a number field."""
-    if task.kind in LABEL_KINDS:  # a pairwise cell's buttons are per item: pairwise_widget
+    """Return the widget of a task: its buttons and keys, or a number field (by its registered kind: calibrate/judged.py)."""
+    kind = judging(task).kind
+    if kind.labels:  # a per-order (pairwise) cell's buttons are per item: pairwise_widget
         spec = BUILTIN_CHOICES.get(task.name) if task.builtin else None
         if spec and [value for value, _, _ in spec] == list(task.labels or []):
             return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
@@ -150,13 +167,13 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
             Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), level_text(task, label))
             for i, label in enumerate(labels)))
     low, high = task.scale_min, task.scale_max
-    if (task.kind == "ordinal" and low is not None and high is not None and float(low).is_integer()
+    if (kind.step == "1" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
         rubric = rubric_levels(guideline_text(task, guideline.text)) if guideline else {}
         values = [str(v) for v in range(int(low), int(high) + 1)]
         return Widget("choices", tuple(Choice(v, v, (v,), level_text(task, v) or rubric.get(v, "")) for v in values), low, high,
                       "1")
-    return Widget("number", (), low, high, "1" if task.kind == "ordinal" else "any")
+    return Widget("number", (), low, high, kind.step)
 
 
 @dataclass
@@ -202,9 +219,12 @@ class Cell:
     @property
     def where(self) -> str:
         """Return how the annotator names the target ("claim 3", "context #2", "the answer"; calibrate/targets.py)."""
-        if self.target in ("claim", "context"):
-            return where(self.target, self.position)
-        return where("responses" if self.order is not None else "sample", None)
+        return judging(self.task).where(self.position, shown=self.order is not None)
+
+    @property
+    def part(self) -> bool:
+        """Whether the target is a part of the sample (a claim, a context…), not the sample itself."""
+        return target_kind(self.target).within
 
 
 @dataclass
@@ -274,6 +294,7 @@ class ItemView:
     status: ItemStatus
     by_target: dict[str, list[Cell]] = field(default_factory=dict)
     responses: list = field(default_factory=list)  # pairwise: (position 1…, response row) in the order shown to me
+    steps: list = field(default_factory=list)  # the trajectory's timeline (trajectories.timeline), when a task labels steps
 
     def cells_of(self, target: str, target_id: int) -> list[Cell]:
         """Return the cells of one target, in task order."""
@@ -281,7 +302,7 @@ class ItemView:
 
     @property
     def sample_cells(self) -> list[Cell]:
-        return [c for c in self.cells if c.target == "sample" and c.order is None]
+        return [c for c in self.cells if not c.part and c.order is None]
 
     @property
     def pairwise_cells(self) -> list[Cell]:
@@ -408,6 +429,10 @@ _CONTEXTS_SQL = Statement("SELECT id, sample_id, rank, text, doc_id FROM context
                           "ORDER BY rank")
 _RESPONSES_SQL = Statement("SELECT id, sample_id, position, key, text, model FROM response WHERE sample_id = :sample_id "
                            "ORDER BY position")
+# The parts of a sample read only when one of the item's tasks labels them (claims and contexts are always shown).
+_PART_SQL = {"steps": Statement("SELECT id, sample_id, \"index\", parent, kind, name, input, output, status, tool_name, "
+                                "tool_arguments, tool_result, turn FROM step WHERE sample_id = :sample_id AND active "
+                                'ORDER BY "index"')}
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
                 'guideline_version, stale, stale_reason, source, "order"'
 # What the item page shows of the sample and its dataset.
@@ -499,6 +524,7 @@ class ItemData:
     sample: object = None
     dataset: object = None
     responses: list = field(default_factory=list)  # rows in import order (read when a pairwise task exists)
+    steps: list = field(default_factory=list)  # the trajectory's active steps in order (read when a task judges them)
     all_tasks: list | None = None  # every task (the widgets' cache); `tasks` are those of the item's dataset
     # When a task is left out: reads (task id → its datasets' names, this dataset's name) for the refusal, only then.
     scope_names: Callable[[], tuple[dict[int, list[str]], str]] | None = None
@@ -540,8 +566,11 @@ def load_item(session: Session, user: User, assignment_id: int, *, page: bool = 
     data = ItemData(assignment, tasks, guidelines, claims, contexts, my_labels(session, sample_id, user.id), all_tasks=every)
     if len(tasks) < len(every):  # a label posted on a task of another dataset is refused naming its datasets
         data.scope_names = lambda: _scope_names(session, scopes, assignment.dataset_id)
-    if any(task.kind == "pairwise" for task in tasks):
+    if any(judging(task).kind.orders for task in tasks):
         data.responses = _RESPONSES_SQL.all(session, {"sample_id": sample_id})
+    for kind in {judging(task).target for task in tasks}:  # the parts read only when a task labels them
+        if kind.items in _PART_SQL:
+            setattr(data, kind.items, _PART_SQL[kind.items].all(session, {"sample_id": sample_id}))
     if page:
         data.sample = _SAMPLE_SQL.first(session, {"id": sample_id})
         data.dataset = _DATASET_SQL.first(session, {"id": data.sample.dataset_id})
@@ -585,26 +614,30 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
     order = data.shown_order()
     has_answer = bool(data.assignment.has_answer)
 
-    def cells_for(target: str, ids_positions: list[tuple[int, int]], *, pairwise: bool = False) -> list[Cell]:
+    def cells_for(kind: TargetKind, ids_positions: list[tuple[int, int]], *, pairwise: bool = False) -> list[Cell]:
         out = []
         for target_id, position in ids_positions:
             for task in tasks:
-                if task.target != target or (target == "sample" and (task.kind == "pairwise") != pairwise):
+                judged = judging(task)
+                if judged.target is not kind or judged.kind.orders != pairwise:
+                    continue
+                if (judged.needs_answer and not has_answer) or (pairwise and not order):
                     continue
                 version = guidelines[task.id].version if task.id in guidelines else None
-                label = mine.get((task.id, target_key(target, target_id)))
+                label = mine.get((task.id, kind.key(target_id)))
                 if pairwise:
-                    out.append(Cell(task, pairwise_widget(task, order), target, target_id, position, label, version, True,
+                    out.append(Cell(task, pairwise_widget(task, order), kind.name, target_id, position, label, version, True,
                                     order))
                 else:
-                    out.append(Cell(task, widgets[task.id], target, target_id, position, label, version, task.name in required))
+                    out.append(Cell(task, widgets[task.id], kind.name, target_id, position, label, version,
+                                    task.name in required))
         return out
 
     sample_id = data.assignment.sample_id
-    cells = (cells_for("claim", [(c.id, c.index) for c in data.claims])
-             + (cells_for("sample", [(sample_id, 0)]) if has_answer else [])
-             + (cells_for("sample", [(sample_id, 0)], pairwise=True) if order else [])
-             + cells_for("context", [(c.id, c.rank) for c in data.contexts]))
+    # In keyboard order: the target kinds' (claims, the sample, contexts…), the sample's per-order (pairwise) cells
+    # after its own.
+    cells = [cell for kind in ordered_targets() for pairwise in (False, True)
+             for cell in cells_for(kind, kind.parts(data, sample_id), pairwise=pairwise)]
     pieces, unplaced = answer_pieces(data.sample.answer, data.claims) if data.sample is not None else ([], [])
     by_target: dict[str, list[Cell]] = {}
     for cell in cells:
@@ -614,7 +647,7 @@ def item_view(data: ItemData, *, required: tuple[str, ...] | list[str] = REQUIRE
     by_key = {r.key: r for r in data.responses}
     shown = [(i + 1, by_key[key]) for i, key in enumerate(order)]
     return ItemView(data.assignment, data.sample, data.dataset, data.contexts, data.claims, pieces, unplaced, cells,
-                    shown_guidelines, status_of(cells, data.assignment), by_target, shown)
+                    shown_guidelines, status_of(cells, data.assignment), by_target, shown, timeline(data.steps))
 
 
 def build_item(session: Session, assignment, user: User, *,

@@ -34,11 +34,11 @@ from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import LABEL_COLUMNS
 from calibrate.db import Statement
+from calibrate.judged import TARGET_KINDS, target_kind
 from calibrate.models import (
     MAX_ID,
     TARGETS,
     Assignment,
-    Claim,
     Context,
     Label,
     LabelRevision,
@@ -68,6 +68,7 @@ class Target:
     id: int
     claim_id: int | None = None
     context_id: int | None = None
+    step_id: int | None = None
 
     @property
     def key(self) -> str:
@@ -88,18 +89,20 @@ def _parse(task, key: str) -> tuple[str, int]:
 
 
 def _target(task, kind: str, target_id: int) -> Target:
-    return Target(task, kind, target_id, claim_id=target_id if kind == "claim" else None,
-                  context_id=target_id if kind == "context" else None)
+    """Return the target with the id column its label attaches by (the registered kind's: calibrate/judged.py)."""
+    part = target_kind(kind)
+    return Target(task, kind, target_id, **part.attach(target_id if part.within else None))
 
 
 def resolve_target(session: Session, assignment, task_ref: str | int, key: str) -> Target:
     """Return the task and target named by a request, checking the target belongs to the assignment's sample."""
     task = _task(session, task_ref)
     kind, target_id = _parse(task, key)
-    if kind == "sample":
+    part = target_kind(kind)
+    if not part.within:
         belongs = target_id == assignment.sample_id
     else:
-        row = session.get(Claim if kind == "claim" else Context, target_id)
+        row = session.get(part.row, target_id)
         belongs = row is not None and row.sample_id == assignment.sample_id and row.active
     if not belongs:
         raise NotFound(key)
@@ -119,30 +122,33 @@ def _task(session: Session, ref: str | int) -> Task:
 def target_in(data, task, key: str) -> Target:
     """Return the target named by `key` if it belongs to the loaded item (no query), else raise."""
     kind, target_id = _parse(task, key)
-    if kind == "sample":
+    part = target_kind(kind)
+    if not part.within:
         belongs = target_id == data.assignment.sample_id
     else:
-        belongs = any(row.id == target_id for row in (data.claims if kind == "claim" else data.contexts))
+        belongs = any(row.id == target_id for row in getattr(data, part.items))
     if not belongs:
         raise NotFound(key)
     return _target(task, kind, target_id)
 
 
 def was_retired_here(session: Session, sample_id: int, task, key: str) -> bool:
-    """Return whether `key` names a claim or context of this sample that is retired (a target the item showed before a change)."""
+    """Return whether `key` names a part of this sample (claim, context, step) that is retired (a target the item showed
+    before a change)."""
     parsed = parse_target_key(key)
-    if parsed is None or parsed[0] == "sample" or parsed[0] != task.target:
+    if parsed is None or parsed[0] != task.target or not target_kind(parsed[0]).within:
         return False
-    row = session.get(Claim if parsed[0] == "claim" else Context, parsed[1])
+    row = session.get(target_kind(parsed[0]).row, parsed[1])
     return row is not None and row.sample_id == sample_id and not row.active
 
 
 _MY_LABEL_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :task_id AND target_key = :key "
                           "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence", "order"))
 _INSERT_LABEL_SQL = Statement(
-    "INSERT INTO label (task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, "
-    'guideline_version, adjudicated, stale, stale_reason, source, "order", created_at, updated_at) VALUES (:task_id, '
-    ":sample_id, :claim_id, :context_id, :key, :user_id, :value, :rationale, :evidence, :version, FALSE, FALSE, '', "
+    "INSERT INTO label (task_id, sample_id, claim_id, context_id, step_id, target_key, annotator_id, value, rationale, "
+    'evidence, guideline_version, adjudicated, stale, stale_reason, source, "order", created_at, updated_at) VALUES '
+    "(:task_id, :sample_id, :claim_id, :context_id, :step_id, :key, :user_id, :value, :rationale, :evidence, :version, "
+    "FALSE, FALSE, '', "
     ":source, :order, :now, :now) RETURNING id", json_fields=("evidence", "order"))
 _UPDATE_LABEL_SQL = Statement(
     "UPDATE label SET value = :value, rationale = :rationale, evidence = :evidence, guideline_version = :version, "
@@ -154,8 +160,9 @@ _INSERT_REVISION_SQL = Statement(
     ":user_id, :now)", json_fields=("evidence", "order"))
 
 
-_CLAIM_ACTIVE_SQL = Statement("SELECT active FROM claim WHERE id = :id")
-_CONTEXT_ACTIVE_SQL = Statement("SELECT active FROM context WHERE id = :id")
+# Whether a part of a sample (a claim, context, step…) is still active, by its table.
+_ACTIVE_SQL = {kind.name: Statement(f"SELECT active FROM {kind.row.__tablename__} WHERE id = :id")
+               for kind in TARGET_KINDS.values() if kind.within}
 
 
 class TargetRetired(AnnotationError):
@@ -169,9 +176,9 @@ def check_target_current(session: Session, target: Target) -> None:
     committed after the item was read is seen: without it the label landed on the retired
     claim, not stale, and `export labels` wrote it under an index that names another claim.
     """
-    if target.kind == "sample":
+    statement = _ACTIVE_SQL.get(target.kind)
+    if statement is None:  # the sample itself
         return
-    statement = _CLAIM_ACTIVE_SQL if target.kind == "claim" else _CONTEXT_ACTIVE_SQL
     if not statement.scalar(session, {"id": target.id}):
         raise TargetRetired(Reason("target_retired", kind=target.kind))
 
@@ -297,7 +304,7 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
         shown = list(order) if order else None
         label_id = _INSERT_LABEL_SQL.scalar(session, {
             "task_id": task.id, "sample_id": assignment.sample_id, "claim_id": target.claim_id, "context_id": target.context_id,
-            "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
+            "step_id": target.step_id, "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
             "version": version, "source": UI, "order": shown, "now": now})
         _INSERT_REVISION_SQL.execute(session, {"label_id": label_id, "action": "create", "value": canonical,
                                                "rationale": rationale or "", "evidence": evidence, "version": version,

@@ -8,7 +8,8 @@ import pandas as pd
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from calibrate.models import Claim, Context, Sample
+from calibrate.judged import target_kind
+from calibrate.models import Sample
 from calibrate.reasons import Reason, noted
 
 
@@ -79,10 +80,11 @@ def budget_candidates(merged: pd.DataFrame) -> list[str]:
 
 
 def targets_in_dataset(session: Session, dataset_id: int, target: str, sample_ids: set[int] | None = None) -> int:
-    """Return how many targets of a task's kind the dataset has: its active claims or contexts, or its samples
+    """Return how many targets of a task's kind the dataset has: its active claims, contexts or steps, or its samples
     (every task on samples, pairwise included); only those of `sample_ids` (a split) when given."""
-    if target in ("claim", "context"):
-        row = Claim if target == "claim" else Context
+    kind = target_kind(target)
+    if kind.within:  # a part of the sample: its active rows (claims, contexts, steps)
+        row = kind.row
         query = (select(col(row.sample_id)).join(Sample, col(Sample.id) == col(row.sample_id))
                  .where(Sample.dataset_id == dataset_id, col(row.active).is_(True)))
     else:

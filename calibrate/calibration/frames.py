@@ -15,9 +15,9 @@ from sqlmodel import Session, select
 
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
+from calibrate.judged import judging
 from calibrate.models import (
     Claim,
-    Context,
     Dataset,
     FewShot,
     Judge,
@@ -91,32 +91,24 @@ def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge)
 
 
 def position_column(task: Task):
-    """Return the column giving a target's claim index or context rank (NULL for sample targets)."""
-
-    if task.target == "claim":
-        return Claim.index
-    if task.target == "context":
-        return Context.rank
-    return literal(None)
+    """Return the column giving a target's place in its sample (claim index, context rank, step index; NULL for the
+    sample itself), by its registered target kind (calibrate/judged.py)."""
+    kind = judging(task).target
+    return getattr(kind.row, kind.position) if kind.within else literal(None)
 
 
 def join_target(query, task: Task, model):
-    """Join the claim or context a label's or verdict's target is (for its position and whether it is active)."""
-    if task.target == "claim":
-        return query.outerjoin(Claim, Claim.id == model.claim_id)
-    if task.target == "context":
-        return query.outerjoin(Context, Context.id == model.context_id)
-    return query
+    """Join the part of the sample a label's or verdict's target is (for its position and whether it is active)."""
+    kind = judging(task).target
+    if not kind.within:
+        return query
+    return query.outerjoin(kind.row, kind.row.id == getattr(model, f"{kind.field}_id"))
 
 
 def active_column(task: Task):
-    """Return the column saying whether a verdict's claim or context is still active (TRUE for sample targets)."""
-
-    if task.target == "claim":
-        return Claim.active
-    if task.target == "context":
-        return Context.active
-    return true()
+    """Return the column saying whether a verdict's part of the sample is still active (TRUE for sample targets)."""
+    kind = judging(task).target
+    return kind.row.active if kind.within else true()
 
 
 def fewshot_keys(session: Session, judge: Judge | None) -> set[str]:

@@ -48,6 +48,7 @@ from calibrate.calibration.frames import (
     verdict_columns,
     verdicts_frame,
 )
+from calibrate.calibration.localisation import localisation_block
 from calibrate.calibration.options import Options
 from calibrate.calibration.pairwise import (
     apply_order_rule,
@@ -84,6 +85,7 @@ from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.gold import GOLD_RULE, categorical_gold
+from calibrate.judged import CATEGORICAL_SECTION, PAIRWISE_SECTION, judging
 from calibrate.judges.families import (
     self_preference_warnings,
 )
@@ -160,9 +162,14 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
         if frames is None:
             continue  # a task with no data in this dataset gets no section
         section, merged, scored = _task_section(scope, task, frames)
-        if task.kind == "pairwise":
+        if judging(task).kind.orders:
             data["method"]["order_rule"] = options.order_rule
         _judge_blocks(scope, task, frames, section, scored)
+        if judging(task).target.sequence and frames.verdicts is not None and not scope.light:
+            # a step task: does the judge find where each trajectory first goes wrong? (localisation.py)
+            block = localisation_block(task, merged, target_positions(frames.labels, frames.verdicts), options)
+            if block is not None:
+                section["localisation"] = block
         _counts(scope, task, frames, section)
         data["tasks"][task.name] = section
         report.row_builders[task.name] = functools.partial(_item_rows, task, frames.labels, frames.verdicts, merged,
@@ -279,9 +286,10 @@ def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
 def _task_section(scope: _Scope, task: Task, frames: _Frames) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
     """Return a task's section by its kind, the merged per-target frame, and the verdicts scored (one per target)."""
     options, labels, verdicts = scope.options, frames.labels, frames.verdicts
-    if task.kind == "pairwise":
+    section_kind = judging(task).kind.section  # the registered kind's builder (calibrate/judged.py)
+    if section_kind == PAIRWISE_SECTION:
         return _pairwise_section(scope.session, scope.dataset, task, labels, verdicts, scope.fewshot, scope.groups, options)
-    if task.kind == "categorical":
+    if section_kind == CATEGORICAL_SECTION:
         section, merged = categorical_section(task, labels, verdicts, scope.fewshot, scope.groups, options, light=scope.light)
         return section, merged, verdicts
     gold = task_gold(scope.session, scope.dataset, task, frames.direct, scope.in_split)
@@ -324,7 +332,7 @@ def _counts(scope: _Scope, task: Task, frames: _Frames, section: dict[str, Any])
     # Labels whose claim or context changed under them (an --update, a re-extraction, an
     # expert's claim edit): left out of every statistic, counted here.
     section["n_stale"] = int(direct["stale"].sum()) if not direct.empty else 0
-    if not scope.light and (task.target == "claim" or task.name == "faithfulness"):
+    if not scope.light and judging(task).reads_claims:
         section["claim_sources"] = source_counts(scope.session, _samples_of(direct, frames.verdicts))
     if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
         cap_to_dataset(section, targets_in_dataset(scope.session, scope.dataset.id, task.target, scope.in_split))
@@ -511,7 +519,7 @@ def alignment_sections(session: Session, dataset_name: str, task_name: str, judg
     """
     options = options or Options()
     frames = frames or alignment_frames(session, dataset_name, task_name, judge_names, options)
-    section_of = categorical_section if has_labels(frames.task) else numeric_section
+    section_of = categorical_section if judging(frames.task).kind.labels else numeric_section
     out: dict[str, dict | None] = {}
     for name in judge_names:
         verdicts = frames.verdicts.get(name)

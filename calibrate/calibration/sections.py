@@ -18,8 +18,8 @@ from calibrate.calibration.budget import budget_candidates, label_budget
 from calibrate.calibration.decision import decide_section, labels_to_settle, rule_of
 from calibrate.calibration.options import Options
 from calibrate.gold import categorical_gold, numeric_gold
+from calibrate.judged import judging, task_kind
 from calibrate.models import (
-    LABEL_KINDS,
     Task,
 )
 from calibrate.reasons import Reason, join, noted
@@ -56,8 +56,9 @@ def score_tolerance(task: Task, gold: np.ndarray | None = None) -> float:
     the metric tasks). A continuous task without a scale: a tenth of the range of the `gold`
     values compared (0 when they are all equal: then only the exact value is right).
     """
-    if task.kind == "ordinal":
-        return 0.5
+    kind = task_kind(task.kind)
+    if kind.tolerance is not None:
+        return kind.tolerance
     if task.scale_min is not None and task.scale_max is not None:
         return (task.scale_max - task.scale_min) / 10
     if gold is None or len(gold) == 0:
@@ -75,7 +76,7 @@ def score_agrees(task: Task, gold: np.ndarray, judge: np.ndarray, tolerance: flo
 def _counted(task: Task, merged: pd.DataFrame, scored: pd.DataFrame, *reasons: str) -> dict[str, Any]:
     """Return a section's head: kind, target, n (scored), n_samples (claim and context targets), n_<reason> per reason."""
     section: dict[str, Any] = {"kind": task.kind, "target": task.target, "n": int(len(scored))}
-    if task.target != "sample":
+    if judging(task).target.within:
         section["n_samples"] = int(scored["sample_id"].nunique())
     for reason in reasons:
         section[f"n_{reason}"] = int((merged["excluded"] == reason).sum())
@@ -155,7 +156,8 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     gold = categorical_gold(labels) if gold is None else gold
     merged = join_verdicts(gold, verdicts, fewshot, excluded_labels=excluded_labels, stat_labels=stat_labels)
     scored = merged[merged["scored"]]
-    reasons = ("unparsed", ORDER_MISS) if task.kind == "pairwise" else ("unparsed",)
+    per_order = task_kind(task.kind).orders  # one verdict per target by the order rule, one target per sample
+    reasons = ("unparsed", ORDER_MISS) if per_order else ("unparsed",)
     section = _counted(task, merged, scored, *reasons, "no_gold", "excluded_label", "fewshot")
     section["n_abstained"] = int(merged["abstained"].sum())
     section["n_ties"] = int((gold["gold_source"] == "tie").sum()) if not gold.empty else 0
@@ -174,7 +176,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
             codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
             boot = dict(n_labels=len(used), n_resamples=options.bootstrap, confidence=options.confidence,
                         method=options.ci_method, seed=options.seed)
-            if task.kind == "pairwise":  # one target per sample: the cluster bootstrap's tables are multinomial
+            if per_order:  # one target per sample: the cluster bootstrap's tables are multinomial
                 kappa = stats.multinomial_bootstrap_kappa(*codes, **boot)
             else:
                 kappa = stats.cluster_bootstrap_kappa(*codes, scored["sample_id"].to_numpy(), **boot)
@@ -205,10 +207,11 @@ def human_block(task: Task, labels: pd.DataFrame, *, options: Options | None = N
     Alt-Test set the judge beside (`human_ceiling`).
     """
     options = options or Options()
-    if task.kind in LABEL_KINDS:
+    kind = task_kind(task.kind)
+    if kind.labels:
         return _human_categorical(labels, [lab for lab in (task.labels or []) if lab not in (task.excluded or [])],
                                   set(task.excluded or []), options)
-    return _human_numeric(labels, options, level="ordinal" if task.kind == "ordinal" else "interval")
+    return _human_numeric(labels, options, level=kind.level)
 
 
 def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, values: list, level: str,
@@ -357,7 +360,7 @@ def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], op
     for group in order:
         part = scored[keys.isna()] if group is None else scored[keys == group]
         clusters = part["sample_id"].to_numpy()
-        if kind == "categorical":
+        if task_kind(kind).labels:
             gold, judge = part["gold"].tolist(), part["judge"].tolist()
             est = stats.cohen_kappa(gold, judge, labels=labels)
             if est.status == "ok":

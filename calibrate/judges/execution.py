@@ -189,7 +189,7 @@ class Writer:
                 verdict = existing.get(target.job)
                 if verdict is None:
                     new_rows.append({"judge_id": self.judge_id, "task_id": self.task_id, "sample_id": target.sample_id,
-                                     "claim_id": target.claim_id, "context_id": target.context_id,
+                                     **target.attach,
                                      "target_key": target.key, "source": "run",
                                      "order": list(target.order) if target.order is not None else None,
                                      "order_key": target.order_key, "sample_index": target.sample_index, **fields})

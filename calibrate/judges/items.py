@@ -13,23 +13,48 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from calibrate.judged import TARGET_KINDS, judging, target_kind
 from calibrate.judges.render import Metadata
 from calibrate.judges.versions import stored_examples
-from calibrate.models import TIE, Claim, Context, Dataset, FewShot, Label, PromptVersion, Response, Sample, Task, order_key
+from calibrate.models import (
+    TIE,
+    Claim,
+    Context,
+    Dataset,
+    FewShot,
+    Label,
+    PromptVersion,
+    Response,
+    Sample,
+    Step,
+    Task,
+    order_key,
+)
 from calibrate.tasks import current_guideline
+from calibrate.trajectories import step_entry, trajectory_fields
 
 ORDERS = ("original", "swapped", "both")
 
 
 @dataclass(frozen=True)
 class Target:
-    key: str
+    key: str  # its target key ("claim:42"): its kind is the registered target kind of the prefix (calibrate/judged.py)
     sample_id: int
-    claim_id: int | None = None
-    context_id: int | None = None
     order: tuple[str, ...] | None = None  # pairwise: the response ids in the order shown
     order_key: str = ""  # … as import positions ("1,0"): verdicts are one per (key, order_key)
     sample_index: int = 0  # self-consistency (`--samples K`): the call's index 0..K-1; 0 is the target's verdict
+
+    @property
+    def part_id(self) -> int | None:
+        """Return the id of the part of the sample this target is (its claim, context…; None: the sample itself)."""
+        kind, _, raw = self.key.partition(":")
+        return int(raw) if kind in TARGET_KINDS and TARGET_KINDS[kind].within else None
+
+    @property
+    def attach(self) -> dict[str, int | None]:
+        """Return the id columns its verdict sets (claim_id, context_id…: TargetKind.attach; none for a rewrite's job)."""
+        kind = TARGET_KINDS.get(self.key.partition(":")[0])
+        return kind.attach(self.part_id) if kind is not None else {}
 
     @property
     def job(self) -> tuple[str, str, int]:
@@ -93,19 +118,8 @@ def select_targets(session: Session, dataset: Dataset, task: Task, scope: Scope,
     where = [Sample.dataset_id == dataset.id]
     if scope.split:
         where.append(Sample.split == scope.split)
-    if task.target == "claim":
-        rows = session.exec(select(Claim.id, Claim.sample_id).join(Sample).where(*where, Claim.active)
-                            .order_by(Claim.sample_id, Claim.index)).all()
-        targets = [Target(f"claim:{cid}", sid, claim_id=cid) for cid, sid in rows]
-    elif task.target == "context":
-        rows = session.exec(select(Context.id, Context.sample_id).join(Sample).where(*where, Context.active)
-                            .order_by(Context.sample_id, Context.rank)).all()
-        targets = [Target(f"context:{cid}", sid, context_id=cid) for cid, sid in rows]
-    else:
-        if task.kind != "pairwise":  # a pairwise-only sample has no answer to judge (its responses are a pairwise task's)
-            where.append(Sample.answer != "")
-        rows = session.exec(select(Sample.id).where(*where).order_by(Sample.id)).all()
-        targets = [Target(f"sample:{sid}", sid) for sid in rows]
+    judged = judging(task)
+    targets = [Target(judged.target.key(target_id), sample_id) for target_id, sample_id in judged.select(session, where)]
     if scope.labelled_only:
         labelled = set(session.exec(
             select(Label.target_key).join(Sample).where(Sample.dataset_id == dataset.id, Label.task_id == task.id,
@@ -132,7 +146,7 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
         for s in session.exec(select(Sample).where(Sample.id.in_(chunk))).all():
             items[s.id] = {"question": s.question, "answer": s.answer, "ground_truth": s.ground_truth or "",
                            "sample_id": s.external_id, "metadata": Metadata(s.meta or {}), "contexts": [], "claims": [],
-                           "responses": [], "_contexts": {}, "_claims": {}}
+                           "responses": [], "steps": [], "_contexts": {}, "_claims": {}, "_steps": {}}
         for c in session.exec(select(Context).where(Context.sample_id.in_(chunk), Context.active).order_by(Context.sample_id, Context.rank)).all():
             entry = {"rank": c.rank, "text": c.text, "doc_id": c.doc_id or ""}
             items[c.sample_id]["contexts"].append(entry)
@@ -144,6 +158,13 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
         for r in session.exec(select(Response).where(Response.sample_id.in_(chunk)).order_by(Response.sample_id, Response.position)).all():
             entry = {"position": r.position + 1, "id": r.key, "text": r.text, "model": r.model or ""}
             items[r.sample_id]["responses"].append(entry)
+        for st in session.exec(select(Step).where(Step.sample_id.in_(chunk), Step.active).order_by(Step.sample_id, Step.index)).all():
+            entry = step_entry(st.index, st.kind, st.name, st.status, st.input, st.output, tool_name=st.tool_name,
+                               tool_arguments=st.tool_arguments, tool_result=st.tool_result, turn=st.turn, parent=st.parent)
+            items[st.sample_id]["steps"].append(entry)
+            items[st.sample_id]["_steps"][st.id] = entry
+    for item in items.values():  # a trajectory judge's view of every step (trajectories.fit)
+        item.update(trajectory_fields(item["steps"]))
     return items
 
 
@@ -151,10 +172,7 @@ def item_for(target: Target, samples: dict[int, dict[str, Any]]) -> dict[str, An
     """Return the template fields of one target."""
     base = samples[target.sample_id]
     item = {k: v for k, v in base.items() if not k.startswith("_")}
-    if target.claim_id is not None:
-        item["claim"] = base["_claims"][target.claim_id]
-    if target.context_id is not None:
-        item["context"] = base["_contexts"][target.context_id]
+    item.update(target_kind(target.key).fields(target.part_id, base))
     if target.order is not None:
         by_id = {r["id"]: r for r in base["responses"]}
         item["responses"] = [dict(by_id[key], position=i + 1) for i, key in enumerate(target.order)]
@@ -182,7 +200,7 @@ def version_context(session: Session, version: PromptVersion, task: Task) -> dic
     samples = load_items(session, {row.sample_id for row in rows})
     examples = []
     for row in rows:
-        example = item_for(Target(row.target_key, row.sample_id, row.claim_id, row.context_id), samples)
+        example = item_for(Target(row.target_key, row.sample_id), samples)
         example.update(verdict=row.value, rationale=row.rationale, winner=winner_position(example["responses"], row.value))
         examples.append(example)
     return {"task": task_fields(session, task), "examples": examples}

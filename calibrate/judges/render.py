@@ -54,6 +54,9 @@ BUILTIN_DEFAULTS = ("claim_support", "answer_quality", "context_relevance",
                     "faithfulness", "answer_relevancy", "context_precision", "context_recall", "claim_extraction",
                     "instruction_rewrite")
 PAIRWISE_TEMPLATES = ("pairwise.system.j2", "pairwise.user.j2")  # the default of every pairwise task
+# The built-in sample-level trajectory task(s) (issue 33): judged on every step, then the answer (trajectories.fit).
+TRAJECTORY_TASKS = ("trajectory_success",)
+TRAJECTORY_TEMPLATES = ("trajectory.system.j2", "trajectory.user.j2")
 MAX_TEMPLATE_CHARS = 100_000
 
 
@@ -69,6 +72,21 @@ RESPONSE = {"position": SCALAR, "id": SCALAR, "text": SCALAR, "model": SCALAR}
 TASK = {name: SCALAR for name in ("name", "description", "kind", "target", "labels", "scale_min", "scale_max", "guidelines")}
 TASK["labels"] = ("list", SCALAR)
 STATEMENT = {"index": SCALAR, "text": SCALAR}
+TOOL = {"name": SCALAR, "arguments": ANY, "result": ANY}
+STEP = {"index": SCALAR, "kind": SCALAR, "name": SCALAR, "status": SCALAR, "input": SCALAR, "output": SCALAR,
+        "tool": TOOL, "turn": SCALAR, "parent": SCALAR, "text": SCALAR}
+CUT = {"steps": SCALAR, "chars": SCALAR}
+# What every item offers about the sample's trajectory (calibrate/trajectories.py; empty lists without steps).
+TRAJECTORY_FIELDS: dict[str, Any] = {"steps": ("list", STEP), "steps_shown": ("list", STEP), "steps_cut": CUT}
+# The fields a target kind's item adds (calibrate/judged.py registers the kinds; their template side is here, because
+# the render worker checks templates without loading the database layer the registry stands on).
+TARGET_FIELDS: dict[str, dict[str, Any]] = {
+    "claim": {"claim": CLAIM},
+    "context": {"context": CONTEXT},
+    "step": {"step": STEP, "trajectory": ("list", STEP), "trajectory_cut": CUT},
+}
+# A target kind's own built-in templates (others: the generic pair, fitted to a claim or a context below).
+TARGET_TEMPLATES: dict[str, tuple[str, str]] = {"step": ("step.system.j2", "step.user.j2")}
 # The field each step of a metric task adds to the sample's (calibrate.judges.metrics).
 STEP_FIELDS: dict[str, dict[str, Any]] = {
     "faithfulness": {"claim": CLAIM},
@@ -91,12 +109,9 @@ def item_fields(target: str, task: str | None = None) -> dict[str, Any]:
         return dict(REWRITE_FIELDS)
     fields: dict[str, Any] = {
         "question": SCALAR, "answer": SCALAR, "ground_truth": SCALAR, "sample_id": SCALAR, "metadata": ANY,
-        "contexts": ("list", CONTEXT), "claims": ("list", CLAIM), "responses": ("list", RESPONSE),
+        "contexts": ("list", CONTEXT), "claims": ("list", CLAIM), "responses": ("list", RESPONSE), **TRAJECTORY_FIELDS,
     }
-    if target == "claim":
-        fields["claim"] = CLAIM
-    elif target == "context":
-        fields["context"] = CONTEXT
+    fields.update(TARGET_FIELDS.get(target, {}))
     fields.update(STEP_FIELDS.get(task or "", {}))
     return fields
 
@@ -351,13 +366,15 @@ def sample_context(target: str, *, with_version: bool = True, task: str | None =
     contexts = [{"rank": 0, "text": "…", "doc_id": "d"}]
     claims = [{"index": 0, "text": "…"}]
     responses = [{"position": 1, "id": "A", "text": "…", "model": ""}, {"position": 2, "id": "B", "text": "…", "model": ""}]
+    step = {"index": 0, "kind": "tool", "name": "…", "status": "ok", "input": "…", "output": "…", "turn": None,
+            "parent": None, "tool": {"name": "…", "arguments": {}, "result": "…"}, "text": "#1 tool …"}
+    cut = {"steps": 0, "chars": 0}
     item: dict[str, Any] = {"question": "…", "answer": "…", "ground_truth": "…", "sample_id": "s",
-                            "metadata": Metadata(), "contexts": contexts, "claims": claims, "responses": responses}
-    if target == "claim":
-        item["claim"] = claims[0]
-    elif target == "context":
-        item["context"] = contexts[0]
-    placeholders = {"claim": claims[0], "context": contexts[0], "statement": {"index": 0, "text": "…"}, "n_questions": 3}
+                            "metadata": Metadata(), "contexts": contexts, "claims": claims, "responses": responses,
+                            "steps": [step], "steps_shown": [step], "steps_cut": cut}
+    placeholders = {"claim": claims[0], "context": contexts[0], "statement": {"index": 0, "text": "…"}, "n_questions": 3,
+                    "step": step, "trajectory": [step], "trajectory_cut": cut}
+    item.update({name: placeholders[name] for name in TARGET_FIELDS.get(target, {})})
     item.update({name: placeholders[name] for name in STEP_FIELDS.get(task or "", {})})
     if with_version:
         item.update(sample_version_context(target))
@@ -383,6 +400,11 @@ def default_templates(task_name: str, target: str, kind: str = "") -> tuple[str,
         return _read(PAIRWISE_TEMPLATES[0]), _read(PAIRWISE_TEMPLATES[1])
     if task_name in BUILTIN_DEFAULTS:
         return _read(f"{task_name}.system.j2"), _read(f"{task_name}.user.j2")
+    if task_name in TRAJECTORY_TASKS:  # a whole trajectory's judge: every step, then the answer
+        return _read(TRAJECTORY_TEMPLATES[0]), _read(TRAJECTORY_TEMPLATES[1])
+    own = TARGET_TEMPLATES.get(target)
+    if own is not None:  # the target kind's own pair (a step: the trajectory up to it, then the step)
+        return _read(own[0]), _read(own[1])
     user, system = _read("generic.user.j2"), _read("generic.system.j2")
     # An example shows what the judge is asked about: the claim, or the passage (the experts' label is on it).
     example = "Answer: {{ ex.answer }}\n"

@@ -41,6 +41,7 @@ from sqlmodel import Session, func, select
 from calibrate import lookup
 from calibrate.claimsets import source_counts
 from calibrate.db import write_session
+from calibrate.judged import judging
 from calibrate.judges import extraction, metric_runs
 from calibrate.judges.backends import (
     DEFAULT_BASE_URLS,
@@ -76,7 +77,6 @@ from calibrate.judges.items import (
     ORDERS,
     Scope,
     Target,
-    expand_orders,
     expand_samples,
     fewshot_keys,
     item_for,
@@ -84,7 +84,7 @@ from calibrate.judges.items import (
     select_targets,
     version_context,
 )
-from calibrate.judges.metrics import is_metric
+from calibrate.judges.jobs import WITHOUT_TWO_RESPONSES, Jobs, task_jobs
 from calibrate.judges.params import check_backend_params
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
@@ -94,7 +94,6 @@ from calibrate.judges.versions import check_prompt_on_dataset, judge_name, resol
 from calibrate.models import Dataset, Judge, JudgeRun, Prompt, PromptVersion, Task, Verdict, utcnow
 from calibrate.reasons import Reason
 from calibrate.task_scopes import check_task_on_dataset
-from calibrate.task_values import is_extraction, is_rewrite
 
 LIVE_SECONDS = 120  # a run whose heartbeat is older than this is taken as dead
 MAX_SAMPLES = 20  # --samples K: at most this many calls per target
@@ -221,16 +220,11 @@ def endpoint_for(spec: CallSpec, version: PromptVersion) -> Endpoint:
     return Endpoint(spec.backend, base_url, model, key_env or None)
 
 
-def uses_claims(task: Task) -> bool:
-    """Return whether a task's runs read the samples' claims (their record says which claim sets they had)."""
-    return task.target == "claim" or task.name == "faithfulness" or is_extraction(task)
-
-
 def _targets(session: Session, dataset: Dataset, task: Task, version: PromptVersion, scope: Scope,
              force: bool) -> tuple[list[Target], int]:
     """Return the run's targets, and (extraction) how many answers were left out for carrying expert labels."""
     targets = select_targets(session, dataset, task, scope, exclude=fewshot_keys(session, version))
-    if is_extraction(task):
+    if judging(task).kind.extraction:
         return extraction.eligible(session, targets, force=force)
     return targets, 0
 
@@ -334,18 +328,19 @@ def _setup(session: Session, spec: RunSpec) -> _Setup:
     task = session.get(Task, prompt.task_id)
     check_prompt_on_dataset(session, prompt, dataset.name)  # a prompt (or its task) made for other datasets
     check_task_on_dataset(session, task, dataset)
-    if is_rewrite(task):
+    judged = judging(task)
+    if not judged.kind.runs:
         raise RunSetupError(Reason("rewrite_not_run", prompt=spec.prompt, task=task.name))
     extraction.check_task(task, spec.prompt, extraction=spec.extraction)
     endpoint = endpoint_for(spec, version)
     check_endpoint(task, version, endpoint)
     if not isinstance(spec.samples, int) or not 1 <= spec.samples <= MAX_SAMPLES:
         raise RunSetupError(Reason("samples_range", max_samples=MAX_SAMPLES, samples=spec.samples))
-    if spec.samples > 1 and (is_metric(task) or is_extraction(task)):
-        raise RunSetupError(Reason("samples_metric_task" if is_metric(task) else "samples_extraction_task", task=task.name))
-    if task.kind != "pairwise" and spec.orders is not None:
+    if spec.samples > 1 and (judged.metric or judged.kind.extraction):
+        raise RunSetupError(Reason("samples_metric_task" if judged.metric else "samples_extraction_task", task=task.name))
+    if not judged.kind.orders and spec.orders is not None:
         raise RunSetupError(Reason("orders_not_pairwise", task=task.name, kind_=task.kind))
-    orders = (spec.orders or "both") if task.kind == "pairwise" else None
+    orders = (spec.orders or "both") if judged.kind.orders else None
     if orders is not None and orders not in ORDERS:
         raise RunSetupError(Reason("orders_unknown", orders=', '.join(ORDERS), orders2=orders))
     return _Setup(dataset, prompt, version, task, endpoint, orders, Scope(spec.split, spec.labelled_only, spec.limit))
@@ -356,7 +351,7 @@ def check_endpoint(task: Task, version: PromptVersion, endpoint: Endpoint) -> No
     a metric judge's setup, a task the offline baseline cannot judge."""
     check_backend_params(endpoint.backend, version.params)  # never send a parameter the backend does not take
     read_api_key(endpoint)  # fail now, not at the first call, when the variable is missing
-    if is_metric(task):
+    if judging(task).metric:
         metric_runs.check_metric_setup(task, version, endpoint)
     elif endpoint.backend == "baseline":
         BaselineJudge(task, settings_from(version.params), corpus=[])  # refuses tasks it cannot judge
@@ -371,18 +366,18 @@ def _run_targets(session: Session, setup: _Setup, spec: RunSpec) -> tuple[list[T
         raise NothingToDo(Reason("nothing_to_do_kept", kept=kept))
     if not targets:
         raise RunSetupError(Reason("nothing_to_judge", target=task.target, dataset=dataset.name, task=task.name))
-    skipped: dict[str, int] = {}
-    if setup.orders is not None:
-        targets, without = expand_orders(session, targets, setup.orders)
-        if without:
-            skipped["without two responses"] = without
-        if not targets:
-            raise RunSetupError(Reason("no_sample_two_responses", dataset=dataset.name, task=task.name))
-    if is_metric(task):
-        targets, skipped, _ = metric_runs.measurable(session, task, targets)
-        if not targets:
-            raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_reason(skipped)))
+    jobs = task_jobs(session, task, targets, orders=setup.orders)
+    targets, skipped = jobs.targets, run_skipped(jobs)
+    if jobs.without_orders and not targets:
+        raise RunSetupError(Reason("no_sample_two_responses", dataset=dataset.name, task=task.name))
+    if jobs.skipped and not targets:
+        raise RunSetupError(Reason("nothing_to_measure", task=task.name, dataset=dataset.name, value=skipped_reason(skipped)))
     return expand_samples(targets, spec.samples), skipped, kept
+
+
+def run_skipped(jobs: Jobs) -> dict[str, int]:
+    """Return what a run records as skipped: the samples without two responses, or those with nothing to measure."""
+    return {WITHOUT_TWO_RESPONSES: jobs.without_orders} if jobs.without_orders else dict(jobs.skipped)
 
 
 def judge_for(session: Session, prompt: Prompt, version: PromptVersion) -> Judge:
@@ -402,7 +397,7 @@ def judge_for(session: Session, prompt: Prompt, version: PromptVersion) -> Judge
 def _done_jobs(session: Session, task: Task, judge: Judge, targets: list[Target], *, rerun: bool) -> set[tuple[str, str, int]]:
     """Return the (target, order, sample) jobs the run need not judge: an extraction's applied answers, else those with
     a verdict (none for a rerun)."""
-    if is_extraction(task):
+    if judging(task).kind.extraction:
         return {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}
     return set() if rerun else done_keys(session, judge, task, {t.key for t in targets})
 
@@ -411,7 +406,7 @@ def _pending(session: Session, task: Task, judge: Judge, targets: list[Target], 
     """Return the jobs left to judge; raise NothingToDo when there are none."""
     done = _done_jobs(session, task, judge, targets, rerun=rerun)
     pending = [t for t in targets if t.job not in done]
-    if not pending and is_extraction(task):
+    if not pending and judging(task).kind.extraction:
         raise NothingToDo(Reason("nothing_to_do_extracted_kept", count=len(targets), name=judge.name, kept=kept) if kept
                           else Reason("nothing_to_do_extracted", count=len(targets), name=judge.name))
     if not pending:
@@ -429,9 +424,9 @@ def _settings(session: Session, setup: _Setup, spec: RunSpec, targets: list[Targ
         "endpoint": {"backend": endpoint.backend, "base_url": endpoint.base_url, "model": endpoint.model,
                      "api_key_env": endpoint.api_key_env},
     }
-    if is_extraction(setup.task):
+    if judging(setup.task).kind.extraction:
         settings.update(force=spec.force, kept_labelled=kept)
-    if uses_claims(setup.task):
+    if judging(setup.task).reads_claims:
         # Which claim sets the targets had when the run was set up (segmenter, import, NAME@V…).
         settings["claim_sources"] = source_counts(session, {t.sample_id for t in targets})
     return settings
@@ -466,7 +461,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         work = _work(session, run_id)
     run, task, params = work.run, work.task, work.params
     run.n_total = len(work.targets)
-    apply = extraction.Applier(work.judge.name, force=bool(params.get("force"))) if is_extraction(task) else None
+    apply = extraction.Applier(work.judge.name, force=bool(params.get("force"))) if judging(task).kind.extraction else None
     writer = Writer(engine, run, task, rerun=work.rerun, base=work.base, progress=progress, apply=apply,
                     replace=apply is not None)
     writer.backend_name, writer.model = work.endpoint.backend, work.endpoint.model
@@ -474,7 +469,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
           attempts=int(params.get("attempts", 0)) + 1)
     status, error, call_seconds = "done", "", 0.0
     try:
-        if is_metric(task):
+        if judging(task).metric:
             status, error, work.priced, call_seconds = metric_runs.run_metric(
                 engine, run, writer, task, work.version, work.context, work.endpoint, work.samples, work.pending,
                 work.options, transport=transport, prices=prices, sleep=sleep, seed=seed, limits=limits)
@@ -500,7 +495,7 @@ def execute_run(engine: Engine, run_id: int, *, transport: httpx.AsyncBaseTransp
         return RunSummary(run_id, work.judge.name, final.status, final.n_total, final.n_done, t.n_ok, t.n_unparsed,
                           t.n_errors, t.n_cached, t.calls, t.retries, t.input_tokens, t.output_tokens, t.cost,
                           time.perf_counter() - started, final.error, work.priced, call_seconds, work.skipped,
-                          params.get("orders") if task.kind == "pairwise" else None,
+                          params.get("orders") if judging(task).kind.orders else None,
                           earlier=work.base.n_done, retried_errors=t.n_retried_errors, samples=int(params.get("samples", 1)))
 
 
@@ -539,14 +534,8 @@ def _work(session: Session, run_id: int) -> _Work:
     endpoint = Endpoint(ep.get("backend", "baseline"), ep.get("base_url", ""), ep.get("model", ""), ep.get("api_key_env"))
     targets, _ = _targets(session, session.get(Dataset, run.dataset_id), task, version, Scope(**params.get("scope", {})),
                           bool(params.get("force")))
-    skipped: dict[str, int] = {}
-    loaded = None
-    if is_metric(task):
-        targets, skipped, loaded = metric_runs.measurable(session, task, targets)
-    if task.kind == "pairwise":  # the orders the run was asked for, so a resume judges the same jobs
-        targets, without = expand_orders(session, targets, params.get("orders") or "both")
-        if without:
-            skipped["without two responses"] = without
+    jobs = task_jobs(session, task, targets, orders=params.get("orders"))  # the orders asked for: a resume judges the same
+    targets, skipped, loaded = jobs.targets, run_skipped(jobs), jobs.loaded
     targets = expand_samples(targets, int(params.get("samples", 1)))
     done = _done_jobs(session, task, judge, targets, rerun=rerun)
     pending = [t for t in targets if t.job not in done]
@@ -556,7 +545,7 @@ def _work(session: Session, run_id: int) -> _Work:
                   output_tokens=run.output_tokens, cost=run.cost, calls=int(params.get("calls", 0)),
                   retries=int(params.get("retries", 0)),
                   # an extraction takes its unparsed answers again: they are counted anew
-                  n_unparsed=0 if is_extraction(task) else int(params.get("n_unparsed", 0)))
+                  n_unparsed=0 if judging(task).kind.extraction else int(params.get("n_unparsed", 0)))
     base.n_errors = session.exec(select(func.count()).select_from(Verdict).where(
         Verdict.judge_id == judge.id, Verdict.task_id == task.id, Verdict.status == "error",
         Verdict.target_key.in_(sorted({t.key for t in targets})))).one() if not rerun else 0

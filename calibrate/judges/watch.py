@@ -63,6 +63,7 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.claimsets import base_source, source_counts
 from calibrate.db import dialect_insert, is_sqlite, write_session
+from calibrate.judged import judging
 from calibrate.judges import extraction, metric_runs
 from calibrate.judges.backends import Endpoint, Redactor, make_backend, read_api_key
 from calibrate.judges.baseline import BaselineJudge, settings_from
@@ -80,8 +81,8 @@ from calibrate.judges.execution import (
     run_coroutine,
     write_in_batches,
 )
-from calibrate.judges.items import Scope, Target, expand_orders, fewshot_keys, item_for, load_items, select_targets, version_context
-from calibrate.judges.metrics import is_metric
+from calibrate.judges.items import Scope, Target, fewshot_keys, item_for, load_items, select_targets, version_context
+from calibrate.judges.jobs import task_jobs
 from calibrate.judges.parsing import parse_verdict
 from calibrate.judges.prices import Price, load_prices, price_for
 from calibrate.judges.render import Renderer
@@ -94,13 +95,11 @@ from calibrate.judges.runner import (
     judge_for,
     skipped_text,
     split_cached,
-    uses_claims,
 )
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import resolve_version
 from calibrate.models import SEGMENTER, Dataset, Judge, JudgeRun, PromptVersion, Sample, Task, Verdict, WatchLease, utcnow
 from calibrate.reasons import Reason
-from calibrate.task_values import is_extraction
 
 DEFAULT_EVERY = 30.0
 DEFAULT_LEASE = 60.0
@@ -288,13 +287,13 @@ class Watcher:
     def _resolve(self, session: Session, ref: str, *, extracting: bool) -> _Version:
         prompt, version = resolve_version(session, ref)
         task = session.get(Task, prompt.task_id)
-        if extracting and not is_extraction(task):
+        if extracting and not judging(task).kind.extraction:
             raise RunSetupError(f"--extract {ref} is a prompt of task {task.name}: it needs a prompt of task claim_extraction")
-        if not extracting and is_extraction(task):
+        if not extracting and judging(task).kind.extraction:
             raise RunSetupError(f"{ref} extracts claims: give it as --extract, with the prompt that judges the claims as --prompt")
         endpoint = endpoint_for(self.spec, version)
         check_endpoint(task, version, endpoint)
-        part = metric_runs.fitted_part(task, version, endpoint) if is_metric(task) else None
+        part = metric_runs.fitted_part(task, version, endpoint) if judging(task).metric else None
         if part is not None:  # its scores depend on the samples judged together: never equal to `judge run`'s
             raise RunSetupError(Reason(f"watch_metric_{part}", ref=ref, task=task.name))
         judge = judge_for(session, prompt, version)
@@ -368,16 +367,16 @@ class Watcher:
             done = {(key, "", 0) for key in extraction.applied_keys(session, judge, targets)}
             pending = [t for t in targets if t.job not in done]
             return pending, {t.sample_id for t in pending}
-        if current.task.kind == "pairwise":
-            targets, _ = expand_orders(session, targets, "both")
-        if waiting:
-            targets = [t for t in targets if t.sample_id not in waiting]
-        done = done_keys(session, judge, current.task, {t.key for t in targets})
-        pending = [t for t in targets if t.job not in done]
-        if is_metric(current.task):
-            pending, counts, _ = metric_runs.measurable(session, current.task, pending)
-            if skipped is not None:
-                skipped.update(counts)
+
+        def keep(jobs: list[Target]) -> list[Target]:  # not waiting for claims, not judged
+            jobs = [t for t in jobs if t.sample_id not in waiting] if waiting else jobs
+            done = done_keys(session, judge, current.task, {t.key for t in jobs})
+            return [t for t in jobs if t.job not in done]
+
+        jobs = task_jobs(session, current.task, targets, keep=keep)
+        pending = jobs.targets
+        if skipped is not None:
+            skipped.update(jobs.skipped)
         return pending, set()
 
     def _version_pass(self, current: _Version, jobs: list[Target], stop: threading.Event,
@@ -404,7 +403,7 @@ class Watcher:
         pass_.writer = writer
         status, error, priced, call_seconds = "done", "", True, 0.0
         try:
-            if is_metric(current.task):
+            if judging(current.task).metric:
                 status, error, priced, call_seconds = pass_.run_metric(first, options, stop)
             elif current.endpoint.backend == "baseline":
                 pass_.run_baseline(first, options, stop, pass_.baseline_outcomes)
@@ -446,7 +445,7 @@ class Watcher:
                                    "api_key_env": ep.api_key_env},
                       "watch": {"owner": self.owner, "every": self.spec.every, "lease": self.spec.lease},
                       **owner_fields()}
-            if uses_claims(current.task):
+            if judging(current.task).reads_claims:
                 samples = session.exec(select(Sample.id).where(Sample.dataset_id == self.dataset_id)).all()
                 params["claim_sources"] = source_counts(session, set(samples))
             run = JudgeRun(judge_id=current.judge_id, dataset_id=self.dataset_id, status="running", backend=ep.backend,

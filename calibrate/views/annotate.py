@@ -32,6 +32,8 @@ from calibrate.annotation.items import (
     item_view,
     load_item,
     shown_positions,
+    step_kind_name,
+    step_part_name,
 )
 from calibrate.annotation.label_posts import LabelPost, post_label
 from calibrate.annotation.labels import (
@@ -61,6 +63,9 @@ from calibrate.views.session import close_session, get_session, write
 bp = Blueprint("annotate", __name__)
 # A label button's text in the reader's language (the task's display name, a built-in name translated, "Response 2").
 bp.add_app_template_global(choice_text, "choice_text")
+# A trajectory's step kinds and parts in the reader's language (templates/annotate/_steps.html).
+bp.add_app_template_global(step_kind_name, "step_kind_name")
+bp.add_app_template_global(step_part_name, "step_part_name")
 
 T = TypeVar("T")
 

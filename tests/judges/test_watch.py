@@ -121,7 +121,7 @@ def test_a_lease_is_claimed_once_until_it_expires_and_a_judged_job_is_never_clai
     key = got_b[0][1]
     target = next(t for t in jobs if t.key == key)
     with write_session(engine) as s:
-        s.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=target.sample_id, claim_id=target.claim_id,
+        s.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=target.sample_id, **target.attach,
                       target_key=key, value="supported"))
         for lease in s.exec(select(WatchLease).where(WatchLease.owner == b)).all():
             lease.expires = 1.0  # b died: its leases expired
@@ -142,7 +142,7 @@ def test_a_job_judged_after_the_pending_list_was_read_gets_no_lease_row(engine, 
         dataset = s.get(Dataset, watcher.dataset_id)
         jobs, _ = watcher._pending(s, watcher.main, set())
         judged = jobs[0]
-        s.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=judged.sample_id, claim_id=judged.claim_id,
+        s.add(Verdict(judge_id=judge.id, task_id=task.id, sample_id=judged.sample_id, **judged.attach,
                       target_key=judged.key, value="supported"))
     enqueue(engine, judge, task, dataset, jobs)  # the stale list still names the judged job
     rows = session.exec(select(WatchLease.target_key)).all()

@@ -1,0 +1,58 @@
+"""A step task's report section (issue 33): every categorical figure over the step pairs, clustered by trajectory, and
+the `localisation` block, checked against scikit-learn and a hand count."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from calibrate.calibration import Options, build_report
+from calibrate.tasks import ensure_trajectory_tasks
+
+OK, BAD = "correct", "incorrect"
+# trajectory → (gold per step, judge per step)
+TRAJECTORIES = {
+    "t0": ([OK, OK, BAD, OK], [OK, OK, BAD, OK]),  # both first at step 2: exact
+    "t1": ([OK, BAD, OK, OK], [OK, OK, BAD, OK]),  # 1 and 2: within one step
+    "t2": ([BAD, OK, OK, OK], [OK, OK, OK, BAD]),  # 0 and 3: neither
+    "t3": ([OK, OK, OK, OK], [OK, BAD, OK, OK]),  # only the judge found an error
+    "t4": ([OK, OK, BAD, BAD], [OK, OK, OK, OK]),  # only the gold did
+    "t5": ([OK, OK, OK, OK], [OK, OK, OK, OK]),  # neither found one
+}
+
+
+@pytest.fixture
+def step_report(store, session):
+    ensure_trajectory_tasks(session, store.dataset.id)
+    for sid, (gold, judge) in TRAJECTORIES.items():
+        store.sample(sid, n_steps=4)
+        for index, (g, j) in enumerate(zip(gold, judge, strict=True)):
+            for annotator in ("ana", "ben"):
+                store.label("step_correctness", annotator, sid, g, step=index)
+            store.verdict("agent-judge", "step_correctness", sid, j, step=index)
+    store.commit()
+    return build_report(session, "d", "agent-judge", options=Options(bootstrap=200)).data["tasks"]["step_correctness"]
+
+
+def test_step_kappa_equals_scikit_learns_on_the_same_step_pairs(step_report):
+    gold = [g for gold, _ in TRAJECTORIES.values() for g in gold]
+    judge = [j for _, judge in TRAJECTORIES.values() for j in judge]
+    assert step_report["target"] == "step" and step_report["n"] == 24 and step_report["n_samples"] == 6
+    assert step_report["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(gold, judge))
+    low, high = step_report["cohen_kappa"]["ci"]  # the cluster bootstrap resamples trajectories
+    assert low <= step_report["cohen_kappa"]["value"] <= high
+    agree = sum(g == j for g, j in zip(gold, judge, strict=True)) / len(gold)
+    assert step_report["percent_agreement"] == pytest.approx(agree)
+    assert step_report["confusion"]["labels"] == [OK, BAD]
+    assert {entry["annotator"] for entry in step_report["per_annotator"]} == {"ana", "ben"}
+    assert step_report["human"]["ceiling"]["value"] == pytest.approx(1.0)  # the two annotators agree everywhere
+    assert "alt_test" in step_report
+
+
+def test_localisation_equals_a_hand_count(step_report):
+    block = step_report["localisation"]
+    assert block["negative"] == BAD
+    assert (block["n_trajectories"], block["n_both"], block["n_only_gold"], block["n_only_judge"], block["n_neither"]) == \
+        (6, 3, 1, 1, 1)
+    assert (block["exact"]["value"], block["exact"]["n"]) == (pytest.approx(1 / 3), 3)
+    assert (block["within_1"]["value"], block["within_1"]["n"]) == (pytest.approx(2 / 3), 3)
