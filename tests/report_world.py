@@ -13,7 +13,8 @@ from statistics); samples carry `metadata.topic` (7 topics) for `--group-by`.
   a fraction `unparsed` has no value (status unparsed) and a fraction `abstain` says not_applicable;
 - `not_applicable`: a fraction of the true labels is not_applicable.
 
-With every fraction 0 (the benchmark's world) the gold is the two experts' agreed label, no gold on a tie.
+With every fraction 0 and `binary` (the benchmark's world: a wrong label is the other of supported and unsupported)
+the gold is the two experts' agreed label, no gold on a tie.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ NOW = "2026-01-01 00:00:00"
 
 def fill_world(path: Path, n_samples: int, n_claims: int, *, seed: int = 0, accuracy: float = 0.9,
                judge_accuracy: float = 0.85, third: float = 0.0, adjudicated: float = 0.0, stale: float = 0.0,
-               unparsed: float = 0.0, abstain: float = 0.0, not_applicable: float = 0.0) -> None:
+               unparsed: float = 0.0, abstain: float = 0.0, not_applicable: float = 0.0, binary: bool = False) -> None:
     """Write the world into the migrated database at `path` (its built-in tasks already made)."""
     rng = np.random.default_rng(seed)
     con = sqlite3.connect(path)
@@ -61,8 +62,8 @@ def fill_world(path: Path, n_samples: int, n_claims: int, *, seed: int = 0, accu
     truth = np.where(rng.random(n) < 0.65, 0, 1)
     truth[rng.random(n) < not_applicable] = 2
 
-    def rater(p: float) -> np.ndarray:  # right with probability p, else one of the other two labels
-        wrong = (truth + rng.integers(1, 3, n)) % 3
+    def rater(p: float) -> np.ndarray:  # right with probability p, else one of the other two labels (binary: the other)
+        wrong = 1 - truth if binary else (truth + rng.integers(1, 3, n)) % 3
         return np.where(rng.random(n) < p, truth, wrong)
 
     a1, a2, a3, verdict = rater(accuracy), rater(accuracy), rater(accuracy), rater(judge_accuracy)
