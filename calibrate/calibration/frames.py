@@ -201,3 +201,21 @@ def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judg
     if verdicts.empty:
         raise CalibrationError(Reason("judge_no_task_verdicts", judge=judge.name, task=task.name, dataset=dataset.name))
     return verdicts
+
+
+def shared_keys(*frames: pd.DataFrame | None) -> list[pd.DataFrame | None]:
+    """Return the frames with `target_key` as one pandas Categorical over the sorted keys of them all.
+
+    The report reads a task's labels and verdicts once and groups, joins and filters them by target
+    many times (the gold, the human agreement, the judge as a rater, per annotator, the estimate):
+    on text keys each of those hashes and sorts 10^6 strings again; on a categorical shared by every
+    frame they work on integer codes. The categories are sorted so that anything ordered by key is
+    ordered as the text is; `tolist()`, `isin` and `map` give and take the text keys unchanged.
+    """
+    present = [f for f in frames if f is not None and not f.empty]
+    if not present:
+        return list(frames)
+    keys = pd.unique(np.concatenate([f["target_key"].to_numpy(dtype=object) for f in present]))
+    dtype = pd.CategoricalDtype(np.sort(keys.astype(str)))
+    return [f if f is None or f.empty else f.assign(target_key=pd.Categorical(f["target_key"], dtype=dtype))
+            for f in frames]
