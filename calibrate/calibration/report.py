@@ -263,8 +263,8 @@ def _header(scope: _Scope) -> dict[str, Any]:
 def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
     """Return a task's labels and verdicts on the report's samples; None when it has neither."""
     session, dataset, in_split = scope.session, scope.dataset, scope.in_split
-    labels = labels_frame(session, dataset, task)
-    verdicts = verdicts_frame(session, dataset, task, scope.judge) if scope.judge else None
+    labels = labels_frame(session, dataset, task, categorical=True)
+    verdicts = verdicts_frame(session, dataset, task, scope.judge, categorical=True) if scope.judge else None
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
         if verdicts is not None:
