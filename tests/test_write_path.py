@@ -167,6 +167,8 @@ def test_a_busy_database_is_tried_once_more_then_refused(db_url, monkeypatch):
 
 # --------------------------------------------------------------------------- the burst
 
+IMPORTED, WATCHED = 12, 4  # samples the CLI import writes in chunks of two; samples (of three claims) the watcher judges
+PAUSE = 0.05  # seconds between one thread's saves: writers keep overlapping without starving the two processes
 BUSY = 0.2  # seconds of SQLite's busy handler: short, so that a writer outside the lock would meet "database is locked"
 
 
@@ -199,7 +201,7 @@ def test_a_burst_of_every_writer_on_one_sqlite_file_loses_nothing_and_never_find
     engine = get_engine(db_url, busy_timeout=BUSY)
     with write_session(engine) as session:
         import_file(session, "samples", _samples(tmp_path / "work.jsonl", 4, "w"), dataset="work")
-        import_file(session, "samples", _samples(tmp_path / "watched.jsonl", 8, "j"), dataset="watched")
+        import_file(session, "samples", _samples(tmp_path / "watched.jsonl", WATCHED, "j"), dataset="watched")
         ana = add_user(session, "ana", role="annotator", password="password-123")
         add_user(session, "eng", role="engineer", password="password-123")
         sample = session.exec(select(Sample).join(Dataset).where(Dataset.name == "work")).first()
@@ -214,7 +216,7 @@ def test_a_burst_of_every_writer_on_one_sqlite_file_loses_nothing_and_never_find
                       "SECRET_KEY": "test", "SQLITE_BUSY_TIMEOUT": BUSY})
     env = {**os.environ, "CALIBRATE_INSTANCE": str(tmp_path / "instance"), "CALIBRATE_SQLITE_BUSY_TIMEOUT": str(BUSY),
            "CALIBRATE_IMPORT_CHUNK_SIZE": "2"}
-    importing = _samples(tmp_path / "burst.jsonl", 30, "b")
+    importing = _samples(tmp_path / "burst.jsonl", IMPORTED, "b")
     traces = synthetic_request(12, repeat_every=0)
     spans = [span for rs in traces.resource_spans for ss in rs.scope_spans for span in ss.spans]
 
@@ -234,12 +236,14 @@ def test_a_burst_of_every_writer_on_one_sqlite_file_loses_nothing_and_never_find
             answer = client.post(label_url, data={"task": "claim_support", "target": target, "value": value},
                                  headers={"HX-Request": "true", "X-CSRFToken": csrf})
             saved.append((value, answer.status_code))
+            time.sleep(PAUSE)
 
     def guideline_saves():
         client, csrf = _logged_in(app, "eng")
         while not done.is_set() or len(guidelines) < 10:
             answer = client.post("/guidelines/claim_support", data={"text": f"Version {len(guidelines)}", "csrf_token": csrf})
             guidelines.append(answer.status_code)
+            time.sleep(PAUSE)
 
     def receiver():
         client = app.test_client()
@@ -303,10 +307,10 @@ def test_a_burst_of_every_writer_on_one_sqlite_file_loses_nothing_and_never_find
         assert versions[1:] == [(shipped + 1 + i, f"Version {i}") for i in range(len(guidelines))]
         # the import, the settled traces and the watcher's verdicts: all there
         samples = dict(session.exec(select(Dataset.name, func.count(Sample.id)).join(Sample).group_by(Dataset.name)).all())
-        assert (samples["burst"], samples["live"], _staged(engine)) == (30, 12, 0)
+        assert (samples["burst"], samples["live"], _staged(engine)) == (IMPORTED, 12, 0)
         judged = session.exec(select(func.count()).select_from(Verdict).join(Sample).join(Dataset)
                               .where(Dataset.name == "watched", Verdict.status == "ok")).one()
-        assert judged == 8 * 3  # every claim of the watched dataset
+        assert judged == WATCHED * 3  # every claim of the watched dataset
 
 
 def _staged(engine) -> int:

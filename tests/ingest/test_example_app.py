@@ -36,10 +36,12 @@ THRESHOLD = 0xC << 52  # ot=th:c: reject randomness below 0xc0000000000000, keep
 
 
 def _fakellm():
-    spec = importlib.util.spec_from_file_location("fakellm", ROOT / "tests" / "judges" / "fakellm.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FakeLLM
+    if "fakellm" not in sys.modules:  # tests/judges imported it already, or it is loaded here (registered first:
+        spec = importlib.util.spec_from_file_location("fakellm", ROOT / "tests" / "judges" / "fakellm.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["fakellm"] = module  # its dataclasses look their module up there; run alone, it was absent)
+        spec.loader.exec_module(module)
+    return sys.modules["fakellm"].FakeLLM
 
 
 class Collector:
@@ -90,10 +92,10 @@ def test_the_snippets_app_gives_samples_with_its_metadata_the_collectors_rate_an
     made = subprocess.run([*run, "traces", "token", "--dataset", "prod-rag", "--rate", "0.5", "--salt", "s", "--db", url],
                           check=True, env=env, capture_output=True, text=True)
     token = made.stdout.strip()
-    server, port = launch_serve(url, tmp_path, "--role", "traces", env={"CALIBRATE_TRACES_SETTLE_S": "1",
-                                                                       "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
     llm = _fakellm()()
     llm.responder = lambda body: "From the context: " + body["messages"][-1]["content"].splitlines()[2]
+    server, port = launch_serve(url, tmp_path, "--role", "traces", env={"CALIBRATE_TRACES_SETTLE_S": "1",
+                                                                       "CALIBRATE_TRACES_SETTLE_EVERY": "0.2"})
     llm.start()
     try:
         wait_serving(server, port)
