@@ -5,7 +5,8 @@ claim (a wrong label is the other one of supported / unsupported), no adjudicati
 (2 labels, 1 verdict) a claim, written by bulk SQL into a database `calibrate init` migrated, cached under
 bench/.cache/ (not committed; delete it to rebuild). Per size, in rounds, alternating: the floor, then the report
 of each source tree given (A/B interleaved, so a change of the machine's load falls on all alike); each run is a
-subprocess whose wall time and peak RSS (os.wait4's ru_maxrss) are taken; the table gives medians. The floor's κ
+subprocess whose wall time, CPU time (user + system) and peak RSS (os.wait4's rusage) are taken; the table gives
+medians (on a machine shared and loaded, the CPU ratio is the steadier one). The floor's κ
 must equal the report's (1e-12) and its CI lie within Monte-Carlo error of the report's (another random stream).
 
     .venv/bin/python bench/bench_report_floor.py [--sizes 100000 1000000] [--rounds 3] [--tree NAME=PATH ...]
@@ -52,8 +53,9 @@ def world(n_claims: int) -> Path:
     return path
 
 
-def run_child(command: list[str], env: dict, cwd: Path) -> tuple[float, float, str]:
-    """Run a command as a child this process waits for itself (so its own peak RSS is known)."""
+def run_child(command: list[str], env: dict, cwd: Path) -> tuple[float, float, float, str]:
+    """Run a command as a child this process waits for itself; return its wall seconds, CPU seconds (user + system: on a
+    shared, loaded machine the steadier measure), its own peak RSS in MiB and its stdout."""
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # the child: stdout to a file, stderr kept for a failure
@@ -68,7 +70,7 @@ def run_child(command: list[str], env: dict, cwd: Path) -> tuple[float, float, s
     path.unlink()
     if status:
         raise SystemExit(f"{' '.join(command[:4])} failed (status {status})")
-    return seconds, usage.ru_maxrss / 1024, text
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text
 
 
 def main() -> int:
@@ -79,8 +81,8 @@ def main() -> int:
     args = parser.parse_args()
     trees = [tuple(t.split("=", 1)) for t in args.tree] + [("this", str(ROOT))]
     print(f"machine: {os.cpu_count()} cores, load before {os.getloadavg()}, Python {sys.version.split()[0]}")
-    print("| claims | run | wall (median) | runs | peak RSS (median) | ratio to floor | κ | CI |")
-    print("| ---: | --- | ---: | --- | ---: | ---: | --- | --- |")
+    print("| claims | run | wall (median) | runs | ratio to floor | CPU (median) | CPU ratio | peak RSS (median) | κ | CI |")
+    print("| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
     for size in args.sizes:
         path = world(size)
         env = {**os.environ, "CALIBRATE_INSTANCE": str(CACHE), "PYTHONHASHSEED": "0"}
@@ -88,22 +90,24 @@ def main() -> int:
         for name, _tree in trees:
             runs[name] = [sys.executable, "-m", "calibrate", "report", "--db", f"sqlite:///{path}", "--dataset", DATASET,
                           "--judge", JUDGE, "--format", "json"]
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+        times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
         found: dict[str, dict] = {}
         for _ in range(args.rounds):
             for name, command in runs.items():
                 tree = dict(trees).get(name, str(ROOT))
-                seconds, mib, out = run_child(command, {**env, "PYTHONPATH": tree}, Path(tree))
-                times[name].append((seconds, mib))
+                seconds, cpu, mib, out = run_child(command, {**env, "PYTHONPATH": tree}, Path(tree))
+                times[name].append((seconds, cpu, mib))
+                print(f"  {size:,} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {mib:.0f} MiB", file=sys.stderr, flush=True)
                 data = json.loads(out)
                 found[name] = data if name == "floor" else data["tasks"]["claim_support"]["cohen_kappa"]
-        floor = statistics.median(s for s, _ in times["floor"])
+        floor = statistics.median(s for s, _, _ in times["floor"])
+        floor_cpu = statistics.median(c for _, c, _ in times["floor"])
         for name, measured in times.items():
-            wall = statistics.median(s for s, _ in measured)
+            wall, cpu = statistics.median(s for s, _, _ in measured), statistics.median(c for _, c, _ in measured)
             value = found[name]["kappa"] if name == "floor" else found[name]["value"]
-            print(f"| {size:,} | {name} | {wall:.2f} s | {', '.join(f'{s:.1f}' for s, _ in measured)} | "
-                  f"{statistics.median(m for _, m in measured):.0f} MiB | {wall / floor:.2f}× | {value:.12f} | "
-                  f"[{found[name]['ci'][0]:.5f}, {found[name]['ci'][1]:.5f}] |")
+            print(f"| {size:,} | {name} | {wall:.2f} s | {', '.join(f'{s:.1f}' for s, _, _ in measured)} | {wall / floor:.2f}× | "
+                  f"{cpu:.2f} s | {cpu / floor_cpu:.2f}× | {statistics.median(m for _, _, m in measured):.0f} MiB | {value:.12f} | "
+                  f"[{found[name]['ci'][0]:.5f}, {found[name]['ci'][1]:.5f}] |", flush=True)
         for name in runs:
             if name != "floor":
                 assert abs(found[name]["value"] - found["floor"]["kappa"]) < 1e-12, (name, found[name], found["floor"])
