@@ -217,20 +217,25 @@ def expert_changes(session: Session, dataset: Dataset, *, sample_ids: set[int] |
     for action, before in edits:
         for claim in before or []:
             changed_by[int(claim["id"])] = action
-    claims = session.execute(sa_select(Claim.id, Claim.sample_id, Claim.origin, Claim.active)
-                             .join(Sample, Sample.id == Claim.sample_id).where(Sample.dataset_id == dataset.id)).all()
+    # Active claims counted per sample and origin by the database (10^6 claims: 10^5 rows, not 10^6 objects);
+    # the inactive ones, few, one by one (whether an expert's edit changed them).
+    active = session.execute(sa_select(Claim.sample_id, Claim.origin, func.count())
+                             .join(Sample, Sample.id == Claim.sample_id)
+                             .where(Sample.dataset_id == dataset.id, Claim.active.is_(True))
+                             .group_by(Claim.sample_id, Claim.origin)).all()
+    for sid, origin, n in active:
+        if method_of.get(sid) == origin:
+            out[origin]["n_claims"] += n
+    inactive = session.execute(sa_select(Claim.id, Claim.sample_id, Claim.origin).join(Sample, Sample.id == Claim.sample_id)
+                               .where(Sample.dataset_id == dataset.id, Claim.active.is_(False))).all()
     words = {"split": "split", "merge": "merged", "edit": "edited"}
-    for claim_id, sid, origin, active in claims:
-        method = method_of.get(sid)
-        if method is None or origin != method:
+    for claim_id, sid, origin in inactive:
+        if method_of.get(sid) != origin or claim_id not in changed_by:
             continue
-        row = out[method]
-        if active:
-            row["n_claims"] += 1
-        elif claim_id in changed_by:
-            row["n_claims"] += 1
-            row["n_changed"] += 1
-            row[words.get(changed_by[claim_id], "edited")] += 1
+        row = out[origin]
+        row["n_claims"] += 1
+        row["n_changed"] += 1
+        row[words.get(changed_by[claim_id], "edited")] += 1
     for row in out.values():
         row["changed_share"] = row["n_changed"] / row["n_claims"] if row["n_claims"] else None
     return dict(sorted(out.items()))

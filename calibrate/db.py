@@ -676,15 +676,24 @@ class Statement:
             cursor.close()
 
 
-def read_frame(session: Session, query, columns: list[str]):
+READ_CHUNK_ROWS = 100_000  # rows a categorical read holds as Python objects at once (~100 MB at most)
+
+
+def read_frame(session: Session, query, columns: list[str], *, categorical: tuple[str, ...] = ()):
     """Return a Core query's rows as a pandas DataFrame, read straight through the DB-API cursor.
 
     Reports read hundreds of thousands of rows; SQLAlchemy's per-row Result processing costs
     about ten times the query itself, and these columns need none of it. The statement runs on
     the session's connection, inside its transaction. JSON columns come back as the driver
     gives them (text on SQLite, parsed on PostgreSQL).
+
+    `categorical`: text columns of few distinct values (a label, an annotator), read in chunks of
+    READ_CHUNK_ROWS rows, each chunk's text turned into pandas categoricals before the next is
+    fetched: 10^6 labels then never hold millions of Python strings at once (peak memory grows with
+    one chunk, not with the table), and the frame groups on integer codes.
     """
     import pandas as pd  # noqa: PLC0415 - a heavy library, loaded by the commands that read frames only
+
 
     conn = session.connection()
     compiled = query.compile(dialect=conn.dialect)
@@ -694,6 +703,27 @@ def read_frame(session: Session, query, columns: list[str]):
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         cursor.execute(str(compiled), params)
+        if categorical:
+            return _categorical_chunks(cursor, columns, categorical)
         return pd.DataFrame(cursor.fetchall(), columns=columns)
     finally:
         cursor.close()
+
+
+
+def _categorical_chunks(cursor, columns: list[str], categorical: tuple[str, ...]):
+    """Return the cursor's rows as a frame, fetched chunk by chunk, the `categorical` columns made categoricals per chunk
+    and united at the end (never held as Python strings all at once)."""
+    import pandas as pd  # noqa: PLC0415 - as read_frame
+    from pandas.api.types import union_categoricals  # noqa: PLC0415
+
+    chunks = []
+    while rows := cursor.fetchmany(READ_CHUNK_ROWS):
+        chunks.append(pd.DataFrame(rows, columns=columns).astype({name: "category" for name in categorical}))
+        del rows
+    if not chunks:
+        return pd.DataFrame([], columns=columns)
+    frame = pd.concat([chunk.drop(columns=list(categorical)) for chunk in chunks], ignore_index=True)
+    for name in categorical:
+        frame[name] = union_categoricals([chunk[name] for chunk in chunks], sort_categories=True)
+    return frame[columns]

@@ -42,8 +42,12 @@ def adjudication_order() -> tuple:
             case((adjudicated, Label.id), else_=None).label("label_id"))
 
 
-def labels_frame(session: Session, dataset: Dataset, task: Task) -> pd.DataFrame:
-    """Return the task's labels on the dataset, one row per label (columns LABEL_COLUMNS)."""
+def labels_frame(session: Session, dataset: Dataset, task: Task, *, categorical: bool = False) -> pd.DataFrame:
+    """Return the task's labels on the dataset, one row per label (columns LABEL_COLUMNS).
+
+    `categorical` (the report's read of 10^6 labels): `target_key`, `annotator` and `value` as pandas categoricals,
+    read in bounded chunks (db.read_frame), so the frame holds codes, not millions of strings.
+    """
     query = (
         sa_select(Label.target_key, Label.sample_id, position_column(task), User.username,
                   Label.value, Label.adjudicated, Label.stale, *adjudication_order())
@@ -52,7 +56,8 @@ def labels_frame(session: Session, dataset: Dataset, task: Task) -> pd.DataFrame
         .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
     )
     query = join_target(query, task, Label)
-    frame = read_frame(session, query, LABEL_COLUMNS)
+    frame = read_frame(session, query, LABEL_COLUMNS,
+                       categorical=("target_key", "annotator", "value") if categorical else ())
     return frame.astype({"adjudicated": bool, "stale": bool})
 
 
@@ -70,11 +75,11 @@ def frame_columns(task: Task) -> list[str]:
     return VERDICT_COLUMNS + ["order_key"] if task.kind == "pairwise" else list(VERDICT_COLUMNS)
 
 
-def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
+def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge, *, categorical: bool = False) -> pd.DataFrame:
     """Return the judge's verdicts on the task in the dataset (target_key, sample_id, position, value, status, active).
 
     A pairwise task's frame also has `order_key` (one verdict per presentation order; pairwise.py
-    turns them into one per target).
+    turns them into one per target). `categorical`: `target_key` as a categorical, read in chunks (labels_frame).
     """
     query = (
         sa_select(*verdict_columns(task))
@@ -83,7 +88,7 @@ def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge)
                Verdict.sample_index == 0)  # a self-consistency run's other samples: calibration/consistency.py
     )
     query = join_target(query, task, Verdict)
-    frame = read_frame(session, query, frame_columns(task))
+    frame = read_frame(session, query, frame_columns(task), categorical=("target_key",) if categorical else ())
     # A verdict on a claim or context that an --update retired is kept, but it is not one of the
     # sample's current targets (RAG metrics leave it out).
     frame["active"] = frame["active"].fillna(True).astype(bool)
@@ -193,3 +198,22 @@ def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judg
     if verdicts.empty:
         raise CalibrationError(Reason("judge_no_task_verdicts", judge=judge.name, task=task.name, dataset=dataset.name))
     return verdicts
+
+
+def shared_keys(*frames: pd.DataFrame | None) -> list[pd.DataFrame | None]:
+    """Return the frames with `target_key` as one pandas Categorical over the sorted keys of them all.
+
+    The report reads a task's labels and verdicts once and groups, joins and filters them by target
+    many times (the gold, the human agreement, the judge as a rater, per annotator, the estimate):
+    on text keys each of those hashes and sorts 10^6 strings again; on a categorical shared by every
+    frame they work on integer codes. The categories are sorted so that anything ordered by key is
+    ordered as the text is; `tolist()`, `isin` and `map` give and take the text keys unchanged.
+    """
+    present = [f["target_key"] for f in frames if f is not None and not f.empty]
+    if not present:
+        return list(frames)
+    keys = pd.unique(np.concatenate([k.cat.categories.to_numpy(dtype=object) if isinstance(k.dtype, pd.CategoricalDtype)
+                                     else k.to_numpy(dtype=object) for k in present]))
+    dtype = pd.CategoricalDtype(np.sort(keys.astype(str)))
+    return [f if f is None or f.empty else f.assign(target_key=pd.Categorical(f["target_key"], dtype=dtype))
+            for f in frames]

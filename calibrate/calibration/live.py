@@ -248,22 +248,27 @@ def _pairwise_ready(task: Task, verdicts: pd.DataFrame, order_rule: str) -> pd.D
 
 def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, estimand: Estimand, *,
                  samples: set[int] | frozenset[int] | None = None, order_rule: str = "consistent", with_time: bool = True,
-                 frames: tuple[pd.DataFrame, pd.DataFrame | None] | None = None, streams: bool = True) -> LiveTargets:
+                 frames: tuple | None = None, streams: bool = True) -> LiveTargets:
     """Return every attempted target of the estimand with its verdict, gold, weights and time (module docstring).
 
     `samples`: only these samples (a split, a WHERE, a golden set). `frames`: the judge's verdicts and the task's
-    labels as frames.py reads them, when the caller has them (the report). `streams` False: every given label is used
-    as a uniform draw (the calibration-time agreement, outside the production streams).
+    labels as frames.py reads them, when the caller has them (the report), optionally with those labels' gold by
+    gold.py's rule (computed once by the report): used when every given label counts here (no production stream
+    keeps some out, no sample filter drops any), else the gold is formed again from the labels that count.
+    `streams` False: every given label is used as a uniform draw (the calibration-time agreement, outside the
+    production streams).
     """
     excluded = set(task.excluded or [])
-    verdicts, all_labels = frames if frames is not None else (verdicts_frame(session, dataset, task, judge), None)
+    verdicts, all_labels, *known = frames if frames is not None else (verdicts_frame(session, dataset, task, judge), None)
     verdicts = _pairwise_ready(task, verdicts, order_rule)
     verdicts = verdicts[verdicts["active"]].drop_duplicates("target_key")
     if samples is not None:
         verdicts = verdicts[verdicts["sample_id"].isin(samples)]
     labels, audit_prob, which, outside = _labels(session, dataset, task, all_labels, streams=streams)
+    every = which == "all"
     if samples is not None:
-        labels = labels[labels["sample_id"].isin(samples)]
+        inside = labels["sample_id"].isin(samples)
+        every, labels = every and bool(inside.all()), labels[inside]
     fewshot = fewshot_keys(session, judge)
     counts: dict[str, int] = {"n_outside_audit": outside} if which == "audit" else {}
 
@@ -275,7 +280,7 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
         yhat[failed] = float(usable.mean()) if usable.size else 0.0
     else:
         yhat[failed] = 0.0
-    gold = gold_frame(labels, task.kind)
+    gold = known[0] if known and every else gold_frame(labels, task.kind)
     gold = gold[gold["gold"].notna()]
     frame = pd.DataFrame({"target_key": verdicts["target_key"].to_numpy(), "sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(),
                           "yhat": yhat, "failed": failed})

@@ -44,6 +44,7 @@ from calibrate.calibration.frames import (
     join_target,
     labels_frame,
     sample_field_values,
+    shared_keys,
     target_positions,
     verdict_columns,
     verdicts_frame,
@@ -84,7 +85,7 @@ from calibrate.claimsets import expert_changes, source_counts
 from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
-from calibrate.gold import GOLD_RULE, categorical_gold
+from calibrate.gold import GOLD_RULE
 from calibrate.judged import CATEGORICAL_SECTION, PAIRWISE_SECTION, judging
 from calibrate.judges.families import (
     self_preference_warnings,
@@ -217,6 +218,9 @@ class _Frames:
     direct: pd.DataFrame  # the task's own labels
     verdicts: pd.DataFrame | None  # None: no judge, or the judge did not judge this task
     unjudged: bool  # a judge that has no verdicts of this task
+    # The task's gold per target (rag.task_gold of `direct`), computed once: the section, the position block and the
+    # estimate all use it.
+    gold: pd.DataFrame
 
 
 def _report_tasks(session: Session, names: list[str] | None) -> list[Task]:
@@ -266,12 +270,13 @@ def _header(scope: _Scope) -> dict[str, Any]:
 def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
     """Return a task's labels and verdicts on the report's samples; None when it has neither."""
     session, dataset, in_split = scope.session, scope.dataset, scope.in_split
-    labels = labels_frame(session, dataset, task)
-    verdicts = verdicts_frame(session, dataset, task, scope.judge) if scope.judge else None
+    labels = labels_frame(session, dataset, task, categorical=True)
+    verdicts = verdicts_frame(session, dataset, task, scope.judge, categorical=True) if scope.judge else None
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
         if verdicts is not None:
             verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
+    labels, verdicts = shared_keys(labels, verdicts)  # integer codes under the text keys (frames.py)
     direct = labels
     if task.name in DERIVED_GOLD and (task.name in scope.asked or (verdicts is not None and not verdicts.empty)):
         # asked for, or judged: compare the experts on the metric too (each from their own labels)
@@ -280,19 +285,22 @@ def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
         return None
     unjudged = verdicts is not None and verdicts.empty
     # the judge did not judge this task: a human-only section, not a failure
-    return _Frames(labels, direct, None if unjudged else verdicts, unjudged)
+    gold = task_gold(session, dataset, task, direct, in_split)
+    return _Frames(labels, direct, None if unjudged else verdicts, unjudged, gold)
 
 
 def _task_section(scope: _Scope, task: Task, frames: _Frames) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
     """Return a task's section by its kind, the merged per-target frame, and the verdicts scored (one per target)."""
     options, labels, verdicts = scope.options, frames.labels, frames.verdicts
+    gold = frames.gold
     section_kind = judging(task).kind.section  # the registered kind's builder (calibrate/judged.py)
     if section_kind == PAIRWISE_SECTION:
-        return _pairwise_section(scope.session, scope.dataset, task, labels, verdicts, scope.fewshot, scope.groups, options)
+        return _pairwise_section(scope.session, scope.dataset, task, labels, verdicts, scope.fewshot, scope.groups, options,
+                                 gold)
     if section_kind == CATEGORICAL_SECTION:
-        section, merged = categorical_section(task, labels, verdicts, scope.fewshot, scope.groups, options, light=scope.light)
+        section, merged = categorical_section(task, labels, verdicts, scope.fewshot, scope.groups, options, gold=gold,
+                                              light=scope.light)
         return section, merged, verdicts
-    gold = task_gold(scope.session, scope.dataset, task, frames.direct, scope.in_split)
     section, merged = numeric_section(task, labels, verdicts, scope.fewshot, scope.groups, options, gold=gold,
                                       light=scope.light)
     if gold.empty and verdicts is not None:
@@ -321,7 +329,7 @@ def _judge_blocks(scope: _Scope, task: Task, frames: _Frames, section: dict[str,
     # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
     if section.get("n_no_gold"):
         estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
-                                  order_rule=options.order_rule, frames=(frames.verdicts, frames.direct))
+                                  order_rule=options.order_rule, frames=(frames.verdicts, frames.direct, frames.gold))
         if estimate is not None:
             section["estimate"] = estimate
 
@@ -402,12 +410,12 @@ def human_agreement(session: Session, dataset_name: str, task_name: str, *, spli
 
 
 def _pairwise_section(session: Session, dataset, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None,
-                      fewshot: set[str], groups, options: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
+                      fewshot: set[str], groups, options: Options,
+                      gold: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
     """Return a pairwise task's section (the categorical statistics of one verdict per target by the order rule, and
     `position`), its merged rows, and those verdicts (one per target)."""
     orders = split_orders(verdicts)
     per_target = apply_order_rule(task, verdicts, options.order_rule, orders=orders)[0] if verdicts is not None else None
-    gold = categorical_gold(labels)
     section, merged = categorical_section(task, labels, per_target, fewshot, groups, options, gold=gold,
                                           light=options.decision_only)
     if verdicts is not None:
