@@ -36,14 +36,15 @@ def golden_reports(url: str) -> dict[str, dict]:
 
     from calibrate.calibration import Options, build_report
     from calibrate.db import dispose_engine, get_engine
-    from calibrate.demo import AB_DATASET
+    from calibrate.demo import AB_DATASET, AGENT_JUDGE
     from calibrate.demo import DATASET as DEMO
     from calibrate.models import Judge
     from calibrate.reports import render
 
     out = {}
     with Session(get_engine(url)) as session:
-        judges = sorted(session.exec(select(Judge.name)).all())
+        # the judges pinned when the file was written (the agent demo's came later: its step sections have their tests)
+        judges = sorted(name for name in session.exec(select(Judge.name)).all() if name != AGENT_JUDGE)
         runs = [(dataset, judge, Options(bootstrap=BOOTSTRAP)) for dataset in (DEMO, AB_DATASET)
                 for judge in [None, *[j for j in judges if j != JUDGE]]]
         runs += [(DEMO, judges[0], Options(bootstrap=BOOTSTRAP, group_by="split")),
