@@ -4,10 +4,10 @@ the report's estimate block and the dashboard all read and estimate here (docs/s
 One definition of each thing an estimate depends on:
 
 - **The estimand** (`Estimand`): a `level` — `answers` (one target per sample: sample tasks, and claim tasks
-  read as "every counted claim has the positive label"), `claims` or `contexts` (every target) —, the
+  read as "every counted claim has the positive label"), `claims`, `contexts` or `steps` (every target) —, the
   `positive` label whose share is estimated (a task with labels; default its first declared label that is
   not excluded), or none for a score task (`metric` "mean"). The default level is `answers` wherever a
-  task has it (a context task has only `contexts`), in every command.
+  task has it (a context task has only `contexts`, a step task only `steps`), in every command.
 - **The targets**: every active target of the task the judge attempted (a verdict row of the judge, its
   first sample), the version's few-shot examples left out (at `answers`, every answer with a few-shot
   claim); a pairwise task's verdict is the one its order rule makes. An answer is attempted when the judge
@@ -61,9 +61,9 @@ from calibrate.task_values import has_labels
 __all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
            "sample_info", "samples_with_targets", "share_interval", "window_bounds", "window_keys"]
 
-LEVELS = ("answers", "claims", "contexts")
+LEVELS = ("answers", "claims", "contexts", "steps")
 WINDOWS = ("day", "week", "month")
-_LEVELS_OF = {"sample": ("answers",), "claim": ("answers", "claims"), "context": ("contexts",)}
+_LEVELS_OF = {"sample": ("answers",), "claim": ("answers", "claims"), "context": ("contexts",), "step": ("steps",)}
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ GOLDEN = click.option(
     "--golden", metavar="NAME[@V]",
     help="Only the members of this golden set's version (default its latest); every decision cites the version and its hash.")
 LEVEL = click.option(
-    "--level", type=click.Choice(["answers", "claims", "contexts"]),
+    "--level", type=click.Choice(["answers", "claims", "contexts", "steps"]),
     help="What the share is of: answers (default wherever the task has it: for a claim task, the share of answers whose "
          "every counted claim has the label), claims or contexts (every target).")
 LOCALE = click.option(

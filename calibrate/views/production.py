@@ -46,7 +46,7 @@ def tasks_of(session, dataset, judge_name: str | None) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-LEVELS = ("answers", "claims", "contexts")
+LEVELS = ("answers", "claims", "contexts", "steps")
 
 
 def queue_form(session, dataset) -> dict:

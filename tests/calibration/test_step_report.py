@@ -56,3 +56,20 @@ def test_localisation_equals_a_hand_count(step_report):
         (6, 3, 1, 1, 1)
     assert (block["exact"]["value"], block["exact"]["n"]) == (pytest.approx(1 / 3), 3)
     assert (block["within_1"]["value"], block["within_1"]["n"]) == (pytest.approx(2 / 3), 3)
+
+
+def test_the_agent_demo_reports_its_step_tasks_with_their_estimate_per_step(demo_engine):
+    """The demo's agent dataset, as `calibrate report` gives it: its step task's section, localisation and the estimate of
+    the steps no expert labelled (it failed with KeyError 'step' before the live estimator knew the level)."""
+    from sqlmodel import Session
+
+    from calibrate.demo import AGENT_DATASET, AGENT_JUDGE
+
+    with Session(demo_engine) as session:
+        tasks = build_report(session, AGENT_DATASET, AGENT_JUDGE, options=Options(bootstrap=100)).data["tasks"]
+    steps = tasks["step_correctness"]
+    assert steps["n"] > 0 and steps["alignment"]["metric"] == "cohen_kappa" and steps["localisation"]["n_trajectories"] == 30
+    assert steps["n_no_gold"] > 0  # steps the judge saw and no expert labelled: what the estimate is for
+    estimate = steps["estimate"]
+    assert estimate["estimand"] == {"level": "steps", "positive": "correct", "metric": "share"} and estimate["status"] == "ok"
+    assert estimate["ci"][0] <= estimate["estimate"] <= estimate["ci"][1]
