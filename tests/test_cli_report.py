@@ -56,7 +56,7 @@ def test_report_without_judge(runner, demo_with_judges):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--dataset", "nope"], f"unknown dataset 'nope' (datasets: {DATASET}, demo-prenatal-ab, demo-prenatal-live)"),
+        (["--dataset", "nope"], f"unknown dataset 'nope' (datasets: {DATASET}, demo-prenatal-ab, demo-prenatal-agent, demo-prenatal-live)"),
         (["--dataset", DATASET, "--judge", "nope"], "unknown judge 'nope' (judges: copycat, "),
         (["--dataset", DATASET, "--judge", "copycat", "--group-by", "metadata.colour"], "metadata.topic"),
     ],

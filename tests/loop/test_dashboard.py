@@ -275,10 +275,11 @@ def test_calibration_index_links_every_dataset(demo, client, login, soup):
     page = soup(client.get("/datasets"))
     assert page.select_one("nav a[href='/calibration']") is not None
     listing = soup(client.get("/calibration"))
-    # the demo has three datasets: the RAG answers, the pairwise items (its two versions side by side) and the
-    # production source (calibrate/demo/production.py)
+    # the demo has four datasets: the RAG answers, the pairwise items (its two versions side by side), the agent's
+    # trajectories and the production source (calibrate/demo/production.py)
     assert [a["href"] for a in listing.select("#calibration-datasets a")] == [f"/datasets/{demo}/calibration",
                                                                               "/datasets/demo-prenatal-ab/calibration",
+                                                                              "/datasets/demo-prenatal-agent/calibration",
                                                                               "/datasets/demo-prenatal-live/calibration"]
 
 
