@@ -148,6 +148,7 @@ def task_context(name: str, section: dict, report: Any, ci_label: str) -> dict:
         "scale_text": summary.scale(section.get("scale")),
         "labelled": summary.labelled(section),
         "position": summary.position(section),
+        "localisation": summary.localisation(section),
         "ci_label": ci_label,
     }
 

@@ -208,6 +208,12 @@ def _task(name: str, section: dict, data: dict, ci_label: str) -> list[str]:
         lines += [gettext("Presentation order") + ":", "", table_row(["", gettext("value"), gettext("note")]), "|---|---:|---|"]
         lines += [table_row([escape(label), escape(value), escape(note) or ""]) for _, label, value, note in block]
         lines.append("")
+    rows = summary.localisation(section)
+    if rows:
+        lines += [gettext("Where the first wrong step is (localisation)") + ":", "",
+                  table_row(["", gettext("value"), gettext("note")]), "|---|---:|---|"]
+        lines += [table_row([escape(label), escape(value), escape(note)]) for _, label, value, note in rows]
+        lines.append("")
     human = section.get("human") or {}
     parts = []
     if decision.ceiling:

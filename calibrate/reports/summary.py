@@ -250,6 +250,23 @@ ORDER_RULES = {
 }
 
 
+def localisation(section: dict) -> list[tuple[str, str, str, str]]:
+    """Return a step task's `localisation` block as (key, label, value, note) rows; empty for other tasks."""
+    block = section.get("localisation")
+    if not isinstance(block, dict):
+        return []
+    rows = []
+    for key, label in (("exact", i18n.gettext("Same first wrong step as the experts")),
+                       ("within_1", i18n.gettext("First wrong step within one step of the experts'"))):
+        share = block.get(key) or {}
+        rows.append((key, label, percent(share.get("value")), f"{interval(share.get('ci'))}, n = {share.get('n', 0)}"))
+    of = i18n.gettext("of %(n)s trajectories", n=block.get("n_trajectories", 0))
+    rows += [("n_only_gold", i18n.gettext("Only the experts found a wrong step"), str(block.get("n_only_gold", 0)), of),
+             ("n_only_judge", i18n.gettext("Only the judge found a wrong step"), str(block.get("n_only_judge", 0)), of),
+             ("n_neither", i18n.gettext("Neither found a wrong step"), str(block.get("n_neither", 0)), of)]
+    return rows
+
+
 def position(section: dict) -> list[tuple[str, str, str, str]]:
     """Return a pairwise section's position block as (key, label, value, note) rows; empty for other tasks."""
     block = section.get("position")

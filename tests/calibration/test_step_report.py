@@ -73,3 +73,22 @@ def test_the_agent_demo_reports_its_step_tasks_with_their_estimate_per_step(demo
     estimate = steps["estimate"]
     assert estimate["estimand"] == {"level": "steps", "positive": "correct", "metric": "share"} and estimate["status"] == "ok"
     assert estimate["ci"][0] <= estimate["estimate"] <= estimate["ci"][1]
+
+
+def test_the_markdown_and_html_reports_show_localisation_in_both_languages(step_report, session):
+    """The block is in every format a person reads, not only the JSON: the same hand count as above, worded."""
+    from bs4 import BeautifulSoup
+
+    from calibrate import i18n
+    from calibrate.reports import render
+
+    report = build_report(session, "d", "agent-judge", options=Options(bootstrap=200))
+    markdown = render(report, "md")
+    assert "Where the first wrong step is (localisation)" in markdown
+    assert "| Same first wrong step as the experts | 33.3% |" in markdown  # t0 of t0, t1, t2 (both found one)
+    assert "| Only the experts found a wrong step | 1 | of 6 trajectories |" in markdown
+    rows = {row["data-stat"]: row for row in BeautifulSoup(render(report, "html"), "html.parser")
+            .select("table[data-table=localisation] tr")}
+    assert rows["within_1"].select_one(".value").text == "66.7%" and rows["n_only_judge"].select_one(".value").text == "1"
+    with i18n.using("es"):
+        assert "Dónde está el primer paso erróneo (localización)" in render(report, "md")
