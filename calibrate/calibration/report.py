@@ -118,6 +118,7 @@ class ItemRow:
     agree: bool | None
     excluded: str = ""
     group: str | None = None
+    step: int | None = None
 
 
 @dataclass
@@ -454,6 +455,7 @@ def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, 
         rows.append(ItemRow(
             task=task.name, target=rec.target_key, sample_id=external.get(sample_id, str(sample_id)),
             claim=pos if task.target == "claim" else None, context=pos if task.target == "context" else None,
+            step=pos if task.target == "step" else None,
             humans=humans.get(rec.target_key, {}), gold=gold,
             gold_source=rec.gold_source if isinstance(rec.gold_source, str) else "none",
             judge=judge, judge_status=status, agree=agree, excluded=rec.excluded,

@@ -1,10 +1,10 @@
 """The CSV report: one row per target per task, every item behind the report's numbers.
 
-Columns: task, sample_id, target, claim, context, group, one `human_<annotator>` column per
+Columns: task, sample_id, target, claim, context, step, group, one `human_<annotator>` column per
 annotator seen in any task (sorted), gold, gold_source, judge, judge_status, agree, excluded.
 Targets are named as the user names them, never by database id: `target` is `SAMPLE_ID`,
-`SAMPLE_ID/claim/N` or `SAMPLE_ID/context/R` (0-based, as `compare` names flips), and
-`sample_id`, `claim`, `context` are the labels import's own fields.
+`SAMPLE_ID/claim/N`, `SAMPLE_ID/context/R` or `SAMPLE_ID/step/S` (0-based, as `compare` names flips), and
+`sample_id`, `claim`, `context`, `step` are the labels import's own fields.
 
 Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with `=`, `+`,
 `-`, `@`, a tab or a carriage return is prefixed with a single quote so that a spreadsheet
@@ -20,7 +20,7 @@ import io
 import re
 from typing import Any
 
-FIXED_BEFORE = ("task", "sample_id", "target", "claim", "context", "group")
+FIXED_BEFORE = ("task", "sample_id", "target", "claim", "context", "step", "group")
 FIXED_AFTER = ("gold", "gold_source", "judge", "judge_status", "agree", "excluded")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 PLAIN_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -49,11 +49,13 @@ def header(report: Any) -> list[str]:
 
 
 def readable_target(row: Any) -> str:
-    """Return a row's target as the user names it: SAMPLE_ID, SAMPLE_ID/claim/N or SAMPLE_ID/context/R (0-based)."""
+    """Return a row's target as the user names it: SAMPLE_ID, SAMPLE_ID/claim/N, /context/R or /step/S (0-based)."""
     if row.claim is not None:
         return f"{row.sample_id}/claim/{row.claim}"
     if row.context is not None:
         return f"{row.sample_id}/context/{row.context}"
+    if row.step is not None:
+        return f"{row.sample_id}/step/{row.step}"
     return row.sample_id
 
 
@@ -65,7 +67,7 @@ def render_csv(report: Any) -> str:
     writer.writerow([neutralise(c) for c in header(report)])
     for task, rows in report.rows.items():
         for row in rows:
-            cells = [task, row.sample_id, readable_target(row), row.claim, row.context, row.group,
+            cells = [task, row.sample_id, readable_target(row), row.claim, row.context, row.step, row.group,
                      *(row.humans.get(name) for name in names),
                      row.gold, row.gold_source, row.judge, row.judge_status, row.agree, row.excluded]
             writer.writerow([neutralise(c) for c in cells])

@@ -90,5 +90,8 @@ def test_the_markdown_and_html_reports_show_localisation_in_both_languages(step_
     rows = {row["data-stat"]: row for row in BeautifulSoup(render(report, "html"), "html.parser")
             .select("table[data-table=localisation] tr")}
     assert rows["within_1"].select_one(".value").text == "66.7%" and rows["n_only_judge"].select_one(".value").text == "1"
+    csv_rows = render(report, "csv").splitlines()
+    assert csv_rows[0].startswith("task,sample_id,target,claim,context,step,group,")
+    assert any(line.startswith("step_correctness,t0,t0/step/2,,,2,,") for line in csv_rows)  # the row names its step
     with i18n.using("es"):
         assert "Dónde está el primer paso erróneo (localización)" in render(report, "md")

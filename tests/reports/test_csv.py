@@ -21,7 +21,7 @@ def read(report):
 def test_csv_has_one_row_per_target_per_task_with_the_documented_columns(full_report):
     text = render(full_report, "csv")
     header = next(csv.reader(io.StringIO(text)))
-    assert header == ["task", "sample_id", "target", "claim", "context", "group", "human_ann1", "human_ann2",
+    assert header == ["task", "sample_id", "target", "claim", "context", "step", "group", "human_ann1", "human_ann2",
                       "gold", "gold_source", "judge", "judge_status", "agree", "excluded"]
     rows = read(full_report)
     assert len(rows) == sum(len(r) for r in full_report.rows.values())

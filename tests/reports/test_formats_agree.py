@@ -43,7 +43,7 @@ def test_docs_describe_every_format_column_and_rule():
     doc = (calibrate.PROJECT_ROOT / "docs" / "report.md").read_text(encoding="utf-8")
     for fmt in FORMATS:
         assert f"`{fmt}`" in doc, fmt
-    for column in ("task", "sample_id", "target", "claim", "context", "group", "human_<annotator>", "gold",
+    for column in ("task", "sample_id", "target", "claim", "context", "step", "group", "human_<annotator>", "gold",
                    "gold_source", "judge", "judge_status", "agree", "excluded"):
         assert f"`{column}`" in doc, column
     for key in ("dataset", "judge", "threshold", "ci_lower", "passed", "tasks", "rag", "method", "provenance",

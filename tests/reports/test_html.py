@@ -276,4 +276,4 @@ def test_a_dataset_without_labels_or_verdicts_says_so(store, report_of, session)
     assert "no task with labels or verdicts" in page.select_one("#decision").get_text(" ", strip=True)
     assert page.select("section.task") == [] and page.select("svg") == []
     assert "## Decision: fail — ❌ NOT PASSED under rule point" in render(report, "md")
-    assert render(report, "csv").splitlines() == ["task,sample_id,target,claim,context,group,gold,gold_source,judge,judge_status,agree,excluded"]
+    assert render(report, "csv").splitlines() == ["task,sample_id,target,claim,context,step,group,gold,gold_source,judge,judge_status,agree,excluded"]
