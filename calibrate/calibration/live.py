@@ -52,6 +52,7 @@ from calibrate.calibration.streams import audit_probabilities, stream_assignment
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
+from calibrate.judged import TARGET_KINDS, target_kind
 from calibrate.models import AuditDraw, Claim, Context, Dataset, Judge, Sample, Task
 from calibrate.reasons import Reason
 from calibrate.sample_time import time_of
@@ -61,9 +62,18 @@ from calibrate.task_values import has_labels
 __all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
            "sample_info", "samples_with_targets", "share_interval", "window_bounds", "window_keys"]
 
-LEVELS = ("answers", "claims", "contexts", "steps")
+# A sample target's level is `answers`; a part kind's is its own (claims, contexts, steps: the registered kind's
+# `items`), and a claim task also has `answers` (every counted claim of an answer has the label).
+LEVELS = ("answers", *(kind.items for kind in TARGET_KINDS.values() if kind.within))
 WINDOWS = ("day", "week", "month")
-_LEVELS_OF = {"sample": ("answers",), "claim": ("answers", "claims"), "context": ("contexts",), "step": ("steps",)}
+
+
+def levels_of(target: str) -> tuple[str, ...]:
+    """Return the levels a task on `target` can be estimated at, its default first."""
+    kind = target_kind(target)
+    if not kind.within:
+        return ("answers",)
+    return ("answers", kind.items) if target == "claim" else (kind.items,)
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ class Estimand:
 
 def estimand_for(task: Task, *, level: str | None = None, positive: str | None = None) -> Estimand:
     """Return the estimand of a task (defaults in the module docstring), refusing a level or label the task does not have."""
-    levels = _LEVELS_OF[task.target]
+    levels = levels_of(task.target)
     level = level or levels[0]
     if level not in levels:
         raise CalibrationError(Reason("level_not_for_task", level=level, task=task.name, levels=", ".join(levels)))

@@ -40,7 +40,7 @@ GOLDEN = click.option(
 LEVEL = click.option(
     "--level", type=click.Choice(["answers", "claims", "contexts", "steps"]),
     help="What the share is of: answers (default wherever the task has it: for a claim task, the share of answers whose "
-         "every counted claim has the label), claims or contexts (every target).")
+         "every counted claim has the label), claims, contexts or steps (every target).")
 LOCALE = click.option(
     "--locale", type=click.Choice(["en", "es"]), default="en", show_default=True,
     help="Language of an HTML or Markdown report: en (English) or es (Spanish). JSON and CSV do not change.")

@@ -46,9 +46,6 @@ def tasks_of(session, dataset, judge_name: str | None) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-LEVELS = ("answers", "claims", "contexts", "steps")
-
-
 def queue_form(session, dataset) -> dict:
     """Return what the queue policy form shows: the saved policy (or defaults), the experts, the streams' counts."""
     policy = saved_policy(session, dataset)
@@ -91,7 +88,7 @@ def show(name: str):
     tasks = tasks_of(session, dataset, judge)
     task = request.args.get("task") if request.args.get("task") in tasks else (tasks[0] if tasks else None)
     by = request.args.get("by") if request.args.get("by") in ("day", "week", "month") else "week"
-    level = request.args.get("level") if request.args.get("level") in LEVELS else None
+    level = request.args.get("level") if request.args.get("level") in production.LEVELS else None
     raw_min = (request.args.get("min") or "").strip()
     min_value = None
     if raw_min:
