@@ -36,7 +36,9 @@ from sqlmodel import Session, select
 from calibrate.models import EXTRACTION, KINDS, REWRITE, TARGETS, Claim, Context, Sample, Step, Task, target_key
 from calibrate.targets import where as in_words
 from calibrate.tasks import METRIC_TASKS
-from calibrate.trajectories import step_fields
+from calibrate.trajectories import row_entry, step_fields
+
+ANSWERS = "answers"  # the live estimator's level of one target per sample (calibration/live.py)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,14 @@ class TargetKind:
     # Template fields built from the target's whole sample beside its own (a step: the trajectory up to it).
     more: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     sequence: bool = False  # its parts are a sample's ordered trajectory: a section adds `localisation`
+    # The live estimator offers the sample-level aggregation of its parts at the `answers` level (a claim task: an answer
+    # counts when every counted claim has the positive label); every part kind has its own level (`items`).
+    answers: bool = False
+    # A part's text as people read it (few-shot and adjudication views; a step: its text block).
+    text: Callable[[Any], str] = lambda row: row.text
+    # The reason codes a few-shot reference "SAMPLE:N" is refused with: N names no part / N is not given (what N is).
+    fewshot_missing: str = ""
+    position_name: str = ""
 
     @property
     def within(self) -> bool:
@@ -66,6 +76,54 @@ class TargetKind:
 
     def key(self, target_id: int) -> str:
         return target_key(self.name, target_id)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The live estimator's levels of a task on this kind, its default first (calibration/live.py)."""
+        if not self.within:
+            return (ANSWERS,)
+        return (ANSWERS, self.items) if self.answers else (self.items,)
+
+    def aggregates(self, level: str) -> bool:
+        """Whether `level` reads this kind's parts one sample at a time (a claim task at `answers`)."""
+        return self.within and level == ANSWERS
+
+    def column(self, model: Any) -> Any:
+        """Return the Label/Verdict/FewShot column holding a target's id of this kind (its part's id; the sample's)."""
+        return getattr(model, f"{self.field}_id") if self.field else model.sample_id
+
+    def place(self, position: int | None) -> dict[str, int | None]:
+        """Return a row's position columns named by part kind (the report's ItemRow: claim, context, step), like `attach`."""
+        return {kind.name: (position if kind is self else None) for kind in TARGET_KINDS.values() if kind.within}
+
+    def find(self, session: Session, sample_id: int, position: int) -> Any | None:
+        """Return the active part of this kind at `position` within a sample (None: there is none, or a sample kind)."""
+        if self.row is None:
+            return None
+        row = self.row
+        active = [row.active] if hasattr(row, "active") else []
+        return session.exec(select(row).where(row.sample_id == sample_id, getattr(row, self.position) == position,
+                                              *active)).first()
+
+    def rows(self, session: Session, part_ids: Sequence[int]) -> dict[int, Any]:
+        """Return part id → its row, for these ids of this kind (none for the sample kind)."""
+        if self.row is None or not part_ids:
+            return {}
+        ids = sorted(set(part_ids))
+        out: dict[int, Any] = {}
+        for start in range(0, len(ids), 10_000):
+            out.update((r.id, r) for r in session.exec(select(self.row).where(self.row.id.in_(ids[start:start + 10_000]))).all())
+        return out
+
+    def positions(self, session: Session, part_ids: Sequence[int]) -> dict[int, int]:
+        """Return part id → its 0-based position within its sample (claim index, context rank, step index)."""
+        if self.row is None or not part_ids:
+            return {}
+        ids, column = sorted(set(part_ids)), getattr(self.row, self.position)
+        out: dict[int, int] = {}
+        for start in range(0, len(ids), 10_000):
+            out.update(session.execute(select(self.row.id, column).where(self.row.id.in_(ids[start:start + 10_000]))).all())
+        return out
 
     def where(self, position: int | None) -> str:
         """Return the target's place within its sample as people read it ("claim 1", "the answer")."""
@@ -146,13 +204,17 @@ def register_task_kind(kind: TaskKind) -> TaskKind:
     return kind
 
 
-register_target(TargetKind("claim", 10, Claim, "index", "claims"))
+register_target(TargetKind("claim", 10, Claim, "index", "claims", answers=True, fewshot_missing="fewshot_no_claim",
+                           position_name="claim_index"))
 register_target(TargetKind("sample", 20, needs_answer=True))
-register_target(TargetKind("context", 30, Context, "rank", "contexts"))
+register_target(TargetKind("context", 30, Context, "rank", "contexts", fewshot_missing="fewshot_no_context",
+                           position_name="context_rank"))
 # A step of the sample's trajectory (issue 33): its judge sees the trajectory up to it (trajectories.step_fields); its
 # template fields and built-in templates are judges/render.py's TARGET_FIELDS and TARGET_TEMPLATES.
 register_target(TargetKind("step", 40, Step, "index", "steps",
-                           more=lambda entry, entries: step_fields(entry, entries["steps"]), sequence=True))
+                           more=lambda entry, entries: step_fields(entry, entries["steps"]), sequence=True,
+                           text=lambda row: row_entry(row)["text"], fewshot_missing="fewshot_no_step",
+                           position_name="step_index"))
 
 register_task_kind(TaskKind("categorical", labels=True, section=CATEGORICAL_SECTION))
 register_task_kind(TaskKind("ordinal", level="ordinal", step="1", tolerance=0.5, section=NUMERIC_SECTION))

@@ -49,6 +49,12 @@ def step_entry(index: int, kind: str, name: str, status: str, input_: str | None
             "tool": tool, "turn": turn, "parent": parent, "text": "\n".join(lines)}
 
 
+def row_entry(row: Any) -> dict[str, Any]:
+    """Return `step_entry` of a stored step (a row with the Step columns: judges' items, few-shot and adjudication views)."""
+    return step_entry(row.index, row.kind, row.name, row.status, row.input, row.output, tool_name=row.tool_name,
+                      tool_arguments=row.tool_arguments, tool_result=row.tool_result, turn=row.turn, parent=row.parent)
+
+
 def fit(steps: list[dict[str, Any]], budget: int = MAX_TRAJECTORY_CHARS) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Return the steps shown (in order) and what was cut ({steps, chars}) by the rule in the module docstring."""
     sizes = [len(step["text"]) + 1 for step in steps]

@@ -58,9 +58,8 @@ from calibrate.calibration.sections import score_agrees, score_tolerance
 from calibrate.datasets import split_samples
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
+from calibrate.judged import judging
 from calibrate.models import (
-    Claim,
-    Context,
     Dataset,
     FewShot,
     Judge,
@@ -74,7 +73,6 @@ from calibrate.models import (
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 from calibrate.targets import target_names
-from calibrate.task_values import has_labels, is_extraction
 
 MAX_FLIPS_LISTED = 500
 
@@ -88,25 +86,22 @@ def _est(est: Estimate, keys=("value", "ci", "p_value", "status", "note")) -> di
 
 
 def _readable_ids(session: Session, task: Task, frame: pd.DataFrame) -> list[str]:
-    """Return "EXTERNAL_ID[/claim/N | /context/R]" for each row of `frame` (only the flipped few).
+    """Return "EXTERNAL_ID[/claim/N | /context/R | /step/S]" for each row of `frame` (only the flipped few).
 
-    The claim index or context rank is looked up here, for these targets only, rather than
+    The part's position (TargetKind.positions) is looked up here, for these targets only, rather than
     joined into the 100,000-row reads.
     """
+    kind = judging(task).target
     external: dict[int, str] = {}
-    positions: dict[int, int] = {}
     samples = sorted({int(x) for x in frame["sample_id"]})
-    targets = sorted({int(x) for x in frame["target_key"]})
-    column = {"claim": (Claim.id, Claim.index), "context": (Context.id, Context.rank)}.get(task.target)
-    for start in range(0, max(len(samples), len(targets)), 10_000):
+    for start in range(0, len(samples), 10_000):
         chunk = samples[start:start + 10_000]
         external.update(session.execute(select(Sample.id, Sample.external_id).where(Sample.id.in_(chunk))).all())
-        if column is not None:
-            positions.update(session.execute(select(*column).where(column[0].in_(targets[start:start + 10_000]))).all())
+    positions = kind.positions(session, [int(x) for x in frame["target_key"]])
     out = []
     for target_id, sample_id in zip(frame["target_key"], frame["sample_id"], strict=True):
         base = external.get(int(sample_id), str(sample_id))
-        out.append(f"{base}/{task.target}/{positions[int(target_id)]}" if int(target_id) in positions else base)
+        out.append(f"{base}/{kind.name}/{positions[int(target_id)]}" if int(target_id) in positions else base)
     return out
 
 
@@ -116,7 +111,7 @@ def _target_id(task: Task, model):
     The comparison joins and groups on these integers rather than on the key strings: reading
     and hashing 400,000 short strings was most of its time.
     """
-    return {"claim": model.claim_id, "context": model.context_id}.get(task.target, model.sample_id)
+    return judging(task).target.column(model)
 
 
 def _as_ids(keys: pd.Series) -> pd.Series:
@@ -157,7 +152,7 @@ def _verdict_pair(session: Session, dataset: Dataset, task: Task, a: Judge, b: J
 
     A pairwise task's verdicts come one per target, by the order rule.
     """
-    pairwise = task.kind == "pairwise"
+    pairwise = judging(task).kind.orders
     columns = [Verdict.judge_id, _target_id(task, Verdict), Verdict.sample_id, Verdict.value, Verdict.status]
     query = (sa_select(*columns, *([Verdict.order_key] if pairwise else []))
              .join(Sample, Sample.id == Verdict.sample_id)
@@ -176,7 +171,7 @@ def _common(task: Task, gold: pd.DataFrame, va: pd.DataFrame, vb: pd.DataFrame, 
             ) -> tuple[pd.DataFrame, dict[str, int]]:
     """Return the common targets (`common.common_targets`) with the gold and both judges' values, misses scored
     (`common.judge_misses`), by sample then target; and each judge's unparsed verdicts and abstentions among them."""
-    labels = stat_labels_of(task) if has_labels(task) else None
+    labels = stat_labels_of(task) if judging(task).kind.labels else None
     keys = common_targets(gold, [va["target_key"], vb["target_key"]], excluded_keys, stat_labels=labels).keys
     common = gold.drop_duplicates("target_key").set_index("target_key").loc[keys].reset_index()
     common = common.sort_values(["sample_id", "target_key"]).reset_index(drop=True)
@@ -202,7 +197,7 @@ def _compare_task(session: Session, task: Task, common: pd.DataFrame, options: O
                            "n_samples": int(common["sample_id"].nunique()), **counts}
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, method=options.ci_method, seed=options.seed)
     clusters = common["sample_id"].to_numpy()
-    if has_labels(task):
+    if judging(task).kind.labels:
         labels = miss_labels(stat_labels_of(task), common["a"], common["b"])  # a miss: a category the gold never takes
         index = {lab: i for i, lab in enumerate(labels)}
         gold, a, b = (common[c].map(index).to_numpy() for c in ("gold", "a", "b"))
@@ -372,7 +367,7 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     a, b = lookup.judge(session, judge_a), lookup.judge(session, judge_b)
     if a.id == b.id:
         raise CalibrationError(Reason("compare_same_judge"))
-    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
+    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not judging(t).kind.extraction]
     if task:
         tasks = [t for t in tasks if t.name == task]
         if not tasks:
@@ -422,6 +417,6 @@ def compare_judges(session: Session, dataset_name: str, judge_a: str, judge_b: s
     result["method"] = {"bootstrap": {"n_resamples": options.bootstrap, "confidence": options.confidence,
                                       "seed": options.seed, "method": options.ci_method, "resampled_unit": "sample"},
                         "split": split}
-    if any(t.kind == "pairwise" and t.name in result["tasks"] for t in tasks):
+    if any(judging(t).kind.orders and t.name in result["tasks"] for t in tasks):
         result["method"]["order_rule"] = options.order_rule
     return result

@@ -31,7 +31,7 @@ from calibrate.models import (
     order_key,
 )
 from calibrate.tasks import current_guideline
-from calibrate.trajectories import step_entry, trajectory_fields
+from calibrate.trajectories import row_entry, trajectory_fields
 
 ORDERS = ("original", "swapped", "both")
 
@@ -159,8 +159,7 @@ def load_items(session: Session, sample_ids: set[int] | list[int]) -> dict[int, 
             entry = {"position": r.position + 1, "id": r.key, "text": r.text, "model": r.model or ""}
             items[r.sample_id]["responses"].append(entry)
         for st in session.exec(select(Step).where(Step.sample_id.in_(chunk), Step.active).order_by(Step.sample_id, Step.index)).all():
-            entry = step_entry(st.index, st.kind, st.name, st.status, st.input, st.output, tool_name=st.tool_name,
-                               tool_arguments=st.tool_arguments, tool_result=st.tool_result, turn=st.turn, parent=st.parent)
+            entry = row_entry(st)
             items[st.sample_id]["steps"].append(entry)
             items[st.sample_id]["_steps"][st.id] = entry
     for item in items.values():  # a trajectory judge's view of every step (trajectories.fit)

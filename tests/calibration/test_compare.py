@@ -221,3 +221,38 @@ def test_stale_labels_do_not_count_towards_the_gold(store, session):
     session.commit()
     after = compare_judges(session, "d", "A", "B", options=FAST)
     assert after["common_n"] == before["common_n"] and after["flips"] == before["flips"]
+
+
+def test_a_step_task_is_compared_step_by_step(runner, store, session):
+    """A step task's compare scores each step (not one target per sample) and names flips "SAMPLE/step/N" (issue 33:
+    the targets were the sample ids, so a trajectory's four steps collapsed into one)."""
+    from calibrate.tasks import ensure_trajectory_tasks
+
+    ensure_trajectory_tasks(session, store.dataset.id)
+    ok, bad = "correct", "incorrect"
+    a_wrong, b_wrong = {("t0", 2), ("t1", 1), ("t2", 3)}, {("t2", 3)}
+    gold = {}
+    for i in range(6):
+        sid = f"t{i}"
+        store.sample(sid, n_steps=4)
+        for s in range(4):
+            value = bad if (i + s) % 3 == 0 else ok
+            gold[(sid, s)] = value
+            flipped = ok if value == bad else bad
+            store.label("step_correctness", "ann", sid, value, step=s)
+            store.verdict("A", "step_correctness", sid, flipped if (sid, s) in a_wrong else value, step=s)
+            store.verdict("B", "step_correctness", sid, flipped if (sid, s) in b_wrong else value, step=s)
+    store.commit()
+    done = runner.invoke(["compare", "--dataset", "d", "--judge", "A", "--judge", "B", "--task", "step_correctness",
+                          "--bootstrap", "200"])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.output)
+    keys = sorted(gold)
+    g = [gold[k] for k in keys]
+    flip = {ok: bad, bad: ok}
+    a = [flip[gold[k]] if k in a_wrong else gold[k] for k in keys]
+    assert (result["task"], result["common_n"], result["tasks"]["step_correctness"]["n_samples"]) == ("step_correctness", 24, 6)
+    assert result["a"]["value"] == pytest.approx(cohen_kappa_score(g, a))
+    assert sorted(result["flips"]["fixed"]) == ["t0/step/2", "t1/step/1"] and result["flips"]["broken"] == []
+    step_ids = {f"step:{store.steps[k].id}" for k in (("t0", 2), ("t1", 1))}
+    assert set(result["flips"]["fixed_keys"]) == step_ids
