@@ -92,6 +92,10 @@ class TargetKind:
         """Return the Label/Verdict/FewShot column holding a target's id of this kind (its part's id; the sample's)."""
         return getattr(model, f"{self.field}_id") if self.field else model.sample_id
 
+    def part_of(self, row: Any) -> int | None:
+        """Return the part id a Label/Verdict/FewShot row attaches by for this kind (None: the sample kind)."""
+        return getattr(row, f"{self.field}_id") if self.field else None
+
     def place(self, position: int | None) -> dict[str, int | None]:
         """Return a row's position columns named by part kind (the report's ItemRow: claim, context, step), like `attach`."""
         return {kind.name: (position if kind is self else None) for kind in TARGET_KINDS.values() if kind.within}

@@ -447,6 +447,7 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "fewshot_test_split": N_("few-shot {ref}: the sample is in the test split, which is never shown to a judge"),
     "fewshot_no_claim": N_("few-shot {ref}: sample {sample} has no claim {position}"),
     "fewshot_no_context": N_("few-shot {ref}: sample {sample} has no context {position}"),
+    "fewshot_no_step": N_("few-shot {ref}: sample {sample} has no step {position}"),
     "fewshot_claims_not_corrected": N_("few-shot {ref}: its claims ({source}) were not corrected by an expert; split, merge "
                                        "or edit them in the workbench first"),
     "fewshot_no_claims": N_("few-shot {ref}: the sample has no claims"),
@@ -580,6 +581,7 @@ TEMPLATES: dict[str, str | tuple[str, str]] = {
     "template_known_fields": N_(" (known: {known})"),
     "claim_index": N_("claim index"),
     "context_rank": N_("context rank"),
+    "step_index": N_("step index"),
     "gold_nobody_labelled": N_("nobody labelled it"),
     "gold_disagree": N_("the annotators disagree ({values}) and nobody adjudicated"),
     "template_too_long": N_("{part}: longer than {max_template_chars} characters"),

@@ -25,13 +25,12 @@ from sqlmodel import Session, col, select
 from calibrate import lookup
 from calibrate.claimsets import EDITED, active_claims
 from calibrate.gold import human_gold
+from calibrate.judged import judging, target_kind
 from calibrate.judges.errors import PromptError
 from calibrate.judges.params import check_params
 from calibrate.judges.render import check_template, default_templates
 from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.models import (
-    Claim,
-    Context,
     Dataset,
     FewShot,
     GoldenMember,
@@ -48,8 +47,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason
 from calibrate.task_scopes import offered_on, scope_datasets, task_scope, tasks_scopes
-from calibrate.task_values import canonical_claims, is_extraction, is_rewrite
-from calibrate.tasks import METRIC_TASKS
+from calibrate.task_values import canonical_claims
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}
@@ -65,15 +63,19 @@ class FewShotSpec:
 
 @dataclass
 class ExampleRow:
-    """A resolved few-shot example, ready to store."""
+    """A resolved few-shot example, ready to store: its target key ("step:42") names its kind and `part_id` the part."""
 
     sample_id: int
-    claim_id: int | None
-    context_id: int | None
+    part_id: int | None  # the claim, context or step it is (None: the sample itself)
     target_key: str
     value: str
     rationale: str
     ref: str = ""
+
+    @property
+    def attach(self) -> dict[str, int | None]:
+        """Return the FewShot id columns the example sets (TargetKind.attach: claim_id, context_id, step_id)."""
+        return target_kind(self.target_key).attach(self.part_id)
 
 
 @dataclass
@@ -183,38 +185,37 @@ def resolve_few_shots(session: Session, task: Task, specs: list[FewShotSpec], *,
 
 
 def _resolve_one(session: Session, task: Task, spec: FewShotSpec, dataset: str | None, within: list[str]) -> ExampleRow:
-    """Return the example one `SAMPLE[:N]` reference names, with the human gold value; refuse what cannot be one."""
+    """Return the example one `SAMPLE[:N]` reference names, with the human gold value; refuse what cannot be one.
+
+    A part's reference finds the active part at position N of the task's target kind (TargetKind.find): a claim's index,
+    a context's rank, a step's index — one path for every kind the registry has."""
+    judged = judging(task)
     external, position = _ref_parts(task, spec)
     sample = _example_sample(session, spec, external, dataset, within)
-    claim_id = context_id = None
-    if task.target == "claim":
-        claim = session.exec(select(Claim).where(Claim.sample_id == sample.id, Claim.index == int(position), Claim.active)).first()
-        if claim is None:
-            raise PromptError(Reason("fewshot_no_claim", ref=spec.ref, sample=external, position=position))
-        claim_id, key = claim.id, f"claim:{claim.id}"
-    elif task.target == "context":
-        context = session.exec(select(Context).where(Context.sample_id == sample.id, Context.rank == int(position), Context.active)).first()
-        if context is None:
-            raise PromptError(Reason("fewshot_no_context", ref=spec.ref, sample=external, position=position))
-        context_id, key = context.id, f"context:{context.id}"
-    else:
-        key = f"sample:{sample.id}"
-    if is_extraction(task):
+    part_id = None
+    if judged.target.within:
+        part = judged.target.find(session, sample.id, int(position))
+        if part is None:
+            raise PromptError(Reason(judged.target.fewshot_missing, ref=spec.ref, sample=external, position=position))
+        part_id = part.id
+    key = judged.target.key(part_id if part_id is not None else sample.id)
+    if judged.kind.extraction:
         return _extraction_example(session, sample, key, spec)
     value, rationale = human_gold(session, task, key)
     if value is None:
         raise PromptError(Reason("fewshot_no_gold", ref=spec.ref, rationale=rationale))
-    return ExampleRow(sample.id, claim_id, context_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
+    return ExampleRow(sample.id, part_id, key, value, spec.rationale if spec.rationale is not None else rationale, spec.ref)
 
 
 def _ref_parts(task: Task, spec: FewShotSpec) -> tuple[str, str]:
-    """Return a reference's sample id and claim index or context rank ("" for a sample task)."""
+    """Return a reference's sample id and its part's position ("" for a sample task)."""
     external, sep, position = spec.ref.rpartition(":") if ":" in spec.ref else (spec.ref, "", "")
-    if task.target == "sample":
-        return spec.ref, ""  # sample ids may contain ":"; only a trailing number of a claim or context task is a position
+    kind = judging(task).target
+    if not kind.within:
+        return spec.ref, ""  # sample ids may contain ":"; only a trailing number of a part's task is a position
     if not sep:
-        what = Reason("claim_index") if task.target == "claim" else Reason("context_rank")
-        raise PromptError(Reason("fewshot_needs_position", ref=spec.ref, task=task.name, target=task.target, what=what))
+        raise PromptError(Reason("fewshot_needs_position", ref=spec.ref, task=task.name, target=kind.name,
+                                 what=Reason(kind.position_name)))
     if not (position.isascii() and position.isdigit()):
         raise PromptError(Reason("fewshot_not_index", ref=spec.ref, position=position))
     return external, position
@@ -254,7 +255,7 @@ def _extraction_example(session: Session, sample: Sample, key: str, spec: FewSho
     if not claims:
         raise PromptError(Reason("fewshot_no_claims", ref=spec.ref))
     rationale = spec.rationale if spec.rationale is not None else f"claims corrected by experts ({sample.claim_source})"
-    return ExampleRow(sample.id, None, None, key, canonical_claims(claims), rationale, spec.ref)
+    return ExampleRow(sample.id, None, key, canonical_claims(claims), rationale, spec.ref)
 
 
 # --------------------------------------------------------------------------- saving
@@ -280,7 +281,7 @@ def validate_name(name: str) -> str:
 def stored_examples(session: Session, version: PromptVersion) -> list[ExampleRow]:
     """Return the few-shot examples of a version, in order."""
     shots = session.exec(select(FewShot).where(FewShot.version_id == version.id).order_by(FewShot.order)).all()
-    return [ExampleRow(s.sample_id, s.claim_id, s.context_id, s.target_key, s.value, s.rationale) for s in shots]
+    return [ExampleRow(s.sample_id, target_kind(s.target_key).part_of(s), s.target_key, s.value, s.rationale) for s in shots]
 
 
 @dataclass
@@ -375,9 +376,9 @@ def check_version(
         check_template(template, target=task_row.target, part="template", task=task_row.name, limits=limits)
         check_template(system, target=task_row.target, part="system", task=task_row.name, limits=limits)
     check_params(params, task=task_row.name)
-    if few_shots and task_row.name in METRIC_TASKS:
+    if few_shots and judging(task_row).metric:
         raise PromptError(Reason("fewshot_metric_task", task_row=task_row.name))
-    if few_shots and is_rewrite(task_row):
+    if few_shots and not judging(task_row).kind.runs:
         raise PromptError(Reason("fewshot_rewrite_task", task_row=task_row.name))
     examples = base_examples if few_shots is None else resolve_few_shots(session, task_row, few_shots, dataset=dataset,
                                                                                      within=within)
@@ -433,8 +434,8 @@ def save_version(
     session.add(version)
     session.flush()
     for order, row in enumerate(examples):
-        session.add(FewShot(version_id=version.id, order=order, sample_id=row.sample_id, claim_id=row.claim_id,
-                            context_id=row.context_id, target_key=row.target_key, value=row.value, rationale=row.rationale))
+        session.add(FewShot(version_id=version.id, order=order, sample_id=row.sample_id, **row.attach,
+                            target_key=row.target_key, value=row.value, rationale=row.rationale))
     session.flush()
     return SaveResult(version, created=True, prompt_created=prompt_created)
 
@@ -544,16 +545,26 @@ def version_view(session: Session, prompt: Prompt, version: PromptVersion) -> Ve
 
 
 def example_view(session: Session, order: int, row: ExampleRow) -> ExampleView:
-    """Describe one few-shot example with its sample id, target position and text."""
+    """Describe one few-shot example with its sample id, target position and text (a part's: TargetKind.text)."""
     sample = session.get(Sample, row.sample_id)
-    ref, text = sample.external_id, sample.answer
-    if row.claim_id is not None:
-        claim = session.get(Claim, row.claim_id)
-        ref, text = f"{sample.external_id}:{claim.index}", claim.text
-    elif row.context_id is not None:
-        context = session.get(Context, row.context_id)
-        ref, text = f"{sample.external_id}:{context.rank}", context.text
-    return ExampleView(order, ref, row.target_key, row.value, row.rationale, text, sample.question)
+    return ExampleView(order, example_ref(session, row, sample), row.target_key, row.value, row.rationale,
+                       _example_text(session, row, sample), sample.question)
+
+
+def example_ref(session: Session, row: ExampleRow, sample: Sample | None = None) -> str:
+    """Return the reference an example is written with: "SAMPLE", or "SAMPLE:N" with its part's position."""
+    sample = sample or session.get(Sample, row.sample_id)
+    if row.part_id is None:
+        return sample.external_id
+    kind = target_kind(row.target_key)
+    return f"{sample.external_id}:{kind.positions(session, [row.part_id])[row.part_id]}"
+
+
+def _example_text(session: Session, row: ExampleRow, sample: Sample) -> str:
+    if row.part_id is None:
+        return sample.answer
+    kind = target_kind(row.target_key)
+    return kind.text(kind.rows(session, [row.part_id])[row.part_id])
 
 
 # --------------------------------------------------------------------------- diff

@@ -56,6 +56,7 @@ from calibrate.judges.sandbox import DEFAULT_LIMITS, Limits
 from calibrate.judges.versions import (
     FewShotSpec,
     diff_versions,
+    example_ref,
     latest_version,
     prompts_scopes,
     save_version,
@@ -75,8 +76,6 @@ from calibrate.loop.testsplit import (
 )
 from calibrate.models import (
     Assignment,
-    Claim,
-    Context,
     Dataset,
     Judge,
     JudgeRun,
@@ -437,14 +436,7 @@ def add_fewshot(session: Session, dataset_name: str, judge_name: str, target: st
     prompt = session.exec(select(Prompt).where(Prompt.name == detail.prompt)).one()
     specs = []
     for row in stored_examples(session, latest_version(session, prompt)):
-        sample = session.get(Sample, row.sample_id)
-        if row.claim_id is not None:
-            ref = f"{sample.external_id}:{session.get(Claim, row.claim_id).index}"
-        elif row.context_id is not None:
-            ref = f"{sample.external_id}:{session.get(Context, row.context_id).rank}"
-        else:
-            ref = sample.external_id
-        specs.append(FewShotSpec(ref, row.rationale))
+        specs.append(FewShotSpec(example_ref(session, row), row.rationale))
     ref = detail.sample.external_id if detail.position is None else f"{detail.sample.external_id}:{detail.position}"
     specs.append(FewShotSpec(ref, rationale.strip() or detail.gold_rationale))
     note = f"few-shot example {ref} added from a disagreement of {judge_name}"

@@ -40,13 +40,9 @@ def _v3_with_a_dev_example(engine, session, demo):
 
 
 def _refs(session, version):
-    from calibrate.judges.versions import stored_examples
+    from calibrate.judges.versions import example_ref, stored_examples
 
-    out = []
-    for row in stored_examples(session, version):
-        sample = session.get(Sample, row.sample_id)
-        out.append(f"{sample.external_id}:{session.get(Claim, row.claim_id).index}")
-    return out
+    return [example_ref(session, row) for row in stored_examples(session, version)]
 
 
 def test_the_demo_finding_identical_verdicts_and_a_new_example_give_the_same_n_and_value(demo, engine, session):
