@@ -24,7 +24,8 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate.db import read_frame
-from calibrate.models import LABEL_KINDS, Label, Task
+from calibrate.judged import task_kind
+from calibrate.models import Label, Task
 from calibrate.reasons import Reason
 from calibrate.task_values import format_number
 
@@ -35,7 +36,7 @@ GOLD_COLUMNS = ["target_key", "sample_id", "gold", "gold_source"]
 
 def gold_frame(labels: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Return the gold of every labelled target of a task of this kind (categorical, ordinal, continuous)."""
-    return categorical_gold(labels) if kind in LABEL_KINDS else numeric_gold(labels)
+    return categorical_gold(labels) if task_kind(kind).labels else numeric_gold(labels)
 
 
 def latest_adjudications(current: pd.DataFrame) -> pd.DataFrame:
@@ -104,7 +105,7 @@ def human_gold(session: Session, task: Task, key: str) -> tuple[str | None, str 
     if found["gold_source"] == "adjudicated":
         decision = latest_adjudications(labels).iloc[0]
         return decision["value"], decision["rationale"] or ""
-    value = found["gold"] if task.kind in LABEL_KINDS else format_number(float(found["gold"]))
+    value = found["gold"] if task_kind(task.kind).labels else format_number(float(found["gold"]))
     votes = labels[~labels["adjudicated"] & (labels["value"] == value) & (labels["rationale"] != "")]
     votes = votes.sort_values(["updated_at", "label_id"], ascending=[False, True], kind="stable")
     return value, (votes["rationale"].iloc[0] if len(votes) else "")

@@ -28,9 +28,9 @@ from sqlmodel import Session, col, select
 from calibrate.annotation import AnnotationError, NotFound
 from calibrate.annotation.guidelines import current_version_of
 from calibrate.annotation.items import TaskNotOffered, marked_contexts
-from calibrate.models import LABEL_KINDS, Claim, Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
+from calibrate.judged import judging
+from calibrate.models import Context, Dataset, Label, LabelRevision, Response, Sample, Task, User, utcnow
 from calibrate.reasons import Reason
-from calibrate.targets import where
 from calibrate.task_scopes import check_task_on_dataset
 from calibrate.task_values import canonical_value, pairwise_value
 from calibrate.tasks import TaskError
@@ -92,7 +92,7 @@ def _disputed(session: Session, dataset: Dataset, task: Task) -> list[tuple[str,
     is disputed, an adjudicated label among them whether it is decided.
     """
     voting = Label.adjudicated.is_(False)
-    if task.kind in LABEL_KINDS:
+    if judging(task).kind.labels:
         disputed = func.count(func.distinct(case((voting, Label.value)))) > 1
     else:
         number = case((voting, cast(Label.value, Float)))
@@ -135,9 +135,9 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
     samples = {s.id: s for s in session.exec(select(Sample).where(col(Sample.id).in_(sample_ids))).all()}
     names = dict(session.exec(select(Dataset.id, Dataset.name).where(
         col(Dataset.id).in_({s.dataset_id for s in samples.values()}))).all())
-    texts: dict[str, tuple[str, str]] = {}
+    judged = judging(task)
     responses: dict[int, list[Response]] = {}
-    if task.kind == "pairwise":
+    if judged.kind.orders:
         for response in session.exec(select(Response).where(col(Response.sample_id).in_(sample_ids))
                                      .order_by(Response.sample_id, Response.position)).all():
             responses.setdefault(response.sample_id, []).append(response)
@@ -145,13 +145,9 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
     for context in session.exec(select(Context).where(col(Context.sample_id).in_(sample_ids), Context.active.is_(True))
                                 .order_by(Context.sample_id, Context.rank)).all():
         contexts.setdefault(context.sample_id, []).append(context)
-    ids = [int(k.split(":")[1]) for k in keys]
-    if task.target == "claim":
-        for claim in session.exec(select(Claim).where(col(Claim.id).in_(ids))).all():
-            texts[f"claim:{claim.id}"] = (claim.text, where("claim", claim.index))
-    elif task.target == "context":
-        for context in session.exec(select(Context).where(col(Context.id).in_(ids))).all():
-            texts[f"context:{context.id}"] = (context.text, where("context", context.rank))
+    kind = judged.target  # a part's text and place (claim 1, context #2, step 3) come from its TargetKind
+    parts = kind.rows(session, [int(k.split(":")[1]) for k in keys]) if kind.within else {}
+    texts = {kind.key(pid): (kind.text(row), kind.where(getattr(row, kind.position))) for pid, row in parts.items()}
     out = []
     for key in keys:
         entries = by_key.get(key, [])
@@ -161,19 +157,19 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
                  if not label.adjudicated]
         decision = next(((label, user) for label, user in entries if label.adjudicated), None)
         sample = samples[entries[0][0].sample_id]
-        text, place = texts.get(key, (sample.answer, where("sample", None)))
-        if task.kind == "pairwise":
-            text, place = "", where("responses", None)
+        text, place = texts.get(key, (sample.answer, judged.where(None)))
+        if judged.kind.orders:
+            text, place = "", judged.where(None, shown=True)
         out.append(Dispute(task, key, sample, text, place, votes, decision[0] if decision else None,
                            decision[1].username if decision else "", _kind(task, votes), names[sample.dataset_id],
                            responses.get(sample.id, []),
                            marked_contexts(contexts.get(sample.id, []), [(v.annotator, v.evidence) for v in votes],
-                                           target_id=int(key.split(":")[1]) if task.target == "context" else None)))
+                                           target_id=int(key.split(":")[1]) if kind.row is Context else None)))
     return out
 
 
 def _kind(task: Task, votes: list[Vote]) -> str:
-    if task.kind not in LABEL_KINDS:
+    if not judging(task).kind.labels:
         return "spread"
     counts = Counter(v.value for v in votes).most_common()
     return "tie" if len(counts) > 1 and counts[0][1] == counts[1][1] else "disagreement"
@@ -203,7 +199,7 @@ def adjudicate(session: Session, user: User, task: Task, key: str, value: object
     except TaskError as exc:
         raise TaskNotOffered.carrying(exc) from None
     try:
-        if task.kind == "pairwise":
+        if judging(task).kind.orders:
             ids = session.exec(select(Response.key).where(Response.sample_id == votes.sample_id).order_by(Response.position)).all()
             canonical = pairwise_value(task, value, list(ids))
         else:

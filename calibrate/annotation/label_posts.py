@@ -17,6 +17,7 @@ from sqlmodel import Session
 from calibrate.annotation import NotFound
 from calibrate.annotation.items import REQUIRED_TASKS, ItemView, chosen_response, item_view, load_item
 from calibrate.annotation.labels import TargetRetired, my_label, save_label, sentence_evidence, target_in, was_retired_here
+from calibrate.judged import judging
 from calibrate.models import User
 from calibrate.reasons import Reason
 
@@ -71,7 +72,7 @@ def post_label(session: Session, user: User, assignment_id: int, post: LabelPost
         toggle = sentence_evidence(data.contexts, *post.sentence)
 
     value = post.value
-    order = data.shown_order() if task.kind == "pairwise" else None
+    order = data.shown_order() if judging(task).kind.orders else None
     if order is not None:  # the buttons post the position the response is shown in
         value = chosen_response(order, value)
 

@@ -35,10 +35,10 @@ from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.rag import DERIVED_GOLD, annotator_metric_labels
 from calibrate.datasets import split_samples
 from calibrate.errors import CalibrationError
+from calibrate.judged import judging
 from calibrate.models import Task
 from calibrate.reasons import Reason
 from calibrate.stats.alttest import MIN_ANNOTATORS, SCORINGS, AltTestResult, alt_test
-from calibrate.task_values import has_labels
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_EPSILON", "DEFAULT_MIN_ITEMS", "EPSILON_HELP", "MIN_ANNOTATORS", "alt_test_block",
            "alt_test_labels", "check_parameters", "default_scoring", "expert_count", "experts", "run_alt_test"]
@@ -52,7 +52,7 @@ EPSILON_HELP = ("the cost-benefit margin ε in (0, 1); the paper suggests 0.2 fo
 
 def default_scoring(task: Task) -> str:
     """Return the scoring the test uses by default: accuracy for tasks with labels (categorical, pairwise), neg_rmse for scores."""
-    return "accuracy" if has_labels(task) else "neg_rmse"
+    return "accuracy" if judging(task).kind.labels else "neg_rmse"
 
 
 def check_parameters(epsilon: float, alpha: float, scoring: str | None, min_items: int) -> None:
@@ -151,7 +151,7 @@ def run_alt_test(session: Session, dataset_name: str, task_name: str, judge_name
     if in_split is not None:
         verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
     rule = {}
-    if task.kind == "pairwise":  # one verdict per target, as the report scores it
+    if judging(task).kind.orders:  # one verdict per target, as the report scores it
         verdicts, _ = apply_order_rule(task, verdicts, order_rule)
         rule = {"order_rule": order_rule}
     block = alt_test_block(task, labels, verdicts, fewshot_keys(session, judge), epsilon=epsilon, alpha=alpha,

@@ -40,9 +40,9 @@ from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.options import Options
 from calibrate.calibration.report import AlignmentFrames, alignment_frames
 from calibrate.calibration.sections import ABSTAINED, align_section, estimate_dict, judge_codes, per_group, with_point_p
+from calibrate.judged import judging
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
-from calibrate.task_values import has_labels
 
 MISS = "(no usable verdict)"
 
@@ -86,7 +86,7 @@ def judge_misses(task, gold: np.ndarray, values: np.ndarray, usable: np.ndarray,
     category the gold never takes. Scores: an unusable verdict becomes the end of `scale`
     farthest from the gold (equidistant: the low end); without a scale it stays NaN.
     """
-    if has_labels(task):
+    if judging(task).kind.labels:
         off_labels = usable & ~pd.Series(values).isin(stat_labels).to_numpy()
         return np.where(usable & ~off_labels, values, MISS), int((~usable).sum()), int(off_labels.sum())
     x = np.asarray(gold, dtype=float)
@@ -145,7 +145,7 @@ def common_context(frames: AlignmentFrames, judge_names: list[str]) -> CommonCon
     """Return the common targets of the judges of `judge_names` that have verdicts, their gold and the score scale."""
     task = frames.task
     ran = [name for name in judge_names if frames.verdicts.get(name) is not None]
-    categorical = has_labels(task)  # categorical and pairwise: labels
+    categorical = judging(task).kind.labels  # categorical and pairwise: labels
     stat_labels = [lab for lab in (task.labels or []) if lab not in (task.excluded or [])]
     gold = frames.gold.drop_duplicates("target_key").set_index("target_key")
     fewshot = set().union(*(frames.fewshot[name] for name in ran)) if ran else set()
@@ -243,7 +243,7 @@ def _own_point(task, gold: pd.DataFrame, index: pd.Index, values: np.ndarray, us
     shown = index.isin(fewshot) if fewshot else np.zeros(len(index), dtype=bool)
     scored = usable & has_gold & ~shown
     n_abstained = 0
-    if has_labels(task):  # as sections.categorical_section: gold outside the labels left out, abstentions are misses
+    if judging(task).kind.labels:  # as sections.categorical_section: gold outside the labels left out, abstentions are misses
         scored &= pd.Series(golds).isin(stat_labels).to_numpy()
         judged, used = judge_codes(values[scored].tolist(), stat_labels)
         n_abstained = judged.count(ABSTAINED)
@@ -267,11 +267,11 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
     verdicts on them in the same order), misses scored."""
     section: dict = {"kind": task.kind, "target": task.target, "n": int(len(gold))}
     clusters = gold["sample_id"].to_numpy()
-    if task.target != "sample":
+    if judging(task).target.within:
         section["n_samples"] = int(len(set(clusters.tolist())))
     boot = dict(n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
     gold_v = gold["gold"].to_numpy(dtype=object)
-    categorical = has_labels(task)
+    categorical = judging(task).kind.labels
     judge_v, section["n_unparsed"], abstained = judge_misses(task, gold_v, values, usable, stat_labels, scale)
     if categorical:
         section["n_abstained"] = abstained
@@ -281,7 +281,7 @@ def _common_section(task, gold: pd.DataFrame, values: np.ndarray, usable: np.nda
         if est.status == "ok":
             index = {lab: i for i, lab in enumerate(labels)}
             codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
-            if task.kind == "pairwise":  # one target per sample, as in the report (sections.categorical_section)
+            if judging(task).kind.orders:  # one target per sample, as in the report (sections.categorical_section)
                 est = stats.multinomial_bootstrap_kappa(*codes, n_labels=len(labels), method=options.ci_method, **boot)
             else:
                 est = stats.cluster_bootstrap_kappa(*codes, clusters, n_labels=len(labels), method=options.ci_method, **boot)

@@ -165,11 +165,15 @@ def external_ids(session: Session, dataset: Dataset) -> dict[int, str]:
 
 def claim_totals(session: Session, dataset: Dataset) -> pd.Series:
     """Return sample id → number of active claims (the denominator of faithfulness)."""
+    return part_totals(session, dataset, Claim)
 
-    query = (sa_select(Claim.sample_id, func.count())
-             .join(Sample, Sample.id == Claim.sample_id)
-             .where(Sample.dataset_id == dataset.id, Claim.active.is_(True))
-             .group_by(Claim.sample_id))
+
+def part_totals(session: Session, dataset: Dataset, row: type) -> pd.Series:
+    """Return sample id → number of its active parts of one kind (a TargetKind's `row`: Claim, Context, Step)."""
+    query = (sa_select(row.sample_id, func.count())
+             .join(Sample, Sample.id == row.sample_id)
+             .where(Sample.dataset_id == dataset.id, row.active.is_(True))
+             .group_by(row.sample_id))
     frame = read_frame(session, query, ["sample_id", "n"])
     return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
 

@@ -46,34 +46,31 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate.bounds import MIN_INCLUSION_PROB
-from calibrate.calibration.frames import claim_totals, fewshot_keys, labels_frame, verdicts_frame
+from calibrate.calibration.frames import fewshot_keys, labels_frame, part_totals, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
 from calibrate.db import read_frame
 from calibrate.errors import CalibrationError
 from calibrate.gold import gold_frame
-from calibrate.judged import TARGET_KINDS, target_kind
-from calibrate.models import AuditDraw, Claim, Context, Dataset, Judge, Sample, Task
+from calibrate.judged import ANSWERS, TARGET_KINDS, judging, target_kind
+from calibrate.models import AuditDraw, Dataset, Judge, Sample, Task
 from calibrate.reasons import Reason
 from calibrate.sample_time import time_of
 from calibrate.stats.design import design_estimate, snap
-from calibrate.task_values import has_labels
 
 __all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
            "sample_info", "samples_with_targets", "share_interval", "window_bounds", "window_keys"]
 
 # A sample target's level is `answers`; a part kind's is its own (claims, contexts, steps: the registered kind's
-# `items`), and a claim task also has `answers` (every counted claim of an answer has the label).
-LEVELS = ("answers", *(kind.items for kind in TARGET_KINDS.values() if kind.within))
+# `items`), and a kind that offers its sample-level aggregation (TargetKind.answers: claims) also `answers` (every
+# counted part of an answer has the label).
+LEVELS = (ANSWERS, *(kind.items for kind in TARGET_KINDS.values() if kind.within))
 WINDOWS = ("day", "week", "month")
 
 
 def levels_of(target: str) -> tuple[str, ...]:
-    """Return the levels a task on `target` can be estimated at, its default first."""
-    kind = target_kind(target)
-    if not kind.within:
-        return ("answers",)
-    return ("answers", kind.items) if target == "claim" else (kind.items,)
+    """Return the levels a task on `target` can be estimated at, its default first (TargetKind.levels)."""
+    return target_kind(target).levels
 
 
 @dataclass(frozen=True)
@@ -94,18 +91,19 @@ def estimand_for(task: Task, *, level: str | None = None, positive: str | None =
     level = level or levels[0]
     if level not in levels:
         raise CalibrationError(Reason("level_not_for_task", level=level, task=task.name, levels=", ".join(levels)))
-    if not has_labels(task):
+    judged = judging(task)
+    if not judged.kind.labels:
         if positive is not None:
             raise CalibrationError(Reason("positive_not_for_scores", task=task.name, kind=task.kind))
-        if level == "answers" and task.target == "claim":
+        if judged.target.aggregates(level):
             raise CalibrationError(Reason("answers_need_labels", task=task.name))
         return Estimand(level, None, "mean")
     declared = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
     if positive is None:
-        if task.kind == "pairwise" or not declared:
+        if judged.kind.orders or not declared:
             raise CalibrationError(Reason("needs_positive", task=task.name))
         positive = declared[0]
-    elif task.kind != "pairwise" and positive not in declared:
+    elif not judged.kind.orders and positive not in declared:
         raise CalibrationError(Reason("unknown_positive", positive=positive, task=task.name, labels=", ".join(declared)))
     return Estimand(level, positive, "share")
 
@@ -124,7 +122,7 @@ class LiveTargets:
     pi_a: np.ndarray               # the audit draw's (response-adjusted) probability where labelled, else NaN
     time: np.ndarray               # datetime64[us, UTC] per target (its sample's)
     labels: str                    # "audit" (a dataset with production queues) or "all"
-    target: str = "sample"         # the task's target kind: sample, claim or context
+    target: str = "sample"         # the task's target kind's name (calibrate/judged.py: sample, claim, context, step)
     counts: dict[str, int] = field(default_factory=dict)
     drawn: pd.DataFrame | None = None  # audit draws of the dataset: sample_id, labelled (per task)
 
@@ -250,7 +248,7 @@ def _response_adjusted(session: Session, dataset: Dataset, audit_prob: pd.Series
 
 
 def _pairwise_ready(task: Task, verdicts: pd.DataFrame, order_rule: str) -> pd.DataFrame:
-    if task.kind != "pairwise":
+    if not judging(task).kind.orders:
         return verdicts
     ruled, _ = apply_order_rule(task, verdicts, order_rule)
     return ruled
@@ -302,8 +300,9 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
         frame.loc[frame["labelled"], "y"] = _numbers(frame.loc[frame["labelled"], "target_key"].map(gold_of), estimand, excluded)
     counts["n_labelled_unjudged"] = int((~gold_of.index.isin(frame["target_key"])).sum())
 
-    if estimand.level == "answers" and task.target == "claim":
-        frame, few, incomplete = _answers(frame, claim_totals(session, dataset))
+    kind = judging(task).target
+    if kind.aggregates(estimand.level):
+        frame, few, incomplete = _answers(frame, part_totals(session, dataset, kind.row))
         counts.update(n_fewshot_excluded=few, n_incomplete_answers=incomplete)
     else:
         counts["n_fewshot_excluded"] = int(frame["fewshot"].sum())
@@ -332,10 +331,11 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
 
 
 def samples_with_targets(session: Session, dataset: Dataset, task: Task) -> set[int] | None:
-    """Return the samples that have a target of the task (an active claim or context), or None for sample tasks (all)."""
-    if task.target == "sample":
+    """Return the samples that have a target of the task (an active claim, context or step), or None for sample tasks
+    (all)."""
+    model = judging(task).target.row
+    if model is None:
         return None
-    model = Claim if task.target == "claim" else Context
     rows = session.execute(sa_select(model.sample_id).join(Sample, Sample.id == model.sample_id)
                            .where(Sample.dataset_id == dataset.id, model.active.is_(True)).distinct()).all()
     return {int(r[0]) for r in rows}

@@ -98,7 +98,6 @@ from calibrate.models import (
     Verdict,
 )
 from calibrate.reasons import Reason, noted
-from calibrate.task_values import has_labels, is_extraction
 
 
 @dataclass
@@ -226,7 +225,7 @@ class _Frames:
 
 def _report_tasks(session: Session, names: list[str] | None) -> list[Task]:
     """Return the tasks to report on: those named, else every task (an extraction task makes claims: never calibrated)."""
-    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not is_extraction(t)]
+    tasks = [t for t in session.exec(select(Task).order_by(Task.id)).all() if not judging(t).kind.extraction]
     if not names:
         return tasks
     known = {t.name: t for t in tasks}
@@ -351,13 +350,13 @@ def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame
     """Add the RAG metric a task's gold gives (claim_support: faithfulness; context_relevance: context precision);
     return the gold relevance of the contexts, which the retrieval metrics may use."""
     session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
-    if task.name == "claim_support":
+    if task.name == "claim_support":  # names: this built-in task's gold gives faithfulness (not a kind of task)
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
         rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, claim_totals(session, dataset),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
         used = _samples_of(frames.direct, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
         rag["faithfulness"]["claim_sources"] = source_counts(session, used)
-    if task.name == "context_relevance":
+    if task.name == "context_relevance":  # names: this built-in task's gold gives context precision
         relevance = gold_relevance(gold_rows(merged), target_positions(frames.labels, verdicts))
         metric = metric_scores(session, dataset, judge, "context_precision", scope.in_split) if verdicts is None else None
         rag["context_precision"] = context_precision_section(relevance, verdicts, metric, options=options)
@@ -438,7 +437,8 @@ def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, 
         for key, annotator, value in zip(current["target_key"], current["annotator"], current["value"], strict=True):
             humans.setdefault(key, {})[annotator] = value
     rows = []
-    numeric = not has_labels(task)
+    judged = judging(task)
+    numeric = not judged.kind.labels
     if numeric:  # scores agree within the task's tolerance, as compare's fixed/broken flips
         tolerance = score_tolerance(task, merged.loc[merged["scored"], "gold"].astype(float).to_numpy())
     for rec in merged.sort_values(["sample_id", "target_key"]).itertuples(index=False):
@@ -454,8 +454,7 @@ def _item_rows(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, 
         pos = positions.get(rec.target_key)
         rows.append(ItemRow(
             task=task.name, target=rec.target_key, sample_id=external.get(sample_id, str(sample_id)),
-            claim=pos if task.target == "claim" else None, context=pos if task.target == "context" else None,
-            step=pos if task.target == "step" else None,
+            **judged.target.place(pos),
             humans=humans.get(rec.target_key, {}), gold=gold,
             gold_source=rec.gold_source if isinstance(rec.gold_source, str) else "none",
             judge=judge, judge_status=status, agree=agree, excluded=rec.excluded,
@@ -505,15 +504,16 @@ def alignment_frames(session: Session, dataset_name: str, task_name: str, judge_
     if in_split is not None:
         every = every[every["sample_id"].isin(in_split)]
     by_judge = {judge_id: frame.drop(columns=["judge_id"]).reset_index(drop=True) for judge_id, frame in every.groupby("judge_id", sort=False)}
-    first = first_shown(session, dataset) if task.kind == "pairwise" else None
+    orders = judging(task).kind.orders  # a pairwise task: one verdict per target, by the order rule
+    first = first_shown(session, dataset) if orders else None
     fewshot = {judge.name: fewshot_keys(session, judge) for judge in judges}
     verdicts, position = {}, {}
     for judge in judges:
         found = by_judge.get(judge.id)
-        if found is not None and not found.empty and task.kind == "pairwise":  # one verdict per target, by the order rule
-            orders = split_orders(found)
-            position[judge.name] = position_summary(orders, first, fewshot[judge.name])
-            found, _ = apply_order_rule(task, found, options.order_rule, orders=orders)
+        if found is not None and not found.empty and orders:
+            shown = split_orders(found)
+            position[judge.name] = position_summary(shown, first, fewshot[judge.name])
+            found, _ = apply_order_rule(task, found, options.order_rule, orders=shown)
         verdicts[judge.name] = None if found is None or found.empty else found
     return AlignmentFrames(task=task, labels=labels, gold=gold, verdicts=verdicts, fewshot=fewshot, position=position)
 
