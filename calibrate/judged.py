@@ -33,9 +33,8 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from calibrate.models import EXTRACTION, KINDS, REWRITE, TARGETS, Claim, Context, Sample, Step, Task, target_key
+from calibrate.models import EXTRACTION, KINDS, METRIC_TASKS, REWRITE, TARGETS, Claim, Context, Sample, Step, Task, target_key
 from calibrate.targets import where as in_words
-from calibrate.tasks import METRIC_TASKS
 from calibrate.trajectories import row_entry, step_fields
 
 ANSWERS = "answers"  # the live estimator's level of one target per sample (calibration/live.py)
@@ -176,6 +175,9 @@ class TaskKind:
     section: str | None = None  # the report's section builder: categorical | pairwise | numeric (None: not calibrated)
     runs: bool = True  # run over a dataset's targets (the rewrite is asked for by `calibrate optimise` only)
     extraction: bool = False  # its value is a claim list that replaces the sample's claims (never calibrated)
+    needs_scale: bool = False  # a task of this kind is created with a scale (`--scale LOW-HIGH`)
+    error_types: bool = False  # a task of this kind may carry an error taxonomy (`--error-types`)
+    levels: str = ""  # what `--level` describes: "labels" (each label), "scores" (each whole score), "" (refused)
 
     @property
     def alignment(self) -> str | None:
@@ -220,8 +222,9 @@ register_target(TargetKind("step", 40, Step, "index", "steps",
                            text=lambda row: row_entry(row)["text"], fewshot_missing="fewshot_no_step",
                            position_name="step_index"))
 
-register_task_kind(TaskKind("categorical", labels=True, section=CATEGORICAL_SECTION))
-register_task_kind(TaskKind("ordinal", level="ordinal", step="1", tolerance=0.5, section=NUMERIC_SECTION))
+register_task_kind(TaskKind("categorical", labels=True, section=CATEGORICAL_SECTION, error_types=True, levels="labels"))
+register_task_kind(TaskKind("ordinal", level="ordinal", step="1", tolerance=0.5, section=NUMERIC_SECTION, needs_scale=True,
+                            levels="scores"))
 register_task_kind(TaskKind("continuous", level="interval", section=NUMERIC_SECTION))
 register_task_kind(TaskKind("pairwise", labels=True, orders=True, section=PAIRWISE_SECTION))
 register_task_kind(TaskKind(EXTRACTION, extraction=True))

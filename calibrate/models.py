@@ -66,6 +66,9 @@ EXTRACTION = "extraction"
 # The kind of instruction_rewrite only: its value is a judge's rewritten instructions (a system template), asked for by
 # `calibrate optimise` (loop/optimise.py); never run over a dataset, never calibrated.
 REWRITE = "rewrite"
+# The built-in metric tasks (calibrate/tasks.py's built-ins): their verdicts are computed by a scorer
+# (judges/metric_runs.py). Here, below tasks.py and judged.py, so the registry can name them without importing tasks.
+METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 # Claim sources (Sample.claim_source, Claim.origin; calibrate/claimsets.py says what they mean).
 SEGMENTER = "segmenter"
 IMPORT = "import"

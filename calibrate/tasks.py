@@ -33,13 +33,14 @@ from sqlmodel import Session, select
 from calibrate import i18n, lookup
 from calibrate.errors import TaskError
 from calibrate.i18n import N_
+from calibrate.judged import TARGET_KINDS, TASK_KINDS
 from calibrate.models import (
-    EXTRACTION,
-    KINDS,
-    LABEL_KINDS,
+    EXTRACTION,  # names: the built-ins' definitions and the user's --target/--kind
+    KINDS,  # names: the built-ins' definitions and the user's --target/--kind
     MAX_RESPONSE_ID_CHARS,
-    REWRITE,
-    TARGETS,
+    METRIC_TASKS,  # names: the built-ins' definitions and the user's --target/--kind
+    REWRITE,  # names: the built-ins' definitions and the user's --target/--kind
+    TARGETS,  # names: the built-ins' definitions and the user's --target/--kind
     TIE,
     FewShot,
     Guideline,
@@ -214,7 +215,7 @@ BUILTIN_TASKS = (
     BuiltinTask(
         "claim_extraction",
         "sample",
-        EXTRACTION,
+        EXTRACTION,  # names: the built-in extraction task's own definition
         description=N_("Split the answer into atomic, self-contained claims (the claims the faithfulness judge verifies)."),
         guidelines=("One claim per fact: a number with its unit and condition, a name, a date, a recommendation. "
                     "Resolve pronouns so each claim stands alone, keep the answer's language and wording, add nothing."),
@@ -224,7 +225,7 @@ BUILTIN_TASKS = (
     BuiltinTask(
         "instruction_rewrite",
         "sample",
-        REWRITE,
+        REWRITE,  # names: the built-in rewrite task's own definition
         description=N_("Rewrite a judge's instructions so that it agrees with the experts on the disagreements shown "
                        "(calibrate optimise; never run over a dataset)."),
         guidelines=("Keep every template field and the reply format exactly as they are; change the wording of the "
@@ -232,11 +233,10 @@ BUILTIN_TASKS = (
     ),
 )
 BUILTIN_BY_NAME = {spec.name: spec for spec in BUILTIN_TASKS}
-METRIC_TASKS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 EXTRACTION_TASKS = ("claim_extraction",)
 REWRITE_TASK = "instruction_rewrite"
 # Tasks no annotator labels item by item: judge-side only.
-JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS + (REWRITE_TASK,)
+JUDGE_ONLY_TASKS = METRIC_TASKS + EXTRACTION_TASKS + (REWRITE_TASK,)  # names: the built-ins' own definition
 
 
 def ensure_builtin_tasks(session: Session) -> None:
@@ -313,12 +313,13 @@ def add_task(
     score means, per language; `error_types`: a categorical task's error taxonomy)."""
     if not NAME_RE.match(name or ""):
         raise TaskError(Reason("task_name_invalid", name=name))
-    if target not in TARGETS:
-        raise TaskError(Reason("target_unknown", targets=', '.join(TARGETS), target=target))
-    if kind == EXTRACTION:
+    # names: the user's --target and --kind are names, checked against the ones a custom task may take
+    if target not in TARGETS:  # names: user input
+        raise TaskError(Reason("target_unknown", targets=', '.join(TARGETS), target=target))  # names: the list shown
+    if kind in TASK_KINDS and TASK_KINDS[kind].extraction:
         raise TaskError(Reason("extraction_builtin_only"))
-    if kind not in KINDS:
-        raise TaskError(Reason("kind_unknown", kinds=', '.join(KINDS), kind_=kind))
+    if kind not in KINDS:  # names: user input (the kinds a custom task may be)
+        raise TaskError(Reason("kind_unknown", kinds=', '.join(KINDS), kind_=kind))  # names: the list shown
     if session.exec(select(Task).where(Task.name == name)).first() is not None:
         raise TaskError(Reason("task_exists", name=name))
     scope = scope_datasets(session, datasets)
@@ -350,14 +351,15 @@ def add_task(
 
 def _new_labels(kind: str, target: str, labels: list[str] | None, scale: tuple[float, float] | None) -> list[str] | None:
     """Return a new task's labels, stripped (None for a score task); refuse labels or a scale its kind does not take."""
-    if kind not in LABEL_KINDS:
+    kind_ = TASK_KINDS[kind]
+    if not kind_.labels:
         if labels:
             raise TaskError(Reason("labels_wrong_kind"))
-        if kind == "ordinal" and scale is None:
+        if kind_.needs_scale and scale is None:
             raise TaskError(Reason("ordinal_needs_scale"))
         return None
     clean = [label.strip() for label in (labels or []) if label.strip()]
-    if kind == "pairwise":
+    if kind_.orders:
         clean = _pairwise_labels(clean, target)
     if len(clean) < 2:
         raise TaskError(Reason("categorical_needs_labels"))
@@ -370,7 +372,7 @@ def _new_labels(kind: str, target: str, labels: list[str] | None, scale: tuple[f
 
 def _set_error_types(task: Task, error_types: list[str]) -> list[str]:
     """Set a categorical task's error taxonomy (each once, in the order given; empty: none); return what changed."""
-    if task.kind != "categorical":
+    if not TASK_KINDS[task.kind].error_types:
         raise TaskError(Reason("error_types_wrong_kind", task=task.name))
     clean = list(dict.fromkeys(name.strip() for name in error_types if name.strip()))
     check_labels(clean, "--error-types")
@@ -398,7 +400,7 @@ def check_labels(labels: list[str], option: str, *, existing: int = 0) -> None:
 
 def _pairwise_labels(labels: list[str], target: str) -> list[str]:
     """Check the labels of a pairwise task: two or more response ids, then `tie` if declared (spelled "tie")."""
-    if target != "sample":
+    if TARGET_KINDS[target].within:  # its target is the sample (its responses), never a part of it
         raise TaskError(Reason("pairwise_target", target=target))
     ids = [label for label in labels if label.casefold() != TIE]
     if len(ids) < 2:
@@ -489,11 +491,11 @@ def edit_task(session: Session, name: str, *, description: str | None = None, ad
 
 def _add_labels(task: Task, add_labels: list[str]) -> str:
     """Add labels to a label task (never removed: values use them); return the change in words."""
-    if task.kind not in LABEL_KINDS:
+    if not TASK_KINDS[task.kind].labels:
         raise TaskError(Reason("add_labels_score_task", task=task.name, kind=task.kind))
     clean = [label.strip() for label in add_labels if label.strip()]
     check_labels(clean, "--add-labels", existing=len(task.labels or []))
-    if task.kind == "pairwise":
+    if TASK_KINDS[task.kind].orders:
         clean = [TIE if label.casefold() == TIE else label for label in clean]
         if any(len(label) > MAX_RESPONSE_ID_CHARS for label in clean):
             raise TaskError(Reason("add_labels_response_id_long", limit=MAX_RESPONSE_ID_CHARS))
@@ -508,7 +510,7 @@ def _add_labels(task: Task, add_labels: list[str]) -> str:
 
 def _set_scale(session: Session, task: Task, scale: tuple[float, float]) -> str:
     """Set a score task's scale, refused when a stored value falls outside it; return the change in words."""
-    if task.kind in LABEL_KINDS:
+    if TASK_KINDS[task.kind].labels:
         raise TaskError(Reason("scale_label_task", task=task.name, kind=task.kind))
     low, high = _value_range(session, task)
     if low is not None and (low < scale[0] or high > scale[1]):
@@ -586,11 +588,12 @@ def _level_key(task: Task, level: str) -> str:
     """Return a level as the workbench's button names it (a label, or a score in canonical form), or raise TaskError."""
     if task.builtin:
         raise TaskError(Reason("levels_builtin", task=task.name))
-    if task.kind == "categorical":
+    described = TASK_KINDS[task.kind].levels
+    if described == "labels":
         if level not in (task.labels or []):
             raise TaskError(Reason("level_not_a_label", task=task.name, level=level, labels=", ".join(task.labels or [])))
         return level
-    if task.kind != "ordinal":
+    if described != "scores":
         raise TaskError(Reason("levels_wrong_kind", task=task.name, kind_=task.kind))
     try:
         number = float(level)
@@ -657,7 +660,7 @@ def _set_descriptions(task: Task, texts: dict[str, str]) -> list[str]:
 
 def _set_display(task: Task, display: dict[str, dict[str, str]]) -> list[str]:
     """Merge display names into the task (checked against its labels); return what changed, in words."""
-    if task.kind not in LABEL_KINDS:
+    if not TASK_KINDS[task.kind].labels:
         raise TaskError(Reason("display_score_task", task=task.name, kind=task.kind))
     merged = {locale: dict(names) for locale, names in (task.display or {}).items()}
     changes = []
