@@ -9,17 +9,22 @@ decides what is judged asks this module instead of branching on their names:
   (`select`), their stable key ("claim:42", models.target_key) and how people name them
   (`where`: "claim 1", calibrate/targets.py), the template field a judge call sees (`fields`),
   the Label/Verdict column a label and a verdict attach by (`attach`), the rows the workbench
-  gives a cell each (`parts`) and in which keyboard order, and the cluster of the bootstrap
-  (`cluster`: always the sample, so resampling keeps a sample's targets together).
+  gives a cell each (`parts`) and in which keyboard order, the cluster of the bootstrap
+  (`cluster`: always the sample, so resampling keeps a sample's targets together), how a few-shot
+  reference "SAMPLE:N" finds its part and is refused (`find`, `fewshot_missing`, `position_name`), a
+  part's text and position for people (`text`, `positions`, `place`), the id column a row attaches by
+  (`column`, `part_of`) and the live estimator's levels (`levels`, `answers`: a claim task's answers).
 - `TaskKind` says whether the values are labels (κ, confusion, the majority gold) or numbers
   (ρ, the mean gold, `level` for Krippendorff's α and the score tolerance), the workbench widget's
   step, whether a target is judged once per presentation order (pairwise), which section of the
   report it gets (`section`, None: never calibrated), whether it is run over a dataset at all
-  (the rewrite is not) and whether its value replaces the sample's claims (the extraction).
+  (the rewrite is not), whether its value replaces the sample's claims (the extraction), and what a
+  custom task of the kind takes (`needs_scale`, `error_types`, `levels` of `--level`).
 - `judging(task)` joins the two with what a task's name adds (a metric task's scorer, whether
-  its runs read the claims) into the one object the runner, the watcher, the report's section
-  builder and the workbench's item code consult (tests/test_judged.py walks their source for
-  any branch on a kind's or target's name).
+  its runs read the claims) into the one object the runner, the watcher, the report, few-shots,
+  compare, the Alt-Test, the live estimator, adjudication, the gold, the tasks' checks and the
+  workbench's item code consult (tests/test_judged.py walks their source for any branch on a
+  kind's or target's name).
 
 Adding a target kind or a task kind is one `register_target` / `register_task_kind` call here
 plus what is truly new (its rows, its template, its widget): see docs/architecture.md.
