@@ -11,11 +11,11 @@ from pathlib import Path
 from browser_helpers import eventually
 from playwright.sync_api import expect
 from sqlmodel import select
+from trajectory_items import trajectory_item
 
 from calibrate import lookup
 from calibrate.accounts import get_user
-from calibrate.models import Assignment, Label, Step
-from calibrate.tasks import ensure_trajectory_tasks
+from calibrate.models import Label, Step
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 STEPS = [
@@ -34,13 +34,15 @@ def _trajectory_item(session, make_sample, make_user):
     ana = get_user(session, "ana")
     sample = make_sample(external_id="agent-1", question="Can I take ibuprofen at 12 weeks?",
                          answer="Avoid ibuprofen; paracetamol is preferred.", contexts=(), claims=[])
-    for index, step in enumerate(STEPS):
-        session.add(Step(sample_id=sample.id, index=index, **step))
-    ensure_trajectory_tasks(session, sample.dataset_id)
-    assignment = Assignment(sample_id=sample.id, user_id=ana.id, status="pending")
-    session.add(assignment)
-    session.commit()
-    return sample, assignment
+    return sample, trajectory_item(session, sample, ana, STEPS)
+
+
+def _watched(page, live_server, assignment) -> list[str]:
+    """Open the item as ana; return the list the page's script errors are gathered in."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    _open(page, live_server, assignment)
+    return errors
 
 
 def _open(page, live_server, assignment):
@@ -63,9 +65,7 @@ def _step_labels(session, sample, *, error_types=False):
 
 def test_label_the_steps_of_a_trajectory_with_the_keyboard(page, live_server, session, make_sample, make_user):
     sample, assignment = _trajectory_item(session, make_sample, make_user)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    _open(page, live_server, assignment)
+    errors = _watched(page, live_server, assignment)
     steps = page.locator("#steps .step")
     expect(steps).to_have_count(4)
     tool = steps.nth(2)
@@ -96,9 +96,7 @@ def test_label_the_steps_of_a_trajectory_with_the_keyboard(page, live_server, se
 
 def test_an_incorrect_steps_error_type_by_keyboard_survives_a_reload(page, live_server, session, make_sample, make_user):
     sample, assignment = _trajectory_item(session, make_sample, make_user)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    _open(page, live_server, assignment)
+    errors = _watched(page, live_server, assignment)
     cells = page.locator("#steps .cell")
     tool = cells.nth(2)
     expect(tool.locator("form.error-type")).to_be_hidden()  # nothing to choose before the label says incorrect

@@ -10,11 +10,12 @@ from types import SimpleNamespace
 import pytest
 from bs4 import BeautifulSoup
 from sqlmodel import select
+from trajectory_items import trajectory_item
 
 from calibrate import lookup
 from calibrate.accounts import get_user
 from calibrate.models import Assignment, Label, LabelRevision, Step
-from calibrate.tasks import STEP_ERROR_TYPES, add_task, edit_task, ensure_trajectory_tasks
+from calibrate.tasks import STEP_ERROR_TYPES, add_task, edit_task
 
 HX = {"HX-Request": "true"}
 STEPS = [dict(kind="agent", name="agent", input="Can I take ibuprofen at 12 weeks?", output="Avoid it."),
@@ -34,12 +35,7 @@ def trajectory(session, make_sample, login):
     ana = get_user(session, "ana")
     sample = make_sample(external_id="agent-1", question="Ibuprofen at 12 weeks?", answer="Avoid ibuprofen.",
                          contexts=(), claims=[])
-    for index, step in enumerate(STEPS):
-        session.add(Step(sample_id=sample.id, index=index, **step))
-    ensure_trajectory_tasks(session, sample.dataset_id)
-    assignment = Assignment(sample_id=sample.id, user_id=ana.id, status="pending")
-    session.add(assignment)
-    session.commit()
+    assignment = trajectory_item(session, sample, ana, STEPS)
     steps = session.exec(select(Step).where(Step.sample_id == sample.id).order_by(Step.index)).all()
     return SimpleNamespace(token=token, user=ana, sample=sample, url=f"/annotate/{assignment.id}",
                            steps=[f"step:{s.id}" for s in steps])
