@@ -98,7 +98,7 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     ranks), then ``t = r·sqrt(dof / ((1 + r)(1 − r)))`` with ``dof = n − 2`` and ``p = 2·sf(|t|)`` of
     Student's t, ``scipy.special.stdtr``: a claim report computes its faithfulness rho on every run,
     and ``scipy.stats`` costs about a second to import where ``scipy.special`` is loaded already
-    (docs/architecture.md, "Heavy libraries"; tests/stats/test_stats_correlation.py compares the two).
+    (docs/architecture.md, "The import rule for the statistics"; tests/stats/test_stats_correlation.py compares them).
     """
     from scipy.special import stdtr  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
 
