@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from report_world import fill_world
 
 from calibrate import PROJECT_ROOT
 
@@ -113,24 +115,22 @@ def test_report_help_loads_neither_the_report_nor_its_renderers():
 def claim_world(tmp_path_factory, template_db) -> str:
     """A small claim task with two experts and a judge (tests/report_world.py): the report computes every block of a
     claim task, faithfulness's Spearman rho and the estimate block included."""
-    import shutil
-
-    from report_world import fill_world
-
     path = tmp_path_factory.mktemp("claim_world") / "world.sqlite"
     shutil.copyfile(template_db, path)
     fill_world(path, 24, 4, seed=0, third=0.5)
     return f"sqlite:///{path}"
 
 
+def _report(db: str, fmt: str) -> list[str]:
+    return ["report", "--dataset", "synthetic", "--judge", "synthetic-judge", "--format", fmt, "--bootstrap", "100", "--db", db]
+
+
 def test_a_json_report_loads_only_what_it_uses(claim_world):
     """Issue 34: `calibrate report --format json` paid ~3 s of imports before reading a row; what the JSON report
     does not use stays out (scipy.special stays in: the estimate block's t quantile), and reading rows builds no
     table's pydantic validator (calibrate/models.py, `Table`: defer_build)."""
-    report = ["report", "--dataset", "synthetic", "--judge", "synthetic-judge", "--format", "json", "--bootstrap", "100",
-              "--db", claim_world]
-    probe = _cli(report) + "\nfrom calibrate.models import Label, Sample\nprint('VALIDATORS', type(Label.__pydantic_validator__).__name__, " \
-        "type(Sample.__pydantic_validator__).__name__)"
+    probe = _cli(_report(claim_world, "json")) + "\nfrom calibrate.models import Label, Sample\n" \
+        "print('VALIDATORS', type(Label.__pydantic_validator__).__name__, type(Sample.__pydantic_validator__).__name__)"
     loaded, out = _modules_after(probe, (*NOT_FOR_A_JSON_REPORT, "scipy.special", "calibrate.models"))
     assert loaded == ["calibrate.models", "scipy.special"]
     assert "VALIDATORS MockValSer MockValSer" in out
@@ -140,9 +140,7 @@ def test_a_json_report_loads_only_what_it_uses(claim_world):
 
 def test_an_html_report_loads_its_renderer(claim_world):
     """The other side of the JSON report's test: the HTML format loads its renderer and Jinja when it renders."""
-    report = ["report", "--dataset", "synthetic", "--judge", "synthetic-judge", "--format", "html", "--bootstrap", "100",
-              "--db", claim_world]
-    loaded, out = _modules_after(_cli(report), NOT_FOR_A_JSON_REPORT)
+    loaded, out = _modules_after(_cli(_report(claim_world, "html")), NOT_FOR_A_JSON_REPORT)
     assert loaded == ["calibrate.reports.html_report", "jinja2"] and "<html" in out
 
 
