@@ -41,11 +41,12 @@ verdict's unique key includes ``order_key``: the order as the responses' 0-based
 positions ("1,0"), "" when no order applies (docs/formats.md, "Pairwise").
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: SQLModel and SQLAlchemy read every field's annotation, and
+# as strings each was compiled and evaluated when the tables were defined (about 7 % of this module's import).
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ConfigDict
 from sqlalchemy import JSON, Boolean, Column, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel, col
 
@@ -100,7 +101,20 @@ def parse_target_key(key: str) -> tuple[str, int] | None:
     return kind, int(raw_id)
 
 
-class ImportBatch(SQLModel, table=True):
+class Table(SQLModel):
+    """The base of every table: SQLModel and SQLAlchemy as usual, and pydantic's validator and serialiser of a
+    table built when first used (`defer_build`) rather than when the class is defined.
+
+    Nothing validates a table's row through pydantic when it is created or read (SQLModel constructs table
+    rows without validation); `model_validate` or `model_dump` on a table builds its schema then. Building
+    all 43 at import was about a tenth of this module's import time, which every command that reads the
+    database paid (bench/results/startup.md, issue 34).
+    """
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class ImportBatch(Table, table=True):
     """An import being written in short transactions (calibrate/ingest/batches.py): nothing of it is
     visible until its last, small transaction publishes it; an unfinished batch is cleaned up."""
 
@@ -114,7 +128,7 @@ class ImportBatch(SQLModel, table=True):
     heartbeat: int  # Unix seconds of its last committed chunk
 
 
-class Dataset(SQLModel, table=True):
+class Dataset(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
     description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -133,7 +147,7 @@ def visible_dataset():
     return col(Dataset.import_batch_id).is_(None)
 
 
-class Sample(SQLModel, table=True):
+class Sample(Table, table=True):
     __table_args__ = (
         UniqueConstraint("dataset_id", "external_id", name="uq_sample_dataset_external"),
         Index("ix_sample_dataset_split", "dataset_id", "split"),
@@ -166,7 +180,7 @@ class Sample(SQLModel, table=True):
     content_sha256: str | None = Field(default=None, max_length=64)
 
 
-class Context(SQLModel, table=True):
+class Context(Table, table=True):
     __table_args__ = (Index("ix_context_sample_rank", "sample_id", "rank"),)
     id: int | None = Field(default=None, primary_key=True)
     sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
@@ -178,7 +192,7 @@ class Context(SQLModel, table=True):
     active: bool = Field(default=True)
 
 
-class Claim(SQLModel, table=True):
+class Claim(Table, table=True):
     __table_args__ = (Index("ix_claim_sample_index", "sample_id", "index"),)
     id: int | None = Field(default=None, primary_key=True)
     sample_id: int = Field(foreign_key="sample.id", ondelete="CASCADE")
@@ -191,7 +205,7 @@ class Claim(SQLModel, table=True):
     origin: str = Field(default="segmenter", max_length=250)
 
 
-class Step(SQLModel, table=True):
+class Step(Table, table=True):
     """One step of a sample's trajectory: a span of an agent's trace (an LLM call, a tool call, a retrieval …).
 
     `index` is the step's 0-based place in start order (depth first among siblings started
@@ -224,7 +238,7 @@ class Step(SQLModel, table=True):
     active: bool = Field(default=True)
 
 
-class ClaimEdit(SQLModel, table=True):
+class ClaimEdit(Table, table=True):
     """One expert change of a sample's claims in the workbench (calibrate/annotation/claim_edits.py).
 
     `before` and `after` are the claims retired and added, as [{"id", "index", "text", "start",
@@ -244,7 +258,7 @@ class ClaimEdit(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Response(SQLModel, table=True):
+class Response(Table, table=True):
     """One of a pairwise item's responses: `key` is the user's id ("A", "1", a model name), `position` the import order."""
 
     __table_args__ = (
@@ -265,7 +279,7 @@ def order_key(positions: list[int] | tuple[int, ...] | None) -> str:
     return ",".join(str(p) for p in positions) if positions else ""
 
 
-class User(SQLModel, table=True):
+class User(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     username: str = Field(index=True, unique=True, max_length=100)
     display_name: str = Field(default="", max_length=200)
@@ -278,7 +292,7 @@ class User(SQLModel, table=True):
     locale: str | None = Field(default=None, max_length=10)
 
 
-class LoginSession(SQLModel, table=True):
+class LoginSession(Table, table=True):
     """A logged-in browser: the cookie carries a random token, this row its SHA-256 (calibrate/logins.py).
 
     Times are Unix seconds (compared on every request; no time zone to get wrong). Logout
@@ -295,7 +309,7 @@ class LoginSession(SQLModel, table=True):
     address: str = Field(default="", max_length=64)
 
 
-class LoginThrottle(SQLModel, table=True):
+class LoginThrottle(Table, table=True):
     """Recent failed logins of one account ("user:NAME") or one client address ("addr:IP") (calibrate/logins.py)."""
 
     __table_args__ = (Index("ix_loginthrottle_last_failure", "last_failure"),)
@@ -306,7 +320,7 @@ class LoginThrottle(SQLModel, table=True):
     locked_until: int = Field(default=0)
 
 
-class Task(SQLModel, table=True):
+class Task(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=100)
     target: str = Field(max_length=10)
@@ -330,7 +344,7 @@ class Task(SQLModel, table=True):
     error_types: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
-class TaskDataset(SQLModel, table=True):
+class TaskDataset(Table, table=True):
     """A custom task scoped to a dataset (`calibrate task add --dataset D`, repeatable): the workbench offers it only on
     that dataset's items. A task without a row is global (every built-in task, and custom tasks added without --dataset)."""
 
@@ -339,7 +353,7 @@ class TaskDataset(SQLModel, table=True):
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", primary_key=True)
 
 
-class Guideline(SQLModel, table=True):
+class Guideline(Table, table=True):
     __table_args__ = (UniqueConstraint("task_id", "version", name="uq_guideline_task_version"),)
     id: int | None = Field(default=None, primary_key=True)
     task_id: int = Field(foreign_key="task.id", ondelete="CASCADE")
@@ -349,7 +363,7 @@ class Guideline(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Assignment(SQLModel, table=True):
+class Assignment(Table, table=True):
     __table_args__ = (
         UniqueConstraint("sample_id", "user_id", name="uq_assignment_sample_user"),
         # The queue: "my pending items, by priority, then in the seeded order of creation".
@@ -371,7 +385,7 @@ class Assignment(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class Label(SQLModel, table=True):
+class Label(Table, table=True):
     __table_args__ = (
         UniqueConstraint("task_id", "target_key", "annotator_id", "adjudicated", name="uq_label_current"),
         Index("ix_label_sample", "sample_id"),
@@ -405,7 +419,7 @@ class Label(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class LabelRevision(SQLModel, table=True):
+class LabelRevision(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     label_id: int = Field(foreign_key="label.id", ondelete="CASCADE", index=True)
     # create: the new value; update (and stale): the previous value, rationale, evidence, error type and
@@ -423,7 +437,7 @@ class LabelRevision(SQLModel, table=True):
     changed_at: datetime = Field(default_factory=utcnow)
 
 
-class Prompt(SQLModel, table=True):
+class Prompt(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=100)
     task_id: int = Field(foreign_key="task.id")
@@ -431,7 +445,7 @@ class Prompt(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class PromptDataset(SQLModel, table=True):
+class PromptDataset(Table, table=True):
     """A prompt scoped to a dataset (`calibrate prompt new NAME --dataset D`, repeatable): the dashboard and the prompts
     page of another dataset do not list it, and it runs only on its datasets. A prompt without a row is global."""
 
@@ -440,7 +454,7 @@ class PromptDataset(SQLModel, table=True):
     dataset_id: int = Field(foreign_key="dataset.id", ondelete="CASCADE", primary_key=True)
 
 
-class PromptVersion(SQLModel, table=True):
+class PromptVersion(Table, table=True):
     __table_args__ = (
         UniqueConstraint("prompt_id", "number", name="uq_prompt_version_number"),
         UniqueConstraint("prompt_id", "content_hash", name="uq_prompt_version_hash"),
@@ -461,7 +475,7 @@ class PromptVersion(SQLModel, table=True):
     optimisation_id: int | None = Field(default=None, foreign_key="optimisation.id", ondelete="SET NULL")
 
 
-class Optimisation(SQLModel, table=True):
+class Optimisation(Table, table=True):
     """One `calibrate optimise` (or the dashboard's Optimise form): what it was asked (`settings`), how far it got
     (`state`: its candidates, runs, calls and cost, kept as it goes so a killed one is taken up), and its result.
 
@@ -483,7 +497,7 @@ class Optimisation(SQLModel, table=True):
     finished_at: datetime | None = Field(default=None)
 
 
-class FewShot(SQLModel, table=True):
+class FewShot(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     version_id: int = Field(foreign_key="promptversion.id", ondelete="CASCADE", index=True)
     order: int
@@ -499,7 +513,7 @@ class FewShot(SQLModel, table=True):
     rationale: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
-class Judge(SQLModel, table=True):
+class Judge(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
     kind: str = Field(default="imported", max_length=20)  # prompt | imported
@@ -508,7 +522,7 @@ class Judge(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class JudgeRun(SQLModel, table=True):
+class JudgeRun(Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     judge_id: int = Field(foreign_key="judge.id", index=True)
     dataset_id: int = Field(foreign_key="dataset.id")
@@ -530,7 +544,7 @@ class JudgeRun(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Verdict(SQLModel, table=True):
+class Verdict(Table, table=True):
     __table_args__ = (
         UniqueConstraint("judge_id", "task_id", "target_key", "order_key", "sample_index", name="uq_verdict_target_order_sample"),
         Index("ix_verdict_sample", "sample_id"),
@@ -569,7 +583,7 @@ class Verdict(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class StaleVerdict(SQLModel, table=True):
+class StaleVerdict(Table, table=True):
     """A sample-level verdict made on content that has since changed (an `--update` import, a replayed trace).
 
     Moved here from `verdict` by the publish of the samples import that changed the sample's
@@ -605,7 +619,7 @@ class StaleVerdict(SQLModel, table=True):
     stale_reason: str = Field(default="", max_length=500)
 
 
-class ResponseCache(SQLModel, table=True):
+class ResponseCache(Table, table=True):
     key: str = Field(primary_key=True, max_length=64)
     backend: str = Field(max_length=50)
     model: str = Field(default="", max_length=200)
@@ -615,7 +629,7 @@ class ResponseCache(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Triage(SQLModel, table=True):
+class Triage(Table, table=True):
     """An engineer's verdict on one disagreement between a judge and the human gold (calibrate/loop.py)."""
 
     __table_args__ = (UniqueConstraint("judge_id", "task_id", "target_key", name="uq_triage_target"),)
@@ -632,7 +646,7 @@ class Triage(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class TestEvaluation(SQLModel, table=True):
+class TestEvaluation(Table, table=True):
     """One look at the frozen test split: a judge's score there, computed on demand and recorded (calibrate/loop.py)."""
 
     __test__ = False  # not a pytest class
@@ -656,7 +670,7 @@ class TestEvaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class ImportStep(SQLModel, table=True):
+class ImportStep(Table, table=True):
     """One change an `--update` samples import staged, applied when its batch is published (ingest/batches.py).
 
     action: "sample" (row_id: the stored sample; other_id: the hidden copy holding its new
@@ -677,7 +691,7 @@ class ImportStep(SQLModel, table=True):
     data: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
-class StagedLabel(SQLModel, table=True):
+class StagedLabel(Table, table=True):
     """A label line of an import batch, resolved and checked, waiting for the batch to be published."""
 
     __table_args__ = (Index("ix_stagedlabel_batch", "batch_id"),)
@@ -698,7 +712,7 @@ class StagedLabel(SQLModel, table=True):
     order: str | None = Field(default=None, sa_column=Column("order", Text, nullable=True))
 
 
-class StagedVerdict(SQLModel, table=True):
+class StagedVerdict(Table, table=True):
     """A verdict line of an import batch, resolved and checked, waiting for the batch to be published."""
 
     __table_args__ = (Index("ix_stagedverdict_batch", "batch_id"),)
@@ -724,7 +738,7 @@ class StagedVerdict(SQLModel, table=True):
     output_tokens: int | None = Field(default=None)
 
 
-class GoldenSet(SQLModel, table=True):
+class GoldenSet(Table, table=True):
     """A named golden set of a dataset (names are per dataset): its versions and members (calibrate/loop/golden.py)."""
 
     __table_args__ = (UniqueConstraint("dataset_id", "name", name="uq_goldenset_name"),)
@@ -734,7 +748,7 @@ class GoldenSet(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class GoldenVersion(SQLModel, table=True):
+class GoldenVersion(Table, table=True):
     """One immutable version of a golden set: its items with their gold at the time, and the sha256 of them.
 
     ``items`` is the canonical list the hash is taken over (docs/loop.md, "Golden sets");
@@ -753,7 +767,7 @@ class GoldenVersion(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class GoldenMember(SQLModel, table=True):
+class GoldenMember(Table, table=True):
     """A sample's life in a golden set: the versions it joined, left and became an anchor in (never deleted)."""
 
     __table_args__ = (UniqueConstraint("golden_set_id", "sample_id", name="uq_goldenmember_sample"),)
@@ -766,7 +780,7 @@ class GoldenMember(SQLModel, table=True):
     source_trace_id: str | None = Field(default=None, max_length=200)  # the production trace it came from (metadata.trace_id)
 
 
-class QueuePolicy(SQLModel, table=True):
+class QueuePolicy(Table, table=True):
     """A dataset's saved `calibrate queue auto` policy (calibrate/annotation/auto_queue.py): applied again after each watcher pass."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -781,7 +795,7 @@ class QueuePolicy(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class RetentionPolicy(SQLModel, table=True):
+class RetentionPolicy(Table, table=True):
     """A dataset's retention of production samples (`calibrate traces retention`, ingest/traces/retention.py): the traces
     server's settler purges samples older than `older_than_days` once a day, as `calibrate traces purge` does."""
 
@@ -793,7 +807,7 @@ class RetentionPolicy(SQLModel, table=True):
     last_result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))  # that purge's summary
 
 
-class AuditDraw(SQLModel, table=True):
+class AuditDraw(Table, table=True):
     """One judged sample's one audit draw: drawn or passed over, with the probability its pass gave every candidate.
 
     A sample is a candidate once: a sample passed over is never drawn later, so the stored probability is the
@@ -809,7 +823,7 @@ class AuditDraw(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class IngestToken(SQLModel, table=True):
+class IngestToken(Table, table=True):
     """A bearer token of the OTLP/HTTP receiver (`calibrate traces token`): it may only stage spans for one dataset.
 
     Only the sha256 of the token is stored; the token itself is printed once. The sampling the
@@ -850,7 +864,7 @@ class IngestToken(SQLModel, table=True):
     metadata_dropped: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
-class StagedSpan(SQLModel, table=True):
+class StagedSpan(Table, table=True):
     """A span the OTLP/HTTP receiver stored and no settled trace has used yet (ingest/traces/staging.py).
 
     Keyed by (dataset_id, trace_id, span_id): a span received twice for a dataset is stored once
@@ -874,7 +888,7 @@ class StagedSpan(SQLModel, table=True):
     span: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class StagedTrace(SQLModel, table=True):
+class StagedTrace(Table, table=True):
     """One staged trace: what settling asks of its spans, kept up to date by each request that stages some.
 
     The ready query, the rootless drop and the dataset page read these rows (one per trace,
@@ -898,7 +912,7 @@ class StagedTrace(SQLModel, table=True):
     quarantine_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
 
 
-class StagedFeedback(SQLModel, table=True):
+class StagedFeedback(Table, table=True):
     """Feedback (`POST /v1/feedback`) for a trace of a dataset that is not a sample (yet): used when the trace settles.
 
     One row per (dataset, trace id): a later value replaces the earlier one. Dropped and counted
@@ -917,7 +931,7 @@ class StagedFeedback(SQLModel, table=True):
     received_at: float  # Unix seconds
 
 
-class WatchLease(SQLModel, table=True):
+class WatchLease(Table, table=True):
     """A job of a watched dataset (`calibrate watch`, judges/watch.py): one (judge, task, target, order)
     without a verdict yet, and which watcher holds it until when.
 

@@ -41,7 +41,6 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import JSON, Float, Text, and_, bindparam, case, cast, exists, false, func, or_, select
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import Session, col
 
 from calibrate.bounds import EARLIEST, LATEST
@@ -236,6 +235,8 @@ def _json_equals(parts: tuple[str, ...], value: str, dialect: str):
         if truth is not None:
             tests.append(kind == truth)
     else:
+        from sqlalchemy.dialects.postgresql import ARRAY  # noqa: PLC0415 - the PostgreSQL dialect loads only where it is the database
+
         at = bindparam(None, list(parts), type_=ARRAY(Text))
         kind = func.json_typeof(Sample.meta.op("#>", return_type=JSON)(at))
         extracted = Sample.meta.op("#>>", return_type=Text)(at)

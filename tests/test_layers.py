@@ -11,12 +11,15 @@ violations in a copy of the sources and show that each check fails on them.
 from __future__ import annotations
 
 import ast
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from report_world import fill_world
 
 from calibrate import PROJECT_ROOT
 
@@ -76,6 +79,69 @@ def test_task_list_maps_no_table_and_loads_no_orm(db_url):
     assert _loaded_after(probe, ("sqlmodel", "pydantic")) == []
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True)
     assert done.stdout.splitlines()[-1] == "ORM False" and "claim_support\tclaim\tcategorical" in done.stdout
+
+
+def _modules_after(code: str, names: tuple[str, ...]) -> tuple[list[str], str]:
+    """Run `code` in a fresh interpreter; return which of the modules `names` (full dotted names) it left in
+    sys.modules, and its standard output."""
+    probe = f"{code}\nimport sys\nprint('LOADED', *sorted(set(sys.modules) & {set(names)!r}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True)
+    last = done.stdout.splitlines()[-1].split()
+    assert last[0] == "LOADED", done.stdout + done.stderr
+    return last[1:], done.stdout
+
+
+# What `calibrate report --format json` does not use, and once loaded before it read a row (issue 34): scipy.stats
+# (~1.4 s; its statistics import SciPy where a figure needs it, docs/architecture.md), the HTML and Markdown
+# renderers with Jinja, scikit-learn, the PostgreSQL dialect on SQLite.
+NOT_FOR_A_JSON_REPORT = ("scipy.stats", "sklearn", "jinja2", "calibrate.reports.html_report", "calibrate.reports.md_report",
+                         "sqlalchemy.dialects.postgresql")
+
+
+def test_the_statistics_load_no_scipy_until_a_figure_needs_it():
+    assert _loaded_after("import calibrate.stats", ("scipy", "sklearn")) == []
+    loaded, _ = _modules_after("from calibrate import stats\nstats.spearman_rho([1, 2, 3, 4], [1, 3, 2, 4])", ("scipy.stats",))
+    assert loaded == []  # Spearman's rho and its p-value without scipy.stats (bit for bit: tests/stats)
+    loaded, _ = _modules_after("from calibrate import stats\nstats.kendall_tau_b([1, 2, 3, 4], [1, 3, 2, 4])", ("scipy.stats",))
+    assert loaded == ["scipy.stats"]  # the probe sees a figure that needs it
+
+
+def test_report_help_loads_neither_the_report_nor_its_renderers():
+    loaded, _ = _modules_after(_cli(["report", "--help"]), ("pandas", "scipy", "calibrate.models", *NOT_FOR_A_JSON_REPORT))
+    assert loaded == []
+
+
+@pytest.fixture(scope="module")
+def claim_world(tmp_path_factory, template_db) -> str:
+    """A small claim task with two experts and a judge (tests/report_world.py): the report computes every block of a
+    claim task, faithfulness's Spearman rho and the estimate block included."""
+    path = tmp_path_factory.mktemp("claim_world") / "world.sqlite"
+    shutil.copyfile(template_db, path)
+    fill_world(path, 24, 4, seed=0, third=0.5)
+    return f"sqlite:///{path}"
+
+
+def _report(db: str, fmt: str) -> list[str]:
+    return ["report", "--dataset", "synthetic", "--judge", "synthetic-judge", "--format", fmt, "--bootstrap", "100", "--db", db]
+
+
+def test_a_json_report_loads_only_what_it_uses(claim_world):
+    """Issue 34: `calibrate report --format json` paid ~3 s of imports before reading a row; what the JSON report
+    does not use stays out (scipy.special stays in: the estimate block's t quantile), and reading rows builds no
+    table's pydantic validator (calibrate/models.py, `Table`: defer_build)."""
+    probe = _cli(_report(claim_world, "json")) + "\nfrom calibrate.models import Label, Sample\n" \
+        "print('VALIDATORS', type(Label.__pydantic_validator__).__name__, type(Sample.__pydantic_validator__).__name__)"
+    loaded, out = _modules_after(probe, (*NOT_FOR_A_JSON_REPORT, "scipy.special", "calibrate.models"))
+    assert loaded == ["calibrate.models", "scipy.special"]
+    assert "VALIDATORS MockValSer MockValSer" in out
+    rho = json.loads(out[: out.rindex("VALIDATORS")])["rag"]["faithfulness"]["spearman_rho"]
+    assert rho["status"] == "ok" and 0 < rho["p_value"] < 1  # the figure that used to load scipy.stats was computed
+
+
+def test_an_html_report_loads_its_renderer(claim_world):
+    """The other side of the JSON report's test: the HTML format loads its renderer and Jinja when it renders."""
+    loaded, out = _modules_after(_cli(_report(claim_world, "html")), NOT_FOR_A_JSON_REPORT)
+    assert loaded == ["calibrate.reports.html_report", "jinja2"] and "<html" in out
 
 
 def test_the_help_lines_of_the_command_registry_are_the_commands_own():

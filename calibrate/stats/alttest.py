@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from calibrate.reasons import Reason, join
 from calibrate.stats._common import check_same_length, to_list
@@ -384,7 +383,8 @@ def _one_sided_p(n: np.ndarray, sum_d: np.ndarray, sum_d2: np.ndarray, epsilon: 
     pv = np.where(zero, np.where(mean < epsilon, 0.0, 1.0), 0.0)
     live = ~zero
     if live.any():
-        pv[live] = sps.t.cdf(t[live], nn[live] - 1)
+        from scipy.special import stdtr  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+        pv[live] = stdtr(nn[live] - 1, t[live])  # Student's t CDF: what scipy.stats.t.cdf calls
     p[ok] = pv
     constant[np.flatnonzero(ok)[zero]] = True
     return p, constant

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from calibrate.reasons import Reason
 from calibrate.stats.result import Estimate
@@ -83,5 +82,6 @@ def mcnemar_exact(b01: int, b10: int, *, n: int | None = None) -> Estimate:
         return Estimate.no_data(Reason("no_targets_to_compare"), **extra)
     if total == 0:
         return Estimate.undefined(n, Reason("no_discordant_pair"), **extra)
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     p = min(1.0, 2.0 * float(sps.binom.cdf(min(b01, b10), total, 0.5)))
     return Estimate(value=float(min(b01, b10)), n=n, p_value=p, extra=extra)

@@ -38,8 +38,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy import stats as sps
-
 from calibrate.reasons import Reason
 from calibrate.stats._common import is_missing, to_list
 from calibrate.stats.agreement import cohen_kappa
@@ -105,6 +103,7 @@ def flip_rate(verdicts: Any, *, alpha: float = 0.05) -> Estimate:
     if not used:
         return Estimate.undefined(0, Reason("too_few_runs"), n_targets_skipped=skipped)
     flipped = sum(len(set(row)) > 1 for row in used)
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     ci = sps.binomtest(flipped, len(used)).proportion_ci(confidence_level=1.0 - alpha, method="wilson")
     return Estimate(
         value=flipped / len(used),

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from calibrate.reasons import Reason
 from calibrate.stats._common import as_float_array, check_same_length, is_missing, to_list
@@ -81,6 +80,35 @@ def undefined_reason(x: np.ndarray, y: np.ndarray) -> tuple[str, Reason] | None:
     return None
 
 
+def average_ranks(v: np.ndarray) -> np.ndarray:
+    """Return the 1-based ranks of ``v``, ties sharing their mean rank (``scipy.stats.rankdata``'s "average")."""
+    order = np.argsort(v, kind="stable")
+    ordered = v[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    sizes = np.diff(np.append(starts, v.size))
+    ranks = np.empty(v.size)
+    ranks[order] = np.repeat(starts + 1 + (sizes - 1) / 2.0, sizes)  # exact: integers and halves
+    return ranks
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Return ``scipy.stats.spearmanr(x, y)``'s statistic and two-sided p-value, bit for bit, without SciPy's stats.
+
+    The same steps as SciPy 1.17: Pearson's r of the average ranks (``np.corrcoef`` of the stacked
+    ranks), then ``t = r·sqrt(dof / ((1 + r)(1 − r)))`` with ``dof = n − 2`` and ``p = 2·sf(|t|)`` of
+    Student's t, ``scipy.special.stdtr``: a claim report computes its faithfulness rho on every run,
+    and ``scipy.stats`` costs about a second to import where ``scipy.special`` is loaded already
+    (docs/architecture.md, "The import rule for the statistics"; tests/stats/test_stats_correlation.py compares them).
+    """
+    from scipy.special import stdtr  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+
+    rs = np.corrcoef(np.column_stack((average_ranks(x), average_ranks(y))), rowvar=False)
+    dof = x.size - 2
+    with np.errstate(divide="ignore"):
+        t = rs * np.sqrt((dof / ((rs + 1.0) * (1.0 - rs))).clip(0))
+    return float(rs[1, 0]), float(2 * stdtr(dof, -np.abs(t))[1, 0])
+
+
 def correlation_value(x: np.ndarray, y: np.ndarray, method: str) -> tuple[float, float | None]:
     """Return ``(statistic, p_value)`` from scipy for already-validated data (private-ish).
 
@@ -101,18 +129,16 @@ def correlation_value(x: np.ndarray, y: np.ndarray, method: str) -> tuple[float,
     .. [1] Virtanen, P. et al. (2020). SciPy 1.0: fundamental algorithms for scientific
        computing in Python. *Nature Methods* 17, 261-272.
     """
+    if method not in CORRELATION_METHODS:
+        raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         if method == "spearman":
-            res = sps.spearmanr(x, y)
-        elif method == "kendall":
-            res = sps.kendalltau(x, y, variant="b")
-        elif method == "pearson":
-            res = sps.pearsonr(x, y)
+            value, p = _spearman(x, y)
         else:
-            raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
-    value = float(res.statistic)
-    p = float(res.pvalue)
+            from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+            res = sps.kendalltau(x, y, variant="b") if method == "kendall" else sps.pearsonr(x, y)
+            value, p = float(res.statistic), float(res.pvalue)
     if x.size < 3 or not np.isfinite(p):
         p = None
     return float(np.clip(value, -1.0, 1.0)), p

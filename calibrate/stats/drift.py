@@ -33,9 +33,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import linalg
-from scipy import stats as sps
-from scipy.optimize import brentq
 
 from calibrate.reasons import TEMPLATES, Reason
 from calibrate.stats._common import as_float_array, is_missing, ordered_labels, to_list
@@ -222,6 +219,9 @@ def chi2_mde(reference_shares: Any, n_reference: int, n_current: int, *, alpha: 
         return _undefined(n1 + n2, "mde_one_category", **extra)
     v = r / (1.0 - r[top])
     v[top] = -1.0
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+    from scipy.optimize import brentq  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+
     crit = sps.chi2.isf(alpha, df)
 
     def gap(delta: float) -> float:
@@ -308,6 +308,7 @@ def categorical_drift(reference: Any, current: Any, *, alpha: float = 0.05, powe
         extra["mde_note"] = mde.note
         extra["mde_reason"] = mde.reason.to_dict() if mde.reason else None
     if expected.min() >= min_expected:
+        from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
         stat, p, df, _ = sps.chi2_contingency(pooled, correction=False)
         return Estimate(value=tv, n=n, p_value=float(p), extra={"test": "chi2", "statistic": float(stat), "df": int(df), **extra})
     codes = np.concatenate([np.fromiter((index[v] for v in ref), np.int64), np.fromiter((index[v] for v in cur), np.int64)])
@@ -452,6 +453,7 @@ def numeric_drift(reference: Any, current: Any, *, normalise: str = "iqr", n_per
     pooled = np.concatenate([r, c])
     if np.ptp(pooled) == 0:
         return _undefined(n, Reason("constant_values", value=float(pooled[0])), **extra)
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     ks = sps.ks_2samp(r, c)
     w = float(sps.wasserstein_distance(r, c))
     q1, q3 = np.percentile(r, [25, 75])
@@ -471,6 +473,7 @@ def numeric_drift(reference: Any, current: Any, *, normalise: str = "iqr", n_per
 
 def _auc_columns(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Return the AUC of each column of ``scores`` for the 0/1 ``labels`` of that column."""
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     ranks = sps.rankdata(scores, axis=0)
     n1 = labels[:, 0].sum()
     n0 = labels.shape[0] - n1
@@ -546,6 +549,7 @@ def text_drift(reference: Any, current: Any, *, n_permutations: int = 199, n_fol
     n = len(ref) + len(cur)
     if min(len(ref), len(cur)) < n_folds:
         return _undefined(n, Reason("too_few_texts", fewest=min(len(ref), len(cur)), folds=n_folds), **extra)
+    from scipy import linalg  # noqa: PLC0415 - as SciPy's statistics, on first use
     from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: PLC0415 - keeps `import calibrate.stats` free of sklearn
 
     try:

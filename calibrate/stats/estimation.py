@@ -51,7 +51,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from calibrate.reasons import TEMPLATES, Reason
 from calibrate.stats._common import as_float_array
@@ -87,7 +86,8 @@ def _undefined(code: str, n: int, **extra: Any) -> Estimate:
 def _z(alpha: float) -> float:
     if not 0.0 < float(alpha) < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    return float(sps.norm.ppf(1.0 - float(alpha) / 2.0))
+    from scipy.special import ndtri  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+    return float(ndtri(1.0 - float(alpha) / 2.0))  # the normal quantile: what scipy.stats.norm.ppf calls
 
 
 def _values(values: Any, what: str) -> np.ndarray:

@@ -80,8 +80,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
-from scipy.special import ndtr, ndtri
 
 from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array, to_list
@@ -528,6 +526,7 @@ class _KendallEngine:
             return np.nan
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
+            from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
             return float(sps.kendalltau(x, y, variant="b").statistic)
 
     def point(self) -> float:
@@ -578,6 +577,7 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
 def bca_interval(values: np.ndarray, theta: float, jack: np.ndarray, confidence: float) -> tuple[tuple[float, float], dict, Reason | None]:
     """Return the BCa interval, its constants and a reason to note, or None (falls back to percentile)."""
     b = values.size
+    from scipy.special import ndtr, ndtri  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     share = (np.count_nonzero(values < theta) + 0.5 * np.count_nonzero(values == theta)) / b
     if share <= 0.0 or share >= 1.0:
         note = Reason("bca_infinite")

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
 
-import scipy.stats as sps
-
 
 def first_marked(rows: Iterable[tuple[Hashable, int, object]], negative: object) -> dict[Hashable, int | None]:
     """Return trajectory → the lowest step index whose value is `negative` (None: it marks none), from
@@ -38,6 +36,7 @@ def first_marked(rows: Iterable[tuple[Hashable, int, object]], negative: object)
 def _share(hits: int, n: int, confidence: float) -> dict:
     if n == 0:
         return {"value": None, "ci": None, "n": 0, "status": "no_data"}
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     ci = sps.binomtest(hits, n).proportion_ci(confidence_level=confidence, method="wilson")
     return {"value": hits / n, "ci": [float(ci.low), float(ci.high)], "n": n, "status": "ok"}
 

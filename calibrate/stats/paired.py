@@ -35,7 +35,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array
@@ -99,6 +98,7 @@ def paired_t_test(a: Any, b: Any) -> Estimate:
     with warnings.catch_warnings():
         # scipy warns of precision loss for nearly identical values; the result is still used.
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
         res = sps.ttest_rel(y, x)
     return Estimate(value=float(res.statistic), n=n, p_value=float(res.pvalue),
                     extra={**extra, "df": n - 1, "sd_difference": float(d.std(ddof=1))})
@@ -142,6 +142,7 @@ def wilcoxon_signed_rank(a: Any, b: Any, *, method: str = "auto") -> Estimate:
     extra = {**extra, "n_nonzero": int(nonzero.size), "method": method}
     if nonzero.size == 0:
         return Estimate.undefined(n, Reason("differences_zero"), **extra)
+    from scipy import stats as sps  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
     ranks = sps.rankdata(np.abs(nonzero))
     extra["w_plus"] = float(ranks[nonzero > 0].sum())
     extra["w_minus"] = float(ranks[nonzero < 0].sum())

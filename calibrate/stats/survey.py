@@ -39,7 +39,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.stats as sps
 
 from calibrate.reasons import Reason
 from calibrate.stats.result import Estimate
@@ -67,7 +66,8 @@ def hajek_mean(values: Any, weights: Any, *, alpha: float = 0.05) -> Estimate:
     if x.size < 2:
         return Estimate.undefined(int(x.size), Reason("too_few_labels"))
     se = float(np.sqrt(x.size / (x.size - 1) * (q ** 2 * (x - m) ** 2).sum()))
-    t = float(sps.t.ppf(1 - alpha / 2, df=max(1.0 / float((q ** 2).sum()) - 1.0, 1.0)))
+    from scipy.special import stdtrit  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+    t = float(stdtrit(max(1.0 / float((q ** 2).sum()) - 1.0, 1.0), 1 - alpha / 2))  # what scipy.stats.t.ppf calls
     return Estimate(value=m, n=int(x.size), ci=(m - t * se, m + t * se))
 
 
@@ -100,5 +100,6 @@ def hajek_ppi_mean(y: Any, yhat: Any, yhat_all: Any, w: Any, w_all: Any, *, alph
     var_rect = n / (n - 1) * float((p ** 2 * (r - r_bar) ** 2).sum())
     se = float(np.sqrt(lam ** 2 * var_all + var_rect))
     n_eff = 1.0 / float((p ** 2).sum())  # Kish's effective sample size of the labelled set
-    t = float(sps.t.ppf(1 - alpha / 2, df=max(n_eff - 1.0, 1.0)))
+    from scipy.special import stdtrit  # noqa: PLC0415 - SciPy loads on first use (docs/architecture.md)
+    t = float(stdtrit(max(n_eff - 1.0, 1.0), 1 - alpha / 2))  # what scipy.stats.t.ppf calls
     return Estimate(value=value, n=n, ci=(value - t * se, value + t * se), extra={"lambda": lam, "n_effective": n_eff})

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from calibrate.stats import grouped_correlation, kendall_tau_b, pearson_r, spearman_rho
+from calibrate.stats.correlation import average_ranks
 
 FAST = settings(max_examples=40, deadline=None)
 FUNCS = {"spearman": (spearman_rho, sps.spearmanr), "kendall": (kendall_tau_b, sps.kendalltau), "pearson": (pearson_r, sps.pearsonr)}
@@ -42,6 +43,28 @@ def test_correlations_match_scipy(data, method):
     assert est.status == "ok" and est.n == x.size
     assert est.value == pytest.approx(ref.statistic, abs=1e-10)
     assert est.p_value == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spearman_is_scipys_bit_for_bit(seed):
+    """Spearman is computed without scipy.stats (its import costs a claim report about a second, docs/architecture.md):
+    the same ranks, r and p as scipy.stats.spearmanr, exactly, with ties, perfect and near-perfect correlations."""
+    rng = np.random.default_rng(seed)
+    for n in (3, 4, 7, 30, 299, 2000):
+        levels = int(rng.integers(2, 40))
+        cases = [(rng.integers(0, levels, n).astype(float), None), (rng.normal(size=n), None)]
+        cases = [(x, x + rng.integers(0, levels, n) if i == 0 else x + rng.normal(size=n)) for i, (x, _) in enumerate(cases)]
+        cases += [(cases[1][0], cases[1][0] * 2), (cases[1][0], -cases[1][0]), (cases[0][0], rng.permutation(cases[0][0]))]
+        for x, y in cases:
+            if np.ptp(x) == 0 or np.ptp(y) == 0:
+                continue
+            assert np.array_equal(average_ranks(x), sps.rankdata(x)) and np.array_equal(average_ranks(y), sps.rankdata(y))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = sps.spearmanr(x, y)
+            est = spearman_rho(x, y)
+            assert est.value == float(np.clip(ref.statistic, -1, 1))
+            assert est.p_value == float(ref.pvalue) or (est.p_value is None and not np.isfinite(ref.pvalue))
 
 
 def test_spearman_uses_average_ranks_for_ties():
