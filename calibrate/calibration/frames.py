@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import String, case, cast, func, literal, true
+from sqlalchemy import String, case, cast, exists, func, literal, true
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
@@ -125,6 +125,16 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     verdicts = _active(read_frame(session, query, [*KEY_COLUMNS, *frame_columns(task)[1:]], categorical=("key_text",)))
     labels, verdicts = coded_keys(task, labels, verdicts)
     return labels[LABEL_COLUMNS], verdicts[frame_columns(task)]
+
+
+def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None) -> bool:
+    """Return whether the task has a label, or the judge a verdict of it, on the dataset: one query on indexed
+    columns (the report's tasks with nothing to report cost this, not a read)."""
+    in_dataset = sa_select(Sample.id).where(Sample.dataset_id == dataset.id)
+    found = exists().where(Label.task_id == task.id, Label.sample_id.in_(in_dataset))
+    if judge is not None:
+        found = found | exists().where(Verdict.task_id == task.id, Verdict.judge_id == judge.id, Verdict.sample_id.in_(in_dataset))
+    return bool(session.execute(sa_select(found)).scalar())
 
 
 # The report's read of a target: its id (the part's, or the sample's for a sample target), and the text key only on

@@ -42,6 +42,7 @@ from calibrate.calibration.frames import (
     external_ids,
     fewshot_keys,
     frame_columns,
+    has_rows,
     join_target,
     labels_frame,
     sample_field_values,
@@ -270,6 +271,9 @@ def _header(scope: _Scope) -> dict[str, Any]:
 def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
     """Return a task's labels and verdicts on the report's samples; None when it has neither."""
     session, dataset, in_split = scope.session, scope.dataset, scope.in_split
+    derived = task.name in DERIVED_GOLD and task.name in scope.asked  # its experts' metric from another task's labels
+    if not derived and not has_rows(session, dataset, task, scope.judge):
+        return None  # nothing to report: one query, no read
     labels, verdicts = coded_frames(session, dataset, task, scope.judge)  # integer codes under the text keys (frames.py)
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)

@@ -77,3 +77,24 @@ def test_without_a_judge_only_labels_and_an_empty_task_reads_empty(world, engine
         labels, verdicts = coded_frames(session, dataset, lookup.task(session, "answer_quality"), judge)
     assert labels.empty and verdicts.empty
     assert list(labels.columns)[0] == "target_key" and list(verdicts.columns)[0] == "target_key"
+
+
+def test_a_task_with_nothing_to_report_costs_one_query_and_no_read(world, engine, monkeypatch):
+    from calibrate.calibration import report as report_module  # noqa: PLC0415
+    from calibrate.calibration.frames import has_rows  # noqa: PLC0415
+
+    read_tasks = []
+    real = report_module.coded_frames
+
+    def counting(session, dataset, task, judge):
+        read_tasks.append(task.name)
+        return real(session, dataset, task, judge)
+
+    monkeypatch.setattr(report_module, "coded_frames", counting)
+    with Session(engine) as session:
+        dataset, judge = lookup.dataset(session, DATASET), lookup.judge(session, JUDGE)
+        assert has_rows(session, dataset, lookup.task(session, "claim_support"), judge)
+        assert has_rows(session, dataset, lookup.task(session, "claim_support"), None)  # labels alone
+        assert not has_rows(session, dataset, lookup.task(session, "answer_quality"), judge)
+        report = report_module.build_report(session, DATASET, JUDGE)
+    assert read_tasks == ["claim_support"] and list(report.data["tasks"]) == ["claim_support"]
