@@ -122,7 +122,10 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     if judge is None:
         return coded_keys(task, labels)[0][LABEL_COLUMNS], None
     query = _verdicts_query(dataset, task, judge, [*key_columns(task, Verdict), *verdict_columns(task)[1:]])
-    verdicts = _active(read_frame(session, query, [*KEY_COLUMNS, *frame_columns(task)[1:]], categorical=("key_text",)))
+    verdicts = _active(read_frame(session, query, [*KEY_COLUMNS, *frame_columns(task)[1:]],
+                                  categorical=("key_text", "value", "status")))
+    for name in ("value", "status"):  # as verdicts_frame reads them (text), each row pointing at one of a few strings
+        verdicts[name] = _uncoded(verdicts[name])
     labels, verdicts = coded_keys(task, labels, verdicts)
     return labels[LABEL_COLUMNS], verdicts[frame_columns(task)]
 
@@ -135,6 +138,17 @@ def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None
     if judge is not None:
         found = found | exists().where(Verdict.task_id == task.id, Verdict.judge_id == judge.id, Verdict.sample_id.in_(in_dataset))
     return bool(session.execute(sa_select(found)).scalar())
+
+
+def _uncoded(column: pd.Series) -> pd.Series:
+    """Return a categorical column as the plain read gives it: text (None where missing; a column of nothing but None
+    as objects), each row a reference to its category's one string rather than a string of its own (10^6 verdicts:
+    8 MB of references, not 60 MB of copies)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):  # an empty read
+        return column
+    if not len(column.cat.categories):
+        return pd.Series([None] * len(column), index=column.index, dtype=object)
+    return pd.Series(np.asarray(column.array, dtype=object), index=column.index)
 
 
 # The report's read of a target: its id (the part's, or the sample's for a sample target), and the text key only on
