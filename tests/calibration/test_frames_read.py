@@ -98,3 +98,24 @@ def test_a_task_with_nothing_to_report_costs_one_query_and_no_read(world, engine
         assert not has_rows(session, dataset, lookup.task(session, "answer_quality"), judge)
         report = report_module.build_report(session, DATASET, JUDGE)
     assert read_tasks == ["claim_support"] and list(report.data["tasks"]) == ["claim_support"]
+
+
+def test_claim_source_counts_of_some_samples_read_their_range_once(world, engine):
+    """claimsets.source_counts of a set of samples (a report's section) counts exactly those samples' sources."""
+    from sqlalchemy import select, text  # noqa: PLC0415
+
+    from calibrate.claimsets import source_counts  # noqa: PLC0415
+    from calibrate.models import Sample  # noqa: PLC0415
+
+    with Session(engine) as session:
+        ids = session.execute(select(Sample.id).order_by(Sample.id)).scalars().all()
+        session.execute(text("UPDATE sample SET claim_source = 'expert' WHERE id % 3 = 0"))
+        chosen = set(ids[1::2])
+        expected: dict[str, int] = {}
+        for sid, source in session.execute(select(Sample.id, Sample.claim_source)).all():
+            if sid in chosen:
+                expected[source] = expected.get(source, 0) + 1
+        assert len(expected) == 2
+        assert source_counts(session, chosen) == dict(sorted(expected.items()))
+        assert source_counts(session, set()) == {}
+        assert all(type(n) is int for n in source_counts(session, chosen).values())  # JSON-ready
