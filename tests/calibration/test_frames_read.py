@@ -5,12 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from report_world import DATASET, JUDGE, fill_world
-from sqlalchemy import update
+from sqlalchemy import select, text, update
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.calibration.frames import coded_frames, labels_frame, verdicts_frame
-from calibrate.models import Label
+from calibrate.calibration import report as report_module
+from calibrate.calibration.frames import coded_frames, has_rows, labels_frame, verdicts_frame
+from calibrate.claimsets import source_counts
+from calibrate.models import Label, Sample
 
 
 @pytest.fixture
@@ -80,9 +82,6 @@ def test_without_a_judge_only_labels_and_an_empty_task_reads_empty(world, engine
 
 
 def test_a_task_with_nothing_to_report_costs_one_query_and_no_read(world, engine, monkeypatch):
-    from calibrate.calibration import report as report_module  # noqa: PLC0415
-    from calibrate.calibration.frames import has_rows  # noqa: PLC0415
-
     read_tasks = []
     real = report_module.coded_frames
 
@@ -102,11 +101,6 @@ def test_a_task_with_nothing_to_report_costs_one_query_and_no_read(world, engine
 
 def test_claim_source_counts_of_some_samples_read_their_range_once(world, engine):
     """claimsets.source_counts of a set of samples (a report's section) counts exactly those samples' sources."""
-    from sqlalchemy import select, text  # noqa: PLC0415
-
-    from calibrate.claimsets import source_counts  # noqa: PLC0415
-    from calibrate.models import Sample  # noqa: PLC0415
-
     with Session(engine) as session:
         ids = session.execute(select(Sample.id).order_by(Sample.id)).scalars().all()
         session.execute(text("UPDATE sample SET claim_source = 'expert' WHERE id % 3 = 0"))
