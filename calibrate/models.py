@@ -405,7 +405,7 @@ class Label(SQLModel, table=True):
 class LabelRevision(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     label_id: int = Field(foreign_key="label.id", ondelete="CASCADE", index=True)
-    # create: the new value; update (and stale): the previous value, rationale, evidence and
+    # create: the new value; update (and stale): the previous value, rationale, evidence, error type and
     # guideline version, so an undo can restore them; undo: the value that was undone.
     action: str = Field(max_length=20)  # create | update | undo | stale
     value: str = Field(max_length=200)
@@ -415,6 +415,7 @@ class LabelRevision(SQLModel, table=True):
     # ui: made in the workbench (only these can be undone there); None: an import or older.
     source: str | None = Field(default=None, max_length=20)
     order: list[str] | None = Field(default=None, sa_column=Column("order", JSON, nullable=True))
+    error_type: str | None = Field(default=None, max_length=100)  # the label's error type, kept as its value is
     changed_by_id: int | None = Field(default=None, foreign_key="user.id")
     changed_at: datetime = Field(default_factory=utcnow)
 

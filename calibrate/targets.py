@@ -3,7 +3,8 @@
 Claims, contexts and steps are numbered from 1 (claim 1 is the first claim of its answer; context #1
 the first retrieved), always with the sample's own id: "demo-004 · claim 1". Files and JSON
 keep their 0-based positions (`claim`, `context` in the report JSON and CSV, the import and
-export formats): those are for programs, this is for people.
+export formats): those are for programs, this is for people. A live estimate's level (answers,
+claims, contexts, steps) is named here too (`level_name`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from calibrate import i18n
+from calibrate.i18n import N_
 from calibrate.models import Claim, Context, Sample, Step
+
+# A live estimate's level as people name it (calibration/live.py LEVELS: `answers`, then each part kind's rows, as the
+# registry names them): the Production page's choice, in the reader's language. A test checks every level has one.
+LEVEL_NAMES = {"answers": N_("answers"), "claims": N_("claims"), "contexts": N_("contexts"),
+               "steps": N_("steps")}
 
 
 def where(kind: str, position: int | None) -> str:
@@ -25,6 +32,11 @@ def where(kind: str, position: int | None) -> str:
     if kind == "responses":
         return i18n.gettext("the responses")
     return i18n.gettext("the answer")
+
+
+def level_name(level: str) -> str:
+    """Return a live estimate's level in the reader's language ("claims", "pasos"); an unknown one as it is."""
+    return i18n.gettext(LEVEL_NAMES[level]) if level in LEVEL_NAMES else level
 
 
 def target_name(sample: str, kind: str, position: int | None) -> str:

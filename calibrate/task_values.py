@@ -4,7 +4,8 @@ Every label and every verdict is validated against its task by `canonical_value`
 the value in the one text form it is stored in (so "Supported", " supported" and "supported" are
 one label, and 4, "4" and 4.0 are one score); a pairwise value must also name one of the
 sample's own responses (`pairwise_value`); an extraction's value is a claim list
-(`canonical_claims`). Task records (adding, editing, removing tasks, their words per language)
+(`canonical_claims`). A label of the task's *negative* label (`incorrect`: `negative_label`) may
+name what was wrong, one of the task's error types (`canonical_error_type`). Task records (adding, editing, removing tasks, their words per language)
 are calibrate/tasks.py.
 """
 
@@ -29,6 +30,9 @@ models = lazy.module("calibrate.models")
 MAX_MAGNITUDE = 1e12
 MAX_CLAIMS = 200  # claims in one extraction, at most
 MAX_CLAIM_CHARS = 2000  # characters of one extracted claim, at most
+# The label that marks a target as an error (step_correctness's): the first wrong step of a trajectory
+# (calibration/localisation.py) and the label the workbench asks an error type for (docs/annotation.md).
+NEGATIVE_LABEL = "incorrect"
 
 
 def is_extraction(task: Task) -> bool:
@@ -94,6 +98,31 @@ def canonical_value(task: Task, value: object) -> str:
     if abs(number) > MAX_MAGNITUDE:  # a task without a scale: squares and sums must stay finite (docs/security.md)
         raise TaskError(Reason("value_beyond_magnitude", value=number, task=task.name, limit=MAX_MAGNITUDE))
     return format_number(number)
+
+
+def negative_label(task: Task) -> str | None:
+    """Return the label that marks a target as an error (None: the task has none)."""
+    return NEGATIVE_LABEL if NEGATIVE_LABEL in (task.labels or []) else None
+
+
+def canonical_error_type(task: Task, value: str, error_type: str | None) -> str | None:
+    """Return the error type a label of `value` stores (None: none given), or raise TaskError saying why it cannot.
+
+    Empty (or None) is none given. An error type must be one of the task's (Task.error_types) and is
+    given only with the task's negative label: a label that says nothing was wrong names no error.
+    """
+    given = (error_type or "").strip()
+    if not given:
+        return None
+    types = task.error_types or []
+    if not types:
+        raise TaskError(Reason("error_type_no_types", task=task.name))
+    if given not in types:
+        raise TaskError(Reason("error_type_unknown", error_type=short_text(given), task=task.name, listed=", ".join(types)))
+    negative = negative_label(task)
+    if value != negative:
+        raise TaskError(Reason("error_type_not_negative", value=short_text(value), negative=negative or NEGATIVE_LABEL))
+    return given
 
 
 def canonical_claims(value: object) -> str:

@@ -28,6 +28,8 @@
   let evidenceMode = false;
   // E, then a context's number, then a sentence's number: null, {} (waiting for the context), {rank}.
   let sentencePick = null;
+  // The cell whose error type the next digit picks (w, or a label of the negative label just chosen): its id, or null.
+  let errorPick = null;
   let focusedId = null;
 
   // ------------------------------------------------------------------ storage
@@ -336,6 +338,13 @@
       for (const part of cell.querySelectorAll(".rationale, .evidence, .history-link")) part.hidden = false;
       markCell(cell.id, "saving", t("saving"));
       syncMarks();
+      // The negative label (incorrect) of a task with error types: the focus stays to pick one, unless one is chosen.
+      const types = showErrorTypes(cell);
+      if (types && !types.querySelector("[aria-checked=true][value]:not([value=''])")) startErrorPick(cell);
+      else advance(cell);
+    } else if (event.submitter && event.submitter.name === "error_type") {
+      for (const chip of form.querySelectorAll("button[name=error_type]")) chip.setAttribute("aria-checked", String(chip === event.submitter));
+      markCell(cell.id, "saving", t("saving"));
       advance(cell);
     } else if (event.submitter && (event.submitter.name === "evidence" || event.submitter.name === "evidence_sentence")) {
       const on = event.submitter.getAttribute("aria-pressed") !== "true";
@@ -449,6 +458,39 @@
     markCell(cell.id, "saving", t("saving"));
   }
 
+  // Show the cell's error types when its label is the negative one (hide and clear them otherwise); return the form shown.
+  function showErrorTypes(cell) {
+    const form = cell.querySelector("form.error-type");
+    if (!form) return null;
+    form.hidden = cell.dataset.value !== form.dataset.negative;
+    if (form.hidden) for (const chip of form.querySelectorAll("button[name=error_type]")) chip.setAttribute("aria-checked", "false");
+    return form.hidden ? null : form;
+  }
+
+  function startErrorPick(cell) {
+    errorPick = cell.id;
+    root.classList.add("picking-error-type");
+    say(t("error_type_prompt"), "info");
+  }
+
+  function stopErrorPick() {
+    errorPick = null;
+    root.classList.remove("picking-error-type");
+  }
+
+  // w on a cell: pick its error type with the next digit (1–9, 0: none given), when its label is the negative one.
+  function errorTypeKey(cell) {
+    const form = cell.querySelector("form.error-type");
+    if (!form) { say(t("no_error_types"), "info"); return; }
+    if (form.hidden) { say(t("label_negative_first", { label: form.dataset.negativeName }), "info"); return; }
+    startErrorPick(cell);
+  }
+
+  function pickErrorType(cell, key) {
+    const chip = cell.querySelector(`form.error-type:not([hidden]) button[name=error_type][data-key="${key}"]`);
+    if (chip) { say("", ""); chip.form.requestSubmit(chip); } else say(t("no_error_type", { n: key }), "info");
+  }
+
   function undo() {
     enqueue(root.dataset.undo, [], "undo", null);
   }
@@ -559,6 +601,13 @@
       say("", "");
       if (/^[1-9]$/.test(key) && cell) { event.preventDefault(); toggleEvidence(cell, Number(key) - 1); return; }
     }
+    if (errorPick) {
+      const picking = document.getElementById(errorPick);
+      stopErrorPick();
+      if (/^[0-9]$/.test(key) && picking) { event.preventDefault(); pickErrorType(picking, key); return; }
+      say("", "");
+      if (key === "Escape") { event.preventDefault(); return; }
+    }
     if (sentencePick) {
       const pick = sentencePick;
       sentencePick = null;
@@ -610,6 +659,8 @@
         root.classList.add("picking-sentence");
         say(t("sentence_prompt"), "info");
       } else say(cell.querySelector(".evidence") ? t("label_first_E") : t("evidence_on_claims"), "info");
+    } else if (key === "w" && cell) {
+      errorTypeKey(cell);
     } else if (key === "h" && cell) {
       const link = cell.querySelector("[data-history]:not([hidden])");
       if (link) showHistory(link.dataset.history); else handled = false;

@@ -46,6 +46,7 @@ class Vote:
     rationale: str
     evidence: list | None = None  # Label.evidence: context ranks and sentences (docs/formats.md)
     order: list[str] | None = None  # pairwise: the response ids in the order this annotator saw them
+    error_type: str | None = None  # Label.error_type: what was wrong, beside the task's negative label
 
 
 @dataclass
@@ -157,7 +158,7 @@ def _load(session: Session, task: Task, keys: list[str]) -> list[Dispute]:
         entries = by_key.get(key, [])
         if not entries:
             continue
-        votes = [Vote(user.username, label.value, label.rationale, label.evidence, label.order) for label, user in entries
+        votes = [Vote(user.username, label.value, label.rationale, label.evidence, label.order, label.error_type) for label, user in entries
                  if not label.adjudicated]
         decision = next(((label, user) for label, user in entries if label.adjudicated), None)
         sample = samples[entries[0][0].sample_id]

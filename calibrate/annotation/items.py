@@ -51,6 +51,7 @@ from calibrate.models import (
     target_key,
 )
 from calibrate.reasons import Reason
+from calibrate.task_values import negative_label
 from calibrate.tasks import BUILTIN_TASKS, JUDGE_ONLY_TASKS, display_name, guideline_text, level_text, task_title
 from calibrate.text.sentences import segment
 from calibrate.trajectories import timeline
@@ -62,6 +63,10 @@ STEP_KIND_NAMES = {"agent": N_("agent"), "chain": N_("chain"), "llm": N_("model 
                    "retriever": N_("retrieval"), "embedding": N_("embedding"), "reranker": N_("reranking"),
                    "guardrail": N_("guardrail"), "evaluator": N_("evaluator"), "other": N_("other")}
 STEP_PART_NAMES = {"input": N_("input"), "arguments": N_("arguments"), "result": N_("result"), "output": N_("output")}
+# The built-in error taxonomy's names (tasks.STEP_ERROR_TYPES); the engineer's own error types are shown as stored.
+ERROR_TYPE_NAMES = {"wrong_tool": N_("wrong tool"), "wrong_arguments": N_("wrong arguments"),
+                    "misread_result": N_("misread result"), "unsupported_claim": N_("unsupported claim"),
+                    "unsafe_advice": N_("unsafe advice"), "missed_step": N_("missed step"), "other": N_("other")}
 
 
 def step_kind_name(kind: str) -> str:
@@ -72,6 +77,14 @@ def step_kind_name(kind: str) -> str:
 def step_part_name(part: str) -> str:
     """Return the name of a step's unfolded part (input, arguments, result, output) in the reader's language."""
     return _(STEP_PART_NAMES[part]) if part in STEP_PART_NAMES else part
+
+
+def error_type_name(error_type: str | None) -> str:
+    """Return an error type as people read it: a built-in one in the reader's language, another with its underscores as
+    spaces ("" for none)."""
+    if not error_type:
+        return ""
+    return _(ERROR_TYPE_NAMES[error_type]) if error_type in ERROR_TYPE_NAMES else error_type.replace("_", " ")
 
 
 class TaskNotOffered(AnnotationError):
@@ -106,6 +119,9 @@ class Widget:
     low: float | None = None
     high: float | None = None
     step: str = "any"
+    # The task's error types, offered beside its negative label (`negative`: task_values.negative_label); () for none.
+    error_types: tuple[str, ...] = ()
+    negative: str | None = None
 
 
 def presentation_order(user_id: int, sample_id: int, ids: list[str] | tuple[str, ...]) -> list[str]:
@@ -159,13 +175,16 @@ def widget_for(task: Task, guideline: Guideline | None) -> Widget:
     """Return the widget of a task: its buttons and keys, or a number field (by its registered kind: calibrate/judged.py)."""
     kind = judging(task).kind
     if kind.labels:  # a per-order (pairwise) cell's buttons are per item: pairwise_widget
+        negative = negative_label(task)
+        errors = {"error_types": tuple(task.error_types or ()), "negative": negative} if negative and task.error_types else {}
         spec = BUILTIN_CHOICES.get(task.name) if task.builtin else None
         if spec and [value for value, _, _ in spec] == list(task.labels or []):
-            return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)))
+            return Widget("choices", tuple(Choice(v, text, (str(i + 1), key)) for i, (v, text, key) in enumerate(spec)),
+                          **errors)
         labels = list(task.labels or [])
         return Widget("choices", tuple(
             Choice(label, label.replace("_", " "), (str(i + 1),) if i < MAX_DIGIT_CHOICES else (), level_text(task, label))
-            for i, label in enumerate(labels)))
+            for i, label in enumerate(labels)), **errors)
     low, high = task.scale_min, task.scale_max
     if (kind.step == "1" and low is not None and high is not None and float(low).is_integer()
             and float(high).is_integer() and 0 <= low and high <= 9):
@@ -434,7 +453,7 @@ _PART_SQL = {"steps": Statement("SELECT id, sample_id, \"index\", parent, kind, 
                                 "tool_arguments, tool_result, turn FROM step WHERE sample_id = :sample_id AND active "
                                 'ORDER BY "index"')}
 LABEL_COLUMNS = "id, task_id, sample_id, claim_id, context_id, target_key, annotator_id, value, rationale, evidence, " \
-                'guideline_version, stale, stale_reason, source, "order"'
+                'guideline_version, stale, stale_reason, source, "order", error_type'
 # What the item page shows of the sample and its dataset.
 _SAMPLE_SQL = Statement("SELECT id, dataset_id, external_id, question, answer, ground_truth, claim_source FROM sample "
                         "WHERE id = :id")

@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class LabelPost:
-    """What the label form posted: a value, a rationale, or an evidence toggle on one target."""
+    """What the label form posted: a value, a rationale, an evidence toggle or an error type on one target."""
 
     task: str
     target: str
@@ -33,6 +33,7 @@ class LabelPost:
     rationale: str | None = None
     evidence: int | None = None  # a context rank (the whole context)
     sentence: tuple[int, int] | None = None  # (context id, sentence index)
+    error_type: str | None = None  # one of the task's error types, "" for none given (None: not posted)
 
 
 @dataclass
@@ -79,7 +80,8 @@ def post_label(session: Session, user: User, assignment_id: int, post: LabelPost
         return save_label(db, data.assignment, user, target, value=value, rationale=post.rationale,
                           evidence_toggle=toggle, existing=my_label(db, task.id, target.key, user),
                           version=data.guidelines[task.id].version if task.id in data.guidelines else None,
-                          context_ranks={c.rank for c in data.contexts}, order=order)
+                          context_ranks={c.rank for c in data.contexts}, order=order,
+                          error_type=post.error_type)
 
     data.labels[(task.id, target.key)] = write(act)
     return SavedLabel(item_view(data, required=required), task.id, target.key)

@@ -3,8 +3,8 @@
 One current label per (task, target, annotator) — the unique constraint `uq_label_current`
 makes that hold even under a double click or a replayed request: saving the same value twice
 changes nothing and writes no revision. Every change keeps the previous state in a
-LabelRevision ("update": the previous value, rationale, evidence and guideline version), with
-who and when. Undo walks my workbench revisions on the item backwards: an "undo" revision
+LabelRevision ("update": the previous value, rationale, evidence, error type and guideline
+version), with who and when. Undo walks my workbench revisions on the item backwards: an "undo" revision
 cancels the change before it, so pressing `u` repeatedly steps further back. Undoing a
 label's creation deletes the label (there was nothing before it; its revisions go with it).
 
@@ -19,6 +19,11 @@ sentence), a whole context before its sentences.
 A label of a pairwise task names a response by id (or tie) and records `order`, the response
 ids in the order the annotator was shown them; its revisions keep the order too, so an undo
 restores it with the value.
+
+A label of the task's negative label (`incorrect`, task_values.negative_label) may name an error
+type of the task's taxonomy (`Label.error_type`), saved in the same write as the value and kept in
+the revisions as the value is: posting one with another label is refused, and a label changed away
+from the negative label drops it (docs/annotation.md, "Error types").
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from calibrate.models import (
     utcnow,
 )
 from calibrate.reasons import Reason
-from calibrate.task_values import canonical_value, pairwise_value
+from calibrate.task_values import canonical_error_type, canonical_value, negative_label, pairwise_value
 from calibrate.tasks import TaskError
 from calibrate.text.sentences import segment
 
@@ -146,18 +151,18 @@ _MY_LABEL_SQL = Statement(f"SELECT {LABEL_COLUMNS} FROM label WHERE task_id = :t
                           "AND annotator_id = :user_id AND NOT adjudicated", json_fields=("evidence", "order"))
 _INSERT_LABEL_SQL = Statement(
     "INSERT INTO label (task_id, sample_id, claim_id, context_id, step_id, target_key, annotator_id, value, rationale, "
-    'evidence, guideline_version, adjudicated, stale, stale_reason, source, "order", created_at, updated_at) VALUES '
-    "(:task_id, :sample_id, :claim_id, :context_id, :step_id, :key, :user_id, :value, :rationale, :evidence, :version, "
-    "FALSE, FALSE, '', "
-    ":source, :order, :now, :now) RETURNING id", json_fields=("evidence", "order"))
+    'evidence, guideline_version, adjudicated, stale, stale_reason, source, "order", error_type, created_at, updated_at) '
+    "VALUES (:task_id, :sample_id, :claim_id, :context_id, :step_id, :key, :user_id, :value, :rationale, :evidence, "
+    ":version, FALSE, FALSE, '', :source, :order, :error_type, :now, :now) RETURNING id", json_fields=("evidence", "order"))
 _UPDATE_LABEL_SQL = Statement(
     "UPDATE label SET value = :value, rationale = :rationale, evidence = :evidence, guideline_version = :version, "
-    'stale = :stale, stale_reason = :stale_reason, "order" = :order, updated_at = :now WHERE id = :id',
+    'stale = :stale, stale_reason = :stale_reason, "order" = :order, error_type = :error_type, updated_at = :now '
+    "WHERE id = :id",
     json_fields=("evidence", "order"))
 _INSERT_REVISION_SQL = Statement(
     'INSERT INTO labelrevision (label_id, action, value, rationale, evidence, guideline_version, source, "order", '
-    "changed_by_id, changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, :order, "
-    ":user_id, :now)", json_fields=("evidence", "order"))
+    "error_type, changed_by_id, changed_at) VALUES (:label_id, :action, :value, :rationale, :evidence, :version, :source, "
+    ":order, :error_type, :user_id, :now)", json_fields=("evidence", "order"))
 
 
 # Whether a part of a sample (a claim, context, step…) is still active, by its table.
@@ -202,6 +207,13 @@ class EvidenceError(AnnotationError):
     def __init__(self, field: str, reason: Reason) -> None:
         super().__init__(Reason("evidence_field", field=field, refusal=reason))
         self.field = field
+
+
+class ErrorTypeRefused(AnnotationError):
+    """An error type the label cannot have: not the task's, or beside a label that is not its negative one (HTTP 400,
+    naming the form field `error_type`)."""
+
+    field = "error_type"
 
 
 def sentence_evidence(contexts, context_id: int, index: int, *, field: str = "evidence_sentence") -> dict:
@@ -254,13 +266,25 @@ class LabelState(NamedTuple):
     stale_reason: str
     source: str
     order: list[str] | None = None
+    error_type: str | None = None
+
+
+def _error_type(task: Task, value: str, posted: str | None, kept: str | None) -> str | None:
+    """Return the error type a label of `value` stores: the one `posted` (checked; "" clears it), else the one it had
+    while it stays the task's negative label (a label changed away from it drops it)."""
+    if posted is None:
+        return kept if value == negative_label(task) else None
+    try:
+        return canonical_error_type(task, value, posted)
+    except TaskError as exc:
+        raise ErrorTypeRefused.carrying(exc) from None
 
 
 def save_label(session: Session, assignment, user: User, target: Target, *, value: object = None,
                rationale: str | None = None, evidence_toggle: int | dict | None = None,
                existing=_UNKNOWN, version=_UNKNOWN, context_ranks: set[int] | None = None,
-               order: list[str] | None = None):
-    """Set my label on a target: its value, rationale and/or evidence (an entry to toggle); return it (a row).
+               order: list[str] | None = None, error_type: str | None = None):
+    """Set my label on a target: its value, rationale, evidence (an entry to toggle) and/or error type; return it (a row).
 
     Giving a value again under a newer guideline (or on a stale label) confirms it: the label
     takes the current guideline version. Nothing changes, and no revision is written, when the
@@ -271,6 +295,9 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
 
     Pairwise tasks: `order` is the sample's response ids as shown to the annotator; the value
     must be one of them or tie, and the order is recorded with it.
+
+    `error_type`: None leaves it as it is (dropped when the value leaves the negative label); "" clears it; else one of
+    the task's error types, given with its negative label (ErrorTypeRefused otherwise: module docstring).
     """
     task = target.task
     canonical = None
@@ -302,15 +329,17 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
             raise AnnotationError(Reason("label_first"))
         evidence = toggle_evidence(None, evidence_toggle) if evidence_toggle is not None else None
         shown = list(order) if order else None
+        chosen = _error_type(task, canonical, error_type, None)
         label_id = _INSERT_LABEL_SQL.scalar(session, {
             "task_id": task.id, "sample_id": assignment.sample_id, "claim_id": target.claim_id, "context_id": target.context_id,
             "step_id": target.step_id, "key": target.key, "user_id": user.id, "value": canonical, "rationale": rationale or "", "evidence": evidence,
-            "version": version, "source": UI, "order": shown, "now": now})
+            "version": version, "source": UI, "order": shown, "error_type": chosen, "now": now})
         _INSERT_REVISION_SQL.execute(session, {"label_id": label_id, "action": "create", "value": canonical,
                                                "rationale": rationale or "", "evidence": evidence, "version": version,
-                                               "source": UI, "order": shown, "user_id": user.id, "now": now})
+                                               "source": UI, "order": shown, "error_type": chosen, "user_id": user.id,
+                                               "now": now})
         return LabelState(label_id, task.id, assignment.sample_id, target.claim_id, target.context_id, target.key, user.id,
-                          canonical, rationale or "", evidence, version, False, "", UI, shown)
+                          canonical, rationale or "", evidence, version, False, "", UI, shown, chosen)
     new_value = canonical if canonical is not None else label.value
     new_rationale = rationale if rationale is not None else label.rationale
     new_evidence = label.evidence
@@ -319,20 +348,22 @@ def save_label(session: Session, assignment, user: User, target: Target, *, valu
     new_version = version if canonical is not None else label.guideline_version
     new_stale = bool(label.stale) and canonical is None
     new_order = list(order) if canonical is not None and order else label.order
-    if (new_value, new_rationale, new_evidence, new_version, new_stale, new_order) == (
-            label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale), label.order):
+    new_error = _error_type(task, new_value, error_type, label.error_type)
+    if (new_value, new_rationale, new_evidence, new_version, new_stale, new_order, new_error) == (
+            label.value, label.rationale, label.evidence, label.guideline_version, bool(label.stale), label.order,
+            label.error_type):
         return label
     _INSERT_REVISION_SQL.execute(session, {"label_id": label.id, "action": "update", "value": label.value,
                                            "rationale": label.rationale, "evidence": label.evidence,
                                            "version": label.guideline_version, "source": UI, "order": label.order,
-                                           "user_id": user.id, "now": now})
+                                           "error_type": label.error_type, "user_id": user.id, "now": now})
     stale_reason = label.stale_reason if new_stale else ""
     _UPDATE_LABEL_SQL.execute(session, {"id": label.id, "value": new_value, "rationale": new_rationale, "evidence": new_evidence,
                                         "version": new_version, "stale": new_stale, "stale_reason": stale_reason,
-                                        "order": new_order, "now": now})
+                                        "order": new_order, "error_type": new_error, "now": now})
     return LabelState(label.id, task.id, label.sample_id, label.claim_id, label.context_id, label.target_key,
                       label.annotator_id, new_value, new_rationale, new_evidence, new_version, new_stale, stale_reason,
-                      label.source, new_order)
+                      label.source, new_order, new_error)
 
 
 @dataclass
@@ -376,11 +407,11 @@ def undo_label_change(session: Session, user: User, revision: LabelRevision, lab
     now = utcnow()
     session.add(LabelRevision(label_id=label.id, action="undo", value=label.value, rationale=label.rationale,
                               evidence=label.evidence, guideline_version=label.guideline_version, source=UI,
-                              order=label.order, changed_by_id=user.id, changed_at=now))
+                              order=label.order, error_type=label.error_type, changed_by_id=user.id, changed_at=now))
     before = label.value
     label.value, label.rationale = revision.value, revision.rationale
     label.evidence, label.guideline_version = revision.evidence, revision.guideline_version
-    label.order = revision.order
+    label.order, label.error_type = revision.order, revision.error_type
     label.updated_at = now
     session.add(label)
     session.flush()
@@ -402,6 +433,7 @@ class HistoryEntry:
     guideline_version: int | None
     who: str
     when: object
+    error_type: str | None = None
 
 
 def history(session: Session, target: Target, user: User) -> tuple[Label | None, list[HistoryEntry]]:
@@ -414,4 +446,4 @@ def history(session: Session, target: Target, user: User) -> tuple[Label | None,
         .where(LabelRevision.label_id == label.id).order_by(col(LabelRevision.id).desc())
     ).all()
     return label, [HistoryEntry(r.action, r.value, r.rationale, r.evidence, r.guideline_version,
-                                u.username if u else "import", r.changed_at) for r, u in rows]
+                                u.username if u else "import", r.changed_at, r.error_type) for r, u in rows]

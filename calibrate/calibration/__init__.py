@@ -20,7 +20,8 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     apply_order_rule, ORDER_RULES                                         pairwise.py (the order rule)
     metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
     calibrated_task, calibrated_task_names                                calibrated.py
-    Estimand, estimand_for, live_targets, estimate_targets, LEVELS        live.py  (the one live estimator: what every production figure uses)
+    Estimand, estimand_for, live_targets, estimate_targets, LEVELS,       live.py  (the one live estimator: what every production figure uses)
+    levels_of
     monitor, production_gate                                              production.py (`calibrate monitor`, gate --production)
     run_estimate, estimate_block                                          estimate.py (`calibrate estimate`; a section's `estimate` block)
     stream_assignments, stream_labels, audit_probabilities                streams.py (the production queues' streams)
@@ -58,6 +59,7 @@ _API = {
     "metadata_fields": "frames", "sample_field_values": "frames",
     "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
     "Estimand": "live", "estimand_for": "live", "live_targets": "live", "estimate_targets": "live", "LEVELS": "live",
+    "levels_of": "live",
     "monitor": "production", "production_gate": "production",
     "run_estimate": "estimate", "estimate_block": "estimate",
     "stream_assignments": "streams", "stream_labels": "streams", "audit_probabilities": "streams",

@@ -4,7 +4,7 @@ The block compares, per trajectory (sample), the first step the gold marks with 
 negative label and the first step the judge's usable verdicts mark with it
 (stats/localisation.py). The gold is the section's (calibration/sections.py: adjudicated, else
 majority); a few-shot example's step is left out, as from every other figure. The negative label
-is `incorrect` (step_correctness's); a step task without that label gets no block.
+is `incorrect` (step_correctness's; task_values.negative_label); a step task without it gets no block.
 """
 
 from __future__ import annotations
@@ -14,13 +14,7 @@ import pandas as pd
 from calibrate.calibration.options import Options
 from calibrate.models import Task
 from calibrate.stats.localisation import first_marked, localisation
-
-NEGATIVE_LABEL = "incorrect"
-
-
-def negative_label(task: Task) -> str | None:
-    """Return the label that marks a step as an error (None: the task has none, so no localisation)."""
-    return NEGATIVE_LABEL if NEGATIVE_LABEL in (task.labels or []) else None
+from calibrate.task_values import negative_label
 
 
 def localisation_block(task: Task, merged: pd.DataFrame, positions: dict[str, int], options: Options) -> dict | None:

@@ -3,8 +3,8 @@
 ingest/label_records.py validates a file's lines, ingest/labels.py runs the import; here a
 `Stager` stages the lines that change something, chunk by chunk, as rows of an import batch
 (`StagedLabel`, `StagedVerdict`), and publishes them in the batch's last transaction with a few
-set-based upserts: labels on (task, target, annotator), a LabelRevision for every create and
-update; verdicts on (judge, task, target, order).
+set-based upserts: labels on (task, target, annotator), a LabelRevision (with the error type it
+had) for every create and update; verdicts on (judge, task, target, order).
 """
 
 from __future__ import annotations
@@ -157,9 +157,9 @@ class LabelStager(Stager):
         at = literal(now, _REVISIONS.c.changed_at.type)
         # An update keeps what it replaces in a revision: written first, from the label as it is.
         session.execute(insert(_REVISIONS).from_select(
-            ["label_id", "action", "value", "rationale", "order", "changed_by_id", "changed_at"],
+            ["label_id", "action", "value", "rationale", "order", "error_type", "changed_by_id", "changed_at"],
             select(_LABELS.c.id, literal("update"), _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order,
-                   _LABELS.c.annotator_id, at)
+                   _LABELS.c.error_type, _LABELS.c.annotator_id, at)
             .select_from(staged.join(users, users.c.username == staged.c.annotator).join(_LABELS, match))
             .where(staged.c.batch_id == batch_id, differs)))
         updated = session.execute(
@@ -183,9 +183,9 @@ class LabelStager(Stager):
         # Counted, not taken from the INSERT's rowcount (not reliable for INSERT … SELECT on every driver).
         added = session.execute(select(func.count()).where(_LABELS.c.id >= first_new)).scalar()
         session.execute(insert(_REVISIONS).from_select(
-            ["label_id", "action", "value", "rationale", "order", "changed_by_id", "changed_at"],
+            ["label_id", "action", "value", "rationale", "order", "error_type", "changed_by_id", "changed_at"],
             select(_LABELS.c.id, literal("create"), _LABELS.c.value, _LABELS.c.rationale, _LABELS.c.order,
-                   _LABELS.c.annotator_id, at)
+                   _LABELS.c.error_type, _LABELS.c.annotator_id, at)
             .where(_LABELS.c.id >= first_new)))
         sync_id_sequence(session, _LABELS)
         # A claim, context or step retired after validation (an expert split it meanwhile, an --update replaced it):

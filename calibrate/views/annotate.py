@@ -28,6 +28,7 @@ from calibrate.annotation.items import (
     REQUIRED_TASKS,
     TaskNotOffered,
     choice_text,
+    error_type_name,
     get_assignment,
     item_view,
     load_item,
@@ -37,6 +38,7 @@ from calibrate.annotation.items import (
 )
 from calibrate.annotation.label_posts import LabelPost, post_label
 from calibrate.annotation.labels import (
+    ErrorTypeRefused,
     EvidenceError,
     TargetRetired,
     history,
@@ -66,6 +68,8 @@ bp.add_app_template_global(choice_text, "choice_text")
 # A trajectory's step kinds and parts in the reader's language (templates/annotate/_steps.html).
 bp.add_app_template_global(step_kind_name, "step_kind_name")
 bp.add_app_template_global(step_part_name, "step_part_name")
+# An error type in the reader's language (the cell's choice, the history, review mode, the disputes).
+bp.add_app_template_global(error_type_name, "error_type_name")
 
 T = TypeVar("T")
 
@@ -196,14 +200,16 @@ def _cell_response(item, task_id: int, key: str):
 @bp.route("/annotate/<int:assignment_id>/label", methods=("POST",))
 @login_required
 def label(assignment_id: int):
-    """Save my label on one target of the item: a value, a rationale, or an evidence toggle.
+    """Save my label on one target of the item: a value, a rationale, an evidence toggle and/or an error type.
 
     Evidence: `evidence` is a context rank (the whole context); `evidence_sentence` is
     `CONTEXT_ID:SENTENCE_INDEX`, one sentence of one of the item's contexts (else 400, naming the field).
+    `error_type`: one of the task's error types with its negative label, empty for none given (else 400, naming it).
     """
     form = request.form
     value = form.get("value", "").strip() or None
     rationale = form.get("rationale") if "rationale" in form else None
+    error_type = form.get("error_type") if "error_type" in form else None
     evidence = int_field(form, "evidence")
     sentence = form.get("evidence_sentence", "")
     context_id, _, index = sentence.partition(":")
@@ -216,11 +222,11 @@ def label(assignment_id: int):
     if value is not None and value.isdigit() and not value.isascii():  # `²`: a digit int() does not read
         raise BadField("value", Reason("field_response_position"))
     post = LabelPost(task=form.get("task", ""), target=form.get("target", ""), value=value, rationale=rationale,
-                     evidence=evidence, sentence=(int(context_id), int(index)) if sentence else None)
+                     evidence=evidence, sentence=(int(context_id), int(index)) if sentence else None, error_type=error_type)
     try:
         saved = post_label(get_session(), g.user, assignment_id, post, write=write, release=close_session,
                            required=_required())
-    except EvidenceError as exc:
+    except (EvidenceError, ErrorTypeRefused) as exc:
         raise BadField(exc.field, refusal_text(exc)) from None
     except TaskNotOffered as exc:  # a task scoped to other datasets than the item's
         raise BadField("task", refusal_text(exc)) from None

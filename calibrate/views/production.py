@@ -14,6 +14,7 @@ from calibrate.errors import CalibrationError
 from calibrate.i18n import _
 from calibrate.models import EXTRACTION, Judge, Sample, Task, User, Verdict
 from calibrate.reasons import Reason
+from calibrate.targets import level_name
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.prompts import ENGINEERS
@@ -24,6 +25,8 @@ production = lazy.module("calibrate.calibration")  # its public API (monitor), n
 production_report = lazy.module("calibrate.reports.production_report")
 
 bp = Blueprint("production", __name__)
+# A level of the live estimate (answers, claims, contexts, steps) in the reader's language (datasets/production.html).
+bp.add_app_template_global(level_name, "level_name")
 
 
 def judges_on(session, dataset) -> list[str]:
@@ -107,7 +110,7 @@ def show(name: str):
         else:
             body = production_report.view(result)
     target = session.execute(sa_select(Task.target).where(Task.name == task)).scalar_one_or_none() if task else None
-    levels = {"claim": ("answers", "claims"), "context": ("contexts",)}.get(target, ("answers",))
+    levels = production.levels_of(target) if target else ("answers",)
     return render_template("datasets/production.html", dataset=dataset, judges=judges, judge=judge, tasks=tasks, task=task, by=by,
                            level=(result or {}).get("level") or levels[0], levels=levels,
                            min_value=raw_min if min_value is not None else "", result=result, body=body, message=message,

@@ -83,3 +83,25 @@ def test_a_dataset_whose_judge_cannot_be_monitored_says_why_on_the_page(client, 
     page = _page(client.get("/datasets/demo-prenatal-ab/production", headers=ENGLISH))
     assert "needs --positive" in page.select_one("#production-message").get_text()
     assert page.select_one("#queue-auto-form") is not None
+
+
+def test_the_level_is_named_from_the_estimators_levels_in_both_languages(client, demo_engine):
+    """A step task's one level is `steps` (calibration.levels_of), said on the page; a claim task chooses between answers
+    and claims; the names come from targets.level_name, in English and Spanish."""
+    from calibrate.calibration import LEVELS
+    from calibrate.demo import AGENT_DATASET, DATASET
+    from calibrate.i18n import using
+    from calibrate.targets import LEVEL_NAMES, level_name
+
+    assert set(LEVELS) <= set(LEVEL_NAMES)  # every level the estimator has has a name for people
+    with using("es"):
+        assert [level_name(level) for level in LEVELS] == ["respuestas", "afirmaciones", "contextos", "pasos"]
+    _login(client, "engineer", "demo-engineer")
+    for headers, words in ((ENGLISH, "Share of steps"), (SPANISH, "Proporción de pasos")):
+        page = _page(client.get(f"/datasets/{AGENT_DATASET}/production?task=step_correctness", headers=headers))
+        level = page.select_one("#production-level")
+        assert (level["data-level"], level.get_text(" ", strip=True)) == ("steps", words)
+        assert page.select_one("select[name=level]") is None
+    claims = _page(client.get(f"/datasets/{DATASET}/production?task=claim_support", headers=SPANISH))
+    options = claims.select("select[name=level] option")
+    assert [(o["value"], o.get_text()) for o in options] == [("answers", "respuestas"), ("claims", "afirmaciones")]
