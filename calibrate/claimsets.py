@@ -30,6 +30,7 @@ from sqlalchemy import bindparam, func, insert, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
+from calibrate.db import read_frame
 from calibrate.models import EDITED, EXPERT, IMPORT, SEGMENTER, Claim, ClaimEdit, Dataset, Label, LabelRevision, Sample, utcnow
 from calibrate.text.sentences import ClaimSpan
 
@@ -184,11 +185,11 @@ def source_counts(session: Session, sample_ids: Iterable[int] | None = None, *, 
                                .group_by(Sample.claim_source)).all()
         counts.update({source: n for source, n in rows})
     else:
-        ids = sorted(set(sample_ids or ()))
-        for start in range(0, len(ids), 500):
-            rows = session.execute(sa_select(Sample.claim_source, func.count()).where(Sample.id.in_(ids[start:start + 500]))
-                                   .group_by(Sample.claim_source)).all()
-            counts.update({source: n for source, n in rows})
+        ids = set(sample_ids or ())
+        if ids:  # one read of the ids' range through the primary key, not a query per 500 ids (a report's 10^5 samples)
+            query = sa_select(Sample.id, Sample.claim_source).where(Sample.id.between(min(ids), max(ids)))
+            frame = read_frame(session, query, ["id", "source"])
+            counts.update({source: int(n) for source, n in frame.loc[frame["id"].isin(ids), "source"].value_counts().items()})
     return dict(sorted(counts.items()))
 
 

@@ -19,6 +19,7 @@ target with `target_key`, `sample_id`, `gold` (None on a tie) and `gold_source`
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
@@ -64,9 +65,19 @@ def categorical_gold(labels: pd.DataFrame) -> pd.DataFrame:
     adj = adjudicated[["target_key", "value"]].rename(columns={"value": "gold"}).assign(gold_source="adjudicated")
     out = pd.concat([adj, majority[~majority["target_key"].isin(adj["target_key"])],
                      ties[~ties["target_key"].isin(adj["target_key"])]], ignore_index=True)
-    samples = current.drop_duplicates("target_key").set_index("target_key")["sample_id"]
-    out["sample_id"] = out["target_key"].map(samples)
+    out["sample_id"] = _sample_of(out["target_key"], current.drop_duplicates("target_key"))
     return out[GOLD_COLUMNS]
+
+
+def _sample_of(keys: pd.Series, first: pd.DataFrame) -> pd.Series:
+    """Return the sample of each target key, from one row per target (`first`); through the integer codes when both are
+    one categorical (the report's 10^6 targets: mapping their text through an index costs seconds)."""
+    key = first["target_key"]
+    if isinstance(keys.dtype, pd.CategoricalDtype) and keys.dtype == key.dtype and len(first):
+        samples = np.zeros(len(key.cat.categories), dtype=np.int64)
+        samples[key.cat.codes.to_numpy()] = first["sample_id"].to_numpy(dtype=np.int64)
+        return pd.Series(samples[keys.cat.codes.to_numpy()], index=keys.index)
+    return keys.map(first.set_index("target_key")["sample_id"])
 
 
 def numeric_gold(labels: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import case, func, literal, true
+from sqlalchemy import String, case, cast, exists, func, literal, true
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
@@ -42,12 +42,9 @@ def adjudication_order() -> tuple:
             case((adjudicated, Label.id), else_=None).label("label_id"))
 
 
-def labels_frame(session: Session, dataset: Dataset, task: Task, *, categorical: bool = False) -> pd.DataFrame:
-    """Return the task's labels on the dataset, one row per label (columns LABEL_COLUMNS).
-
-    `categorical` (the report's read of 10^6 labels): `target_key`, `annotator` and `value` as pandas categoricals,
-    read in bounded chunks (db.read_frame), so the frame holds codes, not millions of strings.
-    """
+def labels_frame(session: Session, dataset: Dataset, task: Task) -> pd.DataFrame:
+    """Return the task's labels on the dataset, one row per label (columns LABEL_COLUMNS; the report's read of 10^6 of
+    them is `coded_frames`)."""
     query = (
         sa_select(Label.target_key, Label.sample_id, position_column(task), User.username,
                   Label.value, Label.adjudicated, Label.stale, *adjudication_order())
@@ -56,8 +53,7 @@ def labels_frame(session: Session, dataset: Dataset, task: Task, *, categorical:
         .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
     )
     query = join_target(query, task, Label)
-    frame = read_frame(session, query, LABEL_COLUMNS,
-                       categorical=("target_key", "annotator", "value") if categorical else ())
+    frame = read_frame(session, query, LABEL_COLUMNS)
     return frame.astype({"adjudicated": bool, "stale": bool})
 
 
@@ -75,24 +71,150 @@ def frame_columns(task: Task) -> list[str]:
     return VERDICT_COLUMNS + ["order_key"] if task.kind == "pairwise" else list(VERDICT_COLUMNS)
 
 
-def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge, *, categorical: bool = False) -> pd.DataFrame:
+def verdicts_frame(session: Session, dataset: Dataset, task: Task, judge: Judge) -> pd.DataFrame:
     """Return the judge's verdicts on the task in the dataset (target_key, sample_id, position, value, status, active).
 
     A pairwise task's frame also has `order_key` (one verdict per presentation order; pairwise.py
-    turns them into one per target). `categorical`: `target_key` as a categorical, read in chunks (labels_frame).
+    turns them into one per target).
     """
+    frame = read_frame(session, _verdicts_query(dataset, task, judge, verdict_columns(task)), frame_columns(task))
+    return _active(frame)
+
+
+def _verdicts_query(dataset: Dataset, task: Task, judge: Judge, columns: list):
     query = (
-        sa_select(*verdict_columns(task))
+        sa_select(*columns)
         .join(Sample, Sample.id == Verdict.sample_id)
         .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
                Verdict.sample_index == 0)  # a self-consistency run's other samples: calibration/consistency.py
     )
-    query = join_target(query, task, Verdict)
-    frame = read_frame(session, query, frame_columns(task), categorical=("target_key",) if categorical else ())
+    return join_target(query, task, Verdict)
+
+
+def _active(frame: pd.DataFrame) -> pd.DataFrame:
     # A verdict on a claim or context that an --update retired is kept, but it is not one of the
     # sample's current targets (RAG metrics leave it out).
     frame["active"] = frame["active"].fillna(True).astype(bool)
     return frame
+
+
+def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Return the task's labels and the judge's verdicts (None without a judge) as labels_frame and verdicts_frame
+    do, read for 10^6 rows: the report's read.
+
+    Read as integers in bounded chunks (db.read_frame): the target's id (KEY_COLUMNS), the annotator's id (no user
+    join: named from one small user query), `value` coded chunk by chunk. `target_key` of both frames is one pandas
+    Categorical over the sorted text keys (`coded_keys`: the text of each target made once, the rows' codes found by
+    integer lookups), `annotator` and the labels' `value` categoricals: the frames hold codes, not millions of strings,
+    and the gold, the human block, the joins and the estimate group on integers. Sorted categories keep every
+    key-ordered result as it is on text keys; `tolist()`, `isin` and `map` give and take the text keys unchanged.
+    """
+    query = (
+        sa_select(*key_columns(task, Label), Label.sample_id, position_column(task), Label.annotator_id,
+                  Label.value, Label.adjudicated, Label.stale, *adjudication_order())
+        .join(Sample, Sample.id == Label.sample_id)
+        .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
+    )
+    labels = read_frame(session, join_target(query, task, Label), [*KEY_COLUMNS, *LABEL_COLUMNS[1:]],
+                        categorical=("key_text", "value"))
+    labels["annotator"] = _annotator_names(session, labels["annotator"])
+    labels = labels.astype({"adjudicated": bool, "stale": bool})
+    if judge is None:
+        return coded_keys(task, labels)[0][LABEL_COLUMNS], None
+    query = _verdicts_query(dataset, task, judge, [*key_columns(task, Verdict), *verdict_columns(task)[1:]])
+    verdicts = _active(read_frame(session, query, [*KEY_COLUMNS, *frame_columns(task)[1:]],
+                                  categorical=("key_text", "value", "status")))
+    for name in ("value", "status"):  # as verdicts_frame reads them (text), each row pointing at one of a few strings
+        verdicts[name] = _uncoded(verdicts[name])
+    labels, verdicts = coded_keys(task, labels, verdicts)
+    return labels[LABEL_COLUMNS], verdicts[frame_columns(task)]
+
+
+def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None) -> bool:
+    """Return whether the task has a label, or the judge a verdict of it, on the dataset: one query on indexed
+    columns (the report's tasks with nothing to report cost this, not a read)."""
+    in_dataset = sa_select(Sample.id).where(Sample.dataset_id == dataset.id)
+    found = exists().where(Label.task_id == task.id, Label.sample_id.in_(in_dataset))
+    if judge is not None:
+        found = found | exists().where(Verdict.task_id == task.id, Verdict.judge_id == judge.id, Verdict.sample_id.in_(in_dataset))
+    return bool(session.execute(sa_select(found)).scalar())
+
+
+def _uncoded(column: pd.Series) -> pd.Series:
+    """Return a categorical column as the plain read gives it: text (None where missing; a column of nothing but None
+    as objects), each row a reference to its category's one string rather than a string of its own (10^6 verdicts:
+    8 MB of references, not 60 MB of copies)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):  # an empty read
+        return column
+    if not len(column.cat.categories):
+        return pd.Series([None] * len(column), index=column.index, dtype=object)
+    return pd.Series(np.asarray(column.array, dtype=object), index=column.index)
+
+
+# The report's read of a target: its id (the part's, or the sample's for a sample target), and the text key only on
+# a row whose key is not "<target>:<that id>" (none is written so; but the key is what a label means): coded_keys.
+KEY_COLUMNS = ["target_id", "key_text"]
+_POWERS_FROM_ONE = np.uint64(10) ** np.arange(20, dtype=np.uint64)  # 1, 10, …, 10^19 (ids: at most models.MAX_ID)
+_POWERS = _POWERS_FROM_ONE[1:]
+
+
+def key_columns(task: Task, model) -> tuple:
+    """Return the columns KEY_COLUMNS of a Label or Verdict query of the task."""
+    kind = judging(task).target
+    target_id = getattr(model, f"{kind.field}_id") if kind.within else model.sample_id
+    canonical = model.target_key == literal(f"{kind.name}:") + cast(target_id, String)
+    return (func.coalesce(target_id, 0).label("target_id"),
+            case((canonical, None), else_=model.target_key).label("key_text"))
+
+
+def coded_keys(task: Task, *frames: pd.DataFrame) -> list[pd.DataFrame]:
+    """Return the frames with KEY_COLUMNS replaced by `target_key`: one Categorical over the sorted text keys of all.
+
+    The text "<target>:<id>" is made once per distinct target, already in its text order: decimal ids sort as text
+    by their digits padded on the right, shorter first ("claim:10" < "claim:9"), so no string is sorted or hashed;
+    the rows' codes are integer lookups. A row with an odd key (`key_text`) falls back to sorting the text.
+    """
+    prefix = f"{judging(task).target.name}:"
+    ids = [f["target_id"].to_numpy(dtype=np.int64) for f in frames]
+    odd = [f["key_text"].notna().to_numpy() for f in frames]
+    unique_ids = np.unique(np.concatenate([i[~o] for i, o in zip(ids, odd, strict=True)]))
+    extra = pd.unique(pd.concat([f["key_text"][o].astype(object) for f, o in zip(frames, odd, strict=True)]))
+    if len(extra):  # the rare odd key: sort every key as text (an odd key may equal a target's own)
+        text = np.array([prefix + str(i) for i in unique_ids.tolist()] + [str(t) for t in extra], dtype=str)
+        sorted_text, rank = np.unique(text, return_inverse=True)
+        categories = sorted_text.tolist()
+    else:
+        digits = np.searchsorted(_POWERS, unique_ids.astype(np.uint64), side="right") + 1  # of a positive id
+        width = int(digits.max()) if len(unique_ids) else 0
+        padded = unique_ids.astype(np.uint64) * _POWERS_FROM_ONE[width - digits]
+        order = np.lexsort((digits, padded))
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        categories = [prefix + str(i) for i in unique_ids[order].tolist()]
+    dtype = pd.CategoricalDtype(pd.Index(categories, dtype="str"))
+    extra_index = pd.Index(extra, dtype=object)
+    out = []
+    for frame, target_ids, is_odd in zip(frames, ids, odd, strict=True):
+        codes = np.empty(len(frame), dtype=np.int64)
+        codes[~is_odd] = rank[np.searchsorted(unique_ids, target_ids[~is_odd])]
+        if is_odd.any():
+            codes[is_odd] = rank[len(unique_ids) + extra_index.get_indexer(frame["key_text"][is_odd].astype(object))]
+        frame = frame.drop(columns=KEY_COLUMNS)
+        frame.insert(0, "target_key", pd.Categorical.from_codes(codes, dtype=dtype))
+        out.append(frame)
+    return out
+
+
+def _annotator_names(session: Session, ids: pd.Series) -> pd.Categorical:
+    """Return the annotators' usernames of a column of user ids, as a categorical over the sorted names."""
+    ids = ids.to_numpy(dtype=np.int64)
+    found = np.unique(ids)
+    names = dict(session.execute(sa_select(User.id, User.username).where(User.id.in_(found.tolist()))).all()) if len(found) else {}
+    categories = sorted(names.values())
+    place = {name: i for i, name in enumerate(categories)}
+    code_of = np.array([place[names[i]] for i in found.tolist()], dtype=np.int64)
+    return pd.Categorical.from_codes(code_of[np.searchsorted(found, ids)] if len(ids) else ids,
+                                     dtype=pd.CategoricalDtype(pd.Index(categories, dtype="str")))
 
 
 def position_column(task: Task):
@@ -202,22 +324,3 @@ def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judg
     if verdicts.empty:
         raise CalibrationError(Reason("judge_no_task_verdicts", judge=judge.name, task=task.name, dataset=dataset.name))
     return verdicts
-
-
-def shared_keys(*frames: pd.DataFrame | None) -> list[pd.DataFrame | None]:
-    """Return the frames with `target_key` as one pandas Categorical over the sorted keys of them all.
-
-    The report reads a task's labels and verdicts once and groups, joins and filters them by target
-    many times (the gold, the human agreement, the judge as a rater, per annotator, the estimate):
-    on text keys each of those hashes and sorts 10^6 strings again; on a categorical shared by every
-    frame they work on integer codes. The categories are sorted so that anything ordered by key is
-    ordered as the text is; `tolist()`, `isin` and `map` give and take the text keys unchanged.
-    """
-    present = [f["target_key"] for f in frames if f is not None and not f.empty]
-    if not present:
-        return list(frames)
-    keys = pd.unique(np.concatenate([k.cat.categories.to_numpy(dtype=object) if isinstance(k.dtype, pd.CategoricalDtype)
-                                     else k.to_numpy(dtype=object) for k in present]))
-    dtype = pd.CategoricalDtype(np.sort(keys.astype(str)))
-    return [f if f is None or f.empty else f.assign(target_key=pd.Categorical(f["target_key"], dtype=dtype))
-            for f in frames]

@@ -38,16 +38,16 @@ from calibrate.calibration.decision import rule_of
 from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
     claim_totals,
+    coded_frames,
     external_ids,
     fewshot_keys,
     frame_columns,
+    has_rows,
     join_target,
     labels_frame,
     sample_field_values,
-    shared_keys,
     target_positions,
     verdict_columns,
-    verdicts_frame,
 )
 from calibrate.calibration.localisation import localisation_block
 from calibrate.calibration.options import Options
@@ -270,13 +270,14 @@ def _header(scope: _Scope) -> dict[str, Any]:
 def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
     """Return a task's labels and verdicts on the report's samples; None when it has neither."""
     session, dataset, in_split = scope.session, scope.dataset, scope.in_split
-    labels = labels_frame(session, dataset, task, categorical=True)
-    verdicts = verdicts_frame(session, dataset, task, scope.judge, categorical=True) if scope.judge else None
+    derived = task.name in DERIVED_GOLD and task.name in scope.asked  # its experts' metric from another task's labels
+    if not derived and not has_rows(session, dataset, task, scope.judge):
+        return None  # nothing to report: one query, no read
+    labels, verdicts = coded_frames(session, dataset, task, scope.judge)  # integer codes under the text keys (frames.py)
     if in_split is not None:
         labels = labels[labels["sample_id"].isin(in_split)].reset_index(drop=True)
         if verdicts is not None:
             verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
-    labels, verdicts = shared_keys(labels, verdicts)  # integer codes under the text keys (frames.py)
     direct = labels
     if task.name in DERIVED_GOLD and (task.name in scope.asked or (verdicts is not None and not verdicts.empty)):
         # asked for, or judged: compare the experts on the metric too (each from their own labels)

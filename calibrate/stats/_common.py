@@ -36,6 +36,25 @@ def to_list(values: Any) -> list:
     return list(values)
 
 
+def factor_codes(values: Any, *, sort: bool = False) -> tuple[np.ndarray, list]:
+    """Return ``pandas.factorize``'s (codes, distinct values) of ``values``: -1 for a missing one, the distinct values
+    in order of first appearance (``sort``: sorted).
+
+    A pandas categorical (the report's 10^6 labels) is factorized through its integer codes, its strings never
+    listed; anything else as a list of Python values.
+    """
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype) and (not sort or dtype.categories.is_monotonic_increasing):
+        codes = values.cat.codes.to_numpy() if hasattr(values, "cat") else np.asarray(values.codes)
+        present = codes >= 0
+        ids, used = pd.factorize(codes[present], sort=sort)
+        out = np.full(len(codes), -1, dtype=np.int64)
+        out[present] = ids
+        return out, dtype.categories.take(used).tolist()
+    codes, uniques = pd.factorize(pd.Series(to_list(values), dtype=object), sort=sort)
+    return codes.astype(np.int64), list(uniques)
+
+
 def check_same_length(**named: Sequence) -> int:
     """Raise ``ValueError`` unless every sequence has the same length; return it."""
     lengths = {name: len(seq) for name, seq in named.items()}

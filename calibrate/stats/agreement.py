@@ -42,6 +42,7 @@ from calibrate.reasons import Reason, join, noted
 from calibrate.stats._common import (
     check_same_length,
     encode,
+    factor_codes,
     is_missing,
     is_numeric_label,
     ordered_labels,
@@ -411,12 +412,11 @@ def co_rated_pairs(units: Sequence, raters: Sequence, *, min_shared: int = 1) ->
     """
     if isinstance(min_shared, bool) or not isinstance(min_shared, (int, np.integer)) or min_shared < 1:
         raise ValueError("min_shared must be a positive integer")
-    u = np.asarray(to_list(units), dtype=object)
-    r = np.asarray(to_list(raters), dtype=object)
-    check_same_length(units=u, raters=r)
-    unit_ids, _ = pd.factorize(pd.Series(u, dtype=object))
-    rater_ids, rater_names = pd.factorize(pd.Series(r, dtype=object), sort=True)
+    unit_ids, _ = factor_codes(units)  # a categorical through its codes (the report's 10^6 labels)
+    rater_ids, rater_names = factor_codes(raters, sort=True)
+    check_same_length(units=unit_ids, raters=rater_ids)
     n_raters = len(rater_names)
+    u = unit_ids
     if len(pd.unique(unit_ids.astype(np.int64) * max(n_raters, 1) + rater_ids)) != len(u):
         raise ValueError("a rater rated the same unit more than once")
     order = np.argsort(unit_ids, kind="stable")
@@ -493,12 +493,13 @@ def crowd_pairwise_kappa(units: Sequence, raters: Sequence, values: Sequence, *,
     if weights not in _WEIGHTS:
         raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
     labs = validate_labels(labels)
-    lu, lr, lv = to_list(units), to_list(raters), to_list(values)
-    check_same_length(units=lu, raters=lr, values=lv)
-    present = ~pd.isna(np.array(lv, dtype=object)) if lv else np.zeros(0, bool)
-    keep = np.flatnonzero(present)
-    lu, lr, lv = [lu[i] for i in keep], [lr[i] for i in keep], [lv[i] for i in keep]
-    codes = encode(lv, {lab: i for i, lab in enumerate(labs)}, "values")
+    unit_ids, _ = factor_codes(units)  # a categorical through its codes (the report's 10^6 labels), else as values
+    rater_ids, rater_names = factor_codes(raters, sort=True)
+    value_ids, value_names = factor_codes(values)
+    check_same_length(units=unit_ids, raters=rater_ids, values=value_ids)
+    keep = np.flatnonzero(value_ids >= 0)  # a missing value is no rating
+    codes = encode(value_names, {lab: i for i, lab in enumerate(labs)}, "values")[value_ids[keep]]
+    lu, lr = unit_ids[keep], pd.Categorical.from_codes(rater_ids[keep], categories=pd.Index(rater_names, dtype=object))
     if weights is not None and not all(is_numeric_label(v) for v in labs):
         raise ValueError("weighted kappa needs numeric labels (ordered scale values)")
     co = co_rated_pairs(lu, lr, min_shared=min_shared)

@@ -1,14 +1,18 @@
-"""The report's read of labels and verdicts (issue 34): in chunks, text as categoricals, one key code for both."""
+"""The report's read of labels and verdicts (issue 34): as integers in chunks, one key code for both frames."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 from report_world import DATASET, JUDGE, fill_world
+from sqlalchemy import select, text, update
 from sqlmodel import Session
 
 from calibrate import lookup
-from calibrate.calibration.frames import labels_frame, shared_keys, verdicts_frame
+from calibrate.calibration import report as report_module
+from calibrate.calibration.frames import coded_frames, has_rows, labels_frame, verdicts_frame
+from calibrate.claimsets import source_counts
+from calibrate.models import Label, Sample
 
 
 @pytest.fixture
@@ -24,35 +28,88 @@ def values(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.where(frame.notna(), None)
 
 
-def test_a_chunked_categorical_read_gives_the_plain_reads_rows_and_values(world, engine, monkeypatch):
-    monkeypatch.setattr("calibrate.db.READ_CHUNK_ROWS", 7)  # 36 claims, ~100 labels: many chunks, categories differing
+def read(engine, judged: bool = True):
     with Session(engine) as session:
         dataset, task, judge = lookup.dataset(session, DATASET), lookup.task(session, "claim_support"), lookup.judge(session, JUDGE)
-        plain, coded = labels_frame(session, dataset, task), labels_frame(session, dataset, task, categorical=True)
-        plain_v, coded_v = verdicts_frame(session, dataset, task, judge), verdicts_frame(session, dataset, task, judge, categorical=True)
+        plain, plain_v = labels_frame(session, dataset, task), verdicts_frame(session, dataset, task, judge)
+        coded, coded_v = coded_frames(session, dataset, task, judge if judged else None)
+    return plain, plain_v, coded, coded_v
+
+
+def test_the_coded_read_gives_the_plain_reads_rows_and_values_with_one_sorted_key(world, engine, monkeypatch):
+    monkeypatch.setattr("calibrate.db.READ_CHUNK_ROWS", 7)  # 36 claims, ~100 labels: many chunks, categories differing
+    plain, plain_v, coded, coded_v = read(engine)
     assert len(plain) > 7 * 10
     for name in ("target_key", "annotator", "value"):
         assert isinstance(coded[name].dtype, pd.CategoricalDtype)
         assert list(coded[name].cat.categories) == sorted(coded[name].cat.categories)
-    assert isinstance(coded_v["target_key"].dtype, pd.CategoricalDtype)
     assert not isinstance(coded_v["value"].dtype, pd.CategoricalDtype)  # a verdict's value may be missing: kept as read
+    # one key dtype for both: the text keys of either, sorted as text ("claim:10" before "claim:9")
+    assert coded["target_key"].dtype == coded_v["target_key"].dtype
+    categories = list(coded["target_key"].cat.categories)
+    assert categories == sorted(set(plain["target_key"]) | set(plain_v["target_key"]))
+    assert any(len(a) > len(b) for a, b in zip(categories, categories[1:], strict=False))  # ids of 1 and 2 digits mix
     pd.testing.assert_frame_equal(values(coded), values(plain))
     pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
     assert coded_v["value"].isna().any() and coded["adjudicated"].any() and coded["stale"].any()
+    merged = coded.merge(coded_v[["target_key", "value"]], on="target_key", suffixes=("", "_judge"))
+    assert isinstance(merged["target_key"].dtype, pd.CategoricalDtype)
 
 
-def test_shared_keys_give_labels_and_verdicts_one_sorted_code_per_target(world, engine):
+def test_a_label_whose_key_is_not_its_targets_id_keeps_its_key(world, engine):
+    """A key is what a label means: a row whose key is not "claim:<its claim_id>" (or has no claim id) reads as written."""
     with Session(engine) as session:
-        dataset, task, judge = lookup.dataset(session, DATASET), lookup.task(session, "claim_support"), lookup.judge(session, JUDGE)
-        labels = labels_frame(session, dataset, task, categorical=True)
-        verdicts = verdicts_frame(session, dataset, task, judge)  # a text key and a categorical one unite alike
-    labels = labels[labels["target_key"] != labels["target_key"].iloc[0]]  # a target only the verdicts have
-    shared_l, shared_v = shared_keys(labels, verdicts)
-    categories = list(shared_l["target_key"].cat.categories)
-    assert categories == list(shared_v["target_key"].cat.categories) == sorted(set(verdicts["target_key"]))
-    assert shared_l["target_key"].tolist() == labels["target_key"].astype(str).tolist()
-    assert shared_v["target_key"].tolist() == verdicts["target_key"].tolist()
-    merged = shared_l.merge(shared_v[["target_key", "value"]], on="target_key", suffixes=("", "_judge"))
-    assert isinstance(merged["target_key"].dtype, pd.CategoricalDtype) and len(merged) == len(shared_l)
-    none, empty = shared_keys(None, labels.iloc[:0])
-    assert none is None and empty.empty
+        first, second = session.execute(Label.__table__.select().order_by(Label.id).limit(2)).all()
+        session.execute(update(Label).where(Label.id == first.id).values(claim_id=None))
+        session.execute(update(Label).where(Label.id == second.id).values(target_key="claim:99999"))
+        session.commit()
+    plain, plain_v, coded, coded_v = read(engine)
+    assert "claim:99999" in set(coded["target_key"])
+    pd.testing.assert_frame_equal(values(coded), values(plain))
+    pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
+    assert list(coded["target_key"].cat.categories) == sorted(set(plain["target_key"]) | set(plain_v["target_key"]))
+
+
+def test_without_a_judge_only_labels_and_an_empty_task_reads_empty(world, engine):
+    plain, _, coded, none = read(engine, judged=False)
+    assert none is None
+    pd.testing.assert_frame_equal(values(coded), values(plain))
+    with Session(engine) as session:
+        dataset, judge = lookup.dataset(session, DATASET), lookup.judge(session, JUDGE)
+        labels, verdicts = coded_frames(session, dataset, lookup.task(session, "answer_quality"), judge)
+    assert labels.empty and verdicts.empty
+    assert list(labels.columns)[0] == "target_key" and list(verdicts.columns)[0] == "target_key"
+
+
+def test_a_task_with_nothing_to_report_costs_one_query_and_no_read(world, engine, monkeypatch):
+    read_tasks = []
+    real = report_module.coded_frames
+
+    def counting(session, dataset, task, judge):
+        read_tasks.append(task.name)
+        return real(session, dataset, task, judge)
+
+    monkeypatch.setattr(report_module, "coded_frames", counting)
+    with Session(engine) as session:
+        dataset, judge = lookup.dataset(session, DATASET), lookup.judge(session, JUDGE)
+        assert has_rows(session, dataset, lookup.task(session, "claim_support"), judge)
+        assert has_rows(session, dataset, lookup.task(session, "claim_support"), None)  # labels alone
+        assert not has_rows(session, dataset, lookup.task(session, "answer_quality"), judge)
+        report = report_module.build_report(session, DATASET, JUDGE)
+    assert read_tasks == ["claim_support"] and list(report.data["tasks"]) == ["claim_support"]
+
+
+def test_claim_source_counts_of_some_samples_read_their_range_once(world, engine):
+    """claimsets.source_counts of a set of samples (a report's section) counts exactly those samples' sources."""
+    with Session(engine) as session:
+        ids = session.execute(select(Sample.id).order_by(Sample.id)).scalars().all()
+        session.execute(text("UPDATE sample SET claim_source = 'expert' WHERE id % 3 = 0"))
+        chosen = set(ids[1::2])
+        expected: dict[str, int] = {}
+        for sid, source in session.execute(select(Sample.id, Sample.claim_source)).all():
+            if sid in chosen:
+                expected[source] = expected.get(source, 0) + 1
+        assert len(expected) == 2
+        assert source_counts(session, chosen) == dict(sorted(expected.items()))
+        assert source_counts(session, set()) == {}
+        assert all(type(n) is int for n in source_counts(session, chosen).values())  # JSON-ready

@@ -8,6 +8,7 @@ import warnings
 
 import krippendorff
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from calibrate.stats import (
+    co_rated_pairs,
     cohen_kappa,
     confusion_matrix,
     crowd_pairwise_kappa,
@@ -408,3 +410,23 @@ def test_crowd_pairwise_kappa_says_why_a_pair_is_undefined_and_refuses_bad_input
     with pytest.raises(ValueError, match="not in labels"):
         crowd_pairwise_kappa(["x"], ["A"], ["?"], labels=["s"])
     assert crowd_pairwise_kappa([], [], [], labels=["s"]) == {"pairs": [], "n_pairs": 0, "n_pairs_sparse": 0}
+
+
+def test_crowd_pairwise_kappa_and_co_rated_pairs_give_categoricals_the_same_result_as_lists():
+    """The report passes pandas categoricals (codes, not 10^6 strings): the same pairs, rows and κ as from lists, also
+    with categories out of order, unused categories and missing values."""
+    units, raters, values = _crowd()
+    values = [None if i % 17 == 0 else v for i, v in enumerate(values)]
+    plain = crowd_pairwise_kappa(units, raters, values, labels=["a", "b", "c"], min_shared=3)
+    shuffled = sorted(set(raters), reverse=True) + ["nobody"]
+    as_categories = (pd.Series(units, dtype="category"), pd.Series(pd.Categorical(raters, categories=shuffled)),
+                     pd.Series(pd.Categorical(values, categories=["c", "b", "a", "x"])))
+    assert crowd_pairwise_kappa(*as_categories, labels=["a", "b", "c"], min_shared=3) == plain
+    sorted_raters = pd.Series(raters, dtype="category")
+    for got, want in ((co_rated_pairs(as_categories[0], sorted_raters, min_shared=3), co_rated_pairs(units, raters, min_shared=3)),
+                      (co_rated_pairs(as_categories[0], as_categories[1], min_shared=3), co_rated_pairs(units, raters, min_shared=3))):
+        assert got["raters"] == want["raters"]
+        for key in ("a", "b", "n", "pair", "rows_a", "rows_b"):
+            np.testing.assert_array_equal(got[key], want[key])
+    with pytest.raises(ValueError, match="not in labels"):
+        crowd_pairwise_kappa(*as_categories[:2], pd.Series(pd.Categorical(["z"] * len(units))), labels=["a", "b", "c"])
