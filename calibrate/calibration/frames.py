@@ -161,7 +161,7 @@ _POWERS = _POWERS_FROM_ONE[1:]
 def key_columns(task: Task, model) -> tuple:
     """Return the columns KEY_COLUMNS of a Label or Verdict query of the task."""
     kind = judging(task).target
-    target_id = getattr(model, f"{kind.field}_id") if kind.within else model.sample_id
+    target_id = kind.column(model)
     canonical = model.target_key == literal(f"{kind.name}:") + cast(target_id, String)
     return (func.coalesce(target_id, 0).label("target_id"),
             case((canonical, None), else_=model.target_key).label("key_text"))

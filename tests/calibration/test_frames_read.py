@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 import pytest
 from report_world import DATASET, JUDGE, fill_world
@@ -11,7 +13,7 @@ from sqlmodel import Session
 from calibrate import lookup
 from calibrate.calibration import report as report_module
 from calibrate.calibration.frames import coded_frames, has_rows, labels_frame, verdicts_frame
-from calibrate.claimsets import source_counts
+from calibrate.claimsets import RANGE_READ_SPAN, source_counts
 from calibrate.models import Label, Sample
 
 
@@ -113,3 +115,8 @@ def test_claim_source_counts_of_some_samples_read_their_range_once(world, engine
         assert source_counts(session, chosen) == dict(sorted(expected.items()))
         assert source_counts(session, set()) == {}
         assert all(type(n) is int for n in source_counts(session, chosen).values())  # JSON-ready
+        sparse = {ids[0], ids[-1]}  # far apart: read one by one, not the whole range (a watcher's few new samples)
+        assert ids[-1] - ids[0] >= RANGE_READ_SPAN * len(sparse)
+        expected = dict(sorted(Counter(s for sid, s in session.execute(select(Sample.id, Sample.claim_source)).all()
+                                       if sid in sparse).items()))
+        assert source_counts(session, sparse) == expected
