@@ -32,6 +32,7 @@ import threading
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -676,54 +677,110 @@ class Statement:
             cursor.close()
 
 
-READ_CHUNK_ROWS = 100_000  # rows a categorical read holds as Python objects at once (~100 MB at most)
+READ_CHUNK_ROWS = 100_000  # rows a chunked read holds as Python objects at once (~100 MB at most)
 
 
-def read_frame(session: Session, query, columns: list[str], *, categorical: tuple[str, ...] = ()):
+def _cursor_of(session: Session, query):
+    """Return a DB-API cursor on which the Core `query` has run, on the session's connection (inside its transaction)."""
+    conn = session.connection()
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})  # IN lists expanded
+    params = compiled.construct_params()
+    if compiled.positional:
+        params = tuple(params[name] for name in compiled.positiontup)
+    cursor = conn.connection.dbapi_connection.cursor()
+    cursor.execute(str(compiled), params)
+    return cursor
+
+
+def read_frame(session: Session, query, columns: list[str]):
     """Return a Core query's rows as a pandas DataFrame, read straight through the DB-API cursor.
 
     Reports read hundreds of thousands of rows; SQLAlchemy's per-row Result processing costs
     about ten times the query itself, and these columns need none of it. The statement runs on
     the session's connection, inside its transaction. JSON columns come back as the driver
-    gives them (text on SQLite, parsed on PostgreSQL).
-
-    `categorical`: text columns of few distinct values (a label, an annotator), read in chunks of
-    READ_CHUNK_ROWS rows, each chunk's text turned into pandas categoricals before the next is
-    fetched: 10^6 labels then never hold millions of Python strings at once (peak memory grows with
-    one chunk, not with the table), and the frame groups on integer codes.
+    gives them (text on SQLite, parsed on PostgreSQL). 10^6 rows: `read_columns`.
     """
     import pandas as pd  # noqa: PLC0415 - a heavy library, loaded by the commands that read frames only
 
-
-    conn = session.connection()
-    compiled = query.compile(dialect=conn.dialect)
-    params = compiled.construct_params()
-    if compiled.positional:
-        params = tuple(params[name] for name in compiled.positiontup)
-    cursor = conn.connection.dbapi_connection.cursor()
+    cursor = _cursor_of(session, query)
     try:
-        cursor.execute(str(compiled), params)
-        if categorical:
-            return _categorical_chunks(cursor, columns, categorical)
         return pd.DataFrame(cursor.fetchall(), columns=columns)
     finally:
         cursor.close()
 
 
+# The kinds of column `read_columns` builds (what it knows of a column saves pandas guessing it row by row).
+INT = "int"  # never NULL, an integer: an int64 array
+BOOL = "bool"  # never NULL, a boolean (0 or 1 on SQLite): a bool array
+CATEGORY = "category"  # text of few distinct values (a label, a status; NULL allowed): a pandas Categorical
+SHARED_TEXT = "shared_text"  # the same, handed back as text whose rows point at one string per distinct value
+INFERRED = "inferred"  # anything else: typed as pandas types a DataFrame's column of those values
 
-def _categorical_chunks(cursor, columns: list[str], categorical: tuple[str, ...]):
-    """Return the cursor's rows as a frame, fetched chunk by chunk, the `categorical` columns made categoricals per chunk
-    and united at the end (never held as Python strings all at once)."""
-    import pandas as pd  # noqa: PLC0415 - as read_frame
-    from pandas.api.types import union_categoricals  # noqa: PLC0415
 
-    chunks = []
-    while rows := cursor.fetchmany(READ_CHUNK_ROWS):
-        chunks.append(pd.DataFrame(rows, columns=columns).astype({name: "category" for name in categorical}))
-        del rows
-    if not chunks:
-        return pd.DataFrame([], columns=columns)
-    frame = pd.concat([chunk.drop(columns=list(categorical)) for chunk in chunks], ignore_index=True)
-    for name in categorical:
-        frame[name] = union_categoricals([chunk[name] for chunk in chunks], sort_categories=True)
-    return frame[columns]
+def read_columns(session: Session, query, columns: dict[str, str]):
+    """Return a Core query's rows as a DataFrame built column by column: the report's read of 10^6 labels.
+
+    `columns`: name → kind (INT, BOOL, CATEGORY, SHARED_TEXT, INFERRED) in the query's order. Rows are fetched
+    READ_CHUNK_ROWS at a time and each chunk is turned into arrays before the next is fetched: an INT column
+    straight into int64 (BOOL: bool; no object column to convert), a CATEGORY or SHARED_TEXT column into integer codes by one
+    dict lookup per row (one table for the whole read, so no chunk's categories are united later), an INFERRED
+    column as pandas would type it. 10^6 rows never hold millions of Python objects at once (peak memory grows with
+    one chunk, not with the table), and the frame is the one `read_frame` would give with the categories sorted
+    (SHARED_TEXT: text again, as read_frame's but without a string of its own per row).
+    """
+    import numpy as np  # noqa: PLC0415 - as read_frame
+    import pandas as pd  # noqa: PLC0415
+
+    numpy_types = {INT: np.int64, BOOL: np.bool_}  # the kinds fromiter reads straight
+    names, kinds = list(columns), list(columns.values())
+    getters = [itemgetter(i) for i in range(len(names))]
+    parts: list[list] = [[] for _ in names]
+    tables: list[dict] = [{} for _ in names]  # a coded column's value → its code, in the order first seen
+    cursor = _cursor_of(session, query)
+    try:
+        while rows := cursor.fetchmany(READ_CHUNK_ROWS):
+            n = len(rows)
+            for kind, get, part, table in zip(kinds, getters, parts, tables, strict=True):
+                if kind in numpy_types:
+                    part.append(np.fromiter(map(get, rows), dtype=numpy_types[kind], count=n))
+                elif kind == INFERRED:
+                    part.append(pd.Series(list(map(get, rows))))
+                else:
+                    values = list(map(get, rows))
+                    for value in set(values).difference(table):
+                        table[value] = len(table)
+                    part.append(np.fromiter(map(table.__getitem__, values), dtype=np.int64, count=n))
+            del rows
+    finally:
+        cursor.close()
+    if not parts[0]:
+        return pd.DataFrame([], columns=names)
+    data = {}
+    for name, kind, part, table in zip(names, kinds, parts, tables, strict=True):
+        if kind in numpy_types:
+            data[name] = np.concatenate(part)
+        elif kind == INFERRED:
+            data[name] = pd.concat(part, ignore_index=True)
+        else:
+            data[name] = _decoded(np.concatenate(part), table, kind)
+        part.clear()  # each column's chunks go as soon as it is whole: the read never holds the table twice
+    return pd.DataFrame(data, copy=False)  # one block per column, none copied into a 2-D block
+
+
+def _decoded(codes, table: dict, kind: str):
+    """Return a coded column as a Categorical over its sorted values (NULL: missing), or, SHARED_TEXT, as text."""
+    import numpy as np  # noqa: PLC0415 - as read_frame
+    import pandas as pd  # noqa: PLC0415
+
+    categories = sorted(value for value in table if value is not None)
+    rank = {value: i for i, value in enumerate(categories)}
+    recode = np.empty(len(table), dtype=np.int64)
+    for value, code in table.items():
+        recode[code] = rank.get(value, -1)
+    codes = recode[codes]
+    if kind == CATEGORY:
+        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(categories, dtype="str")))
+    if not categories:  # a column of nothing but NULL: objects, as a plain read types it
+        return pd.Series([None] * len(codes), dtype=object)
+    text = np.array([*categories, None], dtype=object)  # code -1 (NULL) takes the last
+    return pd.Series(text[codes])

@@ -13,7 +13,7 @@ from sqlalchemy import String, case, cast, exists, func, literal, true
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
-from calibrate.db import read_frame
+from calibrate.db import BOOL, CATEGORY, INFERRED, INT, SHARED_TEXT, read_columns, read_frame
 from calibrate.errors import CalibrationError
 from calibrate.judged import judging
 from calibrate.models import (
@@ -109,25 +109,86 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     and the gold, the human block, the joins and the estimate group on integers. Sorted categories keep every
     key-ordered result as it is on text keys; `tolist()`, `isin` and `map` give and take the text keys unchanged.
     """
+    kind = judging(task).target
+    # A part's position and whether it is active come from one read of the parts (place_parts), not a join per row.
+    placed = {} if kind.within else {"position": INFERRED}
     query = (
-        sa_select(*key_columns(task, Label), Label.sample_id, position_column(task), Label.annotator_id,
-                  Label.value, Label.adjudicated, Label.stale, *adjudication_order())
+        sa_select(*key_columns(task, Label), Label.sample_id, *([] if kind.within else [position_column(task)]),
+                  Label.annotator_id, Label.value, Label.adjudicated, Label.stale, *adjudication_order())
         .join(Sample, Sample.id == Label.sample_id)
         .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
     )
-    labels = read_frame(session, join_target(query, task, Label), [*KEY_COLUMNS, *LABEL_COLUMNS[1:]],
-                        categorical=("key_text", "value"))
+    labels = read_columns(session, query, {
+        **KEY_KINDS, "sample_id": INT, **placed, "annotator": INT, "value": CATEGORY, "adjudicated": BOOL,
+        "stale": BOOL, "updated_at": INFERRED, "label_id": INFERRED})
     labels["annotator"] = _annotator_names(session, labels["annotator"])
-    labels = labels.astype({"adjudicated": bool, "stale": bool})
     if judge is None:
+        place_parts(session, task, labels)
         return coded_keys(task, labels)[0][LABEL_COLUMNS], None
-    query = _verdicts_query(dataset, task, judge, [*key_columns(task, Verdict), *verdict_columns(task)[1:]])
-    verdicts = _active(read_frame(session, query, [*KEY_COLUMNS, *frame_columns(task)[1:]],
-                                  categorical=("key_text", "value", "status")))
-    for name in ("value", "status"):  # as verdicts_frame reads them (text), each row pointing at one of a few strings
-        verdicts[name] = _uncoded(verdicts[name])
+    columns = [*key_columns(task, Verdict), Verdict.sample_id, *([] if kind.within else [position_column(task)]),
+               Verdict.value, Verdict.status, *([] if kind.within else [active_column(task)]),
+               *verdict_columns(task)[len(VERDICT_COLUMNS):]]
+    query = (
+        sa_select(*columns)
+        .join(Sample, Sample.id == Verdict.sample_id)
+        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
+               Verdict.sample_index == 0)  # as _verdicts_query, without the join of the part
+    )
+    kinds = {**KEY_KINDS, "sample_id": INT, **placed, "value": SHARED_TEXT, "status": SHARED_TEXT,
+             **({} if kind.within else {"active": INFERRED})}  # value, status: text as verdicts_frame reads them
+    kinds |= dict.fromkeys(frame_columns(task)[len(VERDICT_COLUMNS):], INFERRED)  # a pairwise task's order_key
+    verdicts = read_columns(session, query, kinds)
+    place_parts(session, task, labels, verdicts)
+    verdicts = _active(verdicts)
     labels, verdicts = coded_keys(task, labels, verdicts)
     return labels[LABEL_COLUMNS], verdicts[frame_columns(task)]
+
+
+PARTS_IN_LIST = 500  # part ids per IN (…) list when a frame's targets are too sparse to read their id range
+
+
+def place_parts(session: Session, task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> None:
+    """Add `position` to the coded frames (and `active` to the verdicts) from one read of their parts, as the outer
+    join of join_target gives them: a target whose part is not found has no position (NaN; a frame where none is
+    found: None) and counts as active.
+
+    The parts are read by id once, whatever the number of labels and verdicts on each: their id range when the ids
+    are dense (a primary-key range scan), else IN lists. A sample target has nothing to place (read as before)."""
+    kind = judging(task).target
+    if not kind.within:
+        return
+    frames = [f for f in (labels, verdicts) if f is not None]
+    ids = [f["target_id"].to_numpy(dtype=np.int64) for f in frames]
+    index = IdIndex(np.concatenate(ids)) if sum(len(i) for i in ids) else None
+    wanted = index.ids[index.ids > 0] if index is not None else np.empty(0, dtype=np.int64)  # 0: no part (NULL)
+    columns = (kind.row.id, getattr(kind.row, kind.position), kind.row.active)
+    parts = []
+    if len(wanted) and IdIndex.is_dense(int(wanted[0]), int(wanted[-1]), len(wanted)):
+        parts.append(read_columns(session, sa_select(*columns).where(kind.row.id.between(int(wanted[0]), int(wanted[-1]))),
+                                  {"id": INT, "position": INT, "active": INT}))
+    else:
+        for start in range(0, len(wanted), PARTS_IN_LIST):
+            chunk = wanted[start:start + PARTS_IN_LIST].tolist()
+            parts.append(read_columns(session, sa_select(*columns).where(kind.row.id.in_(chunk)),
+                                      {"id": INT, "position": INT, "active": INT}))
+    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"id": [], "position": [], "active": []})
+    part_ids = found["id"].to_numpy(dtype=np.int64)
+    order = np.argsort(part_ids, kind="stable")
+    part_ids, positions = part_ids[order], found["position"].to_numpy(dtype=np.int64)[order]
+    active = found["active"].to_numpy(dtype=np.int64)[order].astype(bool)
+    for frame, target_ids in zip(frames, ids, strict=True):
+        at = np.searchsorted(part_ids, target_ids)
+        hit = at < len(part_ids)
+        hit[hit] = part_ids[at[hit]] == target_ids[hit]
+        if hit.all():
+            position = positions[at]
+        elif hit.any():
+            position = np.where(hit, positions[np.minimum(at, len(part_ids) - 1)], np.nan)
+        else:
+            position = np.array([None] * len(frame), dtype=object)
+        frame.insert(frame.columns.get_loc("sample_id") + 1, "position", position)
+        if frame is verdicts:  # a verdict whose part is not found counts as active, as _active fills the join's NULL
+            frame["active"] = hit & active[np.minimum(at, len(part_ids) - 1)] | ~hit if len(part_ids) else True
 
 
 def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None) -> bool:
@@ -140,20 +201,10 @@ def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None
     return bool(session.execute(sa_select(found)).scalar())
 
 
-def _uncoded(column: pd.Series) -> pd.Series:
-    """Return a categorical column as the plain read gives it: text (None where missing; a column of nothing but None
-    as objects), each row a reference to its category's one string rather than a string of its own (10^6 verdicts:
-    8 MB of references, not 60 MB of copies)."""
-    if not isinstance(column.dtype, pd.CategoricalDtype):  # an empty read
-        return column
-    if not len(column.cat.categories):
-        return pd.Series([None] * len(column), index=column.index, dtype=object)
-    return pd.Series(np.asarray(column.array, dtype=object), index=column.index)
-
-
 # The report's read of a target: its id (the part's, or the sample's for a sample target), and the text key only on
 # a row whose key is not "<target>:<that id>" (none is written so; but the key is what a label means): coded_keys.
 KEY_COLUMNS = ["target_id", "key_text"]
+KEY_KINDS = {"target_id": INT, "key_text": CATEGORY}
 _POWERS_FROM_ONE = np.uint64(10) ** np.arange(20, dtype=np.uint64)  # 1, 10, …, 10^19 (ids: at most models.MAX_ID)
 _POWERS = _POWERS_FROM_ONE[1:]
 
@@ -177,7 +228,8 @@ def coded_keys(task: Task, *frames: pd.DataFrame) -> list[pd.DataFrame]:
     prefix = f"{judging(task).target.name}:"
     ids = [f["target_id"].to_numpy(dtype=np.int64) for f in frames]
     odd = [f["key_text"].notna().to_numpy() for f in frames]
-    unique_ids = np.unique(np.concatenate([i[~o] for i, o in zip(ids, odd, strict=True)]))
+    index = IdIndex(np.concatenate([i[~o] for i, o in zip(ids, odd, strict=True)]))
+    unique_ids = index.ids
     extra = pd.unique(pd.concat([f["key_text"][o].astype(object) for f, o in zip(frames, odd, strict=True)]))
     if len(extra):  # the rare odd key: sort every key as text (an odd key may equal a target's own)
         text = np.array([prefix + str(i) for i in unique_ids.tolist()] + [str(t) for t in extra], dtype=str)
@@ -196,7 +248,7 @@ def coded_keys(task: Task, *frames: pd.DataFrame) -> list[pd.DataFrame]:
     out = []
     for frame, target_ids, is_odd in zip(frames, ids, odd, strict=True):
         codes = np.empty(len(frame), dtype=np.int64)
-        codes[~is_odd] = rank[np.searchsorted(unique_ids, target_ids[~is_odd])]
+        codes[~is_odd] = rank[index.places(target_ids[~is_odd])]
         if is_odd.any():
             codes[is_odd] = rank[len(unique_ids) + extra_index.get_indexer(frame["key_text"][is_odd].astype(object))]
         frame = frame.drop(columns=KEY_COLUMNS)
@@ -205,15 +257,52 @@ def coded_keys(task: Task, *frames: pd.DataFrame) -> list[pd.DataFrame]:
     return out
 
 
+class IdIndex:
+    """The distinct ids of an integer column (sorted, `ids`) and where each id of another column is among them.
+
+    Ids in the database are dense (autoincrement keys): when the largest is within a few times the count, one array
+    indexed by id answers (O(n), no sort or hash of 10^6 ids); otherwise a sort and binary searches do.
+    """
+
+    DENSE = 4  # an id array of at most DENSE × the rows + SLACK is indexed directly
+    SLACK = 1024
+
+    @classmethod
+    def is_dense(cls, lowest: int, highest: int, count: int) -> bool:
+        """Return whether ids from `lowest` to `highest`, `count` of them, are dense enough to be read or indexed whole."""
+        return highest - lowest < cls.DENSE * count + cls.SLACK
+
+    def __init__(self, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.int64)
+        top = int(values.max()) if len(values) else -1
+        self._table = None
+        if len(values) and int(values.min()) >= 0 and self.is_dense(0, top, len(values)):
+            present = np.zeros(top + 1, dtype=bool)
+            present[values] = True
+            self.ids = np.flatnonzero(present)
+            self._table = np.full(top + 1, -1, dtype=np.int64)
+            self._table[self.ids] = np.arange(len(self.ids))
+        else:
+            self.ids = np.unique(values)
+
+    def places(self, values: np.ndarray) -> np.ndarray:
+        """Return each value's place in `ids` (every value must be one of them)."""
+        values = np.asarray(values, dtype=np.int64)
+        if self._table is not None:
+            return self._table[values]
+        return np.searchsorted(self.ids, values)
+
+
 def _annotator_names(session: Session, ids: pd.Series) -> pd.Categorical:
     """Return the annotators' usernames of a column of user ids, as a categorical over the sorted names."""
     ids = ids.to_numpy(dtype=np.int64)
-    found = np.unique(ids)
+    index = IdIndex(ids)
+    found = index.ids
     names = dict(session.execute(sa_select(User.id, User.username).where(User.id.in_(found.tolist()))).all()) if len(found) else {}
     categories = sorted(names.values())
     place = {name: i for i, name in enumerate(categories)}
     code_of = np.array([place[names[i]] for i in found.tolist()], dtype=np.int64)
-    return pd.Categorical.from_codes(code_of[np.searchsorted(found, ids)] if len(ids) else ids,
+    return pd.Categorical.from_codes(code_of[index.places(ids)] if len(ids) else ids,
                                      dtype=pd.CategoricalDtype(pd.Index(categories, dtype="str")))
 
 

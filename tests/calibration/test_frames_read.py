@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 import pytest
 from report_world import DATASET, JUDGE, fill_world
@@ -11,9 +12,11 @@ from sqlalchemy import select, text, update
 from sqlmodel import Session
 
 from calibrate import lookup
+from calibrate.calibration import frames
 from calibrate.calibration import report as report_module
 from calibrate.calibration.frames import coded_frames, has_rows, labels_frame, verdicts_frame
 from calibrate.claimsets import RANGE_READ_SPAN, source_counts
+from calibrate.db import BOOL, CATEGORY, INFERRED, INT, SHARED_TEXT, read_columns
 from calibrate.models import Label, Sample
 
 
@@ -120,3 +123,60 @@ def test_claim_source_counts_of_some_samples_read_their_range_once(world, engine
         expected = dict(sorted(Counter(s for sid, s in session.execute(select(Sample.id, Sample.claim_source)).all()
                                        if sid in sparse).items()))
         assert source_counts(session, sparse) == expected
+
+
+def test_parts_read_by_id_lists_when_sparse_and_retired_parts_stay_inactive(world, engine, monkeypatch):
+    """The parts' positions and active flags read once (place_parts), by IN lists when the ids are too sparse for one
+    range read, give what the per-row join gives: retired claims inactive, a label without a claim no position."""
+    with Session(engine) as session:
+        session.execute(text("UPDATE claim SET active = 0 WHERE id % 5 = 0"))
+        first = session.execute(Label.__table__.select().order_by(Label.id).limit(1)).one()
+        session.execute(update(Label).where(Label.id == first.id).values(claim_id=None))
+        session.commit()
+    dense = read(engine)
+    monkeypatch.setattr(frames.IdIndex, "DENSE", 0)
+    monkeypatch.setattr(frames.IdIndex, "SLACK", 0)
+    monkeypatch.setattr(frames, "PARTS_IN_LIST", 3)
+    for plain, plain_v, coded, coded_v in (dense, read(engine)):
+        assert not coded_v["active"].all() and coded_v["active"].any()
+        assert coded["position"].isna().sum() == 1
+        pd.testing.assert_frame_equal(values(coded), values(plain))
+        pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_an_id_index_finds_each_id_among_the_distinct_ones(dense, monkeypatch):
+    if not dense:
+        monkeypatch.setattr(frames.IdIndex, "DENSE", 0)
+        monkeypatch.setattr(frames.IdIndex, "SLACK", 0)
+    rng = np.random.default_rng(1)
+    values = rng.choice([0, 3, 7, 8, 40, 41, 1000], size=200)
+    index = frames.IdIndex(values)
+    assert index.ids.tolist() == sorted(set(values.tolist()))
+    assert (index.ids[index.places(values)] == values).all()
+    assert frames.IdIndex(np.array([], dtype=np.int64)).ids.tolist() == []
+
+
+def test_a_column_read_types_each_kind_as_a_plain_read_would(engine, monkeypatch):
+    """db.read_columns: ints and booleans straight, few-valued text as sorted categoricals (NULL missing) or shared text,
+    anything else as pandas types it; chunks of any size give the same frame; an empty read has the columns."""
+    monkeypatch.setattr("calibrate.db.READ_CHUNK_ROWS", 2)
+    rows = [(3, 1, "b", None, "x", None, 1.5), (1, 0, None, None, "y", "t", None), (2, 1, "a", None, None, None, 2.0)]
+    values_sql = " UNION ALL ".join(
+        "SELECT " + ", ".join("NULL" if v is None else repr(v) for v in row) for row in rows)
+    query = select(text("*")).select_from(text(f"({values_sql})"))
+    kinds = {"n": INT, "flag": BOOL, "cat": CATEGORY, "none": SHARED_TEXT, "shared": SHARED_TEXT, "rare": INFERRED,
+             "score": INFERRED}
+    with Session(engine) as session:
+        frame = read_columns(session, query, kinds)
+        empty = read_columns(session, select(text("1 AS n")).where(text("0")), {"n": INT})
+    assert frame["n"].tolist() == [3, 1, 2] and frame["n"].dtype == np.int64
+    assert frame["flag"].tolist() == [True, False, True]
+    assert list(frame["cat"].cat.categories) == ["a", "b"] and frame["cat"].tolist()[0] == "b"
+    assert frame["cat"].isna().tolist() == [False, True, False]
+    assert frame["none"].tolist() == [None, None, None] and frame["none"].dtype == object
+    assert frame["shared"].tolist()[:2] == ["x", "y"] and pd.isna(frame["shared"][2])
+    assert frame["shared"][0] is frame["shared"].array[0]  # rows point at one string per value
+    assert frame["rare"].isna().tolist() == [True, False, True]
+    assert frame["score"].dtype == float and frame["score"].isna().tolist() == [False, True, False]
+    assert list(empty.columns) == ["n"] and empty.empty
