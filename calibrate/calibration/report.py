@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
@@ -37,6 +38,7 @@ from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
 from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
+    IdIndex,
     claim_totals,
     coded_frames,
     external_ids,
@@ -222,6 +224,11 @@ class _Frames:
     # estimate all use it.
     gold: pd.DataFrame
 
+    @functools.cached_property
+    def samples(self) -> set[int]:
+        """The samples the task's own labels and the verdicts are on (the section's and faithfulness's claim sources)."""
+        return _samples_of(self.direct, self.verdicts)
+
 
 def _report_tasks(session: Session, names: list[str] | None) -> list[Task]:
     """Return the tasks to report on: those named, else every task (an extraction task makes claims: never calibrated)."""
@@ -342,7 +349,7 @@ def _counts(scope: _Scope, task: Task, frames: _Frames, section: dict[str, Any])
     # expert's claim edit): left out of every statistic, counted here.
     section["n_stale"] = int(direct["stale"].sum()) if not direct.empty else 0
     if not scope.light and judging(task).reads_claims:
-        section["claim_sources"] = source_counts(scope.session, _samples_of(direct, frames.verdicts))
+        section["claim_sources"] = source_counts(scope.session, frames.samples)
     if any((section.get(key) or {}).get("more_targets") for key in ("labels_to_decide", "labels_needed", "budget")):
         cap_to_dataset(section, targets_in_dataset(scope.session, scope.dataset.id, task.target, scope.in_split))
 
@@ -355,7 +362,7 @@ def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
         rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, claim_totals(session, dataset),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
-        used = _samples_of(frames.direct, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
+        used = frames.samples | (set(metric.index.tolist()) if metric is not None else set())
         rag["faithfulness"]["claim_sources"] = source_counts(session, used)
     if task.name == "context_relevance":  # names: this built-in task's gold gives context precision
         relevance = gold_relevance(gold_rows(merged), target_positions(frames.labels, verdicts))
@@ -384,11 +391,9 @@ def _dataset_blocks(scope: _Scope, data: dict[str, Any], relevance: pd.DataFrame
 
 
 def _samples_of(labels: pd.DataFrame, verdicts: pd.DataFrame | None) -> set[int]:
-    """Return the samples a section's labels and verdicts are on."""
-    ids = set(labels["sample_id"].astype(int).tolist()) if not labels.empty else set()
-    if verdicts is not None and not verdicts.empty:
-        ids |= set(verdicts["sample_id"].astype(int).tolist())
-    return ids
+    """Return the samples a section's labels and verdicts are on (distinct ids of 10^6 rows: IdIndex, not a set of all)."""
+    arrays = [f["sample_id"].to_numpy(dtype=np.int64) for f in (labels, verdicts) if f is not None and not f.empty]
+    return set(IdIndex(np.concatenate(arrays)).ids.tolist()) if arrays else set()
 
 
 def human_agreement(session: Session, dataset_name: str, task_name: str, *, split: str | None = None,
