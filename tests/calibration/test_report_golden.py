@@ -22,6 +22,12 @@ import pytest
 from report_world import DATASET, JUDGE, fill_world
 
 GOLDEN = Path(__file__).parent.parent / "data" / "report_golden.json"
+# 10^5 claims (20,000 samples of 5) with the same kinds of rows, the report with and without the judge: written by the
+# code of 41bd7cb (main before issue 34's changes) with `python tests/calibration/test_report_golden.py --100k FILE`
+# run from a `git archive 41bd7cb` with this function copied in (its report_world.py is this one).
+GOLDEN_100K = Path(__file__).parent.parent / "data" / "report_golden_100k.json"
+WORLD_100K = dict(n_samples=20_000, n_claims=5, seed=11, third=0.3, adjudicated=0.05, stale=0.05, unparsed=0.03,
+                  abstain=0.03, not_applicable=0.05)
 GENERATED_AT = "2026-01-01T00:00:00+00:00"
 BOOTSTRAP = 200
 # A few hundred claims with everything the report separates: a third expert on some claims, adjudications, stale
@@ -63,6 +69,24 @@ def golden_reports(url: str) -> dict[str, dict]:
     return out
 
 
+def reports_100k(url: str) -> dict[str, dict]:
+    """Return the 10^5-claim world's report JSON without a judge and with it (judge name or "None" → JSON)."""
+    from sqlmodel import Session
+
+    from calibrate.calibration import Options, build_report
+    from calibrate.db import dispose_engine, get_engine
+    from calibrate.reports import render
+
+    out = {}
+    with Session(get_engine(url)) as session:
+        for judge in (None, JUDGE):
+            report = build_report(session, DATASET, judge, options=Options(bootstrap=BOOTSTRAP))
+            report.data["generated_at"] = GENERATED_AT
+            out[str(judge)] = json.loads(render(report, "json"))
+    dispose_engine(url)
+    return out
+
+
 def differences(found, pinned, path: str = "") -> list[str]:
     """Return where `found` differs from `pinned`: numbers beyond 1e-12, any other value, a key or its order."""
     if isinstance(pinned, dict) and isinstance(found, dict):
@@ -100,6 +124,20 @@ def test_every_figure_of_the_demo_and_world_reports_is_mains(world_db, monkeypat
     assert not problems, "\n".join(problems[:40])
 
 
+def test_every_figure_of_a_report_of_100000_claims_is_the_one_before_issue_34(tmp_path, template_db):
+    """The report of 10^5 claims (adjudications, a third expert, stale labels, ties, abstentions, not_applicable) as
+    main's code made it before the report read integers and computed its blocks on codes: every figure to 1e-12."""
+    path = tmp_path / "calibrate.sqlite"
+    shutil.copyfile(template_db, path)
+    fill_world(path, **WORLD_100K)
+    pinned = json.loads(GOLDEN_100K.read_text())
+    found = reports_100k(f"sqlite:///{path}")
+    assert list(found) == ["None", JUDGE] == list(pinned)
+    assert pinned[JUDGE]["tasks"]["claim_support"]["n"] > 50_000  # a report of 10^5 claims, not an empty one
+    problems = [d for name in pinned for d in differences(found[name], pinned[name], name)]
+    assert not problems, "\n".join(problems[:40])
+
+
 def test_the_comparison_catches_a_changed_figure_key_or_order():
     pinned = {"a": {"value": 0.5, "ci": [0.25, 0.75], "n": 10, "note": ""}, "b": None}
     assert differences(json.loads(json.dumps(pinned)), pinned) == []
@@ -131,5 +169,23 @@ def main(out: Path) -> None:
         out.write_text(json.dumps(golden_reports(url), indent=1, sort_keys=False) + "\n")
 
 
+def main_100k(out: Path) -> None:
+    """Write the 10^5-claim golden file from this tree's code (a fresh migrated database, the world)."""
+    from calibrate.db import dispose_engine, get_engine, write_session
+    from calibrate.migrations import upgrade
+    from calibrate.tasks import ensure_builtin_tasks
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "calibrate.sqlite"
+        url = f"sqlite:///{path}"
+        engine = get_engine(url)
+        upgrade(engine)
+        with write_session(engine) as session:
+            ensure_builtin_tasks(session)
+        dispose_engine(url)
+        fill_world(path, **WORLD_100K)
+        out.write_text(json.dumps(reports_100k(url), indent=1) + "\n")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main_100k(Path(sys.argv[2])) if sys.argv[1] == "--100k" else main(Path(sys.argv[1]))
