@@ -122,6 +122,8 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
         **KEY_KINDS, "sample_id": INT, **placed, "annotator": INT, "value": CATEGORY, "adjudicated": BOOL,
         "stale": BOOL, "updated_at": INFERRED, "label_id": INFERRED})
     labels["annotator"] = _annotator_names(session, labels["annotator"])
+    if labels["annotator"].isna().any():  # a label whose user row is gone (foreign keys off): left out, as labels_frame does
+        labels = labels[labels["annotator"].notna()].reset_index(drop=True)
     if judge is None:
         place_parts(session, task, labels)
         return coded_keys(task, labels)[0][LABEL_COLUMNS], None
@@ -294,14 +296,15 @@ class IdIndex:
 
 
 def _annotator_names(session: Session, ids: pd.Series) -> pd.Categorical:
-    """Return the annotators' usernames of a column of user ids, as a categorical over the sorted names."""
+    """Return the annotators' usernames of a column of user ids, as a categorical over the sorted names (missing where
+    the user row is gone: the plain read's join leaves such a label out, and so does coded_frames)."""
     ids = ids.to_numpy(dtype=np.int64)
     index = IdIndex(ids)
     found = index.ids
     names = dict(session.execute(sa_select(User.id, User.username).where(User.id.in_(found.tolist()))).all()) if len(found) else {}
     categories = sorted(names.values())
     place = {name: i for i, name in enumerate(categories)}
-    code_of = np.array([place[names[i]] for i in found.tolist()], dtype=np.int64)
+    code_of = np.array([place[names[i]] if i in names else -1 for i in found.tolist()], dtype=np.int64)
     return pd.Categorical.from_codes(code_of[index.places(ids)] if len(ids) else ids,
                                      dtype=pd.CategoricalDtype(pd.Index(categories, dtype="str")))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 
 import numpy as np
@@ -180,3 +181,17 @@ def test_a_column_read_types_each_kind_as_a_plain_read_would(engine, monkeypatch
     assert frame["rare"].isna().tolist() == [True, False, True]
     assert frame["score"].dtype == float and frame["score"].isna().tolist() == [False, True, False]
     assert list(empty.columns) == ["n"] and empty.empty
+
+
+def test_a_label_whose_annotator_is_gone_is_left_out_as_the_plain_read_leaves_it(world, engine):
+    """With foreign keys off a user row can go while its labels stay: the coded read names the others and leaves those
+    labels out, as labels_frame's join does (it used to fail on the unknown id)."""
+    connection = sqlite3.connect(world.removeprefix("sqlite:///"))
+    with connection:  # foreign keys are off on a plain connection
+        gone = connection.execute("SELECT annotator_id FROM label ORDER BY id LIMIT 1").fetchone()[0]
+        connection.execute("DELETE FROM user WHERE id = ?", (gone,))
+    connection.close()
+    plain, plain_v, coded, coded_v = read(engine)
+    assert len(coded) == len(plain) > 0
+    pd.testing.assert_frame_equal(values(coded), values(plain))
+    pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
