@@ -677,7 +677,14 @@ class Statement:
             cursor.close()
 
 
-READ_CHUNK_ROWS = 100_000  # rows a chunked read holds as Python objects at once (~100 MB at most)
+READ_CHUNK_ROWS = 100_000  # at most this many rows a chunked read holds as Python objects at once
+READ_CHUNK_BYTES = 48 * 2**20  # and about this much memory: a chunk of a wide read has fewer rows
+ROW_BYTES, VALUE_BYTES = 56, 48  # a fetched row's tuple, and each of its values (an int or a short string object)
+
+
+def chunk_rows(n_columns: int) -> int:
+    """Return the rows a chunked read of `n_columns` columns fetches at once: sized by memory, not by count."""
+    return max(1, min(READ_CHUNK_ROWS, READ_CHUNK_BYTES // (ROW_BYTES + VALUE_BYTES * n_columns)))
 
 
 def _cursor_of(session: Session, query):
@@ -721,11 +728,12 @@ def read_columns(session: Session, query, columns: dict[str, str]):
     """Return a Core query's rows as a DataFrame built column by column: the report's read of 10^6 labels.
 
     `columns`: name → kind (INT, BOOL, CATEGORY, SHARED_TEXT, INFERRED) in the query's order. Rows are fetched
-    READ_CHUNK_ROWS at a time and each chunk is turned into arrays before the next is fetched: an INT column
-    straight into int64 (BOOL: bool; no object column to convert), a CATEGORY or SHARED_TEXT column into integer codes by one
-    dict lookup per row (one table for the whole read, so no chunk's categories are united later), an INFERRED
-    column as pandas would type it. 10^6 rows never hold millions of Python objects at once (peak memory grows with
-    one chunk, not with the table), and the frame is the one `read_frame` would give with the categories sorted
+    `chunk_rows` at a time (about READ_CHUNK_BYTES of Python objects) and each chunk is turned into arrays before the
+    next is fetched: an INT column straight into int64 (BOOL: bool; no object column to convert), a CATEGORY or
+    SHARED_TEXT column into integer codes by one dict lookup per row (one table for the whole read, so no chunk's
+    categories are united later), an INFERRED column as pandas would type it. 10^6 rows never hold millions of Python
+    objects at once (peak memory grows with one chunk, not with the table), and the frame is the one `read_frame`
+    would give with the categories sorted
     (SHARED_TEXT: text again, as read_frame's but without a string of its own per row).
     """
     import numpy as np  # noqa: PLC0415 - as read_frame
@@ -738,7 +746,7 @@ def read_columns(session: Session, query, columns: dict[str, str]):
     tables: list[dict] = [{} for _ in names]  # a coded column's value → its code, in the order first seen
     cursor = _cursor_of(session, query)
     try:
-        while rows := cursor.fetchmany(READ_CHUNK_ROWS):
+        while rows := cursor.fetchmany(chunk_rows(len(names))):
             n = len(rows)
             for kind, get, part, table in zip(kinds, getters, parts, tables, strict=True):
                 if kind in numpy_types:

@@ -195,3 +195,14 @@ def test_a_label_whose_annotator_is_gone_is_left_out_as_the_plain_read_leaves_it
     assert len(coded) == len(plain) > 0
     pd.testing.assert_frame_equal(values(coded), values(plain))
     pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
+
+
+def test_a_wide_read_fetches_fewer_rows_at_once(monkeypatch):
+    """Chunks are sized by memory: a read of many columns fetches fewer rows a time, never none, never past the cap."""
+    from calibrate import db
+
+    assert db.chunk_rows(3) == db.READ_CHUNK_ROWS
+    assert 0 < db.chunk_rows(40) < db.READ_CHUNK_ROWS
+    assert db.chunk_rows(40) * (db.ROW_BYTES + 40 * db.VALUE_BYTES) <= db.READ_CHUNK_BYTES
+    monkeypatch.setattr(db, "READ_CHUNK_BYTES", 10)
+    assert db.chunk_rows(5) == 1
