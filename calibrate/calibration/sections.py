@@ -24,6 +24,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
+from calibrate.stats.agreement import cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
 
@@ -148,6 +149,20 @@ def judge_codes(judge: list, stat_labels: list[str]) -> tuple[list, list[str]]:
     return mapped, ([*stat_labels, ABSTAINED] if ABSTAINED in mapped else list(stat_labels))
 
 
+def judge_label_codes(gold: pd.Series, judge: pd.Series, stat_labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Return the codes of the gold and the judge's values in the labels the statistics use, and those labels: as
+    `judge_codes`, an abstention (a judge's value outside `stat_labels`) is the code of `ABSTAINED`, added after
+    `stat_labels` when the judge abstained. Raises ValueError for a gold value outside `stat_labels` (κ does)."""
+    gold_c, judge_c = label_codes(gold, stat_labels), label_codes(judge, stat_labels)
+    if (gold_c < 0).any():
+        raise ValueError(f"a contains {gold.iloc[int(np.flatnonzero(gold_c < 0)[0])]!r}, which is not in labels")
+    abstained = judge_c < 0
+    if not abstained.any():
+        return gold_c, judge_c, list(stat_labels)
+    judge_c[abstained] = len(stat_labels)
+    return gold_c, judge_c, [*stat_labels, ABSTAINED]
+
+
 def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
                          groups: dict[int, str | None] | None, options: Options, *,
                          gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
@@ -164,32 +179,33 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     section["labels"] = stat_labels
 
     if verdicts is not None:
-        gold_v = scored["gold"].tolist()
-        judge_v, used = judge_codes(scored["judge"].tolist(), stat_labels)  # abstentions: a category of misses
+        # Integer codes and one contingency table (rows gold, columns judge) give κ, the percent agreement, the
+        # confusion and the per-label figures: the numbers of stats.cohen_kappa & co on the lists, without them.
+        gold_c, judge_c, used = judge_label_codes(scored["gold"], scored["judge"], stat_labels)
+        k = len(used)
+        table = np.bincount(gold_c * k + judge_c, minlength=k * k).reshape(k, k)
         if scored.empty:
             note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
         else:
-            kappa = stats.cohen_kappa(gold_v, judge_v, labels=used)  # its notes name the labels
+            kappa = cohen_kappa_table(table, labels=used)  # its notes name the labels
         if kappa.status == "ok":
-            index = {lab: i for i, lab in enumerate(used)}
-            codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
-            boot = dict(n_labels=len(used), n_resamples=options.bootstrap, confidence=options.confidence,
+            boot = dict(n_labels=k, n_resamples=options.bootstrap, confidence=options.confidence,
                         method=options.ci_method, seed=options.seed)
             if per_order:  # one target per sample: the cluster bootstrap's tables are multinomial
-                kappa = stats.multinomial_bootstrap_kappa(*codes, **boot)
+                kappa = stats.multinomial_bootstrap_kappa(gold_c, judge_c, **boot)
             else:
-                kappa = stats.cluster_bootstrap_kappa(*codes, scored["sample_id"].to_numpy(), **boot)
+                kappa = stats.cluster_bootstrap_kappa(gold_c, judge_c, scored["sample_id"].to_numpy(), **boot)
         section["cohen_kappa"] = estimate_dict(kappa)
-        section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
+        section["percent_agreement"] = int(np.trace(table)) / len(scored) if len(scored) else None
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
             align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged), light=True)
             return section, merged
-        matrix = stats.confusion_matrix(gold_v, judge_v, labels=used) if gold_v else np.zeros((len(used),) * 2, int)
-        section["confusion"] = {"labels": used, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
-        section["per_label"] = _per_label(gold_v, judge_v, stat_labels, used)
+        section["confusion"] = {"labels": used, "rows": "human gold", "columns": "judge", "matrix": table.tolist()}
+        section["per_label"] = _per_label(table, stat_labels, used)
         section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
         if groups is not None:
+            judge_v = np.asarray(used, dtype=object)[judge_c]
             section["grouped"] = _grouped_kappa(scored.assign(judge=judge_v), groups, used, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
     if not light:  # (a light section without verdicts: a decision-only report's human-only task)
@@ -254,12 +270,12 @@ def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, val
             "why": why.text(), "reason": why.to_dict()}
 
 
-def _per_label(gold: list, judge: list, labels: list[str], used: list[str]) -> dict:
-    """Return precision, recall, F1 and support per label of `labels`; `used` adds the abstentions' category, so an
-    abstention on a label's target lowers that label's recall."""
-    if not gold:
+def _per_label(table: np.ndarray, labels: list[str], used: list[str]) -> dict:
+    """Return precision, recall, F1 and support per label of `labels` from the gold × judge table over `used`; `used`
+    adds the abstentions' category, so an abstention on a label's target lowers that label's recall."""
+    if not table.sum():
         return {lab: {"precision": None, "recall": None, "f1": None, "support": 0} for lab in labels}
-    prf = stats.per_label_prf(gold, judge, labels=used)
+    prf = per_label_prf_table(table, labels=used)
     return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
 
 
@@ -308,18 +324,49 @@ def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
 
 def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> list[dict]:
     """Return each annotator's κ and percent agreement with the judge on the targets both labelled; the annotator's
-    excluded labels are left out, the judge's abstentions on the annotator's checkable labels count as misses."""
+    excluded labels are left out, the judge's abstentions on the annotator's checkable labels count as misses.
+
+    Through codes: each label row reads its target's judge code from an array indexed by the target's code, and
+    each annotator's κ comes from one table (`cohen_kappa_table`): the numbers of `stats.cohen_kappa` on the joined
+    lists. An annotator with a label outside the labels goes the lists' way (κ says what is wrong with it)."""
     judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & (merged["excluded"] != "fewshot")]
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
+    if current.empty:
+        return []
+    label_keys, judged_keys, n_keys = shared_codes(current["target_key"], judged["target_key"])
+    if len(judged_keys) and (judged_keys.min() < 0 or np.bincount(judged_keys, minlength=n_keys).max() > 1):
+        return [_annotator_row_lists(annotator, group, judged, stat_labels)
+                for annotator, group in current.groupby("annotator")]  # (one judged row per target: never seen)
+    k = len(stat_labels)
+    judge_of = np.full(n_keys + 1, -1, dtype=np.int64)  # the last: a label without a target key
+    judge_c = label_codes(judged["judge"], stat_labels)
+    judge_of[judged_keys] = np.where(judge_c < 0, k, judge_c)  # an abstention: the code after the labels
+    rows = pd.DataFrame({"annotator": current["annotator"], "human": label_codes(current["value"], stat_labels),
+                         "judge": judge_of[label_keys]}, index=current.index)
     out = []
-    for annotator, group in (current.groupby("annotator") if not current.empty else []):
-        pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
-        codes, used = judge_codes(pairs["judge"].tolist(), stat_labels)
-        human, judge = pairs["value"].to_numpy(), np.asarray(codes, dtype=object)
-        est = stats.cohen_kappa(human, judge, labels=used) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
+    for annotator, group in rows.groupby("annotator"):
+        paired = group[group["judge"].to_numpy() >= 0]
+        human, judge = paired["human"].to_numpy(), paired["judge"].to_numpy()
+        if (human < 0).any():
+            out.append(_annotator_row_lists(annotator, current.loc[group.index], judged, stat_labels))
+            continue
+        used = [*stat_labels, ABSTAINED] if (judge == k).any() else list(stat_labels)
+        m = len(used)
+        table = np.bincount(human * m + judge, minlength=m * m).reshape(m, m)
+        est = cohen_kappa_table(table, labels=used) if len(paired) else Estimate.no_data(Reason("no_shared_targets_judge"))
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
-                    "percent_agreement": float((human == judge).mean()) if len(pairs) else None})
+                    "percent_agreement": float((human == judge).mean()) if len(paired) else None})
     return out
+
+
+def _annotator_row_lists(annotator: Any, group: pd.DataFrame, judged: pd.DataFrame, stat_labels: list[str]) -> dict:
+    """Return one annotator's per-annotator row from the joined lists (the general way; see _per_annotator_categorical)."""
+    pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
+    codes, used = judge_codes(pairs["judge"].tolist(), stat_labels)
+    human, judge = pairs["value"].to_numpy(), np.asarray(codes, dtype=object)
+    est = stats.cohen_kappa(human, judge, labels=used) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
+    return {"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
+            "percent_agreement": float((human == judge).mean()) if len(pairs) else None}
 
 
 def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_labels: list[str], by: str | None,

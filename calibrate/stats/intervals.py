@@ -191,6 +191,23 @@ def _count_blocks(n_clusters: int, n_resamples: int, seed: int | None, rows_per_
         yield buf[:filled]
 
 
+def _type_count_blocks(types: np.ndarray, n_types: int, n_resamples: int, seed: int | None) -> Iterator[np.ndarray]:
+    """Yield (rows x T) counts of how often a cluster of each type was drawn, one block per generator call.
+
+    ``types[g]`` is cluster ``g``'s type (clusters of one type contribute the same statistics, e.g. the
+    same contingency table), so ``counts @ per_type`` equals the cluster counts times the per-cluster
+    statistics, from the same draws (:func:`bootstrap_draws`), in one gather and one ``bincount`` per
+    call instead of a ``G``-wide count row per resample.
+    """
+    small = n_types * _rows_per_draw(len(types)) < 2**31
+    codes = types.astype(np.int32 if small else np.int64)
+    for draw in bootstrap_draws(len(types), n_resamples, seed):
+        rows = draw.shape[0]
+        drawn = np.take(codes, draw)
+        drawn += (np.arange(rows, dtype=drawn.dtype) * n_types)[:, None]
+        yield np.bincount(drawn.ravel(), minlength=rows * n_types).reshape(rows, n_types)
+
+
 def bootstrap_index_matrix(n_clusters: int, *, n_resamples: int = 2000, seed: int | None = 0) -> np.ndarray:
     """Return the ``n_resamples x n_clusters`` matrix of resampled cluster indices.
 
@@ -279,6 +296,22 @@ class _KappaEngine:
         self.tables = np.bincount(flat, minlength=g * k * k).reshape(g, k * k).astype(float)
         self.total = self.tables.sum(axis=0)
         self.w = w
+
+    def types(self) -> tuple[np.ndarray, int] | None:
+        """Return (each cluster's type, the number of types) when few distinct tables make the clusters (a sample's
+        claims give one of a few hundred tables), else None; `resample_types` then takes counts per type. Tables of
+        counts sum exactly in floats, so the resampled tables, and kappa, are those of `resample`."""
+        g = self.tables.shape[0]
+        if g < 64:
+            return None
+        unique, types = np.unique(self.tables, axis=0, return_inverse=True)
+        if len(unique) > g // 8:
+            return None
+        self.type_tables = unique
+        return types.reshape(-1), len(unique)
+
+    def resample_types(self, counts: np.ndarray) -> np.ndarray:
+        return kappa_from_tables(counts @ self.type_tables, self.w)
 
     def point(self) -> float:
         return float(kappa_from_tables(self.total[None], self.w)[0])
@@ -618,7 +651,15 @@ def _run(
     rows = min(n_resamples, min(e.rows_per_block(n_clusters) for e in engines))
     values = np.empty(n_resamples)
     pos = 0
-    for counts in _count_blocks(n_clusters, n_resamples, seed, rows):
+    typed = engines[0].types() if len(engines) == 1 and hasattr(engines[0], "types") else None
+    if typed is not None:  # the same draws, counted by type (_type_count_blocks): same values, in order
+        for counts in _type_count_blocks(*typed, n_resamples, seed):
+            values[pos : pos + counts.shape[0]] = combine(engines[0].resample_types(counts))
+            pos += counts.shape[0]
+        blocks: Iterator[np.ndarray] = iter(())
+    else:
+        blocks = _count_blocks(n_clusters, n_resamples, seed, rows)
+    for counts in blocks:
         # a drawn block holds whole generator calls; engines may want smaller slices
         for s in range(0, counts.shape[0], rows):
             part = counts[s : s + rows]

@@ -1,0 +1,140 @@
+"""Statistics from contingency tables and integer codes (issue 34): the same numbers as the list functions.
+
+`cohen_kappa_table` and `per_label_prf_table` against `cohen_kappa`/`per_label_prf` and scikit-learn on random
+data (labels never used, a single label, empty); `label_codes` and `shared_codes` against dict look-ups; the
+kappa bootstrap counted by cluster type against the loop over the same index matrix.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
+
+from calibrate.stats import (
+    bootstrap_index_matrix,
+    cluster_bootstrap_kappa,
+    cohen_kappa,
+    confusion_matrix,
+    intervals,
+    per_label_prf,
+)
+from calibrate.stats.agreement import cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
+
+
+def _table(a, b, labels):
+    return confusion_matrix(a, b, labels=labels)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_cohen_kappa_table_is_cohen_kappa(seed, weights):
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 5))
+    labels = list(range(k + 1))  # the last label never used: a missing category
+    n = int(rng.integers(0, 40))
+    a = rng.integers(0, k, n).tolist()
+    b = list(a) if seed % 4 == 0 else rng.integers(0, k, n).tolist()
+    est = cohen_kappa_table(_table(a, b, labels), labels=labels, weights=weights)
+    ref = cohen_kappa(a, b, labels=labels, weights=weights)
+    assert est.to_dict() == ref.to_dict()
+    if est.value is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert est.value == pytest.approx(cohen_kappa_score(a, b, labels=labels, weights=weights), abs=1e-12)
+
+
+def test_cohen_kappa_table_single_label_empty_and_bad_shape():
+    one = cohen_kappa_table(np.array([[5, 0], [0, 0]]), labels=["yes", "no"])
+    assert one.status == "undefined" and one.to_dict() == cohen_kappa(["yes"] * 5, ["yes"] * 5, labels=["yes", "no"]).to_dict()
+    assert cohen_kappa_table(np.zeros((2, 2), int), labels=["a", "b"]).status == "no_data"
+    assert cohen_kappa_table(np.array([[1]]), labels=["a"]).to_dict() == cohen_kappa(["a"], ["a"], labels=["a"]).to_dict()
+    with pytest.raises(ValueError):
+        cohen_kappa_table(np.zeros((2, 3), int), labels=["a", "b"])
+    with pytest.raises(ValueError):
+        cohen_kappa_table(np.zeros((2, 2)), labels=["a", "b"])  # counts, not proportions
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_per_label_prf_table_is_per_label_prf_and_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    labels = ["a", "b", "c", "d"]  # "d" never occurs
+    n = int(rng.integers(1, 50))
+    gold = rng.choice(labels[:3], n).tolist()
+    pred = rng.choice(labels[: 1 + seed % 3], n).tolist()
+    table = _table(gold, pred, labels)
+    out = per_label_prf_table(table, labels=labels)
+    assert out == per_label_prf(gold, pred, labels=labels)
+    p, r, _, s = precision_recall_fscore_support(gold, pred, labels=labels, zero_division=np.nan)
+    for i, lab in enumerate(labels):
+        assert out[lab]["support"] == s[i]
+        for key, ref in (("precision", p[i]), ("recall", r[i])):
+            assert (out[lab][key] is None) == bool(np.isnan(ref))
+            if out[lab][key] is not None:
+                assert out[lab][key] == pytest.approx(ref, abs=1e-12)
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_label_codes_match_a_dict(categorical):
+    labels = ["supported", "unsupported"]
+    values = ["unsupported", "not_applicable", None, "supported", "supported", "other"]
+    series = pd.Series(values, dtype="category" if categorical else object)
+    index = {lab: i for i, lab in enumerate(labels)}
+    expected = [index.get(v, -1) for v in values]
+    assert label_codes(series, labels).tolist() == expected
+    assert label_codes(values, labels).tolist() == expected
+    assert label_codes(pd.Series([], dtype=object), labels).tolist() == []
+    assert label_codes(series, []).tolist() == [-1] * len(values)
+
+
+def test_shared_codes_code_equal_keys_alike():
+    keys = pd.Index(sorted(f"claim:{i}" for i in range(20)))
+    dtype = pd.CategoricalDtype(keys)
+    a = pd.Series(["claim:3", "claim:1", "claim:3", None], dtype=dtype)
+    b = pd.Series(["claim:1", "claim:7"], dtype=dtype)
+    for x, y in ((a, b), (a.astype(object), b.astype(object)), (a, b.astype(object))):
+        ca, cb, n = shared_codes(x, y)
+        assert ca[3] == -1 and ca[0] == ca[2] and ca[1] == cb[0] and cb[1] not in ca and n >= 3
+        assert len({*ca[:3].tolist(), *cb.tolist()}) == 3
+    assert [len(c) for c in shared_codes([], [])[:2]] == [0, 0]
+
+
+def _typed_data(seed, n_clusters=300, per=4):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 2, n_clusters * per)
+    b = np.where(rng.random(a.size) < 0.7, a, 1 - a)
+    clusters = np.repeat(rng.permutation(n_clusters) + 1000, per)
+    return a, b, clusters
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_kappa_bootstrap_by_cluster_type_equals_the_loop_and_the_cluster_counts(method, monkeypatch):
+    a, b, clusters = _typed_data(3)
+    g = len(np.unique(clusters))
+    engine = intervals._KappaEngine(a, b, intervals.factorize_clusters(clusters)[0], g, 2, 1.0 - np.eye(2))
+    assert engine.types() is not None  # 4 claims, 2 labels: at most 35 tables
+    est = cluster_bootstrap_kappa(a, b, clusters, n_labels=2, n_resamples=300, seed=7, method=method)
+    idx = bootstrap_index_matrix(g, n_resamples=300, seed=7)
+    codes = intervals.factorize_clusters(clusters)[0]
+    rows_of = [np.flatnonzero(codes == c) for c in range(g)]
+    slow = np.array([cohen_kappa_score(a[np.concatenate([rows_of[c] for c in row])],
+                                       b[np.concatenate([rows_of[c] for c in row])]) for row in idx])
+    assert est.extra["bootstrap_se"] == pytest.approx(slow.std(ddof=1), abs=1e-12)
+    if method == "percentile":
+        lo, hi = np.quantile(slow, [0.025, 0.975])
+        assert est.ci == pytest.approx((lo, hi), abs=1e-12)
+    monkeypatch.setattr(intervals._KappaEngine, "types", lambda self: None)  # the cluster-count path
+    plain = cluster_bootstrap_kappa(a, b, clusters, n_labels=2, n_resamples=300, seed=7, method=method)
+    assert plain.to_dict() == est.to_dict()
+
+
+def test_kappa_bootstrap_with_many_distinct_tables_counts_clusters():
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 4, 2000)
+    b = rng.integers(0, 4, 2000)
+    cl = rng.integers(0, 100, 2000)
+    engine = intervals._KappaEngine(a, b, cl, 100, 4, 1.0 - np.eye(4))
+    assert engine.types() is None  # every cluster its own table: the types would not pay
