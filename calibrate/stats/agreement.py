@@ -171,23 +171,24 @@ def label_codes(values: Any, labels: Sequence) -> np.ndarray:
     return index.get_indexer(arr).astype(np.int64)
 
 
-def shared_codes(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
+def shared_codes(a: Any, b: Any, *, sort: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
     """Return integer codes of two key columns in one coding (equal keys, equal codes; -1 for a missing key), and how
-    many codes there are.
+    many codes there are; `sort`: codes in the keys' sorted order.
 
     Two pandas categoricals over the same categories (the report's labels and verdicts, keyed by one categorical of
-    target keys) are coded by their own codes; anything else is factorized together.
+    target keys, sorted) are coded by their own codes; anything else is factorized together.
     """
     da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-    if isinstance(da, pd.CategoricalDtype) and isinstance(db, pd.CategoricalDtype) and (
-            da.categories is db.categories or da.categories.equals(db.categories)):
+    if (isinstance(da, pd.CategoricalDtype) and isinstance(db, pd.CategoricalDtype)
+            and (da.categories is db.categories or da.categories.equals(db.categories))
+            and (not sort or da.categories.is_monotonic_increasing)):
         return (a.cat.codes.to_numpy().astype(np.int64), b.cat.codes.to_numpy().astype(np.int64), len(da.categories))
 
     def plain(values: Any) -> np.ndarray:
         return values.to_numpy(dtype=object) if hasattr(values, "to_numpy") else np.asarray(to_list(values), dtype=object)
 
     both = np.concatenate([plain(a), plain(b)]) if len(a) + len(b) else np.zeros(0, dtype=object)
-    codes, uniques = pd.factorize(both)
+    codes, uniques = pd.factorize(both, sort=sort)
     codes = codes.astype(np.int64)
     return codes[: len(a)], codes[len(a):], len(uniques)
 
