@@ -283,9 +283,8 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     min_shared = options.min_shared
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
-    multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
-    shared = current[multi] if not current.empty else current
-    out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
+    shared, n_shared = _multi_rated(current)
+    out: dict[str, Any] = {"n": n_shared, "annotators": annotators}
     if shared.empty:
         out["status"] = "no_data"
         none = Reason("no_two_annotators")
@@ -308,6 +307,22 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     out["ceiling"] = human_ceiling(out, pairs_key="pairwise_kappa", counts=counts, values=stat_labels, level="nominal",
                                    options=options)
     return out
+
+
+def _multi_rated(current: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Return the rows of the targets two or more annotators labelled, and how many targets that is.
+
+    Through integer codes: each distinct (target, annotator) pair once, then a bincount of targets (the grouping's
+    `nunique` of annotators per target, without hashing 10^6 text keys)."""
+    if current.empty:
+        return current, 0
+    target, _, n_targets = shared_codes(current["target_key"], current["target_key"].iloc[0:0])
+    annotator, names = pd.factorize(current["annotator"])
+    rated = (target >= 0) & (annotator >= 0)
+    pairs = pd.unique(target[rated] * max(len(names), 1) + annotator[rated])
+    raters = np.bincount(pairs // max(len(names), 1), minlength=n_targets)
+    multi = (target >= 0) & (raters[np.maximum(target, 0)] >= 2)
+    return current[multi], int((raters >= 2).sum())
 
 
 def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:

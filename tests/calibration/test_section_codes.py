@@ -14,6 +14,7 @@ import pytest
 from calibrate.calibration.sections import (
     ABSTAINED,
     _annotator_row_lists,
+    _multi_rated,
     _per_annotator_categorical,
     judge_codes,
     judge_label_codes,
@@ -98,3 +99,16 @@ def test_judge_label_codes_are_judge_codes(categorical):
     assert [len(x) for x in judge_label_codes(empty, empty, STAT)] == [0, 0, 2]
     with pytest.raises(ValueError):
         judge_label_codes(pd.Series(["maybe"]), pd.Series(["supported"]), STAT)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("categorical", [True, False])
+def test_multi_rated_targets_are_the_groupings_nunique(seed, categorical):
+    labels, _ = _frames(seed, categorical)
+    labels = pd.concat([labels, labels.iloc[:7]], ignore_index=True)  # an annotator's second label of a target
+    multi = labels.groupby("target_key", observed=True)["annotator"].transform("nunique") >= 2
+    shared, n = _multi_rated(labels)
+    pd.testing.assert_frame_equal(shared, labels[multi])
+    assert n == labels[multi]["target_key"].nunique()
+    empty, none = _multi_rated(labels.iloc[0:0])
+    assert empty.empty and none == 0

@@ -138,3 +138,14 @@ def test_kappa_bootstrap_with_many_distinct_tables_counts_clusters():
     cl = rng.integers(0, 100, 2000)
     engine = intervals._KappaEngine(a, b, cl, 100, 4, 1.0 - np.eye(4))
     assert engine.types() is None  # every cluster its own table: the types would not pay
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_factor_codes_of_integer_codes_equal_those_of_their_values(sort):
+    from calibrate.stats._common import factor_codes
+
+    values = np.random.default_rng(4).integers(0, 50, 300)
+    codes, uniques = factor_codes(values, sort=sort)
+    ref_codes, ref_uniques = factor_codes(values.tolist(), sort=sort)
+    assert codes.tolist() == ref_codes.tolist() and uniques == ref_uniques
+    assert all(type(u) is int for u in uniques)
