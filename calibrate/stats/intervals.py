@@ -304,6 +304,18 @@ class _KappaEngine:
         g = self.tables.shape[0]
         if g < 64:
             return None
+        cells = self.tables.shape[1]
+        radix = int(self.tables.max()) + 1
+        if radix ** cells < 2**62:  # each table as one integer (its cells the digits): a 1-D factorization
+            keys = self.tables.astype(np.int64) @ (radix ** np.arange(cells, dtype=np.int64))
+            types = pd.factorize(keys)[0]
+            n_types = int(types.max()) + 1
+            if n_types > g // 8:
+                return None
+            one = np.zeros(n_types, dtype=np.int64)
+            one[types] = np.arange(g)  # a cluster of each type (any one: they share the table)
+            self.type_tables = self.tables[one]
+            return types.astype(np.int64), n_types
         unique, types = np.unique(self.tables, axis=0, return_inverse=True)
         if len(unique) > g // 8:
             return None

@@ -149,3 +149,17 @@ def test_factor_codes_of_integer_codes_equal_those_of_their_values(sort):
     ref_codes, ref_uniques = factor_codes(values.tolist(), sort=sort)
     assert codes.tolist() == ref_codes.tolist() and uniques == ref_uniques
     assert all(type(u) is int for u in uniques)
+
+
+def test_kappa_bootstrap_types_of_large_tables_equal_the_cluster_counts(monkeypatch):
+    """Tables too large to be one integer each (16 cells counting up to 20) are typed by rows: the same values."""
+    rng = np.random.default_rng(6)
+    patterns = [rng.integers(0, 4, (20, 2)) for _ in range(5)]
+    chosen = rng.integers(0, 5, 200)
+    rows = np.concatenate([patterns[c] for c in chosen])
+    a, b, clusters = rows[:, 0], rows[:, 1], np.repeat(np.arange(200), 20)
+    engine = intervals._KappaEngine(a, b, clusters, 200, 4, 1.0 - np.eye(4))
+    assert engine.types() is not None and engine.type_tables.shape[0] <= 5
+    est = cluster_bootstrap_kappa(a, b, clusters, n_labels=4, n_resamples=200, seed=2)
+    monkeypatch.setattr(intervals._KappaEngine, "types", lambda self: None)
+    assert cluster_bootstrap_kappa(a, b, clusters, n_labels=4, n_resamples=200, seed=2).to_dict() == est.to_dict()
