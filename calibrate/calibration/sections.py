@@ -356,14 +356,13 @@ def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_
     judge_of = np.full(n_keys + 1, -1, dtype=np.int64)  # the last: a label without a target key
     judge_c = label_codes(judged["judge"], stat_labels)
     judge_of[judged_keys] = np.where(judge_c < 0, k, judge_c)  # an abstention: the code after the labels
-    rows = pd.DataFrame({"annotator": current["annotator"], "human": label_codes(current["value"], stat_labels),
-                         "judge": judge_of[label_keys]}, index=current.index)
+    human_all, judge_all = label_codes(current["value"], stat_labels), judge_of[label_keys]
     out = []
-    for annotator, group in rows.groupby("annotator"):
-        paired = group[group["judge"].to_numpy() >= 0]
-        human, judge = paired["human"].to_numpy(), paired["judge"].to_numpy()
+    for annotator, rows in _annotator_rows(current["annotator"]):
+        paired = rows[judge_all[rows] >= 0]
+        human, judge = human_all[paired], judge_all[paired]
         if (human < 0).any():
-            out.append(_annotator_row_lists(annotator, current.loc[group.index], judged, stat_labels))
+            out.append(_annotator_row_lists(annotator, current.iloc[rows], judged, stat_labels))
             continue
         used = [*stat_labels, ABSTAINED] if (judge == k).any() else list(stat_labels)
         m = len(used)
@@ -372,6 +371,19 @@ def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
                     "percent_agreement": float((human == judge).mean()) if len(paired) else None})
     return out
+
+
+def _annotator_rows(annotators: pd.Series) -> list[tuple[Any, np.ndarray]]:
+    """Return (annotator, their row positions) in the order `groupby("annotator")` gives them: a categorical's
+    categories in order (those with rows), else the sorted values; missing annotators left out."""
+    if isinstance(annotators.dtype, pd.CategoricalDtype):
+        codes, names = annotators.cat.codes.to_numpy().astype(np.int64), annotators.cat.categories
+    else:
+        codes, names = pd.factorize(annotators, sort=True)
+        codes = codes.astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return [(names[a], order[bounds[a]:bounds[a + 1]]) for a in range(len(names)) if bounds[a + 1] > bounds[a]]
 
 
 def _annotator_row_lists(annotator: Any, group: pd.DataFrame, judged: pd.DataFrame, stat_labels: list[str]) -> dict:
