@@ -25,6 +25,7 @@ from calibrate.models import (
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
 from calibrate.stats.agreement import cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
+from calibrate.stats.intervals import cluster_bootstrap_alpha_counts
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
 
@@ -258,12 +259,10 @@ def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, val
     if counts is None or not len(counts):
         est = Estimate.no_data(Reason("no_two_annotators"))
     else:
-        def alpha(units: np.ndarray) -> Estimate:
-            return stats.krippendorff_alpha_counts(counts[units], level=level, values=values)
-        est = alpha(np.arange(len(counts)))
-        if est.status == "ok" and len(counts) > 1:
-            est = stats.cluster_bootstrap(alpha, [np.arange(len(counts))], np.arange(len(counts)),
-                                          n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+        est = stats.krippendorff_alpha_counts(counts, level=level, values=values)
+        if est.status == "ok" and len(counts) > 1:  # the units resampled (vectorised: each unit's coincidences)
+            est = cluster_bootstrap_alpha_counts(counts, level=level, values=values, n_resamples=options.bootstrap,
+                                                 confidence=options.confidence, seed=options.seed)
     if est.value is None:
         why = join([why, est.reason])
     return {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None,

@@ -163,3 +163,52 @@ def test_kappa_bootstrap_types_of_large_tables_equal_the_cluster_counts(monkeypa
     est = cluster_bootstrap_kappa(a, b, clusters, n_labels=4, n_resamples=200, seed=2)
     monkeypatch.setattr(intervals._KappaEngine, "types", lambda self: None)
     assert cluster_bootstrap_kappa(a, b, clusters, n_labels=4, n_resamples=200, seed=2).to_dict() == est.to_dict()
+
+
+def _crowd_counts(seed: int, units: int = 150, k: int = 3, single: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    raters = rng.integers(1, 5, units)  # some units with one value only: not pairable
+    counts = np.zeros((units, k), dtype=np.int64)
+    for u, m in enumerate(raters):
+        np.add.at(counts[u], rng.choice(1 if single else k, m, p=None if single else [0.6, 0.3, 0.1][:k]), 1)
+    return counts
+
+
+@pytest.mark.parametrize("level,values", [("nominal", ["a", "b", "c"]), ("ordinal", [1, 2, 3]), ("interval", [0.0, 0.5, 2.0]),
+                                          ("ratio", [1.0, 2.0, 4.0])])
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_alpha_bootstrap_over_units_equals_the_loop(level, values, method):
+    from calibrate.stats import cluster_bootstrap, krippendorff_alpha_counts
+    from calibrate.stats.intervals import cluster_bootstrap_alpha_counts
+
+    counts = _crowd_counts(3)
+    units = np.arange(len(counts))
+    loop = cluster_bootstrap(lambda u: krippendorff_alpha_counts(counts[u], level=level, values=values), [units], units,
+                             n_resamples=300, method=method, seed=5)
+    fast = cluster_bootstrap_alpha_counts(counts, level=level, values=values, n_resamples=300, method=method, seed=5)
+    assert fast.value == loop.value == krippendorff_alpha_counts(counts, level=level, values=values).value
+    assert fast.ci == pytest.approx(loop.ci, abs=1e-12)
+    for key in ("n_undefined_resamples", "n_clusters", "n_resamples", "seed"):
+        assert fast.extra[key] == loop.extra[key]
+    assert fast.extra["bootstrap_se"] == pytest.approx(loop.extra["bootstrap_se"], abs=1e-12)
+    if method == "bca":
+        assert fast.extra["acceleration"] == pytest.approx(loop.extra["acceleration"], abs=1e-12)
+
+
+def test_alpha_bootstrap_undefined_and_sparse_tables():
+    from calibrate.stats import cluster_bootstrap, krippendorff_alpha_counts
+    from calibrate.stats.intervals import cluster_bootstrap_alpha_counts
+
+    single = _crowd_counts(1, single=True)  # every coder gave one value: alpha undefined, no CI
+    est = cluster_bootstrap_alpha_counts(single, values=["a", "b", "c"])
+    assert est.value is None and est.ci is None and est.status == "undefined"
+    assert cluster_bootstrap_alpha_counts(np.zeros((0, 2), dtype=np.int64), values=["a", "b"]).status == "no_data"
+    sparse = np.array([[1, 1], [2, 0], [0, 1], [1, 0]])  # few pairable units: many resamples undefined
+    units = np.arange(4)
+    loop = cluster_bootstrap(lambda u: krippendorff_alpha_counts(sparse[u], values=["a", "b"]), [units], units,
+                             n_resamples=200, seed=1)
+    fast = cluster_bootstrap_alpha_counts(sparse, values=["a", "b"], n_resamples=200, seed=1)
+    assert fast.extra["n_undefined_resamples"] == loop.extra["n_undefined_resamples"] > 0
+    assert fast.ci == pytest.approx(loop.ci, abs=1e-12) and fast.value == loop.value
+    with pytest.raises(ValueError):
+        cluster_bootstrap_alpha_counts(np.array([[0.5, 1.0]]), values=["a", "b"])
