@@ -400,7 +400,7 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
     values = scored["sample_id"].map(groups)
     used, skipped, kappas = 0, 0, []
     for _, part in scored.groupby(values, dropna=False):
-        est = stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=stat_labels)
+        est = _part_kappa(part, stat_labels)
         if est.value is None:
             skipped += 1
         else:
@@ -411,6 +411,17 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
     return {"by": by, "groups": used, "groups_skipped": skipped,
             "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", **noted(note)},
             "per_group": per_group("categorical", scored, groups, options, labels=stat_labels)}
+
+
+def _part_kappa(part: pd.DataFrame, labels: list[str] | None) -> Estimate:
+    """Return Cohen's κ of a part's gold and judge over `labels`: from their codes' table, or (a value outside the
+    labels, or no labels given) `stats.cohen_kappa` on the lists, which says what is wrong."""
+    if labels:
+        gold, judge = label_codes(part["gold"], labels), label_codes(part["judge"], labels)
+        if len(gold) and gold.min() >= 0 and judge.min() >= 0:
+            k = len(labels)
+            return cohen_kappa_table(np.bincount(gold * k + judge, minlength=k * k).reshape(k, k), labels=labels)
+    return stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=labels)
 
 
 def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], options: Options, *,
@@ -434,12 +445,11 @@ def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], op
         part = scored[keys.isna()] if group is None else scored[keys == group]
         clusters = part["sample_id"].to_numpy()
         if task_kind(kind).labels:
-            gold, judge = part["gold"].tolist(), part["judge"].tolist()
-            est = stats.cohen_kappa(gold, judge, labels=labels)
+            est = _part_kappa(part, labels)
             if est.status == "ok":
-                index = {lab: i for i, lab in enumerate(labels or [])}
-                est = stats.cluster_bootstrap_kappa([index[v] for v in gold], [index[v] for v in judge], clusters,
-                                                    n_labels=len(index), method=options.ci_method, **boot)
+                gold, judge = label_codes(part["gold"], labels), label_codes(part["judge"], labels)
+                est = stats.cluster_bootstrap_kappa(gold, judge, clusters, n_labels=len(labels), method=options.ci_method,
+                                                    **boot)
         else:
             x, y = part["gold"].astype(float).to_numpy(), part["judge"].astype(float).to_numpy()
             est = stats.spearman_rho(x, y)

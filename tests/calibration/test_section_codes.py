@@ -15,6 +15,7 @@ from calibrate.calibration.sections import (
     ABSTAINED,
     _annotator_row_lists,
     _multi_rated,
+    _part_kappa,
     _per_annotator_categorical,
     judge_codes,
     judge_label_codes,
@@ -112,3 +113,17 @@ def test_multi_rated_targets_are_the_groupings_nunique(seed, categorical):
     assert n == labels[multi]["target_key"].nunique()
     empty, none = _multi_rated(labels.iloc[0:0])
     assert empty.empty and none == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_groups_kappa_from_codes_is_cohen_kappa(seed):
+    from calibrate import stats
+
+    rng = np.random.default_rng(seed)
+    used = [*STAT, ABSTAINED]
+    n = int(rng.integers(0, 30))
+    part = pd.DataFrame({"gold": rng.choice(STAT[: 1 + seed % 2], n), "judge": rng.choice(used, n).astype(object)})
+    assert _part_kappa(part, used).to_dict() == stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(),
+                                                                 labels=used).to_dict()
+    with pytest.raises(ValueError):
+        _part_kappa(pd.DataFrame({"gold": ["maybe"], "judge": ["supported"]}), used)
