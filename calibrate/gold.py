@@ -55,13 +55,17 @@ def categorical_gold(labels: pd.DataFrame) -> pd.DataFrame:
     current = labels[~labels["stale"]]
     adjudicated = latest_adjudications(current)
     votes = current[~current["adjudicated"]]
-    counts = votes.groupby(["target_key", "value"], sort=False).size().rename("votes").reset_index()
-    top = counts.groupby("target_key")["votes"].transform("max")
-    best = counts[counts["votes"] == top]
-    n_best = best.groupby("target_key")["value"].transform("size")
-    majority = best[n_best == 1][["target_key", "value"]].rename(columns={"value": "gold"})
+    if isinstance(votes["target_key"].dtype, pd.CategoricalDtype) and isinstance(votes["value"].dtype, pd.CategoricalDtype):
+        majority, ties = _vote_codes(votes["target_key"], votes["value"])
+    else:
+        counts = votes.groupby(["target_key", "value"], sort=False).size().rename("votes").reset_index()
+        top = counts.groupby("target_key")["votes"].transform("max")
+        best = counts[counts["votes"] == top]
+        n_best = best.groupby("target_key")["value"].transform("size")
+        majority = best[n_best == 1][["target_key", "value"]].rename(columns={"value": "gold"})
+        ties = best[n_best > 1].drop_duplicates("target_key")[["target_key"]]
     majority["gold_source"] = "majority"
-    ties = best[n_best > 1].drop_duplicates("target_key")[["target_key"]].assign(gold=None, gold_source="tie")
+    ties = ties.assign(gold=None, gold_source="tie")
     adj = adjudicated[["target_key", "value"]].rename(columns={"value": "gold"}).assign(gold_source="adjudicated")
     out = pd.concat([adj, majority[~majority["target_key"].isin(adj["target_key"])],
                      ties[~ties["target_key"].isin(adj["target_key"])]], ignore_index=True)
@@ -69,11 +73,36 @@ def categorical_gold(labels: pd.DataFrame) -> pd.DataFrame:
     return out[GOLD_COLUMNS]
 
 
+def _vote_codes(keys: pd.Series, values: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return the majority rows (target_key, gold) and the tie rows (target_key) of categorical votes, through their
+    codes: the frames the grouping by (target, value) gives, in its order (each (target, value) pair where it first
+    appears), from one factorization of the pairs' integer codes and a few bincounts."""
+    target, value = keys.cat.codes.to_numpy().astype(np.int64), values.cat.codes.to_numpy().astype(np.int64)
+    present = (target >= 0) & (value >= 0)  # a missing key or value is no vote (the grouping drops it)
+    k = max(len(values.cat.categories), 1)
+    pairs, distinct = pd.factorize((target * k + value)[present])  # distinct pairs in order of first appearance
+    n_votes = np.bincount(pairs, minlength=len(distinct))
+    pair_target, pair_value = distinct // k, distinct % k
+    top = np.zeros(len(keys.cat.categories), dtype=np.int64)
+    np.maximum.at(top, pair_target, n_votes)
+    best = n_votes == top[pair_target]
+    n_best = np.bincount(pair_target[best], minlength=len(top))
+    won = best & (n_best[pair_target] == 1)
+    tied = np.flatnonzero(best & (n_best[pair_target] > 1))
+    tied = tied[~pd.Series(pair_target[tied]).duplicated().to_numpy()]  # a tied target once, at its first best pair
+    majority = pd.DataFrame({"target_key": pd.Categorical.from_codes(pair_target[won], dtype=keys.dtype),
+                             "gold": pd.Categorical.from_codes(pair_value[won], dtype=values.dtype)})
+    ties = pd.DataFrame({"target_key": pd.Categorical.from_codes(pair_target[tied], dtype=keys.dtype)})
+    return majority, ties
+
+
 def _sample_of(keys: pd.Series, first: pd.DataFrame) -> pd.Series:
     """Return the sample of each target key, from one row per target (`first`); through the integer codes when both are
     one categorical (the report's 10^6 targets: mapping their text through an index costs seconds)."""
     key = first["target_key"]
-    if isinstance(keys.dtype, pd.CategoricalDtype) and keys.dtype == key.dtype and len(first):
+    if (isinstance(keys.dtype, pd.CategoricalDtype) and isinstance(key.dtype, pd.CategoricalDtype) and len(first)
+            and (keys.cat.categories is key.cat.categories or keys.cat.categories.equals(key.cat.categories))):
+        # (not `keys.dtype == key.dtype`: that hashes 10^6 categories twice)
         samples = np.zeros(len(key.cat.categories), dtype=np.int64)
         samples[key.cat.codes.to_numpy()] = first["sample_id"].to_numpy(dtype=np.int64)
         return pd.Series(samples[keys.cat.codes.to_numpy()], index=keys.index)

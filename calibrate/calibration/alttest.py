@@ -108,8 +108,8 @@ def alt_test_block(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | No
         if human_values.isna().any() or judge_values.isna().any():
             return _undefined(Reason("neg_rmse_not_numeric", task=task.name, label=current["value"].iloc[0]), epsilon=epsilon, alpha=alpha, scoring=scoring)
     try:
-        result = alt_test(current["target_key"].to_numpy(), current["annotator"].to_numpy(), human_values.to_numpy(),
-                          usable["target_key"].to_numpy(), judge_values.to_numpy(),
+        # the columns as they are: the report's categorical keys and labels go the test's integer-code way
+        result = alt_test(current["target_key"], current["annotator"], human_values, usable["target_key"], judge_values,
                           epsilon=epsilon, alpha=alpha, scoring=scoring, min_items=min_items)
     except ValueError as exc:  # duplicates cannot occur (one current label per annotator and target); said, not raised
         return _undefined(Reason("unexpected", message=str(exc)), epsilon=epsilon, alpha=alpha, scoring=scoring)

@@ -31,6 +31,7 @@ from calibrate.calibration.sections import estimate_dict
 from calibrate.models import Task
 from calibrate.reasons import Reason
 from calibrate.stats import Estimate
+from calibrate.stats.agreement import shared_codes
 from calibrate.task_values import has_labels
 
 __all__ = ["judge_as_rater", "level_of"]
@@ -45,55 +46,94 @@ def level_of(task: Task) -> str:
     return "ordinal" if task.kind == "ordinal" else "interval"
 
 
-def _counts(units: pd.Index, keys: pd.Series, codes: np.ndarray, k: int) -> np.ndarray:
-    """Return a units × k matrix counting the values (codes) given to each unit (units in the given order)."""
-    counts = np.zeros((len(units), k), dtype=np.int64)
-    np.add.at(counts, (units.get_indexer(keys), codes), 1)
-    return counts
+def _text_in(values: pd.Series, texts: set[str]) -> np.ndarray:
+    """Return whether each value's text is one of `texts` (`values.astype(str).isin(texts)`), a categorical through
+    its categories."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        per_category = np.append(values.cat.categories.astype(str).isin(texts), "nan" in texts)
+        return per_category[values.cat.codes.to_numpy()]
+    return values.astype(str).isin(texts).to_numpy() if texts else np.zeros(len(values), dtype=bool)
+
+
+def _text_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Return each value's code among the distinct texts of `values.astype(str)`, and those texts (a categorical
+    through its codes: its rows are never turned into text)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        raw, uniques = values.cat.codes.to_numpy(), values.cat.categories
+    else:
+        raw, uniques = pd.factorize(values.to_numpy(dtype=object))
+    used, codes = np.unique(raw, return_inverse=True)
+    texts = pd.Index([str(uniques[u]) if u >= 0 else "nan" for u in used.tolist()], dtype=object)
+    of_used, distinct = pd.factorize(texts)  # two values with one text (1 and "1") are one text
+    return of_used[codes.reshape(-1)], [str(t) for t in distinct]
 
 
 def judge_as_rater(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str]) -> dict[str, Any]:
-    """Return {krippendorff_alpha_experts, krippendorff_alpha_with_judge} for a task section's `human` block."""
+    """Return {krippendorff_alpha_experts, krippendorff_alpha_with_judge} for a task section's `human` block.
+
+    Through integer codes: the targets' codes (shared by labels and verdicts: `shared_codes`), each expert and the
+    judge counted per unit with one `np.bincount`; units in the targets' sorted order."""
     level = level_of(task)
     excluded = set(task.excluded or [])
 
     def result(est: Estimate) -> dict:
         return {**estimate_dict(est, keep=("value", "n", "status", "note")), "level": level}
 
-    current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].astype(str).isin(excluded)
-                     & ~labels["target_key"].isin(fewshot)] if not labels.empty else labels
+    none = {key: result(Estimate.no_data(Reason("no_two_annotators"))) for key in KEYS}
+    if labels.empty:
+        return none
     if verdicts is None or verdicts.empty:
-        usable = pd.DataFrame(columns=["target_key", "value"])
-    else:
-        usable = verdicts[(verdicts["status"] == "ok") & verdicts["value"].notna() & verdicts["active"].astype(bool)
-                          & ~verdicts["value"].astype(str).isin(excluded)].drop_duplicates("target_key")
-    if not current.empty:
-        current = current.drop_duplicates(["target_key", "annotator"], keep="last")
-        multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2
-        current = current[multi & current["target_key"].isin(usable["target_key"])]
-    if current.empty:
-        none = Estimate.no_data(Reason("no_two_annotators"))
-        return {key: result(none) for key in KEYS}
-    usable = usable[usable["target_key"].isin(current["target_key"])]
+        verdicts = pd.DataFrame({"target_key": pd.Series([], dtype=labels["target_key"].dtype), "value": [], "status": [],
+                                 "active": []})
+    label_keys, verdict_keys, n_keys = shared_codes(labels["target_key"], verdicts["target_key"], sort=True)
+    keep = ~labels["stale"].to_numpy(bool) & ~labels["adjudicated"].to_numpy(bool) & ~_text_in(labels["value"], excluded)
+    keep &= label_keys >= 0
+    if fewshot:
+        keep &= ~labels["target_key"].isin(fewshot).to_numpy()
+    usable = ((verdicts["status"] == "ok").to_numpy() & verdicts["value"].notna().to_numpy()
+              & verdicts["active"].astype(bool).to_numpy() & ~_text_in(verdicts["value"], excluded) & (verdict_keys >= 0))
+    usable_rows = np.flatnonzero(usable)
+    usable_rows = usable_rows[~pd.Series(verdict_keys[usable_rows]).duplicated().to_numpy()]  # the first per target
+    rows = np.flatnonzero(keep)
+    annotators, _ = pd.factorize(labels["annotator"].iloc[rows])
+    pair = label_keys[rows] * (int(annotators.max()) + 2 if len(rows) else 1) + annotators + 1
+    rows = rows[~pd.Series(pair).duplicated(keep="last").to_numpy()]  # one label per target and annotator: the last
+    raters = np.bincount(label_keys[rows], minlength=n_keys)  # annotators per target
+    judged = np.zeros(n_keys, dtype=bool)
+    judged[verdict_keys[usable_rows]] = True
+    rows = rows[(raters[label_keys[rows]] >= 2) & judged[label_keys[rows]]]
+    if not len(rows):
+        return none
+    in_units = np.bincount(label_keys[rows], minlength=n_keys) > 0
+    usable_rows = usable_rows[in_units[verdict_keys[usable_rows]]]
+    current, usable_frame = labels.iloc[rows], verdicts.iloc[usable_rows]
     if level == "nominal":
         declared = [lab for lab in (task.labels or []) if lab not in excluded]
-        present = pd.unique(pd.concat([current["value"], usable["value"]]).astype(str))
-        domain: list = declared + sorted(set(present) - set(declared))
-        code = {value: i for i, value in enumerate(domain)}
-        expert_codes = current["value"].astype(str).map(code).to_numpy(dtype=np.int64)
-        judge_codes = usable["value"].astype(str).map(code).to_numpy(dtype=np.int64)
+        expert_text, expert_texts = _text_codes(current["value"])
+        judge_text, judge_texts = _text_codes(usable_frame["value"])
+        domain: list = declared + sorted(set(expert_texts + judge_texts) - set(declared))
+        code = pd.Index(domain, dtype=object)
+        expert_codes = code.get_indexer(pd.Index(expert_texts, dtype=object))[expert_text] if len(expert_text) else expert_text
+        judge_codes = code.get_indexer(pd.Index(judge_texts, dtype=object))[judge_text] if len(judge_text) else judge_text
+        expert_keys, judge_keys = label_keys[rows], verdict_keys[usable_rows]
     else:
         expert_numbers = pd.to_numeric(current["value"], errors="coerce")
-        judge_numbers = pd.to_numeric(usable["value"], errors="coerce")
-        current, usable = current[expert_numbers.notna()], usable[judge_numbers.notna()]
+        judge_numbers = pd.to_numeric(usable_frame["value"], errors="coerce")
+        expert_keys = label_keys[rows][expert_numbers.notna().to_numpy()]
+        judge_keys = verdict_keys[usable_rows][judge_numbers.notna().to_numpy()]
         expert_numbers, judge_numbers = expert_numbers.dropna().to_numpy(float), judge_numbers.dropna().to_numpy(float)
         domain_array = np.unique(np.concatenate([expert_numbers, judge_numbers]))
         domain = domain_array.tolist()
         expert_codes = np.searchsorted(domain_array, expert_numbers)
         judge_codes = np.searchsorted(domain_array, judge_numbers)
-    units = pd.Index(sorted(pd.unique(current["target_key"])))
-    experts = _counts(units, current["target_key"], expert_codes, len(domain))
-    with_judge = experts + _counts(units, usable["target_key"], judge_codes, len(domain))
+    units = np.flatnonzero(np.bincount(expert_keys, minlength=n_keys))  # the targets' sorted order
+    unit_of = np.full(n_keys, -1, dtype=np.int64)
+    unit_of[units] = np.arange(len(units))
+    k = len(domain)
+    experts = np.bincount(unit_of[expert_keys] * k + expert_codes, minlength=len(units) * k).reshape(len(units), k)
+    judge_in = unit_of[judge_keys] >= 0
+    judge = np.bincount(unit_of[judge_keys][judge_in] * k + judge_codes[judge_in], minlength=len(units) * k)
+    with_judge = experts + judge.reshape(len(units), k)
     return {
         "krippendorff_alpha_experts": result(stats.krippendorff_alpha_counts(experts, level=level, values=domain)),
         "krippendorff_alpha_with_judge": result(stats.krippendorff_alpha_counts(with_judge, level=level, values=domain)),

@@ -24,6 +24,8 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
+from calibrate.stats.agreement import cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
+from calibrate.stats.intervals import cluster_bootstrap_alpha_counts
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
 
@@ -148,6 +150,20 @@ def judge_codes(judge: list, stat_labels: list[str]) -> tuple[list, list[str]]:
     return mapped, ([*stat_labels, ABSTAINED] if ABSTAINED in mapped else list(stat_labels))
 
 
+def judge_label_codes(gold: pd.Series, judge: pd.Series, stat_labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Return the codes of the gold and the judge's values in the labels the statistics use, and those labels: as
+    `judge_codes`, an abstention (a judge's value outside `stat_labels`) is the code of `ABSTAINED`, added after
+    `stat_labels` when the judge abstained. Raises ValueError for a gold value outside `stat_labels` (κ does)."""
+    gold_c, judge_c = label_codes(gold, stat_labels), label_codes(judge, stat_labels)
+    if (gold_c < 0).any():
+        raise ValueError(f"a contains {gold.iloc[int(np.flatnonzero(gold_c < 0)[0])]!r}, which is not in labels")
+    abstained = judge_c < 0
+    if not abstained.any():
+        return gold_c, judge_c, list(stat_labels)
+    judge_c[abstained] = len(stat_labels)
+    return gold_c, judge_c, [*stat_labels, ABSTAINED]
+
+
 def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: set[str],
                          groups: dict[int, str | None] | None, options: Options, *,
                          gold: pd.DataFrame | None = None, light: bool = False) -> tuple[dict, pd.DataFrame]:
@@ -164,32 +180,33 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
     section["labels"] = stat_labels
 
     if verdicts is not None:
-        gold_v = scored["gold"].tolist()
-        judge_v, used = judge_codes(scored["judge"].tolist(), stat_labels)  # abstentions: a category of misses
+        # Integer codes and one contingency table (rows gold, columns judge) give κ, the percent agreement, the
+        # confusion and the per-label figures: the numbers of stats.cohen_kappa & co on the lists, without them.
+        gold_c, judge_c, used = judge_label_codes(scored["gold"], scored["judge"], stat_labels)
+        k = len(used)
+        table = np.bincount(gold_c * k + judge_c, minlength=k * k).reshape(k, k)
         if scored.empty:
             note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
         else:
-            kappa = stats.cohen_kappa(gold_v, judge_v, labels=used)  # its notes name the labels
+            kappa = cohen_kappa_table(table, labels=used)  # its notes name the labels
         if kappa.status == "ok":
-            index = {lab: i for i, lab in enumerate(used)}
-            codes = ([index[v] for v in gold_v], [index[v] for v in judge_v])
-            boot = dict(n_labels=len(used), n_resamples=options.bootstrap, confidence=options.confidence,
+            boot = dict(n_labels=k, n_resamples=options.bootstrap, confidence=options.confidence,
                         method=options.ci_method, seed=options.seed)
             if per_order:  # one target per sample: the cluster bootstrap's tables are multinomial
-                kappa = stats.multinomial_bootstrap_kappa(*codes, **boot)
+                kappa = stats.multinomial_bootstrap_kappa(gold_c, judge_c, **boot)
             else:
-                kappa = stats.cluster_bootstrap_kappa(*codes, scored["sample_id"].to_numpy(), **boot)
+                kappa = stats.cluster_bootstrap_kappa(gold_c, judge_c, scored["sample_id"].to_numpy(), **boot)
         section["cohen_kappa"] = estimate_dict(kappa)
-        section["percent_agreement"] = stats.percent_agreement(gold_v, judge_v).value if gold_v else None
+        section["percent_agreement"] = int(np.trace(table)) / len(scored) if len(scored) else None
         if light:  # the alignment, its decision and the label budget only (the dashboard's rows)
             align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged), light=True)
             return section, merged
-        matrix = stats.confusion_matrix(gold_v, judge_v, labels=used) if gold_v else np.zeros((len(used),) * 2, int)
-        section["confusion"] = {"labels": used, "rows": "human gold", "columns": "judge", "matrix": np.asarray(matrix).tolist()}
-        section["per_label"] = _per_label(gold_v, judge_v, stat_labels, used)
+        section["confusion"] = {"labels": used, "rows": "human gold", "columns": "judge", "matrix": table.tolist()}
+        section["per_label"] = _per_label(table, stat_labels, used)
         section["per_annotator"] = _per_annotator_categorical(labels, merged, stat_labels, excluded_labels)
         if groups is not None:
+            judge_v = np.asarray(used, dtype=object)[judge_c]
             section["grouped"] = _grouped_kappa(scored.assign(judge=judge_v), groups, used, options.group_by, options)
         align_section(section, "cohen_kappa", kappa, options, budget_candidates(merged))
     if not light:  # (a light section without verdicts: a decision-only report's human-only task)
@@ -242,24 +259,22 @@ def human_ceiling(human: dict, *, pairs_key: str, counts: np.ndarray | None, val
     if counts is None or not len(counts):
         est = Estimate.no_data(Reason("no_two_annotators"))
     else:
-        def alpha(units: np.ndarray) -> Estimate:
-            return stats.krippendorff_alpha_counts(counts[units], level=level, values=values)
-        est = alpha(np.arange(len(counts)))
-        if est.status == "ok" and len(counts) > 1:
-            est = stats.cluster_bootstrap(alpha, [np.arange(len(counts))], np.arange(len(counts)),
-                                          n_resamples=options.bootstrap, confidence=options.confidence, seed=options.seed)
+        est = stats.krippendorff_alpha_counts(counts, level=level, values=values)
+        if est.status == "ok" and len(counts) > 1:  # the units resampled (vectorised: each unit's coincidences)
+            est = cluster_bootstrap_alpha_counts(counts, level=level, values=values, n_resamples=options.bootstrap,
+                                                 confidence=options.confidence, seed=options.seed)
     if est.value is None:
         why = join([why, est.reason])
     return {"metric": metric, "value": est.value, "ci": list(est.ci) if est.ci else None,
             "why": why.text(), "reason": why.to_dict()}
 
 
-def _per_label(gold: list, judge: list, labels: list[str], used: list[str]) -> dict:
-    """Return precision, recall, F1 and support per label of `labels`; `used` adds the abstentions' category, so an
-    abstention on a label's target lowers that label's recall."""
-    if not gold:
+def _per_label(table: np.ndarray, labels: list[str], used: list[str]) -> dict:
+    """Return precision, recall, F1 and support per label of `labels` from the gold × judge table over `used`; `used`
+    adds the abstentions' category, so an abstention on a label's target lowers that label's recall."""
+    if not table.sum():
         return {lab: {"precision": None, "recall": None, "f1": None, "support": 0} for lab in labels}
-    prf = stats.per_label_prf(gold, judge, labels=used)
+    prf = per_label_prf_table(table, labels=used)
     return {lab: {k: prf[lab].get(k) for k in ("precision", "recall", "f1", "support")} for lab in labels}
 
 
@@ -267,9 +282,8 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     min_shared = options.min_shared
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
     annotators = sorted(current["annotator"].unique().tolist()) if not current.empty else []
-    multi = current.groupby("target_key")["annotator"].transform("nunique") >= 2 if not current.empty else pd.Series(dtype=bool)
-    shared = current[multi] if not current.empty else current
-    out: dict[str, Any] = {"n": int(shared["target_key"].nunique()) if not shared.empty else 0, "annotators": annotators}
+    shared, n_shared = _multi_rated(current)
+    out: dict[str, Any] = {"n": n_shared, "annotators": annotators}
     if shared.empty:
         out["status"] = "no_data"
         none = Reason("no_two_annotators")
@@ -294,6 +308,22 @@ def _human_categorical(labels: pd.DataFrame, stat_labels: list[str], excluded: s
     return out
 
 
+def _multi_rated(current: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Return the rows of the targets two or more annotators labelled, and how many targets that is.
+
+    Through integer codes: each distinct (target, annotator) pair once, then a bincount of targets (the grouping's
+    `nunique` of annotators per target, without hashing 10^6 text keys)."""
+    if current.empty:
+        return current, 0
+    target, _, n_targets = shared_codes(current["target_key"], current["target_key"].iloc[0:0])
+    annotator, names = pd.factorize(current["annotator"])
+    rated = (target >= 0) & (annotator >= 0)
+    pairs = pd.unique(target[rated] * max(len(names), 1) + annotator[rated])
+    raters = np.bincount(pairs // max(len(names), 1), minlength=n_targets)
+    multi = (target >= 0) & (raters[np.maximum(target, 0)] >= 2)
+    return current[multi], int((raters >= 2).sum())
+
+
 def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
     """Return a units × k matrix counting how many raters gave each unit each code.
 
@@ -308,18 +338,61 @@ def _unit_counts(units: pd.Series, codes: pd.Series, k: int) -> np.ndarray:
 
 def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_labels: list[str], excluded: set[str]) -> list[dict]:
     """Return each annotator's κ and percent agreement with the judge on the targets both labelled; the annotator's
-    excluded labels are left out, the judge's abstentions on the annotator's checkable labels count as misses."""
+    excluded labels are left out, the judge's abstentions on the annotator's checkable labels count as misses.
+
+    Through codes: each label row reads its target's judge code from an array indexed by the target's code, and
+    each annotator's κ comes from one table (`cohen_kappa_table`): the numbers of `stats.cohen_kappa` on the joined
+    lists. An annotator with a label outside the labels goes the lists' way (κ says what is wrong with it)."""
     judged = merged[(merged["status"] == "ok") & merged["judge"].notna() & (merged["excluded"] != "fewshot")]
     current = labels[~labels["stale"] & ~labels["adjudicated"] & ~labels["value"].isin(excluded)] if not labels.empty else labels
+    if current.empty:
+        return []
+    label_keys, judged_keys, n_keys = shared_codes(current["target_key"], judged["target_key"])
+    if len(judged_keys) and (judged_keys.min() < 0 or np.bincount(judged_keys, minlength=n_keys).max() > 1):
+        return [_annotator_row_lists(annotator, group, judged, stat_labels)
+                for annotator, group in current.groupby("annotator")]  # (one judged row per target: never seen)
+    k = len(stat_labels)
+    judge_of = np.full(n_keys + 1, -1, dtype=np.int64)  # the last: a label without a target key
+    judge_c = label_codes(judged["judge"], stat_labels)
+    judge_of[judged_keys] = np.where(judge_c < 0, k, judge_c)  # an abstention: the code after the labels
+    human_all, judge_all = label_codes(current["value"], stat_labels), judge_of[label_keys]
     out = []
-    for annotator, group in (current.groupby("annotator") if not current.empty else []):
-        pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
-        codes, used = judge_codes(pairs["judge"].tolist(), stat_labels)
-        human, judge = pairs["value"].to_numpy(), np.asarray(codes, dtype=object)
-        est = stats.cohen_kappa(human, judge, labels=used) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
+    for annotator, rows in _annotator_rows(current["annotator"]):
+        paired = rows[judge_all[rows] >= 0]
+        human, judge = human_all[paired], judge_all[paired]
+        if (human < 0).any():
+            out.append(_annotator_row_lists(annotator, current.iloc[rows], judged, stat_labels))
+            continue
+        used = [*stat_labels, ABSTAINED] if (judge == k).any() else list(stat_labels)
+        m = len(used)
+        table = np.bincount(human * m + judge, minlength=m * m).reshape(m, m)
+        est = cohen_kappa_table(table, labels=used) if len(paired) else Estimate.no_data(Reason("no_shared_targets_judge"))
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
-                    "percent_agreement": float((human == judge).mean()) if len(pairs) else None})
+                    "percent_agreement": float((human == judge).mean()) if len(paired) else None})
     return out
+
+
+def _annotator_rows(annotators: pd.Series) -> list[tuple[Any, np.ndarray]]:
+    """Return (annotator, their row positions) in the order `groupby("annotator")` gives them: a categorical's
+    categories in order (those with rows), else the sorted values; missing annotators left out."""
+    if isinstance(annotators.dtype, pd.CategoricalDtype):
+        codes, names = annotators.cat.codes.to_numpy().astype(np.int64), annotators.cat.categories
+    else:
+        codes, names = pd.factorize(annotators, sort=True)
+        codes = codes.astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return [(names[a], order[bounds[a]:bounds[a + 1]]) for a in range(len(names)) if bounds[a + 1] > bounds[a]]
+
+
+def _annotator_row_lists(annotator: Any, group: pd.DataFrame, judged: pd.DataFrame, stat_labels: list[str]) -> dict:
+    """Return one annotator's per-annotator row from the joined lists (the general way; see _per_annotator_categorical)."""
+    pairs = group[["target_key", "value"]].merge(judged[["target_key", "judge"]], on="target_key")
+    codes, used = judge_codes(pairs["judge"].tolist(), stat_labels)
+    human, judge = pairs["value"].to_numpy(), np.asarray(codes, dtype=object)
+    est = stats.cohen_kappa(human, judge, labels=used) if len(pairs) else Estimate.no_data(Reason("no_shared_targets_judge"))
+    return {"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
+            "percent_agreement": float((human == judge).mean()) if len(pairs) else None}
 
 
 def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_labels: list[str], by: str | None,
@@ -327,7 +400,7 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
     values = scored["sample_id"].map(groups)
     used, skipped, kappas = 0, 0, []
     for _, part in scored.groupby(values, dropna=False):
-        est = stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=stat_labels)
+        est = _part_kappa(part, stat_labels)
         if est.value is None:
             skipped += 1
         else:
@@ -338,6 +411,17 @@ def _grouped_kappa(scored: pd.DataFrame, groups: dict[int, str | None], stat_lab
     return {"by": by, "groups": used, "groups_skipped": skipped,
             "cohen_kappa": {"value": mean, "status": "ok" if kappas else "undefined", **noted(note)},
             "per_group": per_group("categorical", scored, groups, options, labels=stat_labels)}
+
+
+def _part_kappa(part: pd.DataFrame, labels: list[str] | None) -> Estimate:
+    """Return Cohen's κ of a part's gold and judge over `labels`: from their codes' table, or (a value outside the
+    labels, or no labels given) `stats.cohen_kappa` on the lists, which says what is wrong."""
+    if labels:
+        gold, judge = label_codes(part["gold"], labels), label_codes(part["judge"], labels)
+        if len(gold) and gold.min() >= 0 and judge.min() >= 0:
+            k = len(labels)
+            return cohen_kappa_table(np.bincount(gold * k + judge, minlength=k * k).reshape(k, k), labels=labels)
+    return stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=labels)
 
 
 def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], options: Options, *,
@@ -361,12 +445,11 @@ def per_group(kind: str, scored: pd.DataFrame, groups: dict[int, str | None], op
         part = scored[keys.isna()] if group is None else scored[keys == group]
         clusters = part["sample_id"].to_numpy()
         if task_kind(kind).labels:
-            gold, judge = part["gold"].tolist(), part["judge"].tolist()
-            est = stats.cohen_kappa(gold, judge, labels=labels)
+            est = _part_kappa(part, labels)
             if est.status == "ok":
-                index = {lab: i for i, lab in enumerate(labels or [])}
-                est = stats.cluster_bootstrap_kappa([index[v] for v in gold], [index[v] for v in judge], clusters,
-                                                    n_labels=len(index), method=options.ci_method, **boot)
+                gold, judge = label_codes(part["gold"], labels), label_codes(part["judge"], labels)
+                est = stats.cluster_bootstrap_kappa(gold, judge, clusters, n_labels=len(labels), method=options.ci_method,
+                                                    **boot)
         else:
             x, y = part["gold"].astype(float).to_numpy(), part["judge"].astype(float).to_numpy()
             est = stats.spearman_rho(x, y)

@@ -51,6 +51,10 @@ def factor_codes(values: Any, *, sort: bool = False) -> tuple[np.ndarray, list]:
         out = np.full(len(codes), -1, dtype=np.int64)
         out[present] = ids
         return out, dtype.categories.take(used).tolist()
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu":
+        # integer codes already (a categorical's, filtered): factorized as numbers, not as 10^6 Python objects
+        codes, uniques = pd.factorize(values, sort=sort)
+        return codes.astype(np.int64), uniques.tolist()
     codes, uniques = pd.factorize(pd.Series(to_list(values), dtype=object), sort=sort)
     return codes.astype(np.int64), list(uniques)
 

@@ -58,6 +58,10 @@ __all__ = [
     "per_label_prf",
     "pairwise_cohen_kappa",
     "crowd_pairwise_kappa",
+    "cohen_kappa_table",
+    "per_label_prf_table",
+    "label_codes",
+    "shared_codes",
     "co_rated_pairs",
     "kappa_from_tables",
     "disagreement_weights",
@@ -147,6 +151,46 @@ def kappa_from_tables(tables: np.ndarray, disagreement: np.ndarray) -> np.ndarra
     ok = (expected > 0) & (n > 0)
     out[ok] = 1.0 - n[ok] * observed[ok] / expected[ok]
     return out
+
+
+def label_codes(values: Any, labels: Sequence) -> np.ndarray:
+    """Return the position of each value in ``labels`` (int64), -1 for a value outside them or a missing one.
+
+    A pandas categorical is coded through its categories (each looked up once, its 10^6 strings never listed);
+    anything else through one hash table (``pandas.Index.get_indexer``: the equality of ``value in labels``).
+    """
+    index = pd.Index(to_list(labels), dtype=object)
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy() if hasattr(values, "cat") else np.asarray(values.codes)
+        lookup = np.append(index.get_indexer(dtype.categories.astype(object)), -1)  # code -1 (missing) reads the last
+        return lookup[codes].astype(np.int64)
+    if not len(values):
+        return np.zeros(0, dtype=np.int64)
+    arr = values.to_numpy(dtype=object) if hasattr(values, "to_numpy") else np.asarray(to_list(values), dtype=object)
+    return index.get_indexer(arr).astype(np.int64)
+
+
+def shared_codes(a: Any, b: Any, *, sort: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return integer codes of two key columns in one coding (equal keys, equal codes; -1 for a missing key), and how
+    many codes there are; `sort`: codes in the keys' sorted order.
+
+    Two pandas categoricals over the same categories (the report's labels and verdicts, keyed by one categorical of
+    target keys, sorted) are coded by their own codes; anything else is factorized together.
+    """
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    if (isinstance(da, pd.CategoricalDtype) and isinstance(db, pd.CategoricalDtype)
+            and (da.categories is db.categories or da.categories.equals(db.categories))
+            and (not sort or da.categories.is_monotonic_increasing)):
+        return (a.cat.codes.to_numpy().astype(np.int64), b.cat.codes.to_numpy().astype(np.int64), len(da.categories))
+
+    def plain(values: Any) -> np.ndarray:
+        return values.to_numpy(dtype=object) if hasattr(values, "to_numpy") else np.asarray(to_list(values), dtype=object)
+
+    both = np.concatenate([plain(a), plain(b)]) if len(a) + len(b) else np.zeros(0, dtype=object)
+    codes, uniques = pd.factorize(both, sort=sort)
+    codes = codes.astype(np.int64)
+    return codes[: len(a)], codes[len(a):], len(uniques)
 
 
 def _single_label_note(label: Any) -> Reason:
@@ -272,12 +316,38 @@ def cohen_kappa(a: Sequence, b: Sequence, *, labels: Sequence | None = None, wei
     if n < 2:
         return Estimate.undefined(n, Reason("kappa_too_few"), **extra)
     k = len(labs)
-    table = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k)
+    return cohen_kappa_table(np.bincount(ca * k + cb, minlength=k * k).reshape(k, k), labels=labs, weights=weights,
+                             n_missing=dropped)
+
+
+def cohen_kappa_table(table: Any, *, labels: Sequence, weights: str | None = None, n_missing: int = 0) -> Estimate:
+    """Return :func:`cohen_kappa` from the two raters' ``K x K`` contingency table (rows rater A, columns rater B,
+    in the order of ``labels``), as :func:`confusion_matrix` counts it: the same estimate, its notes and extras,
+    without listing the items (a report's 10^6 claims counted once with ``numpy.bincount`` over label codes).
+
+    ``n_missing``: the pairs with a missing side left out before counting (``extra["n_missing"]`` when not 0).
+    """
+    if weights not in _WEIGHTS:
+        raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
+    labs = validate_labels(labels)
+    k = len(labs)
+    table = np.asarray(table)
+    if table.shape != (k, k) or table.dtype.kind not in "iu":
+        raise ValueError(f"table must be a {k} x {k} array of integer counts")
+    extra: dict[str, Any] = {"weights": weights}
+    if n_missing:
+        extra["n_missing"] = n_missing
+    n = int(table.sum())
+    if n == 0:
+        return Estimate.no_data(Reason("no_items_both_raters"), **extra)
+    if weights is not None and not all(is_numeric_label(v) for v in labs):
+        raise ValueError("weighted kappa needs numeric labels (ordered scale values)")
+    if n < 2:
+        return Estimate.undefined(n, Reason("kappa_too_few"), **extra)
     w = disagreement_weights(k, weights=weights, values=labs if weights is not None else None)
     kappa = float(kappa_from_tables(table[None], w)[0])
     if not np.isfinite(kappa):
-        used = sorted(set(ca.tolist()) | set(cb.tolist()))
-        label = labs[used[0]]
+        label = labs[int(np.flatnonzero(table.sum(axis=0) + table.sum(axis=1))[0])]
         if weights is None:
             return Estimate.undefined(n, _single_label_note(label), **extra)
         return Estimate.undefined(n, Reason("single_label_no_disagreement", label=label), **extra)
@@ -320,7 +390,16 @@ def per_label_prf(gold: Sequence, pred: Sequence, *, labels: Sequence) -> dict:
        Butterworths.
     """
     labs = validate_labels(labels)
-    table = confusion_matrix(gold, pred, labels=labs)
+    return per_label_prf_table(confusion_matrix(gold, pred, labels=labs), labels=labs)
+
+
+def per_label_prf_table(table: Any, *, labels: Sequence) -> dict:
+    """Return :func:`per_label_prf` from the ``K x K`` contingency table of gold (rows) and predictions (columns)
+    in the order of ``labels``: the same dict, without listing the items."""
+    labs = validate_labels(labels)
+    table = np.asarray(table)
+    if table.shape != (len(labs), len(labs)):
+        raise ValueError(f"table must be a {len(labs)} x {len(labs)} array of counts")
     out: dict = {}
     for i, lab in enumerate(labs):
         tp = int(table[i, i])

@@ -273,8 +273,67 @@ def _label_note(value: Any) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def _one_key_coding(items: Any, judge_items: Any) -> bool:
+    """Whether both item columns are pandas categoricals over the same categories (the report's frames)."""
+    a, b = getattr(items, "dtype", None), getattr(judge_items, "dtype", None)
+    return (isinstance(items, pd.Series) and isinstance(judge_items, pd.Series) and isinstance(a, pd.CategoricalDtype)
+            and isinstance(b, pd.CategoricalDtype) and (a.categories is b.categories or a.categories.equals(b.categories)))
+
+
+def _value_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Return each value's code (-1 when missing) and the distinct values (objects), a categorical through its codes."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy().astype(np.int64), values.cat.categories.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values.to_numpy(dtype=object))
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+def _prepare_coded(items: pd.Series, annotators: pd.Series, values: pd.Series, judge_items: pd.Series,
+                   judge_values: pd.Series):
+    """`_prepare` for accuracy on categorical item columns over one set of categories: the items by their codes,
+    the values by one coding of the distinct values (their equality, as the objects'), no 10^6 objects listed."""
+    check_same_length(items=items, annotators=annotators, values=values)
+    check_same_length(judge_items=judge_items, judge_values=judge_values)
+    h_item, j_item = items.cat.codes.to_numpy().astype(np.int64), judge_items.cat.codes.to_numpy().astype(np.int64)
+    if (h_item < 0).any() or (j_item < 0).any():
+        raise ValueError("item ids must not be missing")
+    if annotators.isna().any():
+        raise ValueError("annotator ids must not be missing")
+    h_val, h_distinct = _value_codes(values)
+    j_val, j_distinct = _value_codes(judge_values)
+    joint, _ = pd.factorize(np.concatenate([h_distinct, j_distinct]))  # one code per distinct value
+    joint = np.append(joint.astype(np.int64), -1)  # code -1 (missing) reads the last
+    h_num, j_num = joint[h_val], joint[len(h_distinct) + j_val if len(j_distinct) else j_val]
+    j_num[j_val < 0] = -1
+    keep_h, keep_j = h_num >= 0, j_num >= 0  # a missing label or verdict is dropped
+    rows = np.flatnonzero(keep_h)
+    h_item, h_num, j_item, j_num = h_item[keep_h], h_num[keep_h], j_item[keep_j], j_num[keep_j]
+    ann, ann_ids = pd.factorize(annotators.iloc[rows])
+    ann = ann.astype(np.int64)
+    ann_ids = ann_ids.tolist()
+    n_items_all, n_ann = len(items.cat.categories), len(ann_ids)
+    key = h_item * max(n_ann, 1) + ann
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    if uniq.size < key.size:
+        dup = first[np.flatnonzero(counts > 1)[0]]
+        raise ValueError(f"annotator {_label_note(ann_ids[ann[dup]])} labelled item "
+                         f"{_label_note(items.cat.categories[h_item[dup]])} more than once")
+    uniq_j, first_j, counts_j = np.unique(j_item, return_index=True, return_counts=True)
+    if uniq_j.size < j_item.size:
+        dup = first_j[np.flatnonzero(counts_j > 1)[0]]
+        raise ValueError(f"the judge has more than one verdict for item {_label_note(items.cat.categories[j_item[dup]])}")
+    has_judge = np.zeros(n_items_all, dtype=bool)
+    has_judge[j_item] = True
+    judge_by_item = np.zeros(n_items_all, dtype=h_num.dtype)
+    judge_by_item[j_item] = j_num
+    return h_item, ann, h_num, has_judge, judge_by_item, ann_ids, n_items_all
+
+
 def _prepare(items, annotators, values, judge_items, judge_values, scoring):
     """Return integer-coded, missing-free human and judge arrays plus counts of what was dropped."""
+    if scoring == "accuracy" and _one_key_coding(items, judge_items) and all(
+            isinstance(v, pd.Series) for v in (annotators, values, judge_values)):
+        return _prepare_coded(items, annotators, values, judge_items, judge_values)
     h_items, h_ann, h_val = to_list(items), to_list(annotators), to_list(values)
     check_same_length(items=h_items, annotators=h_ann, values=h_val)
     j_items, j_val = to_list(judge_items), to_list(judge_values)

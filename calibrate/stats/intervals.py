@@ -85,6 +85,7 @@ from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array, to_list
 from calibrate.stats.agreement import disagreement_weights, kappa_from_tables
 from calibrate.stats.correlation import CORRELATION_METHODS, undefined_reason
+from calibrate.stats.reliability import krippendorff_alpha_counts
 from calibrate.stats.result import Estimate
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "cluster_bootstrap_corr",
     "cluster_bootstrap",
     "paired_cluster_bootstrap_diff",
+    "cluster_bootstrap_alpha_counts",
 ]
 
 CI_METHODS = ("percentile", "bca")
@@ -191,6 +193,23 @@ def _count_blocks(n_clusters: int, n_resamples: int, seed: int | None, rows_per_
         yield buf[:filled]
 
 
+def _type_count_blocks(types: np.ndarray, n_types: int, n_resamples: int, seed: int | None) -> Iterator[np.ndarray]:
+    """Yield (rows x T) counts of how often a cluster of each type was drawn, one block per generator call.
+
+    ``types[g]`` is cluster ``g``'s type (clusters of one type contribute the same statistics, e.g. the
+    same contingency table), so ``counts @ per_type`` equals the cluster counts times the per-cluster
+    statistics, from the same draws (:func:`bootstrap_draws`), in one gather and one ``bincount`` per
+    call instead of a ``G``-wide count row per resample.
+    """
+    small = n_types * _rows_per_draw(len(types)) < 2**31
+    codes = types.astype(np.int32 if small else np.int64)
+    for draw in bootstrap_draws(len(types), n_resamples, seed):
+        rows = draw.shape[0]
+        drawn = np.take(codes, draw)
+        drawn += (np.arange(rows, dtype=drawn.dtype) * n_types)[:, None]
+        yield np.bincount(drawn.ravel(), minlength=rows * n_types).reshape(rows, n_types)
+
+
 def bootstrap_index_matrix(n_clusters: int, *, n_resamples: int = 2000, seed: int | None = 0) -> np.ndarray:
     """Return the ``n_resamples x n_clusters`` matrix of resampled cluster indices.
 
@@ -273,12 +292,41 @@ class _ConstantCheck:
         return np.maximum(pre_hi, suf_hi) <= np.minimum(pre_lo, suf_lo)
 
 
+def _row_types(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return each row's type (equal rows of non-negative integers, one type) and one row position per type."""
+    cells = rows.shape[1]
+    radix = int(rows.max(initial=0)) + 1
+    if radix ** cells < 2**62:  # each row as one integer (its cells the digits): a 1-D factorization
+        types = pd.factorize(rows.astype(np.int64) @ (radix ** np.arange(cells, dtype=np.int64)))[0].astype(np.int64)
+    else:
+        types = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    one = np.zeros(int(types.max(initial=-1)) + 1, dtype=np.int64)
+    one[types] = np.arange(len(types))  # any row of each type: they are equal
+    return types, one
+
+
 class _KappaEngine:
     def __init__(self, a: np.ndarray, b: np.ndarray, cl: np.ndarray, g: int, k: int, w: np.ndarray):
         flat = cl * (k * k) + a * k + b
         self.tables = np.bincount(flat, minlength=g * k * k).reshape(g, k * k).astype(float)
         self.total = self.tables.sum(axis=0)
         self.w = w
+
+    def types(self) -> tuple[np.ndarray, int] | None:
+        """Return (each cluster's type, the number of types) when few distinct tables make the clusters (a sample's
+        claims give one of a few hundred tables), else None; `resample_types` then takes counts per type. Tables of
+        counts sum exactly in floats, so the resampled tables, and kappa, are those of `resample`."""
+        g = self.tables.shape[0]
+        if g < 64:
+            return None
+        types, one = _row_types(self.tables)
+        if len(one) > g // 8:
+            return None
+        self.type_tables = self.tables[one]
+        return types, len(one)
+
+    def resample_types(self, counts: np.ndarray) -> np.ndarray:
+        return kappa_from_tables(counts @ self.type_tables, self.w)
 
     def point(self) -> float:
         return float(kappa_from_tables(self.total[None], self.w)[0])
@@ -288,6 +336,75 @@ class _KappaEngine:
 
     def jackknife(self) -> np.ndarray:
         return kappa_from_tables(self.total[None] - self.tables, self.w)
+
+    def rows_per_block(self, g: int) -> int:
+        return max(1, _CHUNK_ELEMENTS // g)
+
+
+class _AlphaEngine:
+    """Krippendorff's alpha of a units × values table of counts, each unit a cluster: a unit's coincidences
+    ``(c cᵀ − diag c) / (m − 1)`` (m ≥ 2 values) are its share of the coincidence matrix, so a resample's matrix
+    is the units' shares summed by their multiplicities, counted per type of unit (units with equal counts)."""
+
+    def __init__(self, counts: np.ndarray, level: str, values: Sequence, theta: float):
+        self.unit_types, one = _row_types(counts)
+        c = counts[one].astype(float)
+        m = c.sum(axis=1)
+        scale = np.divide(1.0, m - 1.0, out=np.zeros_like(m), where=m >= 2)
+        k = c.shape[1]
+        self.shares = ((c[:, :, None] * c[:, None, :] - c[:, :, None] * np.eye(k)) * scale[:, None, None]).reshape(len(one), k * k)
+        self.total = np.bincount(self.unit_types, minlength=len(one)) @ self.shares
+        self.k, self.level, self.theta = k, level, theta
+        v = np.asarray(values, dtype=float) if level in ("interval", "ratio") else None
+        if level == "nominal":
+            self.delta2 = 1.0 - np.eye(k)
+        elif level == "interval":
+            self.delta2 = (v[:, None] - v[None, :]) ** 2
+        elif level == "ratio":
+            total = v[:, None] + v[None, :]
+            self.delta2 = np.divide(v[:, None] - v[None, :], total, out=np.zeros((k, k)), where=total != 0) ** 2
+        else:
+            self.delta2 = None  # ordinal: from each resample's value totals
+
+    def _ordinal_delta2(self, n_c: np.ndarray) -> np.ndarray:
+        """Return δ² per row of value totals (reliability's ordinal metric: the totals between two values)."""
+        k = self.k
+        cum = np.concatenate([np.zeros((n_c.shape[0], 1)), np.cumsum(n_c, axis=1)], axis=1)
+        i, j = np.minimum.outer(np.arange(k), np.arange(k)), np.maximum.outer(np.arange(k), np.arange(k))
+        between = cum[:, j + 1] - cum[:, i]
+        return (between - (n_c[:, i] + n_c[:, j]) / 2.0) ** 2
+
+    def _alpha(self, o: np.ndarray) -> np.ndarray:
+        o = o.reshape(-1, self.k, self.k)
+        n_c = o.sum(axis=2)
+        n_total = n_c.sum(axis=1)
+        if self.delta2 is None:
+            d2 = self._ordinal_delta2(n_c)
+            expected = np.einsum("ri,rij,rj->r", n_c, d2, n_c)
+            observed = np.einsum("rij,rij->r", o, d2)
+        else:
+            expected = np.einsum("ri,ij,rj->r", n_c, self.delta2, n_c)
+            observed = np.einsum("rij,ij->r", o, self.delta2)
+        out = np.full(o.shape[0], np.nan)
+        ok = expected > 0
+        out[ok] = 1.0 - (n_total[ok] - 1.0) * observed[ok] / expected[ok]
+        return out
+
+    def point(self) -> float:
+        return self.theta  # krippendorff_alpha_counts's own value on the whole table
+
+    def types(self) -> tuple[np.ndarray, int]:
+        return self.unit_types, self.shares.shape[0]
+
+    def resample_types(self, counts: np.ndarray) -> np.ndarray:
+        return self._alpha(counts @ self.shares)
+
+    def resample(self, counts: np.ndarray) -> np.ndarray:
+        per_type = np.stack([np.bincount(self.unit_types, weights=row, minlength=self.shares.shape[0]) for row in counts])
+        return self._alpha(per_type @ self.shares)
+
+    def jackknife(self) -> np.ndarray:
+        return self._alpha(self.total[None] - self.shares)[self.unit_types]
 
     def rows_per_block(self, g: int) -> int:
         return max(1, _CHUNK_ELEMENTS // g)
@@ -618,7 +735,15 @@ def _run(
     rows = min(n_resamples, min(e.rows_per_block(n_clusters) for e in engines))
     values = np.empty(n_resamples)
     pos = 0
-    for counts in _count_blocks(n_clusters, n_resamples, seed, rows):
+    typed = engines[0].types() if len(engines) == 1 and hasattr(engines[0], "types") else None
+    if typed is not None:  # the same draws, counted by type (_type_count_blocks): same values, in order
+        for counts in _type_count_blocks(*typed, n_resamples, seed):
+            values[pos : pos + counts.shape[0]] = combine(engines[0].resample_types(counts))
+            pos += counts.shape[0]
+        blocks: Iterator[np.ndarray] = iter(())
+    else:
+        blocks = _count_blocks(n_clusters, n_resamples, seed, rows)
+    for counts in blocks:
         # a drawn block holds whole generator calls; engines may want smaller slices
         for s in range(0, counts.shape[0], rows):
             part = counts[s : s + rows]
@@ -867,6 +992,61 @@ def cluster_bootstrap_kappa(
         return Estimate.undefined(a.size, _kappa_undefined_note(a, b), n_clusters=g, **extra)
     return _run_one(engine, n_rows=a.size, n_clusters=g, n_resamples=n_resamples, confidence=confidence,
                     method=method, seed=seed, extra=extra)
+
+
+def cluster_bootstrap_alpha_counts(
+    counts: Any,
+    *,
+    level: str = "nominal",
+    values: Sequence,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    seed: int | None = 0,
+) -> Estimate:
+    """Return Krippendorff's alpha of a units × values table of counts with a bootstrap over its units.
+
+    The estimate of ``cluster_bootstrap(lambda u: krippendorff_alpha_counts(counts[u], level=level, values=values),
+    [units], units)`` with ``units = arange(U)`` (each unit its own cluster), from the same draws, vectorised: a
+    unit's coincidences are summed by its multiplicity (per type of unit, units with equal counts), so a resample
+    costs a ``bincount`` instead of a Python call on a materialised table.  Resampled values agree with the loop's
+    to floating-point rounding (the coincidences are summed in another order); ``value`` is
+    :func:`~calibrate.stats.reliability.krippendorff_alpha_counts`'s own.
+
+    Parameters
+    ----------
+    counts : array-like of int, shape (units, values)
+        ``counts[u, c]`` = coders who gave unit ``u`` the value ``values[c]``.
+    level, values
+        As in :func:`~calibrate.stats.reliability.krippendorff_alpha_counts`.
+    n_resamples, confidence, method, seed
+        As in :func:`cluster_bootstrap`.
+
+    Returns
+    -------
+    Estimate
+        As :func:`cluster_bootstrap` (``extra["statistic"]`` "custom"); undefined (no CI) when alpha is.
+
+    References
+    ----------
+    .. [1] Krippendorff, K. (2011). Computing Krippendorff's alpha-reliability. Annenberg School for
+       Communication Departmental Papers 43, University of Pennsylvania.
+    .. [2] Davison, A. C. and Hinkley, D. V. (1997). *Bootstrap Methods and their Application*, section 3.8.
+    """
+    _check_options(n_resamples, confidence, method)
+    table = np.asarray(counts)
+    if table.ndim != 2 or (table.size and (table.dtype.kind not in "iu" or table.min() < 0)):
+        raise ValueError("counts must be a 2-D array of non-negative integer counts")
+    units = table.shape[0]
+    if units == 0:
+        return Estimate.no_data(Reason("no_rows"), statistic="custom")
+    point = krippendorff_alpha_counts(table, level=level, values=values)
+    if point.value is None or not np.isfinite(point.value):
+        return Estimate.undefined(units, point.reason or Reason("custom_undefined"), n_clusters=units, statistic="custom")
+    engine = _AlphaEngine(table, level, values, float(point.value))
+    est, _ = _run([engine], lambda v: v, n_rows=units, n_clusters=units, n_resamples=n_resamples, confidence=confidence,
+                  method=method, seed=seed, extra={"statistic": "custom"})
+    return est
 
 
 def multinomial_bootstrap_kappa(
