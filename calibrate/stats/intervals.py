@@ -85,7 +85,7 @@ from calibrate.reasons import Reason, join
 from calibrate.stats._common import as_float_array, to_list
 from calibrate.stats.agreement import disagreement_weights, kappa_from_tables
 from calibrate.stats.correlation import CORRELATION_METHODS, undefined_reason
-from calibrate.stats.reliability import krippendorff_alpha_counts
+from calibrate.stats.reliability import difference_matrix, krippendorff_alpha_counts
 from calibrate.stats.result import Estimate
 
 __all__ = [
@@ -355,16 +355,8 @@ class _AlphaEngine:
         self.shares = ((c[:, :, None] * c[:, None, :] - c[:, :, None] * np.eye(k)) * scale[:, None, None]).reshape(len(one), k * k)
         self.total = np.bincount(self.unit_types, minlength=len(one)) @ self.shares
         self.k, self.level, self.theta = k, level, theta
-        v = np.asarray(values, dtype=float) if level in ("interval", "ratio") else None
-        if level == "nominal":
-            self.delta2 = 1.0 - np.eye(k)
-        elif level == "interval":
-            self.delta2 = (v[:, None] - v[None, :]) ** 2
-        elif level == "ratio":
-            total = v[:, None] + v[None, :]
-            self.delta2 = np.divide(v[:, None] - v[None, :], total, out=np.zeros((k, k)), where=total != 0) ** 2
-        else:
-            self.delta2 = None  # ordinal: from each resample's value totals
+        # reliability's δ² for a level that does not depend on the value totals; ordinal: from each resample's totals
+        self.delta2 = None if level == "ordinal" else difference_matrix(level, list(values), np.zeros(k))
 
     def _ordinal_delta2(self, n_c: np.ndarray) -> np.ndarray:
         """Return δ² per row of value totals (reliability's ordinal metric: the totals between two values)."""

@@ -259,7 +259,7 @@ def krippendorff_alpha_counts(counts: np.ndarray, *, level: str = "nominal", val
     n_c = o.sum(axis=1)
     n_total = float(n_c.sum())
     extra["n_pairable_values"] = int(round(n_total))
-    delta2 = _difference(level, domain, n_c)
+    delta2 = difference_matrix(level, domain, n_c)
     expected = float(n_c @ delta2 @ n_c)
     n_pu = int(pairable.sum())
     if expected <= 0:
@@ -270,8 +270,9 @@ def krippendorff_alpha_counts(counts: np.ndarray, *, level: str = "nominal", val
     return Estimate(value=1.0 - (n_total - 1.0) * observed / expected, n=n_pu, extra=extra)
 
 
-def _difference(level: str, domain: list, n_c: np.ndarray) -> np.ndarray:
-    """Return the squared difference matrix ``δ²`` for ``level`` on ``domain``."""
+def difference_matrix(level: str, domain: list, n_c: np.ndarray) -> np.ndarray:
+    """Return the squared difference matrix ``δ²`` for ``level`` on ``domain`` (``n_c``: the value totals, which only
+    the ordinal metric reads)."""
     k = len(domain)
     if level == "nominal":
         return 1.0 - np.eye(k)
