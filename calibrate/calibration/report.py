@@ -37,7 +37,6 @@ from calibrate.calibration.decision import overall as overall_decision
 from calibrate.calibration.decision import rule_of
 from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
-    claim_totals,
     coded_frames,
     external_ids,
     fewshot_keys,
@@ -64,6 +63,7 @@ from calibrate.calibration.rag import (
     annotator_metric_labels,
     context_precision_section,
     faithfulness_section,
+    faithfulness_totals,
     gold_relevance,
     gold_rows,
     metric_scores,
@@ -353,7 +353,7 @@ def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame
     session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
     if task.name == "claim_support":  # names: this built-in task's gold gives faithfulness (not a kind of task)
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
-        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, claim_totals(session, dataset),
+        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, faithfulness_totals(session, dataset, verdicts),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
         used = _samples_of(frames.direct, verdicts) | (set(metric.index.tolist()) if metric is not None else set())
         rag["faithfulness"]["claim_sources"] = source_counts(session, used)
