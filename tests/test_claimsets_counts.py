@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, select
 
-from calibrate.claimsets import EDITED, base_source, expert_changes
+from calibrate.claimsets import EDITED, base_source, expert_changes, source_counts
 from calibrate.models import Claim, ClaimEdit, Dataset, Sample
 
 NOW = "2026-01-01 00:00:00"
@@ -111,3 +111,19 @@ def test_expert_changes_counts_as_the_per_sample_read_did(db_url, engine, seed, 
             assert expert_changes(session, dataset, sample_ids=subset) == reference_expert_changes(session, dataset,
                                                                                                   sample_ids=subset)
             assert expert_changes(session, dataset, sample_ids=set()) == {}
+
+
+def test_source_counts_of_a_whole_id_range_are_counted_by_the_database(db_url, engine):
+    """A report's samples are often every id of a range: counted by one GROUP BY, the same counts as reading them."""
+    fill_claim_sets(db_url.removeprefix("sqlite:///"), 4)
+    with Session(engine) as session:
+        rows = session.execute(sa_select(Sample.id, Sample.claim_source).order_by(Sample.id)).all()
+        ids = [sid for sid, _ in rows]
+        for chosen in (set(ids[10:50]), set(ids[:1]), set(ids), set(ids[10:50]) - {ids[20]}, {ids[0], ids[-1]}):
+            expected: dict[str, int] = {}
+            for sid, source in rows:
+                if sid in chosen:
+                    expected[source] = expected.get(source, 0) + 1
+            found = source_counts(session, chosen)
+            assert found == dict(sorted(expected.items())) and list(found) == sorted(found)
+            assert all(type(n) is int for n in found.values())
