@@ -4,7 +4,8 @@ live_targets maps the gold and the few-shot examples onto the verdicts through t
 (plain text keys are coded once), makes each distinct value a number once, counts answers with bincounts, and reads
 the parts per sample once per report (frames.shared_part_totals). Each piece is checked here against the previous
 text-keyed path, kept below as the reference, on a random world with ties, adjudications, stale labels, unparsed and
-abstaining verdicts, retired claims, few-shot examples and a sample filter.
+abstaining verdicts, retired claims, few-shot examples and a sample filter; the RAG block's per-row value flags
+(rag.value_flags) against pandas' own comparisons.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from calibrate import lookup
 from calibrate.calibration import live as live_module
 from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, shared_part_totals, verdicts_frame
 from calibrate.calibration.live import Estimand, codes_in, estimand_for, key_codes, live_targets, numbers_of
-from calibrate.calibration.rag import faithfulness_totals
+from calibrate.calibration.rag import faithfulness_totals, value_flags
 from calibrate.gold import gold_frame
 from calibrate.models import Claim, Context
 
@@ -195,3 +196,21 @@ def test_the_parts_per_sample_are_read_once_per_frame(world, monkeypatch):
     with Session(world) as session:  # another session remembers nothing
         shared_part_totals(session, lookup.dataset(session, DATASET), Claim, verdicts)
         assert len(reads) == 6
+
+
+@pytest.mark.parametrize("kind", ["object", "str", "category", "mixed"])
+def test_value_flags_are_notna_isin_and_equality_per_row(kind):
+    """rag.value_flags (faithfulness's flags, made once per distinct value) equal pandas' notna, isin and == per row."""
+    rng = np.random.default_rng(8)
+    pool = np.array(["supported", "unsupported", "not_applicable", None, "ok", "failed"], dtype=object)
+    raw = pool[rng.integers(0, len(pool), 400)]
+    if kind == "mixed":
+        raw[::7] = np.nan
+        raw[::11] = 1.0
+    values = pd.Series(raw) if kind in ("object", "mixed") else pd.Series(raw).astype(kind)
+    for positive in ("supported", "ok", "absent"):
+        present, excluded, equal = value_flags(values, {"not_applicable", "failed"}, positive)
+        np.testing.assert_array_equal(present, values.notna().to_numpy())
+        np.testing.assert_array_equal(excluded, values.isin({"not_applicable", "failed"}).to_numpy(dtype=bool))
+        np.testing.assert_array_equal(equal, (values == positive).to_numpy(dtype=bool))
+    assert all(flags.size == 0 for flags in value_flags(pd.Series([], dtype=object), set(), "supported"))
