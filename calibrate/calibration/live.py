@@ -46,7 +46,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate.bounds import MIN_INCLUSION_PROB
-from calibrate.calibration.frames import fewshot_keys, labels_frame, part_totals, verdicts_frame
+from calibrate.calibration.frames import fewshot_keys, labels_frame, part_totals, shared_part_totals, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
 from calibrate.db import read_frame
@@ -203,6 +203,33 @@ def _numbers(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.nd
     return out
 
 
+def numbers_of(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.ndarray:
+    """Return `_numbers` of values computed once per distinct value (10^6 verdicts hold a few): the same numbers."""
+    if values.dtype.kind in "fiucb":  # numbers (a score's mean gold): as they are
+        return _numbers(values, estimand, excluded)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    if len(uniques) * 4 > len(values):
+        return _numbers(values, estimand, excluded)
+    return _numbers(pd.Series(np.asarray(uniques, dtype=object)), estimand, excluded)[codes]
+
+
+def key_codes(keys: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Return each row's target code and the keys the codes point into: a categorical's own codes and categories (the
+    report's frames), else the text keys coded once in order of appearance."""
+    if isinstance(keys.dtype, pd.CategoricalDtype):
+        return keys.cat.codes.to_numpy(dtype=np.int64), keys.cat.categories
+    codes, uniques = pd.factorize(keys.to_numpy(dtype=object))
+    return codes.astype(np.int64), pd.Index(uniques, dtype=object)
+
+
+def codes_in(keys: pd.Series, index: pd.Index) -> np.ndarray:
+    """Return each key's position in `index` (-1 where it has none): the integer codes of a categorical that shares its
+    categories, else a lookup of the text."""
+    if isinstance(keys.dtype, pd.CategoricalDtype) and (keys.cat.categories is index or keys.cat.categories.equals(index)):
+        return keys.cat.codes.to_numpy(dtype=np.int64)
+    return index.get_indexer(keys.to_numpy(dtype=object)).astype(np.int64) if len(keys) else np.zeros(0, dtype=np.int64)
+
+
 def _labels(session: Session, dataset: Dataset, task: Task, labels: pd.DataFrame | None = None, *,
             streams: bool = True) -> tuple[pd.DataFrame, pd.Series | None, str, int]:
     """Return the labels an estimate uses, each audit sample's draw probability (None without queues), which, and the left out.
@@ -281,7 +308,7 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
     counts: dict[str, int] = {"n_outside_audit": outside} if which == "audit" else {}
 
     ok = (verdicts["status"] == "ok") & verdicts["value"].notna()
-    yhat = np.where(ok.to_numpy(), _numbers(verdicts["value"].where(ok, ""), estimand, excluded), np.nan)
+    yhat = np.where(ok.to_numpy(), numbers_of(verdicts["value"].where(ok, ""), estimand, excluded), np.nan)
     failed = ~ok.to_numpy()
     if estimand.metric == "mean":
         usable = yhat[~failed & ~np.isnan(yhat)]
@@ -289,20 +316,30 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
     else:
         yhat[failed] = 0.0
     gold = known[0] if known and every else gold_frame(labels, task.kind)
-    gold = gold[gold["gold"].notna()]
-    frame = pd.DataFrame({"target_key": verdicts["target_key"].to_numpy(), "sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(),
-                          "yhat": yhat, "failed": failed})
-    frame["fewshot"] = frame["target_key"].isin(fewshot)
-    gold_of = gold.drop_duplicates("target_key").set_index("target_key")["gold"]
-    frame["labelled"] = frame["target_key"].isin(gold_of.index)
-    frame["y"] = np.nan
-    if frame["labelled"].any():
-        frame.loc[frame["labelled"], "y"] = _numbers(frame.loc[frame["labelled"], "target_key"].map(gold_of), estimand, excluded)
-    counts["n_labelled_unjudged"] = int((~gold_of.index.isin(frame["target_key"])).sum())
+    gold = gold[gold["gold"].notna()].drop_duplicates("target_key")
+    # The gold and the few-shot examples by the verdicts' integer key codes (the report's categorical keys: no text
+    # hashed; plain text keys are coded once), each gold value made a number once per target.
+    codes, keys = key_codes(verdicts["target_key"])
+    gold_codes = codes_in(gold["target_key"], keys)
+    found = gold_codes >= 0
+    has_gold, y_of = np.zeros(len(keys), dtype=bool), np.full(len(keys), np.nan)
+    has_gold[gold_codes[found]] = True
+    y_of[gold_codes[found]] = numbers_of(gold["gold"], estimand, excluded)[found]
+    is_fewshot = np.zeros(len(keys), dtype=bool)
+    fewshot_codes = keys.get_indexer(sorted(fewshot)) if fewshot else np.zeros(0, dtype=np.int64)
+    is_fewshot[fewshot_codes[fewshot_codes >= 0]] = True
+    judged = np.zeros(len(keys), dtype=bool)
+    judged[codes] = True
+    labelled = has_gold[codes]
+    frame = pd.DataFrame({"sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(), "yhat": yhat, "failed": failed,
+                          "fewshot": is_fewshot[codes], "labelled": labelled, "y": np.where(labelled, y_of[codes], np.nan)})
+    counts["n_labelled_unjudged"] = int((~found).sum() + (~judged[gold_codes[found]]).sum())
 
     kind = judging(task).target
     if kind.aggregates(estimand.level):
-        frame, few, incomplete = _answers(frame, part_totals(session, dataset, kind.row))
+        totals = shared_part_totals(session, dataset, kind.row, frames[0]) if frames is not None else \
+            part_totals(session, dataset, kind.row)
+        frame, few, incomplete = _answers(frame, totals)
         counts.update(n_fewshot_excluded=few, n_incomplete_answers=incomplete)
     else:
         counts["n_fewshot_excluded"] = int(frame["fewshot"].sum())
@@ -343,25 +380,36 @@ def samples_with_targets(session: Session, dataset: Dataset, task: Task) -> set[
 
 def _answers(claims: pd.DataFrame, totals: pd.Series) -> tuple[pd.DataFrame, int, int]:
     """Return one row per attempted answer from its claims' rows (module docstring), the answers left out as few-shot
-    examples, and those not yet judged on every active claim."""
-    few = pd.unique(claims.loc[claims["fewshot"], "sample_id"])
-    claims = claims[~claims["sample_id"].isin(few)]
-    counted = ~np.isnan(claims["yhat"].to_numpy())
-    gold_counted = claims["labelled"].to_numpy() & ~np.isnan(claims["y"].to_numpy())
-    per = pd.DataFrame({
-        "sample_id": claims["sample_id"].to_numpy(), "judged": 1, "counted": counted,
-        "positive": counted & (claims["yhat"].to_numpy() == 1), "failed": claims["failed"].to_numpy(),
-        "labelled": claims["labelled"].to_numpy(), "gold_counted": gold_counted,
-        "gold_positive": gold_counted & (claims["y"].to_numpy() == 1),
-    }).groupby("sample_id").sum()
-    complete = per["judged"].to_numpy() >= totals.reindex(per.index, fill_value=0).to_numpy()
-    per = per[complete]
-    yhat = np.where(per["counted"] > 0, (per["positive"] == per["counted"]).astype(float), np.nan)
-    labelled = (per["labelled"] == per["judged"]).to_numpy()
-    y = np.where(labelled & (per["gold_counted"] > 0).to_numpy(), (per["gold_positive"] == per["gold_counted"]).astype(float), np.nan)
-    out = pd.DataFrame({"sample_id": per.index.to_numpy(dtype=np.int64), "yhat": yhat, "failed": (per["failed"] > 0).to_numpy(),
-                        "labelled": labelled, "y": y})
-    return out, len(few), int((~complete).sum())
+    examples, and those not yet judged on every active claim.
+
+    Counted per answer with one integer coding of the sample ids (sorted: the answers in id order) and a bincount per
+    column, not a groupby of a frame of flags.
+    """
+    sample_ids = claims["sample_id"].to_numpy(dtype=np.int64)
+    fewshot = claims["fewshot"].to_numpy(dtype=bool)
+    few = pd.unique(sample_ids[fewshot])
+    keep = ~np.isin(sample_ids, few) if len(few) else np.ones(len(sample_ids), dtype=bool)
+    codes, samples = pd.factorize(sample_ids[keep], sort=True)
+    n = len(samples)
+    yhat, y = claims["yhat"].to_numpy(dtype=float)[keep], claims["y"].to_numpy(dtype=float)[keep]
+    labelled_rows = claims["labelled"].to_numpy(dtype=bool)[keep]
+    counted = ~np.isnan(yhat)
+    gold_counted = labelled_rows & ~np.isnan(y)
+
+    def per(flags: np.ndarray) -> np.ndarray:
+        return np.bincount(codes[flags], minlength=n)
+
+    judged = np.bincount(codes, minlength=n)
+    counted_n, positive = per(counted), per(counted & (yhat == 1))
+    failed, labelled_n = per(claims["failed"].to_numpy(dtype=bool)[keep]), per(labelled_rows)
+    gold_n, gold_positive = per(gold_counted), per(gold_counted & (y == 1))
+    complete = judged >= totals.reindex(samples, fill_value=0).to_numpy()
+    answer_yhat = np.where(counted_n > 0, (positive == counted_n).astype(float), np.nan)
+    labelled = labelled_n == judged
+    answer_y = np.where(labelled & (gold_n > 0), (gold_positive == gold_n).astype(float), np.nan)
+    out = pd.DataFrame({"sample_id": np.asarray(samples, dtype=np.int64), "yhat": answer_yhat, "failed": failed > 0,
+                        "labelled": labelled, "y": answer_y})
+    return out[complete].reset_index(drop=True), len(few), int((~complete).sum())
 
 
 def estimate_targets(targets: LiveTargets, mask: np.ndarray | None = None, *, method: str = "ppi++",

@@ -19,6 +19,7 @@ from calibrate.calibration.frames import (
     claim_totals,
     labels_frame,
     per_sample,
+    shared_part_totals,
     target_positions,
     verdicts_frame,
 )
@@ -32,6 +33,7 @@ from calibrate.gold import (
 )
 from calibrate.models import (
     LABEL_KINDS,
+    Claim,
     Dataset,
     Judge,
     Task,
@@ -53,15 +55,27 @@ def human_faithfulness(gold: pd.DataFrame, totals: pd.Series, *, excluded: set[s
         return per_sample(np.zeros(0), np.zeros(0)), 0
     rows = gold[~gold["target_key"].isin(skip)] if skip else gold
     samples = pd.unique(gold["sample_id"]).astype(np.int64)
-    has_gold = rows["gold"].notna().to_numpy()
-    counted = has_gold & ~rows["gold"].isin(excluded).to_numpy()
-    supported = (rows["gold"] == "supported").to_numpy() & counted
+    has_gold, is_excluded, is_supported = value_flags(rows["gold"], excluded, "supported")
+    counted = has_gold & ~is_excluded
+    supported = is_supported & counted
     codes = pd.Index(samples).get_indexer(rows["sample_id"].to_numpy(dtype=np.int64))
     s, c = stats.faithfulness_counts(codes, supported, counted, n_groups=len(samples))
     with_gold = np.bincount(codes, weights=has_gold.astype(float), minlength=len(samples))
     claims = totals.reindex(samples, fill_value=0).to_numpy()
     n_no_gold = int(np.clip(claims - with_gold - _skipped_per(gold, skip, samples), 0, None).sum())
     return per_sample(samples, stats.faithfulness(s, c)), n_no_gold
+
+
+def value_flags(values: pd.Series, excluded: set[str], positive: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return per row whether the value is present (`notna`), one of `excluded` (`isin`) and equal to `positive`:
+    the three comparisons made once per distinct value (10^6 labels or verdicts hold a few), the rows' flags taken
+    by their codes."""
+    codes, uniques = pd.factorize(values)
+    present = codes >= 0
+    distinct = pd.Series(np.asarray(uniques, dtype=object))
+    in_excluded = np.append(distinct.isin(excluded).to_numpy(dtype=bool), False)  # code -1 (missing): the last, False
+    equal = np.append((distinct == positive).to_numpy(dtype=bool), False)
+    return present, in_excluded[codes], equal[codes]
 
 
 def _skipped_per(frame: pd.DataFrame, skip: set[str], samples: np.ndarray) -> np.ndarray:
@@ -87,10 +101,11 @@ def judge_faithfulness(verdicts: pd.DataFrame, totals: pd.Series, *, excluded: s
     rows = verdicts[verdicts["active"].astype(bool)] if "active" in verdicts else verdicts
     samples = pd.unique(rows["sample_id"]).astype(np.int64)
     rows = rows[~rows["target_key"].isin(skip)] if skip else rows
-    ok = (rows["status"] == "ok").to_numpy() & rows["value"].notna().to_numpy()
-    excluded_rows = ok & rows["value"].isin(excluded).to_numpy()
+    valued, is_excluded, is_supported = value_flags(rows["value"], excluded, "supported")
+    ok = value_flags(rows["status"], set(), "ok")[2] & valued
+    excluded_rows = ok & is_excluded
     usable = ok & ~excluded_rows
-    supported = usable & (rows["value"] == "supported").to_numpy()
+    supported = usable & is_supported
     codes = pd.Index(samples).get_indexer(rows["sample_id"].to_numpy(dtype=np.int64))
     n = len(samples)
     claims = totals.reindex(samples, fill_value=0).to_numpy(dtype=float)
@@ -167,6 +182,12 @@ def paired_means(human: np.ndarray, judge: np.ndarray, options: Options) -> dict
                                        method=options.ci_method, seed=options.seed)
     return {"n": n, "human_mean": float(human.mean()), "judge_mean": float(judge.mean()), "difference": diff.value,
             "ci": list(diff.ci) if diff.ci else None, "status": diff.status, **diff.note_fields()}
+
+
+def faithfulness_totals(session: Session, dataset: Dataset, verdicts: pd.DataFrame | None) -> pd.Series:
+    """Return faithfulness's denominator, the active claims per sample: read once per report when the judge's verdicts
+    are given (the estimate block reads the same totals for the same verdicts frame: frames.shared_part_totals)."""
+    return claim_totals(session, dataset) if verdicts is None else shared_part_totals(session, dataset, Claim, verdicts)
 
 
 def faithfulness_section(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str],

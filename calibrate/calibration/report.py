@@ -39,7 +39,6 @@ from calibrate.calibration.decision import rule_of
 from calibrate.calibration.estimate import estimate_block
 from calibrate.calibration.frames import (
     IdIndex,
-    claim_totals,
     coded_frames,
     external_ids,
     fewshot_keys,
@@ -66,6 +65,7 @@ from calibrate.calibration.rag import (
     annotator_metric_labels,
     context_precision_section,
     faithfulness_section,
+    faithfulness_totals,
     gold_relevance,
     gold_rows,
     metric_scores,
@@ -179,7 +179,7 @@ def build_report(session: Session, dataset_name: str, judge_name: str | None = N
                                                            scope.external, scope.groups)
         report.adjudication[task.name] = sorted(merged.loc[merged.get("gold_source") == "tie", "target_key"].tolist()) \
             if "gold_source" in merged else []
-        found = None if scope.light else _rag_blocks(scope, task, frames, merged, data["rag"])
+        found = None if scope.light else _rag_blocks(scope, task, frames, merged, data["rag"], section)
         relevance = found if found is not None else relevance
     judged = [s for s in data["tasks"].values() if "alignment" in s]
     if judge is not None:
@@ -354,16 +354,21 @@ def _counts(scope: _Scope, task: Task, frames: _Frames, section: dict[str, Any])
         cap_to_dataset(section, targets_in_dataset(scope.session, scope.dataset.id, task.target, scope.in_split))
 
 
-def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame, rag: dict[str, Any]) -> pd.DataFrame | None:
+def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame, rag: dict[str, Any],
+                section: dict[str, Any]) -> pd.DataFrame | None:
     """Add the RAG metric a task's gold gives (claim_support: faithfulness; context_relevance: context precision);
-    return the gold relevance of the contexts, which the retrieval metrics may use."""
+    return the gold relevance of the contexts, which the retrieval metrics may use. The claim sources of the task's
+    own samples are its section's (`_counts` counted them)."""
     session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
     if task.name == "claim_support":  # names: this built-in task's gold gives faithfulness (not a kind of task)
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
-        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, claim_totals(session, dataset),
+        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, faithfulness_totals(session, dataset, verdicts),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
-        used = frames.samples | (set(metric.index.tolist()) if metric is not None else set())
-        rag["faithfulness"]["claim_sources"] = source_counts(session, used)
+        if metric is None and "claim_sources" in section:
+            rag["faithfulness"]["claim_sources"] = dict(section["claim_sources"])
+        else:
+            used = frames.samples | (set(metric.index.tolist()) if metric is not None else set())
+            rag["faithfulness"]["claim_sources"] = source_counts(session, used)
     if task.name == "context_relevance":  # names: this built-in task's gold gives context precision
         relevance = gold_relevance(gold_rows(merged), target_positions(frames.labels, verdicts))
         metric = metric_scores(session, dataset, judge, "context_precision", scope.in_split) if verdicts is None else None

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import numpy as np
+from sqlalchemy import func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
@@ -28,10 +29,14 @@ RETRIEVAL_METRICS = {"recall": "recall", "precision": "precision", "f1": "f1", "
 
 
 def id_lists(session: Session, dataset: Dataset) -> tuple[np.ndarray, list, list, int]:
-    """Return the samples carrying both id lists (ids, retrieved lists, relevant lists) and how many lack them."""
+    """Return the samples carrying both id lists (ids, retrieved lists, relevant lists) and how many lack them.
 
-    frame = read_frame(session, sa_select(Sample.id, Sample.retrieved_ids, Sample.relevant_ids).where(Sample.dataset_id == dataset.id),
-                   ["sample_id", "retrieved", "relevant"])
+    Only the samples whose two columns are not NULL are read (a dataset without id lists: a count, not 10^5 rows).
+    """
+    total = session.execute(sa_select(func.count()).select_from(Sample).where(Sample.dataset_id == dataset.id)).scalar_one()
+    query = sa_select(Sample.id, Sample.retrieved_ids, Sample.relevant_ids).where(
+        Sample.dataset_id == dataset.id, Sample.retrieved_ids.is_not(None), Sample.relevant_ids.is_not(None))
+    frame = read_frame(session, query, ["sample_id", "retrieved", "relevant"])
     ids, retrieved, relevant = [], [], []
     for sid, ret, rel in zip(frame["sample_id"], frame["retrieved"], frame["relevant"], strict=True):
         # SQLite hands JSON columns over as text (JSON null included); other drivers parse them.
@@ -41,7 +46,7 @@ def id_lists(session: Session, dataset: Dataset) -> tuple[np.ndarray, list, list
             ids.append(sid)
             retrieved.append(ret)
             relevant.append(rel)
-    return np.asarray(ids, dtype=np.int64), retrieved, relevant, len(frame) - len(ids)
+    return np.asarray(ids, dtype=np.int64), retrieved, relevant, int(total) - len(ids)
 
 
 def _section_from(k: int, source: str, samples: np.ndarray, rel: np.ndarray, n_relevant: np.ndarray,

@@ -120,23 +120,29 @@ def sampling_classes(pi: np.ndarray) -> np.ndarray:
     return np.searchsorted(edges, np.log(pi), side="right").astype(np.int64)
 
 
-def _cluster_variance(x: np.ndarray, p: np.ndarray, clusters: np.ndarray) -> float:
+class _Clusters:
+    """The clusters of a set of targets coded once (sorted ids: `np.unique`'s), for every sum per cluster over them."""
+
+    def __init__(self, clusters: np.ndarray):
+        ids, first, inverse = np.unique(clusters, return_index=True, return_inverse=True)
+        self.k, self.first, self.inverse = int(ids.size), first, inverse.ravel()
+
+
+def _cluster_variance(x: np.ndarray, p: np.ndarray, clusters: _Clusters) -> float:
     """Return the ultimate-cluster variance of the Hájek mean Σ p·x (p sums to 1): k/(k−1)·Σ_c (Σ_{i∈c} p_i(x_i − x̄))²."""
     if x.size == 0:
         return 0.0
     centred = p * (x - float((p * x).sum()))
-    ids, inverse = np.unique(clusters, return_inverse=True)
-    k = ids.size
+    k, inverse = clusters.k, clusters.inverse
     if k < 2:
         return 0.0
     totals = np.bincount(inverse, weights=centred, minlength=k)
     return k / (k - 1) * float(((totals - totals.mean()) ** 2).sum())
 
 
-def _effective_clusters(w: np.ndarray, clusters: np.ndarray) -> float:
+def _effective_clusters(w: np.ndarray, clusters: _Clusters) -> float:
     """Return Kish's effective number of clusters, (Σ_c W_c)² / Σ_c W_c² with W_c the cluster's total weight."""
-    _, inverse = np.unique(clusters, return_inverse=True)
-    totals = np.bincount(inverse, weights=w)
+    totals = np.bincount(clusters.inverse, weights=w)
     return float(totals.sum() ** 2 / (totals ** 2).sum())
 
 
@@ -159,13 +165,12 @@ def _arrays(**named: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _class_check(a: dict[str, np.ndarray]) -> tuple[Reason | None, int | None, list[dict]]:
+def _class_check(a: dict[str, np.ndarray], clusters_all: _Clusters) -> tuple[Reason | None, int | None, list[dict]]:
     """Return the too-few reason (or None), the audit labels that would settle it, and each sampling class's figures."""
     codes = sampling_classes(np.concatenate([a["pi_all"], a["pi"]]))  # one coding for both sets
     classes_all, classes_lab = codes[:a["pi_all"].size], codes[a["pi_all"].size:]
     total = float(a["w_all"].sum())
-    _, first = np.unique(a["cluster_all"], return_index=True)
-    sample_class = classes_all[first]  # one entry per judged sample: the audit draws samples
+    sample_class = classes_all[clusters_all.first]  # one entry per judged sample: the audit draws samples
     figures, short = [], []
     for code in np.unique(classes_all):
         share = float(a["w_all"][classes_all == code].sum()) / total
@@ -217,12 +222,15 @@ def design_estimate(y: Any, yhat: Any, w: Any, pi: Any, cluster: Any, yhat_all: 
     y, yhat, w, clusters = a["y"], a["yhat"], a["w"], a["cluster"]
     counted_all = ~np.isnan(a["yhat_all"])
     q = a["w_all"] / a["w_all"].sum() if a["w_all"].size else a["w_all"]
-    judge = _judge_only(a, q, counted_all, binary, alpha)
+    # each set's clusters coded once, for every per-cluster sum below (10^5 answers: one sort each, not three)
+    coded_all = _Clusters(a["cluster_all"])
+    judge = _judge_only(a, q, counted_all, binary, alpha, coded_all)
     n = int(y.size)
     if n == 0 or not (~np.isnan(y)).any():
         return Estimate.undefined(n, Reason("no_labels"), **judge)
-    k = int(np.unique(clusters).size)
-    reason, needed, classes = _class_check(a)
+    coded = _Clusters(clusters)
+    k = coded.k
+    reason, needed, classes = _class_check(a, coded_all)
     if k < 2:
         return Estimate.undefined(n, Reason("too_few_labels"), labels_needed=2 - k, classes=classes, **judge)
     if reason is not None:
@@ -248,8 +256,8 @@ def design_estimate(y: Any, yhat: Any, w: Any, pi: Any, cluster: Any, yhat_all: 
     theta = big_n / big_d
     e = ((yc - theta * c) - lam * (yhatc - theta * chat)) / big_d
     f = (yhat_all_c - theta * counted_all) / big_d
-    variance = lam ** 2 * _cluster_variance(f, q, a["cluster_all"]) + _cluster_variance(e, p, clusters)
-    n_eff = _effective_clusters(w, clusters)
+    variance = lam ** 2 * _cluster_variance(f, q, coded_all) + _cluster_variance(e, p, coded)
+    n_eff = _effective_clusters(w, coded)
     shift, extra = 0.0, 0.0
     if binary:
         shift, extra = _pseudo_cells(y, yhat, a["yhat_all"], p, theta=theta, lam=lam, big_d=big_d, n_eff=n_eff)
@@ -298,14 +306,15 @@ def quantile(alpha: float, df: float | None = None) -> float:
     return float(ndtri(1 - alpha / 2) if df is None else stdtrit(df, 1 - alpha / 2))  # what norm.ppf and t.ppf call
 
 
-def _judge_only(a: dict[str, np.ndarray], q: np.ndarray, counted: np.ndarray, binary: bool, alpha: float) -> dict:
+def _judge_only(a: dict[str, np.ndarray], q: np.ndarray, counted: np.ndarray, binary: bool, alpha: float,
+                clusters_all: _Clusters) -> dict:
     """Return the judge-only figure: the weighted mean verdict over every attempted target, with a normal interval."""
     if not counted.any():
         return {"judge_only": None, "judge_only_ci": None}
     values = np.nan_to_num(a["yhat_all"]) * counted
     d = float((q * counted).sum())
     mean = float((q * values).sum()) / d
-    se = math.sqrt(_cluster_variance((values - mean * counted) / d, q, a["cluster_all"]))
+    se = math.sqrt(_cluster_variance((values - mean * counted) / d, q, clusters_all))
     z = quantile(alpha)
     bounds = (0.0, 1.0) if binary else (None, None)
     return {"judge_only": snap(mean, *bounds),

@@ -15,6 +15,7 @@ from calibrate.stats import (
     relative_improvement,
     wilcoxon_signed_rank,
 )
+from calibrate.stats.paired import resampled_means
 
 FAST = settings(max_examples=50, deadline=None)
 
@@ -133,3 +134,31 @@ def test_bad_options_raise(kwargs):
 def test_lengths_must_match():
     with pytest.raises(ValueError, match="same length"):
         paired_t_test([1, 2], [1])
+
+
+@pytest.mark.parametrize("fn", [paired_bootstrap_diff, paired_t_test, relative_improvement])
+def test_numeric_arrays_are_taken_as_they_are_with_the_figures_of_lists(fn):
+    """A numeric numpy array (the report's per-answer values) is converted in one step, not value by value: the same
+    pairs, the same missing pairs dropped, the same figures as the same values given as a list."""
+    rng = np.random.default_rng(4)
+    a, b = rng.random(300), rng.integers(0, 8, 300) / 7
+    a[[3, 50]] = np.nan
+    for x, y in ((a, b), (a.astype(np.float32), (b * 7).astype(np.int64)), (a, b > 0.5)):
+        found = fn(x, y)
+        listed = fn([None if np.isnan(v) else float(v) for v in x.tolist()], y.tolist())
+        assert found.to_dict() == listed.to_dict()
+        assert found.extra.get("n_missing") == 2
+
+
+@pytest.mark.parametrize(("n", "resamples"), [(2, 5), (7, 130), (1000, 64), (40_000, 70), (100_000, 21)])
+def test_resampled_means_are_the_gathered_means_bit_for_bit(n, resamples):
+    """The buffered take gives each resample's mean exactly as the plain gather of the same index matrix did (blocks of
+    one generator call: 64 rows for small n, 10 at 10^5, a last short one)."""
+    values = np.random.default_rng(n).random(n) - 0.4
+    matrix = bootstrap_index_matrix(n, n_resamples=resamples, seed=9)
+    expected = np.array([values[row].mean() for row in matrix]) if n < 1000 else values[matrix].mean(axis=1)
+    found = resampled_means(values, resamples, 9)
+    np.testing.assert_array_equal(found, values[matrix].mean(axis=1))
+    np.testing.assert_allclose(found, expected, rtol=0, atol=1e-15)
+    with pytest.raises(ValueError):
+        resampled_means(np.zeros(0), 3, 0)

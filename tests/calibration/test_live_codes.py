@@ -1,0 +1,216 @@
+"""The live estimator's targets by integer key codes (issue 34): the same targets as the text-keyed path it replaced.
+
+live_targets maps the gold and the few-shot examples onto the verdicts through the report's categorical key codes
+(plain text keys are coded once), makes each distinct value a number once, counts answers with bincounts, and reads
+the parts per sample once per report (frames.shared_part_totals). Each piece is checked here against the previous
+text-keyed path, kept below as the reference, on a random world with ties, adjudications, stale labels, unparsed and
+abstaining verdicts, retired claims, few-shot examples and a sample filter; the RAG block's per-row value flags
+(rag.value_flags) against pandas' own comparisons.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pandas as pd
+import pytest
+from report_world import DATASET, JUDGE, fill_world
+from sqlalchemy import text
+from sqlmodel import Session
+
+from calibrate import lookup
+from calibrate.calibration import live as live_module
+from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, shared_part_totals, verdicts_frame
+from calibrate.calibration.live import Estimand, codes_in, estimand_for, key_codes, live_targets, numbers_of
+from calibrate.calibration.rag import faithfulness_totals, value_flags
+from calibrate.gold import gold_frame
+from calibrate.models import Claim, Context
+
+
+def reference_numbers(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.ndarray:
+    text_ = values.astype(str)
+    if estimand.metric == "share":
+        out = (text_ == estimand.positive).to_numpy(dtype=float, copy=True)
+    else:
+        out = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, copy=True)
+    out[text_.isin(excluded).to_numpy()] = np.nan
+    return out
+
+
+def reference_answers(claims: pd.DataFrame, totals: pd.Series) -> tuple[pd.DataFrame, int, int]:
+    few = pd.unique(claims.loc[claims["fewshot"], "sample_id"])
+    claims = claims[~claims["sample_id"].isin(few)]
+    counted = ~np.isnan(claims["yhat"].to_numpy())
+    gold_counted = claims["labelled"].to_numpy() & ~np.isnan(claims["y"].to_numpy())
+    per = pd.DataFrame({
+        "sample_id": claims["sample_id"].to_numpy(), "judged": 1, "counted": counted,
+        "positive": counted & (claims["yhat"].to_numpy() == 1), "failed": claims["failed"].to_numpy(),
+        "labelled": claims["labelled"].to_numpy(), "gold_counted": gold_counted,
+        "gold_positive": gold_counted & (claims["y"].to_numpy() == 1),
+    }).groupby("sample_id").sum()
+    complete = per["judged"].to_numpy() >= totals.reindex(per.index, fill_value=0).to_numpy()
+    per = per[complete]
+    yhat = np.where(per["counted"] > 0, (per["positive"] == per["counted"]).astype(float), np.nan)
+    labelled = (per["labelled"] == per["judged"]).to_numpy()
+    y = np.where(labelled & (per["gold_counted"] > 0).to_numpy(), (per["gold_positive"] == per["gold_counted"]).astype(float), np.nan)
+    out = pd.DataFrame({"sample_id": per.index.to_numpy(dtype=np.int64), "yhat": yhat, "failed": (per["failed"] > 0).to_numpy(),
+                        "labelled": labelled, "y": y})
+    return out, len(few), int((~complete).sum())
+
+
+def reference_targets(verdicts: pd.DataFrame, labels: pd.DataFrame, fewshot: set[str], totals: pd.Series,
+                      estimand: Estimand, excluded: set[str], samples: set[int] | None) -> tuple[pd.DataFrame, dict]:
+    """The previous live_targets between the verdicts and the weights: text keys, isin and map."""
+    verdicts = verdicts[verdicts["active"]].drop_duplicates("target_key")
+    labels = labels[~labels["stale"]]
+    if samples is not None:
+        verdicts = verdicts[verdicts["sample_id"].isin(samples)]
+        labels = labels[labels["sample_id"].isin(samples)]
+    ok = (verdicts["status"] == "ok") & verdicts["value"].notna()
+    yhat = np.where(ok.to_numpy(), reference_numbers(verdicts["value"].where(ok, ""), estimand, excluded), np.nan)
+    failed = ~ok.to_numpy()
+    yhat[failed] = 0.0
+    gold = gold_frame(labels, "categorical")
+    gold = gold[gold["gold"].notna()]
+    keys = verdicts["target_key"].astype(object).to_numpy()
+    frame = pd.DataFrame({"target_key": keys, "sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(),
+                          "yhat": yhat, "failed": failed})
+    frame["fewshot"] = frame["target_key"].isin(fewshot)
+    gold_of = gold.drop_duplicates("target_key").set_index("target_key")["gold"]
+    frame["labelled"] = frame["target_key"].isin(gold_of.index)
+    frame["y"] = np.nan
+    if frame["labelled"].any():
+        frame.loc[frame["labelled"], "y"] = reference_numbers(frame.loc[frame["labelled"], "target_key"].map(gold_of), estimand,
+                                                              excluded)
+    counts = {"n_labelled_unjudged": int((~gold_of.index.isin(frame["target_key"])).sum())}
+    if estimand.level == "answers":
+        frame, few, incomplete = reference_answers(frame, totals)
+        counts.update(n_fewshot_excluded=few, n_incomplete_answers=incomplete)
+    else:
+        counts["n_fewshot_excluded"] = int(frame["fewshot"].sum())
+        frame = frame[~frame["fewshot"]]
+    return frame, counts
+
+
+@pytest.fixture
+def world(db_url, engine):
+    fill_world(db_url.removeprefix("sqlite:///"), 40, 5, seed=11, third=0.4, adjudicated=0.1, stale=0.1, unparsed=0.1,
+               abstain=0.1, not_applicable=0.1)
+    with engine.begin() as conn:  # retired claims (their verdicts are not current targets), claims the judge has not judged
+        conn.execute(text("UPDATE claim SET active = 0 WHERE id % 17 = 3"))
+        conn.execute(text("DELETE FROM verdict WHERE claim_id % 23 = 5"))
+    return engine
+
+
+@pytest.mark.parametrize("level", ["answers", "claims"])
+@pytest.mark.parametrize("coded", [True, False])
+@pytest.mark.parametrize("subset", [False, True])
+def test_live_targets_by_codes_are_the_text_keyed_targets(world, monkeypatch, level, coded, subset):
+    rng = np.random.default_rng(7)
+    with Session(world) as session:
+        dataset, task, judge = lookup.dataset(session, DATASET), lookup.task(session, "claim_support"), lookup.judge(session, JUDGE)
+        plain, plain_v = labels_frame(session, dataset, task), verdicts_frame(session, dataset, task, judge)
+        labels, verdicts = coded_frames(session, dataset, task, judge) if coded else (plain, plain_v)
+        keys = sorted(set(plain_v["target_key"]))
+        fewshot = set(rng.choice(keys, size=6, replace=False).tolist()) | {"claim:999999"}
+        monkeypatch.setattr(live_module, "fewshot_keys", lambda *_: fewshot)
+        samples = set(rng.choice(sorted(set(plain_v["sample_id"])), size=25, replace=False).tolist()) if subset else None
+        estimand = estimand_for(task, level=level)
+        # the report's frames: its gold formed once (used unless a sample filter drops labels: then formed again)
+        targets = live_targets(session, dataset, task, judge, estimand, samples=samples, with_time=False,
+                               frames=(verdicts, labels, gold_frame(labels, task.kind)))
+        excluded = set(task.excluded or [])
+        expected, counts = reference_targets(plain_v, plain, fewshot, part_totals(session, dataset, Claim), estimand, excluded,
+                                             samples)
+    assert len(expected) > 10 and expected["labelled"].any() and (~expected["labelled"]).any()
+    assert np.isnan(expected["y"]).any() and expected["failed"].any()
+    np.testing.assert_array_equal(targets.sample_id, expected["sample_id"].to_numpy(dtype=np.int64))
+    np.testing.assert_array_equal(targets.yhat, expected["yhat"].to_numpy(dtype=float))
+    np.testing.assert_array_equal(targets.failed, expected["failed"].to_numpy(dtype=bool))
+    np.testing.assert_array_equal(targets.labelled, expected["labelled"].to_numpy(dtype=bool))
+    np.testing.assert_array_equal(targets.y, np.where(expected["labelled"], expected["y"], np.nan))
+    assert {key: targets.counts[key] for key in counts} == counts
+    assert counts["n_fewshot_excluded"] > 0 or subset
+    assert level == "claims" or counts["n_incomplete_answers"] > 0
+
+
+def test_key_codes_and_codes_in_point_at_the_same_text_keys():
+    rng = np.random.default_rng(3)
+    keys = pd.Series([f"claim:{i}" for i in rng.integers(1, 60, 400)])
+    other = pd.Series([f"claim:{i}" for i in rng.integers(1, 90, 200)])
+    for column, gold in ((keys, other), (keys.astype("category"), None)):
+        codes, index = key_codes(column)
+        assert index.is_unique
+        assert index.take(codes).tolist() == keys.tolist()
+        asked = other if gold is None else gold
+        found = codes_in(asked, index)
+        assert found.tolist() == [index.get_loc(k) if k in set(index) else -1 for k in asked]
+    categorical = keys.astype("category")
+    codes, index = key_codes(categorical)
+    same = pd.Series(pd.Categorical(other.where(other.isin(set(keys)), keys.iloc[0]), dtype=categorical.dtype))
+    np.testing.assert_array_equal(codes_in(same, index), same.cat.codes.to_numpy())
+    assert codes_in(pd.Series([], dtype=object), index).size == 0
+
+
+@pytest.mark.parametrize("metric", ["share", "mean"])
+def test_numbers_of_are_the_numbers_of_every_value(metric):
+    rng = np.random.default_rng(5)
+    estimand = Estimand("claims", "supported" if metric == "share" else None, metric)
+    texts = np.array(["supported", "unsupported", "not_applicable", "", "0.5", "1", "x"], dtype=object)
+    for values in (pd.Series(texts[rng.integers(0, len(texts), 500)]),
+                   pd.Series(pd.Categorical(texts[rng.integers(0, 3, 300)])),
+                   pd.Series(rng.integers(0, 5, 300) / 4.0), pd.Series(texts[:3])):
+        expected = reference_numbers(values, estimand, {"not_applicable"})
+        np.testing.assert_array_equal(numbers_of(values, estimand, {"not_applicable"}), expected)
+
+
+def test_the_parts_per_sample_are_read_once_per_frame(world, monkeypatch):
+    reads = []
+    real = part_totals
+
+    def counted(*args):
+        reads.append(args[1:])
+        return real(*args)
+
+    monkeypatch.setattr("calibrate.calibration.frames.part_totals", counted)
+    with Session(world) as session:
+        dataset = lookup.dataset(session, DATASET)
+        expected = real(session, dataset, Claim)
+        verdicts = pd.DataFrame({"x": [1]})
+        first = shared_part_totals(session, dataset, Claim, verdicts)
+        pd.testing.assert_series_equal(first, expected)
+        assert shared_part_totals(session, dataset, Claim, verdicts) is first and len(reads) == 1
+        pd.testing.assert_series_equal(faithfulness_totals(session, dataset, verdicts), expected)
+        assert len(reads) == 1  # the RAG block's denominator: the same read
+        other = pd.DataFrame({"x": [1]})
+        assert shared_part_totals(session, dataset, Claim, other) is not first and len(reads) == 2  # another report's frame
+        assert shared_part_totals(session, dataset, Context, other).empty and len(reads) == 3  # another part kind
+        kept = shared_part_totals(session, dataset, Context, other)
+        assert len(reads) == 3 and kept.empty
+        del other, kept
+        gc.collect()
+        pd.testing.assert_series_equal(shared_part_totals(session, dataset, Claim, pd.DataFrame()), expected)
+        assert len(reads) == 4  # the frame it was read with is gone: read again
+        pd.testing.assert_series_equal(faithfulness_totals(session, dataset, None), expected)  # no verdicts: a plain read
+    with Session(world) as session:  # another session remembers nothing
+        shared_part_totals(session, lookup.dataset(session, DATASET), Claim, verdicts)
+        assert len(reads) == 6
+
+
+@pytest.mark.parametrize("kind", ["object", "str", "category", "mixed"])
+def test_value_flags_are_notna_isin_and_equality_per_row(kind):
+    """rag.value_flags (faithfulness's flags, made once per distinct value) equal pandas' notna, isin and == per row."""
+    rng = np.random.default_rng(8)
+    pool = np.array(["supported", "unsupported", "not_applicable", None, "ok", "failed"], dtype=object)
+    raw = pool[rng.integers(0, len(pool), 400)]
+    if kind == "mixed":
+        raw[::7] = np.nan
+        raw[::11] = 1.0
+    values = pd.Series(raw) if kind in ("object", "mixed") else pd.Series(raw).astype(kind)
+    for positive in ("supported", "ok", "absent"):
+        present, excluded, equal = value_flags(values, {"not_applicable", "failed"}, positive)
+        np.testing.assert_array_equal(present, values.notna().to_numpy())
+        np.testing.assert_array_equal(excluded, values.isin({"not_applicable", "failed"}).to_numpy(dtype=bool))
+        np.testing.assert_array_equal(equal, (values == positive).to_numpy(dtype=bool))
+    assert all(flags.size == 0 for flags in value_flags(pd.Series([], dtype=object), set(), "supported"))
