@@ -755,6 +755,9 @@ def read_columns(session: Session, query, columns: dict[str, str]):
                     part.append(pd.Series(list(map(get, rows))))
                 else:
                     values = list(map(get, rows))
+                    if values.count(None) == n:  # a column NULL on every row of the chunk (a key_text): no look-ups
+                        part.append(np.full(n, table.setdefault(None, len(table)), dtype=np.int64))
+                        continue
                     for value in set(values).difference(table):
                         table[value] = len(table)
                     part.append(np.fromiter(map(table.__getitem__, values), dtype=np.int64, count=n))
