@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -74,8 +75,18 @@ def budget_candidates(merged: pd.DataFrame) -> list[str]:
     mask = (merged["excluded"] == "no_gold").to_numpy()
     if not mask.any():
         return []
-    pairs = zip(merged["sample_id"].to_numpy()[mask].tolist(), merged["target_key"].to_numpy()[mask].tolist(), strict=True)
-    return [key for _, key in sorted(pairs, key=lambda p: (p[0], int(p[1].partition(":")[2])))]
+    column = merged["target_key"]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # the report's keys: only the chosen rows' text
+        keys = np.asarray(column.cat.categories, dtype=object)[column.cat.codes.to_numpy()[mask]]
+    else:
+        keys = column.to_numpy(dtype=object)[mask]
+    sample_ids = merged["sample_id"].to_numpy()[mask]
+    if sample_ids.dtype == object:
+        sample_ids = np.asarray(sample_ids.tolist(), dtype=np.int64)
+    ids = np.fromiter((int(key.partition(":")[2]) for key in keys.tolist()), dtype=np.int64, count=len(keys))
+    # One stable sort of integers (the last key of lexsort is the primary): the order of a stable sort by
+    # (sample id, target id), without a Python key per target.
+    return keys[np.lexsort((ids, sample_ids))].tolist()
 
 
 

@@ -385,11 +385,23 @@ def claim_totals(session: Session, dataset: Dataset) -> pd.Series:
 
 
 def part_totals(session: Session, dataset: Dataset, row: type) -> pd.Series:
-    """Return sample id → number of its active parts of one kind (a TargetKind's `row`: Claim, Context, Step)."""
-    query = (sa_select(row.sample_id, func.count())
-             .join(Sample, Sample.id == row.sample_id)
-             .where(Sample.dataset_id == dataset.id, row.active.is_(True))
-             .group_by(row.sample_id))
+    """Return sample id → number of its active parts of one kind (a TargetKind's `row`: Claim, Context, Step), in id order.
+
+    When the dataset's sample ids are one dense range (every id from the least to the greatest is one of its samples,
+    as an import makes them), a part belongs to the dataset exactly when its sample id is in that range: the parts are
+    counted in the order of their (sample_id, …) index, without the join to `sample` and a sort for the GROUP BY.
+    """
+    low, high, count = session.execute(sa_select(func.min(Sample.id), func.max(Sample.id), func.count())
+                                       .where(Sample.dataset_id == dataset.id)).one()
+    if count and high - low + 1 == count:
+        query = (sa_select(row.sample_id, func.count())
+                 .where(row.sample_id.between(low, high), row.active.is_(True))
+                 .group_by(row.sample_id))
+    else:
+        query = (sa_select(row.sample_id, func.count())
+                 .join(Sample, Sample.id == row.sample_id)
+                 .where(Sample.dataset_id == dataset.id, row.active.is_(True))
+                 .group_by(row.sample_id))
     frame = read_frame(session, query, ["sample_id", "n"])
     return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
 

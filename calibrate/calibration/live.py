@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, literal_column
+from sqlalchemy import case, func, literal_column
 from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
@@ -162,9 +162,15 @@ def window_bounds(key: str, by: str) -> tuple[datetime, datetime]:
 
 
 def _meta_field(session: Session, key: str):
-    """Return a column expression of `metadata.KEY` as the database gives it (SQLite's json_extract, PostgreSQL's ->>)."""
+    """Return a column expression of `metadata.KEY` as the database gives it (SQLite's json_extract, PostgreSQL's ->>).
+
+    On SQLite the JSON is parsed only where its text holds KEY or a backslash (an escape): a key that is in neither
+    form is not in the object, and json_extract would give NULL — most samples carry no inclusion_prob or started_at,
+    and the parse was most of sample_info's time.
+    """
     if session.connection().dialect.name == "sqlite":
-        return func.json_extract(Sample.meta, literal_column(f"'$.{key}'"))
+        may_hold = (func.instr(Sample.meta, literal_column(f"'{key}'")) > 0) | (func.instr(Sample.meta, literal_column("'\\'")) > 0)
+        return case((may_hold, func.json_extract(Sample.meta, literal_column(f"'$.{key}'"))), else_=None)
     return Sample.meta.op("->>")(literal_column(f"'{key}'"))
 
 

@@ -16,16 +16,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from report_world import DATASET, JUDGE, fill_world
-from sqlalchemy import text
-from sqlmodel import Session
+from sqlalchemy import func, text
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, select
 
 from calibrate import lookup
 from calibrate.calibration import live as live_module
+from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, shared_part_totals, verdicts_frame
 from calibrate.calibration.live import Estimand, codes_in, estimand_for, key_codes, live_targets, numbers_of
 from calibrate.calibration.rag import faithfulness_totals, value_flags
+from calibrate.db import read_frame
 from calibrate.gold import gold_frame
-from calibrate.models import Claim, Context
+from calibrate.models import Claim, Context, Dataset, Sample
 
 
 def reference_numbers(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.ndarray:
@@ -214,3 +217,88 @@ def test_value_flags_are_notna_isin_and_equality_per_row(kind):
         np.testing.assert_array_equal(excluded, values.isin({"not_applicable", "failed"}).to_numpy(dtype=bool))
         np.testing.assert_array_equal(equal, (values == positive).to_numpy(dtype=bool))
     assert all(flags.size == 0 for flags in value_flags(pd.Series([], dtype=object), set(), "supported"))
+
+
+def reference_part_totals(session: Session, dataset, row) -> pd.Series:
+    """The previous part_totals: the parts joined to their samples and grouped."""
+    query = (sa_select(row.sample_id, func.count()).join(Sample, Sample.id == row.sample_id)
+             .where(Sample.dataset_id == dataset.id, row.active.is_(True)).group_by(row.sample_id))
+    frame = read_frame(session, query, ["sample_id", "n"])
+    return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
+
+
+def test_part_totals_by_an_id_range_are_the_joined_counts(world):
+    """A dataset whose sample ids are one dense range is counted by that range; one with a gap (a sample of another
+    dataset between its own) by the join: the same counts, in id order, either way."""
+    with Session(world) as session:
+        dataset = lookup.dataset(session, DATASET)
+        ids = sorted(session.exec(select(Sample.id).where(Sample.dataset_id == dataset.id)).all())
+        assert ids == list(range(ids[0], ids[-1] + 1))  # dense: the range read
+        dense = part_totals(session, dataset, Claim)
+        pd.testing.assert_series_equal(dense, reference_part_totals(session, dataset, Claim))
+        assert dense.index.is_monotonic_increasing and (dense < 5).any()  # (retired claims are not counted)
+        other = Dataset(name="other")
+        session.add(other)
+        session.flush()
+        session.get(Sample, ids[len(ids) // 2]).dataset_id = other.id  # a gap: its claims are the other dataset's
+        session.flush()
+        for name in (DATASET, "other"):
+            chosen = lookup.dataset(session, name)
+            got = part_totals(session, chosen, Claim)
+            pd.testing.assert_series_equal(got, reference_part_totals(session, chosen, Claim))
+            assert len(got) == (1 if name == "other" else len(dense) - 1)
+        pd.testing.assert_series_equal(part_totals(session, dataset, Context), reference_part_totals(session, dataset, Context))
+        empty = Dataset(name="empty")
+        session.add(empty)
+        session.flush()
+        assert part_totals(session, empty, Claim).empty
+
+
+def test_budget_candidates_are_the_keys_sorted_by_sample_then_target():
+    """budget_candidates' one lexsort against the previous stable sort with a key per target: text and categorical
+    keys, ties on the sample, equal keys, other rows left out."""
+
+    def reference(merged: pd.DataFrame) -> list[str]:
+        mask = (merged["excluded"] == "no_gold").to_numpy()
+        pairs = zip(merged["sample_id"].to_numpy()[mask].tolist(), merged["target_key"].to_numpy()[mask].tolist(), strict=True)
+        return [key for _, key in sorted(pairs, key=lambda p: (p[0], int(p[1].partition(":")[2])))]
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    keys = [f"claim:{i}" for i in rng.integers(1, 2000, n)]
+    merged = pd.DataFrame({"sample_id": rng.integers(1, 200, n), "target_key": keys,
+                           "excluded": np.where(rng.random(n) < 0.6, "no_gold", None)})
+    expected = reference(merged)
+    assert len(expected) > 1000
+    assert budget_candidates(merged) == expected
+    assert budget_candidates(merged.astype({"target_key": "category"})) == expected
+    assert budget_candidates(merged.astype({"sample_id": object})) == expected
+    assert budget_candidates(merged.assign(excluded=None)) == []
+    assert budget_candidates(merged.iloc[:0]) == []
+
+
+def test_sample_info_reads_the_metadata_fields_json_extract_reads(world, monkeypatch):
+    """sample_info parses a sample's metadata only where its text holds the key or an escape: the same probabilities
+    and times as json_extract on every sample (keys escaped, nested, in a value, absent; numbers as text; no metadata)."""
+    metas = ['{"topic": "t0"}', '{"inclusion_prob": 0.25}', '{"inclusion_prob": "0.5", "started_at": "2026-11-02T10:00:00Z"}',
+             '{"\\u0069nclusion_prob": 0.125, "started_\\u0061t": "2026-10-01T00:00:00+02:00"}',
+             '{"note": "inclusion_prob started_at"}', '{"x": {"inclusion_prob": 0.9, "started_at": "2020-01-01"}}',
+             '{"started_at": "not a time", "inclusion_prob": null}', '{"started_at": 5}', '[]', '{}']
+    with world.begin() as conn:
+        conn.execute(text(f"UPDATE sample SET metadata = CASE id % {len(metas)} "
+                          + " ".join(f"WHEN {i} THEN :m{i}" for i in range(len(metas))) + " END"),
+                     {f"m{i}": meta for i, meta in enumerate(metas)})
+
+    def json_extract_field(session, key):  # the previous expression: json_extract on every sample
+        return func.json_extract(Sample.meta, text(f"'$.{key}'"))
+
+    with Session(world) as session:
+        dataset = lookup.dataset(session, DATASET)
+        for with_time in (True, False):
+            got = live_module.sample_info(session, dataset, with_time=with_time)
+            with monkeypatch.context() as patched:
+                patched.setattr(live_module, "_meta_field", json_extract_field)
+                expected = live_module.sample_info(session, dataset, with_time=with_time)
+            pd.testing.assert_frame_equal(got, expected)
+            # (whether an escaped key is found depends on the SQLite version: either way as json_extract finds it)
+            assert got["inclusion_prob"].notna().sum() >= 8 and got["inclusion_prob"].isna().sum() >= 8
