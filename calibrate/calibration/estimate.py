@@ -91,7 +91,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
                  alpha: float = 0.05, split: str | None = None, where: str | None = None, positive: str | None = None,
                  level: str | None = None, by_window: str | None = None, target_width: float = 0.05,
                  order_rule: str = "consistent", samples: frozenset[int] | None = None, golden: dict | None = None,
-                 frames=None) -> dict:
+                 frames=None, totals=None) -> dict:
     """Return what `calibrate estimate` writes (docs/cli.md lists the keys); undefined results carry status, reason, note.
 
     `samples` and `golden` (--golden NAME[@v]): only those samples, and the golden version cited as `golden`.
@@ -111,7 +111,7 @@ def run_estimate(session: Session, dataset_name: str, task_name: str, judge_name
     if samples is not None:
         scope = set(samples) if scope is None else scope & samples
     targets = live_targets(session, dataset, task, judge, estimand, samples=scope, order_rule=order_rule,
-                           with_time=by_window is not None, frames=frames)
+                           with_time=by_window is not None, frames=frames, totals=totals)
     return estimate_result(targets, dataset=dataset.name, task=task.name, judge=judge.name, method=method, alpha=alpha,
                            split=split, where=where, by_window=by_window, target_width=target_width, golden=golden)
 
@@ -167,7 +167,7 @@ BLOCK_KEYS = ("method", "estimand", "target", "positive", "unit", "alpha", "esti
 
 
 def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: str, *, split: str | None = None,
-                   confidence: float = 0.95, order_rule: str = "consistent", frames=None) -> dict | None:
+                   confidence: float = 0.95, order_rule: str = "consistent", frames=None, totals=None) -> dict | None:
     """Return a report section's `estimate` block: `calibrate estimate`'s default on the report's split, or None.
 
     None when the judge has no unlabelled target (nothing beyond the labels to estimate from), for a task without a
@@ -179,7 +179,7 @@ def estimate_block(session: Session, dataset_name: str, task: Task, judge_name: 
         return None
     try:
         result = run_estimate(session, dataset_name, task.name, judge_name, method="ppi++", alpha=round(1 - confidence, 10),
-                              split=split, order_rule=order_rule, frames=frames)
+                              split=split, order_rule=order_rule, frames=frames, totals=totals)
     except CalibrationError:
         return None  # a task this estimand does not fit (e.g. values that are not numbers)
     if not result.get("n_unlabelled"):

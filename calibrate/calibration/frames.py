@@ -7,8 +7,6 @@ the target's key ("claim:42"), its sample's primary key and its claim index or c
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import pandas as pd
 from sqlalchemy import String, case, cast, exists, func, literal, true
@@ -430,24 +428,3 @@ def require_verdicts(session: Session, dataset: Dataset, task: Task, judge: Judg
     if verdicts.empty:
         raise CalibrationError(Reason("judge_no_task_verdicts", judge=judge.name, task=task.name, dataset=dataset.name))
     return verdicts
-
-
-_SHARED_TOTALS = "calibrate.shared_part_totals"
-
-
-def shared_part_totals(session: Session, dataset: Dataset, row: type, read_with: pd.DataFrame) -> pd.Series:
-    """Return `part_totals(session, dataset, row)`, read once for the frame `read_with` (a report's verdicts frame).
-
-    A report's estimate block and its RAG block both divide by the active parts of each sample; the first to ask reads
-    them, and the session remembers them (`session.info`) with a weak reference to the frame: asked again with that
-    same frame object (the same report's), they are not read again; any other frame, or another dataset or part kind,
-    reads them anew and replaces them.
-    """
-    kept = session.info.get(_SHARED_TOTALS)
-    if kept is not None:
-        frame_ref, dataset_id, kept_row, totals = kept
-        if frame_ref() is read_with and dataset_id == dataset.id and kept_row is row:
-            return totals
-    totals = part_totals(session, dataset, row)
-    session.info[_SHARED_TOTALS] = (weakref.ref(read_with), dataset.id, row, totals)
-    return totals

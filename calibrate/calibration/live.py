@@ -35,6 +35,7 @@ One definition of each thing an estimate depends on:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +47,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session
 
 from calibrate.bounds import MIN_INCLUSION_PROB
-from calibrate.calibration.frames import fewshot_keys, labels_frame, part_totals, shared_part_totals, verdicts_frame
+from calibrate.calibration.frames import fewshot_keys, labels_frame, part_totals, verdicts_frame
 from calibrate.calibration.pairwise import apply_order_rule
 from calibrate.calibration.streams import audit_probabilities, stream_assignments, stream_labels
 from calibrate.db import read_frame
@@ -289,7 +290,8 @@ def _pairwise_ready(task: Task, verdicts: pd.DataFrame, order_rule: str) -> pd.D
 
 def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, estimand: Estimand, *,
                  samples: set[int] | frozenset[int] | None = None, order_rule: str = "consistent", with_time: bool = True,
-                 frames: tuple | None = None, streams: bool = True) -> LiveTargets:
+                 frames: tuple | None = None, streams: bool = True,
+                 totals: Callable[[type], pd.Series] | None = None) -> LiveTargets:
     """Return every attempted target of the estimand with its verdict, gold, weights and time (module docstring).
 
     `samples`: only these samples (a split, a WHERE, a golden set). `frames`: the judge's verdicts and the task's
@@ -297,7 +299,8 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
     gold.py's rule (computed once by the report): used when every given label counts here (no production stream
     keeps some out, no sample filter drops any), else the gold is formed again from the labels that count.
     `streams` False: every given label is used as a uniform draw (the calibration-time agreement, outside the
-    production streams).
+    production streams). `totals`: the active parts per sample of a part table (frames.part_totals), when the caller
+    has read them already (the report reads them once per task for this and faithfulness).
     """
     excluded = set(task.excluded or [])
     verdicts, all_labels, *known = frames if frames is not None else (verdicts_frame(session, dataset, task, judge), None)
@@ -343,9 +346,8 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
 
     kind = judging(task).target
     if kind.aggregates(estimand.level):
-        totals = shared_part_totals(session, dataset, kind.row, frames[0]) if frames is not None else \
-            part_totals(session, dataset, kind.row)
-        frame, few, incomplete = _answers(frame, totals)
+        per_sample = totals(kind.row) if totals is not None else part_totals(session, dataset, kind.row)
+        frame, few, incomplete = _answers(frame, per_sample)
         counts.update(n_fewshot_excluded=few, n_incomplete_answers=incomplete)
     else:
         counts["n_fewshot_excluded"] = int(frame["fewshot"].sum())

@@ -19,7 +19,6 @@ from calibrate.calibration.frames import (
     claim_totals,
     labels_frame,
     per_sample,
-    shared_part_totals,
     target_positions,
     verdicts_frame,
 )
@@ -33,7 +32,6 @@ from calibrate.gold import (
 )
 from calibrate.models import (
     LABEL_KINDS,
-    Claim,
     Dataset,
     Judge,
     Task,
@@ -182,12 +180,6 @@ def paired_means(human: np.ndarray, judge: np.ndarray, options: Options) -> dict
                                        method=options.ci_method, seed=options.seed)
     return {"n": n, "human_mean": float(human.mean()), "judge_mean": float(judge.mean()), "difference": diff.value,
             "ci": list(diff.ci) if diff.ci else None, "status": diff.status, **diff.note_fields()}
-
-
-def faithfulness_totals(session: Session, dataset: Dataset, verdicts: pd.DataFrame | None) -> pd.Series:
-    """Return faithfulness's denominator, the active claims per sample: read once per report when the judge's verdicts
-    are given (the estimate block reads the same totals for the same verdicts frame: frames.shared_part_totals)."""
-    return claim_totals(session, dataset) if verdicts is None else shared_part_totals(session, dataset, Claim, verdicts)
 
 
 def faithfulness_section(gold: pd.DataFrame, verdicts: pd.DataFrame | None, totals: pd.Series, excluded: set[str], fewshot: set[str],

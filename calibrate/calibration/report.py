@@ -46,6 +46,7 @@ from calibrate.calibration.frames import (
     has_rows,
     join_target,
     labels_frame,
+    part_totals,
     sample_field_values,
     target_positions,
     verdict_columns,
@@ -65,7 +66,6 @@ from calibrate.calibration.rag import (
     annotator_metric_labels,
     context_precision_section,
     faithfulness_section,
-    faithfulness_totals,
     gold_relevance,
     gold_rows,
     metric_scores,
@@ -93,6 +93,7 @@ from calibrate.judges.families import (
     self_preference_warnings,
 )
 from calibrate.models import (
+    Claim,
     Dataset,
     Judge,
     Sample,
@@ -224,6 +225,15 @@ class _Frames:
     # estimate all use it.
     gold: pd.DataFrame
 
+    totals: dict[type, pd.Series] = field(default_factory=dict, repr=False)
+
+    def part_totals(self, scope: _Scope, row: type) -> pd.Series:
+        """Return the active parts per sample of a part table, read once per task (the estimate's answers and
+        faithfulness divide by the same counts)."""
+        if row not in self.totals:
+            self.totals[row] = part_totals(scope.session, scope.dataset, row)
+        return self.totals[row]
+
     @functools.cached_property
     def samples(self) -> set[int]:
         """The samples the task's own labels and the verdicts are on (the section's and faithfulness's claim sources)."""
@@ -337,7 +347,8 @@ def _judge_blocks(scope: _Scope, task: Task, frames: _Frames, section: dict[str,
     # the system's mean from verdicts and labels (estimate.py): only when some judged target has no gold
     if section.get("n_no_gold"):
         estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
-                                  order_rule=options.order_rule, frames=(frames.verdicts, frames.direct, frames.gold))
+                                  order_rule=options.order_rule, frames=(frames.verdicts, frames.direct, frames.gold),
+                                  totals=functools.partial(frames.part_totals, scope))
         if estimate is not None:
             section["estimate"] = estimate
 
@@ -362,7 +373,7 @@ def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame
     session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
     if task.name == "claim_support":  # names: this built-in task's gold gives faithfulness (not a kind of task)
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
-        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, faithfulness_totals(session, dataset, verdicts),
+        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, frames.part_totals(scope, Claim),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
         if metric is None and "claim_sources" in section:
             rag["faithfulness"]["claim_sources"] = dict(section["claim_sources"])

@@ -2,15 +2,13 @@
 
 live_targets maps the gold and the few-shot examples onto the verdicts through the report's categorical key codes
 (plain text keys are coded once), makes each distinct value a number once, counts answers with bincounts, and reads
-the parts per sample once per report (frames.shared_part_totals). Each piece is checked here against the previous
+the parts per sample once per report (report._Frames.part_totals). Each piece is checked here against the previous
 text-keyed path, kept below as the reference, on a random world with ties, adjudications, stale labels, unparsed and
 abstaining verdicts, retired claims, few-shot examples and a sample filter; the RAG block's per-row value flags
 (rag.value_flags) against pandas' own comparisons.
 """
 
 from __future__ import annotations
-
-import gc
 
 import numpy as np
 import pandas as pd
@@ -22,10 +20,11 @@ from sqlmodel import Session, select
 
 from calibrate import lookup
 from calibrate.calibration import live as live_module
+from calibrate.calibration import report as report_module
 from calibrate.calibration.budget import budget_candidates
-from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, shared_part_totals, verdicts_frame
+from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, verdicts_frame
 from calibrate.calibration.live import Estimand, codes_in, estimand_for, key_codes, live_targets, numbers_of
-from calibrate.calibration.rag import faithfulness_totals, value_flags
+from calibrate.calibration.rag import value_flags
 from calibrate.db import read_frame
 from calibrate.gold import gold_frame
 from calibrate.models import Claim, Context, Dataset, Sample
@@ -168,37 +167,28 @@ def test_numbers_of_are_the_numbers_of_every_value(metric):
         np.testing.assert_array_equal(numbers_of(values, estimand, {"not_applicable"}), expected)
 
 
-def test_the_parts_per_sample_are_read_once_per_frame(world, monkeypatch):
+def test_the_report_reads_the_parts_per_sample_once_for_the_estimate_and_faithfulness(world, monkeypatch):
+    """The estimate block's answers and faithfulness divide by the same active claims per sample: the report reads them
+    once per task (its frames hand them to both), with the figures of separate reads."""
     reads = []
     real = part_totals
 
-    def counted(*args):
-        reads.append(args[1:])
-        return real(*args)
+    def counted(session, dataset, row):
+        reads.append(row)
+        return real(session, dataset, row)
 
-    monkeypatch.setattr("calibrate.calibration.frames.part_totals", counted)
     with Session(world) as session:
-        dataset = lookup.dataset(session, DATASET)
-        expected = real(session, dataset, Claim)
-        verdicts = pd.DataFrame({"x": [1]})
-        first = shared_part_totals(session, dataset, Claim, verdicts)
-        pd.testing.assert_series_equal(first, expected)
-        assert shared_part_totals(session, dataset, Claim, verdicts) is first and len(reads) == 1
-        pd.testing.assert_series_equal(faithfulness_totals(session, dataset, verdicts), expected)
-        assert len(reads) == 1  # the RAG block's denominator: the same read
-        other = pd.DataFrame({"x": [1]})
-        assert shared_part_totals(session, dataset, Claim, other) is not first and len(reads) == 2  # another report's frame
-        assert shared_part_totals(session, dataset, Context, other).empty and len(reads) == 3  # another part kind
-        kept = shared_part_totals(session, dataset, Context, other)
-        assert len(reads) == 3 and kept.empty
-        del other, kept
-        gc.collect()
-        pd.testing.assert_series_equal(shared_part_totals(session, dataset, Claim, pd.DataFrame()), expected)
-        assert len(reads) == 4  # the frame it was read with is gone: read again
-        pd.testing.assert_series_equal(faithfulness_totals(session, dataset, None), expected)  # no verdicts: a plain read
-    with Session(world) as session:  # another session remembers nothing
-        shared_part_totals(session, lookup.dataset(session, DATASET), Claim, verdicts)
-        assert len(reads) == 6
+        plain = report_module.build_report(session, DATASET, JUDGE).data
+    monkeypatch.setattr(report_module, "part_totals", counted)
+    monkeypatch.setattr("calibrate.calibration.live.part_totals", counted)
+    with Session(world) as session:
+        once = report_module.build_report(session, DATASET, JUDGE).data
+    section = once["tasks"]["claim_support"]
+    assert "estimate" in section and "faithfulness" in once["rag"]  # both blocks ran on the counts
+    assert reads == [Claim]
+    for data in (plain, once):
+        data.pop("generated_at")
+    assert once == plain
 
 
 @pytest.mark.parametrize("kind", ["object", "str", "category", "mixed"])
