@@ -37,6 +37,9 @@ ABSTAINED = "(abstained)"
 # failed: the two orders conflict and the task has no tie, or one order is missing (pairwise.py).
 ORDER_MISS = "order_miss"
 
+# The values of join_verdicts' column `excluded`, scored ("") first.
+EXCLUSIONS = ("", "fewshot", "unparsed", ORDER_MISS, "no_gold", "excluded_label")
+
 
 def estimate_dict(est: Estimate, *, keep: tuple[str, ...] = ("value", "ci", "status", "note")) -> dict:
     """Return the JSON form of an estimate with the report's keys (plus its p-value when it has one, and the
@@ -114,32 +117,69 @@ def join_verdicts(gold: pd.DataFrame, verdicts: pd.DataFrame | None, fewshot: se
     better score. Without `stat_labels` (older callers), a verdict in `excluded_labels` is left
     out as `excluded_label` like the gold.
     """
-    merged = gold.copy()
     if verdicts is not None:
-        merged = gold.merge(verdicts[["target_key", "sample_id", "value", "status"]].rename(columns={"value": "judge", "sample_id": "v_sample"}),
-                            on="target_key", how="outer")
+        right = verdicts[["target_key", "sample_id", "value", "status"]].rename(columns={"value": "judge", "sample_id": "v_sample"})
+        merged = _outer_join_on_codes(gold, right, "target_key")
+        if merged is None:
+            merged = gold.merge(right, on="target_key", how="outer")
         merged["sample_id"] = merged["sample_id"].fillna(merged["v_sample"])
         merged = merged.drop(columns=["v_sample"])
     else:
+        merged = gold.copy()
         merged["judge"] = None
         merged["status"] = None
-    merged["excluded"] = ""
-    merged.loc[merged["target_key"].isin(fewshot), "excluded"] = "fewshot"
-    has_verdict = merged["status"].notna()
-    usable = has_verdict & merged["judge"].notna() & (merged["status"] == "ok")
-    has_gold = merged["gold"].notna()
-    open_ = merged["excluded"] == ""
-    merged.loc[open_ & has_verdict & ~usable, "excluded"] = "unparsed"
-    merged.loc[open_ & (merged["status"] == ORDER_MISS), "excluded"] = ORDER_MISS
-    merged.loc[open_ & usable & ~has_gold, "excluded"] = "no_gold"
+    # The reasons as codes into EXCLUSIONS, each rule in turn overriding the ones before it, written once as text.
+    status = merged["status"]
+    fewshot_ = merged["target_key"].isin(fewshot).to_numpy()
+    has_verdict = status.notna().to_numpy()
+    usable = has_verdict & merged["judge"].notna().to_numpy() & (status == "ok").to_numpy()
+    has_gold = merged["gold"].notna().to_numpy()
+    open_ = ~fewshot_
+    reason = np.where(fewshot_, EXCLUSIONS.index("fewshot"), 0).astype(np.int8)
+    unusable = np.flatnonzero(open_ & has_verdict & ~usable)  # ORDER_MISS is a verdict's status that is not "ok"
+    reason[unusable] = EXCLUSIONS.index("unparsed")
+    reason[unusable[(status.iloc[unusable] == ORDER_MISS).to_numpy()]] = EXCLUSIONS.index(ORDER_MISS)
+    reason[open_ & usable & ~has_gold] = EXCLUSIONS.index("no_gold")
     if stat_labels is not None:
-        merged.loc[open_ & usable & has_gold & ~merged["gold"].isin(stat_labels), "excluded"] = "excluded_label"
+        reason[open_ & usable & has_gold & ~merged["gold"].isin(stat_labels).to_numpy()] = EXCLUSIONS.index("excluded_label")
     elif excluded_labels:
-        na = merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)
-        merged.loc[open_ & usable & has_gold & na, "excluded"] = "excluded_label"
-    merged["scored"] = (merged["excluded"] == "") & usable & has_gold
-    merged["abstained"] = (merged["scored"] & ~merged["judge"].isin(stat_labels)) if stat_labels is not None else False
+        na = (merged["gold"].isin(excluded_labels) | merged["judge"].isin(excluded_labels)).to_numpy()
+        reason[open_ & usable & has_gold & na] = EXCLUSIONS.index("excluded_label")
+    merged["excluded"] = pd.Series(EXCLUSIONS).array.take(reason)  # text, as `merged["excluded"] = ""` made it
+    scored = (reason == 0) & usable & has_gold
+    merged["scored"] = scored
+    merged["abstained"] = (scored & ~merged["judge"].isin(stat_labels).to_numpy()) if stat_labels is not None else False
     return merged
+
+
+def _outer_join_on_codes(left: pd.DataFrame, right: pd.DataFrame, key: str) -> pd.DataFrame | None:
+    """Return `left.merge(right, on=key, how="outer")` through the key's categorical codes, or None where that is not
+    the same frame for certain (the key not categorical with the same categories in the same order on both sides, a
+    missing or repeated key, an empty side, a column name on both sides): for unique keys pandas' outer join has one row per key of either side, in the
+    order of the codes (its keys sorted), the left's columns then the right's, taken with pandas' missing-value fill."""
+    dtype = left[key].dtype
+    if (not isinstance(dtype, pd.CategoricalDtype) or right[key].dtype != dtype  # unordered: equal in any order
+            or not right[key].cat.categories.equals(dtype.categories) or left.empty or right.empty
+            or set(left.columns) & set(right.columns) != {key}):
+        return None
+    n_codes = len(dtype.categories)
+    where = []
+    for frame in (left, right):
+        codes = frame[key].cat.codes.to_numpy()
+        if (codes < 0).any() or np.bincount(codes, minlength=n_codes).max() > 1:
+            return None
+        at = np.full(n_codes, -1, dtype=np.intp)
+        at[codes] = np.arange(len(codes))
+        where.append(at)
+    present = np.flatnonzero((where[0] >= 0) | (where[1] >= 0))
+    rows = {key: pd.Categorical.from_codes(present, dtype=dtype)}
+    for frame, at in zip((left, right), where, strict=True):
+        taken = at[present]
+        for column in frame.columns.drop(key):
+            values = frame[column].array if isinstance(frame[column].dtype, pd.api.extensions.ExtensionDtype) else frame[column].to_numpy()
+            values = pd.api.extensions.take(values, taken, allow_fill=True)
+            rows[column] = pd.Series(values, dtype=values.dtype, copy=False)  # object stays object (not inferred as text)
+    return pd.DataFrame(rows, columns=[*left.columns, *right.columns.drop(key)])
 
 
 def judge_codes(judge: list, stat_labels: list[str]) -> tuple[list, list[str]]:

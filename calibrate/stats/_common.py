@@ -59,6 +59,21 @@ def factor_codes(values: Any, *, sort: bool = False) -> tuple[np.ndarray, list]:
     return codes.astype(np.int64), list(uniques)
 
 
+def factor_ids(values: Any, *, first_seen: bool = True) -> np.ndarray:
+    """Return codes that are equal where ``values`` are equal, -1 for a missing one, without listing the distinct
+    values: ``factor_codes``'s codes (``first_seen``: numbered in order of first appearance), or, where the numbering
+    does not matter (``first_seen=False``), a pandas categorical's own codes, neither factorized nor its strings read.
+    """
+    dtype = getattr(values, "dtype", None)
+    if not isinstance(dtype, pd.CategoricalDtype):
+        return factor_codes(values)[0]
+    codes = (values.cat.codes.to_numpy() if hasattr(values, "cat") else np.asarray(values.codes)).astype(np.int64)
+    if first_seen:
+        present = codes >= 0
+        codes[present] = pd.factorize(codes[present])[0]
+    return codes
+
+
 def check_same_length(**named: Sequence) -> int:
     """Raise ``ValueError`` unless every sequence has the same length; return it."""
     lengths = {name: len(seq) for name, seq in named.items()}

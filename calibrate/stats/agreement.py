@@ -43,6 +43,7 @@ from calibrate.stats._common import (
     check_same_length,
     encode,
     factor_codes,
+    factor_ids,
     is_missing,
     is_numeric_label,
     ordered_labels,
@@ -489,14 +490,24 @@ def co_rated_pairs(units: Sequence, raters: Sequence, *, min_shared: int = 1) ->
         rows of the two ratings; ``n_pairs``: ``R(R-1)/2``; ``n_pairs_sparse``: pairs sharing
         fewer than ``min_shared`` units (none included).
     """
-    if isinstance(min_shared, bool) or not isinstance(min_shared, (int, np.integer)) or min_shared < 1:
-        raise ValueError("min_shared must be a positive integer")
-    unit_ids, _ = factor_codes(units)  # a categorical through its codes (the report's 10^6 labels)
+    _check_min_shared(min_shared)
+    unit_ids = factor_ids(units)  # numbered by first appearance: the rows' order below (a categorical through its codes)
     rater_ids, rater_names = factor_codes(raters, sort=True)
     check_same_length(units=unit_ids, raters=rater_ids)
-    n_raters = len(rater_names)
+    return {"raters": list(rater_names), **_co_rated(unit_ids, rater_ids, len(rater_names), min_shared)}
+
+
+def _check_min_shared(min_shared: int) -> None:
+    if isinstance(min_shared, bool) or not isinstance(min_shared, (int, np.integer)) or min_shared < 1:
+        raise ValueError("min_shared must be a positive integer")
+
+
+def _co_rated(unit_ids: np.ndarray, rater_ids: np.ndarray, n_raters: int, min_shared: int) -> dict:
+    """co_rated_pairs from integer codes: ``unit_ids`` equal for the same unit (the rows come out in their order),
+    ``rater_ids`` the raters' positions in the sorted ``n_raters`` (-1 for a missing one)."""
     u = unit_ids
-    if len(pd.unique(unit_ids.astype(np.int64) * max(n_raters, 1) + rater_ids)) != len(u):
+    missing_rater = len(rater_ids) and rater_ids.min() < 0
+    if missing_rater and len(pd.unique(unit_ids.astype(np.int64) * max(n_raters, 1) + rater_ids)) != len(u):
         raise ValueError("a rater rated the same unit more than once")
     order = np.argsort(unit_ids, kind="stable")
     sorted_units = unit_ids[order]
@@ -512,16 +523,27 @@ def co_rated_pairs(units: Sequence, raters: Sequence, *, min_shared: int = 1) ->
         rows_b_parts.append(order[block[:, ib]].ravel())
     rows_a, rows_b = np.concatenate(rows_a_parts), np.concatenate(rows_b_parts)
     ra, rb = rater_ids[rows_a], rater_ids[rows_b]
+    if (ra == rb).any():  # every two ratings of a unit are a pair here: a rater twice on a unit is a pair with itself
+        raise ValueError("a rater rated the same unit more than once")
     swap = ra > rb
     rows_a, rows_b = np.where(swap, rows_b, rows_a), np.where(swap, rows_a, rows_b)
     key = np.minimum(ra, rb).astype(np.int64) * n_raters + np.maximum(ra, rb)
-    pair_keys, pair_of, shared = np.unique(key, return_inverse=True, return_counts=True)
+    if not missing_rater and n_raters * n_raters <= 4 * len(key) + 4096:
+        # np.unique's (sorted keys, inverse, counts) by counting: the keys are below n_raters², a few per pair
+        every = np.bincount(key, minlength=n_raters * n_raters)
+        pair_keys = np.flatnonzero(every)
+        shared = every[pair_keys]
+        rank = np.zeros(len(every), dtype=np.intp)
+        rank[pair_keys] = np.arange(len(pair_keys))
+        pair_of = rank[key]
+    else:
+        pair_keys, pair_of, shared = np.unique(key, return_inverse=True, return_counts=True)
     kept = shared >= min_shared
     position = np.cumsum(kept) - 1
     on_kept = kept[pair_of]
     n_pairs = n_raters * (n_raters - 1) // 2
     return {
-        "raters": list(rater_names), "a": (pair_keys[kept] // max(n_raters, 1)).astype(np.int64),
+        "a": (pair_keys[kept] // max(n_raters, 1)).astype(np.int64),
         "b": (pair_keys[kept] % max(n_raters, 1)).astype(np.int64), "n": shared[kept].astype(np.int64),
         "pair": position[pair_of][on_kept], "rows_a": rows_a[on_kept], "rows_b": rows_b[on_kept],
         "n_pairs": n_pairs, "n_pairs_sparse": n_pairs - int(kept.sum()),
@@ -572,16 +594,24 @@ def crowd_pairwise_kappa(units: Sequence, raters: Sequence, values: Sequence, *,
     if weights not in _WEIGHTS:
         raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
     labs = validate_labels(labels)
-    unit_ids, _ = factor_codes(units)  # a categorical through its codes (the report's 10^6 labels), else as values
+    unit_ids = factor_ids(units, first_seen=False)  # the tables do not depend on the units' numbering
     rater_ids, rater_names = factor_codes(raters, sort=True)
     value_ids, value_names = factor_codes(values)
     check_same_length(units=unit_ids, raters=rater_ids, values=value_ids)
     keep = np.flatnonzero(value_ids >= 0)  # a missing value is no rating
     codes = encode(value_names, {lab: i for i, lab in enumerate(labs)}, "values")[value_ids[keep]]
-    lu, lr = unit_ids[keep], pd.Categorical.from_codes(rater_ids[keep], categories=pd.Index(rater_names, dtype=object))
     if weights is not None and not all(is_numeric_label(v) for v in labs):
         raise ValueError("weighted kappa needs numeric labels (ordered scale values)")
-    co = co_rated_pairs(lu, lr, min_shared=min_shared)
+    _check_min_shared(min_shared)
+    lr = rater_ids[keep]
+    if (lr < 0).any():  # a missing rater: as before (co_rated_pairs' duplicate check then depends on the numbering)
+        raters_kept = pd.Categorical.from_codes(lr, categories=pd.Index(rater_names, dtype=object))
+        co = co_rated_pairs(factor_codes(units)[0][keep], raters_kept, min_shared=min_shared)
+    else:  # the raters that kept a rating, renumbered in their sorted order
+        used = np.flatnonzero(np.bincount(lr, minlength=len(rater_names)))
+        rank = np.zeros(len(rater_names), dtype=np.int64)
+        rank[used] = np.arange(len(used))
+        co = {"raters": [rater_names[i] for i in used], **_co_rated(unit_ids[keep], rank[lr], len(used), min_shared)}
     k = len(labs)
     n_kept = len(co["a"])
     cells = co["pair"] * (k * k) + codes[co["rows_a"]] * k + codes[co["rows_b"]]
