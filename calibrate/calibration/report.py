@@ -227,7 +227,7 @@ class _Frames:
 
     totals: dict[type, pd.Series] = field(default_factory=dict, repr=False)
 
-    def part_totals(self, scope: _Scope, row: type) -> pd.Series:
+    def parts_per_sample(self, scope: _Scope, row: type) -> pd.Series:
         """Return the active parts per sample of a part table, read once per task (the estimate's answers and
         faithfulness divide by the same counts)."""
         if row not in self.totals:
@@ -348,7 +348,7 @@ def _judge_blocks(scope: _Scope, task: Task, frames: _Frames, section: dict[str,
     if section.get("n_no_gold"):
         estimate = estimate_block(session, dataset.name, task, judge.name, split=options.split, confidence=options.confidence,
                                   order_rule=options.order_rule, frames=(frames.verdicts, frames.direct, frames.gold),
-                                  totals=functools.partial(frames.part_totals, scope))
+                                  totals=functools.partial(frames.parts_per_sample, scope))
         if estimate is not None:
             section["estimate"] = estimate
 
@@ -373,7 +373,7 @@ def _rag_blocks(scope: _Scope, task: Task, frames: _Frames, merged: pd.DataFrame
     session, dataset, judge, options, verdicts = scope.session, scope.dataset, scope.judge, scope.options, frames.verdicts
     if task.name == "claim_support":  # names: this built-in task's gold gives faithfulness (not a kind of task)
         metric = metric_scores(session, dataset, judge, "faithfulness", scope.in_split) if verdicts is None else None
-        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, frames.part_totals(scope, Claim),
+        rag["faithfulness"] = faithfulness_section(gold_rows(merged), verdicts, frames.parts_per_sample(scope, Claim),
                                                    set(task.excluded or []), scope.fewshot, metric, options=options)
         if metric is None and "claim_sources" in section:
             rag["faithfulness"]["claim_sources"] = dict(section["claim_sources"])

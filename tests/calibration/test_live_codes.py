@@ -2,7 +2,7 @@
 
 live_targets maps the gold and the few-shot examples onto the verdicts through the report's categorical key codes
 (plain text keys are coded once), makes each distinct value a number once, counts answers with bincounts, and reads
-the parts per sample once per report (report._Frames.part_totals). Each piece is checked here against the previous
+the parts per sample once per report (report._Frames.parts_per_sample). Each piece is checked here against the previous
 text-keyed path, kept below as the reference, on a random world with ties, adjudications, stale labels, unparsed and
 abstaining verdicts, retired claims, few-shot examples and a sample filter; the RAG block's per-row value flags
 (rag.value_flags) against pandas' own comparisons.
