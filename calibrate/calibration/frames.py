@@ -1,4 +1,4 @@
-"""Read labels, verdicts and sample fields into pandas frames (through `db.read_frame`'s raw cursor).
+"""Read labels, verdicts and sample fields into pandas frames (through `db.read_frame`'s and `db.read_columns`' raw cursor).
 
 Every statistic of the package starts from these frames: one row per label or verdict, with
 the target's key ("claim:42"), its sample's primary key and its claim index or context rank
@@ -102,8 +102,9 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     """Return the task's labels and the judge's verdicts (None without a judge) as labels_frame and verdicts_frame
     do, read for 10^6 rows: the report's read.
 
-    Read as integers in bounded chunks (db.read_frame): the target's id (KEY_COLUMNS), the annotator's id (no user
-    join: named from one small user query), `value` coded chunk by chunk. `target_key` of both frames is one pandas
+    Read as integers in bounded chunks (db.read_columns): the target's id (KEY_COLUMNS), the annotator's id (no user
+    join: named from one small user query), `value` coded through one table for the read; a part's position and
+    whether it is active from one read of the parts (place_parts). `target_key` of both frames is one pandas
     Categorical over the sorted text keys (`coded_keys`: the text of each target made once, the rows' codes found by
     integer lookups), `annotator` and the labels' `value` categoricals: the frames hold codes, not millions of strings,
     and the gold, the human block, the joins and the estimate group on integers. Sorted categories keep every
