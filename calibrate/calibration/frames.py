@@ -113,12 +113,11 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     kind = judging(task).target
     # A part's position and whether it is active come from one read of the parts (place_parts), not a join per row.
     placed = {} if kind.within else {"position": INFERRED}
-    query = (
+    span = dense_sample_range(session, dataset)
+    query = in_dataset(
         sa_select(*key_columns(task, Label), Label.sample_id, *([] if kind.within else [position_column(task)]),
                   Label.annotator_id, Label.value, Label.adjudicated, Label.stale, *adjudication_order())
-        .join(Sample, Sample.id == Label.sample_id)
-        .where(Sample.dataset_id == dataset.id, Label.task_id == task.id)
-    )
+        .where(Label.task_id == task.id), Label, dataset, span)
     labels = read_columns(session, query, {
         **KEY_KINDS, "sample_id": INT, **placed, "annotator": INT, "value": CATEGORY, "adjudicated": BOOL,
         "stale": BOOL, "updated_at": INFERRED, "label_id": INFERRED})
@@ -131,12 +130,9 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     columns = [*key_columns(task, Verdict), Verdict.sample_id, *([] if kind.within else [position_column(task)]),
                Verdict.value, Verdict.status, *([] if kind.within else [active_column(task)]),
                *verdict_columns(task)[len(VERDICT_COLUMNS):]]
-    query = (
-        sa_select(*columns)
-        .join(Sample, Sample.id == Verdict.sample_id)
-        .where(Sample.dataset_id == dataset.id, Verdict.task_id == task.id, Verdict.judge_id == judge.id,
-               Verdict.sample_index == 0)  # as _verdicts_query, without the join of the part
-    )
+    query = in_dataset(  # as _verdicts_query, without the join of the part
+        sa_select(*columns).where(Verdict.task_id == task.id, Verdict.judge_id == judge.id, Verdict.sample_index == 0),
+        Verdict, dataset, span)
     kinds = {**KEY_KINDS, "sample_id": INT, **placed, "value": SHARED_TEXT, "status": SHARED_TEXT,
              **({} if kind.within else {"active": INFERRED})}  # value, status: text as verdicts_frame reads them
     kinds |= dict.fromkeys(frame_columns(task)[len(VERDICT_COLUMNS):], INFERRED)  # a pairwise task's order_key
@@ -145,6 +141,23 @@ def coded_frames(session: Session, dataset: Dataset, task: Task, judge: Judge | 
     verdicts = _active(verdicts)
     labels, verdicts = coded_keys(task, labels, verdicts)
     return labels[LABEL_COLUMNS], verdicts[frame_columns(task)]
+
+
+def dense_sample_range(session: Session, dataset: Dataset) -> tuple[int, int] | None:
+    """Return the least and greatest sample id of the dataset when its ids are exactly that range (every id from one to
+    the other is one of its samples, as an import makes them), else None (a gap, or no sample)."""
+    low, high, count = session.execute(sa_select(func.min(Sample.id), func.max(Sample.id), func.count())
+                                       .where(Sample.dataset_id == dataset.id)).one()
+    return (low, high) if count and high - low + 1 == count else None
+
+
+def in_dataset(query, model, dataset: Dataset, span: tuple[int, int] | None):
+    """Return the query of rows of `model` (a table with `sample_id`) restricted to the dataset's samples: by their id
+    range when it is dense (`dense_sample_range`: a row is the dataset's exactly when its sample id is in it; no join
+    to `sample`), else by the join."""
+    if span is not None:
+        return query.where(model.sample_id.between(*span))
+    return query.join(Sample, Sample.id == model.sample_id).where(Sample.dataset_id == dataset.id)
 
 
 PARTS_IN_LIST = 500  # part ids per IN (…) list when a frame's targets are too sparse to read their id range
@@ -390,17 +403,8 @@ def part_totals(session: Session, dataset: Dataset, row: type) -> pd.Series:
     as an import makes them), a part belongs to the dataset exactly when its sample id is in that range: the parts are
     counted in the order of their (sample_id, …) index, without the join to `sample` and a sort for the GROUP BY.
     """
-    low, high, count = session.execute(sa_select(func.min(Sample.id), func.max(Sample.id), func.count())
-                                       .where(Sample.dataset_id == dataset.id)).one()
-    if count and high - low + 1 == count:
-        query = (sa_select(row.sample_id, func.count())
-                 .where(row.sample_id.between(low, high), row.active.is_(True))
-                 .group_by(row.sample_id))
-    else:
-        query = (sa_select(row.sample_id, func.count())
-                 .join(Sample, Sample.id == row.sample_id)
-                 .where(Sample.dataset_id == dataset.id, row.active.is_(True))
-                 .group_by(row.sample_id))
+    query = in_dataset(sa_select(row.sample_id, func.count()).where(row.active.is_(True)), row, dataset,
+                       dense_sample_range(session, dataset)).group_by(row.sample_id)
     frame = read_frame(session, query, ["sample_id", "n"])
     return pd.Series(frame["n"].to_numpy(dtype=np.int64), index=frame["sample_id"].to_numpy(dtype=np.int64))
 

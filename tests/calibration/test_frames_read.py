@@ -206,3 +206,26 @@ def test_a_wide_read_fetches_fewer_rows_at_once(monkeypatch):
     assert db.chunk_rows(40) * (db.ROW_BYTES + 40 * db.VALUE_BYTES) <= db.READ_CHUNK_BYTES
     monkeypatch.setattr(db, "READ_CHUNK_BYTES", 10)
     assert db.chunk_rows(5) == 1
+
+
+def test_a_dataset_read_by_its_id_range_or_by_the_join_gives_the_same_rows(world, engine):
+    """The coded read restricts rows to the dataset by its sample-id range when the ids are exactly that range, else by
+    the join to `sample`: with a sample of the range moved to another dataset, the join is used and that sample's
+    labels and verdicts are left out, as the plain read leaves them out."""
+    with Session(engine) as session:
+        assert frames.dense_sample_range(session, lookup.dataset(session, DATASET)) is not None
+    dense = read(engine)
+    for plain, coded in ((dense[0], dense[2]), (dense[1], dense[3])):
+        pd.testing.assert_frame_equal(values(coded), values(plain))
+    with Session(engine) as session:
+        ids = session.execute(select(Sample.id).order_by(Sample.id)).scalars().all()
+        session.execute(text("INSERT INTO dataset (name, description, source, is_demo, created_at) "
+                             "SELECT 'elsewhere', '', '', 0, created_at FROM dataset LIMIT 1"))
+        other = session.execute(text("SELECT id FROM dataset WHERE name = 'elsewhere'")).scalar_one()
+        session.execute(text("UPDATE sample SET dataset_id = :d WHERE id = :s"), {"d": other, "s": ids[len(ids) // 2]})
+        session.commit()
+        assert frames.dense_sample_range(session, lookup.dataset(session, DATASET)) is None
+    plain, plain_v, coded, coded_v = read(engine)
+    assert len(coded) < len(dense[2]) and len(coded_v) < len(dense[3])
+    pd.testing.assert_frame_equal(values(coded), values(plain))
+    pd.testing.assert_frame_equal(values(coded_v), values(plain_v))
