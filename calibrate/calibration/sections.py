@@ -24,7 +24,7 @@ from calibrate.models import (
 )
 from calibrate.reasons import Reason, join, noted
 from calibrate.stats import Estimate
-from calibrate.stats.agreement import cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
+from calibrate.stats.agreement import code_table, cohen_kappa_table, label_codes, per_label_prf_table, shared_codes
 from calibrate.stats.intervals import cluster_bootstrap_alpha_counts
 
 NO_GROUP = ("no value",)  # the group of samples without the group-by field (a tuple: never a field's text value)
@@ -224,7 +224,7 @@ def categorical_section(task: Task, labels: pd.DataFrame, verdicts: pd.DataFrame
         # confusion and the per-label figures: the numbers of stats.cohen_kappa & co on the lists, without them.
         gold_c, judge_c, used = judge_label_codes(scored["gold"], scored["judge"], stat_labels)
         k = len(used)
-        table = np.bincount(gold_c * k + judge_c, minlength=k * k).reshape(k, k)
+        table = code_table(gold_c, judge_c, k)
         if scored.empty:
             note = Reason("no_usable_verdicts_on_gold")  # (no verdicts at all: see judge_note)
             kappa = Estimate.no_data(note)
@@ -404,8 +404,7 @@ def _per_annotator_categorical(labels: pd.DataFrame, merged: pd.DataFrame, stat_
             out.append(_annotator_row_lists(annotator, current.iloc[rows], judged, stat_labels))
             continue
         used = [*stat_labels, ABSTAINED] if (judge == k).any() else list(stat_labels)
-        m = len(used)
-        table = np.bincount(human * m + judge, minlength=m * m).reshape(m, m)
+        table = code_table(human, judge, len(used))
         est = cohen_kappa_table(table, labels=used) if len(paired) else Estimate.no_data(Reason("no_shared_targets_judge"))
         out.append({"annotator": annotator, "n": est.n, "cohen_kappa": estimate_dict(est, keep=("value", "status", "note")),
                     "percent_agreement": float((human == judge).mean()) if len(paired) else None})
@@ -459,8 +458,7 @@ def _part_kappa(part: pd.DataFrame, labels: list[str] | None) -> Estimate:
     if labels:
         gold, judge = label_codes(part["gold"], labels), label_codes(part["judge"], labels)
         if len(gold) and gold.min() >= 0 and judge.min() >= 0:
-            k = len(labels)
-            return cohen_kappa_table(np.bincount(gold * k + judge, minlength=k * k).reshape(k, k), labels=labels)
+            return cohen_kappa_table(code_table(gold, judge, len(labels)), labels=labels)
     return stats.cohen_kappa(part["gold"].tolist(), part["judge"].tolist(), labels=labels)
 
 

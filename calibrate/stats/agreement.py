@@ -60,6 +60,7 @@ __all__ = [
     "pairwise_cohen_kappa",
     "crowd_pairwise_kappa",
     "cohen_kappa_table",
+    "code_table",
     "per_label_prf_table",
     "label_codes",
     "shared_codes",
@@ -226,8 +227,13 @@ def confusion_matrix(a: Sequence, b: Sequence, *, labels: Sequence) -> np.ndarra
     labs = validate_labels(labels)
     index = {lab: i for i, lab in enumerate(labs)}
     k = len(labs)
-    ca, cb = encode(la, index, "a"), encode(lb, index, "b")
-    return np.bincount(ca * k + cb, minlength=k * k).reshape(k, k).astype(np.int64)
+    return code_table(encode(la, index, "a"), encode(lb, index, "b"), k)
+
+
+def code_table(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """Return the ``K x K`` contingency table (int64) of two raters' label codes in ``0..K-1`` (rows ``a``, columns
+    ``b``): what :func:`confusion_matrix` counts from the labels, :func:`cohen_kappa_table` takes."""
+    return np.bincount(np.asarray(a) * k + np.asarray(b), minlength=k * k).reshape(k, k).astype(np.int64)
 
 
 def percent_agreement(a: Sequence, b: Sequence) -> Estimate:
@@ -317,7 +323,7 @@ def cohen_kappa(a: Sequence, b: Sequence, *, labels: Sequence | None = None, wei
     if n < 2:
         return Estimate.undefined(n, Reason("kappa_too_few"), **extra)
     k = len(labs)
-    return cohen_kappa_table(np.bincount(ca * k + cb, minlength=k * k).reshape(k, k), labels=labs, weights=weights,
+    return cohen_kappa_table(code_table(ca, cb, k), labels=labs, weights=weights,
                              n_missing=dropped)
 
 
