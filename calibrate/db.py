@@ -733,8 +733,8 @@ def read_columns(session: Session, query, columns: dict[str, str]):
     SHARED_TEXT column into integer codes by one dict lookup per row (one table for the whole read, so no chunk's
     categories are united later), an INFERRED column as pandas would type it. 10^6 rows never hold millions of Python
     objects at once (peak memory grows with one chunk, not with the table), and the frame is the one `read_frame`
-    would give with the categories sorted
-    (SHARED_TEXT: text again, as read_frame's but without a string of its own per row).
+    would give with the categories sorted (SHARED_TEXT: text again, as read_frame's but without a string of its own
+    per row).
     """
     import numpy as np  # noqa: PLC0415 - as read_frame
     import pandas as pd  # noqa: PLC0415

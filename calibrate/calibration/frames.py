@@ -178,33 +178,34 @@ def place_parts(session: Session, task: Task, labels: pd.DataFrame, verdicts: pd
     index = IdIndex(np.concatenate(ids)) if sum(len(i) for i in ids) else None
     wanted = index.ids[index.ids > 0] if index is not None else np.empty(0, dtype=np.int64)  # 0: no part (NULL)
     columns = (kind.row.id, getattr(kind.row, kind.position), kind.row.active)
-    parts = []
+    kinds = {"id": INT, "position": INT, "active": BOOL}
     if len(wanted) and IdIndex.is_dense(int(wanted[0]), int(wanted[-1]), len(wanted)):
-        parts.append(read_columns(session, sa_select(*columns).where(kind.row.id.between(int(wanted[0]), int(wanted[-1]))),
-                                  {"id": INT, "position": INT, "active": INT}))
+        queries = [sa_select(*columns).where(kind.row.id.between(int(wanted[0]), int(wanted[-1])))]
     else:
-        for start in range(0, len(wanted), PARTS_IN_LIST):
-            chunk = wanted[start:start + PARTS_IN_LIST].tolist()
-            parts.append(read_columns(session, sa_select(*columns).where(kind.row.id.in_(chunk)),
-                                      {"id": INT, "position": INT, "active": INT}))
-    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"id": [], "position": [], "active": []})
-    part_ids = found["id"].to_numpy(dtype=np.int64)
-    order = np.argsort(part_ids, kind="stable")
-    part_ids, positions = part_ids[order], found["position"].to_numpy(dtype=np.int64)[order]
-    active = found["active"].to_numpy(dtype=np.int64)[order].astype(bool)
+        queries = [sa_select(*columns).where(kind.row.id.in_(wanted[start:start + PARTS_IN_LIST].tolist()))
+                   for start in range(0, len(wanted), PARTS_IN_LIST)]
+    parts = [read_columns(session, query, kinds) for query in queries]
+    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({name: [] for name in kinds})
+    order = np.argsort(found["id"].to_numpy(dtype=np.int64), kind="stable")
+    part_ids = found["id"].to_numpy(dtype=np.int64)[order]
+    positions, active = found["position"].to_numpy(dtype=np.int64)[order], found["active"].to_numpy(dtype=bool)[order]
     for frame, target_ids in zip(frames, ids, strict=True):
         at = np.searchsorted(part_ids, target_ids)
-        hit = at < len(part_ids)
-        hit[hit] = part_ids[at[hit]] == target_ids[hit]
+        hit = np.zeros(len(target_ids), dtype=bool)
+        inside = at < len(part_ids)
+        hit[inside] = part_ids[at[inside]] == target_ids[inside]
         if hit.all():
             position = positions[at]
         elif hit.any():
-            position = np.where(hit, positions[np.minimum(at, len(part_ids) - 1)], np.nan)
+            position = np.full(len(target_ids), np.nan)
+            position[hit] = positions[at[hit]]
         else:
             position = np.array([None] * len(frame), dtype=object)
         frame.insert(frame.columns.get_loc("sample_id") + 1, "position", position)
         if frame is verdicts:  # a verdict whose part is not found counts as active, as _active fills the join's NULL
-            frame["active"] = hit & active[np.minimum(at, len(part_ids) - 1)] | ~hit if len(part_ids) else True
+            is_active = np.ones(len(target_ids), dtype=bool)
+            is_active[hit] = active[at[hit]]
+            frame["active"] = is_active
 
 
 def has_rows(session: Session, dataset: Dataset, task: Task, judge: Judge | None) -> bool:
