@@ -57,6 +57,7 @@ from calibrate.judged import ANSWERS, TARGET_KINDS, judging, target_kind
 from calibrate.models import AuditDraw, Dataset, Judge, Sample, Task
 from calibrate.reasons import Reason
 from calibrate.sample_time import time_of
+from calibrate.stats.agreement import shared_codes
 from calibrate.stats.design import design_estimate, snap
 
 __all__ = ["LEVELS", "WINDOWS", "Estimand", "LiveTargets", "difference_interval", "estimand_for", "estimate_targets", "live_targets",
@@ -220,23 +221,6 @@ def numbers_of(values: pd.Series, estimand: Estimand, excluded: set[str]) -> np.
     return _numbers(pd.Series(np.asarray(uniques, dtype=object)), estimand, excluded)[codes]
 
 
-def key_codes(keys: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """Return each row's target code and the keys the codes point into: a categorical's own codes and categories (the
-    report's frames), else the text keys coded once in order of appearance."""
-    if isinstance(keys.dtype, pd.CategoricalDtype):
-        return keys.cat.codes.to_numpy(dtype=np.int64), keys.cat.categories
-    codes, uniques = pd.factorize(keys.to_numpy(dtype=object))
-    return codes.astype(np.int64), pd.Index(uniques, dtype=object)
-
-
-def codes_in(keys: pd.Series, index: pd.Index) -> np.ndarray:
-    """Return each key's position in `index` (-1 where it has none): the integer codes of a categorical that shares its
-    categories, else a lookup of the text."""
-    if isinstance(keys.dtype, pd.CategoricalDtype) and (keys.cat.categories is index or keys.cat.categories.equals(index)):
-        return keys.cat.codes.to_numpy(dtype=np.int64)
-    return index.get_indexer(keys.to_numpy(dtype=object)).astype(np.int64) if len(keys) else np.zeros(0, dtype=np.int64)
-
-
 def _labels(session: Session, dataset: Dataset, task: Task, labels: pd.DataFrame | None = None, *,
             streams: bool = True) -> tuple[pd.DataFrame, pd.Series | None, str, int]:
     """Return the labels an estimate uses, each audit sample's draw probability (None without queues), which, and the left out.
@@ -326,22 +310,19 @@ def live_targets(session: Session, dataset: Dataset, task: Task, judge: Judge, e
         yhat[failed] = 0.0
     gold = known[0] if known and every else gold_frame(labels, task.kind)
     gold = gold[gold["gold"].notna()].drop_duplicates("target_key")
-    # The gold and the few-shot examples by the verdicts' integer key codes (the report's categorical keys: no text
-    # hashed; plain text keys are coded once), each gold value made a number once per target.
-    codes, keys = key_codes(verdicts["target_key"])
-    gold_codes = codes_in(gold["target_key"], keys)
+    # The gold by the verdicts' and the gold's keys in one integer coding (stats.agreement.shared_codes: the report's
+    # categorical keys by their codes, plain text keys factorized once), each gold value made a number once per target.
+    codes, gold_codes, n_keys = shared_codes(verdicts["target_key"], gold["target_key"])
     found = gold_codes >= 0
-    has_gold, y_of = np.zeros(len(keys), dtype=bool), np.full(len(keys), np.nan)
+    has_gold, y_of = np.zeros(n_keys, dtype=bool), np.full(n_keys, np.nan)
     has_gold[gold_codes[found]] = True
     y_of[gold_codes[found]] = numbers_of(gold["gold"], estimand, excluded)[found]
-    is_fewshot = np.zeros(len(keys), dtype=bool)
-    fewshot_codes = keys.get_indexer(sorted(fewshot)) if fewshot else np.zeros(0, dtype=np.int64)
-    is_fewshot[fewshot_codes[fewshot_codes >= 0]] = True
-    judged = np.zeros(len(keys), dtype=bool)
+    is_fewshot = verdicts["target_key"].isin(fewshot).to_numpy() if fewshot else np.zeros(len(codes), dtype=bool)
+    judged = np.zeros(n_keys, dtype=bool)
     judged[codes] = True
     labelled = has_gold[codes]
     frame = pd.DataFrame({"sample_id": verdicts["sample_id"].astype(np.int64).to_numpy(), "yhat": yhat, "failed": failed,
-                          "fewshot": is_fewshot[codes], "labelled": labelled, "y": np.where(labelled, y_of[codes], np.nan)})
+                          "fewshot": is_fewshot, "labelled": labelled, "y": np.where(labelled, y_of[codes], np.nan)})
     counts["n_labelled_unjudged"] = int((~found).sum() + (~judged[gold_codes[found]]).sum())
 
     kind = judging(task).target

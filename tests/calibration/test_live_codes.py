@@ -23,7 +23,7 @@ from calibrate.calibration import live as live_module
 from calibrate.calibration import report as report_module
 from calibrate.calibration.budget import budget_candidates
 from calibrate.calibration.frames import coded_frames, labels_frame, part_totals, verdicts_frame
-from calibrate.calibration.live import Estimand, codes_in, estimand_for, key_codes, live_targets, numbers_of
+from calibrate.calibration.live import Estimand, estimand_for, live_targets, numbers_of
 from calibrate.calibration.rag import value_flags
 from calibrate.db import read_frame
 from calibrate.gold import gold_frame
@@ -135,24 +135,6 @@ def test_live_targets_by_codes_are_the_text_keyed_targets(world, monkeypatch, le
     assert {key: targets.counts[key] for key in counts} == counts
     assert counts["n_fewshot_excluded"] > 0 or subset
     assert level == "claims" or counts["n_incomplete_answers"] > 0
-
-
-def test_key_codes_and_codes_in_point_at_the_same_text_keys():
-    rng = np.random.default_rng(3)
-    keys = pd.Series([f"claim:{i}" for i in rng.integers(1, 60, 400)])
-    other = pd.Series([f"claim:{i}" for i in rng.integers(1, 90, 200)])
-    for column, gold in ((keys, other), (keys.astype("category"), None)):
-        codes, index = key_codes(column)
-        assert index.is_unique
-        assert index.take(codes).tolist() == keys.tolist()
-        asked = other if gold is None else gold
-        found = codes_in(asked, index)
-        assert found.tolist() == [index.get_loc(k) if k in set(index) else -1 for k in asked]
-    categorical = keys.astype("category")
-    codes, index = key_codes(categorical)
-    same = pd.Series(pd.Categorical(other.where(other.isin(set(keys)), keys.iloc[0]), dtype=categorical.dtype))
-    np.testing.assert_array_equal(codes_in(same, index), same.cat.codes.to_numpy())
-    assert codes_in(pd.Series([], dtype=object), index).size == 0
 
 
 @pytest.mark.parametrize("metric", ["share", "mean"])
