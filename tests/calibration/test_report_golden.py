@@ -23,7 +23,7 @@ from report_world import DATASET, JUDGE, fill_world
 
 GOLDEN = Path(__file__).parent.parent / "data" / "report_golden.json"
 # 10^5 claims (20,000 samples of 5) with the same kinds of rows, the report with and without the judge: written by the
-# code of 41bd7cb (main before issue 34's changes) with `python tests/calibration/test_report_golden.py --100k FILE`
+# code of 41bd7cb (main before issue 34's changes) with `python tests/calibration/test_report_golden.py --100k FILE` (write_golden)
 # run from a `git archive 41bd7cb` with this function copied in (its report_world.py is this one).
 GOLDEN_100K = Path(__file__).parent.parent / "data" / "report_golden_100k.json"
 WORLD_100K = dict(n_samples=20_000, n_claims=5, seed=11, third=0.3, adjudicated=0.05, stale=0.05, unparsed=0.03,
@@ -149,8 +149,9 @@ def test_the_comparison_catches_a_changed_figure_key_or_order():
     assert differences({"a": pinned["a"], "b": False}, pinned) == ["/b: False != None"]
 
 
-def main(out: Path) -> None:
-    """Write the golden file from this tree's code: a fresh migrated database, the demo, the world."""
+def write_golden(out: Path, *, demo: bool) -> None:
+    """Write a golden file from this tree's code: a fresh migrated database, the demo (`demo`) and the world, its
+    reports (`golden_reports`, else the 10^5 world's `reports_100k`)."""
     from calibrate.db import dispose_engine, get_engine, write_session
     from calibrate.demo import load_demo
     from calibrate.migrations import upgrade
@@ -163,29 +164,12 @@ def main(out: Path) -> None:
         upgrade(engine)
         with write_session(engine) as session:
             ensure_builtin_tasks(session)
-        load_demo(engine)
+        if demo:
+            load_demo(engine)
         dispose_engine(url)
-        fill_world(path, **WORLD)
-        out.write_text(json.dumps(golden_reports(url), indent=1, sort_keys=False) + "\n")
-
-
-def main_100k(out: Path) -> None:
-    """Write the 10^5-claim golden file from this tree's code (a fresh migrated database, the world)."""
-    from calibrate.db import dispose_engine, get_engine, write_session
-    from calibrate.migrations import upgrade
-    from calibrate.tasks import ensure_builtin_tasks
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "calibrate.sqlite"
-        url = f"sqlite:///{path}"
-        engine = get_engine(url)
-        upgrade(engine)
-        with write_session(engine) as session:
-            ensure_builtin_tasks(session)
-        dispose_engine(url)
-        fill_world(path, **WORLD_100K)
-        out.write_text(json.dumps(reports_100k(url), indent=1) + "\n")
+        fill_world(path, **(WORLD if demo else WORLD_100K))
+        out.write_text(json.dumps(golden_reports(url) if demo else reports_100k(url), indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main_100k(Path(sys.argv[2])) if sys.argv[1] == "--100k" else main(Path(sys.argv[1]))
+    write_golden(Path(sys.argv[2]), demo=False) if sys.argv[1] == "--100k" else write_golden(Path(sys.argv[1]), demo=True)
