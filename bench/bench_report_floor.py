@@ -11,6 +11,12 @@ must equal the report's (1e-12) and its CI lie within Monte-Carlo error of the r
 
     .venv/bin/python bench/bench_report_floor.py [--sizes 100000 1000000] [--rounds 3] [--tree NAME=PATH ...]
 
+Each round also times the fixed costs: the floor's imports alone (numpy, pandas) and each tree's report start-up (the
+same command on a dataset that does not exist: every import, the engine, the database check and the report module,
+refused before a row is read). After the table, each wall time is split into start-up and work, with the bound the
+start-up sets: the report's start-up plus the floor's own work, the least a report could take if its work were no
+longer than the floor's (docs/report.md, "Speed").
+
 `--tree main=/tmp/main` adds a `git archive` of another commit (its `calibrate` first on PYTHONPATH): before/after
 in one run. Without --tree, this checkout only.
 """
@@ -53,9 +59,10 @@ def world(n_claims: int) -> Path:
     return path
 
 
-def run_child(command: list[str], env: dict, cwd: Path) -> tuple[float, float, float, str]:
+def run_child(command: list[str], env: dict, cwd: Path, *, status_ok: int = 0) -> tuple[float, float, float, str]:
     """Run a command as a child this process waits for itself; return its wall seconds, CPU seconds (user + system: on a
-    shared, loaded machine the steadier measure), its own peak RSS in MiB and its stdout."""
+    shared, loaded machine the steadier measure), its own peak RSS in MiB and its stdout. An exit status other than
+    `status_ok` fails the run."""
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # the child: stdout to a file, stderr kept for a failure
@@ -68,9 +75,28 @@ def run_child(command: list[str], env: dict, cwd: Path) -> tuple[float, float, f
     path = Path(f"/tmp/bench-floor-{pid}.out")
     text = path.read_text()
     path.unlink()
-    if status:
+    if os.waitstatus_to_exitcode(status) != status_ok:
         raise SystemExit(f"{' '.join(command[:4])} failed (status {status})")
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text
+
+
+FLOOR_IMPORTS = "import json, sqlite3, sys\nimport numpy, pandas"  # what bench/report_floor.py imports
+STARTUP_DATASET = "no-such-dataset"
+
+
+def bound_lines(size: int, times: dict[str, list[tuple[float, float, float]]], trees: list[str]) -> list[str]:
+    """Return lines giving each tree's wall time split into start-up and work, against the floor's imports and work (medians), and
+    the bound start-up sets: a report whose work took no longer than the floor's own would still take its start-up
+    plus the floor's work."""
+    wall = {name: statistics.median(s for s, _, _ in measured) for name, measured in times.items()}
+    floor, floor_work = wall["floor"], wall["floor"] - wall["floor imports"]
+    lines = [f"- {size:,}: floor {floor:.2f} s = imports {wall['floor imports']:.2f} s + work {floor_work:.2f} s"]
+    for name in trees:
+        startup = wall[f"{name} start-up"]
+        bound = startup + floor_work
+        lines.append(f"- {size:,}: {name} {wall[name]:.2f} s = start-up {startup:.2f} s + work {wall[name] - startup:.2f} s; "
+                     f"its start-up + the floor's work = {bound:.2f} s = {bound / floor:.2f}× the floor")
+    return lines
 
 
 def main() -> int:
@@ -83,6 +109,7 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} cores, load before {os.getloadavg()}, Python {sys.version.split()[0]}")
     print("| claims | run | wall (median) | runs | ratio to floor | CPU (median) | CPU ratio | peak RSS (median) | κ | CI |")
     print("| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
+    bounds: list[str] = []
     for size in args.sizes:
         path = world(size)
         # As an installed package runs: its bytecode compiled once (a machine with PYTHONDONTWRITEBYTECODE would
@@ -95,7 +122,14 @@ def main() -> int:
         for name, _tree in trees:
             runs[name] = [sys.executable, "-m", "calibrate", "report", "--db", f"sqlite:///{path}", "--dataset", DATASET,
                           "--judge", JUDGE, "--format", "json"]
-        times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
+        # The fixed costs, timed in the same rounds: the floor's imports alone, and each tree's report up to its first
+        # read (every import, the engine, the database check, the report module; a dataset that does not exist is
+        # refused before any row is read: exit 2). The work is what each takes beyond them.
+        fixed = {"floor imports": [sys.executable, "-c", FLOOR_IMPORTS]}
+        for name, _tree in trees:
+            fixed[f"{name} start-up"] = [sys.executable, "-m", "calibrate", "report", "--db", f"sqlite:///{path}", "--dataset",
+                                         STARTUP_DATASET, "--judge", JUDGE, "--format", "json"]
+        times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in [*runs, *fixed]}
         found: dict[str, dict] = {}
         for _ in range(args.rounds):
             for name, command in runs.items():
@@ -105,17 +139,25 @@ def main() -> int:
                 print(f"  {size:,} {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU, {mib:.0f} MiB", file=sys.stderr, flush=True)
                 data = json.loads(out)
                 found[name] = data if name == "floor" else data["tasks"]["claim_support"]["cohen_kappa"]
+            for name, command in fixed.items():
+                tree = dict(trees).get(name.removesuffix(" start-up"), str(ROOT))
+                seconds, cpu, mib, _ = run_child(command, {**env, "PYTHONPATH": tree}, Path(tree),
+                                                 status_ok=0 if name == "floor imports" else 2)
+                times[name].append((seconds, cpu, mib))
         floor = statistics.median(s for s, _, _ in times["floor"])
         floor_cpu = statistics.median(c for _, c, _ in times["floor"])
-        for name, measured in times.items():
+        for name in runs:
+            measured = times[name]
             wall, cpu = statistics.median(s for s, _, _ in measured), statistics.median(c for _, c, _ in measured)
             value = found[name]["kappa"] if name == "floor" else found[name]["value"]
             print(f"| {size:,} | {name} | {wall:.2f} s | {', '.join(f'{s:.1f}' for s, _, _ in measured)} | {wall / floor:.2f}× | "
                   f"{cpu:.2f} s | {cpu / floor_cpu:.2f}× | {statistics.median(m for _, _, m in measured):.0f} MiB | {value:.12f} | "
                   f"[{found[name]['ci'][0]:.5f}, {found[name]['ci'][1]:.5f}] |", flush=True)
+        bounds += bound_lines(size, times, [name for name, _ in trees])
         for name in runs:
             if name != "floor":
                 assert abs(found[name]["value"] - found["floor"]["kappa"]) < 1e-12, (name, found[name], found["floor"])
+    print("\nStart-up and work (medians of wall time):", *bounds, sep="\n")
     print(f"load after {os.getloadavg()}")
     return 0
 

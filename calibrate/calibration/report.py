@@ -287,8 +287,8 @@ def _header(scope: _Scope) -> dict[str, Any]:
 def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
     """Return a task's labels and verdicts on the report's samples; None when it has neither."""
     session, dataset, in_split = scope.session, scope.dataset, scope.in_split
-    derived = task.name in DERIVED_GOLD and task.name in scope.asked  # its experts' metric from another task's labels
-    if not derived and not has_rows(session, dataset, task, scope.judge):
+    metric = task.name in DERIVED_GOLD  # its experts' metric comes from another task's labels (rag.py)
+    if not (metric and task.name in scope.asked) and not has_rows(session, dataset, task, scope.judge):
         return None  # nothing to report: one query, no read
     labels, verdicts = coded_frames(session, dataset, task, scope.judge)  # integer codes under the text keys (frames.py)
     if in_split is not None:
@@ -296,7 +296,7 @@ def _task_frames(scope: _Scope, task: Task) -> _Frames | None:
         if verdicts is not None:
             verdicts = verdicts[verdicts["sample_id"].isin(in_split)].reset_index(drop=True)
     direct = labels
-    if task.name in DERIVED_GOLD and (task.name in scope.asked or (verdicts is not None and not verdicts.empty)):
+    if metric and (task.name in scope.asked or (verdicts is not None and not verdicts.empty)):
         # asked for, or judged: compare the experts on the metric too (each from their own labels)
         labels = annotator_metric_labels(session, dataset, task, labels, in_split)
     if labels.empty and (verdicts is None or verdicts.empty):
