@@ -19,6 +19,7 @@ first use (calibrate/lazy.py), so naming one does not load pandas and SciPy for 
     compare_systems, sample_metric, ABOptions, ABResult                   ab.py    (`calibrate ab`)
     apply_order_rule, ORDER_RULES                                         pairwise.py (the order rule)
     metadata_fields, sample_field_values                                  frames.py (a dataset's metadata fields)
+    fewshot_keys                                                          frames.py (a judge's few-shot targets, left out)
     calibrated_task, calibrated_task_names                                calibrated.py
     Estimand, estimand_for, live_targets, estimate_targets, LEVELS,       live.py  (the one live estimator: what every production figure uses)
     levels_of
@@ -56,7 +57,7 @@ _API = {
     "compare_judges": "compare",
     "compare_systems": "ab", "sample_metric": "ab", "ABOptions": "ab", "ABResult": "ab",
     "apply_order_rule": "pairwise", "ORDER_RULES": "pairwise",
-    "metadata_fields": "frames", "sample_field_values": "frames",
+    "metadata_fields": "frames", "sample_field_values": "frames", "fewshot_keys": "frames",
     "calibrated_task": "calibrated", "calibrated_task_names": "calibrated",
     "Estimand": "live", "estimand_for": "live", "live_targets": "live", "estimate_targets": "live", "LEVELS": "live",
     "levels_of": "live",

@@ -346,6 +346,8 @@ def active_column(task: Task):
 
 
 def fewshot_keys(session: Session, judge: Judge | None) -> set[str]:
+    """Return the target keys of the few-shot examples of the judge's prompt version (none for an imported judge):
+    the targets every agreement figure leaves out and counts (the report, compare, `golden drift --judge`)."""
     if judge is None or judge.prompt_version_id is None:
         return set()
     return set(session.exec(select(FewShot.target_key).where(FewShot.version_id == judge.prompt_version_id)).all())

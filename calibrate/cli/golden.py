@@ -131,9 +131,10 @@ def judge_line(judge: dict) -> str:
               f"(production {num(kappa.get('audit'))} on {kappa['n_audit']} pairs, golden {num(kappa.get('golden'))} on "
               f"{kappa['n_golden']})" if kappa["value"] is not None else f"kappa undefined: {kappa['note']}")
     labels = "audit labels only" if judge["labels"] == "audit" else "all labels (no production queues)"
-    left = judge["n_excluded"]
+    left, shown = judge["n_excluded"], judge["n_fewshot"]
     return (f"  judge {judge['judge']} on {judge['task']}: {figure}; {labels}, unweighted"
-            + (f"; {left} pair{'' if left == 1 else 's'} with an excluded label left out" if left else ""))
+            + (f"; {left} pair{'' if left == 1 else 's'} with an excluded label left out" if left else "")
+            + (f"; {shown} few-shot example{'' if shown == 1 else 's'} of the judge left out" if shown else ""))
 
 
 @golden_group.command("refresh")

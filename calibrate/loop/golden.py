@@ -20,7 +20,10 @@ an old version's membership never changes when a refresh makes a new one.
 
 Few-shot examples: a current member is refused as an example (judges/versions.py), a sample
 that is an example of any prompt version is refused by `create_golden` and never drawn by a
-refresh, so no version a golden set evaluates has seen its items.
+refresh, so no version a golden set evaluates has seen its items. Production's samples can be
+examples, and a former member can become one: the judge's figures (`golden_drift --judge`,
+`retained_vs_new`) leave out every pair whose target is an example of the judge's prompt version
+and count them (`n_fewshot`), by the report's rule (`calibrate.calibration.fewshot_keys`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from calibrate import lookup
-from calibrate.calibration import stream_assignments, stream_labels
+from calibrate.calibration import fewshot_keys, stream_assignments, stream_labels
 from calibrate.db import read_frame
 from calibrate.errors import GoldenError, NotFound
 from calibrate.gold import gold_frame
@@ -619,12 +622,16 @@ LABELS_NOTES = {
 
 
 def _pairs(session: Session, dataset: Dataset, judge: Judge, task: Task, ids: list[int], counted: list[str], *,
-           streams: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int]:
-    """Return the judge's (gold, verdict) pairs on the samples `ids`, sorted by target, and how many were left out.
+           fewshot: set[str] = frozenset(), streams: pd.DataFrame | None = None) -> tuple[pd.DataFrame, int, int]:
+    """Return the judge's (gold, verdict) pairs on the samples `ids`, sorted by target, and how many were left out:
+    (pairs, with an excluded label, as a few-shot example).
 
     The gold is the one rule's (calibrate/gold.py) over the samples' labels; with `streams` (the dataset's stream
-    assignments) over the audit's labels only (`calibrate.calibration.stream_labels`). A pair whose gold or verdict
-    is not one of the `counted` labels (an excluded label such as `not_applicable`) is left out and counted.
+    assignments) over the audit's labels only (`calibrate.calibration.stream_labels`). A pair whose target key is one
+    of `fewshot` (the judge's prompt version's few-shot examples: the judge saw it with its answer) is left out and
+    counted first, whatever its labels, as the report's rule does (`calibration/sections.join_verdicts`); a pair
+    whose gold or verdict is not one of the `counted` labels (an excluded label such as `not_applicable`) is left
+    out and counted next. Each pair is counted once.
     """
     wanted = set(ids)
     labels = read_frame(session, sa_select(Label.target_key, Label.sample_id, User.username, Label.value, Label.adjudicated,
@@ -644,8 +651,9 @@ def _pairs(session: Session, dataset: Dataset, judge: Judge, task: Task, ids: li
     verdicts = verdicts[verdicts["sample_id"].isin(wanted) & verdicts["verdict"].notna()]
     both = gold[gold["gold"].notna()].merge(verdicts[["target_key", "verdict"]], on="target_key")
     both = both.sort_values(["sample_id", "target_key"], kind="stable").reset_index(drop=True)
-    usable = both["gold"].isin(counted) & both["verdict"].isin(counted)
-    return both[usable], int((~usable).sum())
+    shown = both["target_key"].astype(str).isin(fewshot) if fewshot else pd.Series(False, index=both.index)
+    usable = ~shown & both["gold"].isin(counted) & both["verdict"].isin(counted)
+    return both[usable], int((~shown & ~usable).sum()), int(shown.sum())
 
 
 def _categorical_task(session: Session, name: str | None) -> Task:
@@ -663,18 +671,22 @@ def _judge_drift(session: Session, dataset: Dataset, judge_name: str, task_name:
     """Return the judge's kappa on `second_ids` minus on `first_ids` (stats.drift.judge_drift), unweighted.
 
     With `streams` the second side's gold comes from the audit's labels only (`labels` "audit"), else from all of
-    them ("all"); `note` says whose labels and why (LABELS_NOTES). Pairs with an excluded label are left out and
-    counted (`n_excluded`), as everywhere else in calibrate.
+    them ("all"); `note` says whose labels and why (LABELS_NOTES). Pairs whose target is a few-shot example of the
+    judge's prompt version (`n_fewshot`) and pairs with an excluded label (`n_excluded`) are left out and counted, both
+    sides together, as everywhere else in calibrate (`_pairs`).
     """
     judge = lookup.judge(session, judge_name)
     task = _categorical_task(session, task_name)
     counted = [lab for lab in (task.labels or []) if lab not in set(task.excluded or [])]
-    first, n_first = _pairs(session, dataset, judge, task, first_ids, counted)
-    second, n_second = _pairs(session, dataset, judge, task, second_ids, counted, streams=streams)
+    shown = fewshot_keys(session, judge)  # the report's rule: none for an imported judge
+    first, n_first, shown_first = _pairs(session, dataset, judge, task, first_ids, counted, fewshot=shown)
+    second, n_second, shown_second = _pairs(session, dataset, judge, task, second_ids, counted, fewshot=shown,
+                                            streams=streams)
     found = drift_stats.judge_drift(first["gold"].tolist(), first["verdict"].tolist(), second["gold"].tolist(),
                                     second["verdict"].tolist(), labels=counted, seed=seed)
     return {"judge": judge.name, "task": task.name, "labels": "all" if streams is None else "audit", "weighted": False,
-            "labels_note": note + UNWEIGHTED, "n_excluded": n_first + n_second, **{k: v.to_dict() for k, v in found.items()}}
+            "labels_note": note + UNWEIGHTED, "n_excluded": n_first + n_second, "n_fewshot": shown_first + shown_second,
+            **{k: v.to_dict() for k, v in found.items()}}
 
 
 def retained_vs_new(session: Session, dataset_name: str, ref: str, *, judge: str, task: str | None = None,
@@ -696,6 +708,7 @@ def retained_vs_new(session: Session, dataset_name: str, ref: str, *, judge: str
     else:
         conclusion, reason = ("higher" if ci[0] > 0 else "lower"), None
     return {"golden": citation(golden, version), "judge": judge, "task": found["task"], "n_retained": len(retained),
-            "n_new": len(new), **{key: found[key] for key in ("labels", "weighted", "labels_note", "n_excluded")},
+            "n_new": len(new),
+            **{key: found[key] for key in ("labels", "weighted", "labels_note", "n_excluded", "n_fewshot")},
             "kappa_new_minus_retained": kappa, "conclusion": conclusion,
             "note": str(reason) if reason else "", **({"reason": reason.to_dict()} if reason else {})}

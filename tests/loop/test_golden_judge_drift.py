@@ -1,5 +1,6 @@
 """Golden drift's judge figures (`golden drift --judge`, `retained_vs_new`): production's side from the audit
-labels only on a dataset with production queues, unweighted kappa said so, excluded labels left out and counted.
+labels only on a dataset with production queues, unweighted kappa said so, excluded labels and the judge's few-shot
+examples left out and counted.
 
 A small dataset, written straight into the database: 30 golden samples (split test, two experts each) and 40
 production samples (metadata.source=live), one claim each, every one judged by `j`. On production, ana has an
@@ -18,7 +19,7 @@ from sqlmodel import select
 
 from calibrate.accounts import ensure_annotator
 from calibrate.loop import golden
-from calibrate.models import Assignment, Dataset, Label, Sample, Verdict
+from calibrate.models import Assignment, Dataset, FewShot, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
 
 TASK = "claim_support"
 N_GOLDEN, N_LIVE, N_AUDIT = 30, 40, 20
@@ -156,3 +157,104 @@ def test_with_production_queues_but_no_audit_label_the_kappa_is_undefined_and_sa
     assert found["labels"] == "audit" and found["kappa"]["n_audit"] == 0 and found["kappa"]["value"] is None
     out = runner.invoke(["golden", "drift", "g", "--dataset", "d", "--against", "metadata.source=live", "--judge", "j"])
     assert out.exit_code == 0 and "kappa undefined:" in out.output
+
+
+def _examples(session, store, sids, *, attach=True):
+    """Make a prompt version whose few-shot examples are claim 0 of `sids` (shown with their gold); with `attach`,
+    judge `j` becomes that version (as a prompt run's judge is), else it stays an imported judge."""
+    task = session.exec(select(Task).where(Task.name == TASK)).one()
+    prompt = Prompt(name="p", task_id=task.id)
+    session.add(prompt)
+    session.flush()
+    version = PromptVersion(prompt_id=prompt.id, number=1, template="{{ claim }}", content_hash="h")
+    session.add(version)
+    session.flush()
+    for order, sid in enumerate(sids):
+        claim = store.claims[(sid, 0)]
+        value = session.exec(select(Label.value).where(Label.claim_id == claim.id)).first()
+        session.add(FewShot(version_id=version.id, order=order, sample_id=claim.sample_id, claim_id=claim.id,
+                            target_key=f"claim:{claim.id}", value=value))
+    if attach:
+        judge = session.exec(select(Judge).where(Judge.name == "j")).one()
+        judge.kind, judge.prompt_version_id = "prompt", version.id
+        session.add(judge)
+    session.commit()
+
+
+def _pairs_of(session, store, sids):
+    gold = [session.exec(select(Label.value).where(Label.sample_id == store.samples[sid].id)).first() for sid in sids]
+    return gold, [_verdict(session, store.samples[sid]) for sid in sids]
+
+
+def _agreeing(session, store, sids):
+    """Return the samples of `sids` whose verdict agrees with their (one) label."""
+    gold, verdicts = _pairs_of(session, store, sids)
+    return [sid for sid, g, v in zip(sids, gold, verdicts, strict=True) if g == v]
+
+
+def test_the_judges_few_shot_examples_are_left_out_of_both_kappas_and_counted(session):
+    # p07's audit label is not_applicable: as a few-shot example it is counted once, as one (the report's precedence).
+    store = _build(session, gold_na={"p07"})
+    audit = [f"p{i:02d}" for i in range(N_AUDIT)]
+    agree = _agreeing(session, store, audit)
+    shown_audit = agree[:4]  # examples the judge saw with their answer: its verdicts agree with the gold
+    assert len(shown_audit) == 4
+    # g02 became an example after it joined (another version's rule does not stop an insert); p25 is a triage
+    # sample (no audit label: no pair to leave out, not counted); p07 has an excluded label.
+    _examples(session, store, [*shown_audit, "g02", "p25", "p07"])
+    found = _judge(session)
+    kept_audit = [sid for sid in audit if sid not in {*shown_audit, "p07"}]
+    kept_golden = [f"g{i:02d}" for i in range(N_GOLDEN) if i != 2]
+    kappa = found["kappa"]
+    assert kappa["n_audit"] == len(kept_audit) and kappa["n_golden"] == len(kept_golden)
+    labels = ["supported", "unsupported"]
+    assert kappa["audit"] == pytest.approx(cohen_kappa_score(*_pairs_of(session, store, kept_audit), labels=labels), abs=1e-12)
+    assert kappa["golden"] == pytest.approx(cohen_kappa_score(*_pairs_of(session, store, kept_golden), labels=labels),
+                                            abs=1e-12)
+    assert kappa["value"] == pytest.approx(kappa["audit"] - kappa["golden"], abs=1e-12)
+    assert found["n_fewshot"] == len(shown_audit) + 2 and found["n_excluded"] == 0
+    # With the examples in, the audit's kappa would be higher: they agree by construction.
+    everything = [sid for sid in audit if sid != "p07"]
+    assert kappa["audit"] < cohen_kappa_score(*_pairs_of(session, store, everything), labels=labels)
+
+
+def test_an_imported_judge_has_no_few_shot_examples_and_its_figures_do_not_move(session):
+    store = _build(session)
+    before = _judge(session)
+    _examples(session, store, ["p00", "p01", "g02"], attach=False)  # some prompt version's examples, not j's
+    after = _judge(session)
+    assert after["n_fewshot"] == 0 and after == before
+    assert after["kappa"]["n_audit"] == N_AUDIT and after["kappa"]["n_golden"] == N_GOLDEN
+
+
+def test_retained_vs_new_leaves_the_judges_few_shot_examples_out_and_counts_them(session):
+    store = _build(session)
+    golden.refresh_golden(session, "d", "g", source="metadata.source=live", renew=0.5, anchor_share=0.0, seed=3)
+    session.commit()
+    dataset = session.exec(select(Dataset).where(Dataset.name == "d")).one()
+    members = golden.members_of(session, golden.find_golden(session, dataset, "g"), 2)
+    by_id = {s.id: s.external_id for s in store.samples.values()}
+    retained = [by_id[m.sample_id] for m in members if m.added_in < 2]
+    new = [by_id[m.sample_id] for m in members if m.added_in == 2]
+    _examples(session, store, [retained[0], new[0], new[1]])
+    found = golden.retained_vs_new(session, "d", "g", judge="j")
+    json.dumps(found)
+    kappa = found["kappa_new_minus_retained"]
+    labels = ["supported", "unsupported"]
+    assert kappa["golden"] == pytest.approx(cohen_kappa_score(*_pairs_of(session, store, retained[1:]), labels=labels),
+                                            abs=1e-12)
+    assert kappa["audit"] == pytest.approx(cohen_kappa_score(*_pairs_of(session, store, new[2:]), labels=labels), abs=1e-12)
+    assert kappa["n_golden"] == len(retained) - 1 and kappa["n_audit"] == len(new) - 2
+    assert found["n_fewshot"] == 3 and found["n_excluded"] == 0
+
+
+def test_the_cli_says_how_many_few_shot_examples_were_left_out(session, runner):
+    store = _build(session)
+    _examples(session, store, ["p00", "p01"])
+    out = runner.invoke(["golden", "drift", "g", "--dataset", "d", "--against", "metadata.source=live", "--judge", "j"])
+    assert out.exit_code == 0, out.output
+    line = next(text for text in out.output.splitlines() if text.strip().startswith("judge j"))
+    assert "2 few-shot examples of the judge left out" in line and "excluded label" not in line
+    as_json = runner.invoke(["golden", "drift", "g", "--dataset", "d", "--against", "metadata.source=live", "--judge", "j",
+                             "--json"])
+    assert json.loads(as_json.output)["judge"]["n_fewshot"] == 2
