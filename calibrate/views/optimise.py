@@ -95,7 +95,13 @@ def _context(opt_id: int) -> dict:
         session = get_session()
         opt = session.get(Optimisation, opt_id)
     result = opt.result if opt.status != "running" and opt.result is not None else result_dict(session, opt)
-    return {"opt": opt, "active": opt.status == "running", **optimise_context(result)}
+    return {"opt": opt, "active": opt.status == "running", "version_url": _version_url, **optimise_context(result)}
+
+
+def _version_url(ref: str | None) -> str | None:
+    """Return the prompt page of a candidate `NAME@N` (the page links each version tried), else None."""
+    name, _sep, number = (ref or "").partition("@")
+    return url_for("prompts.show", name=name, number=int(number)) if name and number.isdigit() else None
 
 
 @bp.route("/optimisations/<int:opt_id>")

@@ -185,6 +185,7 @@ def test_markdown_and_html_say_the_stop_the_lineage_and_the_test(runner, server,
     page = BeautifulSoup((tmp_path / "o.html").read_text(encoding="utf-8"), "html.parser")
     rows = page.select("#optimise-candidates tbody tr")
     assert len(rows) == 4 and rows[0]["data-version"] == start
+    assert rows[0].select_one("td").text.strip() == start and page.select("a[href^='/prompts/']") == []  # a file: no app links
     assert page.select_one("#optimise-stop")["data-stop"] == "target_reached"
     assert page.select_one("html")["lang"] == "es"
 
