@@ -34,7 +34,8 @@ def environment() -> Environment:
                       extensions=["jinja2.ext.i18n"])
     env.install_gettext_callables(  # type: ignore[attr-defined]  # added by the i18n extension
         lambda message: i18n.current().catalog.gettext(message),
-        lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True)
+        lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True,
+        pgettext=lambda context, message: i18n.current().catalog.pgettext(context, message))
     env.globals.update(current_locale=lambda: i18n.current().locale, target_name=target_name,
                        golden_citation=summary.golden_citation)
     env.filters["reason"] = summary.reason_text  # a JSON block's note, worded from its reason's code

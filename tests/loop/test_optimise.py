@@ -188,6 +188,7 @@ def test_markdown_and_html_say_the_stop_the_lineage_and_the_test(runner, server,
     assert rows[0].select_one("td").text.strip() == start and page.select("a[href^='/prompts/']") == []  # a file: no app links
     assert page.select_one("#optimise-stop")["data-stop"] == "target_reached"
     assert page.select_one("html")["lang"] == "es"
+    assert page.select_one("#optimise-summary dt").text == "Objetivo"  # the value to reach (pgettext), not an item
 
 
 def test_the_optimisation_is_stored_with_its_state(runner, session, server, start):

@@ -81,6 +81,12 @@ def test_the_form_starts_an_optimisation_whose_page_shows_the_candidates_and_the
     spanish = BeautifulSoup(client.get(url).data, "html.parser")
     assert spanish.select_one("html")["lang"] == "es"
     assert "Optimización" in spanish.select_one("h1").text
+    # "Target" is the value to reach here (objetivo), not a labelled item (elemento) as in the tables.
+    assert spanish.select_one("#optimise-summary dt").text == "Objetivo"
+    board = BeautifulSoup(client.get(f"/datasets/{DATASET}/calibration?split=dev").data, "html.parser")
+    label = board.select_one("#optimise-form input[name=target]").parent
+    assert label.text.strip() == "Objetivo"
+    assert "Elemento" in [th.text for th in BeautifulSoup(client.get("/tasks").data, "html.parser").select("thead th")]
 
 
 def test_cancel_stops_a_running_optimisation(page_app, client, login, server):
