@@ -118,3 +118,27 @@ def test_the_prompts_pages_in_spanish(client, login):
     assert "Nueva versión a partir de esta" in shown.get_text() and "Hash del contenido" in shown.get_text()
     bad = client.get("/prompts/p1/diff", headers=SPANISH)
     assert bad.status_code == 400 and "Elija dos versiones para comparar (a y b)." in page(bad).get_text()
+
+
+def test_the_alt_test_page_in_spanish(demo_engine, client, login):
+    """Its title, heading, way back, scoring choice and explanation were English text in the template, on Spanish pages
+    too; a pairwise judge's order-rule sentence as well."""
+    from calibrate.demo import DATASET, PREFERENCE
+
+    login("eng", "engineer")
+    base = f"/datasets/{DATASET}/calibration/judges/demo-claims@2/alt-test?task=claim_support&split=dev"
+    english = page(client.get(base))
+    assert english.h1.get_text() == "Could demo-claims@2 replace an expert on claim_support?"
+    assert english.title.get_text().startswith("Could demo-claims@2 replace an expert? · ")
+    spanish = page(client.get(base, headers=SPANISH))
+    assert spanish.h1.get_text() == "¿Podría demo-claims@2 sustituir a un experto en claim_support?"
+    assert spanish.title.get_text().startswith("¿Podría demo-claims@2 sustituir a un experto? · ")
+    assert spanish.select_one("main p a").get_text() == f"← Calibración de claim_support en {DATASET}"
+    assert spanish.select_one("select[name=scoring] option[value='']").get_text() == "la de la tarea"
+    assert spanish.select_one("input[name=epsilon]")["title"].startswith("0,2 para expertos")
+    text = spanish.select_one("#alt-test-explained").get_text(" ", strip=True)
+    assert text.startswith("Muestras: partición dev.") and "ε es la ventaja" in text
+    pairwise = page(client.get(f"/datasets/{DATASET}-ab/calibration/judges/demo-preference@1/alt-test?task={PREFERENCE}"
+                               "&split=dev&order_rule=consistent", headers=SPANISH))
+    explained = pairwise.select_one("#alt-test-explained").get_text(" ", strip=True)
+    assert "por la regla de orden consistent (por pares)" in explained and "order rule" not in explained
