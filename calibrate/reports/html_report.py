@@ -60,7 +60,8 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
     if judged:
         rows = [charts.AgreementRow(label=f"{d.task} · {d.metric_name}", value=d.value, ci=d.ci, outcome=d.state,
                                     ceiling=d.ceiling.value if d.ceiling else None) for d in judged]
-        chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label))
+        chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label,
+                                              ceiling_label=i18n.gettext("human–human agreement")))
     return {
         "data": data,
         "dataset": str(data.get("dataset") or ""),

@@ -342,10 +342,10 @@ class Ceiling:
         return f"{number(self.value)} {interval(self.ci)}" if self.value is not None and self.ci else number(self.value)
 
 
-CEILING_METRICS = {"mean_pairwise_kappa": "mean pairwise Cohen's κ", "mean_pairwise_spearman": "mean pairwise Spearman's ρ",
-                   "krippendorff_alpha_nominal": "Krippendorff's α (nominal)",
-                   "krippendorff_alpha_ordinal": "Krippendorff's α (ordinal)",
-                   "krippendorff_alpha_interval": "Krippendorff's α (interval)"}
+CEILING_METRICS = {"mean_pairwise_kappa": N_("mean pairwise Cohen's κ"), "mean_pairwise_spearman": N_("mean pairwise Spearman's ρ"),
+                   "krippendorff_alpha_nominal": N_("Krippendorff's α (nominal)"),
+                   "krippendorff_alpha_ordinal": N_("Krippendorff's α (ordinal)"),
+                   "krippendorff_alpha_interval": N_("Krippendorff's α (interval)")}
 
 
 def ceiling(section: dict) -> Ceiling | None:
@@ -362,18 +362,19 @@ def ceiling(section: dict) -> Ceiling | None:
     block = human.get("ceiling")
     if isinstance(block, dict):
         metric = str(block.get("metric") or "")
-        name = CEILING_METRICS.get(metric, metric)
+        name = i18n.gettext(CEILING_METRICS[metric]) if metric in CEILING_METRICS else metric
         value = block["value"] if finite(block.get("value")) else None
         return Ceiling(name=name, value=value, note=reason_text(block, "why") if value is None else "", ci=block.get("ci"),
                        why=reason_text(block, "why"))
     categorical = labelled(section)
     pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
     values = [p["value"] for p in pairs if finite(p.get("value"))]
-    stat = "Cohen's κ" if categorical else "Spearman's ρ"
+    stat = i18n.gettext("Cohen's κ") if categorical else i18n.gettext("Spearman's ρ")
     if values:
-        return Ceiling(name=f"mean pairwise {stat} ({len(values)} pairs)", value=sum(values) / len(values), note="")
+        return Ceiling(name=i18n.ngettext("mean pairwise %(stat)s (%(num)s pair)", "mean pairwise %(stat)s (%(num)s pairs)",
+                                          len(values), stat=stat), value=sum(values) / len(values), note="")
     note = reason_text(human) or i18n.gettext("no pair of annotators shares a target")
-    return Ceiling(name=f"pairwise {stat}", value=None, note=note)
+    return Ceiling(name=i18n.gettext("pairwise %(stat)s", stat=stat), value=None, note=note)
 
 
 def human_statistics(section: dict) -> list[Stat]:

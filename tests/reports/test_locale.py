@@ -89,6 +89,28 @@ def test_the_methods_and_the_labels_needed_speak_spanish_and_english_stays_word_
     assert "El bootstrap remuestrea muestras enteras" in html.get_text()
 
 
+def test_the_demo_report_page_leaves_no_english_name_or_heading_in_spanish(demo_engine, session):
+    """The human ceiling's statistic, the judge-as-rater rows' α, the chart's ceiling mark, the rows left out and the RAG
+    section were English text inside the Spanish report (the report page a Spanish engineer opens)."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, DATASET, "demo-claims@2", options=Options(bootstrap=200))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    text = spanish.get_text(" ")
+    for words in ("mean pairwise Cohen's κ", "Krippendorff's α", "human–human agreement", "no gold, excluded label",
+                  "RAG metrics from the same labels", "Measured once from the human gold"):
+        assert words in english.get_text(" "), words  # the English report is unchanged
+        assert words not in text, words
+    assert spanish.select_one("tr.ceiling-row td").get_text() == "κ de Cohen medio por pares"
+    assert spanish.select_one("tr[data-stat=krippendorff_alpha_experts] td").get_text() == "α de Krippendorff (nominal)"
+    ceiling = spanish.select_one("tr.ceiling-row td.value").get_text(strip=True)
+    assert spanish.select_one("svg path.ceiling title").get_text() == f"acuerdo humano–humano: {ceiling}" and "," in ceiling
+    assert spanish.select_one("#rag h2").get_text() == "Métricas RAG a partir de las mismas etiquetas"
+    assert "sin referencia, etiqueta excluida y few-shot" in spanish.select_one("tr[data-count=excluded] small").get_text()
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
     english = render(full_report, fmt)
