@@ -192,9 +192,11 @@ def test_markdown_and_html_say_the_stop_the_lineage_and_the_test(runner, server,
 
 
 def test_the_optimisation_is_stored_with_its_state(runner, session, server, start):
-    run(runner, server, start)
+    _, out = run(runner, server, start)
     opt = session.exec(select(Optimisation)).one()
     assert opt.status == "done" and opt.result["stop"]["code"] == "target_reached"
+    # The result says how it ended, printed and stored (it said "running", computed before the status was set).
+    assert out["status"] == opt.result["status"] == "done"
     assert len(opt.state["candidates"]) == 4 and opt.state["test"]["evaluation_id"]
 
 
