@@ -128,6 +128,15 @@ def test_a_rewrite_that_changes_the_template_fields_is_refused_and_counted(runne
     assert "{{ task.guidelines }}" in out["refused"][0]["text"] and out["refused"][0]["calls"] == 1
     assert [c["change"]["kind"] for c in out["candidates"]] == ["start"]
     assert out["stop"]["code"] in ("max_candidates", "no_improvement", "cannot_reach")
+    # In Spanish: the refused candidate's kind and the target in words and numbers of the reader.
+    from bs4 import BeautifulSoup
+
+    from calibrate.reports.optimise_report import render_optimise
+
+    page = BeautifulSoup(render_optimise(out, "html", "es"), "html.parser")
+    assert page.select_one("#optimise-refused li").get_text().startswith("ronda 1, reescritura desde claims@1:")
+    assert "0,75" in page.select_one("#optimise-outcome").get_text() and "0.75" not in page.select_one("#optimise-summary").get_text()
+    assert "objetivo 0,75" in render_optimise(out, "md", "es") and "reescritura desde claims@1" in render_optimise(out, "md", "es")
 
 
 @pytest.mark.parametrize("change, line", [

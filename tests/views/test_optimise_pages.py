@@ -117,3 +117,24 @@ def test_refusals_are_said_on_the_dashboard_and_annotators_get_403(page_app, cli
     client.post("/logout", data={"csrf_token": token})
     other = login("ann", "annotator")
     assert start(client, other).status_code == 403
+
+
+def test_a_candidate_scored_zero_is_counted_as_scored(app):
+    """The count of candidates scored counted a dev value of exactly 0 (κ 0: a judge no better than chance) as unscored."""
+    from types import SimpleNamespace
+
+    from flask import render_template
+
+    from calibrate.reports.optimise_report import context
+
+    def candidate(version, value):
+        return {"version": version, "parent": None, "round": 0, "change": {"kind": "start", "note": ""}, "calls": 0, "cost": 0.0,
+                "dev": {"value": value, "ci": None, "lower_adjusted": None, "n": 10 if value is not None else None}}
+
+    result = {"from": "p@1", "dataset": "d", "task": "claim_support", "target": 0.75, "metric": "cohen_kappa",
+              "adjustment": "max_statistic", "looks": {"dev": 2, "test": 0}, "stop": {}, "calls": 0, "cost": 0.0,
+              "candidates": [candidate("p@1", 0.4), candidate("p@2", 0.0), candidate("p@3", None)], "refused": []}
+    with app.test_request_context("/"):
+        html = render_template("calibration/_optimise_status.html", opt=SimpleNamespace(id=1, status="running", error=""),
+                               active=False, **context(result))
+    assert "2 candidates scored" in BeautifulSoup(html, "html.parser").select_one("#optimise-status p").get_text()
