@@ -142,3 +142,15 @@ def test_the_alt_test_page_in_spanish(demo_engine, client, login):
                                "&split=dev&order_rule=consistent", headers=SPANISH))
     explained = pairwise.select_one("#alt-test-explained").get_text(" ", strip=True)
     assert "por la regla de orden consistent (por pares)" in explained and "order rule" not in explained
+
+
+def test_a_run_as_a_table_heading_is_a_noun_in_spanish(demo_engine, client, login):
+    """'Run' heads the runs' tables (a judge run: Ejecución) and labels the Run buttons (the verb: Ejecutar)."""
+    login("eng", "engineer")
+    runs = page(client.get("/runs", headers=SPANISH))
+    assert runs.select("table thead th")[0].get_text() == "Ejecución"
+    version = page(client.get("/prompts/demo-claims/1", headers=SPANISH))
+    assert version.select_one("#run-form button[type=submit]").get_text() == "Ejecutar"
+    assert "Ejecución" in [th.get_text() for th in version.select("thead th")]
+    assert "Ejecutar" not in [th.get_text() for th in version.select("thead th")]
+    assert page(client.get("/runs")).select("table thead th")[0].get_text() == "Run"
