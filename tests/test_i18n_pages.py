@@ -154,3 +154,33 @@ def test_a_run_as_a_table_heading_is_a_noun_in_spanish(demo_engine, client, logi
     assert "Ejecución" in [th.get_text() for th in version.select("thead th")]
     assert "Ejecutar" not in [th.get_text() for th in version.select("thead th")]
     assert page(client.get("/runs")).select("table thead th")[0].get_text() == "Run"
+
+
+def test_the_test_look_confirmation_the_team_and_the_guideline_editor_in_spanish(demo_engine, client, login):
+    """The page that asks before a look at the test split, the team page's account states and password boxes, and the
+    guideline editor's version, button and count were English text in their templates."""
+    from calibrate.demo import DATASET
+
+    login("boss", "admin")
+    url = f"/datasets/{DATASET}/calibration/judges/demo-claims@2/evaluate-test?task=claim_support&split=dev"
+    english = page(client.get(url))
+    assert english.h1.get_text() == "Look at the test split with demo-claims@2?"
+    assert english.select_one("#look-count").get_text(" ", strip=True).startswith(f"The test split of {DATASET} (")
+    spanish = page(client.get(url, headers=SPANISH))
+    assert spanish.title.get_text().startswith("¿Consultar la partición de test? · demo-claims@2")
+    assert spanish.h1.get_text() == "¿Consultar la partición de test con demo-claims@2?"
+    assert spanish.select_one("main p a").get_text() == f"← Calibración de claim_support en {DATASET}"
+    count = spanish.select_one("#look-count").get_text(" ", strip=True)
+    assert count.startswith(f"La partición de test de {DATASET} (") and "con este juez" in count and "time" not in count
+    assert spanish.select_one("#confirm-look-form button").get_text() == "Sí, consultar la partición de test (consulta 1)"
+
+    team = page(client.get("/admin", headers=SPANISH))
+    states = {row["data-user"]: row.select("td")[2].get_text() for row in team.select("tr[data-user]")
+              if row.select_one("input[name=password]")}
+    assert states["boss"] == "activa" and set(states.values()) <= {"activa", "desactivada", "sin contraseña aún"}
+    assert team.select_one("tr[data-user=boss] input[name=password]")["aria-label"] == "nueva contraseña de boss"
+
+    editor = page(client.get("/guidelines/claim_support", headers=SPANISH))
+    assert editor.select_one("#edit-guideline button").get_text().startswith("Guardar como v")
+    outdated = editor.select_one("#outdated-count").get_text(" ", strip=True)
+    assert "claim_support" in outdated and "labels" not in outdated and "version" not in outdated
