@@ -111,6 +111,28 @@ def test_the_demo_report_page_leaves_no_english_name_or_heading_in_spanish(demo_
     assert "sin referencia, etiqueta excluida y few-shot" in spanish.select_one("tr[data-count=excluded] small").get_text()
 
 
+def test_the_report_figures_and_groups_are_explained_in_spanish(demo_engine, session):
+    """The confusion matrix's and the scatter's captions, the grouped section's heading and sentences and the ties'
+    count were English sentences in the Spanish report."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, DATASET, "demo-claims@2", options=Options(bootstrap=100, group_by="metadata.topic"))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    assert english.select_one("figure.confusion figcaption").get_text().startswith("Confusion matrix of the claims scored")
+    assert spanish.select_one("figure.confusion figcaption").get_text().startswith("Matriz de confusión sobre afirmaciones:")
+    scores = BeautifulSoup(render(build_report(session, DATASET, "demo-quality@1", options=Options(bootstrap=100)), "html", "es"),
+                           "html.parser")
+    assert scores.select_one("figure.scatter figcaption").get_text().startswith("Un punto por respuesta:")
+    text = spanish.get_text(" ")
+    for words in ("Within groups of", "groups used", "Each group on its own", "Each dot is one", "have tied labels"):
+        assert words in english.get_text(" ") or words in ("Each dot is one", "have tied labels"), words
+        assert words not in text, words
+    assert "Dentro de los grupos de metadata.topic" in text and "grupos usados" in text
+    assert spanish.select("table.per-group thead th")[2].get_text() in ("κ de Cohen", "ρ de Spearman")
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
     english = render(full_report, fmt)
