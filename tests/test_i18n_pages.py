@@ -184,3 +184,16 @@ def test_the_test_look_confirmation_the_team_and_the_guideline_editor_in_spanish
     assert editor.select_one("#edit-guideline button").get_text().startswith("Guardar como v")
     outdated = editor.select_one("#outdated-count").get_text(" ", strip=True)
     assert "claim_support" in outdated and "labels" not in outdated and "version" not in outdated
+
+
+def test_the_calibration_pages_read_a_decimal_comma(demo_engine, client, login):
+    """A Spanish reader types ε 0,15 and α 0,1 as the page writes numbers; they were refused as not numbers."""
+    from calibrate.demo import DATASET
+
+    login("eng", "engineer")
+    base = f"/datasets/{DATASET}/calibration"
+    alt = client.get(f"{base}/judges/demo-claims@2/alt-test?task=claim_support&split=dev&epsilon=0,15&alpha=0,1", headers=SPANISH)
+    assert alt.status_code == 200
+    board = client.get(f"{base}?task=claim_support&split=dev&epsilon=0,15&budget=0,1", headers=SPANISH)
+    assert board.status_code == 200
+    assert "±0,1" in page(board).select_one("#judges thead").get_text()

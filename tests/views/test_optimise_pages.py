@@ -138,3 +138,13 @@ def test_a_candidate_scored_zero_is_counted_as_scored(app):
         html = render_template("calibration/_optimise_status.html", opt=SimpleNamespace(id=1, status="running", error=""),
                                active=False, **context(result))
     assert "2 candidates scored" in BeautifulSoup(html, "html.parser").select_one("#optimise-status p").get_text()
+
+
+def test_a_target_typed_with_a_decimal_comma_is_read(page_app, client, login):
+    """The Spanish dashboard writes the threshold 0,75: a target typed that way started nothing but a refusal."""
+    token = login("eng", "engineer")
+    client.post("/account", data={"csrf_token": token, "locale": "es"})
+    response = start(client, token, target="0,8", max_candidates="2", strategy_rewrite="")
+    assert response.status_code == 303 and "/optimisations/" in response.headers["Location"]
+    page = wait_until(client, response.headers["Location"] + "/status", ("done", "failed", "cancelled"))
+    assert "≥ 0,8" in page.select_one("#optimise-summary dd").get_text()
