@@ -100,7 +100,7 @@ def test_the_demo_report_page_leaves_no_english_name_or_heading_in_spanish(demo_
     spanish = BeautifulSoup(render(report, "html", "es"), "html.parser")
     text = spanish.get_text(" ")
     for words in ("mean pairwise Cohen's κ", "Krippendorff's α", "human–human agreement", "no gold, excluded label",
-                  "RAG metrics from the same labels", "Measured once from the human gold"):
+                  "RAG metrics from the same labels", "Measured once from the human gold", "For each annotator in turn"):
         assert words in english.get_text(" "), words  # the English report is unchanged
         assert words not in text, words
     assert spanish.select_one("tr.ceiling-row td").get_text() == "κ de Cohen medio por pares"
@@ -109,6 +109,8 @@ def test_the_demo_report_page_leaves_no_english_name_or_heading_in_spanish(demo_
     assert spanish.select_one("svg path.ceiling title").get_text() == f"acuerdo humano–humano: {ceiling}" and "," in ceiling
     assert spanish.select_one("#rag h2").get_text() == "Métricas RAG a partir de las mismas etiquetas"
     assert "sin referencia, etiqueta excluida y few-shot" in spanish.select_one("tr[data-count=excluded] small").get_text()
+    method = spanish.select_one(".alt-test-method").get_text()
+    assert method.startswith("Para cada anotador") and method.endswith("(ω ≥ 0,5). Calderon, Reichart & Dror, ACL 2025.")
 
 
 def test_the_report_figures_and_groups_are_explained_in_spanish(demo_engine, session):
