@@ -135,6 +135,25 @@ def test_the_report_figures_and_groups_are_explained_in_spanish(demo_engine, ses
     assert spanish.select("table.per-group thead th")[2].get_text() in ("κ de Cohen", "ρ de Spearman")
 
 
+def test_the_pairwise_position_table_in_spanish(demo_engine, session):
+    """The position-bias rows of a pairwise judge's report (labels and notes) were English inside the Spanish report."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, f"{DATASET}-ab", "demo-preference@1", options=Options(bootstrap=100))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser").select_one("table.position")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser").select_one("table.position")
+    labels = [th.get_text() for th in english.select("tbody th")]
+    assert "Same verdict in both orders" in labels and "Annotators pick the response shown first" in labels
+    assert "a position-proof judge: 100%" in english.get_text()  # English unchanged
+    text = spanish.get_text(" ")
+    for words in ("Same verdict", "Picks the response", "Orders judged", "a position-proof judge", "non-tie", "sign test",
+                  "never agreeing", "with the gold", "swapped"):
+        assert words not in text, words
+    assert "Mismo veredicto en ambos órdenes" in text and "original, invertido" in text
+    assert "un juez inmune a la posición: 100 %" in text.replace("\xa0", " ")
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
     english = render(full_report, fmt)
