@@ -34,11 +34,17 @@ def method_map() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def extracted() -> dict:
+def extraction() -> list[tuple]:
+    """Return (file, line, msgid, context) of every string marked in the code and the templates."""
+    return [(filename, lineno, message, context) for filename, lineno, message, _comments, context in extract_from_dir(
+            str(PROJECT_ROOT), method_map(), keywords={**DEFAULT_KEYWORDS, "N_": None})]
+
+
+@pytest.fixture(scope="module")
+def extracted(extraction) -> dict:
     """Return {msgid: [where it is marked]} of every string marked in the code and the templates."""
     found: dict = {}
-    for filename, lineno, message, _comments, _context in extract_from_dir(
-            str(PROJECT_ROOT), method_map(), keywords={**DEFAULT_KEYWORDS, "N_": None}):
+    for filename, lineno, message, _context in extraction:
         found.setdefault(message, []).append(f"{filename}:{lineno}")
     return found
 
@@ -56,6 +62,17 @@ def strings(value) -> tuple:
 def catalog(locale: str):
     with open(TRANSLATIONS / locale / "LC_MESSAGES" / "messages.po", "rb") as f:
         return read_po(f, locale=locale)
+
+
+def test_every_string_marked_with_a_context_has_its_own_spanish_entry(extraction):
+    """pgettext('value to reach', 'Target') is filed apart from 'Target': its own entry must be translated."""
+    spanish = catalog("es")
+    marked = {(message, context): f"{filename}:{lineno}" for filename, lineno, message, context in extraction if context}
+    assert ("Target", "value to reach") in marked
+    missing = [f"{context}|{message!r} ({where})" for (message, context), where in marked.items()
+               if spanish.get(key(message), context=context) is None
+               or not all(strings(spanish.get(key(message), context=context).string))]
+    assert not missing, "strings without a Spanish translation in their context:\n" + "\n".join(missing)
 
 
 def test_the_extraction_map_covers_the_code_and_the_templates(extracted):

@@ -118,3 +118,82 @@ def test_the_prompts_pages_in_spanish(client, login):
     assert "Nueva versión a partir de esta" in shown.get_text() and "Hash del contenido" in shown.get_text()
     bad = client.get("/prompts/p1/diff", headers=SPANISH)
     assert bad.status_code == 400 and "Elija dos versiones para comparar (a y b)." in page(bad).get_text()
+
+
+def test_the_alt_test_page_in_spanish(demo_engine, client, login):
+    """Its title, heading, way back, scoring choice and explanation were English text in the template, on Spanish pages
+    too; a pairwise judge's order-rule sentence as well."""
+    from calibrate.demo import DATASET, PREFERENCE
+
+    login("eng", "engineer")
+    base = f"/datasets/{DATASET}/calibration/judges/demo-claims@2/alt-test?task=claim_support&split=dev"
+    english = page(client.get(base))
+    assert english.h1.get_text() == "Could demo-claims@2 replace an expert on claim_support?"
+    assert english.title.get_text().startswith("Could demo-claims@2 replace an expert? · ")
+    spanish = page(client.get(base, headers=SPANISH))
+    assert spanish.h1.get_text() == "¿Podría demo-claims@2 sustituir a un experto en claim_support?"
+    assert spanish.title.get_text().startswith("¿Podría demo-claims@2 sustituir a un experto? · ")
+    assert spanish.select_one("main p a").get_text() == f"← Calibración de claim_support en {DATASET}"
+    assert spanish.select_one("select[name=scoring] option[value='']").get_text() == "la de la tarea"
+    assert spanish.select_one("input[name=epsilon]")["title"].startswith("0,2 para expertos")
+    text = spanish.select_one("#alt-test-explained").get_text(" ", strip=True)
+    assert text.startswith("Muestras: partición dev.") and "ε es la ventaja" in text
+    pairwise = page(client.get(f"/datasets/{DATASET}-ab/calibration/judges/demo-preference@1/alt-test?task={PREFERENCE}"
+                               "&split=dev&order_rule=consistent", headers=SPANISH))
+    explained = pairwise.select_one("#alt-test-explained").get_text(" ", strip=True)
+    assert "por la regla de orden consistent (por pares)" in explained and "order rule" not in explained
+
+
+def test_a_run_as_a_table_heading_is_a_noun_in_spanish(demo_engine, client, login):
+    """'Run' heads the runs' tables (a judge run: Ejecución) and labels the Run buttons (the verb: Ejecutar)."""
+    login("eng", "engineer")
+    runs = page(client.get("/runs", headers=SPANISH))
+    assert runs.select("table thead th")[0].get_text() == "Ejecución"
+    version = page(client.get("/prompts/demo-claims/1", headers=SPANISH))
+    assert version.select_one("#run-form button[type=submit]").get_text() == "Ejecutar"
+    assert "Ejecución" in [th.get_text() for th in version.select("thead th")]
+    assert "Ejecutar" not in [th.get_text() for th in version.select("thead th")]
+    assert page(client.get("/runs")).select("table thead th")[0].get_text() == "Run"
+
+
+def test_the_test_look_confirmation_the_team_and_the_guideline_editor_in_spanish(demo_engine, client, login):
+    """The page that asks before a look at the test split, the team page's account states and password boxes, and the
+    guideline editor's version, button and count were English text in their templates."""
+    from calibrate.demo import DATASET
+
+    login("boss", "admin")
+    url = f"/datasets/{DATASET}/calibration/judges/demo-claims@2/evaluate-test?task=claim_support&split=dev"
+    english = page(client.get(url))
+    assert english.h1.get_text() == "Look at the test split with demo-claims@2?"
+    assert english.select_one("#look-count").get_text(" ", strip=True).startswith(f"The test split of {DATASET} (")
+    spanish = page(client.get(url, headers=SPANISH))
+    assert spanish.title.get_text().startswith("¿Consultar la partición de test? · demo-claims@2")
+    assert spanish.h1.get_text() == "¿Consultar la partición de test con demo-claims@2?"
+    assert spanish.select_one("main p a").get_text() == f"← Calibración de claim_support en {DATASET}"
+    count = spanish.select_one("#look-count").get_text(" ", strip=True)
+    assert count.startswith(f"La partición de test de {DATASET} (") and "con este juez" in count and "time" not in count
+    assert spanish.select_one("#confirm-look-form button").get_text() == "Sí, consultar la partición de test (consulta 1)"
+
+    team = page(client.get("/admin", headers=SPANISH))
+    states = {row["data-user"]: row.select("td")[2].get_text() for row in team.select("tr[data-user]")
+              if row.select_one("input[name=password]")}
+    assert states["boss"] == "activa" and set(states.values()) <= {"activa", "desactivada", "sin contraseña aún"}
+    assert team.select_one("tr[data-user=boss] input[name=password]")["aria-label"] == "nueva contraseña de boss"
+
+    editor = page(client.get("/guidelines/claim_support", headers=SPANISH))
+    assert editor.select_one("#edit-guideline button").get_text().startswith("Guardar como v")
+    outdated = editor.select_one("#outdated-count").get_text(" ", strip=True)
+    assert "claim_support" in outdated and "labels" not in outdated and "version" not in outdated
+
+
+def test_the_calibration_pages_read_a_decimal_comma(demo_engine, client, login):
+    """A Spanish reader types ε 0,15 and α 0,1 as the page writes numbers; they were refused as not numbers."""
+    from calibrate.demo import DATASET
+
+    login("eng", "engineer")
+    base = f"/datasets/{DATASET}/calibration"
+    alt = client.get(f"{base}/judges/demo-claims@2/alt-test?task=claim_support&split=dev&epsilon=0,15&alpha=0,1", headers=SPANISH)
+    assert alt.status_code == 200
+    board = client.get(f"{base}?task=claim_support&split=dev&epsilon=0,15&budget=0,1", headers=SPANISH)
+    assert board.status_code == 200
+    assert "±0,1" in page(board).select_one("#judges thead").get_text()

@@ -425,10 +425,11 @@ def _finish(engine: Engine, opt_id: int, state: dict, status: str, error: str) -
         state["owner"] = owner_fields()
         state["cancel"] = bool((opt.state or {}).get("cancel"))
         opt.state = json.loads(json.dumps(state))
+        opt.status, opt.error, opt.finished_at = status, error, utcnow()  # before the result, which says the status
         session.add(opt)
         session.flush()
         result = result_dict(session, opt)
-        opt.result, opt.status, opt.error, opt.finished_at = result, status, error, utcnow()
+        opt.result = result
         session.add(opt)
     return result
 

@@ -274,7 +274,7 @@ def agreement_chart(rows: Sequence[AgreementRow], *, threshold: float, ceiling_l
             c = sx(row.ceiling)
             body.append(f'<path class="ceiling" d="M{_f(c)} {_f(cy - 7)} L{_f(c + 7)} {_f(cy)} L{_f(c)} {_f(cy + 7)} '
                         f'L{_f(c - 7)} {_f(cy)} Z" fill="#ffffff" stroke="{CEILING_COLOUR}" stroke-width="2">'
-                        f"<title>{_e(f'{ceiling_label}: {row.ceiling:.3f}')}</title></path>")
+                        f"<title>{_e(f'{ceiling_label}: {number(row.ceiling)}')}</title></path>")
         if _finite(row.value):
             body.append(f'<circle class="estimate" cx="{_f(sx(row.value))}" cy="{_f(cy)}" r="6" fill="{colour}" stroke="#ffffff" '
                         f'stroke-width="1.5"><title>{_e(f"{row.label}: {number(row.value)} ({i18n.gettext(row.outcome)})")}</title></circle>')

@@ -89,7 +89,7 @@ def rater_rows(section: dict) -> list[dict]:
                      ("krippendorff_alpha_with_judge", gettext("Experts with the judge as one more rater"))):
         block = human.get(key)
         if isinstance(block, dict):
-            rows.append({"key": key, "who": who, "name": f"Krippendorff's α ({level_name(block.get('level'))})",
+            rows.append({"key": key, "who": who, "name": gettext("Krippendorff's α (%(level)s)", level=level_name(block.get("level"))),
                          "value": number(block.get("value")), "defined": block.get("value") is not None,
                          "note": reason_text(block) or gettext("over %(n)s shared targets", n=block.get("n") or 0)})
     return rows

@@ -34,7 +34,8 @@ def environment() -> Environment:
                       extensions=["jinja2.ext.i18n"])
     env.install_gettext_callables(  # type: ignore[attr-defined]  # added by the i18n extension
         lambda message: i18n.current().catalog.gettext(message),
-        lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True)
+        lambda singular, plural, n: i18n.current().catalog.ngettext(singular, plural, n), newstyle=True,
+        pgettext=lambda context, message: i18n.current().catalog.pgettext(context, message))
     env.globals.update(current_locale=lambda: i18n.current().locale, target_name=target_name,
                        golden_citation=summary.golden_citation)
     env.filters["reason"] = summary.reason_text  # a JSON block's note, worded from its reason's code
@@ -59,7 +60,8 @@ def context(report: Any, *, generated: datetime | None = None) -> dict:
     if judged:
         rows = [charts.AgreementRow(label=f"{d.task} · {d.metric_name}", value=d.value, ci=d.ci, outcome=d.state,
                                     ceiling=d.ceiling.value if d.ceiling else None) for d in judged]
-        chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label))
+        chart = Markup(charts.agreement_chart(rows, threshold=float(data.get("threshold") or 0), ci_label=ci_label,
+                                              ceiling_label=i18n.gettext("human–human agreement")))
     return {
         "data": data,
         "dataset": str(data.get("dataset") or ""),

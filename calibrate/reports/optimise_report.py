@@ -40,16 +40,21 @@ def stop_text(result: dict) -> str:
                                                                          **{k: v for k, v in stop.items() if k not in ("code", "text")}}})
 
 
+def kind_text(kind: str) -> str:
+    """Return a candidate's kind of change (start, few-shots, rewrite…) in the current language."""
+    return i18n.gettext(KINDS[kind]) if kind in KINDS else kind
+
+
 def outcome_text(result: dict) -> str:
     """Return the outcome in one sentence: the chosen version and its test decision, or why there is none."""
-    chosen, test = result.get("chosen"), result.get("test")
+    chosen, test, target = result.get("chosen"), result.get("test"), summary.threshold_text(result.get("target"))
     if chosen is None:
-        return i18n.gettext("No version was shown to reach %(target)s on dev.", target=result.get("target"))
+        return i18n.gettext("No version was shown to reach %(target)s on dev.", target=target)
     if test is None:
         return i18n.gettext("%(version)s reached %(target)s on dev; not confirmed: the dataset has no test split.",
-                            version=chosen, target=result.get("target"))
+                            version=chosen, target=target)
     return i18n.gettext("%(version)s reached %(target)s on dev; on test (look %(look)s): %(decision)s, %(metric)s %(value)s "
-                        "%(ci)s, n %(n)s.", version=chosen, target=result.get("target"), look=test.get("look"),
+                        "%(ci)s, n %(n)s.", version=chosen, target=target, look=test.get("look"),
                         decision=i18n.gettext(test.get("decision") or "no decision"), metric=result.get("metric") or "",
                         value=_num(test.get("value")), ci=_ci(test.get("ci")), n=test.get("n"))
 
@@ -59,13 +64,14 @@ def context(result: dict) -> dict:
     rows = []
     for c in result.get("candidates", []):
         change = c["change"]
-        rows.append({"c": c, "kind": i18n.gettext(KINDS.get(change["kind"], change["kind"])), "value": _num(c["dev"]["value"]),
+        rows.append({"c": c, "kind": kind_text(change["kind"]), "value": _num(c["dev"]["value"]),
                      "ci": _ci(c["dev"]["ci"]), "lower": _num(c["dev"]["lower_adjusted"]),
                      "chosen": c["version"] == result.get("chosen"), "best": c["version"] == result.get("best")})
-    refused = [{"r": r, "why": summary.reason_text({"note": r.get("text", ""), "reason": r.get("reason")})}
+    refused = [{"r": r, "kind": kind_text(r["change"].get("kind", "")),
+                "why": summary.reason_text({"note": r.get("text", ""), "reason": r.get("reason")})}
                for r in result.get("refused", [])]
     return {"result": result, "rows": rows, "refused": refused, "stop": stop_text(result), "outcome": outcome_text(result),
-            "num": _num, "ci": _ci}
+            "target": summary.threshold_text(result.get("target")), "num": _num, "ci": _ci}
 
 
 def render_json(result: dict) -> str:
@@ -77,7 +83,7 @@ def render_markdown(result: dict) -> str:
     _ = i18n.gettext
     title = _("Optimisation of %(start)s on %(dataset)s", start=summary.md_text(result.get("from")), dataset=summary.md_text(result.get("dataset")))
     task_line = _("Task: %(task)s, metric %(metric)s, target %(target)s", task=summary.md_text(result.get("task")),
-                  metric=summary.md_text(result.get("metric") or "—"), target=result.get("target"))
+                  metric=summary.md_text(result.get("metric") or "—"), target=ctx["target"])
     looks = _("Looks on dev: %(dev)s; on test: %(test)s; adjustment: %(how)s", dev=result["looks"]["dev"],
               test=result["looks"]["test"], how=summary.md_text(result.get("adjustment")))
     stopped = _("Stopped: %(why)s", why=summary.md_text(ctx["stop"]))
@@ -97,7 +103,7 @@ def render_markdown(result: dict) -> str:
     if ctx["refused"]:
         lines += ["", "## " + _("Refused candidates"), ""]
         for r in ctx["refused"]:
-            where = _("round %(n)s, %(kind)s from %(parent)s:", n=r["r"].get("round"), kind=summary.md_text(r["r"]["change"].get("kind")),
+            where = _("round %(n)s, %(kind)s from %(parent)s:", n=r["r"].get("round"), kind=summary.md_text(r["kind"]),
                       parent=summary.md_text(r["r"].get("parent")))
             lines.append(f"- {where} {summary.md_text(r['why'])}")
     return "\n".join(lines) + "\n"
@@ -116,4 +122,4 @@ def render_optimise(result: dict, fmt: str, locale: str | None = None) -> str:
         return renderers[fmt](result)
 
 
-__all__ = ["FORMATS", "context", "outcome_text", "render_optimise", "stop_text"]
+__all__ = ["FORMATS", "context", "kind_text", "outcome_text", "render_optimise", "stop_text"]

@@ -20,7 +20,7 @@ from calibrate.reports import charts
 from calibrate.reports.estimate_summary import what as estimated
 from calibrate.reports.html_report import environment
 from calibrate.reports.md_report import escape, table_row
-from calibrate.reports.summary import ci_label, reason_text
+from calibrate.reports.summary import ci_label, interval, reason_text
 
 FORMATS = ("json", "md", "html")
 
@@ -36,7 +36,8 @@ def _number(value: float | None) -> str:
 
 
 def _interval(ci: list | None) -> str:
-    return "—" if not ci else f"[{_number(ci[0])}, {_number(ci[1])}]"
+    """Return "[low, high]" ("[low; high]" in Spanish, where the comma is the decimal sign), or "—" without one."""
+    return "—" if not ci else interval(ci)
 
 
 def _signed(value: float | None) -> str:

@@ -272,37 +272,43 @@ def position(section: dict) -> list[tuple[str, str, str, str]]:
     block = section.get("position")
     if not isinstance(block, dict):
         return []
+    _ = i18n.gettext
     rows: list[tuple[str, str, str, str]] = []
     orders = block.get("orders") or []
     if "order_rule" in section:
-        rows.append(("order_rule", "Order rule of the alignment", str(section["order_rule"]),
-                     "" if len(orders) > 1 else "the judge has one order: it is used under either rule"))
-    rows.append(("orders", "Orders judged", ", ".join(orders) or "none", ""))
+        rows.append(("order_rule", _("Order rule of the alignment"), str(section["order_rule"]),
+                     "" if len(orders) > 1 else _("the judge has one order: it is used under either rule")))
+    rows.append(("orders", _("Orders judged"), ", ".join(_(order) for order in orders) or _("none"), ""))
     if len(orders) > 1:
         kappa = block.get("kappa") or {}
+        flips_p = p_value(block.get("position_p_value"))
         rows += [
-            ("n_pairs", "Pairs", f"{block.get('n_pairs', 0)} of {block.get('n_targets', 0)}",
-             "targets with two responses and a usable verdict in both orders"),
-            ("agreement", "Same verdict in both orders", percent(block.get("agreement")), "a position-proof judge: 100%"),
-            ("kappa", "Cohen's κ between the orders", number(kappa.get("value")), reason_text(kappa)),
-            ("first_position_rate", "Picks the response shown first", percent(block.get("first_position_rate")),
-             f"of the non-tie verdicts of the pairs; neutral: 50%; ties: {percent(block.get('tie_rate'))}"),
-            ("flips", "Same slot twice (first / second)", f"{block.get('n_first_both', 0)} / {block.get('n_second_both', 0)}",
-             f"sign test p = {p_value(block.get('position_p_value')) or 'undefined (no flips)'}"),
-            ("n_unusable", "Unusable verdicts", str(block.get("n_unusable", 0)),
-             f"{block.get('n_unusable_original', 0)} original, {block.get('n_unusable_swapped', 0)} swapped: never agreeing"),
+            ("n_pairs", _("Pairs"), _("%(n)s of %(total)s", n=block.get("n_pairs", 0), total=block.get("n_targets", 0)),
+             _("targets with two responses and a usable verdict in both orders")),
+            ("agreement", _("Same verdict in both orders"), percent(block.get("agreement")),
+             _("a position-proof judge: %(all)s", all=i18n.current().percent(1.0, 0))),
+            ("kappa", _("Cohen's κ between the orders"), number(kappa.get("value")), reason_text(kappa)),
+            ("first_position_rate", _("Picks the response shown first"), percent(block.get("first_position_rate")),
+             _("of the non-tie verdicts of the pairs; neutral: %(half)s; ties: %(ties)s", half=i18n.current().percent(0.5, 0),
+               ties=percent(block.get("tie_rate")))),
+            ("flips", _("Same slot twice (first / second)"), f"{block.get('n_first_both', 0)} / {block.get('n_second_both', 0)}",
+             _("sign test p = %(p)s", p=flips_p) if flips_p else _("sign test p = undefined (no flips)")),
+            ("n_unusable", _("Unusable verdicts"), str(block.get("n_unusable", 0)),
+             _("%(original)s original, %(swapped)s swapped: never agreeing", original=block.get("n_unusable_original", 0),
+               swapped=block.get("n_unusable_swapped", 0))),
         ]
-        for kind in ("original", "swapped"):
+        for kind, label in (("original", N_("Cohen's κ with the gold, original order")),
+                            ("swapped", N_("Cohen's κ with the gold, swapped order"))):
             align = block.get(f"alignment_{kind}") or {}
-            rows.append((f"alignment_{kind}", f"Cohen's κ with the gold, {kind} order", number(align.get("value")),
+            rows.append((f"alignment_{kind}", _(label), number(align.get("value")),
                          f"{interval(align.get('ci'))}, n = {align.get('n', 0)}"
                          + (f"; {reason_text(align)}" if align.get("note") else "")))
     elif block.get("note"):
-        rows.append(("note", "Position bias", "undefined", reason_text(block)))
-    rows.append(("human_first_position_rate", "Annotators pick the response shown first",
+        rows.append(("note", _("Position bias"), _("undefined"), reason_text(block)))
+    rows.append(("human_first_position_rate", _("Annotators pick the response shown first"),
                  percent(block.get("human_first_position_rate")),
-                 f"of {block.get('n_human_with_order', 0)} non-tie labels made with a recorded order (each annotator "
-                 "sees the responses in an order of their own)"))
+                 _("of %(n)s non-tie labels made with a recorded order (each annotator sees the responses in an order of "
+                   "their own)", n=block.get("n_human_with_order", 0))))
     return rows
 
 
@@ -342,10 +348,10 @@ class Ceiling:
         return f"{number(self.value)} {interval(self.ci)}" if self.value is not None and self.ci else number(self.value)
 
 
-CEILING_METRICS = {"mean_pairwise_kappa": "mean pairwise Cohen's κ", "mean_pairwise_spearman": "mean pairwise Spearman's ρ",
-                   "krippendorff_alpha_nominal": "Krippendorff's α (nominal)",
-                   "krippendorff_alpha_ordinal": "Krippendorff's α (ordinal)",
-                   "krippendorff_alpha_interval": "Krippendorff's α (interval)"}
+CEILING_METRICS = {"mean_pairwise_kappa": N_("mean pairwise Cohen's κ"), "mean_pairwise_spearman": N_("mean pairwise Spearman's ρ"),
+                   "krippendorff_alpha_nominal": N_("Krippendorff's α (nominal)"),
+                   "krippendorff_alpha_ordinal": N_("Krippendorff's α (ordinal)"),
+                   "krippendorff_alpha_interval": N_("Krippendorff's α (interval)")}
 
 
 def ceiling(section: dict) -> Ceiling | None:
@@ -362,18 +368,19 @@ def ceiling(section: dict) -> Ceiling | None:
     block = human.get("ceiling")
     if isinstance(block, dict):
         metric = str(block.get("metric") or "")
-        name = CEILING_METRICS.get(metric, metric)
+        name = i18n.gettext(CEILING_METRICS[metric]) if metric in CEILING_METRICS else metric
         value = block["value"] if finite(block.get("value")) else None
         return Ceiling(name=name, value=value, note=reason_text(block, "why") if value is None else "", ci=block.get("ci"),
                        why=reason_text(block, "why"))
     categorical = labelled(section)
     pairs = human.get("pairwise_kappa" if categorical else "pairwise_spearman") or []
     values = [p["value"] for p in pairs if finite(p.get("value"))]
-    stat = "Cohen's κ" if categorical else "Spearman's ρ"
+    stat = i18n.gettext("Cohen's κ") if categorical else i18n.gettext("Spearman's ρ")
     if values:
-        return Ceiling(name=f"mean pairwise {stat} ({len(values)} pairs)", value=sum(values) / len(values), note="")
+        return Ceiling(name=i18n.ngettext("mean pairwise %(stat)s (%(num)s pair)", "mean pairwise %(stat)s (%(num)s pairs)",
+                                          len(values), stat=stat), value=sum(values) / len(values), note="")
     note = reason_text(human) or i18n.gettext("no pair of annotators shares a target")
-    return Ceiling(name=f"pairwise {stat}", value=None, note=note)
+    return Ceiling(name=i18n.gettext("pairwise %(stat)s", stat=stat), value=None, note=note)
 
 
 def human_statistics(section: dict) -> list[Stat]:

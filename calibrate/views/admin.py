@@ -18,7 +18,7 @@ from calibrate.models import ROLES, Assignment
 from calibrate.reasons import Reason
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
-from calibrate.views.fields import int_field
+from calibrate.views.fields import decimal_number, int_field
 from calibrate.views.session import get_session, writing
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -103,7 +103,7 @@ def assign_work():
     seed = int_field(form, "seed", default=0, maximum=2**32 - 1)
     overlap = int_field(form, "overlap", default=1, minimum=0, maximum=1000)
     try:
-        fraction_value = float(fraction) if fraction else None
+        fraction_value = decimal_number(fraction) if fraction else None
     except ValueError:
         raise AnnotationError(Reason("fraction_not_number")) from None
     with writing() as db:

@@ -267,7 +267,7 @@ def undo(assignment_id: int):
         return _reload(assignment_id, int(undone.edit.before[0]["id"]))
     if undone is None:
         if is_script_request():
-            response = make_response("Nothing to undo on this item.", 200)
+            response = make_response(_("Nothing to undo on this item."), 200)
             response.mimetype = "text/plain"
             response.headers["X-Nothing"] = "1"
             return response

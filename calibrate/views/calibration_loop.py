@@ -50,7 +50,7 @@ from calibrate.reports.compare_report import compare_context
 from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label, reason_text
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
-from calibrate.views.fields import task_on_dataset
+from calibrate.views.fields import decimal_number, task_on_dataset
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session, writing
 
@@ -72,7 +72,7 @@ golden = lazy.module("calibrate.loop.golden")
 
 def _options() -> Options:
     config = current_app.config
-    budget = request.args.get("budget", 0.05, type=float)
+    budget = request.args.get("budget", 0.05, type=decimal_number)
     budget = budget if budget is not None and 0 < budget <= 1 else 0.05
     return Options(threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)), bootstrap=config["BOOTSTRAP"],
                    confidence=config["CONFIDENCE"], seed=config["SEED"], budget_half_width=budget,
@@ -85,7 +85,7 @@ def _epsilon() -> float:
     if not raw:
         return DEFAULT_EPSILON
     try:
-        return float(raw)
+        return decimal_number(raw)
     except ValueError:
         return float("nan")
 
@@ -227,8 +227,8 @@ def alt_test_page(name: str, judge: str):
     form = {key: request.args.get(key, "").strip() for key in ("epsilon", "alpha", "scoring", "min_items")}
     result, message, status = None, "", 200
     try:
-        epsilon = float(form["epsilon"]) if form["epsilon"] else DEFAULT_EPSILON
-        alpha = float(form["alpha"]) if form["alpha"] else DEFAULT_ALPHA
+        epsilon = decimal_number(form["epsilon"]) if form["epsilon"] else DEFAULT_EPSILON
+        alpha = decimal_number(form["alpha"]) if form["alpha"] else DEFAULT_ALPHA
         min_items = int(form["min_items"]) if form["min_items"] else DEFAULT_MIN_ITEMS
     except ValueError:
         message, status = _("epsilon and alpha must be numbers in (0, 1), min_items a positive whole number"), 400
@@ -293,7 +293,7 @@ def report_file(name: str, fmt: str):
     judge = request.args.get("judge") or None
     task = request.args.get("task") or "claim_support"
     config = current_app.config
-    budget = request.args.get("budget", 0.05, type=float)
+    budget = request.args.get("budget", 0.05, type=decimal_number)
     options = Options(split=_split_arg(name), budget_half_width=budget if budget is not None and 0 < budget <= 1 else 0.05,
                       order_rule=_order_rule(), threshold=config["THRESHOLD"], ci_lower=bool(config.get("CI_LOWER", False)),
                       bootstrap=config["BOOTSTRAP"], confidence=config["CONFIDENCE"], seed=config["SEED"])

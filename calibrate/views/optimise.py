@@ -29,7 +29,7 @@ from calibrate.reasons import Reason
 from calibrate.reports.optimise_report import context as optimise_context
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
-from calibrate.views.fields import int_field
+from calibrate.views.fields import decimal_number, int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import app_engine, get_session, write, writing
 
@@ -44,12 +44,14 @@ def _execute_in_background(engine: Engine, opt_id: int, prices: dict, limits: Li
         log.exception("optimisation %s failed", opt_id)
 
 
-def _number(name: str, default: float | None) -> float | None:
+def _number(name: str, default: float | None, *, comma: bool = False) -> float | None:
+    """Return a form's number; `comma`: also in the decimal-comma notation (a value in (0, 1], where "1,000" cannot
+    mean a thousand)."""
     raw = (request.form.get(name) or "").strip()
     if not raw:
         return default
     try:
-        return float(raw)
+        return decimal_number(raw) if comma else float(raw)
     except ValueError:
         raise CalibrationError(Reason("optimise_form_number", name=name, raw=raw[:40])) from None
 
@@ -69,7 +71,7 @@ def create(name: str):
     max_calls = int_field(request.form, "max_calls", minimum=1)
     spec = OptimiseSpec(dataset=name, task=task, start=request.form.get("start", ""), backend=config["backend"],
                         model=config.get("model"), base_url=config.get("base_url"), api_key_env=config.get("api_key_env"),
-                        concurrency=int(config.get("concurrency", 8)), target=_number("target", 0.75),
+                        concurrency=int(config.get("concurrency", 8)), target=_number("target", 0.75, comma=True),
                         max_candidates=int_field(request.form, "max_candidates", default=12, minimum=2, maximum=200),
                         max_calls=max_calls, max_cost=_number("max_cost", None),
                         patience=int_field(request.form, "patience", default=2, minimum=1, maximum=50),
@@ -95,7 +97,13 @@ def _context(opt_id: int) -> dict:
         session = get_session()
         opt = session.get(Optimisation, opt_id)
     result = opt.result if opt.status != "running" and opt.result is not None else result_dict(session, opt)
-    return {"opt": opt, "active": opt.status == "running", **optimise_context(result)}
+    return {"opt": opt, "active": opt.status == "running", "version_url": _version_url, **optimise_context(result)}
+
+
+def _version_url(ref: str | None) -> str | None:
+    """Return the prompt page of a candidate `NAME@N` (the page links each version tried), else None."""
+    name, _sep, number = (ref or "").partition("@")
+    return url_for("prompts.show", name=name, number=int(number)) if name and number.isdigit() else None
 
 
 @bp.route("/optimisations/<int:opt_id>")

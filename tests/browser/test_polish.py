@@ -200,3 +200,36 @@ def test_the_dashboard_table_is_not_clipped_on_a_wide_screen(browser, site):
     assert table <= box and last_column <= window, f"the table is clipped at 1,400 px: {sizes[1400]}"
     assert page_width <= window
     assert sizes[390][2] <= sizes[390][3]  # too wide for a phone: it scrolls inside its box, never the page
+
+
+# The words of the judges table broken across lines inside the word (a hyphen or a slash may end a line): one
+# Range per word, which a line break splits into several boxes.
+BROKEN_WORDS = """(() => { const broken = [];
+  const walker = document.createTreeWalker(document.querySelector('#judges'), NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode, text = node.textContent;
+    for (const match of text.matchAll(/[^\\s\\-\\/·]+/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (lines.size > 1) broken.push(match[0]);
+    }
+  }
+  return broken.slice(0, 8); })()"""
+
+
+@pytest.mark.parametrize(("width", "language"), [(1280, "en"), (1400, "en"), (1280, "es")])
+def test_the_dashboard_table_never_breaks_a_word_to_fit(browser, site, width, language):
+    """On a laptop's window the judges table keeps its words whole (what does not fit scrolls inside its box): forced
+    into the window, it broke judge names, intervals and the Evaluate button letter by letter."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, extra_http_headers={"Accept-Language": language})
+    page = context.new_page()
+    try:
+        login(page, site.url, "engineer")
+        page.goto(f"{site.url}/datasets/{DATASET}/calibration?task=claim_support&split=dev")
+        expect(page.locator("#judges tbody tr")).not_to_have_count(0)
+        assert page.evaluate(BROKEN_WORDS) == []
+        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")  # the box scrolls, never the page
+    finally:
+        context.close()

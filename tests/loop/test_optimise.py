@@ -128,6 +128,15 @@ def test_a_rewrite_that_changes_the_template_fields_is_refused_and_counted(runne
     assert "{{ task.guidelines }}" in out["refused"][0]["text"] and out["refused"][0]["calls"] == 1
     assert [c["change"]["kind"] for c in out["candidates"]] == ["start"]
     assert out["stop"]["code"] in ("max_candidates", "no_improvement", "cannot_reach")
+    # In Spanish: the refused candidate's kind and the target in words and numbers of the reader.
+    from bs4 import BeautifulSoup
+
+    from calibrate.reports.optimise_report import render_optimise
+
+    page = BeautifulSoup(render_optimise(out, "html", "es"), "html.parser")
+    assert page.select_one("#optimise-refused li").get_text().startswith("ronda 1, reescritura desde claims@1:")
+    assert "0,75" in page.select_one("#optimise-outcome").get_text() and "0.75" not in page.select_one("#optimise-summary").get_text()
+    assert "objetivo 0,75" in render_optimise(out, "md", "es") and "reescritura desde claims@1" in render_optimise(out, "md", "es")
 
 
 @pytest.mark.parametrize("change, line", [
@@ -185,14 +194,18 @@ def test_markdown_and_html_say_the_stop_the_lineage_and_the_test(runner, server,
     page = BeautifulSoup((tmp_path / "o.html").read_text(encoding="utf-8"), "html.parser")
     rows = page.select("#optimise-candidates tbody tr")
     assert len(rows) == 4 and rows[0]["data-version"] == start
+    assert rows[0].select_one("td").text.strip() == start and page.select("a[href^='/prompts/']") == []  # a file: no app links
     assert page.select_one("#optimise-stop")["data-stop"] == "target_reached"
     assert page.select_one("html")["lang"] == "es"
+    assert page.select_one("#optimise-summary dt").text == "Objetivo"  # the value to reach (pgettext), not an item
 
 
 def test_the_optimisation_is_stored_with_its_state(runner, session, server, start):
-    run(runner, server, start)
+    _, out = run(runner, server, start)
     opt = session.exec(select(Optimisation)).one()
     assert opt.status == "done" and opt.result["stop"]["code"] == "target_reached"
+    # The result says how it ended, printed and stored (it said "running", computed before the status was set).
+    assert out["status"] == opt.result["status"] == "done"
     assert len(opt.state["candidates"]) == 4 and opt.state["test"]["evaluation_id"]
 
 

@@ -89,6 +89,71 @@ def test_the_methods_and_the_labels_needed_speak_spanish_and_english_stays_word_
     assert "El bootstrap remuestrea muestras enteras" in html.get_text()
 
 
+def test_the_demo_report_page_leaves_no_english_name_or_heading_in_spanish(demo_engine, session):
+    """The human ceiling's statistic, the judge-as-rater rows' α, the chart's ceiling mark, the rows left out and the RAG
+    section were English text inside the Spanish report (the report page a Spanish engineer opens)."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, DATASET, "demo-claims@2", options=Options(bootstrap=200))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    text = spanish.get_text(" ")
+    for words in ("mean pairwise Cohen's κ", "Krippendorff's α", "human–human agreement", "no gold, excluded label",
+                  "RAG metrics from the same labels", "Measured once from the human gold", "For each annotator in turn"):
+        assert words in english.get_text(" "), words  # the English report is unchanged
+        assert words not in text, words
+    assert spanish.select_one("tr.ceiling-row td").get_text() == "κ de Cohen medio por pares"
+    assert spanish.select_one("tr[data-stat=krippendorff_alpha_experts] td").get_text() == "α de Krippendorff (nominal)"
+    ceiling = spanish.select_one("tr.ceiling-row td.value").get_text(strip=True)
+    assert spanish.select_one("svg path.ceiling title").get_text() == f"acuerdo humano–humano: {ceiling}" and "," in ceiling
+    assert spanish.select_one("#rag h2").get_text() == "Métricas RAG a partir de las mismas etiquetas"
+    assert "sin referencia, etiqueta excluida y few-shot" in spanish.select_one("tr[data-count=excluded] small").get_text()
+    method = spanish.select_one(".alt-test-method").get_text()
+    assert method.startswith("Para cada anotador") and method.endswith("(ω ≥ 0,5). Calderon, Reichart & Dror, ACL 2025.")
+
+
+def test_the_report_figures_and_groups_are_explained_in_spanish(demo_engine, session):
+    """The confusion matrix's and the scatter's captions, the grouped section's heading and sentences and the ties'
+    count were English sentences in the Spanish report."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, DATASET, "demo-claims@2", options=Options(bootstrap=100, group_by="metadata.topic"))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser")
+    assert english.select_one("figure.confusion figcaption").get_text().startswith("Confusion matrix of the claims scored")
+    assert spanish.select_one("figure.confusion figcaption").get_text().startswith("Matriz de confusión sobre afirmaciones:")
+    scores = BeautifulSoup(render(build_report(session, DATASET, "demo-quality@1", options=Options(bootstrap=100)), "html", "es"),
+                           "html.parser")
+    assert scores.select_one("figure.scatter figcaption").get_text().startswith("Un punto por respuesta:")
+    text = spanish.get_text(" ")
+    for words in ("Within groups of", "groups used", "Each group on its own", "Each dot is one", "have tied labels"):
+        assert words in english.get_text(" ") or words in ("Each dot is one", "have tied labels"), words
+        assert words not in text, words
+    assert "Dentro de los grupos de metadata.topic" in text and "grupos usados" in text
+    assert spanish.select("table.per-group thead th")[2].get_text() in ("κ de Cohen", "ρ de Spearman")
+
+
+def test_the_pairwise_position_table_in_spanish(demo_engine, session):
+    """The position-bias rows of a pairwise judge's report (labels and notes) were English inside the Spanish report."""
+    from calibrate.calibration import Options, build_report
+    from calibrate.demo import DATASET
+
+    report = build_report(session, f"{DATASET}-ab", "demo-preference@1", options=Options(bootstrap=100))
+    english = BeautifulSoup(render(report, "html", "en"), "html.parser").select_one("table.position")
+    spanish = BeautifulSoup(render(report, "html", "es"), "html.parser").select_one("table.position")
+    labels = [th.get_text() for th in english.select("tbody th")]
+    assert "Same verdict in both orders" in labels and "Annotators pick the response shown first" in labels
+    assert "a position-proof judge: 100%" in english.get_text()  # English unchanged
+    text = spanish.get_text(" ")
+    for words in ("Same verdict", "Picks the response", "Orders judged", "a position-proof judge", "non-tie", "sign test",
+                  "never agreeing", "with the gold", "swapped"):
+        assert words not in text, words
+    assert "Mismo veredicto en ambos órdenes" in text and "original, invertido" in text
+    assert "un juez inmune a la posición: 100 %" in text.replace("\xa0", " ")
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_do_not_depend_on_the_locale(full_report, fmt):
     english = render(full_report, fmt)

@@ -210,6 +210,10 @@ def test_undo(client, session, item):
     assert _count(session, Label) == 0
     nothing = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token})
     assert (nothing.status_code, nothing.headers.get("X-Nothing")) == (200, "1")
+    assert nothing.get_data(as_text=True) == "Nothing to undo on this item."
+    # The script shows the answer's text in the notice bar: in the reader's language.
+    spanish = client.post(f"{item.url}/undo", headers={**HX, "X-CSRFToken": item.token, "Accept-Language": "es"})
+    assert spanish.get_data(as_text=True) == "No hay nada que deshacer en este ítem."
 
 
 def test_history_lists_my_changes(client, item):

@@ -81,6 +81,12 @@ def test_the_form_starts_an_optimisation_whose_page_shows_the_candidates_and_the
     spanish = BeautifulSoup(client.get(url).data, "html.parser")
     assert spanish.select_one("html")["lang"] == "es"
     assert "Optimización" in spanish.select_one("h1").text
+    # "Target" is the value to reach here (objetivo), not a labelled item (elemento) as in the tables.
+    assert spanish.select_one("#optimise-summary dt").text == "Objetivo"
+    board = BeautifulSoup(client.get(f"/datasets/{DATASET}/calibration?split=dev").data, "html.parser")
+    label = board.select_one("#optimise-form input[name=target]").parent
+    assert label.text.strip() == "Objetivo"
+    assert "Elemento" in [th.text for th in BeautifulSoup(client.get("/tasks").data, "html.parser").select("thead th")]
 
 
 def test_cancel_stops_a_running_optimisation(page_app, client, login, server):
@@ -111,3 +117,34 @@ def test_refusals_are_said_on_the_dashboard_and_annotators_get_403(page_app, cli
     client.post("/logout", data={"csrf_token": token})
     other = login("ann", "annotator")
     assert start(client, other).status_code == 403
+
+
+def test_a_candidate_scored_zero_is_counted_as_scored(app):
+    """The count of candidates scored counted a dev value of exactly 0 (κ 0: a judge no better than chance) as unscored."""
+    from types import SimpleNamespace
+
+    from flask import render_template
+
+    from calibrate.reports.optimise_report import context
+
+    def candidate(version, value):
+        return {"version": version, "parent": None, "round": 0, "change": {"kind": "start", "note": ""}, "calls": 0, "cost": 0.0,
+                "dev": {"value": value, "ci": None, "lower_adjusted": None, "n": 10 if value is not None else None}}
+
+    result = {"from": "p@1", "dataset": "d", "task": "claim_support", "target": 0.75, "metric": "cohen_kappa",
+              "adjustment": "max_statistic", "looks": {"dev": 2, "test": 0}, "stop": {}, "calls": 0, "cost": 0.0,
+              "candidates": [candidate("p@1", 0.4), candidate("p@2", 0.0), candidate("p@3", None)], "refused": []}
+    with app.test_request_context("/"):
+        html = render_template("calibration/_optimise_status.html", opt=SimpleNamespace(id=1, status="running", error=""),
+                               active=False, **context(result))
+    assert "2 candidates scored" in BeautifulSoup(html, "html.parser").select_one("#optimise-status p").get_text()
+
+
+def test_a_target_typed_with_a_decimal_comma_is_read(page_app, client, login):
+    """The Spanish dashboard writes the threshold 0,75: a target typed that way started nothing but a refusal."""
+    token = login("eng", "engineer")
+    client.post("/account", data={"csrf_token": token, "locale": "es"})
+    response = start(client, token, target="0,8", max_candidates="2", strategy_rewrite="")
+    assert response.status_code == 303 and "/optimisations/" in response.headers["Location"]
+    page = wait_until(client, response.headers["Location"] + "/status", ("done", "failed", "cancelled"))
+    assert "≥ 0,8" in page.select_one("#optimise-summary dd").get_text()

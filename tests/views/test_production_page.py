@@ -105,3 +105,21 @@ def test_the_level_is_named_from_the_estimators_levels_in_both_languages(client,
     claims = _page(client.get(f"/datasets/{DATASET}/production?task=claim_support", headers=SPANISH))
     options = claims.select("select[name=level] option")
     assert [(o["value"], o.get_text()) for o in options] == [("answers", "respuestas"), ("claims", "afirmaciones")]
+
+
+def test_intervals_in_spanish_and_a_window_without_an_estimate(client, demo_engine):
+    """The cards wrote an interval "[0,280, 0,679]" in Spanish (a comma between decimal commas: docs/i18n.md writes
+    "[0,280; 0,679]"), and a window without an estimate showed "— —" (no value, no interval)."""
+    _login(client, "engineer", "demo-engineer")
+    es = _page(client.get(f"/datasets/{PROD_DATASET}/production", headers=SPANISH))
+    intervals = [span.get_text() for span in es.select("#production-windows .ci") if span.get_text()]
+    assert intervals and all(re.fullmatch(r"\[-?\d,\d{3}; -?\d,\d{3}\]", text) for text in intervals), intervals
+    en = _page(client.get(f"/datasets/{PROD_DATASET}/production", headers=ENGLISH))
+    assert all(re.fullmatch(r"\[-?\d\.\d{3}, -?\d\.\d{3}\]", span.get_text())
+               for span in en.select("#production-windows .ci") if span.get_text())
+    from calibrate.demo import DATASET
+
+    empty = _page(client.get(f"/datasets/{DATASET}/production", headers=ENGLISH))
+    card = empty.select_one("#production-windows article.window-card[data-status=too_few]")
+    assert card is not None
+    assert card.select_one("dd.estimate").get_text(" ", strip=True) == "—"
