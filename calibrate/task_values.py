@@ -152,16 +152,22 @@ def canonical_claims(value: object) -> str:
     return json.dumps(claims, ensure_ascii=False)
 
 
+def decimal_number(raw: str) -> float:
+    """Return a number typed in either notation: "0.75", or "0,75" as a reader whose language writes a decimal comma
+    types it (one comma and no point: a lone comma is a decimal sign, not a thousands separator). Raise ValueError
+    otherwise. The one rule of every form and import that reads a typed number."""
+    text = raw.strip()
+    if text.count(",") == 1 and "." not in text:
+        text = text.replace(",", ".")
+    return float(text)
+
+
 def _as_number(value: object) -> float | None:
     if isinstance(value, (int, float)):
         number = float(value)
     elif isinstance(value, str):
-        text = value.strip()
-        # A lone decimal comma ("3,5") is a Spanish-style decimal, not a thousands separator.
-        if text.count(",") == 1 and "." not in text:
-            text = text.replace(",", ".")
         try:
-            number = float(text)
+            number = decimal_number(value)
         except ValueError:
             return None
     else:

@@ -16,9 +16,10 @@ from calibrate.datasets import dataset_names
 from calibrate.i18n import _, ngettext
 from calibrate.models import ROLES, Assignment
 from calibrate.reasons import Reason
+from calibrate.task_values import decimal_number
 from calibrate.views.auth import role_required
 from calibrate.views.errors import refuse_back_to
-from calibrate.views.fields import decimal_number, int_field
+from calibrate.views.fields import int_field
 from calibrate.views.session import get_session, writing
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")

@@ -48,9 +48,10 @@ from calibrate.reasons import Reason
 from calibrate.reports import charts
 from calibrate.reports.compare_report import compare_context
 from calibrate.reports.summary import alt_test_context, alt_test_verdict, ci_label, reason_text
+from calibrate.task_values import decimal_number
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
-from calibrate.views.fields import decimal_number, task_on_dataset
+from calibrate.views.fields import task_on_dataset
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import get_session, writing
 

@@ -75,15 +75,6 @@ def int_field(values: Mapping[str, str], name: str, *, default: int | None = Non
     return value
 
 
-def decimal_number(raw: str) -> float:
-    """Return a number typed in either notation: "0.75", or "0,75" as a reader whose language writes a decimal comma
-    types it (one comma and no point; the pages write numbers that way in Spanish). Raise ValueError otherwise."""
-    text = raw.strip()
-    if text.count(",") == 1 and "." not in text:
-        text = text.replace(",", ".")
-    return float(text)
-
-
 def task_on_dataset(session, task_name: str | None, dataset_name: str | None) -> None:
     """Answer 400 naming the field `task` (BadField, worded from `task_not_on_dataset`) when a request names a task scoped
     to other datasets than the one it names: the workbench's rule (task_scopes.offered_on) on every page that takes both.

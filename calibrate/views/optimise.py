@@ -27,9 +27,10 @@ from calibrate.loop.optimise import (
 from calibrate.models import Optimisation
 from calibrate.reasons import Reason
 from calibrate.reports.optimise_report import context as optimise_context
+from calibrate.task_values import decimal_number
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to
-from calibrate.views.fields import decimal_number, int_field
+from calibrate.views.fields import int_field
 from calibrate.views.prompts import ENGINEERS, run_choices
 from calibrate.views.session import app_engine, get_session, write, writing
 

@@ -15,6 +15,7 @@ from calibrate.i18n import _
 from calibrate.models import EXTRACTION, Judge, Sample, Task, User, Verdict
 from calibrate.reasons import Reason
 from calibrate.targets import level_name
+from calibrate.task_values import decimal_number
 from calibrate.views.auth import role_required
 from calibrate.views.errors import back_to, refusal_text
 from calibrate.views.prompts import ENGINEERS
@@ -63,7 +64,7 @@ def _number(form, name: str, default: float) -> float:
     if not raw:
         return default
     try:
-        value = float(raw.replace(",", "."))
+        value = decimal_number(raw)
     except ValueError:
         raise AnnotationError(Reason("auto_share_range", name=name, value=raw[:20])) from None
     if not math.isfinite(value):
@@ -96,7 +97,7 @@ def show(name: str):
     min_value = None
     if raw_min:
         try:
-            min_value = float(raw_min.replace(",", "."))
+            min_value = decimal_number(raw_min)
         except ValueError:
             min_value = None
         if min_value is not None and not math.isfinite(min_value):
