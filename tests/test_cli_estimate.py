@@ -14,6 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 from labelstore import Store
 from ppi_py import ppi_mean_pointestimate
+from prompt_helpers import prompt_version
 
 from calibrate.stats.design import design_estimate
 
@@ -228,17 +229,11 @@ def test_too_few_audit_labels_where_the_traffic_is_are_refused_with_the_labels_t
 def test_few_shot_examples_of_the_version_are_left_out_and_counted(runner, session, binary_task):
     from sqlmodel import select
 
-    from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
+    from calibrate.models import FewShot, Judge
 
     gold, verdict, labelled = _draw(5)
     store = _store(session, gold, verdict, labelled)
-    task = session.exec(select(Task).where(Task.name == TASK)).one()
-    prompt = Prompt(name="p", task_id=task.id)
-    session.add(prompt)
-    session.flush()
-    version = PromptVersion(prompt_id=prompt.id, number=1, template="t", content_hash="h")
-    session.add(version)
-    session.flush()
+    version = prompt_version(session, TASK)
     shots = [i for i in range(N) if labelled[i]][:3]
     for order, i in enumerate(shots):
         sample = store.samples[f"s{i}"]

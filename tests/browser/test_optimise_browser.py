@@ -15,20 +15,14 @@ from playwright.sync_api import expect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
-from fakellm import FakeLLM
-from optimise_helpers import DATASET, load_world
-from prompt_world import PromptWorld
+from optimise_helpers import DATASET, load_world, served_world
 
 
 @pytest.fixture
 def fake_judge():
     """The fake LLM server answering as a prompt world whose judge gets better with few-shots and rewrites."""
-    world = PromptWorld.make(n_train=16, n_dev=16, n_test=16, hard={"dosage"})
-    server = FakeLLM().start()
-    server.responder = world
-    server.world = world
-    yield server
-    server.stop()
+    with served_world() as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
+from prompt_helpers import prompt_version
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.contingency_tables import mcnemar
@@ -107,16 +108,10 @@ def test_fixed_and_broken_scores_use_the_tasks_scale(store, session, task, gold,
 def test_few_shot_targets_of_either_version_are_left_out(store, session):
     from sqlmodel import select
 
-    from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
+    from calibrate.models import FewShot, Judge
 
     _two_judges(store, n=5)
-    task = session.exec(select(Task).where(Task.name == "claim_support")).one()
-    prompt = Prompt(name="p", task_id=task.id)
-    session.add(prompt)
-    session.flush()
-    version = PromptVersion(prompt_id=prompt.id, number=1, template="t", content_hash="h")
-    session.add(version)
-    session.flush()
+    version = prompt_version(session, "claim_support")
     claim = store.claims[("s0", 0)]
     session.add(FewShot(version_id=version.id, order=0, sample_id=claim.sample_id, claim_id=claim.id,
                         target_key=f"claim:{claim.id}", value="supported"))

@@ -7,10 +7,11 @@ import krippendorff
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
+from prompt_helpers import prompt_version
 from sqlmodel import select
 
 from calibrate.calibration import Options, build_report
-from calibrate.models import FewShot, Judge, Prompt, PromptVersion, Task
+from calibrate.models import FewShot, Judge
 from calibrate.reports import render
 
 FAST = Options(bootstrap=50)
@@ -76,13 +77,7 @@ def test_ordinal_alpha_at_the_tasks_level_and_few_shots_left_out(session, store)
         verdict = int(np.clip(truth + rng.integers(-2, 3), 1, 5))
         store.verdict("J", "answer_quality", f"s{i}", verdict)
         matrix[2, i] = verdict
-    task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
-    prompt = Prompt(name="p", task_id=task.id)
-    session.add(prompt)
-    session.flush()
-    version = PromptVersion(prompt_id=prompt.id, number=1, template="t", content_hash="h")
-    session.add(version)
-    session.flush()
+    version = prompt_version(session, "answer_quality")
     shot = store.samples["s0"]
     session.add(FewShot(version_id=version.id, order=0, sample_id=shot.id, target_key=f"sample:{shot.id}", value="3"))
     session.exec(select(Judge).where(Judge.name == "J")).one().prompt_version_id = version.id

@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prompt_helpers import prompt_version
 from sqlalchemy import func, update
 from sqlmodel import Session, select
 from test_receiver import new_token, post
@@ -26,8 +27,6 @@ from calibrate.models import (
     FewShot,
     Judge,
     Label,
-    Prompt,
-    PromptVersion,
     RetentionPolicy,
     Sample,
     StagedSpan,
@@ -135,13 +134,7 @@ def test_golden_members_and_few_shot_examples_are_kept(runner, engine, tmp_path)
     assert made.exit_code == 0, made.output
     assert json.loads(made.stdout)["n_items"] == 2
     with write_session(engine) as session:
-        task = session.exec(select(Task).where(Task.name == "answer_quality")).one()
-        prompt = Prompt(name="p", task_id=task.id)
-        session.add(prompt)
-        session.flush()
-        version = PromptVersion(prompt_id=prompt.id, number=1, template="{{ answer }}", content_hash="h")
-        session.add(version)
-        session.flush()
+        version = prompt_version(session, "answer_quality", template="{{ answer }}")
         for order, n in enumerate((1, 2, 3)):
             session.add(FewShot(version_id=version.id, order=order, sample_id=ids[trace_id(n)],
                                 target_key=target_key("sample", ids[trace_id(n)]), value="5"))

@@ -4,12 +4,15 @@ database, a start version, and the command's arguments against the fake LLM serv
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
+from fakellm import FakeLLM
 from prompt_world import PromptWorld
 
 from calibrate.db import write_session
@@ -17,6 +20,20 @@ from calibrate.ingest import import_file
 from calibrate.judges import save_version
 
 DATASET = "world"
+
+
+@contextmanager
+def served_world(size: int = 16) -> Iterator[FakeLLM]:
+    """The fake LLM server answering as a prompt world of `size` targets a split whose judge gets better with few-shots
+    and rewrites (its `world` attribute is that world): what the Optimise page's tests optimise against."""
+    world = PromptWorld.make(n_train=size, n_dev=size, n_test=size, hard={"dosage"})
+    server = FakeLLM().start()
+    server.responder = world
+    server.world = world
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def load_world(engine, folder: Path, world: PromptWorld, *, dataset: str = DATASET, prompt: str = "claims") -> str:

@@ -14,6 +14,7 @@ import sqlite3
 
 import pytest
 from golden_helpers import DS, GOLDEN_TOPICS, REFRESH, build
+from prompt_helpers import prompt_version
 from sqlmodel import Session, select
 
 from calibrate.db import dispose_engine, get_engine, write_session
@@ -29,8 +30,6 @@ from calibrate.models import (
     GoldenMember,
     Judge,
     Label,
-    Prompt,
-    PromptVersion,
     Sample,
     Task,
     User,
@@ -206,13 +205,7 @@ def test_status_keys_and_staleness(data):
 
 def test_fewshots_are_never_golden(data):
     with write_session(data) as session:
-        task = session.exec(select(Task).where(Task.name == "claim_support")).one()
-        prompt = Prompt(name="p", task_id=task.id)
-        session.add(prompt)
-        session.flush()
-        version = PromptVersion(prompt_id=prompt.id, number=1, template="{{ claim }}", content_hash="h")
-        session.add(version)
-        session.flush()
+        version = prompt_version(session, "claim_support")
         g5 = session.exec(select(Sample).where(Sample.external_id == "g005")).one()
         p0 = session.exec(select(Sample).where(Sample.external_id == "p000")).one()
         for order, sample in enumerate((g5, p0)):

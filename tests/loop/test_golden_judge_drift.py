@@ -14,12 +14,13 @@ import json
 import numpy as np
 import pytest
 from labelstore import Store
+from prompt_helpers import prompt_version
 from sklearn.metrics import cohen_kappa_score
 from sqlmodel import select
 
 from calibrate.accounts import ensure_annotator
 from calibrate.loop import golden
-from calibrate.models import Assignment, Dataset, FewShot, Judge, Label, Prompt, PromptVersion, Sample, Task, Verdict
+from calibrate.models import Assignment, Dataset, FewShot, Judge, Label, Sample, Verdict
 
 TASK = "claim_support"
 N_GOLDEN, N_LIVE, N_AUDIT = 30, 40, 20
@@ -162,13 +163,7 @@ def test_with_production_queues_but_no_audit_label_the_kappa_is_undefined_and_sa
 def _examples(session, store, sids, *, attach=True):
     """Make a prompt version whose few-shot examples are claim 0 of `sids` (shown with their gold); with `attach`,
     judge `j` becomes that version (as a prompt run's judge is), else it stays an imported judge."""
-    task = session.exec(select(Task).where(Task.name == TASK)).one()
-    prompt = Prompt(name="p", task_id=task.id)
-    session.add(prompt)
-    session.flush()
-    version = PromptVersion(prompt_id=prompt.id, number=1, template="{{ claim }}", content_hash="h")
-    session.add(version)
-    session.flush()
+    version = prompt_version(session, TASK)
     for order, sid in enumerate(sids):
         claim = store.claims[(sid, 0)]
         value = session.exec(select(Label.value).where(Label.claim_id == claim.id)).first()

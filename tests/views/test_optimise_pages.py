@@ -14,19 +14,14 @@ from bs4 import BeautifulSoup
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
-from fakellm import FakeLLM
-from optimise_helpers import DATASET, load_world
-from prompt_world import PromptWorld
+from optimise_helpers import DATASET, load_world, served_world
 
 
 @pytest.fixture
 def server():
-    world = PromptWorld.make(n_train=16, n_dev=16, n_test=16, hard={"dosage"})
-    fake = FakeLLM().start()
-    fake.responder = world
-    fake.world = world
-    yield fake
-    fake.stop()
+    """The fake LLM server answering as a prompt world whose judge gets better with few-shots and rewrites."""
+    with served_world() as fake:
+        yield fake
 
 
 @pytest.fixture
