@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges"))
 
 from optimise_helpers import DATASET, load_world, served_world
 
