@@ -84,7 +84,7 @@ def test_label_the_steps_of_a_trajectory_with_the_keyboard(page, live_server, se
     for key in ("1", "1", "2", "1", "1"):
         page.keyboard.press(key)
     assert eventually(lambda: _step_labels(session, sample) == {0: "correct", 1: "correct", 2: "incorrect", 3: "correct"})
-    assert _step_labels(session, sample, error_types=True)[2] == ("incorrect", "wrong_tool")
+    assert _step_labels(session, sample, error_types=True).get(2) == ("incorrect", "wrong_tool")
     expect(cells.nth(3).locator(".save-state[data-state=saved]")).to_have_count(1)
     page.keyboard.press("k")  # back to the tool step's cell
     page.keyboard.press("o")  # unfold that step
@@ -112,11 +112,11 @@ def test_an_incorrect_steps_error_type_by_keyboard_survives_a_reload(page, live_
     # The step after it: incorrect, then j leaves its type unchosen and moves on (nothing picked by accident).
     page.keyboard.press("2")
     page.keyboard.press("k")
-    assert eventually(lambda: _step_labels(session, sample, error_types=True)[3] == ("incorrect", None))
+    assert eventually(lambda: _step_labels(session, sample, error_types=True).get(3) == ("incorrect", None))
     expect(tool).to_have_class("cell focused")
     page.keyboard.press("w")  # change the focused step's type: w, then 6 (missed step)
     page.keyboard.press("6")
-    assert eventually(lambda: _step_labels(session, sample, error_types=True)[2] == ("incorrect", "missed_step"))
+    assert eventually(lambda: _step_labels(session, sample, error_types=True).get(2) == ("incorrect", "missed_step"))
     page.reload()
     chosen = page.locator("#steps .cell").nth(2).locator("form.error-type button[aria-checked=true]")
     expect(chosen).to_have_count(1)
@@ -127,7 +127,7 @@ def test_an_incorrect_steps_error_type_by_keyboard_survives_a_reload(page, live_
     # Correct now: the choice goes away, and the stored type with it.
     page.locator("#steps .cell").nth(2).locator("button.choice[value=correct]").click()
     expect(page.locator("#steps .cell").nth(2).locator("form.error-type")).to_be_hidden()
-    assert eventually(lambda: _step_labels(session, sample, error_types=True)[2] == ("correct", None))
+    assert eventually(lambda: _step_labels(session, sample, error_types=True).get(2) == ("correct", None))
     page.keyboard.press("?")
     expect(page.locator("#help")).to_contain_text("unfold or fold the focused step")
     expect(page.locator("#help")).to_contain_text("the error type of the focused label")
