@@ -12,8 +12,10 @@ from sqlalchemy import Engine
 
 from calibrate.errors import CalibrationError
 from calibrate.i18n import _
+from calibrate.judges.errors import PromptError
 from calibrate.judges.prices import load_prices
 from calibrate.judges.sandbox import Limits
+from calibrate.judges.versions import parse_ref
 from calibrate.loop.optimise import (
     STRATEGIES,
     OptimiseSpec,
@@ -103,8 +105,11 @@ def _context(opt_id: int) -> dict:
 
 def _version_url(ref: str | None) -> str | None:
     """Return the prompt page of a candidate `NAME@N` (the page links each version tried), else None."""
-    name, _sep, number = (ref or "").partition("@")
-    return url_for("prompts.show", name=name, number=int(number)) if name and number.isdigit() else None
+    try:
+        name, number = parse_ref(ref or "")  # the one reading of a version's name (judges/versions.py)
+    except PromptError:
+        return None
+    return url_for("prompts.show", name=name, number=number) if number is not None else None
 
 
 @bp.route("/optimisations/<int:opt_id>")
